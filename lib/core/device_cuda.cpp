@@ -1,0 +1,81 @@
+// Device memory through the CUDA runtime. A machine without a GPU (CI) still runs the CPU path:
+// cuda_available() reports false instead of throwing.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cuda_check.h"
+#include "core/device.h"
+#include "core/error.h"
+
+namespace cnn {
+
+const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+
+bool cuda_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return false;
+  }
+  return n > 0;
+}
+
+std::string cuda_device_description() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return fmt::format("no usable GPU ({})", cudaGetErrorString(e));
+  }
+  if (n == 0) return "no GPU found";
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp p{};
+  cudaGetDeviceProperties(&p, dev);
+  return fmt::format("{} (sm_{}{}, {:.1f} GiB, device {} of {})", p.name, p.major, p.minor,
+                     p.totalGlobalMem / double(1ull << 30), dev, n);
+}
+
+void* device_malloc(Device d, size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
+  if (d == Device::cpu) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) CNN_THROW("{}: out of host memory allocating {} bytes", what, bytes);
+    return p;
+  }
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    CNN_THROW("{}: CUDA out of memory: asked for {:.1f} MiB, {:.1f} MiB free of {:.1f} MiB ({})", what,
+              bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void device_free(Device d, void* p) noexcept {
+  if (!p) return;
+  if (d == Device::cpu) std::free(p);
+  else cudaFree(p);
+}
+
+void device_memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (!bytes) return;
+  if (dst_device == Device::cpu && src_device == Device::cpu) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+void device_memset_zero(Device d, void* p, size_t bytes) {
+  if (!bytes) return;
+  if (d == Device::cpu) std::memset(p, 0, bytes);
+  else CUDA_CHECK(cudaMemset(p, 0, bytes));
+}
+
+}  // namespace cnn

@@ -1,0 +1,38 @@
+// Workspace growth and CPU thread counts.
+#include "core/exec_context.h"
+
+#include <thread>
+
+namespace cnn {
+
+Workspace::~Workspace() { device_free(m_device, m_data); }
+
+float* Workspace::get(size_t count) {
+  if (count > m_capacity) {
+    device_free(m_device, m_data);
+    m_data = nullptr;
+    m_capacity = 0;
+    // Grow by at least half again so a sequence of slightly larger requests reallocates rarely.
+    size_t want = count + count / 2;
+    m_data = static_cast<float*>(device_malloc(m_device, want * sizeof(float), "workspace"));
+    m_capacity = want;
+  }
+  return m_data;
+}
+
+ExecContext ExecContext::cpu(int num_threads) {
+  ExecContext ctx;
+  ctx.device = Device::cpu;
+  ctx.num_threads = num_threads;
+  ctx.m_owned_workspace = std::make_shared<Workspace>(Device::cpu);
+  ctx.workspace = ctx.m_owned_workspace.get();
+  return ctx;
+}
+
+int ExecContext::threads() const {
+  if (num_threads > 0) return num_threads;
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+}  // namespace cnn

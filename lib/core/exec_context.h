@@ -1,0 +1,50 @@
+// Everything an op needs besides its operands: the device, CPU threads, the CUDA stream and
+// library handles (opaque here so no CUDA header leaks), and a scratch workspace.
+// Trap: contexts are passed by const reference, but the workspace they point to is shared and
+// mutable: an op may use it only for the duration of one call.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace cnn {
+
+// Grow-only scratch memory on one device.
+class Workspace {
+public:
+  explicit Workspace(Device device = Device::cpu) : m_device(device) {}
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  // At least `count` floats, valid until the next call to get().
+  float* get(size_t count);
+  size_t capacity_bytes() const { return m_capacity * sizeof(float); }
+  Device device() const { return m_device; }
+
+private:
+  Device m_device;
+  float* m_data = nullptr;
+  size_t m_capacity = 0;
+};
+
+struct ExecContext {
+  Device device = Device::cpu;
+  int num_threads = 0;            // CPU threads for fast CPU ops; 0 = all cores
+  bool deterministic = false;     // forbid algorithms whose results depend on scheduling
+  void* cuda_stream = nullptr;    // cudaStream_t
+  void* cublas_handle = nullptr;  // cublasHandle_t
+  void* cudnn_handle = nullptr;   // cudnnHandle_t
+  Workspace* workspace = nullptr;
+
+  // A CPU context with its own workspace (tests, tools).
+  static ExecContext cpu(int num_threads = 0);
+  // Threads to use for a parallel CPU region.
+  int threads() const;
+
+private:
+  std::shared_ptr<Workspace> m_owned_workspace;
+};
+
+}  // namespace cnn

@@ -1,0 +1,9 @@
+// The one main() of every test executable (Catch2 2 and 3 alike).
+#if __has_include(<catch2/catch_all.hpp>)
+#include <catch2/catch_session.hpp>
+#else
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#endif
+
+int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }

@@ -1,0 +1,21 @@
+// Test tolerances in one place: |a - b| <= atol + rtol * |b|, b being the reference.
+#pragma once
+
+namespace cnn::test {
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+// Fast CPU path (BLAS, different summation order) against the naive float reference.
+inline constexpr Tolerance kFastCpuVsReference{1e-4, 1e-4};
+// Any GPU kernel (FP32, TF32 off) against the CPU reference.
+inline constexpr Tolerance kGpuVsCpu{1e-4, 1e-3};
+// Finite-difference gradient check in double (central differences, step kFdStep).
+inline constexpr Tolerance kFiniteDifference{1e-6, 1e-5};
+inline constexpr double kFdStep = 1e-6;
+// Exact equality, for deterministic replays.
+inline constexpr Tolerance kExact{0.0, 0.0};
+
+}  // namespace cnn::test
