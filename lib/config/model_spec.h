@@ -1,0 +1,155 @@
+// The typed model file of DESIGN.md. Defaults live here, in the member initialisers, and nowhere
+// else: the parser passes each member's initial value as the getter's fallback, so the resolved
+// tree (written out as the run's config.yaml) shows every default that was applied.
+// Layer attributes beyond name/type/inputs/backend/algo are read by the layer factories
+// (lib/layers) from LayerSpec::node; the graph builder then runs the final unknown-key check.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/node.h"
+
+namespace cnn {
+
+struct InputSpec {
+  int64_t channels = 1;
+  int64_t height = 0;
+  int64_t width = 0;
+};
+
+struct LayerSpec {
+  std::string name;
+  std::string type;
+  std::vector<std::string> inputs;  // empty: the previous layer (or the model input for the first)
+  std::string backend = "auto";     // auto | cpu | cuda | cudnn
+  std::string algo = "auto";        // implementation strategy, backend-specific
+  int index = 0;                    // position in `layers`
+  ConfigNode* node = nullptr;       // this layer's map inside ModelSpec::root (owned by it)
+  Location where;
+};
+
+struct LossSpec {
+  std::string type = "softmax_cross_entropy";
+  double label_smoothing = 0.0;
+  std::string class_weights = "none";     // none | balanced | list
+  std::vector<double> class_weight_values;  // when class_weights: [w0, w1, ...] was given
+};
+
+struct NormalizeSpec {
+  bool automatic = true;        // "auto": mean/std computed on the training split
+  std::vector<double> mean;     // per channel, in 0..1 pixel units, when not automatic
+  std::vector<double> std;
+};
+
+struct AugmentSpec {
+  int64_t crop_size = 0;        // random_crop.size; 0 = no random crop
+  int64_t crop_padding = 0;     // random_crop.padding (zero padding before cropping)
+  bool hflip = false;
+  double rotate = 0.0;          // degrees: uniform in [-rotate, +rotate]
+  double brightness = 0.0;      // additive jitter, fraction of full scale
+  double contrast = 0.0;        // multiplicative jitter around the image mean
+};
+
+struct DataSpec {
+  std::string format = "idx";   // fer2013-csv | image-folder | idx | synthetic
+  std::string path;             // relative paths are relative to the current directory
+  NormalizeSpec normalize;
+  AugmentSpec augment;
+  double val_split = 0.1;       // fraction of train carved out as val when the source has none
+  uint64_t split_seed = 1234;   // fixed seed of that carve
+  std::string on_bad_row = "error";  // error | skip (fer2013-csv rows, image-folder files)
+  int64_t workers = 2;          // background loader threads
+  int64_t prefetch = 4;         // batches prepared ahead
+  bool drop_last = false;
+  int64_t synthetic_size = 1024;  // images per split for format: synthetic
+  std::string color = "auto";   // auto | gray | rgb: how image-folder files are read
+  std::string gpu_resident = "auto";  // auto | on | off (CUDA issue)
+};
+
+struct OptimizerSpec {
+  std::string type = "sgd";     // sgd | adam | adamw | rmsprop
+  double lr = 0.01;
+  double momentum = 0.9;        // sgd, rmsprop
+  bool nesterov = false;        // sgd
+  double weight_decay = 0.0;    // L2 for sgd/adam/rmsprop, decoupled for adamw
+  double beta1 = 0.9;           // adam/adamw
+  double beta2 = 0.999;
+  double eps = 1e-8;            // adam/adamw/rmsprop
+  double alpha = 0.99;          // rmsprop smoothing
+};
+
+struct ScheduleSpec {
+  std::string type = "constant";  // constant | step | multistep | exponential | cosine | plateau
+  double warmup_epochs = 0.0;     // linear warmup from warmup_start_factor*lr
+  double warmup_start_factor = 0.0;
+  int64_t step_size = 10;          // step: epochs between decays
+  std::vector<int64_t> milestones; // multistep: epochs at which to decay
+  double gamma = 0.1;              // step/multistep/exponential decay factor
+  double min_lr = 0.0;             // cosine floor
+  // reduce-on-plateau
+  std::string monitor = "val_loss";  // val_loss | val_acc
+  double factor = 0.1;
+  int64_t patience = 5;
+  double threshold = 1e-4;
+};
+
+struct CheckpointSpec {
+  int64_t every_epochs = 1;     // epoch-NNNN.safetensors every N epochs (0 = never)
+  int64_t keep_last = 3;        // keep the last K epoch-NNNN files (0 = keep all)
+  std::string best_metric = "val_acc";  // val_acc | val_loss
+};
+
+struct TrainSpec {
+  int64_t epochs = 10;
+  int64_t batch_size = 64;
+  uint64_t seed = 42;
+  bool deterministic = false;
+  int64_t max_steps = 0;        // 0 = no limit
+  double clip_grad_norm = 0.0;  // 0 = no clipping
+  std::string lr_scaling = "none";  // none | linear | sqrt (data-parallel)
+  int64_t log_every = 50;       // steps between log lines when not on a terminal
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  CheckpointSpec checkpoint;
+};
+
+struct EvalSpec {
+  bool ten_crop = false;
+  int64_t batch_size = 256;
+};
+
+struct DistSpec {
+  double bucket_mb = 25.0;
+  double timeout_s = 300.0;
+  std::string compress = "none";  // none | bf16
+  bool sync_batchnorm = false;
+};
+
+struct ModelSpec {
+  std::string file;                     // the model file as given
+  std::shared_ptr<ConfigNode> root;     // resolved tree (owns every LayerSpec::node)
+  std::string name;
+  InputSpec input;
+  std::vector<std::string> classes;     // may be empty: then "class0".."classK-1"
+  std::vector<LayerSpec> layers;
+  LossSpec loss;
+  DataSpec data;
+  TrainSpec train;
+  EvalSpec eval;
+  DistSpec dist;
+};
+
+// Reads the file, applies each "--set key=value" override, parses and checks everything except
+// layer attributes (see header comment). ConfigError on any problem.
+ModelSpec load_model_spec(const std::string& path, const std::vector<std::string>& overrides = {});
+// Same from an already-parsed tree (tests; checkpoints carry their resolved config as text).
+ModelSpec parse_model_spec(std::shared_ptr<ConfigNode> root, const std::string& file);
+ModelSpec parse_model_text(const std::string& yaml, const std::string& file,
+                           const std::vector<std::string>& overrides = {});
+
+}  // namespace cnn

@@ -1,0 +1,32 @@
+// Pointwise activations: relu, leaky_relu (slope alpha), elu (alpha), sigmoid, tanh.
+// The math is written once in activation_math.h (CNN_HD) for the CPU and CUDA.
+#pragma once
+
+#include <cstdint>
+
+#include "core/exec_context.h"
+
+namespace cnn {
+
+enum class ActivationKind { relu, leaky_relu, elu, sigmoid, tanh };
+
+struct ActivationParams {
+  ActivationKind kind = ActivationKind::relu;
+  float alpha = 0.01f;  // leaky_relu negative slope, elu alpha
+};
+
+const char* to_string(ActivationKind k);
+
+// x (n) -> y (n); y may alias x.
+template <typename T>
+void activation_forward_reference(const ExecContext& ctx, const ActivationParams& p, int64_t n, const T* x, T* y);
+// x, y from forward, dy (n) -> dx (n); dx may alias dy.
+template <typename T>
+void activation_backward_reference(const ExecContext& ctx, const ActivationParams& p, int64_t n, const T* x,
+                                   const T* y, const T* dy, T* dx);
+
+void activation_forward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);
+void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
+                             const float* y, const float* dy, float* dx);
+
+}  // namespace cnn

@@ -1,0 +1,50 @@
+// 2-D convolution (cross-correlation, as in PyTorch) with stride, padding, dilation and groups.
+// Every backend takes identical parameters so tests can loop over them:
+//   *_reference  naive loops, templated for float and double: the oracle (conv2d_cpu.cpp)
+//   *_cpu        im2col + OpenBLAS SGEMM, OpenMP-threaded (conv2d_cpu.cpp)
+// Backward writes (never accumulates) dx, dw, db; any of them may be null when not needed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/exec_context.h"
+
+namespace cnn {
+
+struct Conv2dShape {
+  int64_t N = 0, C = 0, H = 0, W = 0;  // input
+  int64_t K = 0, R = 0, S = 0;         // filters: K outputs, R x S window
+  int64_t P = 0, Q = 0;                // output height, width
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+  bool has_bias = true;
+
+  // Fills P and Q; throws cnn::Error naming the problem when the shape is impossible
+  // (channels not divisible by groups, output smaller than 1, non-positive sizes).
+  static Conv2dShape make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                          int stride_h = 1, int stride_w = 1, int pad_h = 0, int pad_w = 0, int dilation_h = 1,
+                          int dilation_w = 1, int groups = 1, bool has_bias = true);
+  int64_t weight_numel() const { return K * (C / groups) * R * S; }
+  // Multiply-adds counted as 2 FLOPs; bias adds ignored.
+  double flops_forward() const { return 2.0 * N * K * P * Q * (C / groups) * R * S; }
+  std::string to_string() const;
+};
+
+// x (N, C, H, W), w (K, C/groups, R, S), b (K) or null, y (N, K, P, Q)
+template <typename T>
+void conv2d_forward_reference(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const T* w, const T* b,
+                              T* y);
+// dy (N, K, P, Q) -> dx (N, C, H, W), dw (K, C/groups, R, S), db (K); each may be null.
+template <typename T>
+void conv2d_backward_reference(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const T* w, const T* dy,
+                               T* dx, T* dw, T* db);
+
+void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                        const float* b, float* y);
+void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                         const float* dy, float* dx, float* dw, float* db);
+
+}  // namespace cnn

@@ -1,0 +1,29 @@
+// Inverted dropout: y = x * keep / (1 - p). The keep mask is a pure function of
+// (seed, offset + i) through Philox (core/rng.h), so backward recomputes it instead of storing it,
+// and CPU and CUDA drop the same elements. The caller advances `offset` every step.
+#pragma once
+
+#include <cstdint>
+
+#include "core/exec_context.h"
+
+namespace cnn {
+
+struct DropoutParams {
+  float p = 0.5f;       // drop probability, in [0, 1)
+  uint64_t seed = 0;    // run seed
+  uint64_t offset = 0;  // first counter of this call (unique per step and layer)
+};
+
+// Whether element i is kept (shared by all backends).
+bool dropout_keep(const DropoutParams& prm, int64_t i);
+
+template <typename T>
+void dropout_forward_reference(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const T* x, T* y);
+template <typename T>
+void dropout_backward_reference(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const T* dy, T* dx);
+
+void dropout_forward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x, float* y);
+void dropout_backward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy, float* dx);
+
+}  // namespace cnn
