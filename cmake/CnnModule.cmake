@@ -1,7 +1,7 @@
 # cnn_add_module(NAME <dir> [DEPS cnn_x ...] [PUBLIC_LIBS ...] [PRIVATE_LIBS ...] [PRIVATE_INCLUDES ...])
 # Builds lib/<dir>/ into the static library cnn_<dir>. Files are selected by suffix, so the
 # walls of STYLE.md hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
-# *_nocuda.cpp is its stand-in without CUDA, *_opencv.cpp needs CNN_WITH_OPENCV, *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
+# *_nocuda.cpp is its stand-in without CUDA, *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
 function(cnn_filter_sources out)
   set(kept)
   foreach(f IN LISTS ARGN)
@@ -11,6 +11,9 @@ function(cnn_filter_sources out)
       continue()
     endif()
     if((ext STREQUAL ".cu" OR stem MATCHES "_(cuda|cudnn)$" OR f MATCHES "/cudnn/") AND NOT CNN_WITH_CUDA)
+      continue()
+    endif()
+    if(stem MATCHES "_noopencv$" AND CNN_WITH_OPENCV)
       continue()
     endif()
     if(stem MATCHES "_opencv$" AND NOT CNN_WITH_OPENCV)
