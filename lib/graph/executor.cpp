@@ -1,0 +1,175 @@
+// Forward and backward over the planned arena (see executor.h).
+#include "graph/executor.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/add.h"
+
+namespace cnn {
+
+static Shape batch_shape(const Shape& per_sample, int64_t n) { return per_sample.with_batch(n); }
+
+Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool training)
+    : m_graph(graph), m_max_batch(max_batch), m_ctx(ctx) {
+  CNN_CHECK(max_batch >= 1, "batch size must be >= 1, got {}", max_batch);
+  Device d = ctx.device;
+  m_plan = plan_memory(graph, max_batch, training);
+  m_params = Tensor::zeros(Shape{graph.params_size()}, d, "parameters");
+  m_grads = Tensor::zeros(Shape{graph.params_size()}, d, "gradients");
+  m_buffers = Tensor::zeros(Shape{graph.buffers_size()}, d, "buffers");
+  m_arena = Tensor::empty(Shape{m_plan.arena_size}, d, "activations");
+  // Scratch for input gradients that must be accumulated: at most all inputs of one layer.
+  int64_t scratch = 0;
+  for (int i = 0; i < graph.size(); ++i) {
+    int64_t sum = 0;
+    for (int in : graph.node(i).inputs)
+      if (in != Graph::kModelInput) sum += graph.node(in).out_shape.numel();
+    scratch = std::max(scratch, sum);
+  }
+  m_scratch = Tensor::empty(Shape{scratch * max_batch}, d, "gradient scratch");
+  m_input = Tensor::zeros(batch_shape(graph.input_shape(), max_batch), d, "input batch");
+  for (int i = 0; i < graph.size(); ++i) {
+    GraphNode& node = graph.node(i);
+    std::vector<Tensor> ps, gs;
+    for (int p : node.params) {
+      ps.push_back(param(p));
+      gs.push_back(graph.params()[static_cast<size_t>(p)].trainable ? grad(p) : Tensor());
+    }
+    node.layer->bind(std::move(ps), std::move(gs));
+    node.layer->prepare(max_batch, d);
+  }
+  m_forward_ms.assign(static_cast<size_t>(graph.size()), 0.0);
+  m_backward_ms.assign(static_cast<size_t>(graph.size()), 0.0);
+}
+
+Tensor Executor::param(int index) {
+  const ParamEntry& e = m_graph.params()[static_cast<size_t>(index)];
+  Tensor& flat = e.trainable ? m_params : m_buffers;
+  return Tensor::wrap(flat.data() + e.offset, e.shape, flat.device());
+}
+
+Tensor Executor::grad(int index) {
+  const ParamEntry& e = m_graph.params()[static_cast<size_t>(index)];
+  CNN_CHECK(e.trainable, "'{}' is a buffer and has no gradient", e.name);
+  return Tensor::wrap(m_grads.data() + e.offset, e.shape, m_grads.device());
+}
+
+void Executor::init_params(uint64_t seed) {
+  for (size_t i = 0; i < m_graph.params().size(); ++i) {
+    const ParamEntry& e = m_graph.params()[i];
+    Tensor host = Tensor::empty(e.shape);
+    init_tensor(host, e.init, seed, e.name);
+    param(static_cast<int>(i)).copy_from(host);
+  }
+}
+
+Tensor Executor::act_view(int node, int64_t n) const {
+  const PlannedTensor& t = m_plan.activations[static_cast<size_t>(node)];
+  return Tensor::wrap(const_cast<float*>(m_arena.data()) + t.offset,
+                      batch_shape(m_graph.node(node).out_shape, n), m_arena.device());
+}
+
+Tensor Executor::grad_view(int node, int64_t n) const {
+  const PlannedTensor& t = m_plan.gradients[static_cast<size_t>(node)];
+  CNN_CHECK(t.size > 0, "no gradient planned for node {} (executor built for inference)", node);
+  return Tensor::wrap(const_cast<float*>(m_arena.data()) + t.offset,
+                      batch_shape(m_graph.node(node).out_shape, n), m_arena.device());
+}
+
+Tensor Executor::activation(int node) const { return act_view(node, m_n); }
+
+void Executor::forward(int64_t n, bool training, uint64_t step, uint64_t seed) {
+  CNN_CHECK(n >= 1 && n <= m_max_batch, "batch of {} samples, executor planned for at most {}", n, m_max_batch);
+  m_n = n;
+  m_training = training;
+  m_step = step;
+  m_seed = seed;
+  RunContext rc{&m_ctx, training, seed, step};
+  Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
+  for (int i = 0; i < m_graph.size(); ++i) {
+    GraphNode& node = m_graph.node(i);
+    std::vector<Tensor> in_views;
+    for (int in : node.inputs) in_views.push_back(in == Graph::kModelInput ? input : act_view(in, n));
+    std::vector<const Tensor*> xs;
+    for (const Tensor& t : in_views) xs.push_back(&t);
+    Tensor y = act_view(i, n);
+    auto t0 = std::chrono::steady_clock::now();
+    node.layer->forward(rc, xs, y);
+    if (m_timing)
+      m_forward_ms[static_cast<size_t>(i)] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  m_output_view = act_view(m_graph.size() - 1, n);
+  m_output_grad_view = grad_view(m_graph.size() - 1, n);
+}
+
+void Executor::backward(const GradHook& hook) {
+  CNN_CHECK(m_n > 0, "backward before forward");
+  CNN_CHECK(m_training, "backward after an evaluation-mode forward");
+  const int64_t n = m_n;
+  RunContext rc{&m_ctx, true, m_seed, m_step};
+  Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
+  // Which nodes already hold a gradient (the first consumer writes, later ones accumulate).
+  std::vector<char> written(static_cast<size_t>(m_graph.size()), 0);
+  written.back() = 1;  // the loss wrote d(output)
+  for (int i = m_graph.size() - 1; i >= 0; --i) {
+    GraphNode& node = m_graph.node(i);
+    std::vector<Tensor> in_views;
+    for (int in : node.inputs) in_views.push_back(in == Graph::kModelInput ? input : act_view(in, n));
+    std::vector<const Tensor*> xs;
+    for (const Tensor& t : in_views) xs.push_back(&t);
+    // dx targets: the input's gradient buffer, or scratch when it must be accumulated.
+    std::vector<Tensor> dx_views(node.inputs.size());
+    std::vector<Tensor*> dxs(node.inputs.size(), nullptr);
+    std::vector<int> accumulate;  // input slots to add from scratch
+    int64_t scratch_offset = 0;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      int in = node.inputs[k];
+      if (in == Graph::kModelInput) continue;
+      bool dup_earlier = false;  // the same input twice in one layer (add(x, x))
+      for (size_t j = 0; j < k; ++j) dup_earlier |= node.inputs[j] == in;
+      if (!written[static_cast<size_t>(in)] && !dup_earlier) {
+        dx_views[k] = grad_view(in, n);
+        written[static_cast<size_t>(in)] = 1;
+      } else {
+        Shape s = batch_shape(m_graph.node(in).out_shape, n);
+        dx_views[k] = Tensor::wrap(m_scratch.data() + scratch_offset, s, m_scratch.device());
+        scratch_offset += s.numel();
+        accumulate.push_back(static_cast<int>(k));
+      }
+      dxs[k] = &dx_views[k];
+    }
+    Tensor y = act_view(i, n);
+    Tensor dy = grad_view(i, n);
+    auto t0 = std::chrono::steady_clock::now();
+    node.layer->backward(rc, xs, y, dy, dxs);
+    for (int k : accumulate) {
+      Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
+      const float* two[2] = {target.data(), dx_views[static_cast<size_t>(k)].data()};
+      switch (node.layer->backend()) {
+        case Backend::cpu: add_forward_cpu(m_ctx, target.numel(), 2, two, target.data()); break;
+        default: CNN_THROW("gradient accumulation for backend {} not built", to_string(node.layer->backend()));
+      }
+    }
+    if (m_timing)
+      m_backward_ms[static_cast<size_t>(i)] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (hook) {
+      for (int p : node.params)
+        if (m_graph.params()[static_cast<size_t>(p)].trainable) hook(p);
+    }
+  }
+}
+
+int Executor::first_nonfinite_node() const {
+  for (int i = 0; i < m_graph.size(); ++i) {
+    std::vector<float> v = act_view(i, m_n).to_vector();
+    for (float f : v)
+      if (!std::isfinite(f)) return i;
+  }
+  return -1;
+}
+
+}  // namespace cnn

@@ -1,0 +1,76 @@
+// Runs a Graph on one device: owns the flat parameter, gradient and buffer memory and the
+// planned activation arena; forward for n <= max_batch samples, backward from d(loss)/d(output)
+// with a hook called as each parameter's gradient becomes final (for bucketed all-reduce).
+// Trap: activations alias each other by the memory plan; a tensor is valid only inside its
+// planned interval, so read outputs (output(), activation()) right after forward.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/exec_context.h"
+#include "core/tensor.h"
+#include "graph/graph.h"
+#include "graph/memory_plan.h"
+
+namespace cnn {
+
+// Called with the index (into Graph::params()) of a trainable parameter whose gradient is final.
+using GradHook = std::function<void(int param_index)>;
+
+class Executor {
+public:
+  Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool training = true);
+
+  Graph& graph() { return m_graph; }
+  int64_t max_batch() const { return m_max_batch; }
+  const ExecContext& context() const { return m_ctx; }
+  const MemoryPlan& plan() const { return m_plan; }
+
+  // Seeded initialisation of every parameter and buffer (host init, then copy to the device).
+  void init_params(uint64_t seed);
+  Tensor& params() { return m_params; }    // flat (params_size)
+  Tensor& grads() { return m_grads; }      // flat, same layout
+  Tensor& buffers() { return m_buffers; }  // flat (buffers_size)
+  // View of one named tensor (trainable -> params, else buffers) / its gradient.
+  Tensor param(int index);
+  Tensor grad(int index);
+
+  // (max_batch, C, H, W): write the batch here, then forward(n).
+  Tensor& input() { return m_input; }
+  void forward(int64_t n, bool training, uint64_t step, uint64_t seed);
+  const Tensor& output() const { return m_output_view; }   // (n, K) after forward
+  Tensor activation(int node) const;                        // (n, ...) of the last forward
+  // d(loss)/d(output) goes here before backward(): (n, K)
+  Tensor& output_grad() { return m_output_grad_view; }
+  void backward(const GradHook& hook = {});
+
+  // After a forward: the first node (in execution order) whose output holds NaN or Inf, or -1.
+  // Only meaningful while every activation is still alive, i.e. with a forward-only plan or
+  // right after forward for the final output; the trainer calls it on a diagnostic re-run.
+  int first_nonfinite_node() const;
+  // Per-node timing of the last forward/backward when timing is on (ms).
+  void set_timing(bool on) { m_timing = on; }
+  const std::vector<double>& forward_ms() const { return m_forward_ms; }
+  const std::vector<double>& backward_ms() const { return m_backward_ms; }
+
+private:
+  Tensor act_view(int node, int64_t n) const;
+  Tensor grad_view(int node, int64_t n) const;
+  Graph& m_graph;
+  int64_t m_max_batch;
+  ExecContext m_ctx;
+  MemoryPlan m_plan;
+  Tensor m_params, m_grads, m_buffers;
+  Tensor m_arena, m_scratch, m_input;
+  Tensor m_output_view, m_output_grad_view;
+  int64_t m_n = 0;
+  bool m_training = true;
+  uint64_t m_step = 0, m_seed = 0;
+  bool m_timing = false;
+  std::vector<double> m_forward_ms, m_backward_ms;
+};
+
+}  // namespace cnn

@@ -1,0 +1,216 @@
+// Graph construction: layers from the registry, wiring by name (sequential by default), Kahn's
+// topological sort (file order among ready layers), shape inference and the parameter layout.
+#include "graph/graph.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "layers/registry.h"
+
+namespace cnn {
+
+Shape network_input_shape(const ModelSpec& spec) {
+  int64_t h = spec.input.height, w = spec.input.width;
+  if (spec.data.augment.crop_size > 0) h = w = spec.data.augment.crop_size;
+  return Shape{spec.input.channels, h, w};
+}
+
+std::unique_ptr<Graph> Graph::build(ModelSpec& spec) { return build(spec, LayerRegistry::builtin()); }
+
+static ConfigError located(const LayerSpec& ls, const std::string& key, const std::string& msg) {
+  Location where = ls.where;
+  std::string path = ls.node ? ls.node->path() : "layers";
+  if (ls.node) {
+    if (ConfigNode* k = ls.node->find(key)) where = k->where();
+    path += "." + key;
+  }
+  return ConfigError(where, path, msg);
+}
+
+std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& registry) {
+  auto g = std::make_unique<Graph>();
+  g->m_input_shape = network_input_shape(spec);
+  const size_t L = spec.layers.size();
+  if (L == 0) throw ConfigError(Location{spec.file}, "layers", "the model has no layers");
+
+  // Names -> file positions; resolve inputs.
+  std::map<std::string, int> by_name;
+  for (size_t i = 0; i < L; ++i) by_name[spec.layers[i].name] = static_cast<int>(i);
+  std::vector<std::string> names;
+  for (const auto& ls : spec.layers) names.push_back(ls.name);
+  names.push_back("input");
+  std::vector<std::vector<int>> inputs(L);
+  for (size_t i = 0; i < L; ++i) {
+    const LayerSpec& ls = spec.layers[i];
+    if (ls.name == "input") throw located(ls, "name", "'input' is reserved for the model's input");
+    if (ls.inputs.empty()) {
+      inputs[i].push_back(i == 0 ? kModelInput : static_cast<int>(i) - 1);
+      continue;
+    }
+    for (const auto& in : ls.inputs) {
+      if (in == "input") {
+        inputs[i].push_back(kModelInput);
+        continue;
+      }
+      auto it = by_name.find(in);
+      if (it == by_name.end())
+        throw located(ls, "inputs",
+                      fmt::format("layer '{}' names input '{}', which does not exist{}", ls.name, in,
+                                  did_you_mean(in, names)));
+      if (it->second == static_cast<int>(i))
+        throw located(ls, "inputs", fmt::format("layer '{}' names itself as input", ls.name));
+      inputs[i].push_back(it->second);
+    }
+  }
+
+  // Kahn's algorithm; among ready layers the earliest in the file goes first.
+  std::vector<int> indeg(L, 0);
+  std::vector<std::vector<int>> consumers(L);
+  for (size_t i = 0; i < L; ++i) {
+    for (int in : inputs[i]) {
+      if (in == kModelInput) continue;
+      ++indeg[i];
+      consumers[static_cast<size_t>(in)].push_back(static_cast<int>(i));
+    }
+  }
+  std::set<int> ready;
+  for (size_t i = 0; i < L; ++i)
+    if (!indeg[i]) ready.insert(static_cast<int>(i));
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (int c : consumers[static_cast<size_t>(i)])
+      if (--indeg[static_cast<size_t>(c)] == 0) ready.insert(c);
+  }
+  if (order.size() != L) {
+    std::string cycle;
+    for (size_t i = 0; i < L; ++i)
+      if (indeg[i]) cycle += (cycle.empty() ? "" : ", ") + spec.layers[i].name;
+    const LayerSpec& first = *std::find_if(spec.layers.begin(), spec.layers.end(),
+                                           [&](const LayerSpec& s) { return indeg[size_t(s.index)] > 0; });
+    throw located(first, "inputs", fmt::format("the layers form a cycle: {} (each waits for another)", cycle));
+  }
+
+  // Build layers in topological order; infer shapes.
+  std::vector<int> position(L);
+  for (size_t k = 0; k < L; ++k) position[static_cast<size_t>(order[k])] = static_cast<int>(k);
+  for (size_t k = 0; k < L; ++k) {
+    int i = order[k];
+    LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
+    GraphNode node;
+    node.layer = registry.create(ls);
+    int n_in = static_cast<int>(inputs[static_cast<size_t>(i)].size());
+    if (n_in < node.layer->min_inputs() || n_in > node.layer->max_inputs())
+      throw located(ls, "inputs",
+                    fmt::format("layer '{}' ({}) takes {} input(s), got {}", ls.name, ls.type,
+                                node.layer->min_inputs() == node.layer->max_inputs()
+                                    ? std::to_string(node.layer->min_inputs())
+                                    : fmt::format("at least {}", node.layer->min_inputs()),
+                                n_in));
+    std::vector<Shape> in_shapes;
+    for (int in : inputs[static_cast<size_t>(i)]) {
+      int p = in == kModelInput ? kModelInput : position[static_cast<size_t>(in)];
+      node.inputs.push_back(p);
+      in_shapes.push_back(p == kModelInput ? g->m_input_shape : g->m_nodes[static_cast<size_t>(p)].out_shape);
+    }
+    node.in_shape0 = in_shapes[0];
+    node.out_shape = node.layer->infer_shape(in_shapes);
+    g->m_nodes.push_back(std::move(node));
+  }
+  for (size_t k = 0; k < L; ++k)
+    for (int in : g->m_nodes[k].inputs)
+      if (in != kModelInput) g->m_nodes[static_cast<size_t>(in)].consumers.push_back(static_cast<int>(k));
+
+  // Every layer but the last must feed something; the last gives the class scores.
+  for (size_t k = 0; k + 1 < L; ++k) {
+    if (g->m_nodes[k].consumers.empty()) {
+      const Layer& l = *g->m_nodes[k].layer;
+      throw ConfigError(l.where(), "layers." + l.name(),
+                        fmt::format("the output of layer '{}' is never used; only the final layer ('{}') may be "
+                                    "unconsumed", l.name(), g->m_nodes.back().layer->name()));
+    }
+  }
+  const GraphNode& last = g->m_nodes.back();
+  if (last.out_shape.rank() != 1) {
+    throw ConfigError(last.layer->where(), "layers." + last.layer->name(),
+                      fmt::format("the final layer '{}' outputs {}, expected a vector of class scores (add "
+                                  "global_avgpool, flatten or dense)",
+                                  last.layer->name(), last.out_shape.to_string()));
+  }
+  int64_t K = last.out_shape[0];
+  if (!spec.classes.empty() && static_cast<int64_t>(spec.classes.size()) != K) {
+    throw ConfigError(last.layer->where(), "layers." + last.layer->name(),
+                      fmt::format("the final layer '{}' outputs {} class scores but `classes` names {}",
+                                  last.layer->name(), K, spec.classes.size()));
+  }
+  g->m_class_names = spec.classes;
+  if (g->m_class_names.empty())
+    for (int64_t c = 0; c < K; ++c) g->m_class_names.push_back(fmt::format("class{}", c));
+
+  // Flat layout: trainable tensors in params, the rest in buffers, each 64-byte aligned.
+  for (size_t k = 0; k < L; ++k) {
+    GraphNode& n = g->m_nodes[k];
+    for (const ParamInfo& p : n.layer->params()) {
+      ParamEntry e;
+      e.name = n.layer->name() + "." + p.name;
+      e.shape = p.shape;
+      e.trainable = p.trainable;
+      e.decay = p.decay;
+      e.init = p.init;
+      e.node = static_cast<int>(k);
+      int64_t& size = p.trainable ? g->m_params_size : g->m_buffers_size;
+      e.offset = size;
+      size += (p.shape.numel() + kAlign - 1) / kAlign * kAlign;
+      n.params.push_back(static_cast<int>(g->m_params.size()));
+      g->m_params.push_back(std::move(e));
+    }
+  }
+
+  // Every layer factory has read its keys: now nothing unread may remain anywhere.
+  if (spec.root) spec.root->check_unknown_keys(true);
+  return g;
+}
+
+int64_t Graph::trainable_count() const {
+  int64_t n = 0;
+  for (const auto& p : m_params)
+    if (p.trainable) n += p.shape.numel();
+  return n;
+}
+
+int64_t Graph::buffer_count() const {
+  int64_t n = 0;
+  for (const auto& p : m_params)
+    if (!p.trainable) n += p.shape.numel();
+  return n;
+}
+
+double Graph::forward_flops() const {
+  double f = 0;
+  for (const auto& n : m_nodes) f += n.layer->forward_flops();
+  return f;
+}
+
+double Graph::training_flops() const {
+  double f = 0;
+  for (const auto& n : m_nodes) f += n.layer->forward_flops() + n.layer->backward_flops();
+  return f;
+}
+
+std::vector<std::string> Graph::choose_backends(Device device) {
+  std::vector<std::string> notes;
+  for (auto& n : m_nodes) {
+    n.layer->choose_backend(device);
+    const std::string& req = n.layer->requested_backend();
+    if (req == "auto" || req.empty())
+      notes.push_back(fmt::format("layer '{}' ({}): auto -> {}", n.layer->name(), n.layer->type(),
+                                  to_string(n.layer->backend())));
+  }
+  return notes;
+}
+
+}  // namespace cnn

@@ -1,0 +1,85 @@
+// The network as a DAG of layers wired by name: built from a ModelSpec, topologically ordered,
+// shape-inferred, with a flat parameter layout. Owns no activation or parameter memory (the
+// Executor does), so one Graph can be validated without allocating anything.
+// Trap: Graph::build runs the layer factories and then the final strict check of the whole
+// config tree, so unknown layer keys are reported here, not by the config parser.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "layers/layer.h"
+
+namespace cnn {
+
+class LayerRegistry;
+
+struct GraphNode {
+  std::unique_ptr<Layer> layer;
+  std::vector<int> inputs;     // node indices; kModelInput for the model's input
+  std::vector<int> consumers;  // nodes reading this node's output
+  Shape in_shape0;             // per-sample shape of the first input
+  Shape out_shape;             // per sample
+  std::vector<int> params;     // indices into Graph::params() of this layer's tensors
+};
+
+// One named tensor in a flat buffer: trainable ones live in "params" (with grads of the same
+// layout), buffers (running statistics) in "buffers".
+struct ParamEntry {
+  std::string name;  // "conv1.weight"
+  Shape shape;
+  int64_t offset = 0;  // in floats, into the params or buffers flat buffer
+  bool trainable = true;
+  bool decay = true;
+  InitSpec init;
+  int node = 0;
+};
+
+class Graph {
+public:
+  static constexpr int kModelInput = -1;
+  // Offsets in the flat buffers are aligned to this many floats (64 bytes).
+  static constexpr int64_t kAlign = 16;
+
+  static std::unique_ptr<Graph> build(ModelSpec& spec, const LayerRegistry& registry);
+  static std::unique_ptr<Graph> build(ModelSpec& spec);  // built-in registry
+
+  // Per-sample network input: (C, crop, crop) when the data has a random crop, else (C, H, W).
+  const Shape& input_shape() const { return m_input_shape; }
+  const Shape& output_shape() const { return m_nodes.back().out_shape; }
+  int64_t num_classes() const { return m_nodes.back().out_shape[0]; }
+  const std::vector<std::string>& class_names() const { return m_class_names; }
+
+  int size() const { return static_cast<int>(m_nodes.size()); }
+  GraphNode& node(int i) { return m_nodes[static_cast<size_t>(i)]; }
+  const GraphNode& node(int i) const { return m_nodes[static_cast<size_t>(i)]; }
+
+  const std::vector<ParamEntry>& params() const { return m_params; }
+  int64_t params_size() const { return m_params_size; }    // floats, including alignment gaps
+  int64_t buffers_size() const { return m_buffers_size; }
+  int64_t trainable_count() const;                          // parameters proper (no gaps)
+  int64_t buffer_count() const;
+
+  // Per-sample FLOPs of forward and of a training step (forward + backward).
+  double forward_flops() const;
+  double training_flops() const;
+
+  // Resolves each layer's backend for `device` (throws when an explicit one can't be honoured);
+  // returns one log line per layer that `auto` placed, in order.
+  std::vector<std::string> choose_backends(Device device);
+
+private:
+  Shape m_input_shape;
+  std::vector<std::string> m_class_names;
+  std::vector<GraphNode> m_nodes;
+  std::vector<ParamEntry> m_params;
+  int64_t m_params_size = 0;
+  int64_t m_buffers_size = 0;
+};
+
+// Network input per sample for a spec (see Graph::input_shape).
+Shape network_input_shape(const ModelSpec& spec);
+
+}  // namespace cnn

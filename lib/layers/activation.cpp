@@ -1,0 +1,64 @@
+// Activation layers relu, leaky_relu (alpha, default 0.01), elu (alpha, default 1.0), sigmoid,
+// tanh: one class, the type picks the function. Output shape equals input shape.
+#include "layers/registry.h"
+#include "ops/activation.h"
+
+namespace cnn {
+namespace {
+
+class ActivationLayer : public Layer {
+public:
+  explicit ActivationLayer(const LayerSpec& spec) : Layer(spec) {
+    const std::string& t = type();
+    if (t == "relu") m_p.kind = ActivationKind::relu;
+    else if (t == "leaky_relu") m_p = {ActivationKind::leaky_relu, float(m_node->get<double>("alpha", 0.01))};
+    else if (t == "elu") m_p = {ActivationKind::elu, float(m_node->get<double>("alpha", 1.0))};
+    else if (t == "sigmoid") m_p.kind = ActivationKind::sigmoid;
+    else if (t == "tanh") m_p.kind = ActivationKind::tanh;
+    else CNN_THROW("activation layer built for type '{}'", t);
+  }
+
+  Shape infer_shape(const std::vector<Shape>& in) override {
+    m_numel = in[0].numel();
+    return in[0];
+  }
+  double forward_flops() const override { return double(m_numel); }
+  double backward_flops() const override { return double(m_numel); }
+  bool backward_needs_output() const override {
+    return m_p.kind == ActivationKind::sigmoid || m_p.kind == ActivationKind::tanh || m_p.kind == ActivationKind::elu;
+  }
+
+  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
+    switch (backend()) {
+      case Backend::cpu: activation_forward_cpu(*rc.exec, m_p, x[0]->numel(), x[0]->data(), y.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+  void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (!dx[0]) return;
+    switch (backend()) {
+      case Backend::cpu:
+        activation_backward_cpu(*rc.exec, m_p, dy.numel(), x[0]->data(), y.data(), dy.data(), dx[0]->data());
+        break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+  std::string summary() const override {
+    return m_p.kind == ActivationKind::leaky_relu || m_p.kind == ActivationKind::elu
+               ? fmt::format("alpha {}", m_p.alpha)
+               : "";
+  }
+
+private:
+  ActivationParams m_p;
+  int64_t m_numel = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_activation_layer(const LayerSpec& spec) { return std::make_unique<ActivationLayer>(spec); }
+
+}  // namespace cnn

@@ -1,0 +1,14 @@
+// Backends a layer can run on. `auto` is resolved once per layer at build time and logged.
+#pragma once
+
+#include <string>
+
+namespace cnn {
+
+enum class Backend { cpu, cuda, cudnn };
+
+const char* to_string(Backend b);
+// "cpu" | "cuda" | "cudnn"; throws cnn::Error otherwise (specs are validated earlier).
+Backend parse_backend(const std::string& s);
+
+}  // namespace cnn

@@ -1,0 +1,69 @@
+// dense layer: y = x w^T + b over the flattened per-sample input (any rank), weights (units, C).
+#include "layers/registry.h"
+#include "ops/dense.h"
+
+namespace cnn {
+namespace {
+
+class DenseLayer : public Layer {
+public:
+  explicit DenseLayer(const LayerSpec& spec) : Layer(spec) {
+    ConfigNode& n = *m_node;
+    m_units = n.get<int64_t>("units");
+    if (m_units < 1) n.at("units").fail(fmt::format("expected units >= 1, found {}", m_units));
+    m_bias = n.get<bool>("bias", m_bias);
+    m_init = parse_init(n.get_choice("init", weight_init_names(), "he_normal"));
+  }
+
+  Shape infer_shape(const std::vector<Shape>& in) override {
+    m_shape = DenseShape{1, in[0].numel(), m_units, m_bias};
+    return Shape{m_units};
+  }
+
+  std::vector<ParamInfo> params() const override {
+    std::vector<ParamInfo> p;
+    p.push_back({"weight", Shape{m_units, m_shape.C}, InitSpec{m_init, double(m_shape.C), double(m_units)}, true, true});
+    if (m_bias) p.push_back({"bias", Shape{m_units}, InitSpec{InitKind::zeros}, true, true});
+    return p;
+  }
+
+  double forward_flops() const override { return m_shape.flops_forward(); }
+
+  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
+    DenseShape sh = m_shape;
+    sh.N = x[0]->shape()[0];
+    const float* b = m_bias ? m_params[1].data() : nullptr;
+    switch (backend()) {
+      case Backend::cpu: dense_forward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+  void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    DenseShape sh = m_shape;
+    sh.N = x[0]->shape()[0];
+    float* dxp = dx[0] ? dx[0]->data() : nullptr;
+    float* db = m_bias ? m_grads[1].data() : nullptr;
+    switch (backend()) {
+      case Backend::cpu:
+        dense_backward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
+        break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+  std::string summary() const override { return fmt::format("{} -> {}", m_shape.C, m_units); }
+
+private:
+  int64_t m_units = 0;
+  bool m_bias = true;
+  InitKind m_init = InitKind::he_normal;
+  DenseShape m_shape;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dense_layer(const LayerSpec& spec) { return std::make_unique<DenseLayer>(spec); }
+
+}  // namespace cnn

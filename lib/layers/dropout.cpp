@@ -1,0 +1,62 @@
+// dropout layer (p, default 0.5): identity in evaluation. The mask is recomputed in backward
+// from (seed, offset), where offset is unique per step; layers differ by their seed.
+#include "layers/registry.h"
+#include "ops/dropout.h"
+
+namespace cnn {
+namespace {
+
+class DropoutLayer : public Layer {
+public:
+  explicit DropoutLayer(const LayerSpec& spec) : Layer(spec) {
+    m_p = m_node->get<double>("p", m_p);
+    if (!(m_p >= 0.0 && m_p < 1.0)) m_node->at("p").fail(fmt::format("expected p in [0, 1), found {}", m_p));
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : name()) h = (h ^ c) * 1099511628211ull;
+    m_salt = h;
+  }
+
+  Shape infer_shape(const std::vector<Shape>& in) override { return in[0]; }
+  bool backward_needs_inputs() const override { return false; }
+
+  DropoutParams params_for(const RunContext& rc) const {
+    return DropoutParams{float(m_p), rc.seed ^ m_salt, rc.step << 32};
+  }
+
+  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
+    int64_t n = x[0]->numel();
+    if (!rc.training || m_p == 0.0) {
+      y.copy_from(*x[0]);
+      return;
+    }
+    switch (backend()) {
+      case Backend::cpu: dropout_forward_cpu(*rc.exec, params_for(rc), n, x[0]->data(), y.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+  void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (!dx[0]) return;
+    if (!rc.training || m_p == 0.0) {
+      dx[0]->copy_from(dy);
+      return;
+    }
+    switch (backend()) {
+      case Backend::cpu: dropout_backward_cpu(*rc.exec, params_for(rc), dy.numel(), dy.data(), dx[0]->data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+  std::string summary() const override { return fmt::format("p {}", m_p); }
+
+private:
+  double m_p = 0.5;
+  uint64_t m_salt = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dropout_layer(const LayerSpec& spec) { return std::make_unique<DropoutLayer>(spec); }
+
+}  // namespace cnn

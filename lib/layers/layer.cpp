@@ -1,0 +1,74 @@
+// Layer base: backend choice, parameter binding and located errors.
+#include "layers/layer.h"
+
+#include "core/error.h"
+
+namespace cnn {
+
+const char* to_string(Backend b) {
+  switch (b) {
+    case Backend::cpu: return "cpu";
+    case Backend::cuda: return "cuda";
+    case Backend::cudnn: return "cudnn";
+  }
+  return "?";
+}
+
+Backend parse_backend(const std::string& s) {
+  if (s == "cpu") return Backend::cpu;
+  if (s == "cuda") return Backend::cuda;
+  if (s == "cudnn") return Backend::cudnn;
+  CNN_THROW("unknown backend '{}' (expected cpu, cuda or cudnn)", s);
+}
+
+Layer::Layer(const LayerSpec& spec)
+    : m_node(spec.node),
+      m_name(spec.name),
+      m_type(spec.type),
+      m_where(spec.where),
+      m_index(spec.index),
+      m_requested_backend(spec.backend) {}
+
+void Layer::fail(const std::string& message) const {
+  throw ConfigError(m_where, m_node ? m_node->path() : "layers." + m_name,
+                    fmt::format("layer '{}' ({}): {}", m_name, m_type, message));
+}
+
+void Layer::expect_rank(const Shape& s, int rank, const char* what) const {
+  if (s.rank() != rank)
+    fail(fmt::format("expects {} input of rank {}, got shape {}", what, rank, s.to_string()));
+}
+
+std::string Layer::choose_backend(Device device) {
+  const std::string& req = m_requested_backend;
+  if (req == "auto" || req.empty()) {
+    // Preference on a GPU: cudnn, then our CUDA kernels; on the host: the fast CPU path.
+    const Backend order_gpu[] = {Backend::cudnn, Backend::cuda};
+    if (device == Device::cuda) {
+      for (Backend b : order_gpu) {
+        if (supports(b)) {
+          m_backend = b;
+          return "";
+        }
+      }
+      fail("no GPU implementation supports this layer's shapes (device is cuda)");
+    }
+    if (!supports(Backend::cpu)) fail("the CPU backend does not support this layer's shapes");
+    m_backend = Backend::cpu;
+    return "";
+  }
+  Backend b = parse_backend(req);
+  bool on_device = (b == Backend::cpu) == (device == Device::cpu);
+  if (!on_device)
+    fail(fmt::format("backend '{}' was requested but the run's device is {}", req, to_string(device)));
+  if (!supports(b)) fail(fmt::format("backend '{}' was requested but does not support this layer's shapes", req));
+  m_backend = b;
+  return "";
+}
+
+void Layer::bind(std::vector<Tensor> params, std::vector<Tensor> grads) {
+  m_params = std::move(params);
+  m_grads = std::move(grads);
+}
+
+}  // namespace cnn

@@ -1,0 +1,100 @@
+// The Layer interface: a layer owns its attributes (read strictly from its YAML map), infers
+// its output shape, declares its parameters, and runs forward/backward on one backend.
+// Parameter memory is not owned by layers: the graph binds views into its flat buffers.
+// Trap: shapes given to infer_shape are per sample (no batch dim); tensors at run time have N first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "core/exec_context.h"
+#include "core/tensor.h"
+#include "layers/backend.h"
+#include "layers/init.h"
+
+namespace cnn {
+
+struct ParamInfo {
+  std::string name;      // suffix: "weight", "bias", "running_mean", ...
+  Shape shape;           // PyTorch layout
+  InitSpec init;
+  bool trainable = true; // false: a buffer (no gradient, not optimised)
+  bool decay = true;     // weight decay applies
+};
+
+// Per-call state shared by all layers of one forward/backward.
+struct RunContext {
+  const ExecContext* exec = nullptr;
+  bool training = true;
+  uint64_t seed = 0;   // run seed (dropout)
+  uint64_t step = 0;   // global step (dropout offsets)
+};
+
+class Layer {
+public:
+  explicit Layer(const LayerSpec& spec);
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return m_name; }
+  const std::string& type() const { return m_type; }
+  const Location& where() const { return m_where; }
+  int index() const { return m_index; }
+
+  // Per-sample input shapes -> per-sample output shape. Throws ConfigError at the layer's
+  // location when the inputs don't fit ("layer 'conv2': input has 3 channels, ...").
+  virtual Shape infer_shape(const std::vector<Shape>& inputs) = 0;
+  // Valid after infer_shape.
+  virtual std::vector<ParamInfo> params() const { return {}; }
+  virtual double forward_flops() const { return 0.0; }   // per sample
+  virtual double backward_flops() const { return 2.0 * forward_flops(); }  // per sample
+  // What backward reads, so the planner keeps it alive.
+  virtual bool backward_needs_inputs() const { return true; }
+  virtual bool backward_needs_output() const { return false; }
+  // Layers without gradient for their input (none so far) could say so.
+  virtual int min_inputs() const { return 1; }
+  virtual int max_inputs() const { return 1; }
+
+  // Non-throwing: can this layer run on `b` for its inferred shapes?
+  virtual bool supports(Backend b) const { return b == Backend::cpu; }
+  // Resolves the spec's backend against the device; throws when an explicit one can't be
+  // honoured. Returns a one-line note for the log when `auto` made a choice.
+  std::string choose_backend(Device device);
+  Backend backend() const { return m_backend; }
+  const std::string& requested_backend() const { return m_requested_backend; }
+
+  // Binds parameter (and gradient) views, in the order of params(); grads of buffers are empty.
+  void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
+  // Per-batch scratch the layer keeps between forward and backward (e.g. batchnorm statistics).
+  virtual void prepare(int64_t max_batch, Device device) {}
+
+  // x: inputs (N, ...); y: output (N, ...), preallocated.
+  virtual void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) = 0;
+  // dy (N, ...) -> dx[i] (same shape as x[i]; null when not needed), and the bound gradients.
+  virtual void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y,
+                        const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
+
+  // Writes attributes the layer resolved (defaults) back into its config node is done by the
+  // getters themselves; this returns a short human summary for tables ("3x3/1 p1, 64").
+  virtual std::string summary() const { return ""; }
+
+protected:
+  [[noreturn]] void fail(const std::string& message) const;  // ConfigError at this layer
+  void expect_rank(const Shape& s, int rank, const char* what) const;
+  std::vector<Tensor> m_params;
+  std::vector<Tensor> m_grads;
+  ConfigNode* m_node = nullptr;
+
+private:
+  std::string m_name;
+  std::string m_type;
+  Location m_where;
+  int m_index = 0;
+  std::string m_requested_backend;
+  Backend m_backend = Backend::cpu;
+};
+
+}  // namespace cnn

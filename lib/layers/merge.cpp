@@ -1,0 +1,101 @@
+// Layers with several inputs: add (equal shapes, residual connections) and concat (along
+// channels of (C, H, W) inputs with equal H, W). Inputs are named with `inputs: [a, b]`.
+#include "layers/registry.h"
+#include "ops/add.h"
+#include "ops/concat.h"
+
+namespace cnn {
+namespace {
+
+class AddLayer : public Layer {
+public:
+  explicit AddLayer(const LayerSpec& spec) : Layer(spec) {}
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 64; }
+  bool backward_needs_inputs() const override { return false; }
+  Shape infer_shape(const std::vector<Shape>& in) override {
+    for (size_t i = 1; i < in.size(); ++i) {
+      if (in[i] != in[0])
+        fail(fmt::format("input {} has shape {} but input 0 has {}: add needs equal shapes", i, in[i].to_string(),
+                         in[0].to_string()));
+    }
+    m_numel = in[0].numel();
+    return in[0];
+  }
+  double forward_flops() const override { return double(m_numel); }
+  double backward_flops() const override { return 0.0; }
+
+  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
+    std::vector<const float*> xs;
+    for (const Tensor* t : x) xs.push_back(t->data());
+    switch (backend()) {
+      case Backend::cpu: add_forward_cpu(*rc.exec, y.numel(), int(xs.size()), xs.data(), y.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+  void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    std::vector<float*> dxs;
+    for (Tensor* t : dx) dxs.push_back(t ? t->data() : nullptr);
+    switch (backend()) {
+      case Backend::cpu: add_backward_cpu(*rc.exec, dy.numel(), int(dxs.size()), dy.data(), dxs.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+private:
+  int64_t m_numel = 0;
+};
+
+class ConcatLayer : public Layer {
+public:
+  explicit ConcatLayer(const LayerSpec& spec) : Layer(spec) {}
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 64; }
+  bool backward_needs_inputs() const override { return false; }
+  Shape infer_shape(const std::vector<Shape>& in) override {
+    m_channels.clear();
+    for (size_t i = 0; i < in.size(); ++i) {
+      expect_rank(in[i], 3, "(C, H, W)");
+      if (in[i][1] != in[0][1] || in[i][2] != in[0][2])
+        fail(fmt::format("input {} is {} but input 0 is {}: concat needs equal H and W", i, in[i].to_string(),
+                         in[0].to_string()));
+      m_channels.push_back(in[i][0]);
+    }
+    m_hw = in[0][1] * in[0][2];
+    int64_t c = 0;
+    for (int64_t ci : m_channels) c += ci;
+    return Shape{c, in[0][1], in[0][2]};
+  }
+
+  ConcatShape shape_for(const Tensor& y) const { return ConcatShape{y.shape()[0], m_hw, m_channels}; }
+
+  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
+    std::vector<const float*> xs;
+    for (const Tensor* t : x) xs.push_back(t->data());
+    switch (backend()) {
+      case Backend::cpu: concat_forward_cpu(*rc.exec, shape_for(y), xs.data(), y.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+  void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    std::vector<float*> dxs;
+    for (Tensor* t : dx) dxs.push_back(t ? t->data() : nullptr);
+    switch (backend()) {
+      case Backend::cpu: concat_backward_cpu(*rc.exec, shape_for(dy), dy.data(), dxs.data()); break;
+      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
+    }
+  }
+
+private:
+  std::vector<int64_t> m_channels;
+  int64_t m_hw = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_add_layer(const LayerSpec& spec) { return std::make_unique<AddLayer>(spec); }
+std::unique_ptr<Layer> make_concat_layer(const LayerSpec& spec) { return std::make_unique<ConcatLayer>(spec); }
+
+}  // namespace cnn
