@@ -6,6 +6,16 @@
 #include <catch2/catch_all.hpp>
 #define CNN_CATCH3 1
 using Catch::Approx;
+// Catch2 3 renamed the string matcher Contains to ContainsSubstring; keep the Catch2 2 spelling
+// working for strings (non-templates win over the range-matcher template).
+namespace Catch::Matchers {
+inline StringContainsMatcher Contains(const char* s, CaseSensitive cs = CaseSensitive::Yes) {
+  return ContainsSubstring(s, cs);
+}
+inline StringContainsMatcher Contains(const std::string& s, CaseSensitive cs = CaseSensitive::Yes) {
+  return ContainsSubstring(s, cs);
+}
+}  // namespace Catch::Matchers
 #else
 #include <catch2/catch.hpp>
 #endif

@@ -1,0 +1,70 @@
+// Shared program scaffolding (see cli_common.h).
+#include "cli_common.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace cnn::app {
+
+std::string version_text(const char* program) {
+  return fmt::format("{} {} (cnn-train toolkit; CUDA: {}, OpenCV: {}, MPI: {})", program, CNN_VERSION,
+#ifdef CNN_WITH_CUDA
+                     "yes",
+#else
+                     "no",
+#endif
+#ifdef CNN_WITH_OPENCV
+                     "yes",
+#else
+                     "no",
+#endif
+#ifdef CNN_WITH_MPI
+                     "yes"
+#else
+                     "no"
+#endif
+  );
+}
+
+void add_version_flag(CLI::App& cli, const char* program) {
+  cli.set_version_flag("--version", version_text(program));
+}
+
+void setup_logging(bool quiet) {
+  auto logger = spdlog::stderr_color_mt("cnn");
+  logger->set_pattern("%^%l%$: %v");
+  logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, const std::function<int()>& body) {
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n(run '" << program << " --help' for usage)\n";
+    return 2;
+  }
+  try {
+    return body();
+  } catch (const ConfigError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace cnn::app
