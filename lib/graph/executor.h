@@ -1,6 +1,7 @@
 // Runs a Graph on one device: owns the flat parameter, gradient and buffer memory and the
 // planned activation arena; forward for n <= max_batch samples, backward from d(loss)/d(output)
 // with a hook called as each parameter's gradient becomes final (for bucketed all-reduce).
+// One executor per graph at a time: constructing one binds the graph's layers to its memory.
 // Trap: activations alias each other by the memory plan; a tensor is valid only inside its
 // planned interval, so read outputs (output(), activation()) right after forward.
 #pragma once
