@@ -1,0 +1,280 @@
+// Conv2d on the CPU: shape validation, the naive reference (the oracle for every backend) and the
+// fast path (per-image im2col + single-threaded SGEMM per group, OpenMP over images).
+// Trap: dw is summed over images in per-thread slices that are then added in slice order, so the
+// result depends on ctx.threads() (deterministic for a given count, not across counts). db is
+// written whenever it is non-null, even without a bias (it is the gradient a bias would get).
+#include "ops/conv2d.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/blas_cpu.h"
+#include "ops/im2col.h"
+
+namespace cnn {
+
+Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                              int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w,
+                              int groups, bool has_bias) {
+  if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || R < 1 || S < 1)
+    CNN_THROW("conv2d: sizes must be positive, got input (N={}, C={}, H={}, W={}) and filters (K={}, R={}, S={})",
+              N, C, H, W, K, R, S);
+  if (stride_h < 1 || stride_w < 1) CNN_THROW("conv2d: stride must be positive, got {}x{}", stride_h, stride_w);
+  if (dilation_h < 1 || dilation_w < 1)
+    CNN_THROW("conv2d: dilation must be positive, got {}x{}", dilation_h, dilation_w);
+  if (pad_h < 0 || pad_w < 0) CNN_THROW("conv2d: padding must not be negative, got {}x{}", pad_h, pad_w);
+  if (groups < 1) CNN_THROW("conv2d: groups must be positive, got {}", groups);
+  if (C % groups != 0) CNN_THROW("conv2d: input channels C={} are not divisible by groups={}", C, groups);
+  if (K % groups != 0) CNN_THROW("conv2d: output channels K={} are not divisible by groups={}", K, groups);
+  Conv2dShape sh;
+  sh.N = N, sh.C = C, sh.H = H, sh.W = W, sh.K = K, sh.R = R, sh.S = S;
+  sh.stride_h = stride_h, sh.stride_w = stride_w, sh.pad_h = pad_h, sh.pad_w = pad_w;
+  sh.dilation_h = dilation_h, sh.dilation_w = dilation_w, sh.groups = groups, sh.has_bias = has_bias;
+  // PyTorch's formula; the extent of the dilated window is dilation*(R-1)+1.
+  const int64_t span_h = static_cast<int64_t>(dilation_h) * (R - 1) + 1;
+  const int64_t span_w = static_cast<int64_t>(dilation_w) * (S - 1) + 1;
+  const int64_t padded_h = H + 2 * static_cast<int64_t>(pad_h), padded_w = W + 2 * static_cast<int64_t>(pad_w);
+  if (padded_h < span_h || padded_w < span_w)
+    CNN_THROW("conv2d: output would be empty: padded input {}x{} is smaller than the dilated kernel {}x{} "
+              "(input {}x{}, kernel {}x{}, padding {}x{}, dilation {}x{})",
+              padded_h, padded_w, span_h, span_w, H, W, R, S, pad_h, pad_w, dilation_h, dilation_w);
+  sh.P = (padded_h - span_h) / stride_h + 1;
+  sh.Q = (padded_w - span_w) / stride_w + 1;
+  return sh;
+}
+
+std::string Conv2dShape::to_string() const {
+  return fmt::format("x ({}, {}, {}, {}) * w ({}, {}, {}, {}) -> y ({}, {}, {}, {}), stride {}x{}, pad {}x{}, "
+                     "dilation {}x{}, groups {}, {}",
+                     N, C, H, W, K, groups > 0 ? C / groups : 0, R, S, N, K, P, Q, stride_h, stride_w, pad_h, pad_w,
+                     dilation_h, dilation_w, groups, has_bias ? "bias" : "no bias");
+}
+
+// Ops take shapes that may have been filled by hand: recompute P, Q through make().
+static void check_shape(const Conv2dShape& sh) {
+  Conv2dShape ok = Conv2dShape::make(sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h,
+                                     sh.pad_w, sh.dilation_h, sh.dilation_w, sh.groups, sh.has_bias);
+  CNN_CHECK(ok.P == sh.P && ok.Q == sh.Q, "conv2d: shape says output {}x{}, but {} gives {}x{}", sh.P, sh.Q,
+            sh.to_string(), ok.P, ok.Q);
+}
+
+template <typename T>
+void conv2d_forward_reference(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const T* w, const T* b,
+                              T* y) {
+  check_shape(sh);
+  CNN_CHECK(!sh.has_bias || b, "conv2d: the shape has a bias but b is null");
+  const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups;
+  for (int64_t n = 0; n < sh.N; ++n)
+    for (int64_t k = 0; k < sh.K; ++k)
+      for (int64_t p = 0; p < sh.P; ++p)
+        for (int64_t q = 0; q < sh.Q; ++q) {
+          T acc = sh.has_bias ? b[k] : T(0);
+          for (int64_t c = 0; c < Cg; ++c) {
+            const int64_t ci = (k / Kg) * Cg + c;
+            for (int64_t r = 0; r < sh.R; ++r) {
+              const int64_t ih = p * sh.stride_h - sh.pad_h + r * sh.dilation_h;
+              if (ih < 0 || ih >= sh.H) continue;
+              for (int64_t s = 0; s < sh.S; ++s) {
+                const int64_t iw = q * sh.stride_w - sh.pad_w + s * sh.dilation_w;
+                if (iw < 0 || iw >= sh.W) continue;
+                acc += x[((n * sh.C + ci) * sh.H + ih) * sh.W + iw] * w[((k * Cg + c) * sh.R + r) * sh.S + s];
+              }
+            }
+          }
+          y[((n * sh.K + k) * sh.P + p) * sh.Q + q] = acc;
+        }
+}
+
+template <typename T>
+void conv2d_backward_reference(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const T* w, const T* dy,
+                               T* dx, T* dw, T* db) {
+  check_shape(sh);
+  const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups;
+  if (dx) std::fill(dx, dx + sh.N * sh.C * sh.H * sh.W, T(0));
+  if (dw) std::fill(dw, dw + sh.weight_numel(), T(0));
+  if (db) std::fill(db, db + sh.K, T(0));
+  for (int64_t n = 0; n < sh.N; ++n)
+    for (int64_t k = 0; k < sh.K; ++k)
+      for (int64_t p = 0; p < sh.P; ++p)
+        for (int64_t q = 0; q < sh.Q; ++q) {
+          const T g = dy[((n * sh.K + k) * sh.P + p) * sh.Q + q];
+          if (db) db[k] += g;
+          for (int64_t c = 0; c < Cg; ++c) {
+            const int64_t ci = (k / Kg) * Cg + c;
+            for (int64_t r = 0; r < sh.R; ++r) {
+              const int64_t ih = p * sh.stride_h - sh.pad_h + r * sh.dilation_h;
+              if (ih < 0 || ih >= sh.H) continue;
+              for (int64_t s = 0; s < sh.S; ++s) {
+                const int64_t iw = q * sh.stride_w - sh.pad_w + s * sh.dilation_w;
+                if (iw < 0 || iw >= sh.W) continue;
+                const int64_t xi = ((n * sh.C + ci) * sh.H + ih) * sh.W + iw;
+                const int64_t wi = ((k * Cg + c) * sh.R + r) * sh.S + s;
+                if (dx) dx[xi] += w[wi] * g;
+                if (dw) dw[wi] += x[xi] * g;
+              }
+            }
+          }
+        }
+}
+
+template void conv2d_forward_reference<float>(const ExecContext&, const Conv2dShape&, const float*, const float*,
+                                              const float*, float*);
+template void conv2d_forward_reference<double>(const ExecContext&, const Conv2dShape&, const double*, const double*,
+                                               const double*, double*);
+template void conv2d_backward_reference<float>(const ExecContext&, const Conv2dShape&, const float*, const float*,
+                                               const float*, float*, float*, float*);
+template void conv2d_backward_reference<double>(const ExecContext&, const Conv2dShape&, const double*,
+                                                const double*, const double*, double*, double*, double*);
+
+// SGEMM takes int sizes and the parallel regions must not throw: check before entering them.
+static void check_blas_sizes(const Conv2dShape& sh) {
+  const int64_t limit = 2147483647;
+  const int64_t rows = sh.C / sh.groups * sh.R * sh.S;
+  CNN_CHECK(rows <= limit && sh.P * sh.Q <= limit && sh.K <= limit, "conv2d: {} is too large for BLAS int sizes",
+            sh.to_string());
+}
+
+// A 1x1, stride-1, unpadded conv reads x (C, H*W) directly as its column matrix.
+static bool is_pointwise(const Conv2dShape& sh) {
+  return sh.R == 1 && sh.S == 1 && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0;
+}
+
+// Scratch from ctx.workspace, or from `local` when the context has none.
+static float* scratch(const ExecContext& ctx, size_t count, std::vector<float>& local) {
+  if (count == 0) return nullptr;
+  if (ctx.workspace) return ctx.workspace->get(count);
+  local.resize(count);
+  return local.data();
+}
+
+// Images [begin, end) of slice `i` when N images are cut into `slices` contiguous slices.
+static void slice_range(int64_t N, int slices, int i, int64_t& begin, int64_t& end) {
+  begin = N * i / slices;
+  end = N * (i + 1) / slices;
+}
+
+void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                        const float* b, float* y) {
+  check_shape(sh);
+  check_blas_sizes(sh);
+  CNN_CHECK(!sh.has_bias || b, "conv2d: the shape has a bias but b is null");
+  const bool direct = is_pointwise(sh);
+  const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups, PQ = sh.P * sh.Q, HW = sh.H * sh.W;
+  const int64_t rows = Cg * sh.R * sh.S;  // of one group's column matrix
+  const int slices = static_cast<int>(std::min<int64_t>(ctx.threads(), sh.N));
+  // One column buffer per slice: workspace is bounded by the thread count, not the batch.
+  const size_t col_size = direct ? 0 : static_cast<size_t>(rows * PQ);
+  std::vector<float> local;
+  float* cols = scratch(ctx, col_size * slices, local);
+  BlasSerialScope blas;
+#pragma omp parallel num_threads(slices)
+  for (int i = omp_get_thread_num(); i < slices; i += omp_get_num_threads()) {
+    float* col = direct ? nullptr : cols + col_size * i;
+    int64_t begin, end;
+    slice_range(sh.N, slices, i, begin, end);
+    for (int64_t n = begin; n < end; ++n) {
+      for (int g = 0; g < sh.groups; ++g) {
+        const float* xg = x + (n * sh.C + g * Cg) * HW;  // (Cg, H, W)
+        float* yg = y + (n * sh.K + g * Kg) * PQ;         // (Kg, P, Q)
+        if (!direct) im2col_cpu(sh, xg, Cg, col);
+        float beta = 0.0f;
+        if (sh.has_bias) {
+          for (int64_t k = 0; k < Kg; ++k) std::fill(yg + k * PQ, yg + (k + 1) * PQ, b[g * Kg + k]);
+          beta = 1.0f;
+        }
+        // y_g (Kg, PQ) = w_g (Kg, rows) * col (rows, PQ)
+        sgemm_serial(false, false, Kg, PQ, rows, 1.0f, w + g * Kg * rows, rows, direct ? xg : col, PQ, beta, yg,
+                     PQ);
+      }
+    }
+  }
+}
+
+// Sum of row (n), in 8 interleaved lanes so the compiler can vectorise it without reordering.
+static float row_sum(const float* row, int64_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += row[j + l];
+  for (; j < n; ++j) lane[0] += row[j];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// db[k] = sum over n, p, q of dy; each k summed in a fixed order (double across images).
+static void bias_gradient(const ExecContext& ctx, const Conv2dShape& sh, const float* dy, float* db) {
+  const int64_t PQ = sh.P * sh.Q;
+#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
+  for (int64_t k = 0; k < sh.K; ++k) {
+    double acc = 0.0;
+    for (int64_t n = 0; n < sh.N; ++n) acc += row_sum(dy + (n * sh.K + k) * PQ, PQ);
+    db[k] = static_cast<float>(acc);
+  }
+}
+
+void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                         const float* dy, float* dx, float* dw, float* db) {
+  check_shape(sh);
+  if (db) bias_gradient(ctx, sh, dy, db);
+  if (!dx && !dw) return;
+  check_blas_sizes(sh);
+  const bool direct = is_pointwise(sh);
+  const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups, PQ = sh.P * sh.Q, HW = sh.H * sh.W;
+  const int64_t rows = Cg * sh.R * sh.S;
+  const int slices = static_cast<int>(std::min<int64_t>(ctx.threads(), sh.N));
+  // Per slice: one column buffer (im2col for dw, then reused for dx's columns) and, except for
+  // slice 0 which sums straight into dw, a partial dw.
+  const size_t col_size = direct ? 0 : static_cast<size_t>(rows * PQ);
+  const size_t part_size = dw ? static_cast<size_t>(sh.weight_numel()) : 0;
+  std::vector<float> local;
+  float* scratch_base = scratch(ctx, col_size * slices + part_size * (slices - 1), local);
+  float* parts = scratch_base ? scratch_base + col_size * slices : nullptr;
+  BlasSerialScope blas;
+#pragma omp parallel num_threads(slices)
+  {
+    for (int i = omp_get_thread_num(); i < slices; i += omp_get_num_threads()) {
+      float* col = direct ? nullptr : scratch_base + col_size * i;
+      float* dw_part = !dw ? nullptr : i == 0 ? dw : parts + part_size * (i - 1);  // (K, Cg, R, S)
+      int64_t begin, end;
+      slice_range(sh.N, slices, i, begin, end);
+      for (int64_t n = begin; n < end; ++n) {
+        for (int g = 0; g < sh.groups; ++g) {
+          const float* xg = x + (n * sh.C + g * Cg) * HW;    // (Cg, H, W)
+          const float* dyg = dy + (n * sh.K + g * Kg) * PQ;  // (Kg, PQ)
+          const float* wg = w + g * Kg * rows;               // (Kg, rows)
+          if (dw) {
+            if (!direct) im2col_cpu(sh, xg, Cg, col);
+            // dw_g (Kg, rows) += dy_g (Kg, PQ) * col^T (PQ, rows); the slice's first image overwrites.
+            sgemm_serial(false, true, Kg, rows, PQ, 1.0f, dyg, PQ, direct ? xg : col, PQ, n == begin ? 0.0f : 1.0f,
+                         dw_part + g * Kg * rows, rows);
+          }
+          if (dx) {
+            float* dxg = dx + (n * sh.C + g * Cg) * HW;  // (Cg, H, W)
+            // dcol (rows, PQ) = w_g^T (rows, Kg) * dy_g (Kg, PQ), scattered back by col2im.
+            sgemm_serial(true, false, rows, PQ, Kg, 1.0f, wg, rows, dyg, PQ, 0.0f, direct ? dxg : col, PQ);
+            if (!direct) {
+              std::memset(dxg, 0, static_cast<size_t>(Cg * HW) * sizeof(float));
+              col2im_cpu(sh, col, Cg, dxg);
+            }
+          }
+        }
+      }
+    }
+    if (dw && slices > 1) {
+#pragma omp barrier
+      // Slice order is fixed, so each element's sum is too.
+      const int64_t count = sh.weight_numel();
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < count; ++j) {
+        float acc = dw[j];
+        for (int i = 1; i < slices; ++i) acc += parts[part_size * (i - 1) + j];
+        dw[j] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace cnn
