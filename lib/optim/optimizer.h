@@ -1,0 +1,92 @@
+// Optimizers over the executor's flat parameter and gradient buffers (one layout, named segments).
+// Each state slot (momentum_buffer, exp_avg, ...) is one flat buffer of that same layout, so it
+// slices per parameter into checkpoint tensors "optim.<param>.<slot>". Trap: the step count is
+// not among those tensors; save step_count() in the checkpoint metadata and restore it with
+// set_step_count(), or Adam's bias correction restarts from step 1.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "core/exec_context.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+
+namespace cnn {
+
+struct ParamSegment {
+  std::string name;    // "conv1.weight"
+  int64_t offset = 0;  // first element in the flat buffers
+  int64_t count = 0;
+  bool decay = true;   // false: weight decay is not applied (biases, batchnorm)
+  Shape shape;         // of the checkpoint tensors; empty means [count]
+
+  ParamSegment() = default;
+  // A constructor rather than aggregate init, so {name, offset, count} compiles without warnings.
+  ParamSegment(std::string name_, int64_t offset_, int64_t count_, bool decay_ = true, Shape shape_ = {})
+      : name(std::move(name_)), offset(offset_), count(count_), decay(decay_), shape(std::move(shape_)) {}
+};
+
+enum class OptimizerKind { sgd, adam, adamw, rmsprop };
+
+class Optimizer {
+public:
+  // Segments must have unique non-empty names and lie inside [0, total) without overlapping;
+  // elements outside every segment are never updated. Slots start at zero.
+  Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments, int64_t total);
+
+  // One update of every segment with learning rate `lr` (the schedule's value for this step).
+  // CPU only for now: a context on another device is an error, never a silent copy.
+  // Elementwise, so the result does not depend on the thread count.
+  void step(const ExecContext& ctx,
+            float* params,       // (total)
+            const float* grads,  // (total)
+            double lr);
+
+  OptimizerKind kind() const { return m_kind; }
+  const OptimizerSpec& spec() const { return m_spec; }
+  const std::vector<ParamSegment>& segments() const { return m_segments; }
+  int64_t total() const { return m_total; }
+
+  // Slots of this optimizer, e.g. {"exp_avg", "exp_avg_sq"}; SGD without momentum has none.
+  const std::vector<std::string>& slot_names() const { return m_slot_names; }
+  // The flat slot buffer (total), on the device the slots live on (the CPU for now).
+  Tensor& slot(const std::string& name);
+  const Tensor& slot(const std::string& name) const;
+
+  // Steps taken so far; step() increments it before updating (Adam's t is 1 on the first step).
+  int64_t step_count() const { return m_step_count; }
+  void set_step_count(int64_t steps);
+
+  // Checkpoint tensors "optim.<param>.<slot>", by segment then slot: views into the slot buffers
+  // (valid while this optimizer lives), shaped like the segment.
+  std::vector<std::pair<std::string, Tensor>> state_tensors();
+  // Copies saved tensors back into the slots. Keys not starting with "optim." are ignored, so a
+  // whole checkpoint can be passed. Missing, unexpected "optim.*" and wrongly shaped tensors are
+  // reported together in one cnn::Error, and then nothing has been loaded.
+  void load_state(const std::map<std::string, Tensor>& tensors);
+
+private:
+  int slot_index(const std::string& name) const;
+  void step_cpu(const ExecContext& ctx, float* params, const float* grads, double lr);
+
+  OptimizerSpec m_spec;
+  OptimizerKind m_kind;
+  std::vector<ParamSegment> m_segments;
+  int64_t m_total;
+  std::vector<std::string> m_slot_names;
+  std::vector<Tensor> m_slots;  // parallel to m_slot_names, each (total)
+  int64_t m_step_count = 0;
+};
+
+// Checks the spec (type, ranges of the hyperparameters) and builds the optimizer. An unknown type
+// is a cnn::Error listing the known ones.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments,
+                                          int64_t total);
+
+}  // namespace cnn
