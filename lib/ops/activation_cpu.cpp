@@ -1,0 +1,116 @@
+// Activations on the CPU: the reference goes element by element through the kind switch; the
+// fast path hoists the switch out of an OpenMP simd loop. Both share activation_math.h.
+// Trap: y may alias x and dx may alias dy, so every loop reads index i before writing index i.
+#include "core/error.h"
+#include "ops/activation.h"
+#include "ops/activation_math.h"
+
+namespace cnn {
+
+// Below this many elements a parallel region costs more than it saves.
+static constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+const char* to_string(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu: return "relu";
+    case ActivationKind::leaky_relu: return "leaky_relu";
+    case ActivationKind::elu: return "elu";
+    case ActivationKind::sigmoid: return "sigmoid";
+    case ActivationKind::tanh: return "tanh";
+  }
+  return "unknown";
+}
+
+static void check_count(const char* what, int64_t n) {
+  if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
+}
+
+template <typename T>
+void activation_forward_reference(const ExecContext& ctx, const ActivationParams& p, int64_t n, const T* x,
+                                  T* y) {  // x, y (n)
+  check_count("activation forward", n);
+  const T alpha = static_cast<T>(p.alpha);
+  for (int64_t i = 0; i < n; ++i) y[i] = activation_forward_value(p.kind, alpha, x[i]);
+}
+
+template <typename T>
+void activation_backward_reference(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                                   const T* x,   // (n)
+                                   const T* y,   // (n)
+                                   const T* dy,  // (n)
+                                   T* dx) {      // (n)
+  check_count("activation backward", n);
+  const T alpha = static_cast<T>(p.alpha);
+  for (int64_t i = 0; i < n; ++i) dx[i] = activation_backward_value(p.kind, alpha, x[i], y[i], dy[i]);
+}
+
+template void activation_forward_reference<float>(const ExecContext&, const ActivationParams&, int64_t,
+                                                  const float*, float*);
+template void activation_forward_reference<double>(const ExecContext&, const ActivationParams&, int64_t,
+                                                   const double*, double*);
+template void activation_backward_reference<float>(const ExecContext&, const ActivationParams&, int64_t,
+                                                   const float*, const float*, const float*, float*);
+template void activation_backward_reference<double>(const ExecContext&, const ActivationParams&, int64_t,
+                                                    const double*, const double*, const double*, double*);
+
+// f(i) for i in [0, n), threaded and vectorised; f must touch only index i.
+template <typename F>
+static void parallel_pointwise(const ExecContext& ctx, int64_t n, F f) {
+  const int threads = ctx.threads();
+#pragma omp parallel for simd num_threads(threads) if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+void activation_forward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                            const float* x,  // (n)
+                            float* y) {      // (n)
+  check_count("activation forward", n);
+  const float a = p.alpha;
+  switch (p.kind) {
+    case ActivationKind::relu:
+      parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = relu_forward(x[i]); });
+      return;
+    case ActivationKind::leaky_relu:
+      parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = leaky_relu_forward(x[i], a); });
+      return;
+    case ActivationKind::elu:
+      parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = elu_forward(x[i], a); });
+      return;
+    case ActivationKind::sigmoid:
+      parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = sigmoid_forward(x[i]); });
+      return;
+    case ActivationKind::tanh:
+      parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = tanh_forward(x[i]); });
+      return;
+  }
+  CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
+}
+
+void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                             const float* x,   // (n)
+                             const float* y,   // (n)
+                             const float* dy,  // (n)
+                             float* dx) {      // (n)
+  check_count("activation backward", n);
+  const float a = p.alpha;
+  switch (p.kind) {
+    case ActivationKind::relu:
+      parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = relu_backward(x[i], dy[i]); });
+      return;
+    case ActivationKind::leaky_relu:
+      parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = leaky_relu_backward(x[i], a, dy[i]); });
+      return;
+    case ActivationKind::elu:
+      parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = elu_backward(x[i], y[i], a, dy[i]); });
+      return;
+    case ActivationKind::sigmoid:
+      parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = sigmoid_backward(y[i], dy[i]); });
+      return;
+    case ActivationKind::tanh:
+      parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = tanh_backward(y[i], dy[i]); });
+      return;
+  }
+  CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
+}
+
+}  // namespace cnn
