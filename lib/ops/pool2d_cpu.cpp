@@ -1,0 +1,237 @@
+// Max and average pooling on the CPU: a bounds-checked reference and a fast path that clips every
+// window to the input once per call and threads over the N*C planes (planes never share dx).
+// Trap: max backward must pick the same element as every other backend: the first in-bounds
+// position in row-major window order whose value equals y (a NaN in the window wins and sticks).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "ops/pool2d.h"
+
+namespace cnn {
+
+Pool2dShape Pool2dShape::make(PoolKind kind, int64_t N, int64_t C, int64_t H, int64_t W, int64_t R, int64_t S,
+                              int stride_h, int stride_w, int pad_h, int pad_w) {
+  if (N <= 0 || C <= 0 || H <= 0 || W <= 0)
+    CNN_THROW("pool2d: input sizes must be positive, got N={} C={} H={} W={}", N, C, H, W);
+  if (R <= 0 || S <= 0) CNN_THROW("pool2d: window must be positive, got {}x{}", R, S);
+  if (stride_h <= 0 || stride_w <= 0) CNN_THROW("pool2d: stride must be positive, got {}x{}", stride_h, stride_w);
+  if (pad_h < 0 || pad_w < 0) CNN_THROW("pool2d: padding must be non-negative, got {}x{}", pad_h, pad_w);
+  // With pad <= R/2 every window holds at least one input element, so max and the average's
+  // divisor are always defined.
+  if (2 * int64_t{pad_h} > R || 2 * int64_t{pad_w} > S)
+    CNN_THROW("pool2d: padding {}x{} must be at most half the window {}x{}", pad_h, pad_w, R, S);
+  if (R > H + 2 * pad_h || S > W + 2 * pad_w)
+    CNN_THROW("pool2d: window {}x{} is larger than the padded input {}x{} (input {}x{}, padding {}x{})", R, S,
+              H + 2 * pad_h, W + 2 * pad_w, H, W, pad_h, pad_w);
+  Pool2dShape sh;
+  sh.kind = kind;
+  sh.N = N;
+  sh.C = C;
+  sh.H = H;
+  sh.W = W;
+  sh.R = R;
+  sh.S = S;
+  sh.stride_h = stride_h;
+  sh.stride_w = stride_w;
+  sh.pad_h = pad_h;
+  sh.pad_w = pad_w;
+  sh.P = (H + 2 * pad_h - R) / stride_h + 1;  // floor mode
+  sh.Q = (W + 2 * pad_w - S) / stride_w + 1;
+  return sh;
+}
+
+std::string Pool2dShape::to_string() const {
+  return fmt::format("{} N={} C={} {}x{} -> {}x{} window {}x{} stride {}x{} pad {}x{}",
+                     kind == PoolKind::max ? "maxpool" : "avgpool", N, C, H, W, P, Q, R, S, stride_h, stride_w,
+                     pad_h, pad_w);
+}
+
+// m <- v when v is larger, or when v is the first NaN (so NaN propagates like in other frameworks).
+template <typename T>
+static inline bool max_takes(T v, T m) {
+  return v > m || (v != v && m == m);
+}
+template <typename T>
+static inline bool is_argmax(T v, T y) {
+  return v == y || (v != v && y != y);
+}
+
+static void check_made(const Pool2dShape& sh) {
+  if (sh.N <= 0 || sh.C <= 0 || sh.P <= 0 || sh.Q <= 0)
+    CNN_THROW("pool2d: shape was not made by Pool2dShape::make ({})", sh.to_string());
+}
+
+template <typename T>
+void pool2d_forward_reference(const ExecContext& ctx, const Pool2dShape& sh,
+                              const T* x,  // (N, C, H, W)
+                              T* y) {      // (N, C, P, Q)
+  check_made(sh);
+  for (int64_t nc = 0; nc < sh.N * sh.C; ++nc) {
+    const T* xp = x + nc * sh.H * sh.W;
+    T* yp = y + nc * sh.P * sh.Q;
+    for (int64_t p = 0; p < sh.P; ++p) {
+      for (int64_t q = 0; q < sh.Q; ++q) {
+        T acc = T(0);
+        int64_t count = 0;
+        for (int64_t r = 0; r < sh.R; ++r) {
+          for (int64_t s = 0; s < sh.S; ++s) {
+            int64_t h = p * sh.stride_h - sh.pad_h + r, w = q * sh.stride_w - sh.pad_w + s;
+            if (h < 0 || h >= sh.H || w < 0 || w >= sh.W) continue;
+            T v = xp[h * sh.W + w];
+            if (sh.kind == PoolKind::avg)
+              acc += v;
+            else if (count == 0 || max_takes(v, acc))
+              acc = v;
+            ++count;
+          }
+        }
+        yp[p * sh.Q + q] = sh.kind == PoolKind::avg ? acc / static_cast<T>(count) : acc;
+      }
+    }
+  }
+}
+
+template <typename T>
+void pool2d_backward_reference(const ExecContext& ctx, const Pool2dShape& sh,
+                               const T* x,   // (N, C, H, W)
+                               const T* y,   // (N, C, P, Q)
+                               const T* dy,  // (N, C, P, Q)
+                               T* dx) {      // (N, C, H, W)
+  check_made(sh);
+  std::fill(dx, dx + sh.N * sh.C * sh.H * sh.W, T(0));
+  for (int64_t nc = 0; nc < sh.N * sh.C; ++nc) {
+    const T* xp = x + nc * sh.H * sh.W;
+    T* dxp = dx + nc * sh.H * sh.W;
+    for (int64_t p = 0; p < sh.P; ++p) {
+      for (int64_t q = 0; q < sh.Q; ++q) {
+        const int64_t o = nc * sh.P * sh.Q + p * sh.Q + q;
+        int64_t count = 0;
+        for (int64_t r = 0; r < sh.R; ++r)
+          for (int64_t s = 0; s < sh.S; ++s) {
+            int64_t h = p * sh.stride_h - sh.pad_h + r, w = q * sh.stride_w - sh.pad_w + s;
+            if (h >= 0 && h < sh.H && w >= 0 && w < sh.W) ++count;
+          }
+        bool routed = false;
+        for (int64_t r = 0; r < sh.R && !routed; ++r) {
+          for (int64_t s = 0; s < sh.S && !routed; ++s) {
+            int64_t h = p * sh.stride_h - sh.pad_h + r, w = q * sh.stride_w - sh.pad_w + s;
+            if (h < 0 || h >= sh.H || w < 0 || w >= sh.W) continue;
+            if (sh.kind == PoolKind::avg) {
+              dxp[h * sh.W + w] += dy[o] / static_cast<T>(count);
+            } else if (is_argmax(xp[h * sh.W + w], y[o])) {
+              dxp[h * sh.W + w] += dy[o];
+              routed = true;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template void pool2d_forward_reference<float>(const ExecContext&, const Pool2dShape&, const float*, float*);
+template void pool2d_forward_reference<double>(const ExecContext&, const Pool2dShape&, const double*, double*);
+template void pool2d_backward_reference<float>(const ExecContext&, const Pool2dShape&, const float*, const float*,
+                                               const float*, float*);
+template void pool2d_backward_reference<double>(const ExecContext&, const Pool2dShape&, const double*,
+                                                const double*, const double*, double*);
+
+// Below this much work (elements times window) a parallel region costs more than it saves.
+static constexpr int64_t kParallelMin = int64_t{1} << 15;
+
+// The input range [begin, end) that output index o reads along one axis, padding clipped away.
+struct Span {
+  int64_t begin, end;
+};
+static std::vector<Span> clipped_spans(int64_t out, int64_t size, int64_t window, int stride, int pad) {
+  std::vector<Span> spans(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t start = o * stride - pad;
+    spans[o] = {std::max<int64_t>(start, 0), std::min<int64_t>(start + window, size)};
+  }
+  return spans;
+}
+
+void pool2d_forward_cpu(const ExecContext& ctx, const Pool2dShape& sh,
+                        const float* x,  // (N, C, H, W)
+                        float* y) {      // (N, C, P, Q)
+  check_made(sh);
+  const std::vector<Span> rows = clipped_spans(sh.P, sh.H, sh.R, sh.stride_h, sh.pad_h);
+  const std::vector<Span> cols = clipped_spans(sh.Q, sh.W, sh.S, sh.stride_w, sh.pad_w);
+  const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
+  const bool is_max = sh.kind == PoolKind::max;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
+  for (int64_t nc = 0; nc < planes; ++nc) {
+    const float* xp = x + nc * H * W;
+    float* yp = y + nc * P * Q;
+    for (int64_t p = 0; p < P; ++p) {
+      const Span rs = rows[p];
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span cs = cols[q];
+        if (is_max) {
+          float m = xp[rs.begin * W + cs.begin];
+          for (int64_t h = rs.begin; h < rs.end; ++h)
+            for (int64_t w = cs.begin; w < cs.end; ++w)
+              if (max_takes(xp[h * W + w], m)) m = xp[h * W + w];
+          yp[p * Q + q] = m;
+        } else {
+          float sum = 0.0f;
+          for (int64_t h = rs.begin; h < rs.end; ++h)
+            for (int64_t w = cs.begin; w < cs.end; ++w) sum += xp[h * W + w];
+          yp[p * Q + q] = sum / static_cast<float>((rs.end - rs.begin) * (cs.end - cs.begin));
+        }
+      }
+    }
+  }
+}
+
+// Windows may overlap, so each plane scatters into its own dx plane; planes run in parallel.
+void pool2d_backward_cpu(const ExecContext& ctx, const Pool2dShape& sh,
+                         const float* x,   // (N, C, H, W)
+                         const float* y,   // (N, C, P, Q)
+                         const float* dy,  // (N, C, P, Q)
+                         float* dx) {      // (N, C, H, W)
+  check_made(sh);
+  const std::vector<Span> rows = clipped_spans(sh.P, sh.H, sh.R, sh.stride_h, sh.pad_h);
+  const std::vector<Span> cols = clipped_spans(sh.Q, sh.W, sh.S, sh.stride_w, sh.pad_w);
+  const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
+  const bool is_max = sh.kind == PoolKind::max;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
+  for (int64_t nc = 0; nc < planes; ++nc) {
+    const float* xp = x + nc * H * W;
+    const float* yp = y + nc * P * Q;
+    const float* dyp = dy + nc * P * Q;
+    float* dxp = dx + nc * H * W;
+    std::memset(dxp, 0, static_cast<size_t>(H * W) * sizeof(float));
+    for (int64_t p = 0; p < P; ++p) {
+      const Span rs = rows[p];
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span cs = cols[q];
+        const float g = dyp[p * Q + q];
+        if (is_max) {
+          const float m = yp[p * Q + q];
+          int64_t at = -1;
+          for (int64_t h = rs.begin; h < rs.end && at < 0; ++h)
+            for (int64_t w = cs.begin; w < cs.end; ++w)
+              if (is_argmax(xp[h * W + w], m)) {
+                at = h * W + w;
+                break;
+              }
+          if (at >= 0) dxp[at] += g;
+        } else {
+          const float share = g / static_cast<float>((rs.end - rs.begin) * (cs.end - cs.begin));
+          for (int64_t h = rs.begin; h < rs.end; ++h)
+            for (int64_t w = cs.begin; w < cs.end; ++w) dxp[h * W + w] += share;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cnn
