@@ -1,0 +1,252 @@
+// Batch normalisation on the CPU: a two-pass reference in double and a fast path that threads over
+// channels and reads x once for the statistics (sums shifted by the channel's first value, in double).
+// Trap: normalisation uses the biased variance, running_var the unbiased one (PyTorch), and the
+// backward must use save_mean/save_inv_std of the same forward, never the running statistics.
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/batchnorm.h"
+
+namespace cnn {
+
+static void check_shape(const char* what, const BatchnormShape& sh) {
+  if (sh.N <= 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
+    CNN_THROW("batchnorm {}: sizes must be positive, got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H, sh.W);
+  if (!(sh.eps >= 0.0)) CNN_THROW("batchnorm {}: eps must be non-negative, got {}", what, sh.eps);
+  if (!(sh.momentum >= 0.0 && sh.momentum <= 1.0))
+    CNN_THROW("batchnorm {}: momentum must be in [0, 1], got {}", what, sh.momentum);
+}
+
+// The unbiased variance divides by M - 1, so one value per channel has no batch statistics.
+static void check_training_shape(const BatchnormShape& sh) {
+  check_shape("forward", sh);
+  if (sh.N * sh.H * sh.W < 2)
+    CNN_THROW("batchnorm forward: training needs more than one value per channel, got N*H*W = {} (N={} H={} W={})",
+              sh.N * sh.H * sh.W, sh.N, sh.H, sh.W);
+}
+
+template <typename T>
+void batchnorm_forward_train_reference(const ExecContext& ctx, const BatchnormShape& sh,
+                                       const T* x,            // (N, C, H, W)
+                                       const T* gamma,        // (C)
+                                       const T* beta,         // (C)
+                                       T* y,                  // (N, C, H, W)
+                                       T* running_mean,       // (C)
+                                       T* running_var,        // (C)
+                                       T* save_mean,          // (C)
+                                       T* save_inv_std) {     // (C)
+  check_training_shape(sh);
+  const int64_t HW = sh.H * sh.W, M = sh.N * HW;
+  for (int64_t c = 0; c < sh.C; ++c) {
+    double sum = 0.0;
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int64_t i = 0; i < HW; ++i) sum += static_cast<double>(x[(n * sh.C + c) * HW + i]);
+    const double mean = sum / static_cast<double>(M);
+    double sq = 0.0;
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int64_t i = 0; i < HW; ++i) {
+        double d = static_cast<double>(x[(n * sh.C + c) * HW + i]) - mean;
+        sq += d * d;
+      }
+    const double var = sq / static_cast<double>(M);
+    const double inv_std = 1.0 / std::sqrt(var + sh.eps);
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int64_t i = 0; i < HW; ++i) {
+        const int64_t at = (n * sh.C + c) * HW + i;
+        y[at] = static_cast<T>(static_cast<double>(gamma[c]) * (static_cast<double>(x[at]) - mean) * inv_std +
+                               static_cast<double>(beta[c]));
+      }
+    const double unbiased = var * static_cast<double>(M) / static_cast<double>(M - 1);
+    running_mean[c] = static_cast<T>((1.0 - sh.momentum) * running_mean[c] + sh.momentum * mean);
+    running_var[c] = static_cast<T>((1.0 - sh.momentum) * running_var[c] + sh.momentum * unbiased);
+    save_mean[c] = static_cast<T>(mean);
+    save_inv_std[c] = static_cast<T>(inv_std);
+  }
+}
+
+template <typename T>
+void batchnorm_forward_infer_reference(const ExecContext& ctx, const BatchnormShape& sh,
+                                       const T* x,             // (N, C, H, W)
+                                       const T* gamma,         // (C)
+                                       const T* beta,          // (C)
+                                       const T* running_mean,  // (C)
+                                       const T* running_var,   // (C)
+                                       T* y) {                 // (N, C, H, W)
+  check_shape("inference", sh);
+  const int64_t HW = sh.H * sh.W;
+  for (int64_t n = 0; n < sh.N; ++n)
+    for (int64_t c = 0; c < sh.C; ++c) {
+      const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + sh.eps);
+      for (int64_t i = 0; i < HW; ++i) {
+        const int64_t at = (n * sh.C + c) * HW + i;
+        y[at] = static_cast<T>(static_cast<double>(gamma[c]) *
+                                   (static_cast<double>(x[at]) - static_cast<double>(running_mean[c])) * inv_std +
+                               static_cast<double>(beta[c]));
+      }
+    }
+}
+
+// dx = gamma * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)) (Ioffe & Szegedy 2015, sec. 3).
+template <typename T>
+void batchnorm_backward_reference(const ExecContext& ctx, const BatchnormShape& sh,
+                                  const T* x,             // (N, C, H, W)
+                                  const T* gamma,         // (C)
+                                  const T* save_mean,     // (C)
+                                  const T* save_inv_std,  // (C)
+                                  const T* dy,            // (N, C, H, W)
+                                  T* dx,                  // (N, C, H, W) or null
+                                  T* dgamma,              // (C) or null
+                                  T* dbeta) {             // (C) or null
+  check_shape("backward", sh);
+  const int64_t HW = sh.H * sh.W, M = sh.N * HW;
+  for (int64_t c = 0; c < sh.C; ++c) {
+    const double mean = save_mean[c], inv_std = save_inv_std[c];
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int64_t i = 0; i < HW; ++i) {
+        const int64_t at = (n * sh.C + c) * HW + i;
+        sum_dy += static_cast<double>(dy[at]);
+        sum_dy_xhat += static_cast<double>(dy[at]) * (static_cast<double>(x[at]) - mean) * inv_std;
+      }
+    if (dgamma) dgamma[c] = static_cast<T>(sum_dy_xhat);
+    if (dbeta) dbeta[c] = static_cast<T>(sum_dy);
+    if (!dx) continue;
+    const double scale = static_cast<double>(gamma[c]) * inv_std / static_cast<double>(M);
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int64_t i = 0; i < HW; ++i) {
+        const int64_t at = (n * sh.C + c) * HW + i;
+        const double xhat = (static_cast<double>(x[at]) - mean) * inv_std;
+        dx[at] = static_cast<T>(scale * (static_cast<double>(M) * dy[at] - sum_dy - xhat * sum_dy_xhat));
+      }
+  }
+}
+
+#define CNN_INSTANTIATE_BATCHNORM(T)                                                                             \
+  template void batchnorm_forward_train_reference<T>(const ExecContext&, const BatchnormShape&, const T*,        \
+                                                     const T*, const T*, T*, T*, T*, T*, T*);                    \
+  template void batchnorm_forward_infer_reference<T>(const ExecContext&, const BatchnormShape&, const T*,        \
+                                                     const T*, const T*, const T*, const T*, T*);                \
+  template void batchnorm_backward_reference<T>(const ExecContext&, const BatchnormShape&, const T*, const T*,   \
+                                                const T*, const T*, const T*, T*, T*, T*);
+CNN_INSTANTIATE_BATCHNORM(float)
+CNN_INSTANTIATE_BATCHNORM(double)
+#undef CNN_INSTANTIATE_BATCHNORM
+
+// Channels are independent, so the fast paths give each thread whole channels; within a channel
+// the N planes of H*W contiguous values are the vectorised inner loops.
+void batchnorm_forward_train_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                 const float* x,         // (N, C, H, W)
+                                 const float* gamma,     // (C)
+                                 const float* beta,      // (C)
+                                 float* y,               // (N, C, H, W)
+                                 float* running_mean,    // (C)
+                                 float* running_var,     // (C)
+                                 float* save_mean,       // (C)
+                                 float* save_inv_std) {  // (C)
+  check_training_shape(sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W, M = N * HW;
+  const double eps = sh.eps, momentum = sh.momentum;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    // Sums of d = x - x0 and d^2 in one pass; shifting by a sample of the channel keeps
+    // sum(d^2) - sum(d)^2/M free of the cancellation that sum(x^2) - sum(x)^2/M suffers.
+    const double shift = x[c * HW];
+    double s = 0.0, ss = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xp = x + (n * C + c) * HW;
+#pragma omp simd reduction(+ : s, ss)
+      for (int64_t i = 0; i < HW; ++i) {
+        const double d = static_cast<double>(xp[i]) - shift;
+        s += d;
+        ss += d * d;
+      }
+    }
+    const double mean = shift + s / static_cast<double>(M);
+    const double var = std::max(0.0, (ss - s * s / static_cast<double>(M)) / static_cast<double>(M));
+    const double inv_std = 1.0 / std::sqrt(var + eps);
+    const float mean_f = static_cast<float>(mean);
+    const float scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std), bias = beta[c];
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xp = x + (n * C + c) * HW;
+      float* yp = y + (n * C + c) * HW;
+#pragma omp simd
+      for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean_f) * scale + bias;
+    }
+    const double unbiased = var * static_cast<double>(M) / static_cast<double>(M - 1);
+    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    save_mean[c] = mean_f;
+    save_inv_std[c] = static_cast<float>(inv_std);
+  }
+}
+
+void batchnorm_forward_infer_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                 const float* x,             // (N, C, H, W)
+                                 const float* gamma,         // (C)
+                                 const float* beta,          // (C)
+                                 const float* running_mean,  // (C)
+                                 const float* running_var,   // (C)
+                                 float* y) {                 // (N, C, H, W)
+  check_shape("inference", sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
+  const double eps = sh.eps;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 15)) schedule(static)
+  for (int64_t nc = 0; nc < N * C; ++nc) {
+    const int64_t c = nc % C;
+    const float scale = static_cast<float>(gamma[c] / std::sqrt(static_cast<double>(running_var[c]) + eps));
+    const float mean = running_mean[c], bias = beta[c];
+    const float* xp = x + nc * HW;
+    float* yp = y + nc * HW;
+#pragma omp simd
+    for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean) * scale + bias;
+  }
+}
+
+void batchnorm_backward_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                            const float* x,             // (N, C, H, W)
+                            const float* gamma,         // (C)
+                            const float* save_mean,     // (C)
+                            const float* save_inv_std,  // (C)
+                            const float* dy,            // (N, C, H, W)
+                            float* dx,                  // (N, C, H, W) or null
+                            float* dgamma,              // (C) or null
+                            float* dbeta) {             // (C) or null
+  check_shape("backward", sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W, M = N * HW;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const float mean = save_mean[c];
+    const double inv_std = save_inv_std[c];
+    double sum_dy = 0.0, sum_dy_xc = 0.0;  // sum(dy), sum(dy * (x - mean))
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xp = x + (n * C + c) * HW;
+      const float* dyp = dy + (n * C + c) * HW;
+#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
+      for (int64_t i = 0; i < HW; ++i) {
+        sum_dy += static_cast<double>(dyp[i]);
+        sum_dy_xc += static_cast<double>(dyp[i]) * static_cast<double>(xp[i] - mean);
+      }
+    }
+    const double sum_dy_xhat = sum_dy_xc * inv_std;
+    if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat);
+    if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
+    if (!dx) continue;
+    // dx = gamma inv_std (dy - sum_dy/M - (x - mean) inv_std sum_dy_xhat / M)
+    const float a = static_cast<float>(gamma[c] * inv_std);
+    const float b = static_cast<float>(sum_dy / static_cast<double>(M));
+    const float k = static_cast<float>(inv_std * sum_dy_xhat / static_cast<double>(M));
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xp = x + (n * C + c) * HW;
+      const float* dyp = dy + (n * C + c) * HW;
+      float* dxp = dx + (n * C + c) * HW;
+#pragma omp simd
+      for (int64_t i = 0; i < HW; ++i) dxp[i] = a * (dyp[i] - b - (xp[i] - mean) * k);
+    }
+  }
+}
+
+}  // namespace cnn
