@@ -1,0 +1,101 @@
+// Channel concatenation on the CPU: per sample, input i is one contiguous block of channels[i] * HW
+// values in y, so the fast path is one copy per (sample, input) pair, threaded over the pairs.
+// Trap: the blocks interleave across samples (y is N-major), so an input is not one block of y.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/concat.h"
+
+namespace cnn {
+
+int64_t ConcatShape::total_channels() const { return std::accumulate(channels.begin(), channels.end(), int64_t{0}); }
+
+static void check_shape(const char* what, const ConcatShape& sh) {
+  if (sh.N <= 0 || sh.HW <= 0) CNN_THROW("concat {}: N and H*W must be positive, got N={} HW={}", what, sh.N, sh.HW);
+  if (sh.channels.empty()) CNN_THROW("concat {}: needs at least one input", what);
+  for (size_t i = 0; i < sh.channels.size(); ++i)
+    if (sh.channels[i] <= 0) CNN_THROW("concat {}: input {} has {} channels, expected at least 1", what, i, sh.channels[i]);
+}
+
+template <typename T>
+void concat_forward_reference(const ExecContext& ctx, const ConcatShape& sh,
+                              const T* const* xs,  // inputs x (N, channels[i], HW)
+                              T* y) {              // (N, total_channels, HW)
+  check_shape("forward", sh);
+  const int64_t total = sh.total_channels();
+  for (int64_t n = 0; n < sh.N; ++n) {
+    int64_t c0 = 0;  // first output channel of input i
+    for (size_t i = 0; i < sh.channels.size(); ++i) {
+      const int64_t ci = sh.channels[i];
+      for (int64_t c = 0; c < ci; ++c)
+        for (int64_t j = 0; j < sh.HW; ++j) y[(n * total + c0 + c) * sh.HW + j] = xs[i][(n * ci + c) * sh.HW + j];
+      c0 += ci;
+    }
+  }
+}
+
+template <typename T>
+void concat_backward_reference(const ExecContext& ctx, const ConcatShape& sh,
+                               const T* dy,      // (N, total_channels, HW)
+                               T* const* dxs) {  // inputs x (N, channels[i], HW), entries may be null
+  check_shape("backward", sh);
+  const int64_t total = sh.total_channels();
+  for (int64_t n = 0; n < sh.N; ++n) {
+    int64_t c0 = 0;
+    for (size_t i = 0; i < sh.channels.size(); ++i) {
+      const int64_t ci = sh.channels[i];
+      if (dxs[i])
+        for (int64_t c = 0; c < ci; ++c)
+          for (int64_t j = 0; j < sh.HW; ++j)
+            dxs[i][(n * ci + c) * sh.HW + j] = dy[(n * total + c0 + c) * sh.HW + j];
+      c0 += ci;
+    }
+  }
+}
+
+template void concat_forward_reference<float>(const ExecContext&, const ConcatShape&, const float* const*, float*);
+template void concat_forward_reference<double>(const ExecContext&, const ConcatShape&, const double* const*,
+                                               double*);
+template void concat_backward_reference<float>(const ExecContext&, const ConcatShape&, const float*,
+                                               float* const*);
+template void concat_backward_reference<double>(const ExecContext&, const ConcatShape&, const double*,
+                                                double* const*);
+
+// Calls copy(sample, input, offset of input's block in y) for every pair, threaded over pairs.
+template <typename F>
+static void for_each_block(const ExecContext& ctx, const ConcatShape& sh, F copy) {
+  const int64_t inputs = static_cast<int64_t>(sh.channels.size()), total = sh.total_channels();
+  std::vector<int64_t> first(sh.channels.size());  // first output channel of each input
+  std::exclusive_scan(sh.channels.begin(), sh.channels.end(), first.begin(), int64_t{0});
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (sh.N * total * sh.HW >= (int64_t{1} << 16)) schedule(static)
+  for (int64_t pair = 0; pair < sh.N * inputs; ++pair) {
+    const int64_t n = pair / inputs, i = pair % inputs;
+    copy(n, static_cast<size_t>(i), (n * total + first[i]) * sh.HW);
+  }
+}
+
+void concat_forward_cpu(const ExecContext& ctx, const ConcatShape& sh,
+                        const float* const* xs,  // inputs x (N, channels[i], HW)
+                        float* y) {              // (N, total_channels, HW)
+  check_shape("forward", sh);
+  for_each_block(ctx, sh, [&](int64_t n, size_t i, int64_t at) {
+    const int64_t len = sh.channels[i] * sh.HW;
+    std::copy(xs[i] + n * len, xs[i] + (n + 1) * len, y + at);
+  });
+}
+
+void concat_backward_cpu(const ExecContext& ctx, const ConcatShape& sh,
+                         const float* dy,      // (N, total_channels, HW)
+                         float* const* dxs) {  // inputs x (N, channels[i], HW), entries may be null
+  check_shape("backward", sh);
+  for_each_block(ctx, sh, [&](int64_t n, size_t i, int64_t at) {
+    if (!dxs[i]) return;
+    const int64_t len = sh.channels[i] * sh.HW;
+    std::copy(dy + at, dy + at + len, dxs[i] + n * len);
+  });
+}
+
+}  // namespace cnn
