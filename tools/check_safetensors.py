@@ -2,8 +2,8 @@
 """Loads a safetensors file with the reference implementation (Python `safetensors` + numpy)
 and prints its tensors; checks "checksum.<tensor>" metadata (CRC-32C, recomputed here
 independently of the C++ code); with --fixture, also checks the exact values of the fixture
-that tests/checkpoint/test_safetensors.cpp writes. Trap: numpy has no bfloat16, so the loader is
-asked for raw bytes of BF16 tensors through safe_open's framework-neutral path only when needed.
+that tests/checkpoint/test_safetensors.cpp writes. Trap: numpy has no bfloat16; BF16 tensors are
+loaded through torch when it is installed and skipped (said so) when not.
 """
 import argparse
 import sys
@@ -16,6 +16,21 @@ def crc32c(data: bytes) -> int:
         for _ in range(8):
             crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
     return crc ^ 0xFFFFFFFF
+
+
+def load_with_torch(path, name):
+    try:
+        from safetensors import safe_open
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    with safe_open(path, framework="pt") as f:
+        return f.get_tensor(name)
+
+
+def torch_int16():
+    import torch
+    return torch.int16
 
 
 def main() -> int:
@@ -36,15 +51,19 @@ def main() -> int:
         tensors = {}
         for name in f.keys():
             try:
-                tensors[name] = f.get_tensor(name)
-            except (TypeError, ValueError) as e:  # a dtype numpy lacks (BF16): skip the values
-                print(f"{name}: not loadable by numpy ({e})")
-                continue
-            t = tensors[name]
+                t = f.get_tensor(name)
+                raw = np.ascontiguousarray(t).tobytes()
+            except (TypeError, ValueError) as e:  # a dtype numpy lacks (BF16)
+                t = load_with_torch(args.file, name)
+                if t is None:
+                    print(f"{name}: not loadable by numpy ({e}) and torch is not installed: skipped")
+                    continue
+                raw = t.contiguous().view(torch_int16()).numpy().tobytes()
+            tensors[name] = t
             print(f"{name}: {t.dtype} {list(t.shape)}")
             key = "checksum." + name
             if key in meta:
-                got = f"{crc32c(np.ascontiguousarray(t).tobytes()):08x}"
+                got = f"{crc32c(raw):08x}"
                 if got != meta[key]:
                     failures.append(f"{name}: crc32c {got}, metadata says {meta[key]}")
 
@@ -64,6 +83,9 @@ def main() -> int:
                 failures.append(f"{name}: missing")
             elif got.dtype != want.dtype or got.shape != want.shape or not np.array_equal(got, want):
                 failures.append(f"{name}: got {got.dtype} {got.shape} {got!r}, want {want.dtype} {want.shape} {want!r}")
+        bf16 = tensors.get("brain.bf16")
+        if bf16 is not None and (str(bf16.dtype) != "torch.bfloat16" or bf16.float().tolist() != [[1.0, 3.140625]]):
+            failures.append(f"brain.bf16: got {bf16!r}, want bfloat16 [[1.0, 3.140625]]")
         for key, value in {"format": "cnn-train/1", "epoch": "3"}.items():
             if meta.get(key) != value:
                 failures.append(f"metadata {key}: got {meta.get(key)!r}, want {value!r}")
