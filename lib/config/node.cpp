@@ -73,7 +73,8 @@ std::string shorten(const std::string& s) { return s.size() <= 60 ? s : s.substr
 
 // Text that reads back as the same double: shortest round-trip digits, and always a float
 // (".0" appended) so that the resolved config shows which keys are real numbers.
-std::string format_double(double v) {
+template <typename T>
+std::string format_real(T v) {
   if (std::isnan(v)) return ".nan";
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
   std::string s = fmt::format("{}", v);
@@ -95,11 +96,7 @@ ConfigNode to_node(const T& value, const Location& where) {
   if constexpr (std::is_same_v<T, std::string>) return make_quoted_scalar(value, where, "");
   else if constexpr (std::is_same_v<T, bool>) return ConfigNode::scalar(value ? "true" : "false", where);
   else if constexpr (std::is_integral_v<T>) return ConfigNode::scalar(std::to_string(value), where);
-  else return ConfigNode::scalar(format_double(static_cast<double>(value)), where);
-}
-
-ConfigError set_error(const std::string& assignment, const std::string& key, const std::string& message) {
-  return ConfigError(Location{"<--set>", 0, 0}, key, fmt::format("{} (in --set {})", message, assignment));
+  else return ConfigNode::scalar(format_real(value), where);
 }
 
 }  // namespace
@@ -390,101 +387,6 @@ void ConfigNode::check_unknown_keys(bool recurse) const {
   }
   if (recurse)
     for (const auto& e : m_entries) e.second.check_unknown_keys(true);
-}
-
-void ConfigNode::apply_override(const std::string& assignment) {
-  size_t eq = assignment.find('=');
-  std::string key = assignment.substr(0, eq == std::string::npos ? assignment.size() : eq);
-  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
-  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.erase(0, 1);
-  if (eq == std::string::npos || key.empty())
-    throw ConfigError(Location{"<--set>", 0, 0}, "",
-                      fmt::format("malformed override '{}': expected KEY=VALUE, e.g. train.optimizer.lr=0.05",
-                                  assignment));
-  ConfigNode value;
-  try {
-    value = parse_yaml(assignment.substr(eq + 1), "<--set>");
-  } catch (const ConfigError& e) {
-    throw set_error(assignment, key, "the value is not valid YAML: " + e.message());
-  }
-  value.set_location_recursive(Location{"<--set>", 0, 0});
-
-  // Steps: "layers[0].filters" -> layers, [0], filters; "layers.0.filters" -> layers, 0, filters.
-  struct Step {
-    std::string key;
-    bool bracket = false;
-  };
-  std::vector<Step> steps;
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t dot = key.find('.', start);
-    std::string seg = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    size_t br = seg.find('[');
-    std::string head = seg.substr(0, br);
-    if (head.empty()) throw set_error(assignment, key, fmt::format("empty key in path '{}'", key));
-    steps.push_back({head, false});
-    while (br != std::string::npos) {
-      size_t close = seg.find(']', br);
-      if (close == std::string::npos || !all_digits(seg, br + 1, close) ||
-          (close + 1 < seg.size() && seg[close + 1] != '['))
-        throw set_error(assignment, key, fmt::format("malformed index in '{}': expected name[N]", seg));
-      steps.push_back({seg.substr(br + 1, close - br - 1), true});
-      br = close + 1 < seg.size() ? close + 1 : std::string::npos;
-    }
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-
-  ConfigNode* cur = this;
-  std::string walked;  // the path so far, as the user wrote it
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const Step& step = steps[s];
-    bool last = s + 1 == steps.size();
-    std::string here = walked.empty() ? step.key : (step.bracket ? walked + "[" + step.key + "]" : walked + "." + step.key);
-    if ((cur->is_map() || cur->is_null()) && !step.bracket) {
-      ConfigNode* child = nullptr;
-      for (auto& e : cur->m_entries)
-        if (e.first == step.key) child = &e.second;
-      if (last) {
-        cur->set(step.key, std::move(value));
-        return;
-      }
-      if (child == nullptr) child = &cur->set(step.key, map(Location{"<--set>", 0, 0}));
-      cur = child;
-    } else if (cur->is_sequence()) {
-      size_t index = cur->m_items.size();
-      if (all_digits(step.key, 0, step.key.size())) {
-        auto r = std::from_chars(step.key.data(), step.key.data() + step.key.size(), index);
-        if (r.ec != std::errc() || index >= cur->m_items.size())
-          throw set_error(assignment, key, fmt::format("index {} is out of range: '{}' has {} items", step.key,
-                                                       walked, cur->m_items.size()));
-      } else {
-        std::vector<std::string> names;
-        for (size_t i = 0; i < cur->m_items.size(); ++i) {
-          const ConfigNode& item = cur->m_items[i];
-          if (!item.is_map()) continue;
-          for (const auto& e : item.m_entries)
-            if (e.first == "name" && e.second.is_scalar()) {
-              names.push_back(e.second.m_value);
-              if (e.second.m_value == step.key) index = i;
-            }
-        }
-        if (index == cur->m_items.size())
-          throw set_error(assignment, key, fmt::format("'{}' has no item named '{}'{}", walked, step.key,
-                                                       did_you_mean(step.key, names)));
-      }
-      if (last) {
-        value.set_path_recursive(item_path(cur->m_path, index));
-        cur->m_items[index] = std::move(value);
-        return;
-      }
-      cur = &cur->m_items[index];
-    } else {
-      throw set_error(assignment, key, fmt::format("cannot set '{}': '{}' is {}, not {}", key, walked,
-                                                   cur->describe(), step.bracket ? "a list" : "a map"));
-    }
-    walked = here;
-  }
 }
 
 ConfigNode ConfigNode::clone() const {

@@ -175,9 +175,10 @@ TEST_CASE("getters with a fallback write the default into the tree", "[cpu]") {
   CHECK(train.get_list<int64_t>("sizes", {64, 1, 48, 48}) == std::vector<int64_t>{64, 1, 48, 48});
   CHECK(train.get_choice("mode", {"fast", "slow"}, "fast") == "fast");
   CHECK(train.get_pair("kernel", {3, 5}) == std::pair<int64_t, int64_t>{3, 5});
+  CHECK(train.get<float>("scale", 0.1f) == 0.1f);
   CHECK(to_yaml(root) ==
         "train:\n  epochs: 3\n  lr: 0.01\n  decay: 1.0\n  shuffle: true\n  name: run\n"
-        "  sizes: [64, 1, 48, 48]\n  mode: fast\n  kernel: [3, 5]\n");
+        "  sizes: [64, 1, 48, 48]\n  mode: fast\n  kernel: [3, 5]\n  scale: 0.1\n");
   train.check_unknown_keys();  // everything there was asked for
 }
 
