@@ -25,12 +25,12 @@ static int to_blas_int(int64_t v) {
   return static_cast<int>(v);
 }
 
-void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              to_blas_int(M), to_blas_int(N), to_blas_int(K), alpha, A, to_blas_int(lda), B, to_blas_int(ldb), beta,
-              C, to_blas_int(ldc));
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, to_blas_int(M),
+              to_blas_int(N), to_blas_int(K), alpha, A, to_blas_int(lda), B, to_blas_int(ldb), beta, C,
+              to_blas_int(ldc));
 }
 
 void sgemm_parallel(int threads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -22,8 +22,8 @@ private:
 
 // C = alpha * op(A) * op(B) + beta * C, row-major, on the calling thread.
 // op(A) (M, K) with A (M, lda) or, transposed, A (K, lda); op(B) (K, N) likewise; C (M, ldc).
-void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Same product split into `threads` blocks of C's rows or columns (whichever is longer), one
 // single-threaded SGEMM per OpenMP thread. The reduction dimension K is never split, so the result

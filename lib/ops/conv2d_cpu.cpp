@@ -17,12 +17,12 @@
 
 namespace cnn {
 
-Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
-                              int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w,
-                              int groups, bool has_bias) {
+Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S, int stride_h,
+                              int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
+                              bool has_bias) {
   if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || R < 1 || S < 1)
-    CNN_THROW("conv2d: sizes must be positive, got input (N={}, C={}, H={}, W={}) and filters (K={}, R={}, S={})",
-              N, C, H, W, K, R, S);
+    CNN_THROW("conv2d: sizes must be positive, got input (N={}, C={}, H={}, W={}) and filters (K={}, R={}, S={})", N, C,
+              H, W, K, R, S);
   if (stride_h < 1 || stride_w < 1) CNN_THROW("conv2d: stride must be positive, got {}x{}", stride_h, stride_w);
   if (dilation_h < 1 || dilation_w < 1)
     CNN_THROW("conv2d: dilation must be positive, got {}x{}", dilation_h, dilation_w);
@@ -39,19 +39,21 @@ Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_
   const int64_t span_w = static_cast<int64_t>(dilation_w) * (S - 1) + 1;
   const int64_t padded_h = H + 2 * static_cast<int64_t>(pad_h), padded_w = W + 2 * static_cast<int64_t>(pad_w);
   if (padded_h < span_h || padded_w < span_w)
-    CNN_THROW("conv2d: output would be empty: padded input {}x{} is smaller than the dilated kernel {}x{} "
-              "(input {}x{}, kernel {}x{}, padding {}x{}, dilation {}x{})",
-              padded_h, padded_w, span_h, span_w, H, W, R, S, pad_h, pad_w, dilation_h, dilation_w);
+    CNN_THROW(
+        "conv2d: output would be empty: padded input {}x{} is smaller than the dilated kernel {}x{} "
+        "(input {}x{}, kernel {}x{}, padding {}x{}, dilation {}x{})",
+        padded_h, padded_w, span_h, span_w, H, W, R, S, pad_h, pad_w, dilation_h, dilation_w);
   sh.P = (padded_h - span_h) / stride_h + 1;
   sh.Q = (padded_w - span_w) / stride_w + 1;
   return sh;
 }
 
 std::string Conv2dShape::to_string() const {
-  return fmt::format("x ({}, {}, {}, {}) * w ({}, {}, {}, {}) -> y ({}, {}, {}, {}), stride {}x{}, pad {}x{}, "
-                     "dilation {}x{}, groups {}, {}",
-                     N, C, H, W, K, groups > 0 ? C / groups : 0, R, S, N, K, P, Q, stride_h, stride_w, pad_h, pad_w,
-                     dilation_h, dilation_w, groups, has_bias ? "bias" : "no bias");
+  return fmt::format(
+      "x ({}, {}, {}, {}) * w ({}, {}, {}, {}) -> y ({}, {}, {}, {}), stride {}x{}, pad {}x{}, "
+      "dilation {}x{}, groups {}, {}",
+      N, C, H, W, K, groups > 0 ? C / groups : 0, R, S, N, K, P, Q, stride_h, stride_w, pad_h, pad_w, dilation_h,
+      dilation_w, groups, has_bias ? "bias" : "no bias");
 }
 
 // Ops take shapes that may have been filled by hand: recompute P, Q through make().
@@ -63,8 +65,7 @@ static void check_shape(const Conv2dShape& sh) {
 }
 
 template <typename T>
-void conv2d_forward_reference(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const T* w, const T* b,
-                              T* y) {
+void conv2d_forward_reference(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const T* w, const T* b, T* y) {
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "conv2d: the shape has a bias but b is null");
   const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups;
@@ -127,8 +128,8 @@ template void conv2d_forward_reference<double>(const ExecContext&, const Conv2dS
                                                const double*, double*);
 template void conv2d_backward_reference<float>(const ExecContext&, const Conv2dShape&, const float*, const float*,
                                                const float*, float*, float*, float*);
-template void conv2d_backward_reference<double>(const ExecContext&, const Conv2dShape&, const double*,
-                                                const double*, const double*, double*, double*, double*);
+template void conv2d_backward_reference<double>(const ExecContext&, const Conv2dShape&, const double*, const double*,
+                                                const double*, double*, double*, double*);
 
 // SGEMM takes int sizes and the parallel regions must not throw: check before entering them.
 static void check_blas_sizes(const Conv2dShape& sh) {
@@ -157,8 +158,8 @@ static void slice_range(int64_t N, int slices, int i, int64_t& begin, int64_t& e
   end = N * (i + 1) / slices;
 }
 
-void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                        const float* b, float* y) {
+void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
+                        float* y) {
   check_shape(sh);
   check_blas_sizes(sh);
   CNN_CHECK(!sh.has_bias || b, "conv2d: the shape has a bias but b is null");
@@ -179,7 +180,7 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
     for (int64_t n = begin; n < end; ++n) {
       for (int g = 0; g < sh.groups; ++g) {
         const float* xg = x + (n * sh.C + g * Cg) * HW;  // (Cg, H, W)
-        float* yg = y + (n * sh.K + g * Kg) * PQ;         // (Kg, P, Q)
+        float* yg = y + (n * sh.K + g * Kg) * PQ;        // (Kg, P, Q)
         if (!direct) im2col_cpu(sh, xg, Cg, col);
         float beta = 0.0f;
         if (sh.has_bias) {
@@ -187,8 +188,7 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
           beta = 1.0f;
         }
         // y_g (Kg, PQ) = w_g (Kg, rows) * col (rows, PQ)
-        sgemm_serial(false, false, Kg, PQ, rows, 1.0f, w + g * Kg * rows, rows, direct ? xg : col, PQ, beta, yg,
-                     PQ);
+        sgemm_serial(false, false, Kg, PQ, rows, 1.0f, w + g * Kg * rows, rows, direct ? xg : col, PQ, beta, yg, PQ);
       }
     }
   }
@@ -215,8 +215,8 @@ static void bias_gradient(const ExecContext& ctx, const Conv2dShape& sh, const f
   }
 }
 
-void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                         const float* dy, float* dx, float* dw, float* db) {
+void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* dy,
+                         float* dx, float* dw, float* db) {
   check_shape(sh);
   if (db) bias_gradient(ctx, sh, dy, db);
   if (!dx && !dw) return;

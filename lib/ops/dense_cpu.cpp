@@ -30,8 +30,8 @@ void dense_forward_reference(const ExecContext& ctx, const DenseShape& sh, const
 }
 
 template <typename T>
-void dense_backward_reference(const ExecContext& ctx, const DenseShape& sh, const T* x, const T* w, const T* dy,
-                              T* dx, T* dw, T* db) {
+void dense_backward_reference(const ExecContext& ctx, const DenseShape& sh, const T* x, const T* w, const T* dy, T* dx,
+                              T* dw, T* db) {
   check_shape(sh);
   if (dx) std::fill(dx, dx + sh.N * sh.C, T(0));
   if (dw) std::fill(dw, dw + sh.K * sh.C, T(0));
@@ -69,8 +69,8 @@ void dense_forward_cpu(const ExecContext& ctx, const DenseShape& sh, const float
   sgemm_parallel(ctx.threads(), false, true, sh.N, sh.K, sh.C, 1.0f, x, sh.C, w, sh.C, beta, y, sh.K);
 }
 
-void dense_backward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                        const float* dy, float* dx, float* dw, float* db) {
+void dense_backward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* dy,
+                        float* dx, float* dw, float* db) {
   check_shape(sh);
   // dx (N, C) = dy (N, K) * w (K, C)
   if (dx) sgemm_parallel(ctx.threads(), false, false, sh.N, sh.C, sh.K, 1.0f, dy, sh.K, w, sh.C, 0.0f, dx, sh.C);
