@@ -204,10 +204,11 @@ static float row_sum(const float* row, int64_t n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-// db[k] = sum over n, p, q of dy; each k summed in a fixed order (double across images).
-static void bias_gradient(const ExecContext& ctx, const Conv2dShape& sh, const float* dy, float* db) {
+// db[k] = sum over n, p, q of dy, in a fixed order (double across images). Called inside a
+// parallel region: shares the k loop among the team without a barrier at its end.
+static void bias_gradient(const Conv2dShape& sh, const float* dy, float* db) {
   const int64_t PQ = sh.P * sh.Q;
-#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
+#pragma omp for schedule(static) nowait
   for (int64_t k = 0; k < sh.K; ++k) {
     double acc = 0.0;
     for (int64_t n = 0; n < sh.N; ++n) acc += row_sum(dy + (n * sh.K + k) * PQ, PQ);
@@ -218,25 +219,25 @@ static void bias_gradient(const ExecContext& ctx, const Conv2dShape& sh, const f
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* dy,
                          float* dx, float* dw, float* db) {
   check_shape(sh);
-  if (db) bias_gradient(ctx, sh, dy, db);
-  if (!dx && !dw) return;
   check_blas_sizes(sh);
   const bool direct = is_pointwise(sh);
   const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups, PQ = sh.P * sh.Q, HW = sh.H * sh.W;
   const int64_t rows = Cg * sh.R * sh.S;
   const int slices = static_cast<int>(std::min<int64_t>(ctx.threads(), sh.N));
+  const bool columns = !direct && (dx || dw);
   // Per slice: one column buffer (im2col for dw, then reused for dx's columns) and, except for
   // slice 0 which sums straight into dw, a partial dw.
-  const size_t col_size = direct ? 0 : static_cast<size_t>(rows * PQ);
+  const size_t col_size = columns ? static_cast<size_t>(rows * PQ) : 0;
   const size_t part_size = dw ? static_cast<size_t>(sh.weight_numel()) : 0;
   std::vector<float> local;
   float* scratch_base = scratch(ctx, col_size * slices + part_size * (slices - 1), local);
   float* parts = scratch_base ? scratch_base + col_size * slices : nullptr;
   BlasSerialScope blas;
-#pragma omp parallel num_threads(slices)
+#pragma omp parallel num_threads(std::max(slices, db ? ctx.threads() : 1))
   {
-    for (int i = omp_get_thread_num(); i < slices; i += omp_get_num_threads()) {
-      float* col = direct ? nullptr : scratch_base + col_size * i;
+    if (db) bias_gradient(sh, dy, db);
+    for (int i = omp_get_thread_num(); (dx || dw) && i < slices; i += omp_get_num_threads()) {
+      float* col = columns ? scratch_base + col_size * i : nullptr;
       float* dw_part = !dw ? nullptr : i == 0 ? dw : parts + part_size * (i - 1);  // (K, Cg, R, S)
       int64_t begin, end;
       slice_range(sh.N, slices, i, begin, end);
