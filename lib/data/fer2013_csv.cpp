@@ -246,7 +246,10 @@ std::string fer2013_csv_row(int64_t emotion, const uint8_t* pixels, int64_t n, c
   row += ',';
   for (int64_t i = 0; i < n; ++i) {
     if (i) row += ' ';
-    row += std::to_string(pixels[i]);
+    const unsigned v = pixels[i];
+    if (v >= 100) row += static_cast<char>('0' + v / 100);
+    if (v >= 10) row += static_cast<char>('0' + v / 10 % 10);
+    row += static_cast<char>('0' + v % 10);
   }
   if (!usage.empty()) row += "," + usage;
   return row;

@@ -1,3 +1,7 @@
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -181,4 +185,22 @@ TEST_CASE("load_dataset resizes fer2013 to the model input and replicates channe
   for (uint8_t v : s.train.pixels) REQUIRE(v == 100);
   CHECK(s.class_names.size() == 7);
   CHECK(s.class_names[3] == "happy");
+}
+
+TEST_CASE("fer2013 csv parse throughput", "[.][bench]") {
+  // Set CNN_FER2013_CSV to time a real (or cnn-make-fer2013 full-size) file; else a generated one.
+  const char* env = std::getenv("CNN_FER2013_CSV");
+  cnn::test::TempDir dir;
+  std::string path = env ? env : (dir / "bench.csv").string();
+  if (!env) {
+    std::vector<std::pair<int, std::string>> rows(4000, {3, "Training"});
+    cnn::test::write_text_file(path, csv_text(rows));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  DataSplits s = load_fer2013_csv(path, 7, false);
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
+  std::cout << "fer2013 csv: " << mb << " MB, " << s.train.size() + s.val.size() + s.test.size() << " rows in "
+            << sec << " s = " << mb / sec << " MB/s\n";
+  CHECK(s.train.size() > 0);
 }

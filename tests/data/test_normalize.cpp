@@ -14,10 +14,8 @@ TEST_CASE("automatic normalisation gives per-channel mean and std of the train s
   d.channels = 2;
   d.height = 1;
   d.width = 2;
-  for (int i = 0; i < 3; ++i) {
-    d.pixels.insert(d.pixels.end(), {0, 255, 51, 51});
-    d.labels.push_back(0);
-  }
+  d.pixels = {0, 255, 51, 51, 0, 255, 51, 51, 0, 255, 51, 51};
+  d.labels = {0, 0, 0};
   NormalizeSpec spec;
   Normalization n = resolve_normalization(spec, d);
   REQUIRE(n.mean.size() == 2);
