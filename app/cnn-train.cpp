@@ -1,5 +1,5 @@
-// cnn-train: trains a model from its YAML file; `cnn-train validate MODEL.yaml...` checks models
-// and prints their per-layer tables.
+// cnn-train: trains a model from its YAML file (`cnn-train MODEL.yaml [options]`);
+// `cnn-train validate MODEL.yaml...` checks models and prints their per-layer tables.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -8,6 +8,8 @@
 #include "config/model_spec.h"
 #include "graph/graph.h"
 #include "graph/summary.h"
+#include "train/checkpoint_state.h"
+#include "train/trainer.h"
 
 using namespace cnn;
 
@@ -20,21 +22,79 @@ static int run_validate(const std::vector<std::string>& files, int64_t batch, co
   return 0;
 }
 
+struct TrainArgs {
+  std::string model, out, device = "auto", resume, init_from;
+  std::vector<std::string> sets;
+  int64_t epochs = 0, batch = 0, max_steps = -1;
+  uint64_t seed = 0;
+  bool has_seed = false, deterministic = false, quiet = false;
+};
+
+static int run_train(TrainArgs& a) {
+  // Command-line options are --set overrides, so the resolved config records them.
+  std::vector<std::string> sets;
+  if (a.epochs > 0) sets.push_back(fmt::format("train.epochs={}", a.epochs));
+  if (a.batch > 0) sets.push_back(fmt::format("train.batch_size={}", a.batch));
+  if (a.has_seed) sets.push_back(fmt::format("train.seed={}", a.seed));
+  if (a.deterministic) sets.push_back("train.deterministic=true");
+  if (a.max_steps >= 0) sets.push_back(fmt::format("train.max_steps={}", a.max_steps));
+  sets.insert(sets.end(), a.sets.begin(), a.sets.end());
+  ModelSpec spec;
+  if (!a.model.empty()) {
+    spec = load_model_spec(a.model, sets);
+  } else if (!a.resume.empty()) {
+    LoadedCheckpoint c = read_checkpoint(a.resume);
+    spec = parse_model_text(c.meta.config_yaml, c.path + " (config)", sets);
+  } else {
+    throw ConfigError({"<command line>"}, "", "give a MODEL.yaml to train, or --resume RUN_DIR|CKPT");
+  }
+  TrainOptions opt;
+  opt.out_dir = a.out;
+  opt.device = a.device;
+  opt.quiet = a.quiet;
+  opt.resume = a.resume;
+  opt.init_from = a.init_from;
+  TrainResult r = train_model(std::move(spec), opt);
+  if (r.exit_code) return r.exit_code;
+  if (r.has_test) {
+    std::cout << r.test.to_table();
+    std::cout << fmt::format("test accuracy: {:.2f}% ({} images)\n", 100 * r.test.top1, r.test.n);
+  }
+  std::cout << "run directory: " << r.run_dir << "\n";
+  if (!r.last_checkpoint.empty()) std::cout << "checkpoint: " << r.last_checkpoint << "\n";
+  if (!r.best_checkpoint.empty()) std::cout << "best checkpoint: " << r.best_checkpoint << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App cli{"cnn-train: train a convolutional network described by a YAML model file"};
   app::add_version_flag(cli, "cnn-train");
   cli.require_subcommand(0, 1);
 
-  std::vector<std::string> val_files, sets;
+  TrainArgs t;
+  cli.add_option("model", t.model, "model YAML file");
+  cli.add_option("--out", t.out, "run directory (default runs/<model>-<timestamp>)");
+  cli.add_option("--device", t.device, "auto | cpu | cuda (auto: the GPU when one is usable)");
+  cli.add_option("--epochs", t.epochs, "override train.epochs");
+  cli.add_option("--batch", t.batch, "override train.batch_size");
+  cli.add_option("--seed", t.seed, "override train.seed")->each([&](const std::string&) { t.has_seed = true; });
+  cli.add_flag("--deterministic", t.deterministic, "reproducible results (same numbers on every run)");
+  cli.add_option("--max-steps", t.max_steps, "stop after this many optimizer steps");
+  cli.add_option("--resume", t.resume, "continue a run from RUN_DIR or a checkpoint");
+  cli.add_option("--init-from", t.init_from, "start from a checkpoint's weights (fine-tuning)");
+  cli.add_option("--set", t.sets, "override a config key: KEY=VALUE (repeatable)");
+  cli.add_flag("--quiet", t.quiet, "only warnings and errors");
+
+  std::vector<std::string> val_files, val_sets;
   int64_t val_batch = 0;
   CLI::App* validate = cli.add_subcommand("validate", "check model files and print their per-layer tables");
-  validate->add_option("model", val_files, "model YAML file(s)")->required()->check(CLI::ExistingFile);
+  validate->add_option("model", val_files, "model YAML file(s)")->required();
   validate->add_option("--batch", val_batch, "batch size for the memory estimate (default: train.batch_size)");
-  validate->add_option("--set", sets, "override a config key: KEY=VALUE (repeatable)");
+  validate->add_option("--set", val_sets, "override a config key: KEY=VALUE (repeatable)");
 
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
-    if (*validate) return run_validate(val_files, val_batch, sets);
-    std::cerr << cli.help();
-    return 2;
+    app::setup_logging(t.quiet);
+    if (*validate) return run_validate(val_files, val_batch, val_sets);
+    return run_train(t);
   });
 }

@@ -80,7 +80,22 @@ Tensor Executor::grad_view(int node, int64_t n) const {
 
 Tensor Executor::activation(int node) const { return act_view(node, m_n); }
 
+static bool all_finite(const Tensor& t) {
+  std::vector<float> v = t.to_vector();
+  for (float f : v)
+    if (!std::isfinite(f)) return false;
+  return true;
+}
+
 void Executor::forward(int64_t n, bool training, uint64_t step, uint64_t seed) {
+  run_forward(n, training, step, seed, false);
+}
+
+int Executor::forward_find_nonfinite(int64_t n, bool training, uint64_t step, uint64_t seed) {
+  return run_forward(n, training, step, seed, true);
+}
+
+int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed, bool check_finite) {
   CNN_CHECK(n >= 1 && n <= m_max_batch, "batch of {} samples, executor planned for at most {}", n, m_max_batch);
   m_n = n;
   m_training = training;
@@ -88,6 +103,7 @@ void Executor::forward(int64_t n, bool training, uint64_t step, uint64_t seed) {
   m_seed = seed;
   RunContext rc{&m_ctx, training, seed, step};
   Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
+  if (check_finite && !all_finite(input)) return -2;
   for (int i = 0; i < m_graph.size(); ++i) {
     GraphNode& node = m_graph.node(i);
     std::vector<Tensor> in_views;
@@ -100,9 +116,11 @@ void Executor::forward(int64_t n, bool training, uint64_t step, uint64_t seed) {
     if (m_timing)
       m_forward_ms[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (check_finite && !all_finite(y)) return i;
   }
   m_output_view = act_view(m_graph.size() - 1, n);
-  m_output_grad_view = grad_view(m_graph.size() - 1, n);
+  if (m_plan.gradients.back().size > 0) m_output_grad_view = grad_view(m_graph.size() - 1, n);
+  return -1;
 }
 
 void Executor::backward(const GradHook& hook) {
@@ -161,15 +179,6 @@ void Executor::backward(const GradHook& hook) {
         if (m_graph.params()[static_cast<size_t>(p)].trainable) hook(p);
     }
   }
-}
-
-int Executor::first_nonfinite_node() const {
-  for (int i = 0; i < m_graph.size(); ++i) {
-    std::vector<float> v = act_view(i, m_n).to_vector();
-    for (float f : v)
-      if (!std::isfinite(f)) return i;
-  }
-  return -1;
 }
 
 }  // namespace cnn

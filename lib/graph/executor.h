@@ -48,16 +48,17 @@ public:
   Tensor& output_grad() { return m_output_grad_view; }
   void backward(const GradHook& hook = {});
 
-  // After a forward: the first node (in execution order) whose output holds NaN or Inf, or -1.
-  // Only meaningful while every activation is still alive, i.e. with a forward-only plan or
-  // right after forward for the final output; the trainer calls it on a diagnostic re-run.
-  int first_nonfinite_node() const;
+  // A diagnostic forward that checks each layer's output as it is produced: returns the first
+  // node whose output holds NaN or Inf (-2 when the input batch itself does), or -1.
+  // Same arguments as forward(); training-mode side effects (batchnorm statistics) happen too.
+  int forward_find_nonfinite(int64_t n, bool training, uint64_t step, uint64_t seed);
   // Per-node timing of the last forward/backward when timing is on (ms).
   void set_timing(bool on) { m_timing = on; }
   const std::vector<double>& forward_ms() const { return m_forward_ms; }
   const std::vector<double>& backward_ms() const { return m_backward_ms; }
 
 private:
+  int run_forward(int64_t n, bool training, uint64_t step, uint64_t seed, bool check_finite);
   Tensor act_view(int node, int64_t n) const;
   Tensor grad_view(int node, int64_t n) const;
   Graph& m_graph;

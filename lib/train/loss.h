@@ -1,0 +1,35 @@
+// The training loss of the `loss:` section on top of the network's class scores: softmax
+// cross-entropy with label smoothing and class weights (none, balanced, or a list).
+// Balanced weights are n / (K * count_k) over the training split (scikit-learn's formula); a
+// class absent from the training split gets weight 0 and a warning.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "core/exec_context.h"
+
+namespace cnn {
+
+struct Dataset;
+
+class LossFunction {
+public:
+  LossFunction(const LossSpec& spec, int64_t num_classes, const Dataset& train);
+  // logits (n, K) -> probs (n, K), sample_loss (n) may be null; returns the (weighted) batch loss.
+  double forward(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n, float* probs,
+                 float* sample_loss) const;
+  // probs (n, K) from forward -> dlogits (n, K)
+  void backward(const ExecContext& ctx, const float* probs, const int32_t* labels, int64_t n, float* dlogits) const;
+  const std::vector<float>& class_weights() const { return m_weights; }  // empty: none
+  std::string describe() const;
+
+private:
+  LossSpec m_spec;
+  int64_t m_classes;
+  std::vector<float> m_weights;
+};
+
+}  // namespace cnn

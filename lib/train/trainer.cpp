@@ -1,0 +1,379 @@
+// The training loop (see trainer.h). One TrainSession holds everything of one run; the loop
+// itself is run_epochs(); set-up, resume and checkpoint policy are split into helpers.
+#include "train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <optional>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/normalize.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "graph/summary.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "train/checkpoint_state.h"
+#include "train/config_diff.h"
+#include "train/evaluate.h"
+#include "train/loss.h"
+#include "train/progress.h"
+#include "train/run_dir.h"
+#include "train/signals.h"
+
+namespace cnn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Device resolve_device(const std::string& requested, Graph& graph) {
+  auto cuda_ready = [&](std::string& why) {
+    if (!cuda_available()) {
+      why = cuda_device_description();
+      return false;
+    }
+    for (int i = 0; i < graph.size(); ++i) {
+      const Layer& l = *graph.node(i).layer;
+      if (!l.supports(Backend::cuda) && !l.supports(Backend::cudnn)) {
+        why = fmt::format("layer '{}' ({}) has no GPU implementation in this build", l.name(), l.type());
+        return false;
+      }
+    }
+    return true;
+  };
+  std::string why;
+  if (requested == "cpu") return Device::cpu;
+  if (requested == "cuda") {
+    if (!cuda_ready(why)) throw ConfigError({"--device"}, "device", "--device cuda requested but " + why);
+    return Device::cuda;
+  }
+  if (requested != "auto")
+    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", requested));
+  if (cuda_ready(why)) {
+    spdlog::info("device: cuda, {}", cuda_device_description());
+    return Device::cuda;
+  }
+  spdlog::info("device: cpu ({})", why);
+  return Device::cpu;
+}
+
+class TrainSession {
+public:
+  TrainSession(ModelSpec spec, const TrainOptions& opt) : m_spec(std::move(spec)), m_opt(opt) {}
+  TrainResult run();
+
+private:
+  void setup_data();
+  void setup_model();
+  void resume_or_init();
+  bool run_epochs();  // false when stopped by a signal
+  void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
+  void save(const std::string& name, int64_t epoch, int64_t next_batch);
+  void prune_epoch_checkpoints();
+  CheckpointMeta meta(int64_t epoch, int64_t next_batch) const;
+
+  ModelSpec m_spec;
+  TrainOptions m_opt;
+  std::optional<LoadedCheckpoint> m_resume;
+  DataSplits m_data;
+  Normalization m_norm;
+  std::unique_ptr<Graph> m_graph;
+  ExecContext m_ctx;
+  std::unique_ptr<Executor> m_ex;
+  std::unique_ptr<Optimizer> m_optim;
+  std::unique_ptr<LrSchedule> m_schedule;
+  std::unique_ptr<LossFunction> m_loss;
+  std::unique_ptr<Loader> m_train_loader, m_val_loader;
+  std::unique_ptr<RunDir> m_run;
+  int64_t m_epoch = 0, m_next_batch = 0, m_step = 0;
+  double m_loss_sum = 0, m_correct = 0;  // running sums of the epoch in progress
+  int64_t m_seen = 0;
+  bool m_has_best = false;
+  double m_best = 0;
+  nlohmann::json m_last_metrics = nlohmann::json::object();
+  std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
+  TrainResult m_result;
+};
+
+void TrainSession::setup_data() {
+  m_data = load_dataset(m_spec.data, m_spec.input, m_spec.classes);
+  for (const auto& note : m_data.notes) spdlog::info("data: {}", note);
+  if (m_data.bad_skipped) spdlog::warn("data: {} bad rows/files skipped (data.on_bad_row: skip)", m_data.bad_skipped);
+  spdlog::info("class histogram:\n{}", class_histogram_table(m_data));
+  if (m_data.train.size() == 0) CNN_THROW("the training split of '{}' is empty", m_spec.data.path);
+  m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
+  spdlog::info("normalisation: {}{}", m_norm.to_string(), m_spec.data.normalize.automatic ? " (auto, from train)" : "");
+}
+
+void TrainSession::setup_model() {
+  m_graph = Graph::build(m_spec);
+  Device device = resolve_device(m_opt.device, *m_graph);
+  for (const auto& line : m_graph->choose_backends(device)) spdlog::debug("{}", line);
+  m_ctx = ExecContext::cpu(0);
+  m_ctx.device = device;
+  m_ctx.deterministic = m_spec.train.deterministic;
+  const TrainSpec& t = m_spec.train;
+  const int crops = m_spec.eval.ten_crop ? 10 : 1;
+  const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
+  m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), m_ctx);
+  spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
+               m_spec.name, m_graph->trainable_count(), m_graph->training_flops() / 1e6, t.batch_size,
+               format_bytes(double(estimate_training_memory(*m_graph, m_spec, t.batch_size).total())));
+
+  LoaderOptions lo;
+  lo.batch_size = t.batch_size;
+  lo.mode = LoaderMode::train;
+  lo.seed = t.seed;
+  lo.drop_last = m_spec.data.drop_last;
+  lo.workers = m_spec.data.workers;
+  lo.prefetch = m_spec.data.prefetch;
+  m_train_loader = std::make_unique<Loader>(m_data.train, lo, m_norm, m_spec.data.augment);
+  if (m_train_loader->output_shape() != m_graph->input_shape())
+    CNN_THROW("the loader makes {} images but the network expects {}", m_train_loader->output_shape().to_string(),
+              m_graph->input_shape().to_string());
+  if (m_data.val.size() > 0) {
+    LoaderOptions vo = lo;
+    vo.mode = LoaderMode::eval;
+    vo.batch_size = eval_batch;
+    vo.ten_crop = m_spec.eval.ten_crop;
+    vo.drop_last = false;
+    m_val_loader = std::make_unique<Loader>(m_data.val, vo, m_norm, m_spec.data.augment);
+  }
+  std::vector<ParamSegment> segs;
+  for (const ParamEntry& e : m_graph->params())
+    if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
+  m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size());
+  m_schedule = std::make_unique<LrSchedule>(t.schedule, t.optimizer.lr, m_train_loader->batches_per_epoch(), t.epochs);
+  m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
+  spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type,
+               t.optimizer.lr, m_train_loader->batches_per_epoch());
+}
+
+void TrainSession::resume_or_init() {
+  if (m_resume) {
+    const LoadedCheckpoint& c = *m_resume;
+    load_weights(*m_ex, c.file, true);
+    m_optim->load_state(read_optimizer_tensors(c.file));
+    m_optim->set_step_count(c.meta.optimizer_steps);
+    m_schedule->load_state(c.meta.schedule);
+    m_epoch = c.meta.epoch;
+    m_next_batch = c.meta.next_batch;
+    m_step = c.meta.step;
+    m_has_best = c.meta.has_best;
+    m_best = c.meta.best_metric;
+    m_last_metrics = c.meta.metrics;
+    if (m_next_batch > 0) {
+      m_loss_sum = c.meta.epoch_progress.value("loss_sum", 0.0);
+      m_correct = c.meta.epoch_progress.value("correct", 0.0);
+      m_seen = c.meta.epoch_progress.value("seen", int64_t(0));
+    }
+    if (c.meta.dataset_fingerprint != m_data.fingerprint)
+      spdlog::warn("the dataset differs from the checkpoint's ({} vs {}): the resumed run will not replay exactly",
+                   m_data.fingerprint, c.meta.dataset_fingerprint);
+    if (c.meta.seed != m_spec.train.seed)
+      spdlog::warn("train.seed changed from {} to {}: data order and augmentation differ from the original run",
+                   c.meta.seed, m_spec.train.seed);
+    spdlog::info("resumed from '{}' at epoch {}, batch {} (step {})", c.path, m_epoch + 1, m_next_batch, m_step);
+    return;
+  }
+  m_ex->init_params(m_spec.train.seed);
+  if (!m_opt.init_from.empty()) {
+    LoadedCheckpoint c = read_checkpoint(m_opt.init_from);
+    std::vector<std::string> problems = load_weights(*m_ex, c.file, false);
+    spdlog::info("initialised weights from '{}'", c.path);
+    for (const auto& p : problems) spdlog::warn("--init-from: {} (left at their initial values / ignored)", p);
+  }
+}
+
+CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
+  CheckpointMeta m;
+  m.config_yaml = to_yaml(*m_spec.root);
+  m.epoch = epoch;
+  m.next_batch = next_batch;
+  m.step = m_step;
+  m.schedule = m_schedule->state();
+  m.seed = m_spec.train.seed;
+  m.dataset_fingerprint = m_data.fingerprint;
+  m.world_size = 1;
+  m.metrics = m_last_metrics;
+  m.has_best = m_has_best;
+  m.best_metric = m_best;
+  if (next_batch > 0) m.epoch_progress = {{"loss_sum", m_loss_sum}, {"correct", m_correct}, {"seen", m_seen}};
+  return m;
+}
+
+void TrainSession::save(const std::string& name, int64_t epoch, int64_t next_batch) {
+  std::string path = m_run->checkpoints() + "/" + name + ".safetensors";
+  write_checkpoint(path, *m_ex, m_optim.get(), meta(epoch, next_batch));
+  if (name == "last") m_result.last_checkpoint = path;
+  if (name == "best") m_result.best_checkpoint = path;
+}
+
+void TrainSession::prune_epoch_checkpoints() {
+  int64_t keep = m_spec.train.checkpoint.keep_last;
+  if (keep <= 0) return;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(m_run->checkpoints())) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("epoch-", 0) == 0 && e.path().extension() == ".safetensors") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (size_t i = 0; i + size_t(keep) < files.size(); ++i) fs::remove(files[i]);
+}
+
+void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {
+  nlohmann::json line{{"event", "epoch"}, {"epoch", epoch + 1},          {"step", m_step},
+                      {"train_loss", train_loss}, {"train_acc", train_acc}, {"lr", m_schedule->lr(m_step > 0 ? m_step - 1 : 0)},
+                      {"img_per_s", seconds > 0 ? double(images) / seconds : 0.0}};
+  std::string val_text;
+  if (m_val_loader) {
+    EvalReport r = evaluate(*m_ex, *m_val_loader, m_graph->class_names(), "val", m_spec.loss.label_smoothing);
+    line["val_loss"] = r.loss;
+    line["val_acc"] = r.top1;
+    val_text = fmt::format(", val loss {:.4f}, val acc {:.2f}%", r.loss, 100 * r.top1);
+    bool by_acc = m_spec.train.checkpoint.best_metric == "val_acc";
+    double metric = by_acc ? r.top1 : r.loss;
+    if (!m_has_best || (by_acc ? metric > m_best : metric < m_best)) {
+      m_has_best = true;
+      m_best = metric;
+      line["best"] = true;
+    }
+    m_schedule->on_epoch_end(epoch, m_spec.train.schedule.monitor == "val_acc" ? r.top1 : r.loss);
+  } else {
+    line["val_loss"] = nullptr;
+    line["val_acc"] = nullptr;
+    if (m_spec.train.schedule.type == "plateau") m_schedule->on_epoch_end(epoch, train_loss);
+  }
+  line["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
+  m_last_metrics = line;
+  m_run->append_metrics(line);
+  spdlog::info("epoch {}/{}: train loss {:.4f}, train acc {:.2f}%{}, {:.0f} img/s, {:.1f} s", epoch + 1,
+               m_spec.train.epochs, train_loss, 100 * train_acc, val_text, line["img_per_s"].get<double>(), seconds);
+  save("last", epoch + 1, 0);
+  if (line.value("best", false) || !m_val_loader) save("best", epoch + 1, 0);
+  int64_t every = m_spec.train.checkpoint.every_epochs;
+  if (every > 0 && (epoch + 1) % every == 0) {
+    save(fmt::format("epoch-{:04d}", epoch + 1), epoch + 1, 0);
+    prune_epoch_checkpoints();
+  }
+}
+
+bool TrainSession::run_epochs() {
+  const TrainSpec& t = m_spec.train;
+  const int64_t K = m_graph->num_classes();
+  Progress progress(stderr_is_terminal(), m_opt.quiet, t.log_every);
+  std::vector<float> probs, logits;
+  Batch b;
+  for (int64_t epoch = m_epoch; epoch < t.epochs; ++epoch) {
+    int64_t first = epoch == m_epoch ? m_next_batch : 0;
+    m_train_loader->start_epoch(epoch, first);
+    progress.start_epoch(epoch, t.epochs, m_train_loader->batches_per_epoch(), first);
+    if (first == 0) m_loss_sum = m_correct = 0, m_seen = 0;
+    double& loss_sum = m_loss_sum;
+    double& correct = m_correct;
+    int64_t& seen = m_seen;
+    while (m_train_loader->next(b)) {
+      const int64_t n = b.size();
+      if (n == 0) continue;
+      double lr = m_schedule->lr(m_step);
+      load_batch_input(*m_ex, b);
+      m_ex->forward(n, true, uint64_t(m_step), t.seed);
+      logits = m_ex->output().to_vector();
+      probs.resize(size_t(n * K));
+      double loss = m_loss->forward(m_ctx, logits.data(), b.labels.data(), n, probs.data(), nullptr);
+      if (!std::isfinite(loss)) {
+        progress.finish();
+        load_batch_input(*m_ex, b);
+        int bad = m_ex->forward_find_nonfinite(n, true, uint64_t(m_step), t.seed);
+        std::string where = bad == -2 ? "the input batch" : bad >= 0 ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(), m_graph->node(bad).layer->type()) : "the loss (all layer outputs are finite)";
+        CNN_THROW("training diverged at step {} (epoch {}, batch {}): the loss is {}; the first non-finite output is "
+                  "in {}. Try a lower train.optimizer.lr or train.clip_grad_norm.",
+                  m_step + 1, epoch + 1, b.index + 1, loss, where);
+      }
+      std::vector<float> dlogits(size_t(n * K));
+      m_loss->backward(m_ctx, probs.data(), b.labels.data(), n, dlogits.data());
+      device_memcpy(m_ex->output_grad().data(), m_ctx.device, dlogits.data(), Device::cpu, dlogits.size() * sizeof(float));
+      m_ex->backward();
+      if (t.clip_grad_norm > 0) clip_grad_norm(m_ctx, m_ex->grads().data(), m_graph->params_size(), t.clip_grad_norm);
+      m_optim->step(m_ctx, m_ex->params().data(), m_ex->grads().data(), lr);
+      ++m_step;
+      for (int64_t i = 0; i < n; ++i) {
+        const float* p = probs.data() + i * K;
+        correct += (std::max_element(p, p + K) - p) == b.labels[size_t(i)] ? 1 : 0;
+      }
+      loss_sum += loss * double(n);
+      seen += n;
+      progress.update(b.index, n, loss_sum / double(seen), correct / double(seen), lr);
+      bool max_reached = t.max_steps > 0 && m_step >= t.max_steps;
+      if (int sig = stop_requested(); sig || max_reached) {
+        progress.finish();
+        save("last", epoch, b.index + 1);
+        if (sig) {
+          m_result.exit_code = 128 + sig;
+          spdlog::warn("stopped by signal {} after step {}; checkpoint written to '{}'", sig, m_step,
+                       m_result.last_checkpoint);
+          spdlog::warn("resume with: cnn-train --resume {}", m_run->path());
+          return false;
+        }
+        spdlog::info("train.max_steps = {} reached (epoch {}, batch {})", t.max_steps, epoch + 1, b.index + 1);
+        return true;
+      }
+    }
+    progress.finish();
+    end_of_epoch(epoch, seen ? loss_sum / double(seen) : 0.0, seen ? correct / double(seen) : 0.0, seen,
+                 progress.epoch_seconds());
+  }
+  return true;
+}
+
+TrainResult TrainSession::run() {
+  if (!m_opt.resume.empty()) {
+    m_resume = read_checkpoint(m_opt.resume);
+    check_resume_compatible(m_resume->meta.config_yaml, m_spec);
+  }
+  std::string dir = m_opt.out_dir;
+  if (dir.empty() && m_resume) dir = fs::path(m_resume->path).parent_path().parent_path().string();
+  if (dir.empty()) dir = default_run_dir(m_spec.name);
+  m_run = std::make_unique<RunDir>(dir);
+  m_result.run_dir = dir;
+  spdlog::info("run directory: {}", dir);
+  setup_data();
+  setup_model();
+  m_run->write_config(to_yaml(*m_spec.root));
+  resume_or_init();
+  install_stop_handlers();
+  bool finished = run_epochs();
+  uninstall_stop_handlers();
+  m_result.steps = m_step;
+  if (!finished) return m_result;
+  if (m_data.test.size() > 0) {
+    LoaderOptions to;
+    to.mode = LoaderMode::eval;
+    to.batch_size = std::max<int64_t>(1, m_spec.eval.batch_size / (m_spec.eval.ten_crop ? 10 : 1));
+    to.ten_crop = m_spec.eval.ten_crop;
+    to.workers = m_spec.data.workers;
+    Loader test_loader(m_data.test, to, m_norm, m_spec.data.augment);
+    m_result.test = evaluate(*m_ex, test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+    m_result.has_test = true;
+    nlohmann::json line{{"event", "test"}, {"step", m_step}, {"test_loss", m_result.test.loss},
+                        {"test_acc", m_result.test.top1}, {"test_macro_f1", m_result.test.macro_f1}};
+    m_run->append_metrics(line);
+  }
+  return m_result;
+}
+
+}  // namespace
+
+TrainResult train_model(ModelSpec spec, const TrainOptions& options) {
+  TrainSession session(std::move(spec), options);
+  return session.run();
+}
+
+}  // namespace cnn
