@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -115,4 +116,21 @@ TEST_CASE("load_dataset on idx carves val, names classes and upsamples to the in
   CHECK(class_histogram(s.val, 10) == std::vector<int64_t>(10, 1));
   std::string msg = error_of([&] { load_dataset(spec, InputSpec{1, 8, 8}, {"a", "b"}); });
   CHECK(msg.find("labels go up to 9 but the model has 2 classes") != std::string::npos);
+}
+
+TEST_CASE("the Debian Fashion-MNIST package loads as idx with the expected splits", "[cpu]") {
+  const std::string path = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(path + "/train-images-idx3-ubyte.gz")) {
+    CNN_SKIP("dataset-fashion-mnist is not installed");
+  }
+  DataSpec spec;
+  spec.format = "idx";
+  spec.path = path;
+  DataSplits s = load_dataset(spec, InputSpec{1, 28, 28}, {});
+  CHECK(s.train.size() == 54000);
+  CHECK(s.val.size() == 6000);
+  CHECK(s.test.size() == 10000);
+  CHECK(class_histogram(s.test, 10) == std::vector<int64_t>(10, 1000));
+  CHECK(class_histogram(s.val, 10) == std::vector<int64_t>(10, 600));
+  CHECK(s.fingerprint.find("train=54000:") == 0);
 }
