@@ -51,11 +51,12 @@ int main(int argc, char** argv) {
   int64_t train = 1000, val = 200, test = 200, bad = 0;
   uint64_t seed = 1;
   app.add_option("--out", out, "CSV file to write")->required();
-  app.add_option("--train", train, "Training rows")->check(CLI::NonNegativeNumber);
-  app.add_option("--val", val, "PublicTest rows")->check(CLI::NonNegativeNumber);
-  app.add_option("--test", test, "PrivateTest rows")->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", seed, "Seed of the faces (split s uses seed + s) and of the bad-row positions");
-  app.add_option("--bad-rows", bad, "Malformed rows to insert, cycling through six kinds")->check(CLI::NonNegativeNumber);
+  app.add_option("--train", train, "Training rows")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--val", val, "PublicTest rows")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--test", test, "PrivateTest rows")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", seed, "Seed of the faces (split s uses seed + s) and of the bad-row positions")
+      ->capture_default_str();
+  app.add_option("--bad-rows", bad, "Malformed rows to insert, cycling through six kinds")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--preview", preview, "Also write a PNG grid of the first 70 training faces (needs OpenCV)");
   app.set_version_flag("--version", std::string(CNN_VERSION));
   try {

@@ -78,8 +78,41 @@ Columns parse_header(const std::string& path, const char* b, const char* e) {
   return cols;
 }
 
-// Parses one line into `pixels` (kPixels bytes). Fills result.error instead of throwing.
-void parse_row(const Columns& cols, const char* b, const char* e, int64_t num_classes, uint8_t* pixels,
+// Scans the pixels field into `pixels`; "" or what is wrong. line_begin is for column numbers.
+std::string parse_pixels(Field f, const char* line_begin, uint8_t* pixels /* (2304) */) {
+  auto column = [&](const char* at) { return static_cast<int64_t>(at - line_begin) + 1; };
+  int64_t count = 0;
+  for (const char* p = f.begin;;) {
+    while (p < f.end && is_space(*p)) ++p;
+    if (p == f.end) break;
+    const char* tok = p;
+    uint32_t v = 0;
+    while (p < f.end && static_cast<unsigned>(*p - '0') < 10u) {
+      v = std::min<uint32_t>(v * 10 + static_cast<uint32_t>(*p - '0'), 100000);
+      ++p;
+    }
+    if (p == tok || (p < f.end && !is_space(*p))) {
+      const char* stop = tok;
+      while (stop < f.end && !is_space(*stop)) ++stop;
+      return fmt::format("field 'pixels' (column {}): value {} '{}' is not an integer 0-255", column(tok), count + 1,
+                         std::string(tok, std::min<const char*>(stop, tok + 20)));
+    }
+    if (v > 255) {
+      return fmt::format("field 'pixels' (column {}): value {} is {}, above 255", column(tok), count + 1,
+                         std::string(tok, p));
+    }
+    if (count < kPixels) pixels[count] = static_cast<uint8_t>(v);
+    ++count;
+  }
+  if (count != kPixels) {
+    return fmt::format("field 'pixels' (column {}): {} values, expected {} (48x48)", column(f.begin), count, kPixels);
+  }
+  return "";
+}
+
+// Parses the line [b, e) into `pixels`. Fills r.error instead of throwing (rows are parsed in parallel).
+void parse_row(const Columns& cols, const char* b, const char* e, int64_t num_classes,
+               uint8_t* pixels,  // (2304)
                RowResult& r) {
   if (e > b && e[-1] == '\r') --e;
   if (trim({b, e}).begin == trim({b, e}).end) {
@@ -101,7 +134,6 @@ void parse_row(const Columns& cols, const char* b, const char* e, int64_t num_cl
     return;
   }
   auto column = [&](const char* at) { return static_cast<int64_t>(at - b) + 1; };
-
   Field f = fields[cols.emotion];
   int64_t emotion = 0;
   bool digits = f.begin < f.end;
@@ -121,37 +153,8 @@ void parse_row(const Columns& cols, const char* b, const char* e, int64_t num_cl
   }
   r.label = static_cast<int32_t>(emotion);
 
-  f = fields[cols.pixels];
-  int64_t count = 0;
-  for (const char* p = f.begin;;) {
-    while (p < f.end && is_space(*p)) ++p;
-    if (p == f.end) break;
-    const char* tok = p;
-    uint32_t v = 0;
-    while (p < f.end && static_cast<unsigned>(*p - '0') < 10u) {
-      v = std::min<uint32_t>(v * 10 + static_cast<uint32_t>(*p - '0'), 100000);
-      ++p;
-    }
-    if (p == tok || (p < f.end && !is_space(*p))) {
-      const char* stop = tok;
-      while (stop < f.end && !is_space(*stop)) ++stop;
-      r.error = fmt::format("field 'pixels' (column {}): value {} '{}' is not an integer 0-255", column(tok),
-                            count + 1, std::string(tok, std::min<const char*>(stop, tok + 20)));
-      return;
-    }
-    if (v > 255) {
-      r.error = fmt::format("field 'pixels' (column {}): value {} is {}, above 255", column(tok), count + 1,
-                            std::string(tok, p));
-      return;
-    }
-    if (count < kPixels) pixels[count] = static_cast<uint8_t>(v);
-    ++count;
-  }
-  if (count != kPixels) {
-    r.error = fmt::format("field 'pixels' (column {}): {} values, expected {} (48x48)", column(f.begin), count,
-                          kPixels);
-    return;
-  }
+  r.error = parse_pixels(fields[cols.pixels], b, pixels);
+  if (!r.error.empty()) return;
 
   if (cols.usage < 0) {
     r.split = 0;
@@ -166,34 +169,11 @@ void parse_row(const Columns& cols, const char* b, const char* e, int64_t num_cl
   }
 }
 
-}  // namespace
-
-DataSplits load_fer2013_csv(const std::string& path, int64_t num_classes, bool skip_bad) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
-  const char* text = reinterpret_cast<const char*>(bytes.data());
-  const char* end = text + bytes.size();
-  std::vector<const char*> starts;  // start of every line; starts.back() is `end`
-  for (const char* p = text; p < end;) {
-    starts.push_back(p);
-    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
-    p = nl ? nl + 1 : end;
-  }
-  if (starts.empty()) CNN_THROW("{}: empty file (expected a header emotion,pixels,Usage)", path);
-  starts.push_back(end);
-  auto line_end = [&](size_t i) {
-    const char* e = starts[i + 1];
-    return (e > starts[i] && e[-1] == '\n') ? e - 1 : e;
-  };
-  const Columns cols = parse_header(path, starts[0], line_end(0));
-
-  const int64_t rows = static_cast<int64_t>(starts.size()) - 2;
-  std::vector<uint8_t> pixels(static_cast<size_t>(rows * kPixels));
-  std::vector<RowResult> results(static_cast<size_t>(rows));
-#pragma omp parallel for schedule(dynamic, 256)
-  for (int64_t i = 0; i < rows; ++i) {
-    parse_row(cols, starts[i + 1], line_end(i + 1), num_classes, pixels.data() + i * kPixels, results[i]);
-  }
-
+// Moves the parsed rows into their splits in file order; throws at the first bad row unless skip_bad.
+DataSplits gather_rows(const std::string& path, const Columns& cols, const std::vector<RowResult>& results,
+                       const std::vector<uint8_t>& pixels,  // (rows, 2304)
+                       bool skip_bad) {
+  const int64_t rows = static_cast<int64_t>(results.size());
   DataSplits s;
   Dataset* parts[3] = {&s.train, &s.val, &s.test};
   int64_t counts[3] = {0, 0, 0};
@@ -238,6 +218,37 @@ DataSplits load_fer2013_csv(const std::string& path, int64_t num_classes, bool s
                                   bad_lines.size(), list, first_error));
   }
   return s;
+}
+
+}  // namespace
+
+DataSplits load_fer2013_csv(const std::string& path, int64_t num_classes, bool skip_bad) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  const char* text = reinterpret_cast<const char*>(bytes.data());
+  const char* end = text + bytes.size();
+  std::vector<const char*> starts;  // start of every line; starts.back() is `end`
+  for (const char* p = text; p < end;) {
+    starts.push_back(p);
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    p = nl ? nl + 1 : end;
+  }
+  if (starts.empty()) CNN_THROW("{}: empty file (expected a header emotion,pixels,Usage)", path);
+  starts.push_back(end);
+  auto line_end = [&](size_t i) {
+    const char* e = starts[i + 1];
+    return (e > starts[i] && e[-1] == '\n') ? e - 1 : e;
+  };
+  const Columns cols = parse_header(path, starts[0], line_end(0));
+
+  const int64_t rows = static_cast<int64_t>(starts.size()) - 2;
+  std::vector<uint8_t> pixels(static_cast<size_t>(rows * kPixels));
+  std::vector<RowResult> results(static_cast<size_t>(rows));
+#pragma omp parallel for schedule(dynamic, 256)
+  for (int64_t i = 0; i < rows; ++i) {
+    parse_row(cols, starts[i + 1], line_end(i + 1), num_classes, pixels.data() + i * kPixels, results[i]);
+  }
+
+  return gather_rows(path, cols, results, pixels, skip_bad);
 }
 
 std::string fer2013_csv_row(int64_t emotion, const uint8_t* pixels, int64_t n, const std::string& usage) {

@@ -44,7 +44,7 @@ struct LoaderOptions {
   uint64_t seed = 0;         // shuffle and augmentation
   bool drop_last = false;    // drop a last global batch smaller than batch_size * world_size
   int64_t workers = 0;       // background threads; 0 builds batches inside next()
-  int64_t prefetch = 2;      // batches prepared ahead of the consumer
+  int64_t prefetch = 2;      // batches in flight or waiting ahead of the consumer (workers beyond it idle)
   int64_t rank = 0, world_size = 1;
   // Runs on the worker thread after a batch is built (mixup, pinning, ...); exceptions reach next().
   std::function<void(Batch&)> on_batch;
