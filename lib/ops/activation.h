@@ -29,4 +29,9 @@ void activation_forward_cpu(const ExecContext& ctx, const ActivationParams& p, i
 void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
                              const float* y, const float* dy, float* dx);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);
+void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
+                             const float* y, const float* dy, float* dx);
+
 }  // namespace cnn

@@ -18,4 +18,8 @@ void add_backward_reference(const ExecContext& ctx, int64_t n, int count, const 
 void add_forward_cpu(const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
 void add_backward_cpu(const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void add_forward_cuda(const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
+void add_backward_cuda(const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
+
 }  // namespace cnn

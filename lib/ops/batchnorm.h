@@ -41,4 +41,15 @@ void batchnorm_backward_cpu(const ExecContext& ctx, const BatchnormShape& sh, co
                             const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
                             float* dgamma, float* dbeta);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                 const float* gamma, const float* beta, float* y, float* running_mean,
+                                 float* running_var, float* save_mean, float* save_inv_std);
+void batchnorm_forward_infer_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                 const float* gamma, const float* beta, const float* running_mean,
+                                 const float* running_var, float* y);
+void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* gamma,
+                            const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
+                            float* dgamma, float* dbeta);
+
 }  // namespace cnn

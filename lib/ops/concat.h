@@ -25,4 +25,8 @@ void concat_backward_reference(const ExecContext& ctx, const ConcatShape& sh, co
 void concat_forward_cpu(const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
 void concat_backward_cpu(const ExecContext& ctx, const ConcatShape& sh, const float* dy, float* const* dxs);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void concat_forward_cuda(const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
+void concat_backward_cuda(const ExecContext& ctx, const ConcatShape& sh, const float* dy, float* const* dxs);
+
 }  // namespace cnn

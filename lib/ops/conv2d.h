@@ -47,4 +47,10 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                        const float* b, float* y);
+void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                         const float* dy, float* dx, float* dw, float* db);
+
 }  // namespace cnn

@@ -30,4 +30,10 @@ void dense_forward_cpu(const ExecContext& ctx, const DenseShape& sh, const float
 void dense_backward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
                         const float* dy, float* dx, float* dw, float* db);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
+                       float* y);
+void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
+                        const float* dy, float* dx, float* dw, float* db);
+
 }  // namespace cnn

@@ -26,4 +26,8 @@ void dropout_backward_reference(const ExecContext& ctx, const DropoutParams& prm
 void dropout_forward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x, float* y);
 void dropout_backward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy, float* dx);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void dropout_forward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x, float* y);
+void dropout_backward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy, float* dx);
+
 }  // namespace cnn

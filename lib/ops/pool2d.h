@@ -40,4 +40,9 @@ void pool2d_forward_cpu(const ExecContext& ctx, const Pool2dShape& sh, const flo
 void pool2d_backward_cpu(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
                          const float* dy, float* dx);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
+void pool2d_backward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
+                         const float* dy, float* dx);
+
 }  // namespace cnn

@@ -35,4 +35,12 @@ void softmax_cross_entropy_backward_cpu(const ExecContext& ctx, const SoftmaxCro
                                         const float* probs, const int32_t* labels, const float* class_weights,
                                         float* dlogits);
 
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+double softmax_cross_entropy_forward_cuda(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
+                                         const float* logits, const int32_t* labels, const float* class_weights,
+                                         float* probs, float* sample_loss);
+void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
+                                        const float* probs, const int32_t* labels, const float* class_weights,
+                                        float* dlogits);
+
 }  // namespace cnn

@@ -1,0 +1,30 @@
+// Owns the CUDA resources of one execution context: the device, a non-blocking stream, a cuBLAS
+// handle (FP32 math, TF32 off unless asked) and a device workspace. Host-includable: no CUDA
+// types here. In a build without CUDA, constructing one throws.
+// Trap: the ExecContext returned by ctx() points into this object; keep it alive.
+#pragma once
+
+#include <memory>
+
+#include "core/exec_context.h"
+
+namespace cnn {
+
+class CudaContext {
+public:
+  explicit CudaContext(int device = 0);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+  const ExecContext& ctx() const { return m_ctx; }
+  ExecContext& ctx() { return m_ctx; }
+  void synchronize() const;  // waits for the stream; throws on an asynchronous error
+  int device() const { return m_device; }
+
+private:
+  int m_device = 0;
+  ExecContext m_ctx;
+  std::unique_ptr<Workspace> m_workspace;
+};
+
+}  // namespace cnn

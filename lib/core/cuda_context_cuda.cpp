@@ -1,0 +1,45 @@
+// CUDA resources of an execution context (see cuda_context.h).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "core/cuda_context.h"
+
+namespace cnn {
+
+#define CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                       \
+    cublasStatus_t s_ = (expr);                                                              \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                         \
+      ::cnn::throw_error(__FILE__, __LINE__, ::fmt::format("cuBLAS error {} in {}", int(s_), #expr)); \
+  } while (0)
+
+CudaContext::CudaContext(int device) : m_device(device) {
+  if (!cuda_available()) CNN_THROW("no usable GPU: {}", cuda_device_description());
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasHandle_t blas = nullptr;
+  CUBLAS_CHECK(cublasCreate(&blas));
+  CUBLAS_CHECK(cublasSetStream(blas, stream));
+  // Plain FP32: the product compares against FP32 references with TF32 off.
+  CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH));
+  m_workspace = std::make_unique<Workspace>(Device::cuda);
+  m_ctx.device = Device::cuda;
+  m_ctx.cuda_stream = stream;
+  m_ctx.cublas_handle = blas;
+  m_ctx.workspace = m_workspace.get();
+}
+
+CudaContext::~CudaContext() {
+  if (m_ctx.cuda_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(m_ctx.cuda_stream));
+  m_workspace.reset();
+  if (m_ctx.cublas_handle) cublasDestroy(static_cast<cublasHandle_t>(m_ctx.cublas_handle));
+  if (m_ctx.cuda_stream) cudaStreamDestroy(static_cast<cudaStream_t>(m_ctx.cuda_stream));
+}
+
+void CudaContext::synchronize() const {
+  CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(m_ctx.cuda_stream)));
+}
+
+}  // namespace cnn

@@ -1,0 +1,11 @@
+// CudaContext in a build without CUDA: constructing one is an error.
+#include "core/cuda_context.h"
+#include "core/error.h"
+
+namespace cnn {
+
+CudaContext::CudaContext(int device) { CNN_THROW("this build has no CUDA support (CNN_WITH_CUDA=OFF)"); }
+CudaContext::~CudaContext() = default;
+void CudaContext::synchronize() const {}
+
+}  // namespace cnn
