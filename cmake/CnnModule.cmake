@@ -1,14 +1,19 @@
 # cnn_add_module(NAME <dir> [DEPS cnn_x ...] [PUBLIC_LIBS ...] [PRIVATE_LIBS ...] [PRIVATE_INCLUDES ...])
 # Builds lib/<dir>/ into the static library cnn_<dir>. Files are selected by suffix, so the
 # walls of STYLE.md hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
-# *_nocuda.cpp is its stand-in without CUDA, *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
+# <base>_nocuda.cpp stands in for <base>_cuda.cu/.cpp without CUDA (or while that file is absent), *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
 function(cnn_filter_sources out)
   set(kept)
   foreach(f IN LISTS ARGN)
     get_filename_component(stem "${f}" NAME_WE)
     get_filename_component(ext "${f}" LAST_EXT)
     if(stem MATCHES "_nocuda$" AND CNN_WITH_CUDA)
-      continue()
+      # A stand-in stays in a CUDA build only while there is no <base>_cuda.cu/.cpp to replace it.
+      get_filename_component(dir "${f}" DIRECTORY)
+      string(REGEX REPLACE "_nocuda$" "" base "${stem}")
+      if(EXISTS "${dir}/${base}_cuda.cu" OR EXISTS "${dir}/${base}_cuda.cpp")
+        continue()
+      endif()
     endif()
     if((ext STREQUAL ".cu" OR stem MATCHES "_(cuda|cudnn)$" OR f MATCHES "/cudnn/") AND NOT CNN_WITH_CUDA)
       continue()

@@ -166,10 +166,8 @@ void Executor::backward(const GradHook& hook) {
     for (int k : accumulate) {
       Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
       const float* two[2] = {target.data(), dx_views[static_cast<size_t>(k)].data()};
-      switch (node.layer->backend()) {
-        case Backend::cpu: add_forward_cpu(m_ctx, target.numel(), 2, two, target.data()); break;
-        default: CNN_THROW("gradient accumulation for backend {} not built", to_string(node.layer->backend()));
-      }
+      add_forward(m_ctx.device == Device::cuda ? Backend::cuda : Backend::cpu, m_ctx, target.numel(), 2, two,
+                  target.data());
     }
     if (m_timing)
       m_backward_ms[static_cast<size_t>(i)] =

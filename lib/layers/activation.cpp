@@ -7,15 +7,21 @@ namespace cnn {
 namespace {
 
 class ActivationLayer : public Layer {
-public:
+ public:
   explicit ActivationLayer(const LayerSpec& spec) : Layer(spec) {
     const std::string& t = type();
-    if (t == "relu") m_p.kind = ActivationKind::relu;
-    else if (t == "leaky_relu") m_p = {ActivationKind::leaky_relu, float(m_node->get<double>("alpha", 0.01))};
-    else if (t == "elu") m_p = {ActivationKind::elu, float(m_node->get<double>("alpha", 1.0))};
-    else if (t == "sigmoid") m_p.kind = ActivationKind::sigmoid;
-    else if (t == "tanh") m_p.kind = ActivationKind::tanh;
-    else CNN_THROW("activation layer built for type '{}'", t);
+    if (t == "relu")
+      m_p.kind = ActivationKind::relu;
+    else if (t == "leaky_relu")
+      m_p = {ActivationKind::leaky_relu, float(m_node->get<double>("alpha", 0.01))};
+    else if (t == "elu")
+      m_p = {ActivationKind::elu, float(m_node->get<double>("alpha", 1.0))};
+    else if (t == "sigmoid")
+      m_p.kind = ActivationKind::sigmoid;
+    else if (t == "tanh")
+      m_p.kind = ActivationKind::tanh;
+    else
+      CNN_THROW("activation layer built for type '{}'", t);
   }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
@@ -29,21 +35,13 @@ public:
   }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    switch (backend()) {
-      case Backend::cpu: activation_forward_cpu(*rc.exec, m_p, x[0]->numel(), x[0]->data(), y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    activation_forward(backend(), *rc.exec, m_p, x[0]->numel(), x[0]->data(), y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
-    switch (backend()) {
-      case Backend::cpu:
-        activation_backward_cpu(*rc.exec, m_p, dy.numel(), x[0]->data(), y.data(), dy.data(), dx[0]->data());
-        break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    activation_backward(backend(), *rc.exec, m_p, dy.numel(), x[0]->data(), y.data(), dy.data(), dx[0]->data());
   }
 
   std::string summary() const override {
@@ -52,7 +50,7 @@ public:
                : "";
   }
 
-private:
+ private:
   ActivationParams m_p;
   int64_t m_numel = 0;
 };

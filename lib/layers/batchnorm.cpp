@@ -8,7 +8,7 @@ namespace cnn {
 namespace {
 
 class BatchnormLayer : public Layer {
-public:
+ public:
   explicit BatchnormLayer(const LayerSpec& spec) : Layer(spec) {
     m_momentum = m_node->get<double>("momentum", m_momentum);
     m_eps = m_node->get<double>("eps", m_eps);
@@ -54,34 +54,24 @@ public:
     BatchnormShape sh = shape_for(*x[0]);
     float *gamma = m_params[0].data(), *beta = m_params[1].data();
     float *rmean = m_params[2].data(), *rvar = m_params[3].data();
-    switch (backend()) {
-      case Backend::cpu:
-        if (rc.training)
-          batchnorm_forward_train_cpu(*rc.exec, sh, x[0]->data(), gamma, beta, y.data(), rmean, rvar,
-                                      m_save_mean.data(), m_save_inv_std.data());
-        else
-          batchnorm_forward_infer_cpu(*rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, y.data());
-        break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    if (rc.training)
+      batchnorm_forward_train(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, y.data(), rmean, rvar,
+                              m_save_mean.data(), m_save_inv_std.data());
+    else
+      batchnorm_forward_infer(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     BatchnormShape sh = shape_for(*x[0]);
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
-    switch (backend()) {
-      case Backend::cpu:
-        batchnorm_backward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), m_save_mean.data(),
-                               m_save_inv_std.data(), dy.data(), dxp, m_grads[0].data(), m_grads[1].data());
-        break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    batchnorm_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), m_save_mean.data(),
+                       m_save_inv_std.data(), dy.data(), dxp, m_grads[0].data(), m_grads[1].data());
   }
 
   std::string summary() const override { return fmt::format("eps {} mom {}", m_eps, m_momentum); }
 
-private:
+ private:
   double m_momentum = 0.1;
   double m_eps = 1e-5;
   int64_t m_C = 0, m_HW = 1;

@@ -8,7 +8,7 @@ namespace cnn {
 namespace {
 
 class Conv2dLayer : public Layer {
-public:
+ public:
   explicit Conv2dLayer(const LayerSpec& spec) : Layer(spec) {
     ConfigNode& n = *m_node;
     m_filters = n.get<int64_t>("filters");
@@ -42,10 +42,8 @@ public:
       if (eh % 2 || ew % 2) fail("padding 'same' needs an odd (dilated) kernel size");
       m_padding = {eh / 2, ew / 2};
     }
-    if (C % m_groups != 0)
-      fail(fmt::format("input has {} channels, not divisible by groups {}", C, m_groups));
-    if (m_filters % m_groups != 0)
-      fail(fmt::format("filters {} not divisible by groups {}", m_filters, m_groups));
+    if (C % m_groups != 0) fail(fmt::format("input has {} channels, not divisible by groups {}", C, m_groups));
+    if (m_filters % m_groups != 0) fail(fmt::format("filters {} not divisible by groups {}", m_filters, m_groups));
     try {
       m_shape = Conv2dShape::make(1, C, H, W, m_filters, m_kernel.first, m_kernel.second, int(m_stride.first),
                                   int(m_stride.second), int(m_padding.first), int(m_padding.second),
@@ -72,10 +70,7 @@ public:
     Conv2dShape sh = m_shape;
     sh.N = x[0]->shape()[0];
     const float* b = m_bias ? m_params[1].data() : nullptr;
-    switch (backend()) {
-      case Backend::cpu: conv2d_forward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    conv2d_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -84,12 +79,7 @@ public:
     sh.N = x[0]->shape()[0];
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
     float* db = m_bias ? m_grads[1].data() : nullptr;
-    switch (backend()) {
-      case Backend::cpu:
-        conv2d_backward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
-        break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    conv2d_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
   }
 
   std::string summary() const override {
@@ -101,7 +91,7 @@ public:
     return s;
   }
 
-private:
+ private:
   int64_t m_filters = 0;
   std::pair<int64_t, int64_t> m_kernel{1, 1};
   std::pair<int64_t, int64_t> m_stride{1, 1};

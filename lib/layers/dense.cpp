@@ -6,7 +6,7 @@ namespace cnn {
 namespace {
 
 class DenseLayer : public Layer {
-public:
+ public:
   explicit DenseLayer(const LayerSpec& spec) : Layer(spec) {
     ConfigNode& n = *m_node;
     m_units = n.get<int64_t>("units");
@@ -22,7 +22,8 @@ public:
 
   std::vector<ParamInfo> params() const override {
     std::vector<ParamInfo> p;
-    p.push_back({"weight", Shape{m_units, m_shape.C}, InitSpec{m_init, double(m_shape.C), double(m_units)}, true, true});
+    p.push_back(
+        {"weight", Shape{m_units, m_shape.C}, InitSpec{m_init, double(m_shape.C), double(m_units)}, true, true});
     if (m_bias) p.push_back({"bias", Shape{m_units}, InitSpec{InitKind::zeros}, true, true});
     return p;
   }
@@ -33,10 +34,7 @@ public:
     DenseShape sh = m_shape;
     sh.N = x[0]->shape()[0];
     const float* b = m_bias ? m_params[1].data() : nullptr;
-    switch (backend()) {
-      case Backend::cpu: dense_forward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    dense_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -45,17 +43,12 @@ public:
     sh.N = x[0]->shape()[0];
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
     float* db = m_bias ? m_grads[1].data() : nullptr;
-    switch (backend()) {
-      case Backend::cpu:
-        dense_backward_cpu(*rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
-        break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    dense_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
   }
 
   std::string summary() const override { return fmt::format("{} -> {}", m_shape.C, m_units); }
 
-private:
+ private:
   int64_t m_units = 0;
   bool m_bias = true;
   InitKind m_init = InitKind::he_normal;

@@ -7,7 +7,7 @@ namespace cnn {
 namespace {
 
 class DropoutLayer : public Layer {
-public:
+ public:
   explicit DropoutLayer(const LayerSpec& spec) : Layer(spec) {
     m_p = m_node->get<double>("p", m_p);
     if (!(m_p >= 0.0 && m_p < 1.0)) m_node->at("p").fail(fmt::format("expected p in [0, 1), found {}", m_p));
@@ -29,10 +29,7 @@ public:
       y.copy_from(*x[0]);
       return;
     }
-    switch (backend()) {
-      case Backend::cpu: dropout_forward_cpu(*rc.exec, params_for(rc), n, x[0]->data(), y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    dropout_forward(backend(), *rc.exec, params_for(rc), n, x[0]->data(), y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -42,15 +39,12 @@ public:
       dx[0]->copy_from(dy);
       return;
     }
-    switch (backend()) {
-      case Backend::cpu: dropout_backward_cpu(*rc.exec, params_for(rc), dy.numel(), dy.data(), dx[0]->data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    dropout_backward(backend(), *rc.exec, params_for(rc), dy.numel(), dy.data(), dx[0]->data());
   }
 
   std::string summary() const override { return fmt::format("p {}", m_p); }
 
-private:
+ private:
   double m_p = 0.5;
   uint64_t m_salt = 0;
 };

@@ -5,7 +5,7 @@ namespace cnn {
 namespace {
 
 class FlattenLayer : public Layer {
-public:
+ public:
   explicit FlattenLayer(const LayerSpec& spec) : Layer(spec) {}
   Shape infer_shape(const std::vector<Shape>& in) override { return Shape{in[0].numel()}; }
   bool backward_needs_inputs() const override { return false; }

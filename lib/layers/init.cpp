@@ -10,12 +10,18 @@ namespace cnn {
 
 const char* to_string(InitKind k) {
   switch (k) {
-    case InitKind::zeros: return "zeros";
-    case InitKind::ones: return "ones";
-    case InitKind::he_normal: return "he_normal";
-    case InitKind::he_uniform: return "he_uniform";
-    case InitKind::xavier_normal: return "xavier_normal";
-    case InitKind::xavier_uniform: return "xavier_uniform";
+    case InitKind::zeros:
+      return "zeros";
+    case InitKind::ones:
+      return "ones";
+    case InitKind::he_normal:
+      return "he_normal";
+    case InitKind::he_uniform:
+      return "he_uniform";
+    case InitKind::xavier_normal:
+      return "xavier_normal";
+    case InitKind::xavier_uniform:
+      return "xavier_uniform";
   }
   return "?";
 }
@@ -56,10 +62,20 @@ void init_tensor(Tensor& t, const InitSpec& spec, uint64_t seed, const std::stri
     case InitKind::ones:
       for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
       return;
-    case InitKind::he_normal: normal = true; fan = spec.fan_in / 2.0; break;
-    case InitKind::he_uniform: fan = spec.fan_in / 2.0; break;
-    case InitKind::xavier_normal: normal = true; fan = (spec.fan_in + spec.fan_out) / 2.0; break;
-    case InitKind::xavier_uniform: fan = (spec.fan_in + spec.fan_out) / 2.0; break;
+    case InitKind::he_normal:
+      normal = true;
+      fan = spec.fan_in / 2.0;
+      break;
+    case InitKind::he_uniform:
+      fan = spec.fan_in / 2.0;
+      break;
+    case InitKind::xavier_normal:
+      normal = true;
+      fan = (spec.fan_in + spec.fan_out) / 2.0;
+      break;
+    case InitKind::xavier_uniform:
+      fan = (spec.fan_in + spec.fan_out) / 2.0;
+      break;
   }
   // Variance 1/fan in both families: He uses fan_in/2, Xavier (fan_in+fan_out)/2.
   double std_dev = std::sqrt(1.0 / std::max(fan, 1e-12));

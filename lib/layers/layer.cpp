@@ -2,14 +2,18 @@
 #include "layers/layer.h"
 
 #include "core/error.h"
+#include "ops/cuda_ops.h"
 
 namespace cnn {
 
 const char* to_string(Backend b) {
   switch (b) {
-    case Backend::cpu: return "cpu";
-    case Backend::cuda: return "cuda";
-    case Backend::cudnn: return "cudnn";
+    case Backend::cpu:
+      return "cpu";
+    case Backend::cuda:
+      return "cuda";
+    case Backend::cudnn:
+      return "cudnn";
   }
   return "?";
 }
@@ -29,14 +33,15 @@ Layer::Layer(const LayerSpec& spec)
       m_index(spec.index),
       m_requested_backend(spec.backend) {}
 
+bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && cuda_ops_built()); }
+
 void Layer::fail(const std::string& message) const {
   throw ConfigError(m_where, m_node ? m_node->path() : "layers." + m_name,
                     fmt::format("layer '{}' ({}): {}", m_name, m_type, message));
 }
 
 void Layer::expect_rank(const Shape& s, int rank, const char* what) const {
-  if (s.rank() != rank)
-    fail(fmt::format("expects {} input of rank {}, got shape {}", what, rank, s.to_string()));
+  if (s.rank() != rank) fail(fmt::format("expects {} input of rank {}, got shape {}", what, rank, s.to_string()));
 }
 
 std::string Layer::choose_backend(Device device) {
@@ -59,8 +64,7 @@ std::string Layer::choose_backend(Device device) {
   }
   Backend b = parse_backend(req);
   bool on_device = (b == Backend::cpu) == (device == Device::cpu);
-  if (!on_device)
-    fail(fmt::format("backend '{}' was requested but the run's device is {}", req, to_string(device)));
+  if (!on_device) fail(fmt::format("backend '{}' was requested but the run's device is {}", req, to_string(device)));
   if (!supports(b)) fail(fmt::format("backend '{}' was requested but does not support this layer's shapes", req));
   m_backend = b;
   return "";

@@ -11,7 +11,7 @@
 #include "config/model_spec.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
-#include "layers/backend.h"
+#include "ops/backend.h"
 #include "layers/init.h"
 
 namespace cnn {
@@ -59,7 +59,7 @@ public:
   virtual int max_inputs() const { return 1; }
 
   // Non-throwing: can this layer run on `b` for its inferred shapes?
-  virtual bool supports(Backend b) const { return b == Backend::cpu; }
+  virtual bool supports(Backend b) const;  // default: cpu, and cuda when the build has the kernels
   // Resolves the spec's backend against the device; throws when an explicit one can't be
   // honoured. Returns a one-line note for the log when `auto` made a choice.
   std::string choose_backend(Device device);

@@ -8,7 +8,7 @@ namespace cnn {
 namespace {
 
 class AddLayer : public Layer {
-public:
+ public:
   explicit AddLayer(const LayerSpec& spec) : Layer(spec) {}
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 64; }
@@ -28,27 +28,21 @@ public:
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     std::vector<const float*> xs;
     for (const Tensor* t : x) xs.push_back(t->data());
-    switch (backend()) {
-      case Backend::cpu: add_forward_cpu(*rc.exec, y.numel(), int(xs.size()), xs.data(), y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    add_forward(backend(), *rc.exec, y.numel(), int(xs.size()), xs.data(), y.data());
   }
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     std::vector<float*> dxs;
     for (Tensor* t : dx) dxs.push_back(t ? t->data() : nullptr);
-    switch (backend()) {
-      case Backend::cpu: add_backward_cpu(*rc.exec, dy.numel(), int(dxs.size()), dy.data(), dxs.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    add_backward(backend(), *rc.exec, dy.numel(), int(dxs.size()), dy.data(), dxs.data());
   }
 
-private:
+ private:
   int64_t m_numel = 0;
 };
 
 class ConcatLayer : public Layer {
-public:
+ public:
   explicit ConcatLayer(const LayerSpec& spec) : Layer(spec) {}
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 64; }
@@ -73,22 +67,16 @@ public:
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     std::vector<const float*> xs;
     for (const Tensor* t : x) xs.push_back(t->data());
-    switch (backend()) {
-      case Backend::cpu: concat_forward_cpu(*rc.exec, shape_for(y), xs.data(), y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    concat_forward(backend(), *rc.exec, shape_for(y), xs.data(), y.data());
   }
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     std::vector<float*> dxs;
     for (Tensor* t : dx) dxs.push_back(t ? t->data() : nullptr);
-    switch (backend()) {
-      case Backend::cpu: concat_backward_cpu(*rc.exec, shape_for(dy), dy.data(), dxs.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    concat_backward(backend(), *rc.exec, shape_for(dy), dy.data(), dxs.data());
   }
 
-private:
+ private:
   std::vector<int64_t> m_channels;
   int64_t m_hw = 1;
 };

@@ -7,7 +7,7 @@ namespace cnn {
 namespace {
 
 class PoolLayer : public Layer {
-public:
+ public:
   explicit PoolLayer(const LayerSpec& spec) : Layer(spec) {
     m_global = type() == "global_avgpool";
     m_kind = type() == "maxpool" ? PoolKind::max : PoolKind::avg;
@@ -45,10 +45,7 @@ public:
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     Pool2dShape sh = m_shape;
     sh.N = x[0]->shape()[0];
-    switch (backend()) {
-      case Backend::cpu: pool2d_forward_cpu(*rc.exec, sh, x[0]->data(), y.data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    pool2d_forward(backend(), *rc.exec, sh, x[0]->data(), y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -56,10 +53,7 @@ public:
     if (!dx[0]) return;
     Pool2dShape sh = m_shape;
     sh.N = x[0]->shape()[0];
-    switch (backend()) {
-      case Backend::cpu: pool2d_backward_cpu(*rc.exec, sh, x[0]->data(), y.data(), dy.data(), dx[0]->data()); break;
-      default: CNN_THROW("layer '{}': backend {} not built", name(), to_string(backend()));
-    }
+    pool2d_backward(backend(), *rc.exec, sh, x[0]->data(), y.data(), dy.data(), dx[0]->data());
   }
 
   std::string summary() const override {
@@ -69,7 +63,7 @@ public:
     return s;
   }
 
-private:
+ private:
   bool m_global = false;
   PoolKind m_kind = PoolKind::max;
   std::pair<int64_t, int64_t> m_kernel{1, 1};

@@ -28,9 +28,9 @@ std::unique_ptr<Layer> LayerRegistry::create(const LayerSpec& spec) const {
     if (spec.node) {
       if (ConfigNode* t = spec.node->find("type")) where = t->where();
     }
-    throw ConfigError(where, path,
-                      fmt::format("unknown layer type '{}'{} (known types: {})", spec.type,
-                                  did_you_mean(spec.type, known), list));
+    throw ConfigError(
+        where, path,
+        fmt::format("unknown layer type '{}'{} (known types: {})", spec.type, did_you_mean(spec.type, known), list));
   }
   return it->second(spec);
 }

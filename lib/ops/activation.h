@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -33,5 +34,11 @@ void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, 
 void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);
 void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
                              const float* y, const float* dy, float* dx);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void activation_forward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
+                        float* y);
+void activation_backward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
+                         const float* y, const float* dy, float* dx);
 
 }  // namespace cnn

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -21,5 +22,9 @@ void add_backward_cpu(const ExecContext& ctx, int64_t n, int count, const float*
 // CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
 void add_forward_cuda(const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
 void add_backward_cuda(const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void add_forward(Backend backend, const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
+void add_backward(Backend backend, const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
 
 }  // namespace cnn

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -51,5 +52,16 @@ void batchnorm_forward_infer_cuda(const ExecContext& ctx, const BatchnormShape& 
 void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* gamma,
                             const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
                             float* dgamma, float* dbeta);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void batchnorm_forward_train(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                             const float* gamma, const float* beta, float* y, float* running_mean, float* running_var,
+                             float* save_mean, float* save_inv_std);
+void batchnorm_forward_infer(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                             const float* gamma, const float* beta, const float* running_mean, const float* running_var,
+                             float* y);
+void batchnorm_backward(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                        const float* gamma, const float* save_mean, const float* save_inv_std, const float* dy,
+                        float* dx, float* dgamma, float* dbeta);
 
 }  // namespace cnn

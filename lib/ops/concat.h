@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -28,5 +29,10 @@ void concat_backward_cpu(const ExecContext& ctx, const ConcatShape& sh, const fl
 // CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
 void concat_forward_cuda(const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
 void concat_backward_cuda(const ExecContext& ctx, const ConcatShape& sh, const float* dy, float* const* dxs);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void concat_forward(Backend backend, const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
+void concat_backward(Backend backend, const ExecContext& ctx, const ConcatShape& sh, const float* dy,
+                     float* const* dxs);
 
 }  // namespace cnn

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -52,5 +53,11 @@ void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const fl
                         const float* b, float* y);
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void conv2d_forward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                    const float* b, float* y);
+void conv2d_backward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                     const float* dy, float* dx, float* dw, float* db);
 
 }  // namespace cnn

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -35,5 +36,11 @@ void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const floa
                        float* y);
 void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
                         const float* dy, float* dx, float* dw, float* db);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void dense_forward(Backend backend, const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
+                   const float* b, float* y);
+void dense_backward(Backend backend, const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
+                    const float* dy, float* dx, float* dw, float* db);
 
 }  // namespace cnn

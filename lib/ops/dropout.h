@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -29,5 +30,11 @@ void dropout_backward_cpu(const ExecContext& ctx, const DropoutParams& prm, int6
 // CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
 void dropout_forward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x, float* y);
 void dropout_backward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy, float* dx);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void dropout_forward(Backend backend, const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x,
+                     float* y);
+void dropout_backward(Backend backend, const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy,
+                      float* dx);
 
 }  // namespace cnn

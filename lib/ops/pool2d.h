@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/exec_context.h"
+#include "ops/backend.h"
 
 namespace cnn {
 
@@ -44,5 +45,10 @@ void pool2d_backward_cpu(const ExecContext& ctx, const Pool2dShape& sh, const fl
 void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
 void pool2d_backward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
                          const float* dy, float* dx);
+
+// By backend (ops_dispatch.cpp): the function above of that backend.
+void pool2d_forward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
+void pool2d_backward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
+                     const float* dy, float* dx);
 
 }  // namespace cnn
