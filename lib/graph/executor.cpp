@@ -1,7 +1,6 @@
 // Forward and backward over the planned arena (see executor.h).
 #include "graph/executor.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "core/error.h"
@@ -40,8 +39,6 @@ Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool
     node.layer->bind(std::move(ps), std::move(gs));
     node.layer->prepare(max_batch, d);
   }
-  m_forward_ms.assign(static_cast<size_t>(graph.size()), 0.0);
-  m_backward_ms.assign(static_cast<size_t>(graph.size()), 0.0);
 }
 
 Tensor Executor::param(int index) {
@@ -111,11 +108,9 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
     std::vector<const Tensor*> xs;
     for (const Tensor& t : in_views) xs.push_back(&t);
     Tensor y = act_view(i, n);
-    auto t0 = std::chrono::steady_clock::now();
+    if (m_timer) m_timer->begin(i, false);
     node.layer->forward(rc, xs, y);
-    if (m_timing)
-      m_forward_ms[static_cast<size_t>(i)] =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (m_timer) m_timer->end(i, false);
     if (check_finite && !all_finite(y)) return i;
   }
   m_output_view = act_view(m_graph.size() - 1, n);
@@ -161,7 +156,7 @@ void Executor::backward(const GradHook& hook) {
     }
     Tensor y = act_view(i, n);
     Tensor dy = grad_view(i, n);
-    auto t0 = std::chrono::steady_clock::now();
+    if (m_timer) m_timer->begin(i, true);
     node.layer->backward(rc, xs, y, dy, dxs);
     for (int k : accumulate) {
       Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
@@ -169,9 +164,7 @@ void Executor::backward(const GradHook& hook) {
       add_forward(m_ctx.device == Device::cuda ? Backend::cuda : Backend::cpu, m_ctx, target.numel(), 2, two,
                   target.data());
     }
-    if (m_timing)
-      m_backward_ms[static_cast<size_t>(i)] =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (m_timer) m_timer->end(i, true);
     if (hook) {
       for (int p : node.params)
         if (m_graph.params()[static_cast<size_t>(p)].trainable) hook(p);

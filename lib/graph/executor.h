@@ -21,6 +21,15 @@ namespace cnn {
 // Called with the index (into Graph::params()) of a trainable parameter whose gradient is final.
 using GradHook = std::function<void(int param_index)>;
 
+// Brackets every layer's forward and backward (lib/bench implements it with CUDA events or the
+// host clock); the executor itself never synchronises for timing.
+class LayerTimer {
+public:
+  virtual ~LayerTimer() = default;
+  virtual void begin(int node, bool backward) = 0;
+  virtual void end(int node, bool backward) = 0;
+};
+
 class Executor {
 public:
   Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool training = true);
@@ -52,10 +61,8 @@ public:
   // node whose output holds NaN or Inf (-2 when the input batch itself does), or -1.
   // Same arguments as forward(); training-mode side effects (batchnorm statistics) happen too.
   int forward_find_nonfinite(int64_t n, bool training, uint64_t step, uint64_t seed);
-  // Per-node timing of the last forward/backward when timing is on (ms).
-  void set_timing(bool on) { m_timing = on; }
-  const std::vector<double>& forward_ms() const { return m_forward_ms; }
-  const std::vector<double>& backward_ms() const { return m_backward_ms; }
+  // Per-layer timing of later forward/backward calls; null turns it off. Not owned.
+  void set_layer_timer(LayerTimer* timer) { m_timer = timer; }
 
 private:
   int run_forward(int64_t n, bool training, uint64_t step, uint64_t seed, bool check_finite);
@@ -71,8 +78,7 @@ private:
   int64_t m_n = 0;
   bool m_training = true;
   uint64_t m_step = 0, m_seed = 0;
-  bool m_timing = false;
-  std::vector<double> m_forward_ms, m_backward_ms;
+  LayerTimer* m_timer = nullptr;
 };
 
 }  // namespace cnn

@@ -36,17 +36,29 @@ std::string LossFunction::describe() const {
   return s;
 }
 
+const float* LossFunction::weights_on(const ExecContext& ctx) const {
+  if (m_weights.empty()) return nullptr;
+  if (ctx.device == Device::cpu) return m_weights.data();
+  if (!m_weights_device.defined() || m_weights_device.numel() == 0)
+    m_weights_device = Tensor::from_vector(Shape{int64_t(m_weights.size())}, m_weights).to(ctx.device);
+  return m_weights_device.data();
+}
+
 double LossFunction::forward(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n,
                              float* probs, float* sample_loss) const {
   SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};
-  return softmax_cross_entropy_forward_cpu(ctx, sh, logits, labels, m_weights.empty() ? nullptr : m_weights.data(),
-                                           probs, sample_loss);
+  if (ctx.device == Device::cuda)
+    return softmax_cross_entropy_forward_cuda(ctx, sh, logits, labels, weights_on(ctx), probs, sample_loss);
+  return softmax_cross_entropy_forward_cpu(ctx, sh, logits, labels, weights_on(ctx), probs, sample_loss);
 }
 
 void LossFunction::backward(const ExecContext& ctx, const float* probs, const int32_t* labels, int64_t n,
                             float* dlogits) const {
   SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};
-  softmax_cross_entropy_backward_cpu(ctx, sh, probs, labels, m_weights.empty() ? nullptr : m_weights.data(), dlogits);
+  if (ctx.device == Device::cuda)
+    softmax_cross_entropy_backward_cuda(ctx, sh, probs, labels, weights_on(ctx), dlogits);
+  else
+    softmax_cross_entropy_backward_cpu(ctx, sh, probs, labels, weights_on(ctx), dlogits);
 }
 
 }  // namespace cnn

@@ -10,6 +10,7 @@
 
 #include "config/model_spec.h"
 #include "core/exec_context.h"
+#include "core/tensor.h"
 
 namespace cnn {
 
@@ -18,7 +19,8 @@ struct Dataset;
 class LossFunction {
 public:
   LossFunction(const LossSpec& spec, int64_t num_classes, const Dataset& train);
-  // logits (n, K) -> probs (n, K), sample_loss (n) may be null; returns the (weighted) batch loss.
+  // On ctx.device: logits (n, K), labels (n) (device memory on cuda) -> probs (n, K),
+  // sample_loss (n) may be null; returns the (weighted) batch loss (synchronises on cuda).
   double forward(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n, float* probs,
                  float* sample_loss) const;
   // probs (n, K) from forward -> dlogits (n, K)
@@ -30,6 +32,8 @@ private:
   LossSpec m_spec;
   int64_t m_classes;
   std::vector<float> m_weights;
+  mutable Tensor m_weights_device;  // copy of m_weights on the GPU, made on first use
+  const float* weights_on(const ExecContext& ctx) const;
 };
 
 }  // namespace cnn

@@ -1,0 +1,15 @@
+// Statistics for the timers.
+#include <algorithm>
+
+#include "bench/timer.h"
+
+namespace cnn {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace cnn

@@ -1,0 +1,115 @@
+// Model benchmark (see benchmark.h).
+#include "train/benchmark.h"
+
+#include <spdlog/spdlog.h>
+
+#include "bench/timer.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "optim/optimizer.h"
+#include "train/device_setup.h"
+#include "train/loss.h"
+#include "train/train_step.h"
+
+namespace cnn {
+
+ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
+  const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
+  auto graph = Graph::build(spec);
+  DeviceSetup dev(opt.device, *graph, spec.train.deterministic);
+  Executor ex(*graph, batch, dev.ctx());
+  ex.init_params(spec.train.seed);
+  std::vector<ParamSegment> segs;
+  for (const ParamEntry& e : graph->params())
+    if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
+  auto optim = make_optimizer(spec.train.optimizer, segs, graph->params_size());
+  Dataset none;
+  LossSpec loss_spec = spec.loss;
+  if (loss_spec.class_weights == "balanced") loss_spec.class_weights = "none";  // no data to balance
+  LossFunction loss(loss_spec, graph->num_classes(), none);
+  TrainStep step(ex, loss, *optim, spec.train.clip_grad_norm);
+
+  // Synthetic batch: normal inputs, uniform labels (seeded); never zeros.
+  Rng rng(spec.train.seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> input(size_t(ex.input().numel()));
+  for (float& v : input) v = rng.normal();
+  ex.input().copy_from(Tensor::from_vector(ex.input().shape(), input));
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (auto& y : labels) y = int32_t(rng.below(uint64_t(graph->num_classes())));
+
+  const double lr = spec.train.optimizer.lr * 1e-3;  // small: keep the weights sane over many steps
+  uint64_t s = 0;
+  for (int64_t i = 0; i < opt.warmup; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
+  RegionTimer timer(dev.ctx());
+  ModelBenchResult r;
+  std::vector<double> step_ms;
+  for (int64_t rep = 0; rep < opt.repeats; ++rep) {
+    timer.start();
+    for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
+    double ms = timer.stop_ms() / double(opt.steps);
+    step_ms.push_back(ms);
+    r.repeat_images_per_s.push_back(1000.0 * double(batch) / ms);
+  }
+  r.model = spec.name;
+  r.device = dev.description();
+  r.batch = batch;
+  r.step_ms = median(step_ms);
+  r.images_per_s = 1000.0 * double(batch) / r.step_ms;
+  r.training_gflop_per_image = graph->training_flops() / 1e9;
+  if (opt.layers) {
+    PerLayerTimer lt(dev.ctx(), graph->size());
+    ex.set_layer_timer(&lt);
+    for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
+    lt.collect();
+    ex.set_layer_timer(nullptr);
+    for (int i = 0; i < graph->size(); ++i) {
+      const Layer& l = *graph->node(i).layer;
+      r.layers.push_back({l.name(), l.type(), to_string(l.backend()), l.summary(), median(lt.forward_ms()[size_t(i)]),
+                          median(lt.backward_ms()[size_t(i)])});
+    }
+  }
+  return r;
+}
+
+nlohmann::json ModelBenchResult::to_json() const {
+  nlohmann::json j{{"model", model},
+                   {"device", device},
+                   {"batch", batch},
+                   {"step_ms", step_ms},
+                   {"img_per_s", images_per_s},
+                   {"repeat_img_per_s", repeat_images_per_s},
+                   {"training_gflop_per_image", training_gflop_per_image}};
+  j["layers"] = nlohmann::json::array();
+  for (const auto& l : layers)
+    j["layers"].push_back({{"name", l.name},
+                           {"type", l.type},
+                           {"backend", l.backend},
+                           {"detail", l.detail},
+                           {"forward_ms", l.forward_ms},
+                           {"backward_ms", l.backward_ms}});
+  return j;
+}
+
+std::string ModelBenchResult::to_table() const {
+  double tflops = training_gflop_per_image * images_per_s / 1e3;
+  std::string out = fmt::format("{} on {}, batch {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s)\n", model, device,
+                                batch, step_ms, images_per_s, tflops);
+  if (layers.empty()) return out;
+  double total = 0;
+  for (const auto& l : layers) total += l.forward_ms + l.backward_ms;
+  size_t w = 5;
+  for (const auto& l : layers) w = std::max(w, l.name.size());
+  out += fmt::format("{:<{}}  {:<14}  {:<7}  {:>9}  {:>9}  {:>6}  {}\n", "layer", w, "type", "backend", "fwd ms",
+                     "bwd ms", "share", "details");
+  for (const auto& l : layers)
+    out += fmt::format("{:<{}}  {:<14}  {:<7}  {:>9.4f}  {:>9.4f}  {:>5.1f}%  {}\n", l.name, w, l.type, l.backend,
+                       l.forward_ms, l.backward_ms, total > 0 ? 100 * (l.forward_ms + l.backward_ms) / total : 0.0,
+                       l.detail);
+  out += fmt::format("sum of layers: {:.3f} ms of {:.3f} ms per step (the rest: loss, optimizer, copies)\n", total,
+                     step_ms);
+  return out;
+}
+
+}  // namespace cnn

@@ -1,0 +1,61 @@
+// Device choice and context ownership (see device_setup.h).
+#include "train/device_setup.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "core/error.h"
+
+namespace cnn {
+
+static bool cuda_ready(const Graph& graph, std::string& why) {
+  if (!cuda_available()) {
+    why = cuda_device_description();
+    return false;
+  }
+  for (int i = 0; i < graph.size(); ++i) {
+    const Layer& l = *graph.node(i).layer;
+    if (!l.supports(Backend::cuda) && !l.supports(Backend::cudnn)) {
+      why = fmt::format("layer '{}' ({}) has no GPU implementation in this build", l.name(), l.type());
+      return false;
+    }
+  }
+  return true;
+}
+
+Device resolve_device(const std::string& requested, const Graph& graph) {
+  std::string why;
+  if (requested == "cpu") return Device::cpu;
+  if (requested == "cuda") {
+    if (!cuda_ready(graph, why)) throw ConfigError({"--device"}, "device", "--device cuda requested but " + why);
+    return Device::cuda;
+  }
+  if (requested != "auto")
+    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", requested));
+  if (cuda_ready(graph, why)) return Device::cuda;
+  spdlog::info("device auto: using the CPU ({})", why);
+  return Device::cpu;
+}
+
+DeviceSetup::DeviceSetup(const std::string& requested, Graph& graph, bool deterministic) {
+  Device d = resolve_device(requested, graph);
+  for (const auto& line : graph.choose_backends(d)) spdlog::debug("{}", line);
+  if (d == Device::cuda) {
+    m_cuda = std::make_unique<CudaContext>(0);
+    m_ctx = &m_cuda->ctx();
+    m_description = "cuda: " + cuda_device_description();
+  } else {
+    m_cpu = ExecContext::cpu(0);
+    m_ctx = &m_cpu;
+    m_description = fmt::format("cpu: {} threads", m_cpu.threads());
+  }
+  m_ctx->deterministic = deterministic;
+  spdlog::info("device: {}", m_description);
+}
+
+void DeviceSetup::synchronize() const {
+  if (m_cuda) m_cuda->synchronize();
+}
+
+}  // namespace cnn
