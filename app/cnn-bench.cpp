@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   m->add_option("--repeats", opt.repeats, "repeats; the median is reported (default 5)");
   m->add_flag("--layers", opt.layers, "per-layer forward/backward table");
   m->add_option("--json", json_path, "write the result as JSON");
+  m->add_option("--dump", opt.dump_path, "write the first step (weights, batch, logits, gradients) as safetensors");
   m->add_option("--set", sets, "override a config key: KEY=VALUE (repeatable)");
 
   return app::guarded_main("cnn-bench", cli, argc, argv, [&]() -> int {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/timer.h"
+#include "checkpoint/safetensors.h"
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "graph/executor.h"
@@ -14,6 +15,41 @@
 #include "train/train_step.h"
 
 namespace cnn {
+
+static void dump_first_step(const std::string& path, const ModelSpec& spec, Executor& ex, const LossFunction& loss,
+                            const std::vector<int32_t>& labels) {
+  const Graph& g = ex.graph();
+  const int64_t n = ex.max_batch(), K = g.num_classes();
+  SafetensorsWriter w;
+  for (size_t i = 0; i < g.params().size(); ++i) {  // before the forward updates running stats
+    std::vector<float> v = ex.param(int(i)).to_vector();
+    w.add_f32(g.params()[i].name, g.params()[i].shape.dims(), v.data());
+  }
+  std::vector<float> input = ex.input().to_vector();
+  w.add_f32("input", ex.input().shape().dims(), input.data());
+  w.add("labels", DType::i32, {n}, labels.data(), labels.size() * sizeof(int32_t));
+  Tensor dev_labels = Tensor::empty(Shape{n}, ex.context().device);
+  device_memcpy(dev_labels.data(), ex.context().device, labels.data(), Device::cpu, labels.size() * sizeof(int32_t));
+  Tensor probs = Tensor::empty(Shape{n, K}, ex.context().device);
+  ex.forward(n, true, 0, spec.train.seed);
+  std::vector<float> logits = ex.output().to_vector();
+  const int32_t* lab = reinterpret_cast<const int32_t*>(dev_labels.data());
+  double l = loss.forward(ex.context(), ex.output().data(), lab, n, probs.data(), nullptr);
+  loss.backward(ex.context(), probs.data(), lab, n, ex.output_grad().data());
+  ex.backward();
+  w.add_f32("logits", {n, K}, logits.data());
+  for (size_t i = 0; i < g.params().size(); ++i) {
+    if (!g.params()[i].trainable) continue;
+    std::vector<float> v = ex.grad(int(i)).to_vector();
+    w.add_f32("grad." + g.params()[i].name, g.params()[i].shape.dims(), v.data());
+  }
+  w.set_metadata("config", to_yaml(*spec.root));
+  w.set_metadata("loss", fmt::format("{:.17g}", l));
+  w.write_atomic(path);
+  // Restore the initial running statistics so the benchmark starts from the dumped state.
+  ex.init_params(spec.train.seed);
+  spdlog::info("wrote the first training step to '{}' (loss {:.6f})", path, l);
+}
 
 ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
@@ -39,6 +75,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (auto& y : labels) y = int32_t(rng.below(uint64_t(graph->num_classes())));
 
+  if (!opt.dump_path.empty()) dump_first_step(opt.dump_path, spec, ex, loss, labels);
   const double lr = spec.train.optimizer.lr * 1e-3;  // small: keep the weights sane over many steps
   uint64_t s = 0;
   for (int64_t i = 0; i < opt.warmup; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);

@@ -20,6 +20,11 @@ struct ModelBenchOptions {
   int64_t steps = 20;  // steps per repeat
   int64_t repeats = 5;
   bool layers = false;  // per-layer table
+  // Before any update: the initial parameters and buffers, the synthetic batch, the logits,
+  // the loss and every gradient of one training-mode step, as safetensors (for
+  // tools/compare_pytorch.py). Tensor names: <param>, input, labels (I32), logits,
+  // grad.<param>; metadata: config, loss.
+  std::string dump_path;
 };
 
 struct LayerTiming {
