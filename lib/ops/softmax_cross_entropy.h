@@ -43,4 +43,18 @@ void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCr
                                         const float* probs, const int32_t* labels, const float* class_weights,
                                         float* dlogits);
 
+// --- CUDA, capturable: the forward without any host synchronisation (CUDA graphs). ---
+// Same operands on device memory (labels int32 on the device); the batch loss goes to the device
+// scalar `batch_loss` instead of being returned, reduced in a fixed order (equal to the value the
+// synchronous forward returns, rounded to float). The GPU never traps: a label outside [0, K) makes
+// that sample's loss NaN, hence a NaN batch loss (and NaN gradients in backward), and bad class
+// weights give a non-finite loss; the host checks the loss for finiteness instead.
+void softmax_cross_entropy_forward_cuda_async(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
+                                              const float* logits,         // (N, K)
+                                              const int32_t* labels,       // (N)
+                                              const float* class_weights,  // (K) or null
+                                              float* probs,                // (N, K)
+                                              float* sample_loss,          // (N) or null
+                                              float* batch_loss);          // device scalar
+
 }  // namespace cnn

@@ -1,0 +1,146 @@
+// Pointwise activations on the GPU: one kernel instance per kind, so the switch of
+// activation_math.h folds away; float4 accesses when every pointer read or written is 16-byte
+// aligned (the n % 4 tail goes element by element), plain float accesses otherwise.
+// Trap: y may alias x and dx may alias dy, so nothing is __restrict__; each thread reads its
+// elements before writing them, and backward loads only the operands its kind needs (x or y may be null).
+#include "core/cuda_check.h"
+#include "ops/activation.h"
+#include "ops/activation_math.h"
+#include "ops/reduce.cuh"
+
+namespace cnn {
+
+static constexpr int kThreads = 256;
+
+template <ActivationKind K>
+constexpr bool backward_reads_x() {
+  return K == ActivationKind::relu || K == ActivationKind::leaky_relu || K == ActivationKind::elu;
+}
+template <ActivationKind K>
+constexpr bool backward_reads_y() {
+  return K == ActivationKind::elu || K == ActivationKind::sigmoid || K == ActivationKind::tanh;
+}
+
+template <ActivationKind K>
+__device__ __forceinline__ float backward_one(float alpha, const float* x, const float* y, const float* dy,
+                                              int64_t i) {
+  const float xv = backward_reads_x<K>() ? x[i] : 0.0f;
+  const float yv = backward_reads_y<K>() ? y[i] : 0.0f;
+  return activation_backward_value(K, alpha, xv, yv, dy[i]);
+}
+
+// kVec: elements [0, 4*(n/4)) as float4, then the n % 4 tail by the first threads of the grid.
+template <ActivationKind K, bool kVec>
+static __global__ void activation_forward_pointwise_kernel(int64_t n, float alpha,
+                                                           const float* x,  // (n)
+                                                           float* y) {      // (n)
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if (kVec) {
+    const int64_t n4 = n / 4;
+    for (int64_t i = first; i < n4; i += stride) {
+      float4 v = reinterpret_cast<const float4*>(x)[i];
+      v.x = activation_forward_value(K, alpha, v.x);
+      v.y = activation_forward_value(K, alpha, v.y);
+      v.z = activation_forward_value(K, alpha, v.z);
+      v.w = activation_forward_value(K, alpha, v.w);
+      reinterpret_cast<float4*>(y)[i] = v;
+    }
+    done = 4 * n4;
+  }
+  for (int64_t i = done + first; i < n; i += stride) y[i] = activation_forward_value(K, alpha, x[i]);
+}
+
+template <ActivationKind K, bool kVec>
+static __global__ void activation_backward_pointwise_kernel(int64_t n, float alpha,
+                                                            const float* x,   // (n) or null when K ignores it
+                                                            const float* y,   // (n) or null when K ignores it
+                                                            const float* dy,  // (n)
+                                                            float* dx) {      // (n)
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if (kVec) {
+    const int64_t n4 = n / 4;
+    for (int64_t i = first; i < n4; i += stride) {
+      const float4 g = reinterpret_cast<const float4*>(dy)[i];
+      float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), yv = xv;
+      if (backward_reads_x<K>()) xv = reinterpret_cast<const float4*>(x)[i];
+      if (backward_reads_y<K>()) yv = reinterpret_cast<const float4*>(y)[i];
+      float4 d;
+      d.x = activation_backward_value(K, alpha, xv.x, yv.x, g.x);
+      d.y = activation_backward_value(K, alpha, xv.y, yv.y, g.y);
+      d.z = activation_backward_value(K, alpha, xv.z, yv.z, g.z);
+      d.w = activation_backward_value(K, alpha, xv.w, yv.w, g.w);
+      reinterpret_cast<float4*>(dx)[i] = d;
+    }
+    done = 4 * n4;
+  }
+  for (int64_t i = done + first; i < n; i += stride) dx[i] = backward_one<K>(alpha, x, y, dy, i);
+}
+
+template <ActivationKind K>
+static void launch_forward(cudaStream_t stream, int64_t n, float alpha, const float* x, float* y) {
+  const bool vec = cuda::aligned16(x) && cuda::aligned16(y);
+  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
+  if (vec)
+    activation_forward_pointwise_kernel<K, true><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y);
+  else
+    activation_forward_pointwise_kernel<K, false><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y);
+  CUDA_CHECK_LAUNCH("activation forward");
+}
+
+template <ActivationKind K>
+static void launch_backward(cudaStream_t stream, int64_t n, float alpha, const float* x, const float* y,
+                            const float* dy, float* dx) {
+  const bool vec = (!backward_reads_x<K>() || cuda::aligned16(x)) && (!backward_reads_y<K>() || cuda::aligned16(y)) &&
+                   cuda::aligned16(dy) && cuda::aligned16(dx);
+  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
+  if (vec)
+    activation_backward_pointwise_kernel<K, true><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y, dy, dx);
+  else
+    activation_backward_pointwise_kernel<K, false><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y, dy, dx);
+  CUDA_CHECK_LAUNCH("activation backward");
+}
+
+static void check_count(const char* what, int64_t n) {
+  if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
+}
+
+void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                             const float* x,  // (n)
+                             float* y) {      // (n)
+  cudaStream_t stream = cuda::stream_of(ctx, "activation forward");
+  check_count("activation forward", n);
+  if (n == 0) return;
+  switch (p.kind) {
+    case ActivationKind::relu: return launch_forward<ActivationKind::relu>(stream, n, p.alpha, x, y);
+    case ActivationKind::leaky_relu: return launch_forward<ActivationKind::leaky_relu>(stream, n, p.alpha, x, y);
+    case ActivationKind::elu: return launch_forward<ActivationKind::elu>(stream, n, p.alpha, x, y);
+    case ActivationKind::sigmoid: return launch_forward<ActivationKind::sigmoid>(stream, n, p.alpha, x, y);
+    case ActivationKind::tanh: return launch_forward<ActivationKind::tanh>(stream, n, p.alpha, x, y);
+  }
+  CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
+}
+
+void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                              const float* x,   // (n)
+                              const float* y,   // (n)
+                              const float* dy,  // (n)
+                              float* dx) {      // (n)
+  cudaStream_t stream = cuda::stream_of(ctx, "activation backward");
+  check_count("activation backward", n);
+  if (n == 0) return;
+  const float a = p.alpha;
+  switch (p.kind) {
+    case ActivationKind::relu: return launch_backward<ActivationKind::relu>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::leaky_relu: return launch_backward<ActivationKind::leaky_relu>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::elu: return launch_backward<ActivationKind::elu>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::sigmoid: return launch_backward<ActivationKind::sigmoid>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::tanh: return launch_backward<ActivationKind::tanh>(stream, n, a, x, y, dy, dx);
+  }
+  CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
+}
+
+}  // namespace cnn

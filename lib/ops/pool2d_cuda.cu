@@ -1,0 +1,231 @@
+// Max and average pooling on the GPU. Forward: one thread per output; a global window (R=H, S=W,
+// no padding) gets one warp per (n, c) plane instead. Backward is a gather: one thread per input
+// element visits the windows that contain it in (p, q) order, so no atomics, deterministic, and
+// the same additions in the same order as the CPU scatter.
+// Trap: max backward routes dy to the first in-bounds position of the window in row-major order
+// whose value equals y (NaN matches NaN); a thread whose value equals y must scan the window's
+// earlier positions before it may claim the gradient.
+#include <algorithm>
+#include <cmath>
+
+#include "core/cuda_check.h"
+#include "ops/pool2d.h"
+#include "ops/reduce.cuh"
+
+namespace cnn {
+
+static constexpr int kThreads = 256;
+
+// Pool2dShape in int32 (planes excepted), checked on the host.
+struct PoolDims {
+  int64_t planes;  // N * C
+  int H, W, P, Q, R, S;
+  int stride_h, stride_w, pad_h, pad_w;
+};
+
+// m <- v when v is larger, or when v is the first NaN (as pool2d_cpu.cpp).
+__device__ __forceinline__ bool max_takes(float v, float m) { return v > m || (v != v && m == m); }
+__device__ __forceinline__ bool is_argmax(float v, float y) { return v == y || (v != v && y != y); }
+
+// Window of output (p, q) clipped to the input: rows [h0, h1), columns [w0, w1).
+struct Window {
+  int h0, h1, w0, w1;
+};
+__device__ __forceinline__ Window clipped_window(const PoolDims& d, int p, int q) {
+  const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
+  return Window{max(hs, 0), min(hs + d.R, d.H), max(ws, 0), min(ws + d.S, d.W)};
+}
+
+template <typename I, bool kMax>
+static __global__ void pool2d_forward_window_kernel(PoolDims d,
+                                                    const float* __restrict__ x,  // (N, C, H, W)
+                                                    float* __restrict__ y) {      // (N, C, P, Q)
+  const I total = static_cast<I>(d.planes) * d.P * d.Q;
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+    const int q = static_cast<int>(o % d.Q);
+    const I t = o / d.Q;
+    const int p = static_cast<int>(t % d.P);
+    const I plane = t / d.P;
+    const float* xp = x + plane * d.H * d.W;
+    const Window win = clipped_window(d, p, q);
+    float acc = kMax ? xp[win.h0 * d.W + win.w0] : 0.0f;
+    for (int h = win.h0; h < win.h1; ++h)
+      for (int w = win.w0; w < win.w1; ++w) {
+        const float v = xp[h * d.W + w];
+        if (kMax) {
+          if (max_takes(v, acc)) acc = v;
+        } else {
+          acc += v;
+        }
+      }
+    y[o] = kMax ? acc : acc / static_cast<float>((win.h1 - win.h0) * (win.w1 - win.w0));
+  }
+}
+
+// One warp per plane of H*W values -> one output.
+template <bool kMax>
+static __global__ void pool2d_forward_global_kernel(int64_t planes, int HW,
+                                                    const float* __restrict__ x,  // (N, C, H, W)
+                                                    float* __restrict__ y) {      // (N, C, 1, 1)
+  const int lane = threadIdx.x % cuda::kWarpSize;
+  const int64_t warps_per_grid = static_cast<int64_t>(gridDim.x) * (blockDim.x / cuda::kWarpSize);
+  for (int64_t plane = static_cast<int64_t>(blockIdx.x) * (blockDim.x / cuda::kWarpSize) + threadIdx.x / cuda::kWarpSize;
+       plane < planes; plane += warps_per_grid) {
+    const float* xp = x + plane * HW;
+    float acc = kMax ? -INFINITY : 0.0f;
+    for (int i = lane; i < HW; i += cuda::kWarpSize) {
+      const float v = xp[i];
+      if (kMax) {
+        if (max_takes(v, acc)) acc = v;
+      } else {
+        acc += v;
+      }
+    }
+    if (kMax) {
+#pragma unroll
+      for (int offset = cuda::kWarpSize / 2; offset > 0; offset >>= 1) {
+        const float other = __shfl_xor_sync(0xffffffffu, acc, offset);
+        if (max_takes(other, acc)) acc = other;
+      }
+    } else {
+      acc = cuda::warp_sum(acc);
+    }
+    if (lane == 0) y[plane] = kMax ? acc : acc / static_cast<float>(HW);
+  }
+}
+
+// Outputs whose window contains input row h: [lo, hi] along one axis (empty when lo > hi).
+__device__ __forceinline__ void covering_outputs(int h, int pad, int window, int stride, int out, int& lo, int& hi) {
+  const int top = h + pad;  // h in padded coordinates; output o covers [o*stride, o*stride + window)
+  lo = top - window < 0 ? 0 : (top - window) / stride + 1;
+  hi = min(top / stride, out - 1);
+}
+
+template <typename I, bool kMax>
+static __global__ void pool2d_backward_gather_kernel(PoolDims d,
+                                                     const float* __restrict__ x,   // (N, C, H, W)
+                                                     const float* __restrict__ y,   // (N, C, P, Q)
+                                                     const float* __restrict__ dy,  // (N, C, P, Q)
+                                                     float* __restrict__ dx) {      // (N, C, H, W)
+  const I total = static_cast<I>(d.planes) * d.H * d.W;
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I e = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int w = static_cast<int>(e % d.W);
+    const I t = e / d.W;
+    const int h = static_cast<int>(t % d.H);
+    const I plane = t / d.H;
+    const float* xp = x + plane * d.H * d.W;
+    const I out0 = plane * d.P * d.Q;
+    const float v = kMax ? xp[h * d.W + w] : 0.0f;  // avg never reads x
+    int p_lo, p_hi, q_lo, q_hi;
+    covering_outputs(h, d.pad_h, d.R, d.stride_h, d.P, p_lo, p_hi);
+    covering_outputs(w, d.pad_w, d.S, d.stride_w, d.Q, q_lo, q_hi);
+    float acc = 0.0f;
+    for (int p = p_lo; p <= p_hi; ++p)
+      for (int q = q_lo; q <= q_hi; ++q) {
+        const Window win = clipped_window(d, p, q);
+        const I o = out0 + p * d.Q + q;
+        if (!kMax) {
+          acc += dy[o] / static_cast<float>((win.h1 - win.h0) * (win.w1 - win.w0));
+          continue;
+        }
+        const float m = y[o];
+        if (!is_argmax(v, m)) continue;
+        bool earlier = false;  // an earlier position of this window also equals y: it takes dy
+        for (int hh = win.h0; hh <= h && !earlier; ++hh) {
+          const int w_end = hh < h ? win.w1 : w;
+          for (int ww = win.w0; ww < w_end; ++ww)
+            if (is_argmax(xp[hh * d.W + ww], m)) {
+              earlier = true;
+              break;
+            }
+        }
+        if (!earlier) acc += dy[o];
+      }
+    dx[e] = acc;
+  }
+}
+
+static PoolDims dims_of(const Pool2dShape& sh, const char* what) {
+  if (sh.N <= 0 || sh.C <= 0 || sh.P <= 0 || sh.Q <= 0)
+    CNN_THROW("{}: shape was not made by Pool2dShape::make ({})", what, sh.to_string());
+  if (!cuda::fits_int32(sh.H * sh.W) || !cuda::fits_int32(sh.P * sh.Q) || !cuda::fits_int32(sh.R * sh.S))
+    CNN_THROW("{}: a plane of {} is too large for the CUDA kernels (2^31 values at most)", what, sh.to_string());
+  return PoolDims{sh.N * sh.C,
+                  static_cast<int>(sh.H),
+                  static_cast<int>(sh.W),
+                  static_cast<int>(sh.P),
+                  static_cast<int>(sh.Q),
+                  static_cast<int>(sh.R),
+                  static_cast<int>(sh.S),
+                  sh.stride_h,
+                  sh.stride_w,
+                  sh.pad_h,
+                  sh.pad_w};
+}
+
+// Whether every flat index of x and y, plus one grid stride past the end, fits the int32 kernels.
+static bool index_fits_int32(const PoolDims& d, unsigned blocks) {
+  const int64_t largest = std::max(d.planes * d.H * d.W, d.planes * d.P * d.Q);
+  return cuda::fits_int32(largest + int64_t{blocks} * kThreads);
+}
+
+static bool is_global(const Pool2dShape& sh) {
+  return sh.R == sh.H && sh.S == sh.W && sh.pad_h == 0 && sh.pad_w == 0 && sh.P == 1 && sh.Q == 1;
+}
+
+template <bool kMax>
+static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const PoolDims& d, const float* x, float* y) {
+  if (is_global(sh)) {
+    const int64_t warps = kThreads / cuda::kWarpSize;
+    pool2d_forward_global_kernel<kMax><<<cuda::grid_blocks(d.planes, warps), kThreads, 0, stream>>>(
+        d.planes, d.H * d.W, x, y);
+    return;
+  }
+  const int64_t total = d.planes * d.P * d.Q;
+  const unsigned blocks = cuda::grid_blocks(total, kThreads);
+  if (index_fits_int32(d, blocks))
+    pool2d_forward_window_kernel<int32_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y);
+  else
+    pool2d_forward_window_kernel<int64_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y);
+}
+
+template <bool kMax>
+static void launch_backward(cudaStream_t stream, const PoolDims& d, const float* x, const float* y, const float* dy,
+                            float* dx) {
+  const int64_t total = d.planes * d.H * d.W;
+  const unsigned blocks = cuda::grid_blocks(total, kThreads);
+  if (index_fits_int32(d, blocks))
+    pool2d_backward_gather_kernel<int32_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y, dy, dx);
+  else
+    pool2d_backward_gather_kernel<int64_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y, dy, dx);
+}
+
+void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh,
+                         const float* x,  // (N, C, H, W)
+                         float* y) {      // (N, C, P, Q)
+  cudaStream_t stream = cuda::stream_of(ctx, "pool2d forward");
+  const PoolDims d = dims_of(sh, "pool2d forward");
+  if (sh.kind == PoolKind::max)
+    launch_forward<true>(stream, sh, d, x, y);
+  else
+    launch_forward<false>(stream, sh, d, x, y);
+  CUDA_CHECK_LAUNCH("pool2d forward");
+}
+
+void pool2d_backward_cuda(const ExecContext& ctx, const Pool2dShape& sh,
+                          const float* x,   // (N, C, H, W)
+                          const float* y,   // (N, C, P, Q)
+                          const float* dy,  // (N, C, P, Q)
+                          float* dx) {      // (N, C, H, W)
+  cudaStream_t stream = cuda::stream_of(ctx, "pool2d backward");
+  const PoolDims d = dims_of(sh, "pool2d backward");
+  if (sh.kind == PoolKind::max)
+    launch_backward<true>(stream, d, x, y, dy, dx);
+  else
+    launch_backward<false>(stream, d, x, y, dy, dx);
+  CUDA_CHECK_LAUNCH("pool2d backward");
+}
+
+}  // namespace cnn

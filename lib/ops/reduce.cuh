@@ -1,0 +1,68 @@
+// Device code shared by the .cu files of lib/ops and lib/optim: deterministic warp/block sums,
+// grid sizing for grid-stride loops, and the stream of a context. For .cu files only.
+// Trap: a block sum is deterministic only for a fixed block size, so every caller passes it as a
+// template constant; the summation tree is part of the result (never size blocks by occupancy).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/exec_context.h"
+
+namespace cnn::cuda {
+
+inline constexpr int kWarpSize = 32;
+
+// Butterfly sum: every lane ends with the same value (a + b == b + a), in a fixed order.
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum over the block, returned to every thread. `shared` holds kThreads / 32 values; the leading
+// barrier lets consecutive calls reuse it.
+template <int kThreads, typename T>
+__device__ __forceinline__ T block_sum(T v, T* shared) {
+  static_assert(kThreads % kWarpSize == 0 && kThreads <= 1024, "block size must be whole warps");
+  constexpr int kWarps = kThreads / kWarpSize;
+  v = warp_sum(v);
+  __syncthreads();
+  if ((threadIdx.x & (kWarpSize - 1)) == 0) shared[threadIdx.x / kWarpSize] = v;
+  __syncthreads();
+  T total = shared[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) total += shared[w];
+  return total;
+}
+
+// Blocks for a grid-stride loop over `work` items at `per_block` items per block and sweep. The
+// cap keeps a few waves on a large GPU; results never depend on it (those loops are elementwise).
+inline unsigned grid_blocks(int64_t work, int64_t per_block, int64_t cap = 8192) {
+  int64_t blocks = (work + per_block - 1) / per_block;
+  if (blocks < 1) blocks = 1;
+  if (blocks > cap) blocks = cap;
+  return static_cast<unsigned>(blocks);
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+inline bool fits_int32(int64_t n) { return n <= int64_t{0x7fffffff}; }
+
+// The context's stream; a CPU context here is a caller bug that would pass host pointers to kernels.
+inline cudaStream_t stream_of(const ExecContext& ctx, const char* what) {
+  if (ctx.device != Device::cuda) CNN_THROW("{}: needs a CUDA execution context, got a {} one", what, to_string(ctx.device));
+  return static_cast<cudaStream_t>(ctx.cuda_stream);
+}
+
+// Scratch from the context's device workspace, in bytes rounded up to whole floats.
+inline void* workspace_bytes(const ExecContext& ctx, size_t bytes, const char* what) {
+  if (!ctx.workspace || ctx.workspace->device() != Device::cuda)
+    CNN_THROW("{}: the CUDA execution context has no device workspace", what);
+  return ctx.workspace->get((bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+}  // namespace cnn::cuda

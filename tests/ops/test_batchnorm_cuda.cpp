@@ -1,0 +1,194 @@
+// Batchnorm CUDA kernels against the CPU fast path: (C) and (C, H, W) inputs, N=1, odd sizes,
+// a large channel mean, many slices per channel, null gradients, and run-to-run bitwise equality.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "core/cuda_context.h"
+#include "core/tensor.h"
+#include "ops/batchnorm.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+using namespace cnn;
+using cnn::test::compare;
+using cnn::test::kGpuVsCpu;
+
+namespace {
+
+// n floats on the GPU, `offset` floats into their allocation (offset 1 breaks 16-byte alignment).
+// Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
+// which the context's non-blocking stream does not wait for.
+class DeviceFloats {
+public:
+  explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
+      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+        m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
+    device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // NaN everywhere, so an element a kernel forgets to write fails the comparison.
+  static DeviceFloats poisoned(int64_t n, int64_t offset = 0) {
+    return DeviceFloats(std::vector<float>(static_cast<size_t>(n), std::nanf("")), offset);
+  }
+  float* data() { return m_storage.data() + m_offset; }
+  // Call after synchronising the stream that wrote it.
+  std::vector<float> get() const {
+    std::vector<float> v(static_cast<size_t>(m_n));
+    device_memcpy(v.data(), Device::cpu, m_storage.data() + m_offset, Device::cuda, v.size() * sizeof(float));
+    return v;
+  }
+
+private:
+  int64_t m_n, m_offset;
+  Tensor m_storage;
+};
+struct Case {
+  int64_t N, C, H, W;
+  float offset;  // added to x: a large channel mean tests the shifted statistics
+};
+
+struct Outputs {
+  std::vector<float> y, running_mean, running_var, save_mean, save_inv_std, dx, dgamma, dbeta, y_infer;
+};
+
+struct Inputs {
+  std::vector<float> x, gamma, beta, dy, rm0, rv0;
+};
+
+Inputs make_inputs(const Case& c) {
+  const size_t n = static_cast<size_t>(c.N * c.C * c.H * c.W), C = static_cast<size_t>(c.C);
+  Inputs in;
+  in.x = test::random_floats(n, 61 + n, -1.5f, 2.5f);
+  for (float& v : in.x) v += c.offset;
+  in.gamma = test::random_floats(C, 62, 0.5f, 1.5f);
+  in.beta = test::random_floats(C, 63);
+  in.dy = test::random_floats(n, 64 + n);
+  in.rm0 = test::random_floats(C, 65);
+  in.rv0 = test::random_floats(C, 66, 0.5f, 2.0f);
+  return in;
+}
+
+Outputs run_cpu(const BatchnormShape& sh, const Inputs& in) {
+  const ExecContext cpu = ExecContext::cpu(1);
+  const size_t n = in.x.size(), C = in.gamma.size();
+  Outputs o{std::vector<float>(n), in.rm0, in.rv0, std::vector<float>(C), std::vector<float>(C),
+            std::vector<float>(n), std::vector<float>(C), std::vector<float>(C), std::vector<float>(n)};
+  batchnorm_forward_train_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), o.y.data(),
+                              o.running_mean.data(), o.running_var.data(), o.save_mean.data(), o.save_inv_std.data());
+  batchnorm_backward_cpu(cpu, sh, in.x.data(), in.gamma.data(), o.save_mean.data(), o.save_inv_std.data(),
+                         in.dy.data(), o.dx.data(), o.dgamma.data(), o.dbeta.data());
+  batchnorm_forward_infer_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), in.rm0.data(), in.rv0.data(),
+                              o.y_infer.data());
+  return o;
+}
+
+// The GPU's own save_mean/save_inv_std feed its backward, as in training.
+Outputs run_gpu(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, int64_t offset) {
+  const int64_t n = static_cast<int64_t>(in.x.size()), C = sh.C;
+  DeviceFloats x(in.x, offset), gamma(in.gamma), beta(in.beta), dy(in.dy, offset), rm(in.rm0), rv(in.rv0);
+  DeviceFloats rm_infer(in.rm0), rv_infer(in.rv0);
+  DeviceFloats y = DeviceFloats::poisoned(n, offset), sm = DeviceFloats::poisoned(C), sis = DeviceFloats::poisoned(C);
+  DeviceFloats dx = DeviceFloats::poisoned(n, offset), dg = DeviceFloats::poisoned(C), db = DeviceFloats::poisoned(C);
+  DeviceFloats yi = DeviceFloats::poisoned(n, offset);
+  const ExecContext& ctx = cuda.ctx();
+  batchnorm_forward_train_cuda(ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), sm.data(),
+                               sis.data());
+  batchnorm_backward_cuda(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
+                          db.data());
+  batchnorm_forward_infer_cuda(ctx, sh, x.data(), gamma.data(), beta.data(), rm_infer.data(), rv_infer.data(),
+                               yi.data());
+  cuda.synchronize();
+  return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), yi.get()};
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+BatchnormShape make_shape(int64_t N, int64_t C, int64_t H, int64_t W) {
+  BatchnormShape sh;
+  sh.N = N;
+  sh.C = C;
+  sh.H = H;
+  sh.W = W;
+  sh.eps = 1e-5;
+  sh.momentum = 0.1;
+  return sh;
+}
+
+}  // namespace
+
+TEST_CASE("batchnorm cuda matches the cpu over (C) and (C, H, W) inputs", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Case cases[] = {
+      {2, 3, 1, 1, 0},      {64, 33, 1, 1, 0},  {1, 3, 5, 7, 0},     {1, 1, 2, 1, 0},      {4, 16, 7, 9, 0},
+      {3, 5, 4, 4, 0},      {2, 1, 13, 11, 0},  {8, 8, 16, 16, 0},   {2, 3, 9, 9, 100.0f}, {32, 4, 32, 32, 0},
+      {128, 3, 17, 17, 0},  {5, 70, 3, 3, 0},   {257, 2, 1, 1, 50.0f}, {16, 600, 2, 2, 0},
+  };
+  for (const Case& c : cases) {
+    for (int64_t offset : {0, 1}) {
+      INFO("N=" << c.N << " C=" << c.C << " H=" << c.H << " W=" << c.W << " mean offset=" << c.offset
+                << " pointer offset=" << offset);
+      const BatchnormShape sh = make_shape(c.N, c.C, c.H, c.W);
+      const Inputs in = make_inputs(c);
+      const Outputs want = run_cpu(sh, in);
+      const Outputs got = run_gpu(cuda, sh, in, offset);
+      CHECK(compare(got.y, want.y, kGpuVsCpu) == "");
+      CHECK(compare(got.running_mean, want.running_mean, kGpuVsCpu) == "");
+      CHECK(compare(got.running_var, want.running_var, kGpuVsCpu) == "");
+      CHECK(compare(got.save_mean, want.save_mean, kGpuVsCpu) == "");
+      CHECK(compare(got.save_inv_std, want.save_inv_std, kGpuVsCpu) == "");
+      CHECK(compare(got.dx, want.dx, kGpuVsCpu) == "");
+      CHECK(compare(got.dgamma, want.dgamma, kGpuVsCpu) == "");
+      CHECK(compare(got.dbeta, want.dbeta, kGpuVsCpu) == "");
+      CHECK(compare(got.y_infer, want.y_infer, kGpuVsCpu) == "");
+    }
+  }
+}
+
+TEST_CASE("batchnorm cuda repeats bit for bit", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const BatchnormShape sh = make_shape(32, 16, 24, 24);
+  const Inputs in = make_inputs({32, 16, 24, 24, 3.0f});
+  const Outputs a = run_gpu(cuda, sh, in, 0), b = run_gpu(cuda, sh, in, 0);
+  CHECK(bitwise_equal(a.y, b.y));
+  CHECK(bitwise_equal(a.running_var, b.running_var));
+  CHECK(bitwise_equal(a.save_inv_std, b.save_inv_std));
+  CHECK(bitwise_equal(a.dx, b.dx));
+  CHECK(bitwise_equal(a.dgamma, b.dgamma));
+  CHECK(bitwise_equal(a.dbeta, b.dbeta));
+}
+
+TEST_CASE("batchnorm cuda backward skips gradients passed as null", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const BatchnormShape sh = make_shape(3, 4, 5, 5);
+  const Inputs in = make_inputs({3, 4, 5, 5, 0});
+  const Outputs want = run_cpu(sh, in);
+  DeviceFloats x(in.x), gamma(in.gamma), sm(want.save_mean), sis(want.save_inv_std), dy(in.dy);
+  DeviceFloats dx = DeviceFloats::poisoned(75), dg = DeviceFloats::poisoned(4), db = DeviceFloats::poisoned(4);
+  batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), nullptr, dg.data(),
+                          db.data());
+  cuda.synchronize();
+  CHECK(compare(dg.get(), want.dgamma, kGpuVsCpu) == "");
+  CHECK(compare(db.get(), want.dbeta, kGpuVsCpu) == "");
+  batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), nullptr,
+                          nullptr);
+  cuda.synchronize();
+  CHECK(compare(dx.get(), want.dx, kGpuVsCpu) == "");
+}
+
+TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  DeviceFloats v(std::vector<float>(4, 1.0f));
+  CHECK_THROWS_AS(batchnorm_forward_train_cuda(cuda.ctx(), make_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
+                                               v.data(), v.data(), v.data(), v.data(), v.data()),
+                  Error);
+}

@@ -1,0 +1,176 @@
+// Softmax cross-entropy CUDA kernels against the CPU: sizes from N=1, K=1 up to K=1000, label
+// smoothing, class weights, huge logits; the async batch loss equals the synchronous one and is
+// reproducible; an out-of-range label gives NaN instead of trapping.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "core/cuda_context.h"
+#include "core/tensor.h"
+#include "ops/softmax_cross_entropy.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+using namespace cnn;
+using cnn::test::compare;
+using cnn::test::kGpuVsCpu;
+
+namespace {
+
+// n floats on the GPU, `offset` floats into their allocation (offset 1 breaks 16-byte alignment).
+// Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
+// which the context's non-blocking stream does not wait for.
+class DeviceFloats {
+public:
+  explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
+      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+        m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
+    device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // NaN everywhere, so an element a kernel forgets to write fails the comparison.
+  static DeviceFloats poisoned(int64_t n, int64_t offset = 0) {
+    return DeviceFloats(std::vector<float>(static_cast<size_t>(n), std::nanf("")), offset);
+  }
+  float* data() { return m_storage.data() + m_offset; }
+  // Call after synchronising the stream that wrote it.
+  std::vector<float> get() const {
+    std::vector<float> v(static_cast<size_t>(m_n));
+    device_memcpy(v.data(), Device::cpu, m_storage.data() + m_offset, Device::cuda, v.size() * sizeof(float));
+    return v;
+  }
+
+private:
+  int64_t m_n, m_offset;
+  Tensor m_storage;
+};
+// int32 labels on the GPU.
+class DeviceLabels {
+public:
+  explicit DeviceLabels(const std::vector<int32_t>& v)
+      : m_data(device_malloc(Device::cuda, v.size() * sizeof(int32_t), "test labels"),
+               [](void* p) { device_free(Device::cuda, p); }) {
+    device_memcpy(m_data.get(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(int32_t));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  const int32_t* data() const { return static_cast<const int32_t*>(m_data.get()); }
+
+private:
+  std::shared_ptr<void> m_data;
+};
+
+std::vector<int32_t> random_labels(int64_t N, int64_t K, uint64_t seed) {
+  const std::vector<float> u = test::random_floats(static_cast<size_t>(N), seed, 0.0f, 1.0f);
+  std::vector<int32_t> labels;
+  for (float v : u) labels.push_back(static_cast<int32_t>(std::min<int64_t>(K - 1, static_cast<int64_t>(v * K))));
+  return labels;
+}
+
+bool within(double got, double want) { return std::fabs(got - want) <= kGpuVsCpu.atol + kGpuVsCpu.rtol * std::fabs(want); }
+
+}  // namespace
+
+TEST_CASE("softmax cross entropy cuda matches the cpu with smoothing and class weights", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ExecContext cpu = ExecContext::cpu(1);
+  uint64_t seed = 10;
+  for (int64_t N : {1, 3, 64, 300}) {
+    for (int64_t K : {1, 2, 7, 32, 33, 1000}) {
+      for (float ls : {0.0f, 0.1f}) {
+        for (bool weighted : {false, true}) {
+          for (float scale : {1.0f, 1e4f}) {  // huge logits: max subtraction keeps the loss finite
+            INFO("N=" << N << " K=" << K << " ls=" << ls << " weighted=" << weighted << " logit scale=" << scale);
+            SoftmaxCrossEntropyShape sh;
+            sh.N = N;
+            sh.K = K;
+            sh.label_smoothing = ls;
+            std::vector<float> logits = test::random_floats(static_cast<size_t>(N * K), ++seed, -3.0f, 3.0f);
+            for (float& v : logits) v *= scale;
+            const std::vector<int32_t> labels = random_labels(N, K, ++seed);
+            const std::vector<float> weights = test::random_floats(static_cast<size_t>(K), ++seed, 0.2f, 2.0f);
+            const float* w_host = weighted ? weights.data() : nullptr;
+            std::vector<float> probs_ref(N * K), loss_ref(N), dz_ref(N * K);
+            const double batch_ref =
+                softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), w_host, probs_ref.data(),
+                                                  loss_ref.data());
+            softmax_cross_entropy_backward_cpu(cpu, sh, probs_ref.data(), labels.data(), w_host, dz_ref.data());
+
+            DeviceFloats z(logits), w(weights), probs = DeviceFloats::poisoned(N * K), loss = DeviceFloats::poisoned(N);
+            DeviceFloats dz = DeviceFloats::poisoned(N * K), async_loss = DeviceFloats::poisoned(1);
+            DeviceLabels y(labels);
+            const float* w_dev = weighted ? w.data() : nullptr;
+            const double batch = softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), w_dev,
+                                                                    probs.data(), loss.data());
+            softmax_cross_entropy_backward_cuda(cuda.ctx(), sh, probs.data(), y.data(), w_dev, dz.data());
+            softmax_cross_entropy_forward_cuda_async(cuda.ctx(), sh, z.data(), y.data(), w_dev, probs.data(), nullptr,
+                                                     async_loss.data());
+            cuda.synchronize();
+            CHECK(within(batch, batch_ref));
+            CHECK(compare(probs.get(), probs_ref, kGpuVsCpu) == "");
+            CHECK(compare(loss.get(), loss_ref, kGpuVsCpu) == "");
+            CHECK(compare(dz.get(), dz_ref, kGpuVsCpu) == "");
+            // The async loss is the synchronous one rounded to float.
+            const float a = async_loss.get()[0], s = static_cast<float>(batch);
+            CHECK(std::memcmp(&a, &s, sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("softmax cross entropy cuda batch loss repeats bit for bit", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  SoftmaxCrossEntropyShape sh;
+  sh.N = 4097;
+  sh.K = 10;
+  sh.label_smoothing = 0.05f;
+  DeviceFloats z(test::random_floats(static_cast<size_t>(sh.N * sh.K), 3, -5.0f, 5.0f));
+  DeviceLabels y(random_labels(sh.N, sh.K, 4));
+  DeviceFloats probs = DeviceFloats::poisoned(sh.N * sh.K);
+  const double a = softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
+  const double b = softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
+  CHECK(std::memcmp(&a, &b, sizeof(double)) == 0);
+}
+
+TEST_CASE("softmax cross entropy cuda turns an out-of-range label into a NaN loss", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ExecContext cpu = ExecContext::cpu(1);
+  SoftmaxCrossEntropyShape sh;
+  sh.N = 4;
+  sh.K = 3;
+  const std::vector<float> logits = test::random_floats(12, 5);
+  for (int32_t bad : {-1, 3, 1 << 30}) {
+    INFO("bad label " << bad);
+    std::vector<int32_t> labels{0, bad, 2, 1};
+    DeviceFloats z(logits), probs = DeviceFloats::poisoned(12), loss = DeviceFloats::poisoned(4);
+    DeviceFloats dz = DeviceFloats::poisoned(12), async_loss = DeviceFloats::poisoned(1);
+    DeviceLabels y(labels);
+    const double batch =
+        softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), loss.data());
+    softmax_cross_entropy_forward_cuda_async(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr,
+                                             async_loss.data());
+    softmax_cross_entropy_backward_cuda(cuda.ctx(), sh, probs.data(), y.data(), nullptr, dz.data());
+    cuda.synchronize();
+    CHECK(std::isnan(batch));
+    CHECK(std::isnan(async_loss.get()[0]));
+    const std::vector<float> l = loss.get();
+    CHECK(std::isnan(l[1]));
+    // The other samples are unaffected.
+    labels[1] = 0;
+    std::vector<float> probs_ref(12), loss_ref(4);
+    softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(), loss_ref.data());
+    CHECK(within(l[0], loss_ref[0]));
+    CHECK(within(l[2], loss_ref[2]));
+    CHECK(within(l[3], loss_ref[3]));
+    CHECK(compare(probs.get(), probs_ref, kGpuVsCpu) == "");
+  }
+}
