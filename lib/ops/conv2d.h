@@ -60,4 +60,23 @@ void conv2d_forward(Backend backend, const ExecContext& ctx, const Conv2dShape& 
 void conv2d_backward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                      const float* dy, float* dx, float* dw, float* db);
 
+// ---- strategies of conv2d_cuda (conv2d_cuda.cu) ----
+// conv2d_forward_cuda / conv2d_backward_cuda pick one per shape (direct where it can implement,
+// else implicit GEMM); tests and the autotuner call them directly, after asking can_implement.
+// Same operands and contract as conv2d_forward_cuda / conv2d_backward_cuda; a strategy that cannot
+// implement the shape throws.
+//   implicit_gemm  tiled FP32 GEMM over gathered operands, any shape whose tensors have < 2^30 elements
+//   direct         one thread per output (input) pixel; filters that read one input channel
+//                  (C/groups == 1: depthwise, C == 1 first layers), R*S <= 25
+bool conv2d_cuda_implicit_gemm_can_implement(const Conv2dShape& sh);
+bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh);
+void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                       const float* b, float* y);
+void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                        const float* dy, float* dx, float* dw, float* db);
+void conv2d_forward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                const float* b, float* y);
+void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                 const float* dy, float* dx, float* dw, float* db);
+
 }  // namespace cnn

@@ -1,0 +1,737 @@
+// Conv2d on CUDA in plain FP32 (no tensor cores, no TF32): implicit-GEMM kernels that take any
+// shape (forward, data gradient, filter gradient) and direct kernels for convs whose filters each
+// read one input channel (depthwise, C == 1 first layers). conv2d_forward_cuda and
+// conv2d_backward_cuda choose per shape; the strategies are exported too (conv2d.h).
+// Trap: nothing accumulates with atomics. Filter gradients split over N*P*Q are summed from
+// workspace partials in a fixed order, and the split count depends on the shape alone.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_cuda.cuh"
+
+namespace cnn {
+
+using namespace conv2d_cuda_detail;
+
+// The shape in int32 (can_implement checks that every index fits).
+struct ConvDims {
+  int N, C, H, W, K, R, S, P, Q;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int groups, Cg, Kg, HW, PQ, RS, Crs;
+};
+
+// Reduction over the filter window: crs = (c, r, s) -> the input element under tap (r, s) of
+// channel c, relative to the window's top-left corner.
+struct WindowDecode {
+  FastDivmod div_rs, div_s;
+  int HW, W, dil_h, dil_w;
+  __device__ __forceinline__ Tap tap(int crs) const {
+    int c, rs, r, s;
+    div_rs.divmod(crs, c, rs);
+    div_s.divmod(rs, r, s);
+    const int dh = r * dil_h, dw = s * dil_w;
+    return Tap{c * HW + dh * W + dw, dh, dw};
+  }
+  __device__ __forceinline__ Tap column(int crs) const { return tap(crs); }
+};
+
+// Output pixel npq = (n, p, q) -> the top-left corner of its window in the input (may be padding).
+struct PixelDecode {
+  FastDivmod div_pq, div_q;
+  int CHW, W, stride_h, stride_w, pad_h, pad_w;
+  __device__ __forceinline__ Tap tap(int npq) const {
+    int n, pq, p, q;
+    div_pq.divmod(npq, n, pq);
+    div_q.divmod(pq, p, q);
+    const int h0 = p * stride_h - pad_h, w0 = q * stride_w - pad_w;
+    return Tap{n * CHW + h0 * W + w0, h0, w0};
+  }
+  __device__ __forceinline__ Tap column(int npq) const { return tap(npq); }
+};
+
+struct IdentityDelta {
+  __device__ __forceinline__ int delta(int red) const { return red; }
+};
+
+// ---- forward: y_g (Kg, N*P*Q) = w_g (Kg, Crs) * im2col(x_g) (Crs, N*P*Q) ----
+
+struct ForwardParams {
+  ConvDims d;
+  WindowDecode window;
+  PixelDecode pixel;
+  FastDivmod div_pq;
+  int ncols;        // N * P * Q
+  bool has_bias;
+  bool vec_store;   // P*Q % 4 == 0 and y 16-byte aligned
+};
+
+// Writes the thread's accumulators (+ bias[ch0 + m]) to NCHW planes: row m is channel ch0 + m,
+// column col is image n at position pos of its plane, from pixel.locate(col, n, pos). vec: the
+// 4 columns of a group are 4 adjacent positions of one 16-byte aligned plane chunk.
+template <class Cfg, class Locate>
+__device__ __forceinline__ void store_planes(const float (&acc)[Cfg::TM][Cfg::TN], int ty, int tx, int m0, int M,
+                                             int n0, int ncols, const float* bias, int channels, int ch0, int plane,
+                                             bool vec, const Locate& locate, float* out) {
+#pragma unroll
+  for (int i = 0; i < Cfg::TM; ++i) {
+    const int m = m0 + micro_index<Cfg::BM, Cfg::TM>(ty, i);
+    if (m >= M) continue;
+    const float bv = bias ? __ldg(bias + ch0 + m) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < Cfg::TN; j += 4) {
+      const int col = n0 + micro_index<Cfg::BN, Cfg::TN>(tx, j);
+      if (vec) {
+        if (col >= ncols) continue;
+        int n, pos;
+        locate(col, n, pos);
+        const float4 v = make_float4(acc[i][j] + bv, acc[i][j + 1] + bv, acc[i][j + 2] + bv, acc[i][j + 3] + bv);
+        *reinterpret_cast<float4*>(out + (n * channels + ch0 + m) * plane + pos) = v;
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          if (col + jj >= ncols) continue;
+          int n, pos;
+          locate(col + jj, n, pos);
+          out[(n * channels + ch0 + m) * plane + pos] = acc[i][j + jj] + bv;
+        }
+      }
+    }
+  }
+}
+
+template <class Cfg, bool kVecA>
+static __global__ void __launch_bounds__(256, 2)
+    conv2d_forward_implicit_gemm_kernel(const ForwardParams p,
+                                        const float* __restrict__ x,  // (N, C, H, W)
+                                        const float* __restrict__ w,  // (K, C/groups, R, S)
+                                        const float* __restrict__ b,  // (K) or null
+                                        float* __restrict__ y) {      // (N, K, P, Q)
+  __shared__ __align__(16) float smem[Cfg::kSmemFloats];
+  const ConvDims& d = p.d;
+  const int g = blockIdx.z, m0 = blockIdx.y * Cfg::BM, n0 = blockIdx.x * Cfg::BN;
+  const float* wg = w + g * d.Kg * d.Crs;
+  const GatherLoader<Cfg, Cfg::BN, true, WindowDecode> bl(x + g * d.Cg * d.HW, n0, p.ncols, 0, d.Crs, d.H, d.W,
+                                                          p.window, p.pixel);
+  int ty, tx;
+  thread_coords<Cfg>(ty, tx);
+  float acc[Cfg::TM][Cfg::TN];
+  float rb[decltype(bl)::kCount];
+  const int tiles = (d.Crs + Cfg::BK - 1) / Cfg::BK;
+  if constexpr (kVecA) {
+    const VecRowLoader<Cfg, Cfg::BM> al(wg, d.Crs, m0, d.Kg, 0, d.Crs);
+    float4 ra[decltype(al)::kCount];
+    gemm_mainloop<Cfg>(al, bl, tiles, ty, tx, acc, smem, ra, rb);
+  } else {
+    const RowLoader<Cfg, Cfg::BM, IdentityDelta> al(wg, d.Crs, m0, d.Kg, 0, d.Crs, IdentityDelta{});
+    float ra[decltype(al)::kCount];
+    gemm_mainloop<Cfg>(al, bl, tiles, ty, tx, acc, smem, ra, rb);
+  }
+  const FastDivmod div_pq = p.div_pq;
+  store_planes<Cfg>(acc, ty, tx, m0, d.Kg, n0, p.ncols, p.has_bias ? b : nullptr, d.K, g * d.Kg, d.PQ, p.vec_store,
+                    [&](int col, int& n, int& pos) { div_pq.divmod(col, n, pos); }, y);
+}
+
+// ---- data gradient, one residue class (ah, aw) of input rows/cols mod stride at a time ----
+// Input row h = ah + stride_h*h' receives dy row p = (h + pad_h - r*dil_h) / stride_h exactly when
+// the division is exact: for taps r = r0 + jr*Tr (Tr = stride_h / gcd(stride_h, dil_h)), where
+// p = base_p + h' - jr*step_p (step_p = dil_h / gcd). So each class is a dense GEMM
+// dx_g (Cg, N*Hc*Wc) = w_g^T (Cg, Kg*nR*nS) * gathered dy (Kg*nR*nS, N*Hc*Wc) with no dead taps.
+
+struct DataParams {
+  ConvDims d;
+  int ah, aw, Hc, Wc, r0, s0, Tr, Ts, step_p, step_q, base_p, base_q;
+  int kred;   // Kg * nR * nS (0 when no tap reaches this class: dx there is 0)
+  int ncols;  // N * Hc * Wc
+  bool vec_store;
+  FastDivmod div_taps, div_ns, div_hcwc, div_wc;
+};
+
+// A: w_g viewed as (Cg, Kg*nR*nS): element (c, (k, jr, js)) at c*RS + k*Cg*RS + r*S + s.
+struct DataWeightDelta {
+  FastDivmod div_taps, div_ns;
+  int CgRS, S, r0, s0, Tr, Ts;
+  __device__ __forceinline__ int delta(int red) const {
+    int k, j, jr, js;
+    div_taps.divmod(red, k, j);
+    div_ns.divmod(j, jr, js);
+    return k * CgRS + (r0 + jr * Tr) * S + s0 + js * Ts;
+  }
+};
+
+// B rows: (k, jr, js) -> dy channel k, shifted back by the tap.
+struct DataGradDecode {
+  FastDivmod div_taps, div_ns;
+  int PQ, Q, step_p, step_q;
+  __device__ __forceinline__ Tap tap(int red) const {
+    int k, j, jr, js;
+    div_taps.divmod(red, k, j);
+    div_ns.divmod(j, jr, js);
+    const int dp = jr * step_p, dq = js * step_q;
+    return Tap{k * PQ - dp * Q - dq, -dp, -dq};
+  }
+};
+
+// B columns: (n, h', w') -> dy position (base_p + h', base_q + w') of image n.
+struct DataPixelColumns {
+  FastDivmod div_hcwc, div_wc;
+  int KPQ, Q, base_p, base_q;
+  __device__ __forceinline__ Tap column(int col) const {
+    int n, hw, h, w;
+    div_hcwc.divmod(col, n, hw);
+    div_wc.divmod(hw, h, w);
+    const int pp = base_p + h, qq = base_q + w;
+    return Tap{n * KPQ + pp * Q + qq, pp, qq};
+  }
+};
+
+template <class Cfg>
+static __global__ void __launch_bounds__(256, 2)
+    conv2d_backward_data_implicit_gemm_kernel(const DataParams p,
+                                              const float* __restrict__ w,   // (K, C/groups, R, S)
+                                              const float* __restrict__ dy,  // (N, K, P, Q)
+                                              float* __restrict__ dx) {      // (N, C, H, W)
+  __shared__ __align__(16) float smem[Cfg::kSmemFloats];
+  const ConvDims& d = p.d;
+  const int g = blockIdx.z, m0 = blockIdx.y * Cfg::BM, n0 = blockIdx.x * Cfg::BN;
+  if (n0 >= p.ncols) return;
+  const RowLoader<Cfg, Cfg::BM, DataWeightDelta> al(
+      w + g * d.Kg * d.Cg * d.RS, d.RS, m0, d.Cg, 0, p.kred,
+      DataWeightDelta{p.div_taps, p.div_ns, d.Cg * d.RS, d.S, p.r0, p.s0, p.Tr, p.Ts});
+  const GatherLoader<Cfg, Cfg::BN, true, DataGradDecode> bl(
+      dy + g * d.Kg * d.PQ, n0, p.ncols, 0, p.kred, d.P, d.Q,
+      DataGradDecode{p.div_taps, p.div_ns, d.PQ, d.Q, p.step_p, p.step_q},
+      DataPixelColumns{p.div_hcwc, p.div_wc, d.K * d.PQ, d.Q, p.base_p, p.base_q});
+  int ty, tx;
+  thread_coords<Cfg>(ty, tx);
+  float acc[Cfg::TM][Cfg::TN];
+  float ra[decltype(al)::kCount], rb[decltype(bl)::kCount];
+  gemm_mainloop<Cfg>(al, bl, (p.kred + Cfg::BK - 1) / Cfg::BK, ty, tx, acc, smem, ra, rb);
+  const FastDivmod div_hcwc = p.div_hcwc, div_wc = p.div_wc;
+  const int ah = p.ah, aw = p.aw, sh = d.stride_h, sw = d.stride_w, W = d.W;
+  store_planes<Cfg>(acc, ty, tx, m0, d.Cg, n0, p.ncols, nullptr, d.C, g * d.Cg, d.HW, p.vec_store,
+                    [&](int col, int& n, int& pos) {
+                      int hw, h, ww;
+                      div_hcwc.divmod(col, n, hw);
+                      div_wc.divmod(hw, h, ww);
+                      pos = (ah + sh * h) * W + aw + sw * ww;
+                    },
+                    dx);
+}
+
+// ---- filter gradient: dw_g (Kg, Crs) = dy_g (Kg, N*P*Q) * im2col(x_g)^T (N*P*Q, Crs) ----
+// The reduction N*P*Q is long and Kg*Crs often small: blockIdx.z also splits the reduction, each
+// split writing its own partial (split, K, Cg, R, S), summed afterwards in split order.
+
+struct FilterParams {
+  ConvDims d;
+  WindowDecode window;
+  PixelDecode pixel;
+  FastDivmod div_pq;
+  int kred;    // N * P * Q
+  int chunk;   // reduction length of one split, a multiple of BK
+  int splits;
+  bool vec_store;  // Crs % 4 == 0 and out 16-byte aligned
+};
+
+// A: dy_g viewed as (Kg, N*P*Q): element (k, npq) at k*PQ + n*K*PQ + pq.
+struct FilterGradDelta {
+  FastDivmod div_pq;
+  int KPQ;
+  __device__ __forceinline__ int delta(int npq) const {
+    int n, pq;
+    div_pq.divmod(npq, n, pq);
+    return n * KPQ + pq;
+  }
+};
+
+template <class Cfg>
+static __global__ void __launch_bounds__(256, 2)
+    conv2d_backward_filter_implicit_gemm_kernel(const FilterParams p,
+                                                const float* __restrict__ x,   // (N, C, H, W)
+                                                const float* __restrict__ dy,  // (N, K, P, Q)
+                                                float* __restrict__ out) {     // (splits, K, C/groups, R, S)
+  __shared__ __align__(16) float smem[Cfg::kSmemFloats];
+  const ConvDims& d = p.d;
+  const int g = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+  const int m0 = blockIdx.y * Cfg::BM, n0 = blockIdx.x * Cfg::BN;
+  const int red_begin = split * p.chunk, red_end = min(p.kred, red_begin + p.chunk);
+  const RowLoader<Cfg, Cfg::BM, FilterGradDelta> al(dy + g * d.Kg * d.PQ, d.PQ, m0, d.Kg, red_begin, red_end,
+                                                    FilterGradDelta{p.div_pq, d.K * d.PQ});
+  const GatherLoader<Cfg, Cfg::BN, false, PixelDecode> bl(x + g * d.Cg * d.HW, n0, d.Crs, red_begin, red_end, d.H,
+                                                          d.W, p.pixel, p.window);
+  int ty, tx;
+  thread_coords<Cfg>(ty, tx);
+  float acc[Cfg::TM][Cfg::TN];
+  float ra[decltype(al)::kCount], rb[decltype(bl)::kCount];
+  gemm_mainloop<Cfg>(al, bl, (red_end - red_begin + Cfg::BK - 1) / Cfg::BK, ty, tx, acc, smem, ra, rb);
+  // One "image" of K channels with planes of Crs: out[(split*K + g*Kg + m)*Crs + col].
+  store_planes<Cfg>(acc, ty, tx, m0, d.Kg, n0, d.Crs, nullptr, d.K, g * d.Kg, d.Crs, p.vec_store,
+                    [&](int col, int& n, int& pos) { n = split, pos = col; }, out);
+}
+
+// ---- direct kernels for C/groups == 1: every filter reads one input channel ----
+
+constexpr int kDirectKChunk = 16;  // filters per forward block, sharing the block's input taps
+
+struct DirectParams {
+  ConvDims d;
+  FastDivmod div_q, div_w, div_pq;
+  bool has_bias;
+};
+
+// One thread per output pixel for kDirectKChunk filters of one group: the pixel's taps are read
+// once into registers, the filters sit in shared memory.
+template <int kMaxTaps>
+static __global__ void __launch_bounds__(256)
+    conv2d_forward_direct_kernel(const DirectParams p,
+                                 const float* __restrict__ x,  // (N, C, H, W)
+                                 const float* __restrict__ w,  // (K, 1, R, S)
+                                 const float* __restrict__ b,  // (K) or null
+                                 float* __restrict__ y) {      // (N, K, P, Q)
+  __shared__ float ws[kDirectKChunk * kMaxTaps];
+  __shared__ float bs[kDirectKChunk];
+  const ConvDims& d = p.d;
+  const int k_begin = blockIdx.z * kDirectKChunk, k_count = min(kDirectKChunk, d.Kg - k_begin);
+  const int pq = blockIdx.x * 256 + threadIdx.x;
+  for (int ng = blockIdx.y; ng < d.N * d.groups; ng += gridDim.y) {
+    const int n = ng / d.groups, g = ng % d.groups, k0 = g * d.Kg + k_begin;
+    __syncthreads();  // the previous image's filters are no longer read
+    for (int i = threadIdx.x; i < k_count * d.RS; i += 256) ws[(i / d.RS) * kMaxTaps + i % d.RS] = w[k0 * d.RS + i];
+    if (int(threadIdx.x) < k_count) bs[threadIdx.x] = p.has_bias ? b[k0 + threadIdx.x] : 0.0f;
+    __syncthreads();
+    if (pq >= d.PQ) continue;
+    int pp, qq;
+    p.div_q.divmod(pq, pp, qq);
+    const int h0 = pp * d.stride_h - d.pad_h, w0 = qq * d.stride_w - d.pad_w;
+    const float* xp = x + (n * d.C + g) * d.HW;
+    float xv[kMaxTaps];
+    int r = 0, s = 0;
+#pragma unroll
+    for (int t = 0; t < kMaxTaps; ++t) {
+      const int ih = h0 + r * d.dil_h, iw = w0 + s * d.dil_w;
+      xv[t] = (t < d.RS && unsigned(ih) < unsigned(d.H) && unsigned(iw) < unsigned(d.W)) ? __ldg(xp + ih * d.W + iw)
+                                                                                          : 0.0f;
+      if (++s == d.S) s = 0, ++r;
+    }
+    for (int kc = 0; kc < k_count; ++kc) {
+      float acc = bs[kc];
+#pragma unroll
+      for (int t = 0; t < kMaxTaps; ++t)
+        if (t < d.RS) acc = fmaf(ws[kc * kMaxTaps + t], xv[t], acc);
+      y[(n * d.K + k0 + kc) * d.PQ + pq] = acc;
+    }
+  }
+}
+
+// One thread per input pixel: the sum over the group's filters and the taps that reach it
+// (rows where (h + pad_h - r*dil_h) is a non-negative multiple of the stride inside P).
+static __global__ void __launch_bounds__(256)
+    conv2d_backward_data_direct_kernel(const DirectParams p,
+                                       const float* __restrict__ w,   // (K, 1, R, S)
+                                       const float* __restrict__ dy,  // (N, K, P, Q)
+                                       float* __restrict__ dx) {      // (N, C, H, W)
+  const ConvDims& d = p.d;
+  const int hw = blockIdx.x * 256 + threadIdx.x;
+  if (hw >= d.HW) return;
+  int h, ww;
+  p.div_w.divmod(hw, h, ww);
+  for (int nc = blockIdx.y; nc < d.N * d.C; nc += gridDim.y) {
+    const int n = nc / d.C, g = nc % d.C;  // C == groups
+    const float* dyn = dy + (n * d.K + g * d.Kg) * d.PQ;
+    const float* wg = w + g * d.Kg * d.RS;
+    float acc = 0.0f;
+    for (int r = 0; r < d.R; ++r) {
+      const int hp = h + d.pad_h - r * d.dil_h;
+      if (hp < 0) break;  // later taps only move further up
+      if (hp % d.stride_h != 0 || hp / d.stride_h >= d.P) continue;
+      const int pp = hp / d.stride_h;
+      for (int s = 0; s < d.S; ++s) {
+        const int wq = ww + d.pad_w - s * d.dil_w;
+        if (wq < 0) break;
+        if (wq % d.stride_w != 0 || wq / d.stride_w >= d.Q) continue;
+        const int off = pp * d.Q + wq / d.stride_w, tap = r * d.S + s;
+        for (int kc = 0; kc < d.Kg; ++kc) acc = fmaf(__ldg(wg + kc * d.RS + tap), __ldg(dyn + kc * d.PQ + off), acc);
+      }
+    }
+    dx[nc * d.HW + hw] = acc;
+  }
+}
+
+// Block (k, split): the partial dw[k, 0, r, s] over its run of N*P*Q, every tap in a register;
+// reduced in the block in a fixed order into out (splits, K, R, S).
+template <int kMaxTaps>
+static __global__ void __launch_bounds__(256)
+    conv2d_backward_filter_direct_kernel(const DirectParams p, int chunk,
+                                         const float* __restrict__ x,   // (N, C, H, W)
+                                         const float* __restrict__ dy,  // (N, K, P, Q)
+                                         float* __restrict__ out) {     // (splits, K, 1, R, S)
+  __shared__ float scratch[8 * kMaxTaps];
+  const ConvDims& d = p.d;
+  const int k = blockIdx.x, split = blockIdx.y, g = k / d.Kg;
+  const int e_begin = split * chunk, e_end = min(d.N * d.PQ, e_begin + chunk);
+  float acc[kMaxTaps];
+#pragma unroll
+  for (int t = 0; t < kMaxTaps; ++t) acc[t] = 0.0f;
+  for (int e = e_begin + threadIdx.x; e < e_end; e += 256) {
+    int n, pq, pp, qq;
+    p.div_pq.divmod(e, n, pq);
+    p.div_q.divmod(pq, pp, qq);
+    const float gv = __ldg(dy + (n * d.K + k) * d.PQ + pq);
+    const float* xp = x + (n * d.C + g) * d.HW;
+    const int h0 = pp * d.stride_h - d.pad_h, w0 = qq * d.stride_w - d.pad_w;
+    int r = 0, s = 0;
+#pragma unroll
+    for (int t = 0; t < kMaxTaps; ++t) {
+      const int ih = h0 + r * d.dil_h, iw = w0 + s * d.dil_w;
+      if (t < d.RS && unsigned(ih) < unsigned(d.H) && unsigned(iw) < unsigned(d.W))
+        acc[t] = fmaf(gv, __ldg(xp + ih * d.W + iw), acc[t]);
+      if (++s == d.S) s = 0, ++r;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxTaps; ++t) {
+    if (t >= d.RS) break;
+    float v = acc[t];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (threadIdx.x % 32 == 0) scratch[(threadIdx.x / 32) * kMaxTaps + t] = v;
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < d.RS) {
+    float total = 0.0f;
+    for (int wv = 0; wv < 8; ++wv) total += scratch[wv * kMaxTaps + threadIdx.x];
+    out[(split * d.K + k) * d.RS + threadIdx.x] = total;
+  }
+}
+
+// ---- shared by both strategies ----
+
+// db[k] = sum over n, p, q of dy, one block per filter, in a fixed order.
+static __global__ void __launch_bounds__(256)
+    conv2d_backward_bias_reduce_kernel(int count, int K, FastDivmod div_pq,
+                                       const float* __restrict__ dy,  // (N, K, P, Q)
+                                       float* __restrict__ db) {      // (K)
+  __shared__ float scratch[8];
+  const int k = blockIdx.x;
+  float acc = 0.0f;
+  for (int e = threadIdx.x; e < count; e += 256) {
+    int n, pq;
+    div_pq.divmod(e, n, pq);
+    acc += __ldg(dy + (n * K + k) * div_pq.d + pq);
+  }
+  const float total = block_sum_256(acc, scratch);
+  if (threadIdx.x == 0) db[k] = total;
+}
+
+// out[i] = sum over splits of parts[split][i], splits in order.
+static __global__ void __launch_bounds__(256)
+    conv2d_backward_split_sum_kernel(const float* __restrict__ parts,  // (splits, count)
+                                     int splits, int count,
+                                     float* __restrict__ out) {  // (count)
+  for (int i = blockIdx.x * 256 + threadIdx.x; i < count; i += gridDim.x * 256) {
+    float s = 0.0f;
+    for (int j = 0; j < splits; ++j) s += parts[j * count + i];
+    out[i] = s;
+  }
+}
+
+// ---- launch helpers ----
+
+// Two 256-thread blocks on each of an H200's 132 SMs. A constant, not the device's count, so tile
+// and split choices (and so summation orders) depend on the shape alone.
+constexpr int64_t kTargetBlocks = 264;
+// Tensors stay below 2^30 elements so that int32 index sums with padding offsets cannot overflow.
+constexpr int64_t kMaxElements = int64_t(1) << 30;
+constexpr int kDirectMaxTaps = 25;
+constexpr int64_t kMinSplitReduction = 512;  // reduction elements per split of a filter gradient
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+static int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
+
+static bool fits_int32(const Conv2dShape& sh) {
+  return sh.N * sh.C * sh.H * sh.W < kMaxElements && sh.N * sh.K * sh.P * sh.Q < kMaxElements &&
+         sh.weight_numel() < kMaxElements && sh.H + 2 * sh.pad_h < kMaxElements / 4 && sh.W + 2 * sh.pad_w < kMaxElements / 4;
+}
+
+// Ops take shapes that may have been filled by hand: recompute P, Q through make().
+static void check_shape(const Conv2dShape& sh, const char* strategy) {
+  Conv2dShape ok = Conv2dShape::make(sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h,
+                                     sh.pad_w, sh.dilation_h, sh.dilation_w, sh.groups, sh.has_bias);
+  CNN_CHECK(ok.P == sh.P && ok.Q == sh.Q, "conv2d: shape says output {}x{}, but {} gives {}x{}", sh.P, sh.Q,
+            sh.to_string(), ok.P, ok.Q);
+  CNN_CHECK(fits_int32(sh), "conv2d cuda ({}): {} has a tensor of 2^30 or more elements", strategy, sh.to_string());
+}
+
+static ConvDims dims_of(const Conv2dShape& sh) {
+  ConvDims d;
+  d.N = int(sh.N), d.C = int(sh.C), d.H = int(sh.H), d.W = int(sh.W), d.K = int(sh.K), d.R = int(sh.R);
+  d.S = int(sh.S), d.P = int(sh.P), d.Q = int(sh.Q);
+  d.stride_h = sh.stride_h, d.stride_w = sh.stride_w, d.pad_h = sh.pad_h, d.pad_w = sh.pad_w;
+  d.dil_h = sh.dilation_h, d.dil_w = sh.dilation_w, d.groups = sh.groups;
+  d.Cg = d.C / d.groups, d.Kg = d.K / d.groups, d.HW = d.H * d.W, d.PQ = d.P * d.Q, d.RS = d.R * d.S;
+  d.Crs = d.Cg * d.RS;
+  return d;
+}
+
+static WindowDecode window_decode(const ConvDims& d) {
+  return WindowDecode{FastDivmod(d.RS), FastDivmod(d.S), d.HW, d.W, d.dil_h, d.dil_w};
+}
+static PixelDecode pixel_decode(const ConvDims& d) {
+  return PixelDecode{FastDivmod(d.PQ), FastDivmod(d.Q), d.C * d.HW, d.W, d.stride_h, d.stride_w, d.pad_h, d.pad_w};
+}
+
+// 128x128 tiles pay only when M fills them and they still give every SM blocks; else 64x64.
+static bool use_big_tile(int64_t M, int64_t ncols, int64_t batches) {
+  return M > 64 && ceil_div(M, 128) * ceil_div(ncols, 128) * batches >= kTargetBlocks;
+}
+
+static float* device_scratch(const ExecContext& ctx, size_t count) {
+  CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda,
+            "conv2d cuda: the context needs a device workspace ({} floats)", count);
+  return ctx.workspace->get(count);
+}
+
+static void check_operands(const Conv2dShape& sh, const char* strategy, const void* b) {
+  CNN_CHECK(!sh.has_bias || b, "conv2d cuda ({}): the shape has a bias but b is null", strategy);
+}
+
+template <class Cfg>
+static void launch_forward_gemm(const ForwardParams& p, bool vec_a, const float* x, const float* w, const float* b,
+                                float* y, cudaStream_t stream) {
+  const dim3 grid(unsigned(ceil_div(p.ncols, Cfg::BN)), unsigned(ceil_div(p.d.Kg, Cfg::BM)), unsigned(p.d.groups));
+  if (vec_a)
+    conv2d_forward_implicit_gemm_kernel<Cfg, true><<<grid, Cfg::kThreads, 0, stream>>>(p, x, w, b, y);
+  else
+    conv2d_forward_implicit_gemm_kernel<Cfg, false><<<grid, Cfg::kThreads, 0, stream>>>(p, x, w, b, y);
+  CUDA_CHECK_LAUNCH("conv2d_forward_implicit_gemm_kernel");
+}
+
+// Taps of one dimension that reach input positions a, a + stride, ...: the first r0, their count
+// n (spaced stride/gcd(stride, dil) apart) and the output index `base` the first of them reads
+// for position a.
+static void class_taps(int a, int pad, int stride, int dil, int R, int& r0, int& n, int& base) {
+  const int period = stride / gcd_int(stride, dil);
+  r0 = 0, n = 0, base = 0;
+  for (int r = 0; r < period && r < R; ++r)
+    if ((a + pad - r * dil) % stride == 0) {
+      r0 = r;
+      n = (R - 1 - r) / period + 1;
+      base = (a + pad - r * dil) / stride;
+      return;
+    }
+}
+
+template <class Cfg>
+static void launch_data_gemm(const DataParams& p, const float* w, const float* dy, float* dx, cudaStream_t stream) {
+  const dim3 grid(unsigned(ceil_div(p.ncols, Cfg::BN)), unsigned(ceil_div(p.d.Cg, Cfg::BM)), unsigned(p.d.groups));
+  conv2d_backward_data_implicit_gemm_kernel<Cfg><<<grid, Cfg::kThreads, 0, stream>>>(p, w, dy, dx);
+  CUDA_CHECK_LAUNCH("conv2d_backward_data_implicit_gemm_kernel");
+}
+
+// One launch per residue class of (h mod stride_h, w mod stride_w): stride 1 is a single class.
+static void data_gemm(const Conv2dShape& sh, const float* w, const float* dy, float* dx, cudaStream_t stream) {
+  const ConvDims d = dims_of(sh);
+  const int gh = gcd_int(d.stride_h, d.dil_h), gw = gcd_int(d.stride_w, d.dil_w);
+  for (int ah = 0; ah < std::min(d.stride_h, d.H); ++ah)
+    for (int aw = 0; aw < std::min(d.stride_w, d.W); ++aw) {
+      DataParams p{};
+      p.d = d, p.ah = ah, p.aw = aw;
+      p.Hc = (d.H - ah + d.stride_h - 1) / d.stride_h, p.Wc = (d.W - aw + d.stride_w - 1) / d.stride_w;
+      int nR, nS;
+      class_taps(ah, d.pad_h, d.stride_h, d.dil_h, d.R, p.r0, nR, p.base_p);
+      class_taps(aw, d.pad_w, d.stride_w, d.dil_w, d.S, p.s0, nS, p.base_q);
+      p.Tr = d.stride_h / gh, p.Ts = d.stride_w / gw, p.step_p = d.dil_h / gh, p.step_q = d.dil_w / gw;
+      p.kred = d.Kg * nR * nS, p.ncols = d.N * p.Hc * p.Wc;
+      p.vec_store = d.stride_h == 1 && d.stride_w == 1 && d.HW % 4 == 0 && aligned16(dx);
+      p.div_taps = FastDivmod(std::max(1, nR * nS)), p.div_ns = FastDivmod(std::max(1, nS));
+      p.div_hcwc = FastDivmod(p.Hc * p.Wc), p.div_wc = FastDivmod(p.Wc);
+      if (use_big_tile(d.Cg, p.ncols, d.groups))
+        launch_data_gemm<BigTile>(p, w, dy, dx, stream);
+      else
+        launch_data_gemm<SmallTile>(p, w, dy, dx, stream);
+    }
+}
+
+template <class Cfg>
+static void launch_filter_gemm(const FilterParams& p, const float* x, const float* dy, float* out,
+                               cudaStream_t stream) {
+  const dim3 grid(unsigned(ceil_div(p.d.Crs, Cfg::BN)), unsigned(ceil_div(p.d.Kg, Cfg::BM)),
+                  unsigned(p.d.groups * p.splits));
+  conv2d_backward_filter_implicit_gemm_kernel<Cfg><<<grid, Cfg::kThreads, 0, stream>>>(p, x, dy, out);
+  CUDA_CHECK_LAUNCH("conv2d_backward_filter_implicit_gemm_kernel");
+}
+
+// Splits of a reduction of length `len` over `blocks` blocks: enough to reach kTargetBlocks, each
+// at least min_len long, within grid and index limits; chunk is a multiple of `align`.
+static void plan_splits(int64_t len, int64_t blocks, int64_t min_len, int64_t max_splits, int64_t align, int& splits,
+                        int& chunk) {
+  int64_t s = blocks < kTargetBlocks ? ceil_div(kTargetBlocks, blocks) : 1;
+  s = std::max<int64_t>(1, std::min({s, len / min_len, max_splits}));
+  const int64_t c = ceil_div(ceil_div(len, s), align) * align;
+  chunk = int(c);
+  splits = int(ceil_div(len, c));
+}
+
+static void sum_splits(const float* parts, int splits, int64_t count, float* out, cudaStream_t stream) {
+  const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(count, 256), 4096));
+  conv2d_backward_split_sum_kernel<<<blocks, 256, 0, stream>>>(parts, splits, int(count), out);
+  CUDA_CHECK_LAUNCH("conv2d_backward_split_sum_kernel");
+}
+
+static void filter_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
+                        cudaStream_t stream) {
+  const ConvDims d = dims_of(sh);
+  FilterParams p{};
+  p.d = d, p.window = window_decode(d), p.pixel = pixel_decode(d), p.div_pq = FastDivmod(d.PQ);
+  p.kred = d.N * d.PQ;
+  // The split reduction restores the block count, so big tiles need only full-ish dimensions.
+  const bool big = d.Kg >= 128 && d.Crs >= 128;
+  const int64_t tile = big ? BigTile::BM : SmallTile::BM, numel = sh.weight_numel();
+  const int64_t blocks = ceil_div(d.Kg, tile) * ceil_div(d.Crs, tile) * d.groups;
+  plan_splits(p.kred, blocks, kMinSplitReduction, std::min<int64_t>(65535 / d.groups, kMaxElements / numel),
+              big ? BigTile::BK : SmallTile::BK, p.splits, p.chunk);
+  float* out = p.splits > 1 ? device_scratch(ctx, size_t(p.splits) * size_t(numel)) : dw;
+  p.vec_store = d.Crs % 4 == 0 && aligned16(out);
+  if (big)
+    launch_filter_gemm<BigTile>(p, x, dy, out, stream);
+  else
+    launch_filter_gemm<SmallTile>(p, x, dy, out, stream);
+  if (p.splits > 1) sum_splits(out, p.splits, numel, dw, stream);
+}
+
+static void bias_reduce(const Conv2dShape& sh, const float* dy, float* db, cudaStream_t stream) {
+  conv2d_backward_bias_reduce_kernel<<<unsigned(sh.K), 256, 0, stream>>>(int(sh.N * sh.P * sh.Q), int(sh.K),
+                                                                         FastDivmod(int(sh.P * sh.Q)), dy, db);
+  CUDA_CHECK_LAUNCH("conv2d_backward_bias_reduce_kernel");
+}
+
+static DirectParams direct_params(const Conv2dShape& sh) {
+  DirectParams p{};
+  p.d = dims_of(sh);
+  p.div_q = FastDivmod(p.d.Q), p.div_w = FastDivmod(p.d.W), p.div_pq = FastDivmod(p.d.PQ);
+  p.has_bias = sh.has_bias;
+  return p;
+}
+
+static void forward_direct(const Conv2dShape& sh, const float* x, const float* w, const float* b, float* y,
+                           cudaStream_t stream) {
+  const DirectParams p = direct_params(sh);
+  const dim3 grid(unsigned(ceil_div(p.d.PQ, 256)), unsigned(std::min<int64_t>(sh.N * sh.groups, 65535)),
+                  unsigned(ceil_div(p.d.Kg, kDirectKChunk)));
+  if (p.d.RS <= 9)
+    conv2d_forward_direct_kernel<9><<<grid, 256, 0, stream>>>(p, x, w, b, y);
+  else
+    conv2d_forward_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, x, w, b, y);
+  CUDA_CHECK_LAUNCH("conv2d_forward_direct_kernel");
+}
+
+static void data_direct(const Conv2dShape& sh, const float* w, const float* dy, float* dx, cudaStream_t stream) {
+  const DirectParams p = direct_params(sh);
+  const dim3 grid(unsigned(ceil_div(p.d.HW, 256)), unsigned(std::min<int64_t>(sh.N * sh.C, 65535)));
+  conv2d_backward_data_direct_kernel<<<grid, 256, 0, stream>>>(p, w, dy, dx);
+  CUDA_CHECK_LAUNCH("conv2d_backward_data_direct_kernel");
+}
+
+static void filter_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
+                          cudaStream_t stream) {
+  const DirectParams p = direct_params(sh);
+  int splits, chunk;
+  plan_splits(sh.N * sh.P * sh.Q, sh.K, 2048, 65535, 256, splits, chunk);
+  const int64_t numel = sh.weight_numel();
+  float* out = splits > 1 ? device_scratch(ctx, size_t(splits) * size_t(numel)) : dw;
+  const dim3 grid(unsigned(sh.K), unsigned(splits));
+  if (p.d.RS <= 9)
+    conv2d_backward_filter_direct_kernel<9><<<grid, 256, 0, stream>>>(p, chunk, x, dy, out);
+  else
+    conv2d_backward_filter_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, chunk, x, dy, out);
+  CUDA_CHECK_LAUNCH("conv2d_backward_filter_direct_kernel");
+  if (splits > 1) sum_splits(out, splits, numel, dw, stream);
+}
+
+// ---- exported: the strategies, then the per-shape choice ----
+
+bool conv2d_cuda_implicit_gemm_can_implement(const Conv2dShape& sh) {
+  if (sh.groups < 1 || sh.C % sh.groups != 0 || sh.K % sh.groups != 0) return false;
+  return fits_int32(sh) && sh.groups <= 65535 && sh.K / sh.groups <= 65535 * 64 && sh.C / sh.groups <= 65535 * 64;
+}
+
+bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh) {
+  if (sh.groups < 1 || sh.C % sh.groups != 0 || sh.K % sh.groups != 0) return false;
+  return sh.C / sh.groups == 1 && sh.R * sh.S <= kDirectMaxTaps && fits_int32(sh) &&
+         ceil_div(sh.K / sh.groups, kDirectKChunk) <= 65535;
+}
+
+void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                       const float* b, float* y) {
+  check_shape(sh, "implicit gemm");
+  CNN_CHECK(conv2d_cuda_implicit_gemm_can_implement(sh), "conv2d cuda implicit gemm cannot run {}", sh.to_string());
+  check_operands(sh, "implicit gemm", b);
+  const ConvDims d = dims_of(sh);
+  ForwardParams p{};
+  p.d = d, p.window = window_decode(d), p.pixel = pixel_decode(d), p.div_pq = FastDivmod(d.PQ);
+  p.ncols = d.N * d.PQ, p.has_bias = sh.has_bias, p.vec_store = d.PQ % 4 == 0 && aligned16(y);
+  const bool vec_a = d.Crs % 4 == 0 && aligned16(w);
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  if (use_big_tile(d.Kg, p.ncols, d.groups))
+    launch_forward_gemm<BigTile>(p, vec_a, x, w, b, y, stream);
+  else
+    launch_forward_gemm<SmallTile>(p, vec_a, x, w, b, y, stream);
+}
+
+void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                        const float* dy, float* dx, float* dw, float* db) {
+  check_shape(sh, "implicit gemm");
+  CNN_CHECK(conv2d_cuda_implicit_gemm_can_implement(sh), "conv2d cuda implicit gemm cannot run {}", sh.to_string());
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  if (dx) data_gemm(sh, w, dy, dx, stream);
+  if (dw) filter_gemm(ctx, sh, x, dy, dw, stream);
+  if (db) bias_reduce(sh, dy, db, stream);
+}
+
+void conv2d_forward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                const float* b, float* y) {
+  check_shape(sh, "direct");
+  CNN_CHECK(conv2d_cuda_direct_can_implement(sh),
+            "conv2d cuda direct needs one input channel per filter and at most {} taps, got {}", kDirectMaxTaps,
+            sh.to_string());
+  check_operands(sh, "direct", b);
+  forward_direct(sh, x, w, b, y, static_cast<cudaStream_t>(ctx.cuda_stream));
+}
+
+void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                 const float* dy, float* dx, float* dw, float* db) {
+  check_shape(sh, "direct");
+  CNN_CHECK(conv2d_cuda_direct_can_implement(sh),
+            "conv2d cuda direct needs one input channel per filter and at most {} taps, got {}", kDirectMaxTaps,
+            sh.to_string());
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  if (dx) data_direct(sh, w, dy, dx, stream);
+  if (dw) filter_direct(ctx, sh, x, dy, dw, stream);
+  if (db) bias_reduce(sh, dy, db, stream);
+}
+
+// Direct kernels where every filter reads one input channel (depthwise, C == 1 first layers: the
+// GEMM would have a reduction of only R*S there), implicit GEMM everywhere else.
+void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
+                         float* y) {
+  if (conv2d_cuda_direct_can_implement(sh))
+    conv2d_forward_cuda_direct(ctx, sh, x, w, b, y);
+  else
+    conv2d_forward_cuda_implicit_gemm(ctx, sh, x, w, b, y);
+}
+
+void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                          const float* dy, float* dx, float* dw, float* db) {
+  if (conv2d_cuda_direct_can_implement(sh))
+    conv2d_backward_cuda_direct(ctx, sh, x, w, dy, dx, dw, db);
+  else
+    conv2d_backward_cuda_implicit_gemm(ctx, sh, x, w, dy, dx, dw, db);
+}
+
+}  // namespace cnn

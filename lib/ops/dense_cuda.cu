@@ -1,0 +1,112 @@
+// Dense on CUDA: cuBLAS SGEMM (FP32, the handle's pedantic math: no TF32) on the context's handle
+// and stream, a bias broadcast the GEMM accumulates onto, and a deterministic column sum for db.
+// Trap: cuBLAS is column-major; a row-major (R, C) matrix is the column-major (C, R) matrix, its
+// transpose. So y (N, K) = x w^T is computed as y^T (K, N) = w (K, C) x^T (C, N), i.e.
+// gemm(T, N) on w (col-major C x K, ld C) and x (col-major C x N, ld C) into y (col-major K x N, ld K).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/dense.h"
+
+namespace cnn {
+
+// y[n, k] = b[k]: the GEMM then adds x w^T with beta = 1.
+static __global__ void __launch_bounds__(256)
+    dense_forward_bias_fill_kernel(int64_t count, int K,
+                                   const float* __restrict__ b,  // (K)
+                                   float* __restrict__ y) {      // (N, K)
+  for (int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x; i < count; i += int64_t(gridDim.x) * 256)
+    y[i] = __ldg(b + i % K);
+}
+
+// db[k] = sum over n of dy[n, k]: 32 columns a block, 8 row slices each summed in row order, the
+// slices then added in slice order (deterministic, coalesced across k).
+static __global__ void __launch_bounds__(256)
+    dense_backward_bias_colsum_kernel(int N, int K,
+                                      const float* __restrict__ dy,  // (N, K)
+                                      float* __restrict__ db) {      // (K)
+  __shared__ float part[8][33];
+  const int col = int(threadIdx.x) % 32, slice = int(threadIdx.x) / 32;
+  const int k = blockIdx.x * 32 + col;
+  float acc = 0.0f;
+  if (k < K)
+    for (int n = slice; n < N; n += 8) acc += __ldg(dy + int64_t(n) * K + k);
+  part[slice][col] = acc;
+  __syncthreads();
+  if (slice == 0 && k < K) {
+    float total = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) total += part[s][col];
+    db[k] = total;
+  }
+}
+
+static void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    CNN_THROW("dense cuda: {} failed: {} ({})", what, cublasGetStatusName(status), cublasGetStatusString(status));
+}
+
+static void check_shape(const DenseShape& sh) {
+  CNN_CHECK(sh.N >= 1 && sh.C >= 1 && sh.K >= 1, "dense: sizes must be positive, got N={}, C={}, K={}", sh.N, sh.C,
+            sh.K);
+  CNN_CHECK(sh.N <= INT_MAX && sh.C <= INT_MAX && sh.K <= INT_MAX, "dense cuda: N={}, C={}, K={} exceed cuBLAS int sizes",
+            sh.N, sh.C, sh.K);
+}
+
+static cublasHandle_t blas_handle(const ExecContext& ctx) {
+  CNN_CHECK(ctx.cublas_handle, "dense cuda: the context has no cuBLAS handle");
+  return static_cast<cublasHandle_t>(ctx.cublas_handle);
+}
+
+void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
+                        float* y) {
+  check_shape(sh);
+  CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const cublasHandle_t h = blas_handle(ctx);
+  check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+  const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
+  float beta = 0.0f;
+  if (sh.has_bias) {
+    const int64_t count = sh.N * sh.K;
+    const unsigned blocks = unsigned(std::min<int64_t>((count + 255) / 256, 4096));
+    dense_forward_bias_fill_kernel<<<blocks, 256, 0, stream>>>(count, K, b, y);
+    CUDA_CHECK_LAUNCH("dense_forward_bias_fill_kernel");
+    beta = 1.0f;
+  }
+  const float alpha = 1.0f;
+  // y^T (K, N) = w (K, C) * x^T (C, N)
+  check_cublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, w, C, x, C, &beta, y, K),
+               "cublasSgemm (dense forward)");
+}
+
+void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
+                         const float* dy, float* dx, float* dw, float* db) {
+  check_shape(sh);
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
+  const float alpha = 1.0f, beta = 0.0f;
+  if (dx || dw) {
+    const cublasHandle_t h = blas_handle(ctx);
+    check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+    // dx (N, C) = dy (N, K) w (K, C):  dx^T (C, N) = w^T (C, K) * dy^T (K, N)
+    if (dx)
+      check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, w, C, dy, K, &beta, dx, C),
+                   "cublasSgemm (dense dx)");
+    // dw (K, C) = dy^T (K, N) x (N, C):  dw^T (C, K) = x^T (C, N) * dy (N, K)
+    if (dw)
+      check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, K, N, &alpha, x, C, dy, K, &beta, dw, C),
+                   "cublasSgemm (dense dw)");
+  }
+  if (db) {
+    dense_backward_bias_colsum_kernel<<<unsigned((K + 31) / 32), 256, 0, stream>>>(N, K, dy, db);
+    CUDA_CHECK_LAUNCH("dense_backward_bias_colsum_kernel");
+  }
+}
+
+}  // namespace cnn

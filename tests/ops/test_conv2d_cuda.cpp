@@ -1,0 +1,334 @@
+// Conv2d CUDA strategies (implicit GEMM, direct, and the per-shape choice) against the float CPU
+// reference: generated shapes covering every stride, padding, dilation, groups and bias choice,
+// each gradient alone, shapes large enough for full tiles and split reductions, misaligned
+// pointers, bitwise repeats; plus a hidden benchmark on the vgg_fer layers.
+// Trap: outputs are poisoned with NaN before every run, so an unwritten element fails.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/cuda_check.h"
+#include "core/cuda_context.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/conv2d.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+using namespace cnn;
+using cnn::test::compare;
+using cnn::test::kGpuVsCpu;
+
+namespace {
+
+// n floats on the GPU, `offset` floats into their allocation (offset 1 breaks 16-byte alignment).
+// Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
+// which the context's non-blocking stream does not wait for.
+class DeviceFloats {
+public:
+  explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
+      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+        m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
+    set(v);
+  }
+  void set(const std::vector<float>& v) {
+    device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  void poison() { set(std::vector<float>(static_cast<size_t>(m_n), std::nanf(""))); }
+  float* data() { return m_storage.data() + m_offset; }
+  // Call after synchronising the stream that wrote it.
+  std::vector<float> get() const {
+    std::vector<float> v(static_cast<size_t>(m_n));
+    device_memcpy(v.data(), Device::cpu, m_storage.data() + m_offset, Device::cuda, v.size() * sizeof(float));
+    return v;
+  }
+
+private:
+  int64_t m_n, m_offset;
+  Tensor m_storage;
+};
+
+using ForwardFn = std::function<void(const ExecContext&, const Conv2dShape&, const float*, const float*,
+                                     const float*, float*)>;
+using BackwardFn = std::function<void(const ExecContext&, const Conv2dShape&, const float*, const float*,
+                                      const float*, float*, float*, float*)>;
+
+struct Strategy {
+  const char* name;
+  ForwardFn forward;
+  BackwardFn backward;
+  std::function<bool(const Conv2dShape&)> can_implement;
+};
+
+const std::vector<Strategy>& strategies() {
+  static const std::vector<Strategy> all{
+      {"auto", conv2d_forward_cuda, conv2d_backward_cuda, [](const Conv2dShape&) { return true; }},
+      {"implicit gemm", conv2d_forward_cuda_implicit_gemm, conv2d_backward_cuda_implicit_gemm,
+       conv2d_cuda_implicit_gemm_can_implement},
+      {"direct", conv2d_forward_cuda_direct, conv2d_backward_cuda_direct, conv2d_cuda_direct_can_implement},
+  };
+  return all;
+}
+
+// Host operands of one conv and the reference results.
+struct Reference {
+  Conv2dShape sh;
+  std::vector<float> x, w, b, dy, y, dx, dw, db;
+  Reference(const Conv2dShape& shape, uint64_t seed)
+      : sh(shape),
+        x(test::random_floats(sh.N * sh.C * sh.H * sh.W, seed)),
+        w(test::random_floats(sh.weight_numel(), seed + 1)),
+        b(test::random_floats(sh.K, seed + 2)),
+        dy(test::random_floats(sh.N * sh.K * sh.P * sh.Q, seed + 3)),
+        y(dy.size()),
+        dx(x.size()),
+        dw(w.size()),
+        db(b.size()) {
+    const ExecContext cpu = ExecContext::cpu(1);
+    conv2d_forward_reference<float>(cpu, sh, x.data(), w.data(), b.data(), y.data());
+    conv2d_backward_reference<float>(cpu, sh, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+  }
+};
+
+// The same operands and poisoned outputs on the GPU.
+struct DeviceConv {
+  DeviceFloats x, w, b, dy, y, dx, dw, db;
+  DeviceConv(const Reference& r, int64_t offset = 0)
+      : x(r.x, offset), w(r.w, offset), b(r.b, offset), dy(r.dy, offset), y(r.y, offset), dx(r.dx, offset),
+        dw(r.dw, offset), db(r.db, offset) {
+    poison();
+  }
+  void poison() {
+    for (DeviceFloats* d : {&y, &dx, &dw, &db}) d->poison();
+  }
+};
+
+// Runs forward and the backward selected by the flags, checks what was asked against the
+// reference, and checks that what was not asked stayed untouched (still NaN).
+void run_and_check(CudaContext& cuda, const Strategy& s, const Reference& r, DeviceConv& d, bool want_dx,
+                   bool want_dw, bool want_db) {
+  d.poison();
+  s.forward(cuda.ctx(), r.sh, d.x.data(), d.w.data(), r.sh.has_bias ? d.b.data() : nullptr, d.y.data());
+  s.backward(cuda.ctx(), r.sh, d.x.data(), d.w.data(), d.dy.data(), want_dx ? d.dx.data() : nullptr,
+             want_dw ? d.dw.data() : nullptr, want_db ? d.db.data() : nullptr);
+  cuda.synchronize();
+  CHECK(compare(d.y.get(), r.y, kGpuVsCpu) == "");
+  auto untouched = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
+  };
+  if (want_dx) CHECK(compare(d.dx.get(), r.dx, kGpuVsCpu) == "");
+  else CHECK(untouched(d.dx.get()));
+  if (want_dw) CHECK(compare(d.dw.get(), r.dw, kGpuVsCpu) == "");
+  else CHECK(untouched(d.dw.get()));
+  if (want_db) CHECK(compare(d.db.get(), r.db, kGpuVsCpu) == "");
+  else CHECK(untouched(d.db.get()));
+}
+
+// Every stride, padding, dilation, groups and bias choice for 1x1, 3x3 and 2x3 kernels on odd
+// non-square inputs, N alternating 1 and 3 (as the CPU sweep); then shapes for the direct kernels:
+// C == 1 first layers, depthwise with a channel multiplier, 5x5 windows.
+std::vector<Conv2dShape> sweep_shapes() {
+  std::vector<Conv2dShape> shapes;
+  const int kernels[][2] = {{1, 1}, {3, 3}, {2, 3}};
+  int i = 0;
+  for (auto& rs : kernels)
+    for (int stride : {1, 2, 3})
+      for (int pad : {0, 1, 2})
+        for (int dil : {1, 2})
+          for (int groups : {1, 2, 4})  // 4 == C == K: depthwise
+            for (bool bias : {true, false}) {
+              const int64_t N = (i++ % 2) ? 1 : 3, C = 4, K = groups == 4 ? 4 : 6;
+              const int64_t H = 7 + i % 3, W = 9 - i % 2;
+              shapes.push_back(Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], stride, stride == 3 ? 2 : stride, pad,
+                                                 pad == 2 ? 1 : pad, dil, dil, groups, bias));
+            }
+  for (int stride : {1, 2})
+    for (int pad : {0, 1}) {
+      shapes.push_back(Conv2dShape::make(3, 1, 11, 13, 5, 3, 3, stride, stride, pad, pad));          // C == 1
+      shapes.push_back(Conv2dShape::make(1, 1, 9, 7, 20, 2, 3, stride, 1, pad, 0, 1, 2, 1, false));  // K > chunk
+      shapes.push_back(Conv2dShape::make(2, 3, 10, 9, 6, 3, 3, stride, stride, pad, pad, 1, 1, 3));  // multiplier 2
+      shapes.push_back(Conv2dShape::make(2, 5, 12, 11, 5, 5, 5, stride, stride, pad + 1, pad, 1, 1, 5));  // 5x5
+      shapes.push_back(Conv2dShape::make(1, 2, 9, 9, 2, 5, 3, stride, 1, pad, pad, 2, 1, 2));        // 15 taps
+    }
+  return shapes;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d cuda strategies match the cpu reference over generated shapes", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const std::vector<Conv2dShape> shapes = sweep_shapes();
+  size_t checked = 0;
+  for (const Conv2dShape& sh : shapes) {
+    const Reference r(sh, 17);
+    DeviceConv d(r);
+    for (const Strategy& s : strategies()) {
+      if (!s.can_implement(sh)) continue;
+      INFO(fmt::format("{}: {}", s.name, sh.to_string()));
+      run_and_check(cuda, s, r, d, true, true, true);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 2 * shapes.size());  // every shape by the choice and at least one strategy
+}
+
+TEST_CASE("conv2d cuda backward computes any single gradient alone", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const std::vector<Conv2dShape> all = sweep_shapes();
+  for (size_t i = 0; i < all.size(); i += 5) {
+    const Reference r(all[i], 23);
+    DeviceConv d(r);
+    for (const Strategy& s : strategies()) {
+      if (!s.can_implement(all[i])) continue;
+      INFO(fmt::format("{}: {}", s.name, all[i].to_string()));
+      run_and_check(cuda, s, r, d, true, false, false);
+      run_and_check(cuda, s, r, d, false, true, false);
+      run_and_check(cuda, s, r, d, false, false, true);
+      run_and_check(cuda, s, r, d, false, false, false);
+    }
+  }
+}
+
+// Large enough for 128x128 tiles (with ragged edges), split filter-gradient reductions, the
+// vector and scalar load/store paths, and the direct kernels' split sums.
+TEST_CASE("conv2d cuda strategies match the cpu reference on larger shapes", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const std::vector<Conv2dShape> shapes{
+      Conv2dShape::make(8, 64, 24, 24, 128, 3, 3, 1, 1, 1, 1),        // the usual layer; dw in big tiles
+      Conv2dShape::make(8, 15, 47, 49, 160, 3, 3, 1, 1, 1, 1),        // forward in big tiles, scalar weights
+      Conv2dShape::make(8, 144, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false),  // dx in big tiles
+      Conv2dShape::make(8, 64, 24, 24, 128, 3, 3, 2, 2, 1, 1),        // strided dx classes
+      Conv2dShape::make(4, 32, 21, 19, 96, 3, 2, 2, 3, 2, 1, 2, 3, 2),  // groups, dilation, odd strides
+      Conv2dShape::make(8, 64, 24, 24, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64),  // depthwise
+      Conv2dShape::make(8, 64, 24, 24, 64, 5, 5, 2, 2, 2, 2, 1, 1, 64),  // depthwise 5x5 stride 2
+      Conv2dShape::make(8, 1, 48, 48, 64, 3, 3, 1, 1, 1, 1),          // first layer
+  };
+  for (const Conv2dShape& sh : shapes) {
+    const Reference r(sh, 5);
+    DeviceConv d(r);
+    for (const Strategy& s : strategies()) {
+      if (!s.can_implement(sh)) continue;
+      INFO(fmt::format("{}: {}", s.name, sh.to_string()));
+      run_and_check(cuda, s, r, d, true, true, true);
+    }
+  }
+}
+
+TEST_CASE("conv2d cuda strategies work on pointers that are not 16-byte aligned", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  for (const Conv2dShape& sh : {Conv2dShape::make(3, 8, 12, 12, 20, 3, 3, 1, 1, 1, 1),
+                                Conv2dShape::make(2, 1, 16, 16, 8, 3, 3, 1, 1, 1, 1)}) {
+    const Reference r(sh, 9);
+    DeviceConv d(r, 1);
+    for (const Strategy& s : strategies()) {
+      if (!s.can_implement(sh)) continue;
+      INFO(fmt::format("{}: {}", s.name, sh.to_string()));
+      run_and_check(cuda, s, r, d, true, true, true);
+    }
+  }
+}
+
+TEST_CASE("conv2d cuda strategies repeat bit for bit", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  for (const Conv2dShape& sh : {Conv2dShape::make(8, 64, 24, 24, 128, 3, 3, 1, 1, 1, 1),
+                                Conv2dShape::make(8, 32, 24, 24, 32, 3, 3, 2, 2, 1, 1, 1, 1, 32)}) {
+    const Reference r(sh, 3);
+    for (const Strategy& s : strategies()) {
+      if (!s.can_implement(sh)) continue;
+      INFO(fmt::format("{}: {}", s.name, sh.to_string()));
+      std::vector<float> first[4];
+      for (int run = 0; run < 2; ++run) {
+        DeviceConv d(r);
+        s.forward(cuda.ctx(), sh, d.x.data(), d.w.data(), d.b.data(), d.y.data());
+        s.backward(cuda.ctx(), sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data());
+        cuda.synchronize();
+        const std::vector<float> got[4] = {d.y.get(), d.dx.get(), d.dw.get(), d.db.get()};
+        for (int i = 0; i < 4; ++i) {
+          if (run == 0) first[i] = got[i];
+          else CHECK(compare(got[i], first[i], test::kExact) == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("conv2d cuda strategies reject what they cannot run", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Conv2dShape dense = Conv2dShape::make(1, 4, 8, 8, 4, 3, 3);
+  CHECK_FALSE(conv2d_cuda_direct_can_implement(dense));
+  CHECK(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 4, 8, 8, 8, 3, 3, 1, 1, 0, 0, 1, 1, 4)));
+  CHECK_FALSE(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 1, 16, 16, 4, 7, 7)));  // 49 taps
+  CHECK(conv2d_cuda_implicit_gemm_can_implement(dense));
+  DeviceFloats x(std::vector<float>(256, 1.0f)), w(std::vector<float>(144, 1.0f)), y(std::vector<float>(256));
+  CHECK_THROWS_AS(conv2d_forward_cuda_direct(cuda.ctx(), dense, x.data(), w.data(), nullptr, y.data()), Error);
+  Conv2dShape wrong = dense;
+  wrong.P = 8;
+  CHECK_THROWS_AS(conv2d_forward_cuda(cuda.ctx(), wrong, x.data(), w.data(), nullptr, y.data()), Error);
+  CHECK_THROWS_AS(conv2d_forward_cuda_implicit_gemm(cuda.ctx(), dense, x.data(), w.data(), nullptr, y.data()), Error);
+}
+
+// The vgg_fer conv layers at batch 64; run with: test_ops "[bench]"
+TEST_CASE("conv2d cuda benchmark on the vgg_fer layers", "[.][gpu][bench]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  struct Layer {
+    int64_t C, K, HW;
+  };
+  const Layer layers[] = {{1, 64, 40},    {64, 64, 40},   {64, 128, 20},  {128, 128, 20},
+                          {128, 256, 10}, {256, 256, 10}, {256, 512, 5},  {512, 512, 5}};
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
+  // Median of 20 timed runs after 3 warm-ups, in ms.
+  auto median_ms = [&](const std::function<void()>& f) {
+    for (int i = 0; i < 3; ++i) f();
+    std::vector<float> ms(20);
+    for (float& t : ms) {
+      CUDA_CHECK(cudaEventRecord(start, stream));
+      f();
+      CUDA_CHECK(cudaEventRecord(stop, stream));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    }
+    std::sort(ms.begin(), ms.end());
+    return 0.5 * (ms[9] + ms[10]);
+  };
+  for (const Layer& l : layers) {
+    const Conv2dShape sh = Conv2dShape::make(64, l.C, l.HW, l.HW, l.K, 3, 3, 1, 1, 1, 1);
+    const bool needs_dx = l.C > 1;  // the first layer never needs dx
+    DeviceFloats x(test::random_floats(sh.N * sh.C * sh.H * sh.W, 1)), w(test::random_floats(sh.weight_numel(), 2));
+    DeviceFloats b(test::random_floats(sh.K, 3)), dy(test::random_floats(sh.N * sh.K * sh.P * sh.Q, 4));
+    DeviceFloats y(std::vector<float>(sh.N * sh.K * sh.P * sh.Q)), dx(std::vector<float>(sh.N * sh.C * sh.H * sh.W));
+    DeviceFloats dw(std::vector<float>(sh.weight_numel())), db(std::vector<float>(sh.K));
+    for (const Strategy& s : strategies()) {
+      if (!s.can_implement(sh)) continue;
+      const double fwd = median_ms([&] { s.forward(cuda.ctx(), sh, x.data(), w.data(), b.data(), y.data()); });
+      const double bwd = median_ms([&] {
+        s.backward(cuda.ctx(), sh, x.data(), w.data(), dy.data(), needs_dx ? dx.data() : nullptr, dw.data(),
+                   db.data());
+      });
+      const double f = sh.flops_forward(), fb = f * (needs_dx ? 2 : 1);
+      WARN(fmt::format("conv {}->{} {}x{} N=64 [{}]: forward {:.3f} ms ({:.2f} TFLOP/s), backward{} {:.3f} ms "
+                       "({:.2f} TFLOP/s)",
+                       l.C, l.K, l.HW, l.HW, s.name, fwd, f / fwd * 1e-9, needs_dx ? "" : " (no dx)", bwd,
+                       fb / bwd * 1e-9));
+    }
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+}
