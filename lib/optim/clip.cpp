@@ -1,4 +1,5 @@
-// Gradient norm and clipping on the CPU with OpenMP; deterministic chunked reduction.
+// Gradient norm and clipping on the CPU with OpenMP; deterministic chunked reduction. A CUDA
+// context goes to clip_cuda.cu.
 #include "optim/clip.h"
 
 #include <cmath>
@@ -14,17 +15,15 @@ constexpr int64_t kParallelMinElements = 1 << 15;
 
 int threads_for(const ExecContext& ctx, int64_t n) { return n >= kParallelMinElements ? ctx.threads() : 1; }
 
-void check_cpu(const ExecContext& ctx, const char* what) {
-  if (ctx.device != Device::cpu) {
-    CNN_THROW("{}: runs on the CPU only; got a {} context", what, to_string(ctx.device));
-  }
+void check_buffer(const char* what, const float* p, int64_t n) {
+  CNN_CHECK(n >= 0 && (n == 0 || p != nullptr), "{}: bad buffer ({} elements)", what, n);
 }
 
 }  // namespace
 
 double global_grad_norm(const ExecContext& ctx, const float* grads, int64_t n) {
-  check_cpu(ctx, "global_grad_norm");
-  CNN_CHECK(n >= 0 && (n == 0 || grads != nullptr), "global_grad_norm: bad buffer ({} elements)", n);
+  check_buffer("global_grad_norm", grads, n);
+  if (ctx.device == Device::cuda) return global_grad_norm_cuda(ctx, grads, n);
   const int64_t chunks = (n + kGradNormChunk - 1) / kGradNormChunk;
   std::vector<double> partial(static_cast<size_t>(chunks));
 #pragma omp parallel for schedule(static) num_threads(threads_for(ctx, n))
@@ -45,6 +44,10 @@ double global_grad_norm(const ExecContext& ctx, const float* grads, int64_t n) {
 
 double clip_grad_norm(const ExecContext& ctx, float* grads, int64_t n, double max_norm) {
   CNN_CHECK(max_norm > 0.0, "clip_grad_norm: max_norm must be > 0, got {}", max_norm);
+  if (ctx.device == Device::cuda) {
+    check_buffer("clip_grad_norm", grads, n);
+    return clip_grad_norm_cuda(ctx, grads, n, max_norm);
+  }
   const double norm = global_grad_norm(ctx, grads, n);
   if (!(norm > max_norm) || !std::isfinite(norm)) return norm;
   const float scale = static_cast<float>(max_norm / (norm + 1e-6));
@@ -54,8 +57,8 @@ double clip_grad_norm(const ExecContext& ctx, float* grads, int64_t n, double ma
 }
 
 bool all_finite(const ExecContext& ctx, const float* x, int64_t n) {
-  check_cpu(ctx, "all_finite");
-  CNN_CHECK(n >= 0 && (n == 0 || x != nullptr), "all_finite: bad buffer ({} elements)", n);
+  check_buffer("all_finite", x, n);
+  if (ctx.device == Device::cuda) return all_finite_cuda(ctx, x, n);
   int64_t bad = 0;
 #pragma omp parallel for schedule(static) reduction(+ : bad) num_threads(threads_for(ctx, n))
   for (int64_t i = 0; i < n; ++i) bad += std::isfinite(x[i]) ? 0 : 1;

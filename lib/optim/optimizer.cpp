@@ -1,5 +1,6 @@
-// Optimizer construction, the OpenMP CPU step over segments, and checkpoint state.
+// Optimizer construction, the OpenMP CPU step over segments, the CUDA step's plan, and checkpoint state.
 // One parallel region per step with a worksharing loop per segment: no per-segment thread start-up.
+// Trap: the CPU and CUDA steps must build their per-step constants the same way (update_constants).
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -81,6 +82,22 @@ void check_segments(const std::vector<ParamSegment>& segments, int64_t total) {
   CNN_CHECK(dup == names.end(), "optimizer: parameter '{}' is listed twice", *dup);
 }
 
+// The constants of step t for one weight-decay value, computed once on the host in double.
+UpdateConstants update_constants(OptimizerKind kind, const OptimizerSpec& s, double lr, double wd, int64_t t) {
+  UpdateConstants c;
+  c.kind = kind;
+  if (kind == OptimizerKind::sgd) {
+    c.sgd = SgdConstants{static_cast<float>(lr), static_cast<float>(s.momentum), static_cast<float>(wd), s.nesterov};
+  } else if (kind == OptimizerKind::adam || kind == OptimizerKind::adamw) {
+    c.adam = adam_constants(lr, s.beta1, s.beta2, s.eps, wd, kind == OptimizerKind::adamw, t);
+  } else {
+    c.rmsprop = RmspropConstants{static_cast<float>(lr),       static_cast<float>(s.alpha),
+                                 static_cast<float>(1.0 - s.alpha), static_cast<float>(s.eps),
+                                 static_cast<float>(s.momentum), static_cast<float>(wd)};
+  }
+  return c;
+}
+
 std::string join_limited(const std::vector<std::string>& items) {
   constexpr size_t kShown = 8;
   std::string out;
@@ -91,8 +108,8 @@ std::string join_limited(const std::vector<std::string>& items) {
 
 }  // namespace
 
-Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments, int64_t total)
-    : m_spec(spec), m_kind(parse_kind(spec.type)), m_segments(std::move(segments)), m_total(total) {
+Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments, int64_t total, Device device)
+    : m_spec(spec), m_kind(parse_kind(spec.type)), m_segments(std::move(segments)), m_total(total), m_device(device) {
   check_spec(m_spec, m_kind);
   check_segments(m_segments, m_total);
   switch (m_kind) {
@@ -109,7 +126,7 @@ Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segmen
       break;
   }
   for (const std::string& name : m_slot_names) {
-    m_slots.push_back(Tensor::zeros(Shape{m_total}, Device::cpu, "optimizer slot " + name));
+    m_slots.push_back(Tensor::zeros(Shape{m_total}, m_device, "optimizer slot " + name));
   }
 }
 
@@ -141,11 +158,54 @@ void Optimizer::step(const ExecContext& ctx, float* params, const float* grads, 
             m_spec.type, lr);
   CNN_CHECK(m_total == 0 || (params != nullptr && grads != nullptr), "optimizer {}: null parameter or gradient buffer",
             m_spec.type);
-  if (ctx.device != Device::cpu) {
-    CNN_THROW("optimizer {}: the update runs on the CPU only; got a {} context (parameters must be on the CPU)",
-              m_spec.type, to_string(ctx.device));
+  if (ctx.device != m_device) {
+    CNN_THROW("optimizer {}: its slots live on the {} but the step got a {} context (make the optimizer on the "
+              "device that holds the parameters)",
+              m_spec.type, to_string(m_device), to_string(ctx.device));
   }
-  step_cpu(ctx, params, grads, lr);
+  if (m_device == Device::cuda)
+    step_cuda(ctx, params, grads, lr);
+  else
+    step_cpu(ctx, params, grads, lr);
+}
+
+void Optimizer::step_cuda(const ExecContext& ctx, float* params, const float* grads, double lr) {
+  if (!m_cuda_plan) {
+    const std::vector<UpdateChunk> plan = make_update_plan(m_segments);
+    m_cuda_plan_chunks = static_cast<int64_t>(plan.size());
+    m_cuda_plan = upload_update_plan_cuda(ctx, plan);
+  }
+  ++m_step_count;
+  const UpdateConstants decayed = update_constants(m_kind, m_spec, lr, m_spec.weight_decay, m_step_count);
+  const UpdateConstants plain = update_constants(m_kind, m_spec, lr, 0.0, m_step_count);
+  if (m_cuda_plan_chunks == 0) return;
+  fused_update_cuda(ctx, decayed, plain, static_cast<const UpdateChunk*>(m_cuda_plan.get()), m_cuda_plan_chunks,
+                    params, grads, m_slots.size() > 0 ? m_slots[0].data() : nullptr,
+                    m_slots.size() > 1 ? m_slots[1].data() : nullptr);
+}
+
+std::vector<UpdateChunk> make_update_plan(const std::vector<ParamSegment>& segments) {
+  std::vector<const ParamSegment*> by_offset;
+  for (const ParamSegment& s : segments)
+    if (s.count > 0) by_offset.push_back(&s);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const ParamSegment* a, const ParamSegment* b) { return a->offset < b->offset; });
+  // Runs of touching segments with equal decay, then cut at multiples of kUpdateChunkElements.
+  std::vector<UpdateChunk> plan;
+  size_t i = 0;
+  while (i < by_offset.size()) {
+    const bool decay = by_offset[i]->decay;
+    const int64_t begin = by_offset[i]->offset;
+    int64_t end = begin + by_offset[i]->count;
+    for (++i; i < by_offset.size() && by_offset[i]->offset == end && by_offset[i]->decay == decay; ++i)
+      end += by_offset[i]->count;
+    for (int64_t b = begin; b < end;) {
+      const int64_t e = std::min(end, (b / kUpdateChunkElements + 1) * kUpdateChunkElements);
+      plan.push_back(UpdateChunk{b, static_cast<int32_t>(e - b), decay ? 1 : 0});
+      b = e;
+    }
+  }
+  return plan;
 }
 
 void Optimizer::step_cpu(const ExecContext& ctx, float* params, const float* grads, double lr) {
@@ -161,13 +221,12 @@ void Optimizer::step_cpu(const ExecContext& ctx, float* params, const float* gra
 #pragma omp parallel num_threads(threads)
   {
     for (const ParamSegment& seg : m_segments) {
-      const double wd = seg.decay ? s.weight_decay : 0.0;
+      const UpdateConstants k = update_constants(kind, s, lr, seg.decay ? s.weight_decay : 0.0, t);
       float* p = params + seg.offset;
       const float* g = grads + seg.offset;
       const int64_t n = seg.count;
       if (kind == OptimizerKind::sgd) {
-        const SgdConstants c{static_cast<float>(lr), static_cast<float>(s.momentum), static_cast<float>(wd),
-                             s.nesterov};
+        const SgdConstants c = k.sgd;
         float* buf = slot0 ? slot0 + seg.offset : nullptr;
 #pragma omp for schedule(static) nowait
         for (int64_t i = 0; i < n; ++i) {
@@ -175,16 +234,13 @@ void Optimizer::step_cpu(const ExecContext& ctx, float* params, const float* gra
           sgd_update(p[i], g[i], buf ? buf[i] : unused, c);
         }
       } else if (kind == OptimizerKind::adam || kind == OptimizerKind::adamw) {
-        const AdamConstants c =
-            adam_constants(lr, s.beta1, s.beta2, s.eps, wd, kind == OptimizerKind::adamw, t);
+        const AdamConstants c = k.adam;
         float* m = slot0 + seg.offset;
         float* v = slot1 + seg.offset;
 #pragma omp for schedule(static) nowait
         for (int64_t i = 0; i < n; ++i) adam_update(p[i], g[i], m[i], v[i], c);
       } else {
-        const RmspropConstants c{static_cast<float>(lr), static_cast<float>(s.alpha), static_cast<float>(1.0 - s.alpha),
-                                 static_cast<float>(s.eps),
-                                 static_cast<float>(s.momentum), static_cast<float>(wd)};
+        const RmspropConstants c = k.rmsprop;
         float* sq = slot0 + seg.offset;
         float* buf = slot1 ? slot1 + seg.offset : nullptr;
 #pragma omp for schedule(static) nowait
@@ -239,8 +295,8 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& tensors) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments,
-                                          int64_t total) {
-  return std::make_unique<Optimizer>(spec, std::move(segments), total);
+                                          int64_t total, Device device) {
+  return std::make_unique<Optimizer>(spec, std::move(segments), total, device);
 }
 
 }  // namespace cnn

@@ -2,7 +2,8 @@
 // Each state slot (momentum_buffer, exp_avg, ...) is one flat buffer of that same layout, so it
 // slices per parameter into checkpoint tensors "optim.<param>.<slot>". Trap: the step count is
 // not among those tensors; save step_count() in the checkpoint metadata and restore it with
-// set_step_count(), or Adam's bias correction restarts from step 1.
+// set_step_count(), or Adam's bias correction restarts from step 1. With slots on the GPU the step
+// is queued on the context's stream: synchronise it before reading or loading the slots.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "core/exec_context.h"
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "optim/optim_math.h"
 
 namespace cnn {
 
@@ -37,12 +39,15 @@ enum class OptimizerKind { sgd, adam, adamw, rmsprop };
 class Optimizer {
 public:
   // Segments must have unique non-empty names and lie inside [0, total) without overlapping;
-  // elements outside every segment are never updated. Slots start at zero.
-  Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments, int64_t total);
+  // elements outside every segment are never updated. Slots start at zero, on `device`.
+  Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments, int64_t total,
+            Device device = Device::cpu);
 
   // One update of every segment with learning rate `lr` (the schedule's value for this step).
-  // CPU only for now: a context on another device is an error, never a silent copy.
-  // Elementwise, so the result does not depend on the thread count.
+  // The context must be on the slots' device (never a silent copy); params and grads live there.
+  // CPU: OpenMP over segments. CUDA: one fused kernel per call, queued on ctx's stream without
+  // synchronising (the first CUDA step also uploads the segment table, once). Elementwise, so
+  // the result does not depend on the thread count or the launch shape.
   void step(const ExecContext& ctx,
             float* params,       // (total)
             const float* grads,  // (total)
@@ -52,10 +57,11 @@ public:
   const OptimizerSpec& spec() const { return m_spec; }
   const std::vector<ParamSegment>& segments() const { return m_segments; }
   int64_t total() const { return m_total; }
+  Device device() const { return m_device; }
 
   // Slots of this optimizer, e.g. {"exp_avg", "exp_avg_sq"}; SGD without momentum has none.
   const std::vector<std::string>& slot_names() const { return m_slot_names; }
-  // The flat slot buffer (total), on the device the slots live on (the CPU for now).
+  // The flat slot buffer (total), on device().
   Tensor& slot(const std::string& name);
   const Tensor& slot(const std::string& name) const;
 
@@ -74,11 +80,15 @@ public:
 private:
   int slot_index(const std::string& name) const;
   void step_cpu(const ExecContext& ctx, float* params, const float* grads, double lr);
+  void step_cuda(const ExecContext& ctx, float* params, const float* grads, double lr);
 
   OptimizerSpec m_spec;
   OptimizerKind m_kind;
   std::vector<ParamSegment> m_segments;
   int64_t m_total;
+  Device m_device;
+  std::shared_ptr<void> m_cuda_plan;  // UpdateChunk table on the GPU, built by the first CUDA step
+  int64_t m_cuda_plan_chunks = 0;
   std::vector<std::string> m_slot_names;
   std::vector<Tensor> m_slots;  // parallel to m_slot_names, each (total)
   int64_t m_step_count = 0;
@@ -87,6 +97,36 @@ private:
 // Checks the spec (type, ranges of the hyperparameters) and builds the optimizer. An unknown type
 // is a cnn::Error listing the known ones.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segments,
-                                          int64_t total);
+                                          int64_t total, Device device = Device::cpu);
+
+// --- The fused CUDA update (optimizer_cuda.cu; optimizer_nocuda.cpp throws without CUDA). ---
+// The per-step constants of the optimizer's rule for one weight-decay setting (optim_math.h).
+struct UpdateConstants {
+  OptimizerKind kind = OptimizerKind::sgd;
+  SgdConstants sgd{};
+  AdamConstants adam{};
+  RmspropConstants rmsprop{};
+};
+// The kernel's work list: [begin, begin + count) shares one decay setting. Segments are merged
+// into runs of equal decay and cut at multiples of kUpdateChunkElements, so a chunk is a block's
+// work and interior chunk boundaries are 16-byte aligned. Elements in no segment are in no chunk.
+struct UpdateChunk {
+  int64_t begin;
+  int32_t count;
+  int32_t decay;  // 1: the decayed constants apply, 0: the plain ones
+};
+inline constexpr int64_t kUpdateChunkElements = 8192;
+
+std::vector<UpdateChunk> make_update_plan(const std::vector<ParamSegment>& segments);
+// Copies the plan to the GPU (on ctx's stream, then synchronises: the host vector is temporary).
+std::shared_ptr<void> upload_update_plan_cuda(const ExecContext& ctx, const std::vector<UpdateChunk>& plan);
+// One fused update of every chunk, queued on ctx's stream. Slots the rule lacks are null.
+void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, const UpdateConstants& plain,
+                       const UpdateChunk* plan,  // (chunks), on the GPU
+                       int64_t chunks,
+                       float* params,       // (total)
+                       const float* grads,  // (total)
+                       float* slot0,        // (total) or null
+                       float* slot1);       // (total) or null
 
 }  // namespace cnn
