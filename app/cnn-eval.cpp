@@ -1,0 +1,105 @@
+// cnn-eval: evaluates a trained checkpoint on a data split (`cnn-eval RUN_DIR|CKPT [--split test]`),
+// or classifies image files (`--predict IMAGE...`, optionally on the largest face: --detect-faces).
+// Trap: `normalize: auto` is recomputed from the train split, so the data must be readable even
+// for --predict; a run directory means its best checkpoint (last when there is no best).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli_common.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/face_detect.h"
+#include "train/predict.h"
+
+using namespace cnn;
+
+struct EvalArgs {
+  std::string target, split = "test", data, json, device = "auto", cascade;
+  std::vector<std::string> predict;
+  int64_t batch = 0;
+  double face_margin = 0.1;
+  bool ten_crop = false, detect_faces = false, quiet = false;
+};
+
+static void write_json(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text << "\n";
+  f.close();
+  if (!f) CNN_THROW("cannot write '{}'", path);
+}
+
+static int run_eval(const EvalArgs& a) {
+  if (a.detect_faces && a.predict.empty())
+    throw ConfigError({"<command line>"}, "--detect-faces",
+                      "--detect-faces needs images to classify: add --predict IMAGE...");
+  std::vector<std::string> sets;
+  if (a.batch > 0) sets.push_back(fmt::format("eval.batch_size={}", a.batch));
+  if (a.ten_crop) sets.push_back("eval.ten_crop=true");
+  TrainedModel m = load_trained_model(a.target, a.device, sets);
+  if (!a.data.empty()) m.spec.data.path = a.data;
+  const char* why = m.which == "best"   ? " (the run's best checkpoint)"
+                    : m.which == "last" ? " (the run's last checkpoint: it has no best.safetensors)"
+                                        : "";
+  std::cout << "checkpoint: " << m.checkpoint << why << "\n";
+
+  // Only --predict with fixed mean/std can do without the data.
+  DataSplits data;
+  const bool need_data = a.predict.empty() || m.spec.data.normalize.automatic;
+  if (need_data) {
+    data = load_dataset(m.spec.data, m.spec.input, m.spec.classes);
+    for (const auto& note : data.notes) spdlog::info("data: {}", note);
+    use_data_class_names(m, data);
+  }
+  Normalization norm = training_normalization(m.spec, need_data ? &data : nullptr);
+  spdlog::info("normalisation: {}{}", norm.to_string(),
+               m.spec.data.normalize.automatic ? " (auto, recomputed from the train split)" : "");
+
+  if (!a.predict.empty()) {
+    std::unique_ptr<FaceDetector> faces;
+    if (a.detect_faces) {
+      faces = std::make_unique<FaceDetector>(a.cascade);
+      spdlog::info("face cascade: {}", faces->cascade_path());
+    }
+    Predictor predictor(*m.ex, m.spec, norm, m.ten_crop, m.class_names);
+    std::vector<ImagePrediction> preds = predictor.predict_files(a.predict, faces.get(), a.face_margin);
+    for (const ImagePrediction& p : preds) std::cout << p.to_text();
+    if (!a.json.empty()) write_json(a.json, predictions_to_json(preds, m.checkpoint));
+    return 0;
+  }
+  EvalReport report = evaluate_split(m, data, norm, a.split);
+  std::cout << report.to_table();
+  if (!a.json.empty()) {
+    write_json(a.json, report.to_json());
+    std::cout << "report written to " << a.json << "\n";
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  CLI::App cli{"cnn-eval: evaluate a trained checkpoint on a data split, or classify images"};
+  app::add_version_flag(cli, "cnn-eval");
+  EvalArgs a;
+  cli.add_option("checkpoint", a.target, "run directory (its best checkpoint, else last) or checkpoint file")
+      ->required();
+  cli.add_option("--split", a.split, "split to evaluate: test, val or train (default test)")
+      ->check(CLI::IsMember({"train", "val", "test"}));
+  cli.add_option("--data", a.data, "data path instead of the run's data.path");
+  cli.add_option("--json", a.json, "write the report (or the predictions) as JSON to this file");
+  cli.add_option("--batch", a.batch, "rows per forward pass (overrides eval.batch_size)")->check(CLI::PositiveNumber);
+  cli.add_option("--device", a.device, "auto | cpu | cuda (auto: the GPU when one is usable)");
+  cli.add_flag("--ten-crop", a.ten_crop, "average the predictions over ten crops (as eval.ten_crop: true)");
+  cli.add_option("--predict", a.predict, "classify these image files instead of evaluating a split");
+  cli.add_flag("--detect-faces", a.detect_faces, "with --predict: crop the largest face first (Haar cascade)");
+  cli.add_option("--cascade", a.cascade, "Haar cascade XML for --detect-faces (default: searched)");
+  cli.add_option("--face-margin", a.face_margin, "with --detect-faces: margin around the face, fraction of its side")
+      ->check(CLI::Range(0.0, 2.0));
+  cli.add_flag("--quiet", a.quiet, "only warnings and errors on stderr");
+  return app::guarded_main("cnn-eval", cli, argc, argv, [&]() -> int {
+    app::setup_logging(a.quiet);
+    return run_eval(a);
+  });
+}
