@@ -239,7 +239,17 @@ ConfigNode* ConfigNode::find(const std::string& key) {
 
 ConfigNode& ConfigNode::at(const std::string& key) {
   ConfigNode* n = find(key);
-  if (n == nullptr) fail(fmt::format("missing required key '{}'", key));
+  if (n == nullptr) {
+    // A misspelt required key shows up as "missing": point at the likely typo instead.
+    for (const auto& e : m_entries) {
+      if (!m_known.count(e.first) && closest_match(e.first, {key}) == key) {
+        throw ConfigError(e.second.key_where(), m_path.empty() ? e.first : m_path + "." + e.first,
+                          fmt::format("missing required key '{}'; found unknown key '{}', did you mean '{}'?", key,
+                                      e.first, key));
+      }
+    }
+    fail(fmt::format("missing required key '{}'", key));
+  }
   return *n;
 }
 

@@ -175,3 +175,14 @@ TEST_CASE("bundled models have their documented parameter counts", "[cpu]") {
     CHECK(g->trainable_count() == 870826);
   }
 }
+
+TEST_CASE("graph points at a misspelt required layer key", "[cpu]") {
+  std::string e = build_error(
+      "  - name: c\n"
+      "    type: conv2d\n"
+      "    filters: 2\n"
+      "    kernal: 3\n"
+      "  - {name: f, type: flatten}\n");
+  CHECK_THAT(e, Catch::Matchers::Contains("t.yaml:7:5"));
+  CHECK_THAT(e, Catch::Matchers::Contains("missing required key 'kernel'; found unknown key 'kernal', did you mean 'kernel'?"));
+}
