@@ -411,21 +411,23 @@ static __global__ void __launch_bounds__(256)
 
 // ---- shared by both strategies ----
 
-// db[k] = sum over n, p, q of dy, one block per filter, in a fixed order.
+// Block (k, split): the sum of dy over channel k in its run of N*P*Q, in a fixed order, into
+// out (splits, K). Splitting keeps enough loads in flight when K is small.
 static __global__ void __launch_bounds__(256)
-    conv2d_backward_bias_reduce_kernel(int count, int K, FastDivmod div_pq,
+    conv2d_backward_bias_reduce_kernel(int count, int chunk, int K, FastDivmod div_pq,
                                        const float* __restrict__ dy,  // (N, K, P, Q)
-                                       float* __restrict__ db) {      // (K)
+                                       float* __restrict__ out) {     // (splits, K)
   __shared__ float scratch[8];
-  const int k = blockIdx.x;
+  const int k = blockIdx.x, split = blockIdx.y, e_end = min(count, (split + 1) * chunk);
   float acc = 0.0f;
-  for (int e = threadIdx.x; e < count; e += 256) {
+#pragma unroll 4
+  for (int e = split * chunk + int(threadIdx.x); e < e_end; e += 256) {
     int n, pq;
     div_pq.divmod(e, n, pq);
     acc += __ldg(dy + (n * K + k) * div_pq.d + pq);
   }
   const float total = block_sum_256(acc, scratch);
-  if (threadIdx.x == 0) db[k] = total;
+  if (threadIdx.x == 0) out[split * K + k] = total;
 }
 
 // out[i] = sum over splits of parts[split][i], splits in order.
@@ -486,9 +488,11 @@ static PixelDecode pixel_decode(const ConvDims& d) {
   return PixelDecode{FastDivmod(d.PQ), FastDivmod(d.Q), d.C * d.HW, d.W, d.stride_h, d.stride_w, d.pad_h, d.pad_w};
 }
 
-// 128x128 tiles pay only when M fills them and they still give every SM blocks; else 64x64.
+// 128x128 tiles pay when M fills them and they still make ~3/4 of a block per SM: on the H200
+// (vgg_fer layers, batch 64) they beat 64x64 tiles by 10-40% from 100 blocks up and lose 2x at ~50.
+constexpr int64_t kMinBigTileBlocks = 96;
 static bool use_big_tile(int64_t M, int64_t ncols, int64_t batches) {
-  return M > 64 && ceil_div(M, 128) * ceil_div(ncols, 128) * batches >= kTargetBlocks;
+  return M > 64 && ceil_div(M, 128) * ceil_div(ncols, 128) * batches >= kMinBigTileBlocks;
 }
 
 static float* device_scratch(const ExecContext& ctx, size_t count) {
@@ -567,15 +571,21 @@ static void launch_filter_gemm(const FilterParams& p, const float* x, const floa
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_implicit_gemm_kernel");
 }
 
-// Splits of a reduction of length `len` over `blocks` blocks: enough to reach kTargetBlocks, each
+struct SplitPlan {
+  int splits = 1, chunk = 0;
+};
+
+// Splits of a reduction of length `len` over `blocks` blocks: enough to reach `target` blocks, each
 // at least min_len long, within grid and index limits; chunk is a multiple of `align`.
-static void plan_splits(int64_t len, int64_t blocks, int64_t min_len, int64_t max_splits, int64_t align, int& splits,
-                        int& chunk) {
-  int64_t s = blocks < kTargetBlocks ? ceil_div(kTargetBlocks, blocks) : 1;
+static SplitPlan plan_splits(int64_t len, int64_t blocks, int64_t min_len, int64_t max_splits, int64_t align,
+                             int64_t target = kTargetBlocks) {
+  int64_t s = blocks < target ? ceil_div(target, blocks) : 1;
   s = std::max<int64_t>(1, std::min({s, len / min_len, max_splits}));
   const int64_t c = ceil_div(ceil_div(len, s), align) * align;
-  chunk = int(c);
-  splits = int(ceil_div(len, c));
+  SplitPlan plan;
+  plan.chunk = int(c);
+  plan.splits = int(ceil_div(len, c));
+  return plan;
 }
 
 static void sum_splits(const float* parts, int splits, int64_t count, float* out, cudaStream_t stream) {
@@ -584,31 +594,60 @@ static void sum_splits(const float* parts, int splits, int64_t count, float* out
   CUDA_CHECK_LAUNCH("conv2d_backward_split_sum_kernel");
 }
 
-static void filter_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
-                        cudaStream_t stream) {
+struct FilterGemmPlan {
+  FilterParams p;
+  bool big;
+};
+
+static FilterGemmPlan plan_filter_gemm(const Conv2dShape& sh) {
   const ConvDims d = dims_of(sh);
-  FilterParams p{};
+  FilterGemmPlan plan{};
+  FilterParams& p = plan.p;
   p.d = d, p.window = window_decode(d), p.pixel = pixel_decode(d), p.div_pq = FastDivmod(d.PQ);
   p.kred = d.N * d.PQ;
   // The split reduction restores the block count, so big tiles need only full-ish dimensions.
-  const bool big = d.Kg >= 128 && d.Crs >= 128;
-  const int64_t tile = big ? BigTile::BM : SmallTile::BM, numel = sh.weight_numel();
+  plan.big = d.Kg >= 128 && d.Crs >= 128;
+  const int64_t tile = plan.big ? BigTile::BM : SmallTile::BM;
   const int64_t blocks = ceil_div(d.Kg, tile) * ceil_div(d.Crs, tile) * d.groups;
-  plan_splits(p.kred, blocks, kMinSplitReduction, std::min<int64_t>(65535 / d.groups, kMaxElements / numel),
-              big ? BigTile::BK : SmallTile::BK, p.splits, p.chunk);
-  float* out = p.splits > 1 ? device_scratch(ctx, size_t(p.splits) * size_t(numel)) : dw;
-  p.vec_store = d.Crs % 4 == 0 && aligned16(out);
-  if (big)
+  const SplitPlan split = plan_splits(p.kred, blocks, kMinSplitReduction,
+                                      std::min<int64_t>(65535 / d.groups, kMaxElements / sh.weight_numel()),
+                                      plan.big ? BigTile::BK : SmallTile::BK);
+  p.splits = split.splits, p.chunk = split.chunk;
+  return plan;
+}
+
+// parts: plan.p.splits * weight_numel floats when there is more than one split.
+static void filter_gemm(const FilterGemmPlan& plan, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
+                        float* parts, cudaStream_t stream) {
+  FilterParams p = plan.p;
+  float* out = p.splits > 1 ? parts : dw;
+  p.vec_store = p.d.Crs % 4 == 0 && aligned16(out);
+  if (plan.big)
     launch_filter_gemm<BigTile>(p, x, dy, out, stream);
   else
     launch_filter_gemm<SmallTile>(p, x, dy, out, stream);
-  if (p.splits > 1) sum_splits(out, p.splits, numel, dw, stream);
+  if (p.splits > 1) sum_splits(out, p.splits, sh.weight_numel(), dw, stream);
 }
 
-static void bias_reduce(const Conv2dShape& sh, const float* dy, float* db, cudaStream_t stream) {
-  conv2d_backward_bias_reduce_kernel<<<unsigned(sh.K), 256, 0, stream>>>(int(sh.N * sh.P * sh.Q), int(sh.K),
-                                                                         FastDivmod(int(sh.P * sh.Q)), dy, db);
+static SplitPlan plan_bias(const Conv2dShape& sh) {
+  return plan_splits(sh.N * sh.P * sh.Q, sh.K, 4096, std::min<int64_t>(65535, kMaxElements / sh.K), 256);
+}
+
+// parts: plan.splits * K floats when there is more than one split.
+static void bias_reduce(const Conv2dShape& sh, const SplitPlan& plan, const float* dy, float* db, float* parts,
+                        cudaStream_t stream) {
+  float* out = plan.splits > 1 ? parts : db;
+  conv2d_backward_bias_reduce_kernel<<<dim3(unsigned(sh.K), unsigned(plan.splits)), 256, 0, stream>>>(
+      int(sh.N * sh.P * sh.Q), plan.chunk, int(sh.K), FastDivmod(int(sh.P * sh.Q)), dy, out);
   CUDA_CHECK_LAUNCH("conv2d_backward_bias_reduce_kernel");
+  if (plan.splits > 1) sum_splits(parts, plan.splits, sh.K, db, stream);
+}
+
+// One workspace request per call (Workspace::get invalidates earlier pointers), cut in two.
+static void take_scratch(const ExecContext& ctx, size_t count_a, size_t count_b, float*& a, float*& b) {
+  float* base = count_a + count_b > 0 ? device_scratch(ctx, count_a + count_b) : nullptr;
+  a = count_a ? base : nullptr;
+  b = count_b ? base + count_a : nullptr;
 }
 
 static DirectParams direct_params(const Conv2dShape& sh) {
@@ -638,20 +677,24 @@ static void data_direct(const Conv2dShape& sh, const float* w, const float* dy, 
   CUDA_CHECK_LAUNCH("conv2d_backward_data_direct_kernel");
 }
 
-static void filter_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
-                          cudaStream_t stream) {
+// Its blocks are latency-bound loops over single pixels: 4x the usual block count fills the SMs.
+static SplitPlan plan_filter_direct(const Conv2dShape& sh) {
+  return plan_splits(sh.N * sh.P * sh.Q, sh.K, 2048, std::min<int64_t>(65535, kMaxElements / sh.weight_numel()), 256,
+                     4 * kTargetBlocks);
+}
+
+// parts: plan.splits * weight_numel floats when there is more than one split.
+static void filter_direct(const Conv2dShape& sh, const SplitPlan& plan, const float* x, const float* dy, float* dw,
+                          float* parts, cudaStream_t stream) {
   const DirectParams p = direct_params(sh);
-  int splits, chunk;
-  plan_splits(sh.N * sh.P * sh.Q, sh.K, 2048, 65535, 256, splits, chunk);
-  const int64_t numel = sh.weight_numel();
-  float* out = splits > 1 ? device_scratch(ctx, size_t(splits) * size_t(numel)) : dw;
-  const dim3 grid(unsigned(sh.K), unsigned(splits));
+  float* out = plan.splits > 1 ? parts : dw;
+  const dim3 grid(unsigned(sh.K), unsigned(plan.splits));
   if (p.d.RS <= 9)
-    conv2d_backward_filter_direct_kernel<9><<<grid, 256, 0, stream>>>(p, chunk, x, dy, out);
+    conv2d_backward_filter_direct_kernel<9><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
   else
-    conv2d_backward_filter_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, chunk, x, dy, out);
+    conv2d_backward_filter_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_direct_kernel");
-  if (splits > 1) sum_splits(out, splits, numel, dw, stream);
+  if (plan.splits > 1) sum_splits(out, plan.splits, sh.weight_numel(), dw, stream);
 }
 
 // ---- exported: the strategies, then the per-shape choice ----
@@ -689,9 +732,14 @@ void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShap
   check_shape(sh, "implicit gemm");
   CNN_CHECK(conv2d_cuda_implicit_gemm_can_implement(sh), "conv2d cuda implicit gemm cannot run {}", sh.to_string());
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const FilterGemmPlan fplan = plan_filter_gemm(sh);
+  const SplitPlan bplan = plan_bias(sh);
+  float *dw_parts, *db_parts;
+  take_scratch(ctx, dw && fplan.p.splits > 1 ? size_t(fplan.p.splits) * size_t(sh.weight_numel()) : 0,
+               db && bplan.splits > 1 ? size_t(bplan.splits) * size_t(sh.K) : 0, dw_parts, db_parts);
   if (dx) data_gemm(sh, w, dy, dx, stream);
-  if (dw) filter_gemm(ctx, sh, x, dy, dw, stream);
-  if (db) bias_reduce(sh, dy, db, stream);
+  if (dw) filter_gemm(fplan, sh, x, dy, dw, dw_parts, stream);
+  if (db) bias_reduce(sh, bplan, dy, db, db_parts, stream);
 }
 
 void conv2d_forward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
@@ -711,9 +759,13 @@ void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, 
             "conv2d cuda direct needs one input channel per filter and at most {} taps, got {}", kDirectMaxTaps,
             sh.to_string());
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const SplitPlan fplan = plan_filter_direct(sh), bplan = plan_bias(sh);
+  float *dw_parts, *db_parts;
+  take_scratch(ctx, dw && fplan.splits > 1 ? size_t(fplan.splits) * size_t(sh.weight_numel()) : 0,
+               db && bplan.splits > 1 ? size_t(bplan.splits) * size_t(sh.K) : 0, dw_parts, db_parts);
   if (dx) data_direct(sh, w, dy, dx, stream);
-  if (dw) filter_direct(ctx, sh, x, dy, dw, stream);
-  if (db) bias_reduce(sh, dy, db, stream);
+  if (dw) filter_direct(sh, fplan, x, dy, dw, dw_parts, stream);
+  if (db) bias_reduce(sh, bplan, dy, db, db_parts, stream);
 }
 
 // Direct kernels where every filter reads one input channel (depthwise, C == 1 first layers: the
