@@ -18,91 +18,7 @@ namespace cnn {
 
 using namespace conv2d_cuda_detail;
 
-// The shape in int32 (can_implement checks that every index fits).
-struct ConvDims {
-  int N, C, H, W, K, R, S, P, Q;
-  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  int groups, Cg, Kg, HW, PQ, RS, Crs;
-};
-
-// Reduction over the filter window: crs = (c, r, s) -> the input element under tap (r, s) of
-// channel c, relative to the window's top-left corner.
-struct WindowDecode {
-  FastDivmod div_rs, div_s;
-  int HW, W, dil_h, dil_w;
-  __device__ __forceinline__ Tap tap(int crs) const {
-    int c, rs, r, s;
-    div_rs.divmod(crs, c, rs);
-    div_s.divmod(rs, r, s);
-    const int dh = r * dil_h, dw = s * dil_w;
-    return Tap{c * HW + dh * W + dw, dh, dw};
-  }
-  __device__ __forceinline__ Tap column(int crs) const { return tap(crs); }
-};
-
-// Output pixel npq = (n, p, q) -> the top-left corner of its window in the input (may be padding).
-struct PixelDecode {
-  FastDivmod div_pq, div_q;
-  int CHW, W, stride_h, stride_w, pad_h, pad_w;
-  __device__ __forceinline__ Tap tap(int npq) const {
-    int n, pq, p, q;
-    div_pq.divmod(npq, n, pq);
-    div_q.divmod(pq, p, q);
-    const int h0 = p * stride_h - pad_h, w0 = q * stride_w - pad_w;
-    return Tap{n * CHW + h0 * W + w0, h0, w0};
-  }
-  __device__ __forceinline__ Tap column(int npq) const { return tap(npq); }
-};
-
-struct IdentityDelta {
-  __device__ __forceinline__ int delta(int red) const { return red; }
-};
-
 // ---- forward: y_g (Kg, N*P*Q) = w_g (Kg, Crs) * im2col(x_g) (Crs, N*P*Q) ----
-
-struct ForwardParams {
-  ConvDims d;
-  WindowDecode window;
-  PixelDecode pixel;
-  FastDivmod div_pq;
-  int ncols;        // N * P * Q
-  bool has_bias;
-  bool vec_store;   // P*Q % 4 == 0 and y 16-byte aligned
-};
-
-// Writes the thread's accumulators (+ bias[ch0 + m]) to NCHW planes: row m is channel ch0 + m,
-// column col is image n at position pos of its plane, from pixel.locate(col, n, pos). vec: the
-// 4 columns of a group are 4 adjacent positions of one 16-byte aligned plane chunk.
-template <class Cfg, class Locate>
-__device__ __forceinline__ void store_planes(const float (&acc)[Cfg::TM][Cfg::TN], int ty, int tx, int m0, int M,
-                                             int n0, int ncols, const float* bias, int channels, int ch0, int plane,
-                                             bool vec, const Locate& locate, float* out) {
-#pragma unroll
-  for (int i = 0; i < Cfg::TM; ++i) {
-    const int m = m0 + micro_index<Cfg::BM, Cfg::TM>(ty, i);
-    if (m >= M) continue;
-    const float bv = bias ? __ldg(bias + ch0 + m) : 0.0f;
-#pragma unroll
-    for (int j = 0; j < Cfg::TN; j += 4) {
-      const int col = n0 + micro_index<Cfg::BN, Cfg::TN>(tx, j);
-      if (vec) {
-        if (col >= ncols) continue;
-        int n, pos;
-        locate(col, n, pos);
-        const float4 v = make_float4(acc[i][j] + bv, acc[i][j + 1] + bv, acc[i][j + 2] + bv, acc[i][j + 3] + bv);
-        *reinterpret_cast<float4*>(out + (n * channels + ch0 + m) * plane + pos) = v;
-      } else {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          if (col + jj >= ncols) continue;
-          int n, pos;
-          locate(col + jj, n, pos);
-          out[(n * channels + ch0 + m) * plane + pos] = acc[i][j + jj] + bv;
-        }
-      }
-    }
-  }
-}
 
 template <class Cfg, bool kVecA>
 static __global__ void __launch_bounds__(256, 2)
@@ -142,53 +58,6 @@ static __global__ void __launch_bounds__(256, 2)
 // p = base_p + h' - jr*step_p (step_p = dil_h / gcd). So each class is a dense GEMM
 // dx_g (Cg, N*Hc*Wc) = w_g^T (Cg, Kg*nR*nS) * gathered dy (Kg*nR*nS, N*Hc*Wc) with no dead taps.
 
-struct DataParams {
-  ConvDims d;
-  int ah, aw, Hc, Wc, r0, s0, Tr, Ts, step_p, step_q, base_p, base_q;
-  int kred;   // Kg * nR * nS (0 when no tap reaches this class: dx there is 0)
-  int ncols;  // N * Hc * Wc
-  bool vec_store;
-  FastDivmod div_taps, div_ns, div_hcwc, div_wc;
-};
-
-// A: w_g viewed as (Cg, Kg*nR*nS): element (c, (k, jr, js)) at c*RS + k*Cg*RS + r*S + s.
-struct DataWeightDelta {
-  FastDivmod div_taps, div_ns;
-  int CgRS, S, r0, s0, Tr, Ts;
-  __device__ __forceinline__ int delta(int red) const {
-    int k, j, jr, js;
-    div_taps.divmod(red, k, j);
-    div_ns.divmod(j, jr, js);
-    return k * CgRS + (r0 + jr * Tr) * S + s0 + js * Ts;
-  }
-};
-
-// B rows: (k, jr, js) -> dy channel k, shifted back by the tap.
-struct DataGradDecode {
-  FastDivmod div_taps, div_ns;
-  int PQ, Q, step_p, step_q;
-  __device__ __forceinline__ Tap tap(int red) const {
-    int k, j, jr, js;
-    div_taps.divmod(red, k, j);
-    div_ns.divmod(j, jr, js);
-    const int dp = jr * step_p, dq = js * step_q;
-    return Tap{k * PQ - dp * Q - dq, -dp, -dq};
-  }
-};
-
-// B columns: (n, h', w') -> dy position (base_p + h', base_q + w') of image n.
-struct DataPixelColumns {
-  FastDivmod div_hcwc, div_wc;
-  int KPQ, Q, base_p, base_q;
-  __device__ __forceinline__ Tap column(int col) const {
-    int n, hw, h, w;
-    div_hcwc.divmod(col, n, hw);
-    div_wc.divmod(hw, h, w);
-    const int pp = base_p + h, qq = base_q + w;
-    return Tap{n * KPQ + pp * Q + qq, pp, qq};
-  }
-};
-
 template <class Cfg>
 static __global__ void __launch_bounds__(256, 2)
     conv2d_backward_data_implicit_gemm_kernel(const DataParams p,
@@ -227,28 +96,6 @@ static __global__ void __launch_bounds__(256, 2)
 // The reduction N*P*Q is long and Kg*Crs often small: blockIdx.z also splits the reduction, each
 // split writing its own partial (split, K, Cg, R, S), summed afterwards in split order.
 
-struct FilterParams {
-  ConvDims d;
-  WindowDecode window;
-  PixelDecode pixel;
-  FastDivmod div_pq;
-  int kred;    // N * P * Q
-  int chunk;   // reduction length of one split, a multiple of BK
-  int splits;
-  bool vec_store;  // Crs % 4 == 0 and out 16-byte aligned
-};
-
-// A: dy_g viewed as (Kg, N*P*Q): element (k, npq) at k*PQ + n*K*PQ + pq.
-struct FilterGradDelta {
-  FastDivmod div_pq;
-  int KPQ;
-  __device__ __forceinline__ int delta(int npq) const {
-    int n, pq;
-    div_pq.divmod(npq, n, pq);
-    return n * KPQ + pq;
-  }
-};
-
 template <class Cfg>
 static __global__ void __launch_bounds__(256, 2)
     conv2d_backward_filter_implicit_gemm_kernel(const FilterParams p,
@@ -277,12 +124,6 @@ static __global__ void __launch_bounds__(256, 2)
 // ---- direct kernels for C/groups == 1: every filter reads one input channel ----
 
 constexpr int kDirectKChunk = 16;  // filters per forward block, sharing the block's input taps
-
-struct DirectParams {
-  ConvDims d;
-  FastDivmod div_q, div_w, div_pq;
-  bool has_bias;
-};
 
 // One thread per output pixel for kDirectKChunk filters of one group: the pixel's taps are read
 // once into registers, the filters sit in shared memory.
