@@ -329,11 +329,15 @@ static PixelDecode pixel_decode(const ConvDims& d) {
   return PixelDecode{FastDivmod(d.PQ), FastDivmod(d.Q), d.C * d.HW, d.W, d.stride_h, d.stride_w, d.pad_h, d.pad_w};
 }
 
-// 128x128 tiles pay when M fills them and they still make ~3/4 of a block per SM: on the H200
-// (vgg_fer layers, batch 64) they beat 64x64 tiles by 10-40% from 100 blocks up and lose 2x at ~50.
-constexpr int64_t kMinBigTileBlocks = 96;
-static bool use_big_tile(int64_t M, int64_t ncols, int64_t batches) {
-  return M > 64 && ceil_div(M, 128) * ceil_div(ncols, 128) * batches >= kMinBigTileBlocks;
+// Measured on the H200 (vgg_fer layers, batch 64): 128x128 tiles beat 64x64 ones by 10-40% from
+// 100 blocks up and lose 2x at ~50; 64x128 tiles beat 64x64 by 10-25% from 200 blocks up and lose
+// 1.5x at ~50. So the largest tile that still makes enough blocks.
+enum class Tile { big, mid, small };
+constexpr int64_t kMinBigTileBlocks = 96, kMinMidTileBlocks = 132;
+static Tile choose_tile(int64_t M, int64_t ncols, int64_t batches) {
+  if (M > 64 && ceil_div(M, 128) * ceil_div(ncols, 128) * batches >= kMinBigTileBlocks) return Tile::big;
+  if (ceil_div(M, 64) * ceil_div(ncols, 128) * batches >= kMinMidTileBlocks) return Tile::mid;
+  return Tile::small;
 }
 
 static float* device_scratch(const ExecContext& ctx, size_t count) {
@@ -396,10 +400,11 @@ static void data_gemm(const Conv2dShape& sh, const float* w, const float* dy, fl
       p.vec_store = d.stride_h == 1 && d.stride_w == 1 && d.HW % 4 == 0 && aligned16(dx);
       p.div_taps = FastDivmod(std::max(1, nR * nS)), p.div_ns = FastDivmod(std::max(1, nS));
       p.div_hcwc = FastDivmod(p.Hc * p.Wc), p.div_wc = FastDivmod(p.Wc);
-      if (use_big_tile(d.Cg, p.ncols, d.groups))
-        launch_data_gemm<BigTile>(p, w, dy, dx, stream);
-      else
-        launch_data_gemm<SmallTile>(p, w, dy, dx, stream);
+      switch (choose_tile(d.Cg, p.ncols, d.groups)) {
+        case Tile::big: launch_data_gemm<BigTile>(p, w, dy, dx, stream); break;
+        case Tile::mid: launch_data_gemm<MidTile>(p, w, dy, dx, stream); break;
+        case Tile::small: launch_data_gemm<SmallTile>(p, w, dy, dx, stream); break;
+      }
     }
 }
 
@@ -446,7 +451,8 @@ static FilterGemmPlan plan_filter_gemm(const Conv2dShape& sh) {
   FilterParams& p = plan.p;
   p.d = d, p.window = window_decode(d), p.pixel = pixel_decode(d), p.div_pq = FastDivmod(d.PQ);
   p.kred = d.N * d.PQ;
-  // The split reduction restores the block count, so big tiles need only full-ish dimensions.
+  // The split reduction restores the block count, so big tiles need only full-ish dimensions
+  // (64x128 tiles measured no faster than 64x64 here).
   plan.big = d.Kg >= 128 && d.Crs >= 128;
   const int64_t tile = plan.big ? BigTile::BM : SmallTile::BM;
   const int64_t blocks = ceil_div(d.Kg, tile) * ceil_div(d.Crs, tile) * d.groups;
@@ -562,10 +568,11 @@ void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape
   p.ncols = d.N * d.PQ, p.has_bias = sh.has_bias, p.vec_store = d.PQ % 4 == 0 && aligned16(y);
   const bool vec_a = d.Crs % 4 == 0 && aligned16(w);
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  if (use_big_tile(d.Kg, p.ncols, d.groups))
-    launch_forward_gemm<BigTile>(p, vec_a, x, w, b, y, stream);
-  else
-    launch_forward_gemm<SmallTile>(p, vec_a, x, w, b, y, stream);
+  switch (choose_tile(d.Kg, p.ncols, d.groups)) {
+    case Tile::big: launch_forward_gemm<BigTile>(p, vec_a, x, w, b, y, stream); break;
+    case Tile::mid: launch_forward_gemm<MidTile>(p, vec_a, x, w, b, y, stream); break;
+    case Tile::small: launch_forward_gemm<SmallTile>(p, vec_a, x, w, b, y, stream); break;
+  }
 }
 
 void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,

@@ -57,6 +57,7 @@ struct TileConfig {
   static_assert(kThreads % BK == 0, "loaders give each thread one reduction row");
 };
 using BigTile = TileConfig<128, 128, 8, 8, 8>;
+using MidTile = TileConfig<64, 128, 16, 4, 8>;
 using SmallTile = TileConfig<64, 64, 16, 4, 4>;
 
 // A warp holds 4 x 8 threads of the tile, so one float4 fragment read touches 4 (A) or 8 (B)

@@ -211,7 +211,7 @@ TEST_CASE("conv2d cuda backward computes any single gradient alone", "[gpu]") {
   }
 }
 
-// Large enough for 128x128 tiles (with ragged edges), split filter-gradient reductions, the
+// Large enough for 128x128 and 64x128 tiles (with ragged edges), split filter-gradient reductions, the
 // vector and scalar load/store paths, and the direct kernels' split sums.
 TEST_CASE("conv2d cuda strategies match the cpu reference on larger shapes", "[gpu]") {
   CNN_REQUIRE_GPU();
@@ -225,6 +225,7 @@ TEST_CASE("conv2d cuda strategies match the cpu reference on larger shapes", "[g
       Conv2dShape::make(8, 64, 24, 24, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64),  // depthwise
       Conv2dShape::make(8, 64, 24, 24, 64, 5, 5, 2, 2, 2, 2, 1, 1, 64),  // depthwise 5x5 stride 2
       Conv2dShape::make(8, 1, 48, 48, 64, 3, 3, 1, 1, 1, 1),          // first layer
+      Conv2dShape::make(8, 3, 48, 47, 20, 3, 3, 1, 1, 1, 1),          // 64x128 tiles, 27-long reduction
   };
   for (const Conv2dShape& sh : shapes) {
     const Reference r(sh, 5, true);
@@ -241,6 +242,7 @@ TEST_CASE("conv2d cuda strategies work on pointers that are not 16-byte aligned"
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   for (const Conv2dShape& sh : {Conv2dShape::make(3, 8, 12, 12, 20, 3, 3, 1, 1, 1, 1),
+                                Conv2dShape::make(8, 4, 48, 48, 20, 3, 3, 1, 1, 1, 1),  // 64x128 tiles
                                 Conv2dShape::make(2, 1, 16, 16, 8, 3, 3, 1, 1, 1, 1)}) {
     const Reference r(sh, 9);
     DeviceConv d(r, 1);
