@@ -43,7 +43,14 @@ void write_checkpoint(const std::string& path, Executor& ex, Optimizer* opt, con
   w.set_metadata("epoch_progress", meta.epoch_progress.dump());
   if (meta.has_best) w.set_metadata("best_metric", fmt::format("{:.17g}", meta.best_metric));
   add_checksums(w);
-  fs::create_directories(fs::path(path).parent_path());
+  fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !fs::is_directory(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+      CNN_THROW("cannot write checkpoint '{}': '{}' is not a directory and cannot be made one{}", path, dir.string(),
+                ec ? ": " + ec.message() : "");
+  }
   w.write_atomic(path);
 }
 
@@ -71,19 +78,29 @@ static int64_t meta_int(const std::map<std::string, std::string>& m, const std::
   }
 }
 
-LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir) {
-  std::string path = resolve_checkpoint_path(path_or_run_dir);
-  LoadedCheckpoint c{path, SafetensorsFile::open(path), {}};
-  ChecksumReport rep = verify_checksums(c.file);
-  if (!rep.ok()) CNN_THROW("checkpoint '{}' is corrupt: tensor '{}': {}", path, rep.first_mismatch, rep.message);
-  const auto& m = c.file.metadata();
+static double meta_double(const std::map<std::string, std::string>& m, const std::string& key,
+                          const std::string& file) {
+  const std::string& text = m.at(key);
+  try {
+    size_t used = 0;
+    double v = std::stod(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    CNN_THROW("checkpoint '{}': metadata '{}' is '{}', expected a number", file, key, text);
+  }
+}
+
+CheckpointMeta read_checkpoint_meta(const SafetensorsFile& file) {
+  const std::string& path = file.source();
+  const auto& m = file.metadata();
   auto fmt_it = m.find("format");
   if (fmt_it == m.end() || fmt_it->second != kCheckpointFormat)
     CNN_THROW("'{}' is not a cnn-train checkpoint (metadata 'format' is missing or not '{}')", path, kCheckpointFormat);
   int64_t version = meta_int(m, "format_version", path);
   if (version != kCheckpointVersion)
     CNN_THROW("checkpoint '{}' has format version {}, this program reads version {}", path, version, kCheckpointVersion);
-  CheckpointMeta& meta = c.meta;
+  CheckpointMeta meta;
   auto get = [&](const char* k) {
     auto it = m.find(k);
     if (it == m.end()) CNN_THROW("checkpoint '{}': metadata has no '{}'", path, k);
@@ -95,19 +112,38 @@ LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir) {
   meta.step = meta_int(m, "step", path);
   meta.optimizer_steps = meta_int(m, "optimizer_steps", path);
   meta.world_size = meta_int(m, "world_size", path);
+  if (meta.epoch < 0 || meta.next_batch < 0 || meta.step < 0 || meta.optimizer_steps < 0 || meta.world_size < 1)
+    CNN_THROW(
+        "checkpoint '{}': metadata position out of range (epoch {}, next_batch {}, step {}, optimizer_steps {}, "
+        "world_size {})",
+        path, meta.epoch, meta.next_batch, meta.step, meta.optimizer_steps, meta.world_size);
   meta.dataset_fingerprint = get("dataset_fingerprint");
   try {
     meta.schedule = nlohmann::json::parse(get("schedule")).get<std::map<std::string, std::string>>();
     meta.seed = nlohmann::json::parse(get("rng")).at("seed").get<uint64_t>();
     meta.metrics = nlohmann::json::parse(get("metrics"));
     if (m.count("epoch_progress")) meta.epoch_progress = nlohmann::json::parse(m.at("epoch_progress"));
-  } catch (const nlohmann::json::exception& e) {
+    // Checked here so a malformed value is reported as such rather than when the resumed epoch ends.
+    if (!meta.epoch_progress.is_object()) throw std::invalid_argument("'epoch_progress' is not an object");
+    for (const char* k : {"loss_sum", "correct", "seen"})
+      if (meta.epoch_progress.contains(k) && !meta.epoch_progress[k].is_number())
+        throw std::invalid_argument(fmt::format("'epoch_progress.{}' is not a number", k));
+  } catch (const std::exception& e) {
     CNN_THROW("checkpoint '{}': malformed metadata: {}", path, e.what());
   }
   if (m.count("best_metric")) {
     meta.has_best = true;
-    meta.best_metric = std::stod(m.at("best_metric"));
+    meta.best_metric = meta_double(m, "best_metric", path);
   }
+  return meta;
+}
+
+LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir) {
+  std::string path = resolve_checkpoint_path(path_or_run_dir);
+  LoadedCheckpoint c{path, SafetensorsFile::open(path), {}};
+  ChecksumReport rep = verify_checksums(c.file);
+  if (!rep.ok()) CNN_THROW("checkpoint '{}' is corrupt: tensor '{}': {}", path, rep.first_mismatch, rep.message);
+  c.meta = read_checkpoint_meta(c.file);
   return c;
 }
 

@@ -50,6 +50,9 @@ struct LoadedCheckpoint {
   CheckpointMeta meta;
 };
 LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir);
+// The metadata part of read_checkpoint (format, version, position, schedule, RNG, metrics);
+// checksums are not looked at. Errors name file.source().
+CheckpointMeta read_checkpoint_meta(const SafetensorsFile& file);
 std::string resolve_checkpoint_path(const std::string& path_or_run_dir);
 
 // Loads parameters and buffers by name. strict: every tensor of the graph must be present with

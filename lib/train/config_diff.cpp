@@ -57,7 +57,14 @@ void check_resume_compatible(const std::string& checkpoint_config_yaml, const Mo
     throw ConfigError({now.file}, "",
                       "cannot resume: the model or optimizer differs from the checkpoint's (use --init-from to "
                       "start a new run from its weights):" + refused);
-  for (const auto& d : diffs) spdlog::info("resume: overriding {}: {} -> {}", d.key, d.before, d.after);
+  for (const auto& d : diffs) {
+    spdlog::info("resume: overriding {}: {} -> {}", d.key, d.before, d.after);
+    if (d.key == "train.epochs" && now.train.schedule.type == "cosine")
+      spdlog::warn(
+          "resume: the cosine schedule now spans {} epochs instead of {}, so the learning rate from here "
+          "on differs from the original run's",
+          d.after, d.before);
+  }
 }
 
 }  // namespace cnn

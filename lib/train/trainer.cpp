@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -78,6 +79,7 @@ private:
   void save(const std::string& name, int64_t epoch, int64_t next_batch);
   void prune_epoch_checkpoints();
   CheckpointMeta meta(int64_t epoch, int64_t next_batch) const;
+  void read_test_hook();
 
   ModelSpec m_spec;
   TrainOptions m_opt;
@@ -95,12 +97,35 @@ private:
   int64_t m_epoch = 0, m_next_batch = 0, m_step = 0;
   double m_loss_sum = 0, m_correct = 0;  // running sums of the epoch in progress
   int64_t m_seen = 0;
+  int64_t m_test_stop_step = 0;  // test hook (read_test_hook): raise m_test_stop_signal after this step
+  int m_test_stop_signal = SIGTERM;
   bool m_has_best = false;
   double m_best = 0;
   nlohmann::json m_last_metrics = nlohmann::json::object();
   std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
   TrainResult m_result;
 };
+
+// Test hook for the end-to-end tests: CNN_TEST_STOP_AT_STEP=k raises SIGTERM (or the signal in
+// CNN_TEST_STOP_SIGNAL: TERM, INT, 15 or 2) right after optimizer step k, through the installed
+// handler, so a "stopped by a signal mid-epoch" run is reproducible to the step. Not for users.
+void TrainSession::read_test_hook() {
+  const char* at = std::getenv("CNN_TEST_STOP_AT_STEP");
+  if (!at || !*at) return;
+  try {
+    m_test_stop_step = std::stoll(at);
+  } catch (const std::exception&) {
+    CNN_THROW("CNN_TEST_STOP_AT_STEP is '{}', expected a step number", at);
+  }
+  std::string sig = std::getenv("CNN_TEST_STOP_SIGNAL") ? std::getenv("CNN_TEST_STOP_SIGNAL") : "TERM";
+  if (sig == "TERM" || sig == "15")
+    m_test_stop_signal = SIGTERM;
+  else if (sig == "INT" || sig == "2")
+    m_test_stop_signal = SIGINT;
+  else
+    CNN_THROW("CNN_TEST_STOP_SIGNAL is '{}', expected TERM or INT", sig);
+  spdlog::warn("test hook: raising signal {} after step {}", m_test_stop_signal, m_test_stop_step);
+}
 
 void TrainSession::setup_data() {
   m_data = load_dataset(m_spec.data, m_spec.input, m_spec.classes);
@@ -271,6 +296,10 @@ bool TrainSession::run_epochs() {
   Progress progress(stderr_is_terminal(), m_opt.quiet, t.log_every);
   std::vector<float> probs, logits;
   Batch b;
+  if (t.max_steps > 0 && m_step >= t.max_steps) {
+    spdlog::info("train.max_steps = {} already reached (step {}): nothing to train", t.max_steps, m_step);
+    return true;
+  }
   for (int64_t epoch = m_epoch; epoch < t.epochs; ++epoch) {
     int64_t first = epoch == m_epoch ? m_next_batch : 0;
     m_train_loader->start_epoch(epoch, first);
@@ -304,6 +333,7 @@ bool TrainSession::run_epochs() {
       if (t.clip_grad_norm > 0) clip_grad_norm(m_ctx, m_ex->grads().data(), m_graph->params_size(), t.clip_grad_norm);
       m_optim->step(m_ctx, m_ex->params().data(), m_ex->grads().data(), lr);
       ++m_step;
+      if (m_step == m_test_stop_step) std::raise(m_test_stop_signal);
       for (int64_t i = 0; i < n; ++i) {
         const float* p = probs.data() + i * K;
         correct += (std::max_element(p, p + K) - p) == b.labels[size_t(i)] ? 1 : 0;
@@ -334,6 +364,11 @@ bool TrainSession::run_epochs() {
 }
 
 TrainResult TrainSession::run() {
+  if (!m_opt.resume.empty() && !m_opt.init_from.empty())
+    throw ConfigError({"<command line>"}, "",
+                      "--resume continues a run with its own weights; it cannot be combined "
+                      "with --init-from (start a new run with --init-from instead)");
+  read_test_hook();
   if (!m_opt.resume.empty()) {
     m_resume = read_checkpoint(m_opt.resume);
     check_resume_compatible(m_resume->meta.config_yaml, m_spec);
