@@ -159,7 +159,8 @@ TEST_CASE("a SIGTERM from outside stops training with exit 143 and a checkpoint 
   CHECK(read_checkpoint(dir).meta.step == m.step + 2);
 }
 
-TEST_CASE("--max-steps stops mid-epoch with the data cursor saved and a resume continues exactly", "[cpu]") {
+TEST_CASE("a run capped by --max-steps saves the data cursor mid-epoch and resumes exactly",
+          "[cpu]") {
   Fixture fx;
   train_ok({fx.model, "--out", fx.run_dir("straight"), "--quiet"});
   Finished f = train_ok({fx.model, "--out", fx.run_dir("capped"), "--max-steps", "8"});
@@ -203,7 +204,8 @@ TEST_CASE("resume refuses a changed model or optimizer with exit 2 and lists the
   CHECK(read_file(fx.last("run")) == before);
 }
 
-TEST_CASE("--init-from with a changed head trains and logs the tensors it could not load", "[cpu]") {
+TEST_CASE("a run --init-from a checkpoint with another head trains and logs what it could not load",
+          "[cpu]") {
   Fixture fx;
   train_ok({fx.model, "--out", fx.run_dir("base"), "--epochs", "1", "--quiet"});
   SECTION("a renamed layer: missing and unexpected tensors") {
