@@ -175,6 +175,14 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
   return g;
 }
 
+void Graph::set_class_names(std::vector<std::string> names) {
+  if (static_cast<int64_t>(names.size()) != num_classes())
+    throw ConfigError(m_nodes.back().layer->where(), "layers." + m_nodes.back().layer->name(),
+                      fmt::format("the data has {} classes but the final layer '{}' outputs {} class scores",
+                                  names.size(), m_nodes.back().layer->name(), num_classes()));
+  m_class_names = std::move(names);
+}
+
 int64_t Graph::trainable_count() const {
   int64_t n = 0;
   for (const auto& p : m_params)

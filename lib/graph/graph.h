@@ -51,6 +51,9 @@ public:
   const Shape& output_shape() const { return m_nodes.back().out_shape; }
   int64_t num_classes() const { return m_nodes.back().out_shape[0]; }
   const std::vector<std::string>& class_names() const { return m_class_names; }
+  // Names found by the data (image-folder class folders) when the model file gives none;
+  // their count must equal the final layer's width.
+  void set_class_names(std::vector<std::string> names);
 
   int size() const { return static_cast<int>(m_nodes.size()); }
   GraphNode& node(int i) { return m_nodes[static_cast<size_t>(i)]; }

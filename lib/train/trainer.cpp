@@ -22,11 +22,13 @@
 #include "optim/schedule.h"
 #include "train/checkpoint_state.h"
 #include "train/config_diff.h"
+#include "train/device_setup.h"
 #include "train/evaluate.h"
 #include "train/loss.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/signals.h"
+#include "train/train_step.h"
 
 namespace cnn {
 
@@ -34,43 +36,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Device resolve_device(const std::string& requested, Graph& graph) {
-  auto cuda_ready = [&](std::string& why) {
-    if (!cuda_available()) {
-      why = cuda_device_description();
-      return false;
-    }
-    for (int i = 0; i < graph.size(); ++i) {
-      const Layer& l = *graph.node(i).layer;
-      if (!l.supports(Backend::cuda) && !l.supports(Backend::cudnn)) {
-        why = fmt::format("layer '{}' ({}) has no GPU implementation in this build", l.name(), l.type());
-        return false;
-      }
-    }
-    return true;
-  };
-  std::string why;
-  if (requested == "cpu") return Device::cpu;
-  if (requested == "cuda") {
-    if (!cuda_ready(why)) throw ConfigError({"--device"}, "device", "--device cuda requested but " + why);
-    return Device::cuda;
-  }
-  if (requested != "auto")
-    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", requested));
-  if (cuda_ready(why)) {
-    spdlog::info("device: cuda, {}", cuda_device_description());
-    return Device::cuda;
-  }
-  spdlog::info("device: cpu ({})", why);
-  return Device::cpu;
-}
-
 class TrainSession {
-public:
+ public:
   TrainSession(ModelSpec spec, const TrainOptions& opt) : m_spec(std::move(spec)), m_opt(opt) {}
   TrainResult run();
 
-private:
+ private:
   void setup_data();
   void setup_model();
   void resume_or_init();
@@ -87,11 +58,12 @@ private:
   DataSplits m_data;
   Normalization m_norm;
   std::unique_ptr<Graph> m_graph;
-  ExecContext m_ctx;
+  std::unique_ptr<DeviceSetup> m_dev;
   std::unique_ptr<Executor> m_ex;
   std::unique_ptr<Optimizer> m_optim;
   std::unique_ptr<LrSchedule> m_schedule;
   std::unique_ptr<LossFunction> m_loss;
+  std::unique_ptr<TrainStep> m_train_step;
   std::unique_ptr<Loader> m_train_loader, m_val_loader;
   std::unique_ptr<RunDir> m_run;
   int64_t m_epoch = 0, m_next_batch = 0, m_step = 0;
@@ -133,21 +105,24 @@ void TrainSession::setup_data() {
   if (m_data.bad_skipped) spdlog::warn("data: {} bad rows/files skipped (data.on_bad_row: skip)", m_data.bad_skipped);
   spdlog::info("class histogram:\n{}", class_histogram_table(m_data));
   if (m_data.train.size() == 0) CNN_THROW("the training split of '{}' is empty", m_spec.data.path);
+  if (m_spec.classes.empty() && !m_data.class_names.empty()) {
+    // Class names found by the data (image-folder folders): use them and record them in config.yaml.
+    m_graph->set_class_names(m_data.class_names);
+    m_spec.classes = m_data.class_names;
+    ConfigNode seq = ConfigNode::sequence({}, "classes");
+    for (const auto& c : m_data.class_names) seq.push_back(ConfigNode::scalar(c));
+    m_spec.root->set("classes", std::move(seq));
+  }
   m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
   spdlog::info("normalisation: {}{}", m_norm.to_string(), m_spec.data.normalize.automatic ? " (auto, from train)" : "");
 }
 
 void TrainSession::setup_model() {
-  m_graph = Graph::build(m_spec);
-  Device device = resolve_device(m_opt.device, *m_graph);
-  for (const auto& line : m_graph->choose_backends(device)) spdlog::debug("{}", line);
-  m_ctx = ExecContext::cpu(0);
-  m_ctx.device = device;
-  m_ctx.deterministic = m_spec.train.deterministic;
+  m_dev = std::make_unique<DeviceSetup>(m_opt.device, *m_graph, m_spec.train.deterministic);
   const TrainSpec& t = m_spec.train;
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
-  m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), m_ctx);
+  m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), m_dev->ctx());
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
                m_spec.name, m_graph->trainable_count(), m_graph->training_flops() / 1e6, t.batch_size,
                format_bytes(double(estimate_training_memory(*m_graph, m_spec, t.batch_size).total())));
@@ -177,6 +152,7 @@ void TrainSession::setup_model() {
   m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size());
   m_schedule = std::make_unique<LrSchedule>(t.schedule, t.optimizer.lr, m_train_loader->batches_per_epoch(), t.epochs);
   m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
+  m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
   spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type,
                t.optimizer.lr, m_train_loader->batches_per_epoch());
 }
@@ -254,8 +230,12 @@ void TrainSession::prune_epoch_checkpoints() {
 }
 
 void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {
-  nlohmann::json line{{"event", "epoch"}, {"epoch", epoch + 1},          {"step", m_step},
-                      {"train_loss", train_loss}, {"train_acc", train_acc}, {"lr", m_schedule->lr(m_step > 0 ? m_step - 1 : 0)},
+  nlohmann::json line{{"event", "epoch"},
+                      {"epoch", epoch + 1},
+                      {"step", m_step},
+                      {"train_loss", train_loss},
+                      {"train_acc", train_acc},
+                      {"lr", m_schedule->lr(m_step > 0 ? m_step - 1 : 0)},
                       {"img_per_s", seconds > 0 ? double(images) / seconds : 0.0}};
   std::string val_text;
   if (m_val_loader) {
@@ -292,9 +272,7 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
 
 bool TrainSession::run_epochs() {
   const TrainSpec& t = m_spec.train;
-  const int64_t K = m_graph->num_classes();
   Progress progress(stderr_is_terminal(), m_opt.quiet, t.log_every);
-  std::vector<float> probs, logits;
   Batch b;
   if (t.max_steps > 0 && m_step >= t.max_steps) {
     spdlog::info("train.max_steps = {} already reached (step {}): nothing to train", t.max_steps, m_step);
@@ -313,32 +291,24 @@ bool TrainSession::run_epochs() {
       if (n == 0) continue;
       double lr = m_schedule->lr(m_step);
       load_batch_input(*m_ex, b);
-      m_ex->forward(n, true, uint64_t(m_step), t.seed);
-      logits = m_ex->output().to_vector();
-      probs.resize(size_t(n * K));
-      double loss = m_loss->forward(m_ctx, logits.data(), b.labels.data(), n, probs.data(), nullptr);
-      if (!std::isfinite(loss)) {
+      TrainStep::Result r = m_train_step->run(b.labels.data(), n, lr, uint64_t(m_step), t.seed);
+      if (!std::isfinite(r.loss)) {
         progress.finish();
         load_batch_input(*m_ex, b);
         int bad = m_ex->forward_find_nonfinite(n, true, uint64_t(m_step), t.seed);
-        std::string where = bad == -2 ? "the input batch" : bad >= 0 ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(), m_graph->node(bad).layer->type()) : "the loss (all layer outputs are finite)";
-        CNN_THROW("training diverged at step {} (epoch {}, batch {}): the loss is {}; the first non-finite output is "
-                  "in {}. Try a lower train.optimizer.lr or train.clip_grad_norm.",
-                  m_step + 1, epoch + 1, b.index + 1, loss, where);
+        std::string where = bad == -2  ? "the input batch"
+                            : bad >= 0 ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(),
+                                                     m_graph->node(bad).layer->type())
+                                       : "the loss (all layer outputs are finite)";
+        CNN_THROW(
+            "training diverged at step {} (epoch {}, batch {}): the loss is {}; the first non-finite output is "
+            "in {}. Try a lower train.optimizer.lr or train.clip_grad_norm.",
+            m_step + 1, epoch + 1, b.index + 1, r.loss, where);
       }
-      std::vector<float> dlogits(size_t(n * K));
-      m_loss->backward(m_ctx, probs.data(), b.labels.data(), n, dlogits.data());
-      device_memcpy(m_ex->output_grad().data(), m_ctx.device, dlogits.data(), Device::cpu, dlogits.size() * sizeof(float));
-      m_ex->backward();
-      if (t.clip_grad_norm > 0) clip_grad_norm(m_ctx, m_ex->grads().data(), m_graph->params_size(), t.clip_grad_norm);
-      m_optim->step(m_ctx, m_ex->params().data(), m_ex->grads().data(), lr);
       ++m_step;
       if (m_step == m_test_stop_step) std::raise(m_test_stop_signal);
-      for (int64_t i = 0; i < n; ++i) {
-        const float* p = probs.data() + i * K;
-        correct += (std::max_element(p, p + K) - p) == b.labels[size_t(i)] ? 1 : 0;
-      }
-      loss_sum += loss * double(n);
+      correct += double(r.correct);
+      loss_sum += r.loss * double(n);
       seen += n;
       progress.update(b.index, n, loss_sum / double(seen), correct / double(seen), lr);
       bool max_reached = t.max_steps > 0 && m_step >= t.max_steps;
@@ -373,6 +343,8 @@ TrainResult TrainSession::run() {
     m_resume = read_checkpoint(m_opt.resume);
     check_resume_compatible(m_resume->meta.config_yaml, m_spec);
   }
+  // Build the network first: config errors surface before any directory or data is touched.
+  m_graph = Graph::build(m_spec);
   std::string dir = m_opt.out_dir;
   if (dir.empty() && m_resume) dir = fs::path(m_resume->path).parent_path().parent_path().string();
   if (dir.empty()) dir = default_run_dir(m_spec.name);
@@ -397,8 +369,11 @@ TrainResult TrainSession::run() {
     Loader test_loader(m_data.test, to, m_norm, m_spec.data.augment);
     m_result.test = evaluate(*m_ex, test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
     m_result.has_test = true;
-    nlohmann::json line{{"event", "test"}, {"step", m_step}, {"test_loss", m_result.test.loss},
-                        {"test_acc", m_result.test.top1}, {"test_macro_f1", m_result.test.macro_f1}};
+    nlohmann::json line{{"event", "test"},
+                        {"step", m_step},
+                        {"test_loss", m_result.test.loss},
+                        {"test_acc", m_result.test.top1},
+                        {"test_macro_f1", m_result.test.macro_f1}};
     m_run->append_metrics(line);
   }
   return m_result;
