@@ -37,6 +37,9 @@ struct CheckpointMeta {
   // Running train loss/accuracy sums of the epoch in progress, so a resumed epoch reports the
   // same train_loss as an uninterrupted one: {"loss_sum", "correct", "seen"}.
   nlohmann::json epoch_progress = nlohmann::json::object();
+  // The input normalisation the run trained with: {"mean": [..], "std": [..]} per channel, in
+  // 0..1 pixel units (so a model can be used without its training data).
+  nlohmann::json normalization = nlohmann::json::object();
 };
 
 // Writes atomically (temp file, fsync, rename). The optimizer may be null (weights only).

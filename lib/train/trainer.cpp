@@ -206,6 +206,7 @@ CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   m.metrics = m_last_metrics;
   m.has_best = m_has_best;
   m.best_metric = m_best;
+  m.normalization = {{"mean", m_norm.mean}, {"std", m_norm.std}};
   if (next_batch > 0) m.epoch_progress = {{"loss_sum", m_loss_sum}, {"correct", m_correct}, {"seen", m_seen}};
   return m;
 }
