@@ -23,9 +23,9 @@ bench() { timeout 60 "$b/app/cnn-bench" --quiet model "models/$1.yaml" --device 
   --repeats 5 ${3:-} 2>&1 | tee -a "$out/bench.txt" | head -3 | tee -a "$sum"; }
 bench mini_xception 32; bench mini_xception 256; bench fer_cnn 64; bench fashion_cnn 256; bench vgg_fer 64 --layers
 step "gpu training: fashion_cnn 5 epochs"
-s0=$(date +%s.%N); timeout 120 "$b/app/cnn-train" models/fashion_cnn.yaml --device cuda --quiet \
+s0=$(date +%s%N); timeout 120 "$b/app/cnn-train" models/fashion_cnn.yaml --device cuda --quiet \
   --out "$logs/run-fashion" > "$logs/train_fashion.txt" 2>&1; rc=$?
-echo "rc $rc, wall $(echo "$(date +%s.%N) - $s0" | bc) s" | tee -a "$sum"; grep -E "accuracy|error" "$logs/train_fashion.txt" | tee -a "$sum"
+echo "rc $rc, wall $(( ($(date +%s%N) - s0) / 1000000 )) ms" | tee -a "$sum"; grep -E "accuracy|error" "$logs/train_fashion.txt" | tee -a "$sum"
 cp "$logs/run-fashion/metrics.jsonl" "$out/metrics_fashion.jsonl" 2>/dev/null
 step "pytorch comparison"
 for m in "mini_xception --batch 32 --batch 256" "vgg_fer --batch 64" "fer_cnn --batch 64"; do
