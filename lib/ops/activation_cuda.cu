@@ -22,8 +22,7 @@ constexpr bool backward_reads_y() {
 }
 
 template <ActivationKind K>
-__device__ __forceinline__ float backward_one(float alpha, const float* x, const float* y, const float* dy,
-                                              int64_t i) {
+__device__ __forceinline__ float backward_one(float alpha, const float* x, const float* y, const float* dy, int64_t i) {
   const float xv = backward_reads_x<K>() ? x[i] : 0.0f;
   const float yv = backward_reads_y<K>() ? y[i] : 0.0f;
   return activation_backward_value(K, alpha, xv, yv, dy[i]);
@@ -115,11 +114,16 @@ void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, 
   check_count("activation forward", n);
   if (n == 0) return;
   switch (p.kind) {
-    case ActivationKind::relu: return launch_forward<ActivationKind::relu>(stream, n, p.alpha, x, y);
-    case ActivationKind::leaky_relu: return launch_forward<ActivationKind::leaky_relu>(stream, n, p.alpha, x, y);
-    case ActivationKind::elu: return launch_forward<ActivationKind::elu>(stream, n, p.alpha, x, y);
-    case ActivationKind::sigmoid: return launch_forward<ActivationKind::sigmoid>(stream, n, p.alpha, x, y);
-    case ActivationKind::tanh: return launch_forward<ActivationKind::tanh>(stream, n, p.alpha, x, y);
+    case ActivationKind::relu:
+      return launch_forward<ActivationKind::relu>(stream, n, p.alpha, x, y);
+    case ActivationKind::leaky_relu:
+      return launch_forward<ActivationKind::leaky_relu>(stream, n, p.alpha, x, y);
+    case ActivationKind::elu:
+      return launch_forward<ActivationKind::elu>(stream, n, p.alpha, x, y);
+    case ActivationKind::sigmoid:
+      return launch_forward<ActivationKind::sigmoid>(stream, n, p.alpha, x, y);
+    case ActivationKind::tanh:
+      return launch_forward<ActivationKind::tanh>(stream, n, p.alpha, x, y);
   }
   CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
 }
@@ -134,11 +138,16 @@ void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p,
   if (n == 0) return;
   const float a = p.alpha;
   switch (p.kind) {
-    case ActivationKind::relu: return launch_backward<ActivationKind::relu>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::leaky_relu: return launch_backward<ActivationKind::leaky_relu>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::elu: return launch_backward<ActivationKind::elu>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::sigmoid: return launch_backward<ActivationKind::sigmoid>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::tanh: return launch_backward<ActivationKind::tanh>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::relu:
+      return launch_backward<ActivationKind::relu>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::leaky_relu:
+      return launch_backward<ActivationKind::leaky_relu>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::elu:
+      return launch_backward<ActivationKind::elu>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::sigmoid:
+      return launch_backward<ActivationKind::sigmoid>(stream, n, a, x, y, dy, dx);
+    case ActivationKind::tanh:
+      return launch_backward<ActivationKind::tanh>(stream, n, a, x, y, dy, dx);
   }
   CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
 }

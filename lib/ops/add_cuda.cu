@@ -50,7 +50,7 @@ static __global__ void add_forward_pointwise_kernel(int64_t n, int count,
 
 template <bool kVec>
 static __global__ void add_backward_broadcast_kernel(int64_t n, int count,
-                                                     const float* __restrict__ dy,           // (n)
+                                                     const float* __restrict__ dy,              // (n)
                                                      const __grid_constant__ AddOutputs out) {  // count x (n)
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;

@@ -1,9 +1,7 @@
-// Batch normalisation on the GPU, the CPU fast path's arithmetic in three steps: per-channel
-// partial sums over fixed slices of the channel's N*H*W values (a grid of blocks x channels,
-// double accumulation, fixed-order block sums), a per-channel finalize that adds the partials in
-// slice order, then one elementwise pass. The slicing depends only on the shape, so results are
-// bitwise reproducible run to run.
-// Trap: statistics are sums of x - x0 (x0 = the channel's first value) as on the CPU, because
+// Batch normalisation on the GPU with the CPU fast path's arithmetic: per-channel double partial
+// sums over fixed slices (grid slices x C, fixed-order block sums), a per-channel finalize adding
+// them in slice order, then one elementwise pass. Slicing depends on the shape only: bitwise repeatable.
+// Trap: statistics sum x - x0 (x0 = the channel's first value) as on the CPU, because
 // sum(x^2) - sum(x)^2/M in any precision loses the variance of large-mean channels.
 #include <algorithm>
 
@@ -20,11 +18,19 @@ struct ChannelLayout {
   int64_t C;
   int HW;
   int M;  // N * HW
+  cuda::FastDiv32 by_HW;
   __device__ __forceinline__ int64_t at(int c, int j) const {
-    const int n = j / HW;
+    const int n = by_HW.div(j);
     return (static_cast<int64_t>(n) * C + c) * HW + (j - n * HW);
   }
 };
+
+// The channel of flat element (or float4 group) i: (i / group) % C, group = HW (or HW / 4).
+template <typename Div>
+__device__ __forceinline__ int channel_of(typename Div::Index i, int C, const Div& by_group, const Div& by_C) {
+  const typename Div::Index plane = by_group.div(i);
+  return static_cast<int>(plane - by_C.div(plane) * C);
+}
 
 // Slice b of gridDim.x slices of [0, M): the same split for every channel.
 __device__ __forceinline__ void slice_of(int M, int& begin, int& end) {
@@ -35,7 +41,7 @@ __device__ __forceinline__ void slice_of(int M, int& begin, int& end) {
 
 // grid (slices, C): partial sums of d = x - x0 and d^2 for each (channel, slice).
 static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
-                                                      const float* __restrict__ x,  // (N, C, H, W)
+                                                      const float* __restrict__ x,     // (N, C, H, W)
                                                       double* __restrict__ partial) {  // (C, slices, 2)
   __shared__ double shared[kThreads / cuda::kWarpSize];
   const int c = blockIdx.y;
@@ -60,7 +66,7 @@ static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
 // One thread per channel: mean, variance, running statistics, and the (mean, scale) the
 // normalisation pass uses, all as batchnorm_forward_train_cpu computes them.
 static __global__ void batchnorm_forward_finalize_kernel(int C, int slices, int M, double eps, double momentum,
-                                                         const float* __restrict__ x,        // (N, C, H, W)
+                                                         const float* __restrict__ x,  // (N, C, H, W)
                                                          int HW,
                                                          const double* __restrict__ partial,  // (C, slices, 2)
                                                          const float* __restrict__ gamma,     // (C)
@@ -106,19 +112,19 @@ static __global__ void batchnorm_forward_infer_prepare_kernel(int C, double eps,
 
 // y = (x - mean[c]) * scale[c] + beta[c]. kVec: float4 groups, which never straddle channels
 // because HW % 4 == 0 there.
-template <typename I, bool kVec>
-static __global__ void batchnorm_forward_normalize_kernel(I total, int C, int HW,
-                                                          const float* __restrict__ x,       // (N, C, H, W)
-                                                          const float* __restrict__ mean,    // (C)
-                                                          const float* __restrict__ scale,   // (C)
-                                                          const float* __restrict__ beta,    // (C)
-                                                          float* __restrict__ y) {           // (N, C, H, W)
+template <typename Div, bool kVec>
+static __global__ void batchnorm_forward_normalize_kernel(typename Div::Index total, int C, Div by_group, Div by_C,
+                                                          const float* __restrict__ x,      // (N, C, H, W)
+                                                          const float* __restrict__ mean,   // (C)
+                                                          const float* __restrict__ scale,  // (C)
+                                                          const float* __restrict__ beta,   // (C)
+                                                          float* __restrict__ y) {          // (N, C, H, W)
+  using I = typename Div::Index;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   const I first = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (kVec) {
-    const int HW4 = HW / 4;
     for (I i = first; i < total / 4; i += stride) {
-      const int c = static_cast<int>((i / HW4) % C);
+      const int c = channel_of(i, C, by_group, by_C);
       const float m = mean[c], k = scale[c], b = beta[c];
       float4 v = reinterpret_cast<const float4*>(x)[i];
       v.x = (v.x - m) * k + b;
@@ -129,7 +135,7 @@ static __global__ void batchnorm_forward_normalize_kernel(I total, int C, int HW
     }
   } else {
     for (I i = first; i < total; i += stride) {
-      const int c = static_cast<int>((i / HW) % C);
+      const int c = channel_of(i, C, by_group, by_C);
       y[i] = (x[i] - mean[c]) * scale[c] + beta[c];
     }
   }
@@ -164,12 +170,12 @@ static __global__ void batchnorm_backward_sums_kernel(ChannelLayout L,
 
 // One thread per channel: dgamma, dbeta and the coefficients of dx = a (dy - b - (x - mean) k).
 static __global__ void batchnorm_backward_finalize_kernel(int C, int slices, int M,
-                                                          const double* __restrict__ partial,     // (C, slices, 2)
-                                                          const float* __restrict__ gamma,        // (C)
-                                                          const float* __restrict__ save_inv_std, // (C)
-                                                          float* __restrict__ dgamma,             // (C) or null
-                                                          float* __restrict__ dbeta,              // (C) or null
-                                                          float* __restrict__ coef) {             // (3, C): a, b, k
+                                                          const double* __restrict__ partial,      // (C, slices, 2)
+                                                          const float* __restrict__ gamma,         // (C)
+                                                          const float* __restrict__ save_inv_std,  // (C)
+                                                          float* __restrict__ dgamma,              // (C) or null
+                                                          float* __restrict__ dbeta,               // (C) or null
+                                                          float* __restrict__ coef) {              // (3, C): a, b, k
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   double sum_dy = 0.0, sum_dy_xc = 0.0;
@@ -187,19 +193,19 @@ static __global__ void batchnorm_backward_finalize_kernel(int C, int slices, int
   coef[2 * C + c] = static_cast<float>(inv_std * sum_dy_xhat / m);
 }
 
-template <typename I, bool kVec>
-static __global__ void batchnorm_backward_dx_kernel(I total, int C, int HW,
+template <typename Div, bool kVec>
+static __global__ void batchnorm_backward_dx_kernel(typename Div::Index total, int C, Div by_group, Div by_C,
                                                     const float* __restrict__ x,          // (N, C, H, W)
                                                     const float* __restrict__ save_mean,  // (C)
                                                     const float* __restrict__ coef,       // (3, C)
                                                     const float* __restrict__ dy,         // (N, C, H, W)
                                                     float* __restrict__ dx) {             // (N, C, H, W)
+  using I = typename Div::Index;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   const I first = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (kVec) {
-    const int HW4 = HW / 4;
     for (I i = first; i < total / 4; i += stride) {
-      const int c = static_cast<int>((i / HW4) % C);
+      const int c = channel_of(i, C, by_group, by_C);
       const float m = save_mean[c], a = coef[c], b = coef[C + c], k = coef[2 * C + c];
       const float4 xv = reinterpret_cast<const float4*>(x)[i];
       const float4 g = reinterpret_cast<const float4*>(dy)[i];
@@ -212,7 +218,7 @@ static __global__ void batchnorm_backward_dx_kernel(I total, int C, int HW,
     }
   } else {
     for (I i = first; i < total; i += stride) {
-      const int c = static_cast<int>((i / HW) % C);
+      const int c = channel_of(i, C, by_group, by_C);
       dx[i] = coef[c] * (dy[i] - coef[C + c] - (x[i] - save_mean[c]) * coef[2 * C + c]);
     }
   }
@@ -225,9 +231,10 @@ static void check_shape(const char* what, const BatchnormShape& sh) {
   if (!(sh.momentum >= 0.0 && sh.momentum <= 1.0))
     CNN_THROW("{}: momentum must be in [0, 1], got {}", what, sh.momentum);
   if (!cuda::fits_int32(sh.N * sh.H * sh.W) || sh.C > 65535)
-    CNN_THROW("{}: {} values per channel over {} channels exceed the CUDA kernels' limits (2^31 values, 65535 "
-              "channels: one grid row per channel)",
-              what, sh.N * sh.H * sh.W, sh.C);
+    CNN_THROW(
+        "{}: {} values per channel over {} channels exceed the CUDA kernels' limits (2^31 values, 65535 "
+        "channels: one grid row per channel)",
+        what, sh.N * sh.H * sh.W, sh.C);
 }
 
 // Slices per channel: at least ~2048 values each, and enough blocks over all channels to fill a
@@ -240,7 +247,8 @@ static int slices_for(const BatchnormShape& sh) {
 }
 
 static ChannelLayout layout_of(const BatchnormShape& sh) {
-  return ChannelLayout{sh.C, static_cast<int>(sh.H * sh.W), static_cast<int>(sh.N * sh.H * sh.W)};
+  return ChannelLayout{sh.C, static_cast<int>(sh.H * sh.W), static_cast<int>(sh.N * sh.H * sh.W),
+                       cuda::FastDiv32(sh.H * sh.W)};
 }
 
 // Scratch: partial sums (C * slices * 2 doubles) followed by `floats` per-channel floats.
@@ -254,49 +262,58 @@ static Scratch scratch(const ExecContext& ctx, const BatchnormShape& sh, int sli
   return Scratch{reinterpret_cast<double*>(base), reinterpret_cast<float*>(base + partial_bytes)};
 }
 
+// The elementwise kernels run in int32 with FastDiv32 when every index fits, else in int64.
 static void launch_normalize(cudaStream_t stream, const BatchnormShape& sh, const float* x, const float* mean,
                              const float* scale, const float* beta, float* y) {
-  const int64_t total = sh.N * sh.C * sh.H * sh.W;
-  const int C = static_cast<int>(sh.C), HW = static_cast<int>(sh.H * sh.W);
+  const int64_t total = sh.N * sh.C * sh.H * sh.W, HW = sh.H * sh.W;
+  const int C = static_cast<int>(sh.C);
   const bool vec = HW % 4 == 0 && cuda::aligned16(x) && cuda::aligned16(y);
+  const int64_t group = vec ? HW / 4 : HW;
   const unsigned blocks = cuda::grid_blocks(vec ? total / 4 : total, kThreads);
   if (cuda::fits_int32(total + int64_t{blocks} * kThreads)) {
+    const cuda::FastDiv32 g(group), c(C);
+    const auto n = static_cast<int32_t>(total);
     if (vec)
-      batchnorm_forward_normalize_kernel<int32_t, true><<<blocks, kThreads, 0, stream>>>(
-          static_cast<int32_t>(total), C, HW, x, mean, scale, beta, y);
+      batchnorm_forward_normalize_kernel<cuda::FastDiv32, true>
+          <<<blocks, kThreads, 0, stream>>>(n, C, g, c, x, mean, scale, beta, y);
     else
-      batchnorm_forward_normalize_kernel<int32_t, false><<<blocks, kThreads, 0, stream>>>(
-          static_cast<int32_t>(total), C, HW, x, mean, scale, beta, y);
+      batchnorm_forward_normalize_kernel<cuda::FastDiv32, false>
+          <<<blocks, kThreads, 0, stream>>>(n, C, g, c, x, mean, scale, beta, y);
   } else {
+    const cuda::PlainDiv64 g(group), c(C);
     if (vec)
-      batchnorm_forward_normalize_kernel<int64_t, true><<<blocks, kThreads, 0, stream>>>(total, C, HW, x, mean,
-                                                                                         scale, beta, y);
+      batchnorm_forward_normalize_kernel<cuda::PlainDiv64, true>
+          <<<blocks, kThreads, 0, stream>>>(total, C, g, c, x, mean, scale, beta, y);
     else
-      batchnorm_forward_normalize_kernel<int64_t, false><<<blocks, kThreads, 0, stream>>>(total, C, HW, x, mean,
-                                                                                          scale, beta, y);
+      batchnorm_forward_normalize_kernel<cuda::PlainDiv64, false>
+          <<<blocks, kThreads, 0, stream>>>(total, C, g, c, x, mean, scale, beta, y);
   }
 }
 
 static void launch_dx(cudaStream_t stream, const BatchnormShape& sh, const float* x, const float* save_mean,
                       const float* coef, const float* dy, float* dx) {
-  const int64_t total = sh.N * sh.C * sh.H * sh.W;
-  const int C = static_cast<int>(sh.C), HW = static_cast<int>(sh.H * sh.W);
+  const int64_t total = sh.N * sh.C * sh.H * sh.W, HW = sh.H * sh.W;
+  const int C = static_cast<int>(sh.C);
   const bool vec = HW % 4 == 0 && cuda::aligned16(x) && cuda::aligned16(dy) && cuda::aligned16(dx);
+  const int64_t group = vec ? HW / 4 : HW;
   const unsigned blocks = cuda::grid_blocks(vec ? total / 4 : total, kThreads);
   if (cuda::fits_int32(total + int64_t{blocks} * kThreads)) {
+    const cuda::FastDiv32 g(group), c(C);
+    const auto n = static_cast<int32_t>(total);
     if (vec)
-      batchnorm_backward_dx_kernel<int32_t, true><<<blocks, kThreads, 0, stream>>>(
-          static_cast<int32_t>(total), C, HW, x, save_mean, coef, dy, dx);
+      batchnorm_backward_dx_kernel<cuda::FastDiv32, true>
+          <<<blocks, kThreads, 0, stream>>>(n, C, g, c, x, save_mean, coef, dy, dx);
     else
-      batchnorm_backward_dx_kernel<int32_t, false><<<blocks, kThreads, 0, stream>>>(
-          static_cast<int32_t>(total), C, HW, x, save_mean, coef, dy, dx);
+      batchnorm_backward_dx_kernel<cuda::FastDiv32, false>
+          <<<blocks, kThreads, 0, stream>>>(n, C, g, c, x, save_mean, coef, dy, dx);
   } else {
+    const cuda::PlainDiv64 g(group), c(C);
     if (vec)
-      batchnorm_backward_dx_kernel<int64_t, true><<<blocks, kThreads, 0, stream>>>(total, C, HW, x, save_mean,
-                                                                                   coef, dy, dx);
+      batchnorm_backward_dx_kernel<cuda::PlainDiv64, true>
+          <<<blocks, kThreads, 0, stream>>>(total, C, g, c, x, save_mean, coef, dy, dx);
     else
-      batchnorm_backward_dx_kernel<int64_t, false><<<blocks, kThreads, 0, stream>>>(total, C, HW, x, save_mean,
-                                                                                    coef, dy, dx);
+      batchnorm_backward_dx_kernel<cuda::PlainDiv64, false>
+          <<<blocks, kThreads, 0, stream>>>(total, C, g, c, x, save_mean, coef, dy, dx);
   }
 }
 

@@ -1,8 +1,6 @@
-// Channel concatenation on the GPU. Per sample, input i is one contiguous block of channels[i]*HW
-// values in y, so both directions are the same strided copy: N rows of `len` floats per part,
-// rows `src_pitch` apart in the source and `dst_pitch` apart in the destination. One launch
-// copies up to kMaxParts parts (blockIdx.z), with float4 where a part's pointers, row length and
-// pitches allow it.
+// Channel concatenation on the GPU. Per sample, input i is one block of channels[i]*HW values in y,
+// so both directions are one strided copy: N rows of `len` floats per part, rows src_pitch /
+// dst_pitch apart; one launch copies up to kMaxParts parts (blockIdx.z), float4 where a part allows.
 // Trap: the blocks interleave across samples (y is N-major): an input is N blocks of y, not one.
 #include <algorithm>
 #include <vector>
@@ -67,8 +65,8 @@ static void launch_copies(cudaStream_t stream, const char* what, int64_t rows, c
                      cuda::aligned16(dst[i]);
       widest = std::max(widest, parts.vec[j] ? len[i] / 4 : len[i]);
     }
-    const dim3 grid(cuda::grid_blocks(widest, kThreads, 1024), static_cast<unsigned>(std::min<int64_t>(rows, kMaxGridY)),
-                    static_cast<unsigned>(end - begin));
+    const dim3 grid(cuda::grid_blocks(widest, kThreads, 1024),
+                    static_cast<unsigned>(std::min<int64_t>(rows, kMaxGridY)), static_cast<unsigned>(end - begin));
     concat_copy_rows_kernel<<<grid, kThreads, 0, stream>>>(rows, parts);
     CUDA_CHECK_LAUNCH(what);
   }

@@ -1,9 +1,7 @@
-// Inverted dropout on the GPU: one thread per Philox block, i.e. per 4 consecutive counters
-// (offset + i), so each philox4x32 is drawn once and the mask equals the CPU's bit for bit.
-// Trap: blocks are aligned to the counter, not to i: with offset % 4 != 0 the first and last
-// blocks are partial and element i of a block is not 16-byte aligned, so float4 is used only
-// when offset % 4 == 0 and both pointers are aligned (the last block may still be partial).
-// y may alias x: each thread reads its elements, then writes them.
+// Inverted dropout on the GPU: one thread per Philox block of 4 counters (offset + i), so each
+// philox4x32 is drawn once and the mask equals the CPU's bit for bit. y may alias x.
+// Trap: blocks are aligned to the counter, not to i: with offset % 4 != 0 the first and last blocks
+// are partial and misaligned, so float4 needs offset % 4 == 0 and aligned pointers (and a full block).
 #include "core/cuda_check.h"
 #include "core/rng.h"
 #include "ops/dropout.h"
@@ -53,19 +51,20 @@ static void check_params(const char* what, const DropoutParams& prm, int64_t n) 
   if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
 }
 
-static void launch_mask(const ExecContext& ctx, const char* what, const DropoutParams& prm, int64_t n,
-                        const float* in, float* out) {
+static void launch_mask(const ExecContext& ctx, const char* what, const DropoutParams& prm, int64_t n, const float* in,
+                        float* out) {
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_params(what, prm, n);
   if (n == 0) return;
   if (prm.p == 0.0f) {  // nothing is dropped (u < 0 never holds) and the scale is 1, as on the CPU
-    if (in != out) CUDA_CHECK(cudaMemcpyAsync(out, in, static_cast<size_t>(n) * sizeof(float),
-                                              cudaMemcpyDeviceToDevice, stream));
+    if (in != out)
+      CUDA_CHECK(cudaMemcpyAsync(out, in, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   const float scale = 1.0f / (1.0f - prm.p);
   const bool vec = prm.offset % 4 == 0 && cuda::aligned16(in) && cuda::aligned16(out);
-  const int64_t blocks = static_cast<int64_t>(((prm.offset + static_cast<uint64_t>(n) - 1) >> 2) - (prm.offset >> 2) + 1);
+  const int64_t blocks =
+      static_cast<int64_t>(((prm.offset + static_cast<uint64_t>(n) - 1) >> 2) - (prm.offset >> 2) + 1);
   const unsigned grid = cuda::grid_blocks(blocks, kThreads);
   if (vec)
     dropout_mask_philox_kernel<true><<<grid, kThreads, 0, stream>>>(prm.seed, prm.offset, n, prm.p, scale, in, out);

@@ -1,10 +1,8 @@
-// Max and average pooling on the GPU. Forward: one thread per output; a global window (R=H, S=W,
-// no padding) gets one warp per (n, c) plane instead. Backward is a gather: one thread per input
-// element visits the windows that contain it in (p, q) order, so no atomics, deterministic, and
-// the same additions in the same order as the CPU scatter.
-// Trap: max backward routes dy to the first in-bounds position of the window in row-major order
-// whose value equals y (NaN matches NaN); a thread whose value equals y must scan the window's
-// earlier positions before it may claim the gradient.
+// Max and average pooling on the GPU: one thread per output (one warp per plane for a global
+// window); backward gathers, one thread per input over the windows containing it in (p, q) order:
+// no atomics, deterministic, the CPU's additions in the CPU's order.
+// Trap: max routes dy to the window's first row-major position equal to y (NaN matches NaN), so a
+// thread whose value equals y must scan the window's earlier positions before claiming dy.
 #include <algorithm>
 #include <cmath>
 
@@ -23,6 +21,16 @@ struct PoolDims {
   int stride_h, stride_w, pad_h, pad_w;
 };
 
+// The divisors of the index arithmetic: FastDiv32 while every index fits in int32, else PlainDiv64.
+template <typename Div>
+struct PoolDivs {
+  Div H, W, P, Q, stride_h, stride_w;
+};
+template <typename Div>
+static PoolDivs<Div> divs_of(const PoolDims& d) {
+  return PoolDivs<Div>{Div(d.H), Div(d.W), Div(d.P), Div(d.Q), Div(d.stride_h), Div(d.stride_w)};
+}
+
 // m <- v when v is larger, or when v is the first NaN (as pool2d_cpu.cpp).
 __device__ __forceinline__ bool max_takes(float v, float m) { return v > m || (v != v && m == m); }
 __device__ __forceinline__ bool is_argmax(float v, float y) { return v == y || (v != v && y != y); }
@@ -36,17 +44,18 @@ __device__ __forceinline__ Window clipped_window(const PoolDims& d, int p, int q
   return Window{max(hs, 0), min(hs + d.R, d.H), max(ws, 0), min(ws + d.S, d.W)};
 }
 
-template <typename I, bool kMax>
-static __global__ void pool2d_forward_window_kernel(PoolDims d,
+template <typename Div, bool kMax>
+static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv,
                                                     const float* __restrict__ x,  // (N, C, H, W)
                                                     float* __restrict__ y) {      // (N, C, P, Q)
+  using I = typename Div::Index;
   const I total = static_cast<I>(d.planes) * d.P * d.Q;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
-    const int q = static_cast<int>(o % d.Q);
-    const I t = o / d.Q;
-    const int p = static_cast<int>(t % d.P);
-    const I plane = t / d.P;
+    const I t = dv.Q.div(o);
+    const int q = static_cast<int>(o - t * d.Q);
+    const I plane = dv.P.div(t);
+    const int p = static_cast<int>(t - plane * d.P);
     const float* xp = x + plane * d.H * d.W;
     const Window win = clipped_window(d, p, q);
     float acc = kMax ? xp[win.h0 * d.W + win.w0] : 0.0f;
@@ -70,7 +79,8 @@ static __global__ void pool2d_forward_global_kernel(int64_t planes, int HW,
                                                     float* __restrict__ y) {      // (N, C, 1, 1)
   const int lane = threadIdx.x % cuda::kWarpSize;
   const int64_t warps_per_grid = static_cast<int64_t>(gridDim.x) * (blockDim.x / cuda::kWarpSize);
-  for (int64_t plane = static_cast<int64_t>(blockIdx.x) * (blockDim.x / cuda::kWarpSize) + threadIdx.x / cuda::kWarpSize;
+  for (int64_t plane =
+           static_cast<int64_t>(blockIdx.x) * (blockDim.x / cuda::kWarpSize) + threadIdx.x / cuda::kWarpSize;
        plane < planes; plane += warps_per_grid) {
     const float* xp = x + plane * HW;
     float acc = kMax ? -INFINITY : 0.0f;
@@ -96,31 +106,34 @@ static __global__ void pool2d_forward_global_kernel(int64_t planes, int HW,
 }
 
 // Outputs whose window contains input row h: [lo, hi] along one axis (empty when lo > hi).
-__device__ __forceinline__ void covering_outputs(int h, int pad, int window, int stride, int out, int& lo, int& hi) {
+template <typename Div>
+__device__ __forceinline__ void covering_outputs(int h, int pad, int window, const Div& stride, int out, int& lo,
+                                                 int& hi) {
   const int top = h + pad;  // h in padded coordinates; output o covers [o*stride, o*stride + window)
-  lo = top - window < 0 ? 0 : (top - window) / stride + 1;
-  hi = min(top / stride, out - 1);
+  lo = top - window < 0 ? 0 : static_cast<int>(stride.div(top - window)) + 1;
+  hi = min(static_cast<int>(stride.div(top)), out - 1);
 }
 
-template <typename I, bool kMax>
-static __global__ void pool2d_backward_gather_kernel(PoolDims d,
+template <typename Div, bool kMax>
+static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> dv,
                                                      const float* __restrict__ x,   // (N, C, H, W)
                                                      const float* __restrict__ y,   // (N, C, P, Q)
                                                      const float* __restrict__ dy,  // (N, C, P, Q)
                                                      float* __restrict__ dx) {      // (N, C, H, W)
+  using I = typename Div::Index;
   const I total = static_cast<I>(d.planes) * d.H * d.W;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I e = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    const int w = static_cast<int>(e % d.W);
-    const I t = e / d.W;
-    const int h = static_cast<int>(t % d.H);
-    const I plane = t / d.H;
+    const I t = dv.W.div(e);
+    const int w = static_cast<int>(e - t * d.W);
+    const I plane = dv.H.div(t);
+    const int h = static_cast<int>(t - plane * d.H);
     const float* xp = x + plane * d.H * d.W;
     const I out0 = plane * d.P * d.Q;
     const float v = kMax ? xp[h * d.W + w] : 0.0f;  // avg never reads x
     int p_lo, p_hi, q_lo, q_hi;
-    covering_outputs(h, d.pad_h, d.R, d.stride_h, d.P, p_lo, p_hi);
-    covering_outputs(w, d.pad_w, d.S, d.stride_w, d.Q, q_lo, q_hi);
+    covering_outputs(h, d.pad_h, d.R, dv.stride_h, d.P, p_lo, p_hi);
+    covering_outputs(w, d.pad_w, d.S, dv.stride_w, d.Q, q_lo, q_hi);
     float acc = 0.0f;
     for (int p = p_lo; p <= p_hi; ++p)
       for (int q = q_lo; q <= q_hi; ++q) {
@@ -179,16 +192,18 @@ template <bool kMax>
 static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const PoolDims& d, const float* x, float* y) {
   if (is_global(sh)) {
     const int64_t warps = kThreads / cuda::kWarpSize;
-    pool2d_forward_global_kernel<kMax><<<cuda::grid_blocks(d.planes, warps), kThreads, 0, stream>>>(
-        d.planes, d.H * d.W, x, y);
+    pool2d_forward_global_kernel<kMax>
+        <<<cuda::grid_blocks(d.planes, warps), kThreads, 0, stream>>>(d.planes, d.H * d.W, x, y);
     return;
   }
   const int64_t total = d.planes * d.P * d.Q;
   const unsigned blocks = cuda::grid_blocks(total, kThreads);
   if (index_fits_int32(d, blocks))
-    pool2d_forward_window_kernel<int32_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y);
+    pool2d_forward_window_kernel<cuda::FastDiv32, kMax>
+        <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y);
   else
-    pool2d_forward_window_kernel<int64_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y);
+    pool2d_forward_window_kernel<cuda::PlainDiv64, kMax>
+        <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::PlainDiv64>(d), x, y);
 }
 
 template <bool kMax>
@@ -197,9 +212,11 @@ static void launch_backward(cudaStream_t stream, const PoolDims& d, const float*
   const int64_t total = d.planes * d.H * d.W;
   const unsigned blocks = cuda::grid_blocks(total, kThreads);
   if (index_fits_int32(d, blocks))
-    pool2d_backward_gather_kernel<int32_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y, dy, dx);
+    pool2d_backward_gather_kernel<cuda::FastDiv32, kMax>
+        <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y, dy, dx);
   else
-    pool2d_backward_gather_kernel<int64_t, kMax><<<blocks, kThreads, 0, stream>>>(d, x, y, dy, dx);
+    pool2d_backward_gather_kernel<cuda::PlainDiv64, kMax>
+        <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::PlainDiv64>(d), x, y, dy, dx);
 }
 
 void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh,

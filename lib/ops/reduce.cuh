@@ -48,13 +48,40 @@ inline unsigned grid_blocks(int64_t work, int64_t per_block, int64_t cap = 8192)
   return static_cast<unsigned>(blocks);
 }
 
+// n / d for 0 <= n < 2^31 and a divisor fixed on the host, by a multiply-high and a shift
+// (Granlund & Montgomery 1994; PyTorch's IntDivider): a plain integer division is a ~20-instruction
+// sequence on the GPU, which dominates index arithmetic in memory-bound kernels.
+struct FastDiv32 {
+  using Index = int32_t;
+  uint32_t divisor = 1, mul = 0, shift = 0;
+  FastDiv32() = default;
+  explicit FastDiv32(int64_t d) : divisor(static_cast<uint32_t>(d)) {
+    while (shift < 31 && (uint32_t{1} << shift) < divisor) ++shift;
+    const uint64_t one = 1;
+    mul = static_cast<uint32_t>(((one << 32) * ((one << shift) - divisor)) / divisor + 1);
+  }
+  __device__ __forceinline__ int32_t div(int32_t n) const {
+    const uint32_t t = __umulhi(static_cast<uint32_t>(n), mul);
+    return static_cast<int32_t>((t + static_cast<uint32_t>(n)) >> shift);
+  }
+};
+// The same interface for indices past 2^31.
+struct PlainDiv64 {
+  using Index = int64_t;
+  int64_t divisor = 1;
+  PlainDiv64() = default;
+  explicit PlainDiv64(int64_t d) : divisor(d) {}
+  __device__ __forceinline__ int64_t div(int64_t n) const { return n / divisor; }
+};
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 inline bool fits_int32(int64_t n) { return n <= int64_t{0x7fffffff}; }
 
 // The context's stream; a CPU context here is a caller bug that would pass host pointers to kernels.
 inline cudaStream_t stream_of(const ExecContext& ctx, const char* what) {
-  if (ctx.device != Device::cuda) CNN_THROW("{}: needs a CUDA execution context, got a {} one", what, to_string(ctx.device));
+  if (ctx.device != Device::cuda)
+    CNN_THROW("{}: needs a CUDA execution context, got a {} one", what, to_string(ctx.device));
   return static_cast<cudaStream_t>(ctx.cuda_stream);
 }
 

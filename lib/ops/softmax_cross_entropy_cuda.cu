@@ -1,9 +1,8 @@
-// Softmax cross-entropy on the GPU: one warp per sample row (max-subtracted log-sum-exp, sums in
-// double as on the CPU), then one block that reduces the per-sample weighted losses in a fixed
-// order, so the batch loss is reproducible bit for bit. Backward is one warp per row after the
-// same fixed-order sum of the batch's label weights.
-// Trap: the GPU cannot throw: a label outside [0, K) makes that sample's loss (and its weight)
-// NaN, so the batch loss and every gradient turn NaN and the host's finiteness check reports it.
+// Softmax cross-entropy on the GPU: one warp per row (max-subtracted log-sum-exp, double sums as on
+// the CPU), then one block reduces the weighted per-sample losses in a fixed order (bitwise
+// repeatable); backward is one warp per row after the same fixed-order sum of label weights.
+// Trap: the GPU cannot throw: a label outside [0, K) makes that sample's loss (and weight) NaN, so
+// the batch loss and every gradient turn NaN and the host's finiteness check reports it.
 #include <cmath>
 
 #include "core/cuda_check.h"
@@ -24,13 +23,14 @@ __device__ __forceinline__ double label_weight(int32_t label, int K, const float
 }
 
 // Per row: probs, the unweighted sample loss, and (w * loss, w) for the batch reduction.
-static __global__ void softmax_cross_entropy_forward_warp_kernel(int64_t N, int K, float ls,
-                                                                 const float* __restrict__ logits,         // (N, K)
-                                                                 const int32_t* __restrict__ labels,       // (N)
-                                                                 const float* __restrict__ class_weights,  // (K) or null
-                                                                 float* __restrict__ probs,                // (N, K)
-                                                                 float* __restrict__ sample_loss,          // (N) or null
-                                                                 double* __restrict__ row_terms) {         // (N, 2)
+static __global__ void softmax_cross_entropy_forward_warp_kernel(
+    int64_t N, int K, float ls,
+    const float* __restrict__ logits,         // (N, K)
+    const int32_t* __restrict__ labels,       // (N)
+    const float* __restrict__ class_weights,  // (K) or null
+    float* __restrict__ probs,                // (N, K)
+    float* __restrict__ sample_loss,          // (N) or null
+    double* __restrict__ row_terms) {         // (N, 2)
   const int lane = threadIdx.x % cuda::kWarpSize;
   const int64_t rows_per_grid = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
   for (int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / cuda::kWarpSize; n < N;
@@ -67,10 +67,11 @@ static __global__ void softmax_cross_entropy_forward_warp_kernel(int64_t N, int 
 }
 
 // One block: sum_n w_n l_n / sum_n w_n, each thread summing a fixed strided subset in order.
-static __global__ void softmax_cross_entropy_forward_batch_kernel(int64_t N,
-                                                                  const double* __restrict__ row_terms,  // (N, 2)
-                                                                  double* __restrict__ loss,      // device scalar
-                                                                  float* __restrict__ loss_f) {   // device scalar or null
+static __global__ void softmax_cross_entropy_forward_batch_kernel(
+    int64_t N,
+    const double* __restrict__ row_terms,  // (N, 2)
+    double* __restrict__ loss,             // device scalar
+    float* __restrict__ loss_f) {          // device scalar or null
   __shared__ double shared[kThreads / cuda::kWarpSize];
   double weighted = 0.0, weights = 0.0;
   for (int64_t n = threadIdx.x; n < N; n += kThreads) {
@@ -87,10 +88,11 @@ static __global__ void softmax_cross_entropy_forward_batch_kernel(int64_t N,
 }
 
 // One block: sum_n w[label_n] for the backward's normaliser.
-static __global__ void softmax_cross_entropy_backward_weights_kernel(int64_t N, int K,
-                                                                     const int32_t* __restrict__ labels,       // (N)
-                                                                     const float* __restrict__ class_weights,  // (K) or null
-                                                                     double* __restrict__ weight_sum) {  // device scalar
+static __global__ void softmax_cross_entropy_backward_weights_kernel(
+    int64_t N, int K,
+    const int32_t* __restrict__ labels,       // (N)
+    const float* __restrict__ class_weights,  // (K) or null
+    double* __restrict__ weight_sum) {        // device scalar
   __shared__ double shared[kThreads / cuda::kWarpSize];
   double sum = 0.0;
   for (int64_t n = threadIdx.x; n < N; n += kThreads) sum += label_weight(labels[n], K, class_weights);
@@ -99,12 +101,13 @@ static __global__ void softmax_cross_entropy_backward_weights_kernel(int64_t N, 
 }
 
 // dz = w / sum_w * (p - q), q = ls/K + (1 - ls) onehot, with the CPU's float roundings.
-static __global__ void softmax_cross_entropy_backward_warp_kernel(int64_t N, int K, float ls,
-                                                                  const float* __restrict__ probs,          // (N, K)
-                                                                  const int32_t* __restrict__ labels,       // (N)
-                                                                  const float* __restrict__ class_weights,  // (K) or null
-                                                                  const double* __restrict__ weight_sum,    // scalar
-                                                                  float* __restrict__ dlogits) {            // (N, K)
+static __global__ void softmax_cross_entropy_backward_warp_kernel(
+    int64_t N, int K, float ls,
+    const float* __restrict__ probs,          // (N, K)
+    const int32_t* __restrict__ labels,       // (N)
+    const float* __restrict__ class_weights,  // (K) or null
+    const double* __restrict__ weight_sum,    // scalar
+    float* __restrict__ dlogits) {            // (N, K)
   const int lane = threadIdx.x % cuda::kWarpSize;
   const int64_t rows_per_grid = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
   const double ws = *weight_sum;
@@ -187,8 +190,7 @@ void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCr
   check_shape(what, sh);
   double* weight_sum = static_cast<double*>(cuda::workspace_bytes(ctx, sizeof(double), what));
   const int K = static_cast<int>(sh.K);
-  softmax_cross_entropy_backward_weights_kernel<<<1, kThreads, 0, stream>>>(sh.N, K, labels, class_weights,
-                                                                           weight_sum);
+  softmax_cross_entropy_backward_weights_kernel<<<1, kThreads, 0, stream>>>(sh.N, K, labels, class_weights, weight_sum);
   CUDA_CHECK_LAUNCH("softmax_cross_entropy backward (weights)");
   softmax_cross_entropy_backward_warp_kernel<<<cuda::grid_blocks(sh.N, kRowsPerBlock), kThreads, 0, stream>>>(
       sh.N, K, sh.label_smoothing, probs, labels, class_weights, weight_sum, dlogits);

@@ -5,9 +5,13 @@
 
 namespace cnn {
 
-[[noreturn]] static void no_cuda(const char* fn) { CNN_THROW("{} called but this build has no CUDA kernels for it", fn); }
+[[noreturn]] static void no_cuda(const char* fn) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", fn);
+}
 
-double global_grad_norm_cuda(const ExecContext& ctx, const float* grads, int64_t n) { no_cuda("global_grad_norm_cuda"); }
+double global_grad_norm_cuda(const ExecContext& ctx, const float* grads, int64_t n) {
+  no_cuda("global_grad_norm_cuda");
+}
 double clip_grad_norm_cuda(const ExecContext& ctx, float* grads, int64_t n, double max_norm) {
   no_cuda("clip_grad_norm_cuda");
 }

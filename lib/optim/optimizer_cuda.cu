@@ -1,9 +1,8 @@
-// The fused optimizer update on the GPU: one kernel per step over a table of chunks (runs of
-// segments with equal weight decay, cut into block-sized pieces), applying the CNN_HD rules of
-// optim_math.h, so every element gets exactly the CPU's update formula. Two constant sets travel
-// in the launch parameters (decayed and plain); each chunk picks one.
-// Trap: elements outside every segment are in no chunk and stay untouched, and a chunk may start
-// at any element, so the float4 body is bracketed by scalar heads and tails.
+// The fused optimizer update on the GPU: one kernel per step over a chunk table (runs of segments
+// with equal weight decay, cut into block-sized pieces) applying optim_math.h's CNN_HD rules; the
+// decayed and plain constant sets travel in the launch parameters and each chunk picks one.
+// Trap: elements in no segment are in no chunk and stay untouched; a chunk may start at any
+// element, so its float4 body is bracketed by scalar heads and tails.
 #include <memory>
 #include <vector>
 
@@ -73,7 +72,8 @@ static __global__ void optimizer_update_fused_kernel(const __grid_constant__ Ste
     const UpdateConstants& k = consts.c[chunk.decay];
     const int64_t begin = chunk.begin, end = begin + chunk.count;
     if (!kVec) {
-      for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) update_scalar<R, kSlots>(k, i, params, grads, slot0, slot1);
+      for (int64_t i = begin + threadIdx.x; i < end; i += kThreads)
+        update_scalar<R, kSlots>(k, i, params, grads, slot0, slot1);
       continue;
     }
     const int64_t body_begin = min(end, (begin + 3) & ~int64_t{3}), body_end = max(body_begin, end & ~int64_t{3});

@@ -23,9 +23,10 @@ namespace {
 // Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
 // which the context's non-blocking stream does not wait for.
 class DeviceFloats {
-public:
+ public:
   explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+      : m_n(static_cast<int64_t>(v.size())),
+        m_offset(offset),
         m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
     device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -42,7 +43,7 @@ public:
     return v;
   }
 
-private:
+ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
@@ -109,8 +110,8 @@ TEST_CASE("activation cuda backward reads only the operand its kind needs", "[gp
   const ExecContext cpu = ExecContext::cpu(1);
   const int64_t n = 1000;
   const std::vector<float> x = test::random_floats(n, 9, -3.0f, 3.0f), dy = test::random_floats(n, 10);
-  for (ActivationKind kind : {ActivationKind::relu, ActivationKind::leaky_relu, ActivationKind::sigmoid,
-                              ActivationKind::tanh}) {
+  for (ActivationKind kind :
+       {ActivationKind::relu, ActivationKind::leaky_relu, ActivationKind::sigmoid, ActivationKind::tanh}) {
     INFO(to_string(kind));
     const bool needs_x = kind == ActivationKind::relu || kind == ActivationKind::leaky_relu;
     const ActivationParams prm{kind, 0.1f};

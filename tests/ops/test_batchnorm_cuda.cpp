@@ -23,9 +23,10 @@ namespace {
 // Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
 // which the context's non-blocking stream does not wait for.
 class DeviceFloats {
-public:
+ public:
   explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+      : m_n(static_cast<int64_t>(v.size())),
+        m_offset(offset),
         m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
     device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -42,7 +43,7 @@ public:
     return v;
   }
 
-private:
+ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
@@ -75,12 +76,19 @@ Inputs make_inputs(const Case& c) {
 Outputs run_cpu(const BatchnormShape& sh, const Inputs& in) {
   const ExecContext cpu = ExecContext::cpu(1);
   const size_t n = in.x.size(), C = in.gamma.size();
-  Outputs o{std::vector<float>(n), in.rm0, in.rv0, std::vector<float>(C), std::vector<float>(C),
-            std::vector<float>(n), std::vector<float>(C), std::vector<float>(C), std::vector<float>(n)};
-  batchnorm_forward_train_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), o.y.data(),
-                              o.running_mean.data(), o.running_var.data(), o.save_mean.data(), o.save_inv_std.data());
-  batchnorm_backward_cpu(cpu, sh, in.x.data(), in.gamma.data(), o.save_mean.data(), o.save_inv_std.data(),
-                         in.dy.data(), o.dx.data(), o.dgamma.data(), o.dbeta.data());
+  Outputs o{std::vector<float>(n),
+            in.rm0,
+            in.rv0,
+            std::vector<float>(C),
+            std::vector<float>(C),
+            std::vector<float>(n),
+            std::vector<float>(C),
+            std::vector<float>(C),
+            std::vector<float>(n)};
+  batchnorm_forward_train_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), o.y.data(), o.running_mean.data(),
+                              o.running_var.data(), o.save_mean.data(), o.save_inv_std.data());
+  batchnorm_backward_cpu(cpu, sh, in.x.data(), in.gamma.data(), o.save_mean.data(), o.save_inv_std.data(), in.dy.data(),
+                         o.dx.data(), o.dgamma.data(), o.dbeta.data());
   batchnorm_forward_infer_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), in.rm0.data(), in.rv0.data(),
                               o.y_infer.data());
   return o;
@@ -126,9 +134,9 @@ TEST_CASE("batchnorm cuda matches the cpu over (C) and (C, H, W) inputs", "[gpu]
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   const Case cases[] = {
-      {2, 3, 1, 1, 0},      {64, 33, 1, 1, 0},  {1, 3, 5, 7, 0},     {1, 1, 2, 1, 0},      {4, 16, 7, 9, 0},
-      {3, 5, 4, 4, 0},      {2, 1, 13, 11, 0},  {8, 8, 16, 16, 0},   {2, 3, 9, 9, 100.0f}, {32, 4, 32, 32, 0},
-      {128, 3, 17, 17, 0},  {5, 70, 3, 3, 0},   {257, 2, 1, 1, 50.0f}, {16, 600, 2, 2, 0},
+      {2, 3, 1, 1, 0},     {64, 33, 1, 1, 0}, {1, 3, 5, 7, 0},       {1, 1, 2, 1, 0},      {4, 16, 7, 9, 0},
+      {3, 5, 4, 4, 0},     {2, 1, 13, 11, 0}, {8, 8, 16, 16, 0},     {2, 3, 9, 9, 100.0f}, {32, 4, 32, 32, 0},
+      {128, 3, 17, 17, 0}, {5, 70, 3, 3, 0},  {257, 2, 1, 1, 50.0f}, {16, 600, 2, 2, 0},
   };
   for (const Case& c : cases) {
     for (int64_t offset : {0, 1}) {
@@ -172,7 +180,8 @@ TEST_CASE("batchnorm cuda backward skips gradients passed as null", "[gpu]") {
   const Inputs in = make_inputs({3, 4, 5, 5, 0});
   const Outputs want = run_cpu(sh, in);
   DeviceFloats x(in.x), gamma(in.gamma), sm(want.save_mean), sis(want.save_inv_std), dy(in.dy);
-  DeviceFloats dx = DeviceFloats::poisoned(75), dg = DeviceFloats::poisoned(4), db = DeviceFloats::poisoned(4);
+  DeviceFloats dx = DeviceFloats::poisoned(3 * 4 * 5 * 5), dg = DeviceFloats::poisoned(4),
+               db = DeviceFloats::poisoned(4);
   batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), nullptr, dg.data(),
                           db.data());
   cuda.synchronize();
@@ -191,4 +200,47 @@ TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
   CHECK_THROWS_AS(batchnorm_forward_train_cuda(cuda.ctx(), make_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
                                                v.data(), v.data(), v.data(), v.data(), v.data()),
                   Error);
+}
+
+TEST_CASE("batchnorm, pooling and relu cuda benchmark on fer-sized activations", "[.][bench]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
+  auto time_ms = [&](auto&& f) {
+    for (int i = 0; i < 3; ++i) f();
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    const int reps = 20;
+    for (int i = 0; i < reps; ++i) f();
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return static_cast<double>(ms) / reps;
+  };
+  for (const Case& c :
+       {Case{64, 64, 48, 48, 0}, Case{256, 128, 24, 24, 0}, Case{256, 512, 3, 3, 0}, Case{256, 1024, 1, 1, 0}}) {
+    const BatchnormShape sh = make_shape(c.N, c.C, c.H, c.W);
+    const Inputs in = make_inputs(c);
+    const int64_t n = static_cast<int64_t>(in.x.size());
+    DeviceFloats x(in.x), gamma(in.gamma), beta(in.beta), dy(in.dy), rm(in.rm0), rv(in.rv0);
+    DeviceFloats y = DeviceFloats::poisoned(n), dx = DeviceFloats::poisoned(n), sm = DeviceFloats::poisoned(c.C),
+                 sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C), db = DeviceFloats::poisoned(c.C);
+    const double fwd = time_ms([&] {
+      batchnorm_forward_train_cuda(cuda.ctx(), sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
+                                   sm.data(), sis.data());
+    });
+    const double bwd = time_ms([&] {
+      batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(),
+                              dg.data(), db.data());
+    });
+    const double mb = n * 4.0 / 1e6;
+    WARN("batchnorm N=" << c.N << " C=" << c.C << " " << c.H << "x" << c.W << ": forward " << fwd << " ms ("
+                        << 3 * mb / fwd << " GB/s of 2 reads + 1 write), backward " << bwd << " ms (" << 5 * mb / bwd
+                        << " GB/s of 4 reads + 1 write)");
+  }
 }

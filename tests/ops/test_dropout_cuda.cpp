@@ -23,9 +23,10 @@ namespace {
 // Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
 // which the context's non-blocking stream does not wait for.
 class DeviceFloats {
-public:
+ public:
   explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+      : m_n(static_cast<int64_t>(v.size())),
+        m_offset(offset),
         m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
     device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -42,7 +43,7 @@ public:
     return v;
   }
 
-private:
+ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
@@ -57,8 +58,8 @@ TEST_CASE("dropout cuda drops the same elements as the cpu for the same seed and
   CudaContext cuda;
   const ExecContext cpu = ExecContext::cpu(1);
   for (float p : {0.1f, 0.5f, 0.9f}) {
-    for (uint64_t counter : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{7},
-                             (uint64_t{1} << 33) + 3}) {
+    for (uint64_t counter :
+         {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, uint64_t{7}, (uint64_t{1} << 33) + 3}) {
       for (int64_t n : {1, 2, 3, 4, 5, 9, 1001, 4096, 65539}) {
         for (int64_t offset : {0, 1}) {
           INFO("p=" << p << " counter=" << counter << " n=" << n << " pointer offset=" << offset);

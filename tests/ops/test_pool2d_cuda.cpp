@@ -23,9 +23,10 @@ namespace {
 // Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
 // which the context's non-blocking stream does not wait for.
 class DeviceFloats {
-public:
+ public:
   explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+      : m_n(static_cast<int64_t>(v.size())),
+        m_offset(offset),
         m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
     device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -42,7 +43,7 @@ public:
     return v;
   }
 
-private:
+ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
@@ -117,8 +118,8 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   for (int64_t R : {2, 3, 7}) {
-    const auto sh = Pool2dShape::make(PoolKind::max, 2, 2, 7, 7, R, R, 2, 2, static_cast<int>(R / 2),
-                                      static_cast<int>(R / 2));
+    const auto sh =
+        Pool2dShape::make(PoolKind::max, 2, 2, 7, 7, R, R, 2, 2, static_cast<int>(R / 2), static_cast<int>(R / 2));
     std::vector<float> x = test::random_floats(2 * 2 * 7 * 7, 900 + R);
     x[3] = std::nanf("");
     x[60] = std::nanf("");
@@ -140,5 +141,46 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
       if (!std::isnan(y_ref[i])) CHECK(y_gpu[i] == y_ref[i]);
     }
     CHECK(compare(dx_gpu, dx_ref, kGpuVsCpu) == "");
+  }
+}
+
+TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
+  auto time_ms = [&](auto&& f) {
+    for (int i = 0; i < 3; ++i) f();
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    const int reps = 20;
+    for (int i = 0; i < reps; ++i) f();
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return static_cast<double>(ms) / reps;
+  };
+  struct Bench {
+    PoolKind kind;
+    int64_t N, C, H, W, R, stride, pad;
+  };
+  for (const Bench& b :
+       {Bench{PoolKind::max, 64, 64, 48, 48, 2, 2, 0}, Bench{PoolKind::max, 256, 128, 24, 24, 3, 2, 1},
+        Bench{PoolKind::avg, 256, 512, 6, 6, 6, 1, 0}, Bench{PoolKind::avg, 64, 64, 48, 48, 3, 1, 1}}) {
+    const auto sh = Pool2dShape::make(b.kind, b.N, b.C, b.H, b.W, b.R, b.R, static_cast<int>(b.stride),
+                                      static_cast<int>(b.stride), static_cast<int>(b.pad), static_cast<int>(b.pad));
+    const int64_t nx = b.N * b.C * b.H * b.W, ny = b.N * b.C * sh.P * sh.Q;
+    DeviceFloats x(test::random_floats(static_cast<size_t>(nx), 1)),
+        dy(test::random_floats(static_cast<size_t>(ny), 2));
+    DeviceFloats y = DeviceFloats::poisoned(ny), dx = DeviceFloats::poisoned(nx);
+    const double fwd = time_ms([&] { pool2d_forward_cuda(cuda.ctx(), sh, x.data(), y.data()); });
+    const double bwd = time_ms([&] { pool2d_backward_cuda(cuda.ctx(), sh, x.data(), y.data(), dy.data(), dx.data()); });
+    const double mx = nx * 4.0 / 1e6, my = ny * 4.0 / 1e6;
+    WARN(sh.to_string() << ": forward " << fwd << " ms (" << (mx + my) / fwd << " GB/s), backward " << bwd << " ms ("
+                        << (2 * mx + 2 * my) / bwd << " GB/s)");
   }
 }

@@ -26,9 +26,10 @@ namespace {
 // Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
 // which the context's non-blocking stream does not wait for.
 class DeviceFloats {
-public:
+ public:
   explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+      : m_n(static_cast<int64_t>(v.size())),
+        m_offset(offset),
         m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
     device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -45,13 +46,13 @@ public:
     return v;
   }
 
-private:
+ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
 // int32 labels on the GPU.
 class DeviceLabels {
-public:
+ public:
   explicit DeviceLabels(const std::vector<int32_t>& v)
       : m_data(device_malloc(Device::cuda, v.size() * sizeof(int32_t), "test labels"),
                [](void* p) { device_free(Device::cuda, p); }) {
@@ -60,7 +61,7 @@ public:
   }
   const int32_t* data() const { return static_cast<const int32_t*>(m_data.get()); }
 
-private:
+ private:
   std::shared_ptr<void> m_data;
 };
 
@@ -71,7 +72,9 @@ std::vector<int32_t> random_labels(int64_t N, int64_t K, uint64_t seed) {
   return labels;
 }
 
-bool within(double got, double want) { return std::fabs(got - want) <= kGpuVsCpu.atol + kGpuVsCpu.rtol * std::fabs(want); }
+bool within(double got, double want) {
+  return std::fabs(got - want) <= kGpuVsCpu.atol + kGpuVsCpu.rtol * std::fabs(want);
+}
 
 }  // namespace
 
@@ -96,9 +99,8 @@ TEST_CASE("softmax cross entropy cuda matches the cpu with smoothing and class w
             const std::vector<float> weights = test::random_floats(static_cast<size_t>(K), ++seed, 0.2f, 2.0f);
             const float* w_host = weighted ? weights.data() : nullptr;
             std::vector<float> probs_ref(N * K), loss_ref(N), dz_ref(N * K);
-            const double batch_ref =
-                softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), w_host, probs_ref.data(),
-                                                  loss_ref.data());
+            const double batch_ref = softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), w_host,
+                                                                       probs_ref.data(), loss_ref.data());
             softmax_cross_entropy_backward_cpu(cpu, sh, probs_ref.data(), labels.data(), w_host, dz_ref.data());
 
             DeviceFloats z(logits), w(weights), probs = DeviceFloats::poisoned(N * K), loss = DeviceFloats::poisoned(N);
@@ -135,8 +137,10 @@ TEST_CASE("softmax cross entropy cuda batch loss repeats bit for bit", "[gpu]") 
   DeviceFloats z(test::random_floats(static_cast<size_t>(sh.N * sh.K), 3, -5.0f, 5.0f));
   DeviceLabels y(random_labels(sh.N, sh.K, 4));
   DeviceFloats probs = DeviceFloats::poisoned(sh.N * sh.K);
-  const double a = softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
-  const double b = softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
+  const double a =
+      softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
+  const double b =
+      softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
   CHECK(std::memcmp(&a, &b, sizeof(double)) == 0);
 }
 
@@ -167,7 +171,8 @@ TEST_CASE("softmax cross entropy cuda turns an out-of-range label into a NaN los
     // The other samples are unaffected.
     labels[1] = 0;
     std::vector<float> probs_ref(12), loss_ref(4);
-    softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(), loss_ref.data());
+    softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(),
+                                      loss_ref.data());
     CHECK(within(l[0], loss_ref[0]));
     CHECK(within(l[2], loss_ref[2]));
     CHECK(within(l[3], loss_ref[3]));

@@ -31,9 +31,10 @@ namespace {
 // Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
 // which the context's non-blocking stream does not wait for.
 class DeviceFloats {
-public:
+ public:
   explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
+      : m_n(static_cast<int64_t>(v.size())),
+        m_offset(offset),
         m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
     device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -50,7 +51,7 @@ public:
     return v;
   }
 
-private:
+ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
@@ -70,9 +71,12 @@ OptimizerSpec spec_of(const std::string& type, double momentum, bool nesterov = 
 }
 
 std::vector<Config> all_configs() {
-  return {{"sgd", spec_of("sgd", 0.0)},         {"sgd momentum", spec_of("sgd", 0.9)},
-          {"sgd nesterov", spec_of("sgd", 0.9, true)}, {"adam", spec_of("adam", 0.0)},
-          {"adamw", spec_of("adamw", 0.0)},     {"rmsprop", spec_of("rmsprop", 0.0)},
+  return {{"sgd", spec_of("sgd", 0.0)},
+          {"sgd momentum", spec_of("sgd", 0.9)},
+          {"sgd nesterov", spec_of("sgd", 0.9, true)},
+          {"adam", spec_of("adam", 0.0)},
+          {"adamw", spec_of("adamw", 0.0)},
+          {"rmsprop", spec_of("rmsprop", 0.0)},
           {"rmsprop momentum", spec_of("rmsprop", 0.5)}};
 }
 
@@ -251,7 +255,8 @@ TEST_CASE("all_finite cuda finds a single NaN or infinity anywhere", "[gpu]") {
     DeviceFloats ok(x);
     CHECK(all_finite(cuda.ctx(), ok.data(), n));
     for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
-      for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+      for (float bad :
+           {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
         std::vector<float> y = x;
         y[static_cast<size_t>(at)] = bad;
         DeviceFloats d(y);
