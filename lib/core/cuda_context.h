@@ -1,4 +1,4 @@
-// Owns the CUDA resources of one execution context: the device, a non-blocking stream, a cuBLAS
+// Owns the CUDA resources of one execution context: the device, a blocking stream, a cuBLAS
 // handle (FP32 math, TF32 off unless asked) and a device workspace. Host-includable: no CUDA
 // types here. In a build without CUDA, constructing one throws.
 // Trap: the ExecContext returned by ctx() points into this object; keep it alive.

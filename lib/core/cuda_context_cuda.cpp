@@ -18,7 +18,8 @@ CudaContext::CudaContext(int device) : m_device(device) {
   if (!cuda_available()) CNN_THROW("no usable GPU: {}", cuda_device_description());
   CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t stream = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // A blocking stream: plain cudaMemcpy calls (legacy default stream) are ordered with it.
+  CUDA_CHECK(cudaStreamCreate(&stream));
   cublasHandle_t blas = nullptr;
   CUBLAS_CHECK(cublasCreate(&blas));
   CUBLAS_CHECK(cublasSetStream(blas, stream));

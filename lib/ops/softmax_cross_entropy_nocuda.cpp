@@ -14,5 +14,10 @@ void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCr
                                          const int32_t* labels, const float* class_weights, float* dlogits) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "softmax_cross_entropy_backward_cuda");
 }
+void softmax_cross_entropy_forward_cuda_async(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
+                                              const float* logits, const int32_t* labels, const float* class_weights,
+                                              float* probs, float* sample_loss, float* batch_loss) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "softmax_cross_entropy_forward_cuda_async");
+}
 
 }  // namespace cnn

@@ -60,7 +60,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   std::vector<ParamSegment> segs;
   for (const ParamEntry& e : graph->params())
     if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
-  auto optim = make_optimizer(spec.train.optimizer, segs, graph->params_size());
+  auto optim = make_optimizer(spec.train.optimizer, segs, graph->params_size(), dev.device());
   Dataset none;
   LossSpec loss_spec = spec.loss;
   if (loss_spec.class_weights == "balanced") loss_spec.class_weights = "none";  // no data to balance

@@ -149,7 +149,7 @@ void TrainSession::setup_model() {
   std::vector<ParamSegment> segs;
   for (const ParamEntry& e : m_graph->params())
     if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
-  m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size());
+  m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size(), m_dev->device());
   m_schedule = std::make_unique<LrSchedule>(t.schedule, t.optimizer.lr, m_train_loader->batches_per_epoch(), t.epochs);
   m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
   m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
