@@ -15,6 +15,12 @@ inline StringContainsMatcher Contains(const char* s, CaseSensitive cs = CaseSens
 inline StringContainsMatcher Contains(const std::string& s, CaseSensitive cs = CaseSensitive::Yes) {
   return ContainsSubstring(s, cs);
 }
+inline StringContainsMatcher Contains(std::string& s, CaseSensitive cs = CaseSensitive::Yes) {
+  return ContainsSubstring(s, cs);
+}
+inline StringContainsMatcher Contains(std::string&& s, CaseSensitive cs = CaseSensitive::Yes) {
+  return ContainsSubstring(s, cs);
+}
 }  // namespace Catch::Matchers
 #else
 #include <catch2/catch.hpp>
