@@ -139,7 +139,7 @@ TEST_CASE("dropout backward matches finite differences with a fixed mask", "[cpu
   CHECK(compare(dx, cnn::test::numeric_gradient(x, loss), cnn::test::kFiniteDifference) == "");
 }
 
-TEST_CASE("dropout rejects p outside [0, 1)", "[cpu]") {
+TEST_CASE("dropout rejects a drop probability below 0 or from 1 up", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   float v = 1;
   CHECK_THROWS_WITH(dropout_forward_cpu(ctx, params(1.0f, 0, 0), 1, &v, &v), Catch::Matchers::Contains("p must be in [0, 1), got 1"));

@@ -100,7 +100,7 @@ TEST_CASE("dropout cuda works in place and is the identity for p = 0", "[gpu]") 
   }
 }
 
-TEST_CASE("dropout cuda rejects p outside [0, 1)", "[gpu]") {
+TEST_CASE("dropout cuda rejects a drop probability below 0 or from 1 up", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
