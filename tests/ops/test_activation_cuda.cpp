@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "ops/activation.h"
 #include "support/catch.h"
+#include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
 
@@ -19,34 +20,7 @@ using cnn::test::kGpuVsCpu;
 
 namespace {
 
-// n floats on the GPU, `offset` floats into their allocation (offset 1 breaks 16-byte alignment).
-// Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
-// which the context's non-blocking stream does not wait for.
-class DeviceFloats {
- public:
-  explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())),
-        m_offset(offset),
-        m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
-    device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  // NaN everywhere, so an element a kernel forgets to write fails the comparison.
-  static DeviceFloats poisoned(int64_t n, int64_t offset = 0) {
-    return DeviceFloats(std::vector<float>(static_cast<size_t>(n), std::nanf("")), offset);
-  }
-  float* data() { return m_storage.data() + m_offset; }
-  // Call after synchronising the stream that wrote it.
-  std::vector<float> get() const {
-    std::vector<float> v(static_cast<size_t>(m_n));
-    device_memcpy(v.data(), Device::cpu, m_storage.data() + m_offset, Device::cuda, v.size() * sizeof(float));
-    return v;
-  }
-
- private:
-  int64_t m_n, m_offset;
-  Tensor m_storage;
-};
+using cnn::test::DeviceFloats;
 const ActivationKind kAllKinds[] = {ActivationKind::relu, ActivationKind::leaky_relu, ActivationKind::elu,
                                     ActivationKind::sigmoid, ActivationKind::tanh};
 

@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "ops/dense.h"
 #include "support/catch.h"
+#include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
 
@@ -25,33 +26,7 @@ using cnn::test::kGpuVsCpu;
 
 namespace {
 
-// n floats on the GPU, `offset` floats into their allocation (offset 1 breaks 16-byte alignment).
-// Uploads finish before the constructor returns: device_memcpy runs on the legacy default stream,
-// which the context's non-blocking stream does not wait for.
-class DeviceFloats {
-public:
-  explicit DeviceFloats(const std::vector<float>& v, int64_t offset = 0)
-      : m_n(static_cast<int64_t>(v.size())), m_offset(offset),
-        m_storage(Tensor::empty(Shape{m_n + offset}, Device::cuda, "test buffer")) {
-    set(v);
-  }
-  void set(const std::vector<float>& v) {
-    device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  void poison() { set(std::vector<float>(static_cast<size_t>(m_n), std::nanf(""))); }
-  float* data() { return m_storage.data() + m_offset; }
-  // Call after synchronising the stream that wrote it.
-  std::vector<float> get() const {
-    std::vector<float> v(static_cast<size_t>(m_n));
-    device_memcpy(v.data(), Device::cpu, m_storage.data() + m_offset, Device::cuda, v.size() * sizeof(float));
-    return v;
-  }
-
-private:
-  int64_t m_n, m_offset;
-  Tensor m_storage;
-};
+using cnn::test::DeviceFloats;
 
 std::string dense_name(const DenseShape& sh) {
   return fmt::format("dense N={} C={} K={} {}", sh.N, sh.C, sh.K, sh.has_bias ? "bias" : "no bias");
