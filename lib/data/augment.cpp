@@ -1,13 +1,12 @@
 // Augmenter (see augment.h). Every output pixel is computed by inverse mapping: flip -> crop in the
 // padded image -> image coordinates -> inverse rotation -> source, so no intermediate images exist.
+// The per-pixel math lives in augment_math.h, shared with the GPU-resident batches.
 // Trap: padding and rotation fill with 0 in 0..1 units (black), which normalises to -mean/std.
 #include "data/augment.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/augment_math.h"
 
 namespace cnn {
 
@@ -55,63 +54,40 @@ AugmentDraw Augmenter::draw(uint64_t seed, int64_t epoch, int64_t position) cons
 }
 
 void Augmenter::crop_exact(const uint8_t* src, int64_t y0, int64_t x0, bool flip, float* dst) const {
+  const AugmentPlan p = make_crop_plan(y0, x0, flip);
   for (int64_t c = 0; c < m_c; ++c) {
     const uint8_t* plane = src + c * m_h * m_w;
     const float* lut = m_lut.data() + c * 256;
     for (int64_t oy = 0; oy < m_oh; ++oy) {
       const int64_t iy = oy + y0;
       float* out = dst + (c * m_oh + oy) * m_ow;
-      for (int64_t ox = 0; ox < m_ow; ++ox) {
-        const int64_t ix = (flip ? m_ow - 1 - ox : ox) + x0;
-        const bool inside = iy >= 0 && iy < m_h && ix >= 0 && ix < m_w;
-        out[ox] = lut[inside ? plane[iy * m_w + ix] : 0];
-      }
+      for (int64_t ox = 0; ox < m_ow; ++ox)
+        out[ox] = augment_lut_pixel(plane, m_h, m_w, iy, augment_source_x(p, m_ow, ox), lut);
     }
   }
 }
 
 void Augmenter::apply(const uint8_t* src, const AugmentDraw& d, float* dst) const {
-  const bool photometric = d.brightness != 0.0f || d.contrast != 1.0f;
-  if (d.angle == 0.0f && !photometric) {
-    crop_exact(src, d.crop_y - m_pad, d.crop_x - m_pad, d.flip, dst);
+  const AugmentPlan p = make_augment_plan(d, m_pad);
+  if (p.exact()) {
+    crop_exact(src, p.y0, p.x0, p.flip, dst);
     return;
   }
-  const double rad = static_cast<double>(d.angle) * 3.14159265358979323846 / 180.0;
-  const float cs = static_cast<float>(std::cos(rad)), sn = static_cast<float>(std::sin(rad));
-  const float cy = 0.5f * static_cast<float>(m_h - 1), cx = 0.5f * static_cast<float>(m_w - 1);
   const int64_t hw = m_h * m_w;
   for (int64_t c = 0; c < m_c; ++c) {
     const uint8_t* plane = src + c * hw;
     float mean = 0.0f;
-    if (d.contrast != 1.0f) {
+    if (p.use_mean) {
       uint64_t sum = 0;
       for (int64_t i = 0; i < hw; ++i) sum += plane[i];
-      mean = static_cast<float>(sum) / static_cast<float>(hw) / 255.0f;
+      mean = augment_channel_mean(sum, hw);
     }
-    auto at = [&](int64_t y, int64_t x) -> float {
-      return (y >= 0 && y < m_h && x >= 0 && x < m_w) ? static_cast<float>(plane[y * m_w + x]) : 0.0f;
-    };
     for (int64_t oy = 0; oy < m_oh; ++oy) {
-      const int64_t iy = oy + d.crop_y - m_pad;
+      const int64_t iy = oy + p.y0;
       float* out = dst + (c * m_oh + oy) * m_ow;
       for (int64_t ox = 0; ox < m_ow; ++ox) {
-        const int64_t ix = (d.flip ? m_ow - 1 - ox : ox) + d.crop_x - m_pad;
-        float v;
-        if (d.angle == 0.0f) {
-          v = at(iy, ix);
-        } else {
-          // Inverse of a counter-clockwise (as displayed, y down) rotation by `angle`.
-          const float dx = static_cast<float>(ix) - cx, dy = static_cast<float>(iy) - cy;
-          const float sx = cs * dx - sn * dy + cx, sy = sn * dx + cs * dy + cy;
-          const float fx0 = std::floor(sx), fy0 = std::floor(sy);
-          const int64_t x0 = static_cast<int64_t>(fx0), y0 = static_cast<int64_t>(fy0);
-          const float fx = sx - fx0, fy = sy - fy0;
-          v = (at(y0, x0) * (1 - fx) + at(y0, x0 + 1) * fx) * (1 - fy) +
-              (at(y0 + 1, x0) * (1 - fx) + at(y0 + 1, x0 + 1) * fx) * fy;
-        }
-        v *= 1.0f / 255.0f;
-        if (photometric) v = std::clamp((v - mean) * d.contrast + mean + d.brightness, 0.0f, 1.0f);
-        out[ox] = (v - m_norm.mean[c]) / m_norm.std[c];
+        out[ox] = augment_float_pixel(p, plane, m_h, m_w, iy, augment_source_x(p, m_ow, ox), mean, m_norm.mean[c],
+                                      m_norm.std[c]);
       }
     }
   }
