@@ -1,0 +1,16 @@
+// The NCCL communicator's factory (nccl_communicator_nccl.cpp, built with MPI and CUDA). It runs
+// over the ranks of a host communicator (MPI), which carries the NCCL unique id, host buffers,
+// heartbeats and abort; device buffers are reduced by NCCL on the communicator's own stream.
+// Trap: construction is collective (ncclCommInitRank blocks until every rank arrives), and the
+// CUDA device must already be the rank's (CudaContext sets it) before it is made.
+#pragma once
+
+#include <memory>
+
+#include "dist/communicator.h"
+
+namespace cnn {
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host, const ExecContext& ctx);
+
+}  // namespace cnn
