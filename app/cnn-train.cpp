@@ -1,11 +1,16 @@
-// cnn-train: trains a model from its YAML file (`cnn-train MODEL.yaml [options]`);
-// `cnn-train validate MODEL.yaml...` checks models and prints their per-layer tables.
+// cnn-train: trains a model from its YAML file (`cnn-train MODEL.yaml [options]`, data-parallel
+// under mpirun/srun); `cnn-train validate MODEL.yaml...` checks models and prints their per-layer
+// tables; `cnn-train doctor` reports every rank's libraries, GPU and all-reduce bandwidth.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <iostream>
 
 #include "cli_common.h"
 #include "config/model_spec.h"
+#include "dist/communicator.h"
+#include "dist/doctor.h"
 #include "graph/graph.h"
 #include "graph/summary.h"
 #include "train/checkpoint_state.h"
@@ -30,6 +35,30 @@ struct TrainArgs {
   bool has_seed = false, deterministic = false, quiet = false;
 };
 
+// Ranks other than 0 log warnings and errors only, each line naming the rank.
+static std::unique_ptr<Communicator> make_job_communicator() {
+  std::unique_ptr<Communicator> comm = make_communicator();
+  if (comm->rank() != 0) {
+    spdlog::default_logger()->set_pattern(fmt::format("%^%l%$: rank {} ({}): %v", comm->rank(), comm->host()));
+    spdlog::default_logger()->set_level(spdlog::level::warn);
+  }
+  return comm;
+}
+
+static int run_doctor(const DoctorOptions& o) {
+  std::unique_ptr<Communicator> comm = make_job_communicator();
+  DoctorReport r;
+  try {
+    r = run_doctor(*comm, o);
+  } catch (const std::exception& e) {
+    if (comm->size() == 1) throw;
+    std::fprintf(stderr, "cnn-train: error: rank %d (%s): %s\n", comm->rank(), comm->host().c_str(), e.what());
+    comm->abort(1);  // the other ranks may be waiting in a collective
+  }
+  if (comm->rank() == 0) std::cout << r.text;
+  return r.mismatches.empty() ? 0 : 1;
+}
+
 static int run_train(TrainArgs& a) {
   // Command-line options are --set overrides, so the resolved config records them.
   std::vector<std::string> sets;
@@ -48,7 +77,14 @@ static int run_train(TrainArgs& a) {
   } else {
     throw ConfigError({"<command line>"}, "", "give a MODEL.yaml to train, or --resume RUN_DIR|CKPT");
   }
+  std::unique_ptr<Communicator> comm = make_job_communicator();
   TrainOptions opt;
+  opt.comm = comm.get();
+  opt.on_fatal = [&comm](const std::string& message, int code) {
+    std::fprintf(stderr, "cnn-train: error: rank %d (%s): %s\n", comm->rank(), comm->host().c_str(), message.c_str());
+    std::fflush(stderr);
+    comm->abort(code);
+  };
   opt.out_dir = a.out;
   opt.device = a.device;
   opt.quiet = a.quiet;
@@ -56,6 +92,7 @@ static int run_train(TrainArgs& a) {
   opt.init_from = a.init_from;
   TrainResult r = train_model(std::move(spec), opt);
   if (r.exit_code) return r.exit_code;
+  if (comm->rank() != 0) return 0;
   if (r.has_test) {
     std::cout << r.test.to_table();
     std::cout << fmt::format("test accuracy: {:.2f}% ({} images)\n", 100 * r.test.top1, r.test.n);
@@ -92,9 +129,16 @@ int main(int argc, char** argv) {
   validate->add_option("--batch", val_batch, "batch size for the memory estimate (default: train.batch_size)");
   validate->add_option("--set", val_sets, "override a config key: KEY=VALUE (repeatable)");
 
+  DoctorOptions doc;
+  CLI::App* doctor = cli.add_subcommand("doctor", "every rank's CUDA/cuDNN/NCCL/MPI versions, GPU and all-reduce bandwidth");
+  doctor->add_option("--device", doc.device, "auto | cpu | cuda: where the probe's buffer lives");
+  doctor->add_option("--size-mb", doc.size_mb, "MiB all-reduced per probe iteration (default 64)");
+  doctor->add_option("--iters", doc.iterations, "timed probe iterations (default 5)");
+
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
     if (*validate) return run_validate(val_files, val_batch, val_sets);
+    if (*doctor) return run_doctor(doc);
     return run_train(t);
   });
 }

@@ -58,8 +58,7 @@ void pack_bf16_cuda(void* stream, const float* x, uint16_t* y, int64_t n) {
 
 void unpack_bf16_divide_cuda(void* stream, const uint16_t* x, float* y, int64_t n, float divisor) {
   if (n <= 0) return;
-  bucket_unpack_bf16_divide_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, divisor,
-                                                                                                       x, y);
+  bucket_unpack_bf16_divide_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, divisor, x, y);
   CUDA_CHECK_LAUNCH("bucket_unpack_bf16_divide_kernel");
 }
 

@@ -93,7 +93,7 @@ std::string this_host() {
 }
 
 class SingleCommunicator final : public Communicator {
-public:
+ public:
   std::string kind() const override { return "single"; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
@@ -107,10 +107,10 @@ public:
   std::vector<std::string> allgather(const std::string& value) override { return {value}; }
   [[noreturn]] void abort(int code) override { std::_Exit(code); }
 
-protected:
+ protected:
   void allreduce_sum_bf16_host(uint16_t*, int64_t) override {}
 
-private:
+ private:
   static void check_root(int root) { CNN_CHECK(root == 0, "broadcast from rank {} in a world of 1", root); }
   std::string m_host = this_host();
 };

@@ -25,7 +25,7 @@ Compression parse_compression(const std::string& text);  // "none" | "bf16"
 struct LaunchInfo {
   bool launched = false;  // started by mpirun/srun/mpiexec: use MPI even with one rank
   int world_size = 1, rank = 0, local_rank = 0;
-  std::string source;     // the variable that told us, e.g. "OMPI_COMM_WORLD_SIZE"
+  std::string source;  // the variable that told us, e.g. "OMPI_COMM_WORLD_SIZE"
 };
 // Open MPI (OMPI_COMM_WORLD_*), MPICH/Hydra and Slurm PMI (PMI_SIZE/PMI_RANK), MVAPICH
 // (MV2_COMM_WORLD_*), and Slurm's srun steps (SLURM_STEP_ID with SLURM_NTASKS/SLURM_PROCID/
@@ -36,14 +36,14 @@ LaunchInfo detect_launch();
 // A rank's status as its watchdog publishes it (plain bytes on the wire).
 struct Heartbeat {
   int32_t rank = 0;
-  int32_t phase = 0;   // a Phase (watchdog.h)
+  int32_t phase = 0;  // a Phase (watchdog.h)
   int64_t step = 0;
   int64_t seq = 0;     // changes whenever phase or step changes
   double quiet_s = 0;  // seconds since that change, on the sender's clock
 };
 
 class Communicator {
-public:
+ public:
   virtual ~Communicator() = default;
   virtual std::string kind() const = 0;  // "single", "mpi", "nccl"
   virtual int rank() const = 0;
@@ -81,11 +81,11 @@ public:
   // Library versions for `cnn-train doctor`, e.g. {"MPI", "Open MPI v4.1.4"}.
   virtual std::vector<std::pair<std::string, std::string>> versions() const { return {}; }
 
-protected:
+ protected:
   // Sum of bfloat16 values in host memory; the default widens to float, sums and rounds back.
   virtual void allreduce_sum_bf16_host(uint16_t* data, int64_t n);
 
-private:
+ private:
   std::vector<float> m_host_staging;
   std::vector<uint16_t> m_bf16_staging;
 };

@@ -62,8 +62,7 @@ double probe_allreduce(Communicator& comm, float* data, int64_t floats, Device w
 }  // namespace
 
 DoctorReport run_doctor(Communicator& host, const DoctorOptions& opt) {
-  CNN_CHECK(opt.size_mb > 0 && opt.iterations >= 1, "doctor: size {} MiB, {} iterations", opt.size_mb,
-            opt.iterations);
+  CNN_CHECK(opt.size_mb > 0 && opt.iterations >= 1, "doctor: size {} MiB, {} iterations", opt.size_mb, opt.iterations);
   if (opt.device != "auto" && opt.device != "cpu" && opt.device != "cuda")
     throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", opt.device));
   const int gpus = cuda_device_count();
@@ -90,7 +89,8 @@ DoctorReport run_doctor(Communicator& host, const DoctorOptions& opt) {
   std::map<std::string, std::string> libs;
   for (const auto& [k, val] : comm.versions()) libs[k] = val;
   f.emplace_back("NCCL", libs.count("NCCL") ? libs["NCCL"] : (build_has_nccl() ? "not used" : "not in this build"));
-  f.emplace_back("MPI", libs.count("MPI") ? libs["MPI"] : (build_has_mpi() ? "not used (no launcher)" : "not in this build"));
+  f.emplace_back("MPI",
+                 libs.count("MPI") ? libs["MPI"] : (build_has_mpi() ? "not used (no launcher)" : "not in this build"));
   f.emplace_back("communicator", comm.kind());
 
   std::vector<std::string> all = comm.allgather(encode(f));

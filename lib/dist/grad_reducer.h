@@ -34,7 +34,7 @@ struct GradBucket {
 std::vector<GradBucket> plan_buckets(const std::vector<GradSpan>& ready_order, int64_t bucket_floats);
 
 class GradReducer {
-public:
+ public:
   // grads: the flat gradient buffer on `where`. bucket_mb: MiB (2^20 bytes) of float gradients.
   GradReducer(Communicator& comm, std::vector<GradSpan> ready_order, double bucket_mb, Compression c, Device where,
               float* grads);
@@ -57,16 +57,16 @@ public:
   // synchronous reduction and false after.
   void set_blocking_observer(std::function<void(bool)> f) { m_observer = std::move(f); }
 
-private:
+ private:
   void start(size_t bucket);
   Communicator& m_comm;
   Compression m_compression;
   Device m_where;
   float* m_grads;
   std::vector<GradBucket> m_buckets;
-  std::vector<int> m_bucket_of;     // param index -> bucket (-1: not trainable)
-  std::vector<int> m_remaining;     // per bucket: params not yet final this step
-  std::vector<char> m_param_done;   // per param: final this step
+  std::vector<int> m_bucket_of;    // param index -> bucket (-1: not trainable)
+  std::vector<int> m_remaining;    // per bucket: params not yet final this step
+  std::vector<char> m_param_done;  // per param: final this step
   size_t m_started = 0;
   std::function<void(bool)> m_observer;
 };

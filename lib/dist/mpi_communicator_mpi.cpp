@@ -15,15 +15,15 @@
 #include "dist/bucket_math.h"
 #include "dist/mpi_communicator.h"
 
-#define MPI_CHECK(expr)                                                                          \
-  do {                                                                                           \
-    int cnn_mpi_rc_ = (expr);                                                                    \
-    if (cnn_mpi_rc_ != MPI_SUCCESS) {                                                            \
-      char cnn_mpi_text_[MPI_MAX_ERROR_STRING] = {0};                                            \
-      int cnn_mpi_len_ = 0;                                                                      \
-      MPI_Error_string(cnn_mpi_rc_, cnn_mpi_text_, &cnn_mpi_len_);                               \
+#define MPI_CHECK(expr)                                                                                   \
+  do {                                                                                                    \
+    int cnn_mpi_rc_ = (expr);                                                                             \
+    if (cnn_mpi_rc_ != MPI_SUCCESS) {                                                                     \
+      char cnn_mpi_text_[MPI_MAX_ERROR_STRING] = {0};                                                     \
+      int cnn_mpi_len_ = 0;                                                                               \
+      MPI_Error_string(cnn_mpi_rc_, cnn_mpi_text_, &cnn_mpi_len_);                                        \
       ::cnn::throw_error(__FILE__, __LINE__, ::fmt::format("MPI error in {}: {}", #expr, cnn_mpi_text_)); \
-    }                                                                                            \
+    }                                                                                                     \
   } while (0)
 
 namespace cnn {
@@ -41,7 +41,7 @@ void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 class MpiCommunicator final : public Communicator {
-public:
+ public:
   explicit MpiCommunicator(const LaunchInfo& expected);
   ~MpiCommunicator() override;
   std::string kind() const override { return "mpi"; }
@@ -68,10 +68,10 @@ public:
   }
   std::vector<std::pair<std::string, std::string>> versions() const override;
 
-protected:
+ protected:
   void allreduce_sum_bf16_host(uint16_t* data, int64_t n) override;
 
-private:
+ private:
   float* host_copy(float* data, int64_t n, Device where);
   void copy_back(float* data, int64_t n, Device where);
 
@@ -206,8 +206,7 @@ void MpiCommunicator::send_heartbeat(const Heartbeat& h) {
       if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) continue;  // peer not draining
     }
     m_hb_out[size_t(p)] = h;
-    if (MPI_Isend(&m_hb_out[size_t(p)], int(sizeof(Heartbeat)), MPI_BYTE, p, kHeartbeatTag, m_hb, &req) ==
-        MPI_SUCCESS)
+    if (MPI_Isend(&m_hb_out[size_t(p)], int(sizeof(Heartbeat)), MPI_BYTE, p, kHeartbeatTag, m_hb, &req) == MPI_SUCCESS)
       ++m_hb_sent[size_t(p)];
   }
 }

@@ -7,18 +7,20 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "dist/bucket_math.h"
 #include "dist/nccl_communicator.h"
 
-#define NCCL_CHECK(expr)                                                                        \
-  do {                                                                                          \
-    ncclResult_t cnn_nccl_rc_ = (expr);                                                         \
-    if (cnn_nccl_rc_ != ncclSuccess)                                                            \
-      ::cnn::throw_error(__FILE__, __LINE__, ::fmt::format("NCCL error {} ({}) in {}", int(cnn_nccl_rc_), \
-                                                           ncclGetErrorString(cnn_nccl_rc_), #expr)); \
+#define NCCL_CHECK(expr)                                                                                          \
+  do {                                                                                                            \
+    ncclResult_t cnn_nccl_rc_ = (expr);                                                                           \
+    if (cnn_nccl_rc_ != ncclSuccess)                                                                              \
+      ::cnn::throw_error(                                                                                         \
+          __FILE__, __LINE__,                                                                                     \
+          ::fmt::format("NCCL error {} ({}) in {}", int(cnn_nccl_rc_), ncclGetErrorString(cnn_nccl_rc_), #expr)); \
   } while (0)
 
 namespace cnn {
@@ -26,7 +28,7 @@ namespace cnn {
 namespace {
 
 class NcclCommunicator final : public Communicator {
-public:
+ public:
   NcclCommunicator(Communicator& host, const ExecContext& ctx);
   ~NcclCommunicator() override;
   std::string kind() const override { return "nccl"; }
@@ -48,10 +50,13 @@ public:
   void send_heartbeat(const Heartbeat& h) override { m_host.send_heartbeat(h); }
   bool poll_heartbeat(Heartbeat& out) override { return m_host.poll_heartbeat(out); }
   void close_heartbeats() override { m_host.close_heartbeats(); }
-  [[noreturn]] void abort(int code) override { m_host.abort(code); }
+  [[noreturn]] void abort(int code) override {
+    m_host.abort(code);
+    std::_Exit(code);  // not reached: the host communicator's abort ends the process
+  }
   std::vector<std::pair<std::string, std::string>> versions() const override;
 
-private:
+ private:
   void after_context();  // the communicator's stream waits for the work queued so far
   Communicator& m_host;
   cudaStream_t m_ctx_stream = nullptr, m_stream = nullptr;

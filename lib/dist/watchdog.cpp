@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -12,15 +13,24 @@ namespace cnn {
 
 const char* to_string(Phase p) {
   switch (p) {
-    case Phase::startup: return "startup";
-    case Phase::data: return "data";
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::allreduce: return "all-reduce";
-    case Phase::optimizer: return "optimizer";
-    case Phase::evaluate: return "evaluate";
-    case Phase::checkpoint: return "checkpoint";
-    case Phase::finished: return "finished";
+    case Phase::startup:
+      return "startup";
+    case Phase::data:
+      return "data";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::allreduce:
+      return "all-reduce";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::evaluate:
+      return "evaluate";
+    case Phase::checkpoint:
+      return "checkpoint";
+    case Phase::finished:
+      return "finished";
   }
   return "unknown";
 }
@@ -100,7 +110,8 @@ std::string Watchdog::status_of(int rank, double now) const {
     return fmt::format("{} in phase {} at step {} (no progress for {:.1f} s)", who, to_string(phase()), step(),
                        now - m_changed_at);
   const Peer& p = m_peers[size_t(rank)];
-  if (!p.heard) return fmt::format("{}, never heard from since the watchdog started {:.1f} s ago", who, now - p.heard_at);
+  if (!p.heard)
+    return fmt::format("{}, never heard from since the watchdog started {:.1f} s ago", who, now - p.heard_at);
   return fmt::format("{} in phase {} at step {} (no progress for {:.1f} s, heard {:.1f} s ago)", who,
                      to_string(Phase(p.last.phase)), p.last.step, p.last.quiet_s + (now - p.heard_at),
                      now - p.heard_at);
@@ -135,6 +146,13 @@ std::optional<std::string> Watchdog::check(double now) {
     m_seen_seq = seq;
     m_changed_at = now;
   }
+  // This process was not running for a while: the peers' silence is our own doing.
+  const bool resumed = m_last_check > 0 && now - m_last_check > m_opt.suspended_after_s;
+  m_last_check = now;
+  if (resumed) {
+    for (Peer& p : m_peers) p.heard_at = std::max(p.heard_at, now);
+    m_changed_at = now;
+  }
   const double quiet = now - m_changed_at;
   const int me = m_comm.rank();
   if (m_comm.has_heartbeats()) {
@@ -150,14 +168,15 @@ std::optional<std::string> Watchdog::check(double now) {
       if (r == me) continue;
       const double age = now - m_peers[size_t(r)].heard_at;
       if (age > m_opt.timeout_s)
-        return fmt::format("watchdog: rank {} ({}) stopped responding: nothing heard from it for {:.1f} s "
-                           "(dist.timeout_s {}); {}. This rank: {}",
-                           r, m_hosts[size_t(r)], age, m_opt.timeout_s,
-                           m_peers[size_t(r)].heard ? "it last reported phase " +
-                                                          std::string(to_string(Phase(m_peers[size_t(r)].last.phase))) +
-                                                          fmt::format(" at step {}", m_peers[size_t(r)].last.step)
-                                                    : "it never reported",
-                           status_of(me, now));
+        return fmt::format(
+            "watchdog: rank {} ({}) stopped responding: nothing heard from it for {:.1f} s "
+            "(dist.timeout_s {}); {}. This rank: {}",
+            r, m_hosts[size_t(r)], age, m_opt.timeout_s,
+            m_peers[size_t(r)].heard
+                ? "it last reported phase " + std::string(to_string(Phase(m_peers[size_t(r)].last.phase))) +
+                      fmt::format(" at step {}", m_peers[size_t(r)].last.step)
+                : "it never reported",
+            status_of(me, now));
     }
   }
   if (phase() != Phase::finished && quiet > m_opt.timeout_s) return "watchdog: " + diagnose_stall(now, quiet);

@@ -28,14 +28,17 @@ enum class Phase : int32_t { startup, data, forward, backward, allreduce, optimi
 const char* to_string(Phase p);  // "data", "all-reduce", ...
 
 class Watchdog {
-public:
+ public:
   struct Options {
     double timeout_s = 300;
-    double interval_s = 0.05;  // heartbeat and check period
-    double grace_s = 0.3;      // rule (3): quiet time that counts once a termination signal arrived
-    bool start_thread = true;  // false: tests call check() themselves
-    std::function<int()> stop_requested;          // the pending signal number, or 0
-    std::function<void(const std::string&)> fail; // default: print to stderr, comm.abort(1)
+    double interval_s = 0.05;                      // heartbeat and check period
+    double grace_s = 0.3;                          // rule (3): quiet time that counts once a termination signal arrived
+    // A gap this long between two rounds means this process itself was not running (SIGSTOP, a
+    // swapped-out host): that round only restarts every clock, blaming nobody.
+    double suspended_after_s = 1.0;
+    bool start_thread = true;                      // false: tests call check() themselves
+    std::function<int()> stop_requested;           // the pending signal number, or 0
+    std::function<void(const std::string&)> fail;  // default: print to stderr, comm.abort(1)
   };
   // hosts: every rank's host name (comm.allgather(comm.host())).
   Watchdog(Communicator& comm, std::vector<std::string> hosts, Options options);
@@ -64,7 +67,7 @@ public:
   // Feeds a peer's heartbeat as if received at `now` (tests; the thread uses the communicator).
   void receive(const Heartbeat& h, double now);
 
-private:
+ private:
   struct Peer {
     Heartbeat last;
     bool heard = false;
@@ -81,7 +84,7 @@ private:
   std::atomic<int64_t> m_step{0};
   std::atomic<uint64_t> m_seq{0};
   uint64_t m_seen_seq = ~uint64_t(0);
-  double m_changed_at = 0, m_started_at = 0;
+  double m_changed_at = 0, m_started_at = 0, m_last_check = 0;
   std::vector<Peer> m_peers;
   std::mutex m_mutex;
   std::condition_variable m_cv;

@@ -25,8 +25,8 @@ double share_weight(int64_t n_local, int64_t n_global, int64_t world) {
   return double(n_local) * double(world) / double(n_global);
 }
 
-CursorMove convert_data_cursor(int64_t epoch, int64_t next_batch, int64_t batch, int64_t old_world,
-                               int64_t new_world, int64_t batches_old, int64_t batches_new) {
+CursorMove convert_data_cursor(int64_t epoch, int64_t next_batch, int64_t batch, int64_t old_world, int64_t new_world,
+                               int64_t batches_old, int64_t batches_new) {
   CNN_CHECK(batch >= 1 && old_world >= 1 && new_world >= 1, "batch {}, worlds {} -> {}", batch, old_world, new_world);
   CursorMove m;
   m.epoch = epoch;

@@ -28,7 +28,7 @@ struct CursorMove {
 };
 // From (epoch, next_batch) in global batches of old_world to new_world. batches_new: the new
 // loader's batches per epoch. A cursor at the end of an epoch stays at its end.
-CursorMove convert_data_cursor(int64_t epoch, int64_t next_batch, int64_t batch, int64_t old_world,
-                               int64_t new_world, int64_t batches_old, int64_t batches_new);
+CursorMove convert_data_cursor(int64_t epoch, int64_t next_batch, int64_t batch, int64_t old_world, int64_t new_world,
+                               int64_t batches_old, int64_t batches_new);
 
 }  // namespace cnn

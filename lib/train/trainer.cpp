@@ -1,17 +1,30 @@
 // The training loop (see trainer.h). One TrainSession holds everything of one run; the loop
-// itself is run_epochs(); set-up, resume and checkpoint policy are split into helpers.
+// itself is run_epochs(); set-up, resume and checkpoint policy are split into helpers. With a
+// communicator every rank runs the same loop over its share of each global batch (dist_step);
+// rank 0 alone evaluates, logs, and writes the run directory.
 #include "train/trainer.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
+#include "checkpoint/checksum.h"
+#include "core/cuda_context.h"
 #include "core/error.h"
+#include "dist/bucket_math.h"
+#include "dist/communicator.h"
+#include "dist/gpu_info.h"
+#include "dist/grad_reducer.h"
+#include "dist/watchdog.h"
+#include "dist/world_math.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/normalize.h"
@@ -36,6 +49,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What one step contributed, summed over the ranks in data-parallel runs.
+struct StepStats {
+  double loss_sum = 0, correct = 0;
+  int64_t n = 0;
+  int stop_signal = 0;  // agreed by every rank
+};
+
 class TrainSession {
  public:
   TrainSession(ModelSpec spec, const TrainOptions& opt) : m_spec(std::move(spec)), m_opt(opt) {}
@@ -43,9 +63,21 @@ class TrainSession {
 
  private:
   void setup_data();
+  void setup_device();
   void setup_model();
+  void setup_data_parallel();
   void resume_or_init();
+  void convert_resume_cursor(int64_t old_world);
+  void start_data_parallel();
   bool run_epochs();  // false when stopped by a signal
+  StepStats plain_step(const Batch& b, double lr, int64_t epoch);
+  StepStats dist_step(const Batch& b, double lr, int64_t epoch);
+  [[noreturn]] void diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks);
+  void phase(Phase p) {
+    if (m_watch) m_watch->set_phase(p);
+  }
+  void read_dist_test_hook();
+  const ExecContext& ctx() const { return *m_ctx; }
   void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
   void save(const std::string& name, int64_t epoch, int64_t next_batch);
   void prune_epoch_checkpoints();
@@ -58,7 +90,10 @@ class TrainSession {
   DataSplits m_data;
   Normalization m_norm;
   std::unique_ptr<Graph> m_graph;
-  std::unique_ptr<DeviceSetup> m_dev;
+  std::unique_ptr<DeviceSetup> m_dev;       // single process
+  std::unique_ptr<CudaContext> m_rank_gpu;  // data-parallel ranks on the GPU (the local rank's GPU)
+  ExecContext m_rank_cpu;                   // data-parallel ranks on the CPU
+  const ExecContext* m_ctx = nullptr;
   std::unique_ptr<Executor> m_ex;
   std::unique_ptr<Optimizer> m_optim;
   std::unique_ptr<LrSchedule> m_schedule;
@@ -66,6 +101,18 @@ class TrainSession {
   std::unique_ptr<TrainStep> m_train_step;
   std::unique_ptr<Loader> m_train_loader, m_val_loader;
   std::unique_ptr<RunDir> m_run;
+  // Data-parallel state; m_comm is null on the plain path.
+  Communicator* m_comm = nullptr;
+  std::unique_ptr<Communicator> m_nccl;  // device buffers of GPU ranks (null: m_comm reduces them)
+  Communicator* m_reduce_comm = nullptr;
+  std::unique_ptr<GradReducer> m_reducer;
+  std::unique_ptr<Watchdog> m_watch;
+  int m_rank = 0, m_world = 1;
+  double m_lr = 0;  // after train.lr_scaling
+  int m_test_stop_rank = -1;  // CNN_TEST_STOP_RANK: only this rank raises the signal (-1: all)
+  int64_t m_test_kill_step = 0;  // CNN_TEST_KILL_AT_STEP on rank CNN_TEST_KILL_RANK
+  int m_test_kill_rank = -1;
+  bool m_test_kill_stall = false;
   int64_t m_epoch = 0, m_next_batch = 0, m_step = 0;
   double m_loss_sum = 0, m_correct = 0;  // running sums of the epoch in progress
   int64_t m_seen = 0;
@@ -96,7 +143,24 @@ void TrainSession::read_test_hook() {
     m_test_stop_signal = SIGINT;
   else
     CNN_THROW("CNN_TEST_STOP_SIGNAL is '{}', expected TERM or INT", sig);
-  spdlog::warn("test hook: raising signal {} after step {}", m_test_stop_signal, m_test_stop_step);
+  if (const char* r = std::getenv("CNN_TEST_STOP_RANK"); r && *r) m_test_stop_rank = std::atoi(r);
+  if (m_test_stop_rank < 0 || m_test_stop_rank == m_rank)
+    spdlog::warn("test hook: raising signal {} after step {}", m_test_stop_signal, m_test_stop_step);
+}
+
+// Test hook of the failure tests: CNN_TEST_KILL_RANK=r CNN_TEST_KILL_AT_STEP=k makes rank r die
+// (_exit(9)) 0.3 s into the forward pass of step k, or hang there for good with
+// CNN_TEST_KILL_MODE=stall (its watchdog thread keeps reporting). Not for users.
+void TrainSession::read_dist_test_hook() {
+  const char* at = std::getenv("CNN_TEST_KILL_AT_STEP");
+  const char* rank = std::getenv("CNN_TEST_KILL_RANK");
+  if (!at || !*at || !rank || !*rank) return;
+  m_test_kill_step = std::atoll(at);
+  m_test_kill_rank = std::atoi(rank);
+  const char* mode = std::getenv("CNN_TEST_KILL_MODE");
+  m_test_kill_stall = mode && std::string(mode) == "stall";
+  if (m_test_kill_rank == m_rank)
+    spdlog::warn("test hook: this rank will {} at step {}", m_test_kill_stall ? "stall" : "die", m_test_kill_step);
 }
 
 void TrainSession::setup_data() {
@@ -117,12 +181,44 @@ void TrainSession::setup_data() {
   spdlog::info("normalisation: {}{}", m_norm.to_string(), m_spec.data.normalize.automatic ? " (auto, from train)" : "");
 }
 
+// The plain path keeps DeviceSetup; a rank takes its local GPU (local rank modulo the visible
+// GPUs) or a fair share of the host's cores, and every rank must have chosen the same device.
+void TrainSession::setup_device() {
+  if (!m_comm) {
+    m_dev = std::make_unique<DeviceSetup>(m_opt.device, *m_graph, m_spec.train.deterministic);
+    m_ctx = &m_dev->ctx();
+    return;
+  }
+  Device d = resolve_device(m_opt.device, *m_graph);
+  check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)", to_string(d));
+  for (const auto& line : m_graph->choose_backends(d)) spdlog::debug("{}", line);
+  std::string description;
+  if (d == Device::cuda) {
+    const int gpu = local_gpu_index(m_comm->local_rank()), gpus = cuda_device_count();
+    if (m_comm->local_size() > gpus)
+      spdlog::warn("{} ranks on host {} share {} GPU(s)", m_comm->local_size(), m_comm->host(), gpus);
+    m_rank_gpu = std::make_unique<CudaContext>(gpu);
+    m_rank_gpu->ctx().deterministic = m_spec.train.deterministic;
+    m_ctx = &m_rank_gpu->ctx();
+    description = "cuda: " + cuda_device_description();
+  } else {
+    // OMP_NUM_THREADS wins; else the host's cores are split between its ranks.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const int threads = std::getenv("OMP_NUM_THREADS") ? 0 : std::max(1, int(cores) / std::max(1, m_comm->local_size()));
+    m_rank_cpu = ExecContext::cpu(threads);
+    m_rank_cpu.deterministic = m_spec.train.deterministic;
+    m_ctx = &m_rank_cpu;
+    description = fmt::format("cpu: {} threads", m_rank_cpu.threads());
+  }
+  spdlog::info("device: {}", description);
+}
+
 void TrainSession::setup_model() {
-  m_dev = std::make_unique<DeviceSetup>(m_opt.device, *m_graph, m_spec.train.deterministic);
+  setup_device();
   const TrainSpec& t = m_spec.train;
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
-  m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), m_dev->ctx());
+  m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), ctx());
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
                m_spec.name, m_graph->trainable_count(), m_graph->training_flops() / 1e6, t.batch_size,
                format_bytes(double(estimate_training_memory(*m_graph, m_spec, t.batch_size).total())));
@@ -134,12 +230,16 @@ void TrainSession::setup_model() {
   lo.drop_last = m_spec.data.drop_last;
   lo.workers = m_spec.data.workers;
   lo.prefetch = m_spec.data.prefetch;
+  lo.rank = m_rank;
+  lo.world_size = m_world;
   m_train_loader = std::make_unique<Loader>(m_data.train, lo, m_norm, m_spec.data.augment);
   if (m_train_loader->output_shape() != m_graph->input_shape())
     CNN_THROW("the loader makes {} images but the network expects {}", m_train_loader->output_shape().to_string(),
               m_graph->input_shape().to_string());
-  if (m_data.val.size() > 0) {
+  if (m_data.val.size() > 0 && m_rank == 0) {  // rank 0 evaluates the whole split
     LoaderOptions vo = lo;
+    vo.rank = 0;
+    vo.world_size = 1;
     vo.mode = LoaderMode::eval;
     vo.batch_size = eval_batch;
     vo.ten_crop = m_spec.eval.ten_crop;
@@ -149,12 +249,54 @@ void TrainSession::setup_model() {
   std::vector<ParamSegment> segs;
   for (const ParamEntry& e : m_graph->params())
     if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
-  m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size(), m_dev->device());
-  m_schedule = std::make_unique<LrSchedule>(t.schedule, t.optimizer.lr, m_train_loader->batches_per_epoch(), t.epochs);
+  m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size(), ctx().device);
+  m_lr = scaled_learning_rate(t.lr_scaling, t.optimizer.lr, m_world);
+  m_schedule = std::make_unique<LrSchedule>(t.schedule, m_lr, m_train_loader->batches_per_epoch(), t.epochs);
   m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
   m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
   spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type,
-               t.optimizer.lr, m_train_loader->batches_per_epoch());
+               m_lr, m_train_loader->batches_per_epoch());
+  if (m_comm) setup_data_parallel();
+}
+
+// Buckets in the order backward finalises parameters (last node first), NCCL for GPU ranks, and
+// the world-size arithmetic in the log.
+void TrainSession::setup_data_parallel() {
+  const TrainSpec& t = m_spec.train;
+  std::vector<GradSpan> order;
+  for (int i = m_graph->size() - 1; i >= 0; --i)
+    for (int p : m_graph->node(i).params) {
+      const ParamEntry& e = m_graph->params()[size_t(p)];
+      if (e.trainable) order.push_back({p, e.offset, e.shape.numel()});
+    }
+  m_reduce_comm = m_comm;
+  if (ctx().device == Device::cuda) {
+    phase(Phase::startup);
+    m_nccl = make_device_communicator(*m_comm, ctx());
+    if (m_nccl)
+      m_reduce_comm = m_nccl.get();
+    else
+      spdlog::warn("this build has no NCCL: GPU gradients are reduced by MPI through host memory (slow)");
+  }
+  m_reducer = std::make_unique<GradReducer>(*m_reduce_comm, std::move(order), m_spec.dist.bucket_mb,
+                                            parse_compression(m_spec.dist.compress), ctx().device,
+                                            m_ex->grads().data());
+  if (m_watch) {
+    Watchdog* w = m_watch.get();
+    m_reducer->set_blocking_observer([w](bool blocked) { w->set_phase(blocked ? Phase::allreduce : Phase::backward); });
+  }
+  const int64_t global = t.batch_size * m_world;
+  spdlog::info(
+      "data-parallel: {} rank{} ({} communicator, {} on this host), per-rank batch {}, global batch {} ({} x {}), "
+      "{} steps per epoch",
+      m_world, m_world == 1 ? "" : "s", m_reduce_comm->kind(), m_comm->local_size(), t.batch_size, global,
+      t.batch_size, m_world, m_train_loader->batches_per_epoch());
+  spdlog::info("learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_lr, t.lr_scaling,
+               m_world, t.schedule.warmup_epochs > 0 ? fmt::format("; warmup over {} epochs still applies",
+                                                                   t.schedule.warmup_epochs)
+                                                     : "");
+  spdlog::info("gradients: {} bucket(s) of up to {} MiB, compress {}, averaged over {} rank(s)",
+               m_reducer->buckets().size(), m_spec.dist.bucket_mb, m_spec.dist.compress, m_world);
 }
 
 void TrainSession::resume_or_init() {
@@ -181,6 +323,7 @@ void TrainSession::resume_or_init() {
     if (c.meta.seed != m_spec.train.seed)
       spdlog::warn("train.seed changed from {} to {}: data order and augmentation differ from the original run",
                    c.meta.seed, m_spec.train.seed);
+    if (c.meta.world_size != m_world) convert_resume_cursor(c.meta.world_size);
     spdlog::info("resumed from '{}' at epoch {}, batch {} (step {})", c.path, m_epoch + 1, m_next_batch, m_step);
     return;
   }
@@ -193,6 +336,27 @@ void TrainSession::resume_or_init() {
   }
 }
 
+// The checkpoint's cursor counts global batches of its own world size: move it to ours at the
+// same sample position, or to the end of the epoch when no batch boundary falls there.
+void TrainSession::convert_resume_cursor(int64_t old_world) {
+  const int64_t batch = m_spec.train.batch_size, n = m_data.train.size(), old_global = batch * old_world;
+  const int64_t old_batches = m_spec.data.drop_last ? n / old_global : (n + old_global - 1) / old_global;
+  CursorMove mv = convert_data_cursor(m_epoch, m_next_batch, batch, old_world, m_world, old_batches,
+                                      m_train_loader->batches_per_epoch());
+  if (mv.exact) {
+    spdlog::info("the checkpoint was written by {} rank(s), this run has {}: data cursor batch {} of {} samples -> "
+                 "batch {} of {} samples (sample {} of epoch {})",
+                 old_world, m_world, m_next_batch, old_global, mv.next_batch, batch * m_world, mv.position,
+                 m_epoch + 1);
+  } else {
+    spdlog::warn("the checkpoint was written by {} rank(s), this run has {}: epoch {} stopped after {} samples, "
+                 "which is no multiple of the new global batch {}; the rest of epoch {} is skipped and training "
+                 "continues at the next epoch boundary",
+                 old_world, m_world, m_epoch + 1, mv.position, batch * m_world, m_epoch + 1);
+  }
+  m_next_batch = mv.next_batch;
+}
+
 CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   CheckpointMeta m;
   m.config_yaml = to_yaml(*m_spec.root);
@@ -202,7 +366,7 @@ CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   m.schedule = m_schedule->state();
   m.seed = m_spec.train.seed;
   m.dataset_fingerprint = m_data.fingerprint;
-  m.world_size = 1;
+  m.world_size = m_world;
   m.metrics = m_last_metrics;
   m.has_best = m_has_best;
   m.best_metric = m_best;
@@ -212,6 +376,8 @@ CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
 }
 
 void TrainSession::save(const std::string& name, int64_t epoch, int64_t next_batch) {
+  if (!m_run->enabled()) return;  // ranks other than 0
+  phase(Phase::checkpoint);
   std::string path = m_run->checkpoints() + "/" + name + ".safetensors";
   write_checkpoint(path, *m_ex, m_optim.get(), meta(epoch, next_batch));
   if (name == "last") m_result.last_checkpoint = path;
@@ -219,6 +385,7 @@ void TrainSession::save(const std::string& name, int64_t epoch, int64_t next_bat
 }
 
 void TrainSession::prune_epoch_checkpoints() {
+  if (!m_run->enabled()) return;
   int64_t keep = m_spec.train.checkpoint.keep_last;
   if (keep <= 0) return;
   std::vector<fs::path> files;
@@ -231,16 +398,34 @@ void TrainSession::prune_epoch_checkpoints() {
 }
 
 void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {
+  // The epoch's last step, counted with this run's epoch length (a resume may change it).
+  const int64_t last_step = std::max<int64_t>(0, m_schedule->step_at(epoch, m_train_loader->batches_per_epoch() - 1));
   nlohmann::json line{{"event", "epoch"},
                       {"epoch", epoch + 1},
                       {"step", m_step},
                       {"train_loss", train_loss},
                       {"train_acc", train_acc},
-                      {"lr", m_schedule->lr(m_step > 0 ? m_step - 1 : 0)},
+                      {"lr", m_schedule->lr(last_step)},
                       {"img_per_s", seconds > 0 ? double(images) / seconds : 0.0}};
   std::string val_text;
-  if (m_val_loader) {
-    EvalReport r = evaluate(*m_ex, *m_val_loader, m_graph->class_names(), "val", m_spec.loss.label_smoothing);
+  if (m_comm && m_graph->buffers_size() > 0) {
+    // Each rank's batchnorm statistics saw only its own samples: evaluate and save their mean.
+    phase(Phase::allreduce);
+    m_reduce_comm->mean_async(m_ex->buffers().data(), m_graph->buffers_size(), ctx().device, Compression::none);
+    m_reduce_comm->wait_means();
+  }
+  if (m_data.val.size() > 0) {
+    EvalReport r;
+    if (m_val_loader) {
+      phase(Phase::evaluate);
+      r = evaluate(*m_ex, *m_val_loader, m_graph->class_names(), "val", m_spec.loss.label_smoothing);
+    }
+    if (m_comm) {  // rank 0's numbers drive every rank's schedule and checkpoint choice
+      phase(Phase::allreduce);
+      double v[2] = {r.loss, r.top1};
+      m_comm->broadcast_bytes(v, sizeof v, 0);
+      r.loss = v[0], r.top1 = v[1];
+    }
     line["val_loss"] = r.loss;
     line["val_acc"] = r.top1;
     val_text = fmt::format(", val loss {:.4f}, val acc {:.2f}%", r.loss, 100 * r.top1);
@@ -263,7 +448,7 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
   spdlog::info("epoch {}/{}: train loss {:.4f}, train acc {:.2f}%{}, {:.0f} img/s, {:.1f} s", epoch + 1,
                m_spec.train.epochs, train_loss, 100 * train_acc, val_text, line["img_per_s"].get<double>(), seconds);
   save("last", epoch + 1, 0);
-  if (line.value("best", false) || !m_val_loader) save("best", epoch + 1, 0);
+  if (line.value("best", false) || m_data.val.size() == 0) save("best", epoch + 1, 0);
   int64_t every = m_spec.train.checkpoint.every_epochs;
   if (every > 0 && (epoch + 1) % every == 0) {
     save(fmt::format("epoch-{:04d}", epoch + 1), epoch + 1, 0);
@@ -271,9 +456,68 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
   }
 }
 
+StepStats TrainSession::plain_step(const Batch& b, double lr, int64_t epoch) {
+  const int64_t n = b.size();
+  load_batch_input(*m_ex, b);
+  TrainStep::Result r = m_train_step->run(b.labels.data(), n, lr, uint64_t(m_step), m_spec.train.seed);
+  if (!std::isfinite(r.loss)) diverged(b, epoch, r.loss, "");
+  return {r.loss * double(n), double(r.correct), n, 0};
+}
+
+// Every rank, every global batch (a rank without samples still joins): forward and backward with
+// bucketed averaging, then one small all-reduce in which the ranks agree on the step (a stop
+// signal, a non-finite loss anywhere) and sum its loss and hits; then the update.
+StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
+  const int64_t n = b.size();
+  if (m_step + 1 == m_test_kill_step && m_rank == m_test_kill_rank) {
+    phase(Phase::forward);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the heartbeat carries the phase
+    if (!m_test_kill_stall) _exit(9);
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
+  }
+  if (n > 0) load_batch_input(*m_ex, b);
+  const int64_t global = m_spec.train.batch_size * m_world;
+  const double weight = share_weight(n, global_batch_samples(b.index, global, m_data.train.size()), m_world);
+  TrainStep::Result r = m_train_step->forward_backward(b.labels.data(), n, uint64_t(m_step), m_spec.train.seed,
+                                                       *m_reducer, weight, m_watch.get());
+  const bool bad = n > 0 && !std::isfinite(r.loss);
+  if (m_step + 1 == m_test_stop_step && (m_test_stop_rank < 0 || m_test_stop_rank == m_rank))
+    std::raise(m_test_stop_signal);
+  const int sig = stop_requested();
+  float v[6] = {sig == SIGTERM ? 1.0f : 0.0f, sig == SIGINT ? 1.0f : 0.0f, bad ? 1.0f : 0.0f,
+                bad ? 0.0f : float(r.loss * double(n)), float(r.correct), float(n)};
+  phase(Phase::allreduce);
+  m_comm->allreduce_sum(v, 6);
+  if (v[2] > 0) {
+    std::vector<std::string> flags = m_comm->allgather(bad ? "1" : "0");
+    std::string ranks;
+    for (size_t i = 0; i < flags.size(); ++i)
+      if (flags[i] == "1") ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", i);
+    diverged(b, epoch, bad ? r.loss : std::nan(""), ranks);
+  }
+  phase(Phase::optimizer);
+  m_train_step->update(lr);
+  return {double(v[3]), double(v[4]), int64_t(v[5]), v[0] > 0 ? SIGTERM : v[1] > 0 ? SIGINT : 0};
+}
+
+void TrainSession::diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks) {
+  std::string where = "another rank's batch (see its message)";
+  if (b.size() > 0 && !std::isfinite(loss)) {
+    load_batch_input(*m_ex, b);
+    int bad = m_ex->forward_find_nonfinite(b.size(), true, uint64_t(m_step), m_spec.train.seed);
+    where = bad == -2  ? "the input batch"
+            : bad >= 0 ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(), m_graph->node(bad).layer->type())
+                       : "the loss (all layer outputs are finite)";
+  }
+  CNN_THROW(
+      "training diverged at step {} (epoch {}, batch {}){}: the loss is {}; the first non-finite output is in {}. "
+      "Try a lower train.optimizer.lr or train.clip_grad_norm.",
+      m_step + 1, epoch + 1, b.index + 1, ranks.empty() ? "" : " on rank(s) " + ranks, loss, where);
+}
+
 bool TrainSession::run_epochs() {
   const TrainSpec& t = m_spec.train;
-  Progress progress(stderr_is_terminal(), m_opt.quiet, t.log_every);
+  Progress progress(stderr_is_terminal(), m_opt.quiet || m_rank != 0, t.log_every);
   Batch b;
   if (t.max_steps > 0 && m_step >= t.max_steps) {
     spdlog::info("train.max_steps = {} already reached (step {}): nothing to train", t.max_steps, m_step);
@@ -287,40 +531,37 @@ bool TrainSession::run_epochs() {
     double& loss_sum = m_loss_sum;
     double& correct = m_correct;
     int64_t& seen = m_seen;
-    while (m_train_loader->next(b)) {
-      const int64_t n = b.size();
-      if (n == 0) continue;
-      double lr = m_schedule->lr(m_step);
-      load_batch_input(*m_ex, b);
-      TrainStep::Result r = m_train_step->run(b.labels.data(), n, lr, uint64_t(m_step), t.seed);
-      if (!std::isfinite(r.loss)) {
+    for (;;) {
+      if (m_watch) m_watch->set(Phase::data, m_step + 1);
+      if (!m_train_loader->next(b)) break;
+      if (!m_comm && b.size() == 0) continue;
+      // The schedule counts steps of this run's epoch length (a resumed run may have another).
+      const double lr = m_schedule->lr(m_schedule->step_at(epoch, b.index));
+      StepStats st;
+      try {
+        st = m_comm ? dist_step(b, lr, epoch) : plain_step(b, lr, epoch);
+      } catch (...) {
         progress.finish();
-        load_batch_input(*m_ex, b);
-        int bad = m_ex->forward_find_nonfinite(n, true, uint64_t(m_step), t.seed);
-        std::string where = bad == -2  ? "the input batch"
-                            : bad >= 0 ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(),
-                                                     m_graph->node(bad).layer->type())
-                                       : "the loss (all layer outputs are finite)";
-        CNN_THROW(
-            "training diverged at step {} (epoch {}, batch {}): the loss is {}; the first non-finite output is "
-            "in {}. Try a lower train.optimizer.lr or train.clip_grad_norm.",
-            m_step + 1, epoch + 1, b.index + 1, r.loss, where);
+        throw;
       }
       ++m_step;
-      if (m_step == m_test_stop_step) std::raise(m_test_stop_signal);
-      correct += double(r.correct);
-      loss_sum += r.loss * double(n);
-      seen += n;
-      progress.update(b.index, n, loss_sum / double(seen), correct / double(seen), lr);
+      if (!m_comm && m_step == m_test_stop_step) std::raise(m_test_stop_signal);
+      correct += st.correct;
+      loss_sum += st.loss_sum;
+      seen += st.n;
+      progress.update(b.index, st.n, loss_sum / double(std::max<int64_t>(seen, 1)),
+                      correct / double(std::max<int64_t>(seen, 1)), lr);
       bool max_reached = t.max_steps > 0 && m_step >= t.max_steps;
-      if (int sig = stop_requested(); sig || max_reached) {
+      if (int sig = m_comm ? st.stop_signal : stop_requested(); sig || max_reached) {
         progress.finish();
         save("last", epoch, b.index + 1);
         if (sig) {
           m_result.exit_code = 128 + sig;
-          spdlog::warn("stopped by signal {} after step {}; checkpoint written to '{}'", sig, m_step,
-                       m_result.last_checkpoint);
-          spdlog::warn("resume with: cnn-train --resume {}", m_run->path());
+          if (m_run->enabled()) {
+            spdlog::warn("stopped by signal {} after step {}; checkpoint written to '{}'", sig, m_step,
+                         m_result.last_checkpoint);
+            spdlog::warn("resume with: cnn-train --resume {}", m_run->path());
+          }
           return false;
         }
         spdlog::info("train.max_steps = {} reached (epoch {}, batch {})", t.max_steps, epoch + 1, b.index + 1);
@@ -334,12 +575,46 @@ bool TrainSession::run_epochs() {
   return true;
 }
 
+// Every rank starts from rank 0's weights, and proves it: the same config and data everywhere,
+// then a checksum of the parameters and buffers compared across ranks.
+void TrainSession::start_data_parallel() {
+  phase(Phase::startup);
+  const std::string identity = to_yaml(*m_spec.root) + "\n" + m_data.fingerprint;
+  check_same_on_all_ranks(*m_comm, "the resolved configurations or the datasets (checksum of config and data fingerprint)",
+                          compute_checksum(identity.data(), identity.size()));
+  m_reduce_comm->broadcast(m_ex->params().data(), m_graph->params_size(), 0, ctx().device);
+  if (m_graph->buffers_size() > 0) m_reduce_comm->broadcast(m_ex->buffers().data(), m_graph->buffers_size(), 0, ctx().device);
+  std::vector<float> p = m_ex->params().to_vector(), q = m_ex->buffers().to_vector();
+  uint32_t crc = crc32c(p.data(), p.size() * sizeof(float));
+  crc = crc32c(q.data(), q.size() * sizeof(float), crc);
+  check_same_on_all_ranks(*m_comm, "the parameters after the broadcast from rank 0 (CRC-32C)", checksum_hex(crc));
+}
+
 TrainResult TrainSession::run() {
   if (!m_opt.resume.empty() && !m_opt.init_from.empty())
     throw ConfigError({"<command line>"}, "",
                       "--resume continues a run with its own weights; it cannot be combined "
                       "with --init-from (start a new run with --init-from instead)");
+  if (m_opt.comm && m_opt.comm->distributed()) {
+    m_comm = m_opt.comm;
+    m_rank = m_comm->rank();
+    m_world = m_comm->size();
+    if (m_spec.dist.sync_batchnorm) {
+      Location where{m_spec.file};
+      if (ConfigNode* d = m_spec.root->find("dist"))
+        if (ConfigNode* v = d->find("sync_batchnorm")) where = v->where();
+      throw ConfigError(where, "dist.sync_batchnorm",
+                        "synchronised batchnorm is not implemented yet: each rank normalises with its own batch "
+                        "statistics; set it to false");
+    }
+    Watchdog::Options wo;
+    wo.timeout_s = m_spec.dist.timeout_s;
+    wo.stop_requested = [] { return stop_requested(); };
+    if (m_opt.on_fatal) wo.fail = [f = m_opt.on_fatal](const std::string& msg) { f(msg, 1); };
+    m_watch = std::make_unique<Watchdog>(*m_comm, m_comm->allgather(m_comm->host()), wo);
+  }
   read_test_hook();
+  read_dist_test_hook();
   if (!m_opt.resume.empty()) {
     m_resume = read_checkpoint(m_opt.resume);
     check_resume_compatible(m_resume->meta.config_yaml, m_spec);
@@ -349,18 +624,24 @@ TrainResult TrainSession::run() {
   std::string dir = m_opt.out_dir;
   if (dir.empty() && m_resume) dir = fs::path(m_resume->path).parent_path().parent_path().string();
   if (dir.empty()) dir = default_run_dir(m_spec.name);
-  m_run = std::make_unique<RunDir>(dir);
-  m_result.run_dir = dir;
-  spdlog::info("run directory: {}", dir);
+  if (m_rank == 0) {  // the other ranks write nothing
+    m_run = std::make_unique<RunDir>(dir);
+    m_result.run_dir = dir;
+    spdlog::info("run directory: {}", dir);
+  } else {
+    m_run = std::make_unique<RunDir>();
+  }
   setup_data();
   setup_model();
   m_run->write_config(to_yaml(*m_spec.root));
   resume_or_init();
+  if (m_comm) start_data_parallel();
   install_stop_handlers();
   bool finished = run_epochs();
   uninstall_stop_handlers();
+  if (m_watch) m_watch->finish();
   m_result.steps = m_step;
-  if (!finished) return m_result;
+  if (!finished || m_rank != 0) return m_result;
   if (m_data.test.size() > 0) {
     LoaderOptions to;
     to.mode = LoaderMode::eval;
@@ -382,9 +663,27 @@ TrainResult TrainSession::run() {
 
 }  // namespace
 
+// A failing rank ends the whole job before unwinding: a peer waiting in a collective would
+// otherwise hang, and so could this rank's own NCCL and CUDA teardown.
+[[noreturn]] static void end_job(const TrainOptions& options, const std::string& message, int code) {
+  if (options.on_fatal) options.on_fatal(message, code);
+  std::fprintf(stderr, "error: rank %d (%s): %s\n", options.comm->rank(), options.comm->host().c_str(),
+               message.c_str());
+  std::fflush(stderr);
+  options.comm->abort(code);
+  std::_Exit(code);  // abort() never returns; this keeps the compiler sure of it
+}
+
 TrainResult train_model(ModelSpec spec, const TrainOptions& options) {
   TrainSession session(std::move(spec), options);
-  return session.run();
+  if (!options.comm || !options.comm->distributed()) return session.run();
+  try {
+    return session.run();
+  } catch (const ConfigError& e) {
+    end_job(options, e.what(), 2);
+  } catch (const std::exception& e) {
+    end_job(options, e.what(), 1);
+  }
 }
 
 }  // namespace cnn

@@ -1,9 +1,11 @@
 // The training loop of `cnn-train MODEL.yaml`: data, network, optimizer, schedule, evaluation
-// per epoch, the run directory, checkpoints, resume, and stopping on SIGINT/SIGTERM.
+// per epoch, the run directory, checkpoints, resume, and stopping on SIGINT/SIGTERM; data-parallel
+// over the ranks of a communicator when one is given (mpirun/srun), the plain loop otherwise.
 // Trap: every random choice (shuffle, augmentation, dropout) is a pure function of the seed and
 // the position (epoch, step, sample), so a resumed run replays exactly; keep it that way.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 
 namespace cnn {
 
+class Communicator;
+
 struct TrainOptions {
   std::string out_dir;      // empty: runs/<model>-<timestamp>
   std::string device = "auto";
@@ -20,6 +24,13 @@ struct TrainOptions {
   std::string resume;       // run directory or checkpoint
   std::string init_from;    // checkpoint: weights only
   std::string command_line; // for the printed resume command
+  // The job's ranks (not owned). Null, or a single process nobody launched: the plain loop, with
+  // no communication at all. Anything else (even one rank under mpirun) trains data-parallel.
+  Communicator* comm = nullptr;
+  // Data-parallel only: ends the job with a message and an exit code (the app prints it and
+  // aborts every rank). Called for an error on this rank and, from the watchdog's thread, for a
+  // dead or stalled rank. Null: the message goes to stderr and comm->abort(code).
+  std::function<void(const std::string& message, int exit_code)> on_fatal;
 };
 
 struct TrainResult {

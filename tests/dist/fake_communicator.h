@@ -17,7 +17,7 @@
 namespace cnn::test {
 
 class FakeCommunicator : public Communicator {
-public:
+ public:
   FakeCommunicator(int rank, int size) : m_rank(rank), m_size(size) {}
   std::string kind() const override { return "fake"; }
   int rank() const override { return m_rank; }
@@ -69,7 +69,7 @@ public:
   }
   [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
 
-private:
+ private:
   int m_rank, m_size;
 };
 

@@ -42,8 +42,8 @@ TEST_CASE("launch detection reads Open MPI, PMI and srun variables and nothing e
   CHECK_FALSE(none.launched);
   CHECK(none.world_size == 1);
 
-  LaunchInfo ompi = launch_with({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
-                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+  LaunchInfo ompi =
+      launch_with({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
   CHECK(ompi.launched);
   CHECK(ompi.world_size == 4);
   CHECK(ompi.rank == 3);
@@ -60,8 +60,8 @@ TEST_CASE("launch detection reads Open MPI, PMI and srun variables and nothing e
 
   // A batch script's SLURM_NTASKS outside an srun step is not a launch.
   CHECK_FALSE(launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "0"}}).launched);
-  LaunchInfo srun = launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
-                                 {"SLURM_STEP_ID", "0"}});
+  LaunchInfo srun =
+      launch_with({{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "0"}});
   CHECK(srun.launched);
   CHECK(srun.world_size == 8);
   CHECK(srun.rank == 5);
@@ -96,8 +96,7 @@ TEST_CASE("bf16 conversion rounds to nearest even and keeps NaN and infinity", "
   CHECK(float_to_bf16(from_bits(0x3f808001u)) == 0x3f81);  // just above the tie
   CHECK(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
   CHECK(std::isnan(bf16_to_float(float_to_bf16(from_bits(0x7f800001u)))));  // signalling NaN stays NaN
-  CHECK(bf16_to_float(float_to_bf16(std::numeric_limits<float>::infinity())) ==
-        std::numeric_limits<float>::infinity());
+  CHECK(bf16_to_float(float_to_bf16(std::numeric_limits<float>::infinity())) == std::numeric_limits<float>::infinity());
   // Every bf16 value survives a round trip.
   for (uint32_t b = 0; b < 0x10000u; b += 7) {
     float f = bf16_to_float(uint16_t(b));

@@ -45,9 +45,9 @@ TEST_CASE("buckets close once they hold bucket_floats and are contiguous ranges 
   CHECK(buckets[1].begin == 0);
   CHECK(buckets[1].end == 122);
 
-  CHECK(plan_buckets(spans, 1).size() == 5);           // every parameter alone
-  CHECK(plan_buckets(spans, 1 << 30).size() == 1);     // one bucket
-  CHECK(plan_buckets(spans, 305).size() == 2);         // 55 + 300 = 355 >= 305 closes the first
+  CHECK(plan_buckets(spans, 1).size() == 5);        // every parameter alone
+  CHECK(plan_buckets(spans, 1 << 30).size() == 1);  // one bucket
+  CHECK(plan_buckets(spans, 305).size() == 2);      // 55 + 300 = 355 >= 305 closes the first
   CHECK(plan_buckets({}, 64).empty());
 }
 

@@ -105,9 +105,8 @@ TEST_CASE("the MPI communicator works across two processes under mpirun", "[mpi]
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   test::TempDir dir("cnn-mpi");
   const std::string log = (dir / "log").string();
-  const std::string cmd = fmt::format(
-      "'{}' --oversubscribe --allow-run-as-root -np 2 '{}' '{}' > '{}' 2>&1",
-      mpirun, self, kWorker, log);
+  const std::string cmd =
+      fmt::format("'{}' --oversubscribe --allow-run-as-root -np 2 '{}' '{}' > '{}' 2>&1", mpirun, self, kWorker, log);
   int status = std::system(cmd.c_str());
   INFO(cmd << "\n" << test::read_text_file(log));
   CHECK(status == 0);

@@ -18,6 +18,7 @@ Watchdog::Options manual(double timeout, int* signal = nullptr) {
   Watchdog::Options o;
   o.timeout_s = timeout;
   o.start_thread = false;
+  o.suspended_after_s = 1e9;  // the fake clock jumps
   if (signal) o.stop_requested = [signal] { return *signal; };
   return o;
 }
@@ -150,6 +151,22 @@ TEST_CASE("the watchdog thread reports through its fail action", "[cpu]") {
   std::lock_guard<std::mutex> lk(m);
   CHECK_THAT(failure, Contains("rank 0 (a) made no progress"));
   CHECK_THAT(failure, Contains("phase optimizer at step 2"));
+}
+
+TEST_CASE("a long gap between rounds restarts the clocks instead of blaming the peers", "[cpu]") {
+  test::FakeCommunicator comm(1, 2);
+  Watchdog::Options o = manual(3);
+  o.suspended_after_s = 1.0;
+  Watchdog w(comm, {"a", "b"}, o);
+  const double t0 = watchdog_clock();
+  w.set(Phase::allreduce, 9);
+  w.receive(beat(0, Phase::backward, 9, 1), t0);
+  CHECK_FALSE(w.check(t0));
+  CHECK_FALSE(w.check(t0 + 10));  // this process was stopped for 10 s
+  for (double t = 10.5; t < 13; t += 0.5) CHECK_FALSE(w.check(t0 + t));
+  auto msg = w.check(t0 + 13.5);  // ... and after that the peer really is silent
+  REQUIRE(msg);
+  CHECK_THAT(*msg, Contains("rank 0 (a) stopped responding"));
 }
 
 TEST_CASE("phase names are the ones messages use", "[cpu]") {

@@ -1,0 +1,273 @@
+// Data-parallel training through the real programs under `mpirun --oversubscribe -np 2` on the
+// CPU: two ranks equal one rank with twice the batch, a killed or stalled rank ends the job with
+// a message naming it, a stop agreed by both ranks resumes with another world size, and doctor.
+// Every test skips when the build has no MPI or mpirun is not on PATH.
+// Trap: the model has no batchnorm and no dropout: local batch statistics and per-rank dropout
+// masks make two ranks differ from one by design, so the equivalence is checked without them.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include "app/app_util.h"
+#include "checkpoint/safetensors.h"
+#include "dist/communicator.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "train/checkpoint_state.h"
+
+using namespace cnn;
+using namespace cnn::test;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// 101 training images (an odd tail: one rank gets one more sample than the other), no
+// batchnorm, no dropout; SGD with momentum and weight decay.
+const char* kNet = R"(name: dist_net
+input: {channels: 1, height: 12, width: 12}
+classes: [a, b, c, d]
+layers:
+  - {name: conv1, type: conv2d, filters: 4, kernel: 3, padding: 1}
+  - {name: relu1, type: relu}
+  - {name: pool1, type: maxpool, kernel: 2}
+  - {name: conv2, type: conv2d, filters: 6, kernel: 3, padding: 1}
+  - {name: relu2, type: relu}
+  - {name: fc, type: dense, units: 4}
+data: {format: synthetic, synthetic_size: 101}
+train:
+  epochs: 2
+  batch_size: 8
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 1.0e-4}
+)";
+
+std::string find_mpirun() {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "";
+  for (size_t start = 0; start <= p.size();) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    fs::path candidate = fs::path(p.substr(start, end - start)) / "mpirun";
+    if (!p.substr(start, end - start).empty() && access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    start = end + 1;
+  }
+  return "";
+}
+
+#define REQUIRE_MPIRUN()                                          \
+  do {                                                            \
+    if (!build_has_mpi()) CNN_SKIP("this build has no MPI");      \
+    if (find_mpirun().empty()) CNN_SKIP("mpirun is not on PATH"); \
+  } while (0)
+
+struct Fixture {
+  TempDir dir{"cnn-dist"};
+  std::string model = (dir / "net.yaml").string();
+  Fixture() { write_text_file(model, kNet); }
+  std::string run_dir(const std::string& name) const { return (dir / name).string(); }
+  std::string last(const std::string& name) const { return run_dir(name) + "/checkpoints/last.safetensors"; }
+};
+
+// `mpirun -np ranks cnn-train args...`; env entries become `-x NAME=VALUE`.
+ProgramResult mpirun(int ranks, const std::vector<std::string>& args,
+                     const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  std::vector<std::string> a{"--oversubscribe", "--allow-run-as-root", "-np", std::to_string(ranks)};
+  for (const auto& [k, v] : env) a.insert(a.end(), {"-x", k + "=" + v});
+  a.push_back(program_path("cnn-train"));
+  a.insert(a.end(), args.begin(), args.end());
+  return run_program(find_mpirun(), a);
+}
+
+ProgramResult train_plain(const std::vector<std::string>& args) { return run_program(program_path("cnn-train"), args); }
+
+std::string host_name() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// Every tensor of a and b within |a-b| <= rtol * max|b| of that tensor (+ a tiny floor);
+// weights_only skips the optimizer slots.
+std::string compare_checkpoints(const std::string& a, const std::string& b, double rtol, bool weights_only = false) {
+  SafetensorsFile fa = SafetensorsFile::open(a), fb = SafetensorsFile::open(b);
+  std::string out;
+  for (const std::string& name : fa.names()) {
+    if (weights_only && name.rfind("optim.", 0) == 0) continue;
+    if (!fb.contains(name)) {
+      out += "only in a: " + name + "\n";
+      continue;
+    }
+    std::vector<float> x = fa.read_f32(name), y = fb.read_f32(name);
+    if (x.size() != y.size()) {
+      out += "size differs: " + name + "\n";
+      continue;
+    }
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < y.size(); ++i) scale = std::max(scale, double(std::fabs(y[i])));
+    for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(double(x[i]) - double(y[i])));
+    if (worst > rtol * scale + 1e-9) out += fmt::format("{}: max |a-b| {:.3g} vs max |b| {:.3g}\n", name, worst, scale);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("two ranks with batch B end with the weights of one rank with batch 2B", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  ProgramResult one = train_plain(
+      {fx.model, "--device", "cpu", "--deterministic", "--batch", "16", "--out", fx.run_dir("one"), "--quiet"});
+  INFO(one.describe());
+  REQUIRE(one.exit_code == 0);
+  ProgramResult two =
+      mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--batch", "8", "--out", fx.run_dir("two")});
+  INFO(two.describe());
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.err, Contains("per-rank batch 8, global batch 16"));
+  CHECK(compare_checkpoints(fx.last("one"), fx.last("two"), 1e-5) == "");
+  CheckpointMeta a = read_checkpoint(fx.last("one")).meta, b = read_checkpoint(fx.last("two")).meta;
+  CHECK(a.step == 14);  // 101 images, 16 a step: 7 steps an epoch, the last one of 5 (3 + 2)
+  CHECK(b.step == a.step);
+  CHECK(b.world_size == 2);
+  // Only rank 0 wrote the run directory and printed the result.
+  CHECK_THAT(two.out, Contains("run directory: "));
+  CHECK(two.out.find("run directory: ") == two.out.rfind("run directory: "));
+}
+
+TEST_CASE("one rank under mpirun takes the data-parallel path and matches the plain run", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  ProgramResult plain = train_plain({fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("plain")});
+  INFO(plain.describe());
+  REQUIRE(plain.exit_code == 0);
+  CHECK(plain.err.find("data-parallel") == std::string::npos);
+  ProgramResult one = mpirun(1, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("one")});
+  INFO(one.describe());
+  REQUIRE(one.exit_code == 0);
+  CHECK_THAT(one.err, Contains("data-parallel: 1 rank (mpi communicator"));
+  CHECK(compare_checkpoints(fx.last("plain"), fx.last("one"), 1e-6) == "");
+}
+
+TEST_CASE("a rank killed mid-run ends the job within the timeout, naming the rank, its host, phase and step",
+          "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  auto t0 = std::chrono::steady_clock::now();
+  ProgramResult r = mpirun(2, {fx.model, "--device", "cpu", "--out", fx.run_dir("kill"), "--set", "dist.timeout_s=5"},
+                           {{"CNN_TEST_KILL_RANK", "1"}, {"CNN_TEST_KILL_AT_STEP", "3"}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.describe());
+  CHECK(r.exit_code != 0);
+  CHECK(seconds < 15);  // job start-up + 5 s at most; mpirun's tear-down usually ends it in ~1 s
+  CHECK_THAT(r.err, Contains("rank 1 (" + host_name() + ")"));
+  CHECK_THAT(r.err, Contains("phase forward at step 3"));
+}
+
+TEST_CASE("a stalled rank ends the job after dist.timeout_s with the rank, host, phase and step", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  auto t0 = std::chrono::steady_clock::now();
+  ProgramResult r =
+      mpirun(2, {fx.model, "--device", "cpu", "--out", fx.run_dir("stall"), "--set", "dist.timeout_s=2"},
+             {{"CNN_TEST_KILL_RANK", "1"}, {"CNN_TEST_KILL_AT_STEP", "3"}, {"CNN_TEST_KILL_MODE", "stall"}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.describe());
+  CHECK(r.exit_code != 0);
+  CHECK(seconds < 15);
+  CHECK_THAT(r.err, Contains("made no progress"));
+  CHECK_THAT(r.err, Contains("rank 1 (" + host_name() + ")"));
+  CHECK_THAT(r.err, Contains("phase forward at step 3"));
+}
+
+TEST_CASE("a stop agreed by two ranks writes one checkpoint that resumes with one rank at the same sample",
+          "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  // Only rank 1 gets the signal; the per-step agreement stops both after the same step.
+  ProgramResult stop = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("run")},
+                              {{"CNN_TEST_STOP_AT_STEP", "3"}, {"CNN_TEST_STOP_RANK", "1"}});
+  INFO(stop.describe());
+  CHECK(stop.exit_code == 143);
+  CHECK_THAT(stop.err, Contains("stopped by signal 15 after step 3"));
+  CheckpointMeta m = read_checkpoint(fx.last("run")).meta;
+  CHECK(m.world_size == 2);
+  CHECK(m.step == 3);
+  CHECK(m.next_batch == 3);  // global batches of 16
+  ProgramResult resumed = train_plain({"--resume", fx.run_dir("run"), "--device", "cpu", "--deterministic"});
+  INFO(resumed.describe());
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.err, Contains("data cursor batch 3 of 16 samples -> batch 6 of 8 samples"));
+  CheckpointMeta end = read_checkpoint(fx.last("run")).meta;
+  CHECK(end.world_size == 1);
+  CHECK(end.epoch == 2);
+  // 3 steps of 16, then batches 6..12 of 8 to finish epoch 1, then 13 batches of 8.
+  CHECK(end.step == 3 + 7 + 13);
+}
+
+TEST_CASE("a cursor with no matching batch boundary resumes at the next epoch with a warning", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  ProgramResult first = train_plain({fx.model, "--device", "cpu", "--max-steps", "3", "--out", fx.run_dir("run")});
+  INFO(first.describe());
+  REQUIRE(first.exit_code == 0);
+  ProgramResult resumed = mpirun(2, {"--resume", fx.run_dir("run"), "--device", "cpu", "--max-steps", "0"});
+  INFO(resumed.describe());
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.err,
+             Contains("epoch 1 stopped after 24 samples, which is no multiple of the new global batch 16"));
+  CheckpointMeta end = read_checkpoint(fx.last("run")).meta;
+  CHECK(end.world_size == 2);
+  CHECK(end.step == 3 + 7);  // epoch 1 ends at once, epoch 2 has 7 global batches of 16
+}
+
+TEST_CASE("bf16 compression trains close to the uncompressed run but not identically", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  ProgramResult f = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("f32")});
+  INFO(f.describe());
+  REQUIRE(f.exit_code == 0);
+  ProgramResult h = mpirun(
+      2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("bf16"), "--set", "dist.compress=bf16"});
+  INFO(h.describe());
+  REQUIRE(h.exit_code == 0);
+  CHECK_THAT(h.err, Contains("compress bf16"));
+  CHECK(compare_checkpoints(fx.last("f32"), fx.last("bf16"), 2e-2, true) == "");
+  CHECK(compare_checkpoints(fx.last("f32"), fx.last("bf16"), 0, true) != "");
+}
+
+TEST_CASE("dist.sync_batchnorm under mpirun is a config error saying it is not implemented yet", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  ProgramResult r =
+      mpirun(2, {fx.model, "--device", "cpu", "--out", fx.run_dir("sbn"), "--set", "dist.sync_batchnorm=true"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("dist.sync_batchnorm"));
+  CHECK_THAT(r.err, Contains("not implemented yet"));
+}
+
+TEST_CASE("cnn-train doctor reports every rank's libraries and the all-reduce bandwidth", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  ProgramResult r = mpirun(2, {"doctor", "--device", "cpu", "--size-mb", "1", "--iters", "2"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("2 ranks (mpi communicator)"));
+  CHECK_THAT(r.out, Contains("rank 0:"));
+  CHECK_THAT(r.out, Contains("rank 1:"));
+  CHECK_THAT(r.out, Contains("MPI"));
+  CHECK_THAT(r.out, Contains("all-reduce probe (mpi, 1 MiB of float on cpu, 2 iterations)"));
+  CHECK_THAT(r.out, Contains("GB/s"));
+  CHECK_THAT(r.out, Contains("versions: the same on every rank"));
+}
+
+TEST_CASE("cnn-train doctor without a launcher reports the single process", "[app]") {
+  ProgramResult r = run_program(program_path("cnn-train"), {"doctor", "--device", "cpu"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("1 rank (single communicator)"));
+  CHECK_THAT(r.out, Contains("all-reduce probe: skipped"));
+}
