@@ -26,6 +26,14 @@ bool build_has_nccl() {
 #endif
 }
 
+std::string nccl_version() {
+#if defined(CNN_WITH_MPI) && defined(CNN_WITH_CUDA)
+  return nccl_library_version();
+#else
+  return "";
+#endif
+}
+
 std::unique_ptr<Communicator> make_communicator() {
   LaunchInfo launch = detect_launch();
   if (!launch.launched) return make_single_communicator();

@@ -100,6 +100,7 @@ std::unique_ptr<Communicator> make_communicator();
 std::unique_ptr<Communicator> make_device_communicator(Communicator& host, const ExecContext& ctx);
 bool build_has_mpi();
 bool build_has_nccl();
+std::string nccl_version();  // the NCCL library's version, "" in a build without NCCL
 
 // Throws a cnn::Error naming the ranks (and their hosts) whose value differs from rank 0's, e.g.
 // "parameters differ between ranks: rank 0 (a) has 1f2e3d4c, rank 2 (b) has 00aa11bb".

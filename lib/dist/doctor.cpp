@@ -88,7 +88,10 @@ DoctorReport run_doctor(Communicator& host, const DoctorOptions& opt) {
   f.emplace_back("cuDNN", v.cudnn);
   std::map<std::string, std::string> libs;
   for (const auto& [k, val] : comm.versions()) libs[k] = val;
-  f.emplace_back("NCCL", libs.count("NCCL") ? libs["NCCL"] : (build_has_nccl() ? "not used" : "not in this build"));
+  const std::string nccl = nccl_version();
+  f.emplace_back("NCCL", nccl.empty()         ? "not in this build"
+                         : libs.count("NCCL") ? nccl
+                                              : nccl + " (loaded, not used by this run)");
   f.emplace_back("MPI",
                  libs.count("MPI") ? libs["MPI"] : (build_has_mpi() ? "not used (no launcher)" : "not in this build"));
   f.emplace_back("communicator", comm.kind());

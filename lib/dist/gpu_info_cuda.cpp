@@ -26,13 +26,23 @@ CudaVersions cuda_versions() {
   v = 0;
   if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0) out.driver = "CUDA " + cuda_version_text(v);
   cudaGetLastError();
+  // Linked in (a cuDNN backend is built), else what the dynamic linker would load.
   using GetVersion = size_t (*)();
-  if (auto fn = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "cudnnGetVersion"))) {
+  auto fn = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "cudnnGetVersion"));
+  void* lib = nullptr;
+  for (const char* name : {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"}) {
+    if (fn) break;
+    if (!(lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL))) continue;
+    if (!(fn = reinterpret_cast<GetVersion>(dlsym(lib, "cudnnGetVersion")))) dlclose(lib), lib = nullptr;
+  }
+  if (fn) {
     size_t c = fn();
     // cuDNN 9 encodes major*10000 + minor*100 + patch, cuDNN 8 major*1000 + minor*100 + patch.
     out.cudnn = c >= 90000 ? fmt::format("{}.{}.{}", c / 10000, (c % 10000) / 100, c % 100)
                            : fmt::format("{}.{}.{}", c / 1000, (c % 1000) / 100, c % 100);
+    if (lib) out.cudnn += " (installed; not linked into this build)";
   }
+  if (lib) dlclose(lib);
   return out;
 }
 

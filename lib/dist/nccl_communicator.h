@@ -6,11 +6,14 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "dist/communicator.h"
 
 namespace cnn {
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host, const ExecContext& ctx);
+// The loaded NCCL library's version, "2.28.3".
+std::string nccl_library_version();
 
 }  // namespace cnn

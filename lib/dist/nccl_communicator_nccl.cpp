@@ -140,13 +140,17 @@ void NcclCommunicator::wait_means() {
 
 std::vector<std::pair<std::string, std::string>> NcclCommunicator::versions() const {
   auto v = m_host.versions();
-  int code = 0;
-  ncclGetVersion(&code);
-  v.emplace_back("NCCL", fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100));
+  v.emplace_back("NCCL", nccl_library_version());
   return v;
 }
 
 }  // namespace
+
+std::string nccl_library_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+  return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+}
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host, const ExecContext& ctx) {
   return std::make_unique<NcclCommunicator>(host, ctx);
