@@ -26,6 +26,7 @@
 #include "dist/watchdog.h"
 #include "dist/world_math.h"
 #include "data/dataset.h"
+#include "data/gpu_dataset.h"
 #include "data/loader.h"
 #include "data/normalize.h"
 #include "graph/executor.h"
@@ -70,6 +71,9 @@ class TrainSession {
   void convert_resume_cursor(int64_t old_world);
   void start_data_parallel();
   bool run_epochs();  // false when stopped by a signal
+  void setup_gpu_resident(const LoaderOptions& lo);
+  bool next_batch(Batch& b, int64_t epoch);  // from the host loader or the GPU-resident data
+  void load_input(const Batch& b);           // the batch into the executor's input
   StepStats plain_step(const Batch& b, double lr, int64_t epoch);
   StepStats dist_step(const Batch& b, double lr, int64_t epoch);
   [[noreturn]] void diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks);
@@ -100,6 +104,8 @@ class TrainSession {
   std::unique_ptr<LossFunction> m_loss;
   std::unique_ptr<TrainStep> m_train_step;
   std::unique_ptr<Loader> m_train_loader, m_val_loader;
+  std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU
+  int64_t m_gpu_next = 0;                  // next batch of m_gpu_data in the epoch
   std::unique_ptr<RunDir> m_run;
   // Data-parallel state; m_comm is null on the plain path.
   Communicator* m_comm = nullptr;
@@ -108,8 +114,8 @@ class TrainSession {
   std::unique_ptr<GradReducer> m_reducer;
   std::unique_ptr<Watchdog> m_watch;
   int m_rank = 0, m_world = 1;
-  double m_lr = 0;  // after train.lr_scaling
-  int m_test_stop_rank = -1;  // CNN_TEST_STOP_RANK: only this rank raises the signal (-1: all)
+  double m_lr = 0;               // after train.lr_scaling
+  int m_test_stop_rank = -1;     // CNN_TEST_STOP_RANK: only this rank raises the signal (-1: all)
   int64_t m_test_kill_step = 0;  // CNN_TEST_KILL_AT_STEP on rank CNN_TEST_KILL_RANK
   int m_test_kill_rank = -1;
   bool m_test_kill_stall = false;
@@ -204,7 +210,8 @@ void TrainSession::setup_device() {
   } else {
     // OMP_NUM_THREADS wins; else the host's cores are split between its ranks.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const int threads = std::getenv("OMP_NUM_THREADS") ? 0 : std::max(1, int(cores) / std::max(1, m_comm->local_size()));
+    const int threads =
+        std::getenv("OMP_NUM_THREADS") ? 0 : std::max(1, int(cores) / std::max(1, m_comm->local_size()));
     m_rank_cpu = ExecContext::cpu(threads);
     m_rank_cpu.deterministic = m_spec.train.deterministic;
     m_ctx = &m_rank_cpu;
@@ -236,6 +243,7 @@ void TrainSession::setup_model() {
   if (m_train_loader->output_shape() != m_graph->input_shape())
     CNN_THROW("the loader makes {} images but the network expects {}", m_train_loader->output_shape().to_string(),
               m_graph->input_shape().to_string());
+  setup_gpu_resident(lo);
   if (m_data.val.size() > 0 && m_rank == 0) {  // rank 0 evaluates the whole split
     LoaderOptions vo = lo;
     vo.rank = 0;
@@ -254,8 +262,8 @@ void TrainSession::setup_model() {
   m_schedule = std::make_unique<LrSchedule>(t.schedule, m_lr, m_train_loader->batches_per_epoch(), t.epochs);
   m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
   m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
-  spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type,
-               m_lr, m_train_loader->batches_per_epoch());
+  spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type, m_lr,
+               m_train_loader->batches_per_epoch());
   if (m_comm) setup_data_parallel();
 }
 
@@ -278,9 +286,9 @@ void TrainSession::setup_data_parallel() {
     else
       spdlog::warn("this build has no NCCL: GPU gradients are reduced by MPI through host memory (slow)");
   }
-  m_reducer = std::make_unique<GradReducer>(*m_reduce_comm, std::move(order), m_spec.dist.bucket_mb,
-                                            parse_compression(m_spec.dist.compress), ctx().device,
-                                            m_ex->grads().data());
+  m_reducer =
+      std::make_unique<GradReducer>(*m_reduce_comm, std::move(order), m_spec.dist.bucket_mb,
+                                    parse_compression(m_spec.dist.compress), ctx().device, m_ex->grads().data());
   if (m_watch) {
     Watchdog* w = m_watch.get();
     m_reducer->set_blocking_observer([w](bool blocked) { w->set_phase(blocked ? Phase::allreduce : Phase::backward); });
@@ -289,12 +297,12 @@ void TrainSession::setup_data_parallel() {
   spdlog::info(
       "data-parallel: {} rank{} ({} communicator, {} on this host), per-rank batch {}, global batch {} ({} x {}), "
       "{} steps per epoch",
-      m_world, m_world == 1 ? "" : "s", m_reduce_comm->kind(), m_comm->local_size(), t.batch_size, global,
-      t.batch_size, m_world, m_train_loader->batches_per_epoch());
-  spdlog::info("learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_lr, t.lr_scaling,
-               m_world, t.schedule.warmup_epochs > 0 ? fmt::format("; warmup over {} epochs still applies",
-                                                                   t.schedule.warmup_epochs)
-                                                     : "");
+      m_world, m_world == 1 ? "" : "s", m_reduce_comm->kind(), m_comm->local_size(), t.batch_size, global, t.batch_size,
+      m_world, m_train_loader->batches_per_epoch());
+  spdlog::info(
+      "learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_lr, t.lr_scaling, m_world,
+      t.schedule.warmup_epochs > 0 ? fmt::format("; warmup over {} epochs still applies", t.schedule.warmup_epochs)
+                                   : "");
   spdlog::info("gradients: {} bucket(s) of up to {} MiB, compress {}, averaged over {} rank(s)",
                m_reducer->buckets().size(), m_spec.dist.bucket_mb, m_spec.dist.compress, m_world);
 }
@@ -344,15 +352,16 @@ void TrainSession::convert_resume_cursor(int64_t old_world) {
   CursorMove mv = convert_data_cursor(m_epoch, m_next_batch, batch, old_world, m_world, old_batches,
                                       m_train_loader->batches_per_epoch());
   if (mv.exact) {
-    spdlog::info("the checkpoint was written by {} rank(s), this run has {}: data cursor batch {} of {} samples -> "
-                 "batch {} of {} samples (sample {} of epoch {})",
-                 old_world, m_world, m_next_batch, old_global, mv.next_batch, batch * m_world, mv.position,
-                 m_epoch + 1);
+    spdlog::info(
+        "the checkpoint was written by {} rank(s), this run has {}: data cursor batch {} of {} samples -> "
+        "batch {} of {} samples (sample {} of epoch {})",
+        old_world, m_world, m_next_batch, old_global, mv.next_batch, batch * m_world, mv.position, m_epoch + 1);
   } else {
-    spdlog::warn("the checkpoint was written by {} rank(s), this run has {}: epoch {} stopped after {} samples, "
-                 "which is no multiple of the new global batch {}; the rest of epoch {} is skipped and training "
-                 "continues at the next epoch boundary",
-                 old_world, m_world, m_epoch + 1, mv.position, batch * m_world, m_epoch + 1);
+    spdlog::warn(
+        "the checkpoint was written by {} rank(s), this run has {}: epoch {} stopped after {} samples, "
+        "which is no multiple of the new global batch {}; the rest of epoch {} is skipped and training "
+        "continues at the next epoch boundary",
+        old_world, m_world, m_epoch + 1, mv.position, batch * m_world, m_epoch + 1);
   }
   m_next_batch = mv.next_batch;
 }
@@ -456,9 +465,51 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
   }
 }
 
+// data.gpu_resident: on = required (an error on the CPU), auto = when the device is a GPU and the
+// uint8 training images fit in half the free memory, off = never.
+void TrainSession::setup_gpu_resident(const LoaderOptions& lo) {
+  const std::string& mode = m_spec.data.gpu_resident;
+  if (mode == "off") return;
+  if (ctx().device != Device::cuda) {
+    if (mode == "on")
+      throw ConfigError({m_spec.file}, "data.gpu_resident", "'on' needs a GPU run, but the device is the CPU");
+    return;
+  }
+  size_t free_bytes = GpuDataset::device_free_bytes();
+  if (mode == "auto" && !GpuDataset::fits(m_data.train, free_bytes)) {
+    spdlog::info("data: training images stay on the host ({:.1f} MiB do not fit in half of the {:.1f} MiB free)",
+                 GpuDataset::resident_bytes(m_data.train) / 1048576.0, free_bytes / 1048576.0);
+    return;
+  }
+  m_gpu_data = std::make_unique<GpuDataset>(m_data.train, lo, m_norm, m_spec.data.augment, ctx());
+  spdlog::info("data: training images resident on the GPU ({:.1f} MiB); batches are built by CUDA kernels",
+               GpuDataset::resident_bytes(m_data.train) / 1048576.0);
+}
+
+bool TrainSession::next_batch(Batch& b, int64_t epoch) {
+  if (!m_gpu_data) return m_train_loader->next(b);
+  if (m_gpu_next >= m_gpu_data->batches_per_epoch()) return false;
+  b.epoch = epoch;
+  b.index = m_gpu_next++;
+  b.labels = m_gpu_data->batch_labels(b.index);
+  b.images = Tensor();
+  b.crops = 1;
+  return true;
+}
+
+void TrainSession::load_input(const Batch& b) {
+  if (!m_gpu_data) {
+    load_batch_input(*m_ex, b);
+    return;
+  }
+  int64_t n = 0;
+  m_gpu_data->make_batch(b.index, m_ex->input().data(), nullptr, n);
+  CNN_CHECK(n == b.size(), "GPU-resident batch {} has {} samples, expected {}", b.index, n, b.size());
+}
+
 StepStats TrainSession::plain_step(const Batch& b, double lr, int64_t epoch) {
   const int64_t n = b.size();
-  load_batch_input(*m_ex, b);
+  load_input(b);
   TrainStep::Result r = m_train_step->run(b.labels.data(), n, lr, uint64_t(m_step), m_spec.train.seed);
   if (!std::isfinite(r.loss)) diverged(b, epoch, r.loss, "");
   return {r.loss * double(n), double(r.correct), n, 0};
@@ -475,7 +526,7 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
     if (!m_test_kill_stall) _exit(9);
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
   }
-  if (n > 0) load_batch_input(*m_ex, b);
+  if (n > 0) load_input(b);
   const int64_t global = m_spec.train.batch_size * m_world;
   const double weight = share_weight(n, global_batch_samples(b.index, global, m_data.train.size()), m_world);
   TrainStep::Result r = m_train_step->forward_backward(b.labels.data(), n, uint64_t(m_step), m_spec.train.seed,
@@ -484,8 +535,12 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
   if (m_step + 1 == m_test_stop_step && (m_test_stop_rank < 0 || m_test_stop_rank == m_rank))
     std::raise(m_test_stop_signal);
   const int sig = stop_requested();
-  float v[6] = {sig == SIGTERM ? 1.0f : 0.0f, sig == SIGINT ? 1.0f : 0.0f, bad ? 1.0f : 0.0f,
-                bad ? 0.0f : float(r.loss * double(n)), float(r.correct), float(n)};
+  float v[6] = {sig == SIGTERM ? 1.0f : 0.0f,
+                sig == SIGINT ? 1.0f : 0.0f,
+                bad ? 1.0f : 0.0f,
+                bad ? 0.0f : float(r.loss * double(n)),
+                float(r.correct),
+                float(n)};
   phase(Phase::allreduce);
   m_comm->allreduce_sum(v, 6);
   if (v[2] > 0) {
@@ -503,11 +558,12 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
 void TrainSession::diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks) {
   std::string where = "another rank's batch (see its message)";
   if (b.size() > 0 && !std::isfinite(loss)) {
-    load_batch_input(*m_ex, b);
+    load_input(b);
     int bad = m_ex->forward_find_nonfinite(b.size(), true, uint64_t(m_step), m_spec.train.seed);
-    where = bad == -2  ? "the input batch"
-            : bad >= 0 ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(), m_graph->node(bad).layer->type())
-                       : "the loss (all layer outputs are finite)";
+    where = bad == -2 ? "the input batch"
+            : bad >= 0
+                ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(), m_graph->node(bad).layer->type())
+                : "the loss (all layer outputs are finite)";
   }
   CNN_THROW(
       "training diverged at step {} (epoch {}, batch {}){}: the loss is {}; the first non-finite output is in {}. "
@@ -525,7 +581,12 @@ bool TrainSession::run_epochs() {
   }
   for (int64_t epoch = m_epoch; epoch < t.epochs; ++epoch) {
     int64_t first = epoch == m_epoch ? m_next_batch : 0;
-    m_train_loader->start_epoch(epoch, first);
+    if (m_gpu_data) {
+      m_gpu_data->start_epoch(epoch);
+      m_gpu_next = first;
+    } else {
+      m_train_loader->start_epoch(epoch, first);
+    }
     progress.start_epoch(epoch, t.epochs, m_train_loader->batches_per_epoch(), first);
     if (first == 0) m_loss_sum = m_correct = 0, m_seen = 0;
     double& loss_sum = m_loss_sum;
@@ -533,7 +594,7 @@ bool TrainSession::run_epochs() {
     int64_t& seen = m_seen;
     for (;;) {
       if (m_watch) m_watch->set(Phase::data, m_step + 1);
-      if (!m_train_loader->next(b)) break;
+      if (!next_batch(b, epoch)) break;
       if (!m_comm && b.size() == 0) continue;
       // The schedule counts steps of this run's epoch length (a resumed run may have another).
       const double lr = m_schedule->lr(m_schedule->step_at(epoch, b.index));
@@ -580,10 +641,12 @@ bool TrainSession::run_epochs() {
 void TrainSession::start_data_parallel() {
   phase(Phase::startup);
   const std::string identity = to_yaml(*m_spec.root) + "\n" + m_data.fingerprint;
-  check_same_on_all_ranks(*m_comm, "the resolved configurations or the datasets (checksum of config and data fingerprint)",
+  check_same_on_all_ranks(*m_comm,
+                          "the resolved configurations or the datasets (checksum of config and data fingerprint)",
                           compute_checksum(identity.data(), identity.size()));
   m_reduce_comm->broadcast(m_ex->params().data(), m_graph->params_size(), 0, ctx().device);
-  if (m_graph->buffers_size() > 0) m_reduce_comm->broadcast(m_ex->buffers().data(), m_graph->buffers_size(), 0, ctx().device);
+  if (m_graph->buffers_size() > 0)
+    m_reduce_comm->broadcast(m_ex->buffers().data(), m_graph->buffers_size(), 0, ctx().device);
   std::vector<float> p = m_ex->params().to_vector(), q = m_ex->buffers().to_vector();
   uint32_t crc = crc32c(p.data(), p.size() * sizeof(float));
   crc = crc32c(q.data(), q.size() * sizeof(float), crc);
