@@ -3,6 +3,7 @@
 // communicator every rank runs the same loop over its share of each global batch (dist_step);
 // rank 0 alone evaluates, logs, and writes the run directory.
 #include "train/trainer.h"
+#include "train/train_session.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -48,89 +49,6 @@ namespace cnn {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// What one step contributed, summed over the ranks in data-parallel runs.
-struct StepStats {
-  double loss_sum = 0, correct = 0;
-  int64_t n = 0;
-  int stop_signal = 0;  // agreed by every rank
-};
-
-class TrainSession {
- public:
-  TrainSession(ModelSpec spec, const TrainOptions& opt) : m_spec(std::move(spec)), m_opt(opt) {}
-  TrainResult run();
-
- private:
-  void setup_data();
-  void setup_device();
-  void setup_model();
-  void setup_data_parallel();
-  void resume_or_init();
-  void convert_resume_cursor(int64_t old_world);
-  void start_data_parallel();
-  bool run_epochs();  // false when stopped by a signal
-  void setup_gpu_resident(const LoaderOptions& lo);
-  bool next_batch(Batch& b, int64_t epoch);  // from the host loader or the GPU-resident data
-  void load_input(const Batch& b);           // the batch into the executor's input
-  StepStats plain_step(const Batch& b, double lr, int64_t epoch);
-  StepStats dist_step(const Batch& b, double lr, int64_t epoch);
-  [[noreturn]] void diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks);
-  void phase(Phase p) {
-    if (m_watch) m_watch->set_phase(p);
-  }
-  void read_dist_test_hook();
-  const ExecContext& ctx() const { return *m_ctx; }
-  void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
-  void save(const std::string& name, int64_t epoch, int64_t next_batch);
-  void prune_epoch_checkpoints();
-  CheckpointMeta meta(int64_t epoch, int64_t next_batch) const;
-  void read_test_hook();
-
-  ModelSpec m_spec;
-  TrainOptions m_opt;
-  std::optional<LoadedCheckpoint> m_resume;
-  DataSplits m_data;
-  Normalization m_norm;
-  std::unique_ptr<Graph> m_graph;
-  std::unique_ptr<DeviceSetup> m_dev;       // single process
-  std::unique_ptr<CudaContext> m_rank_gpu;  // data-parallel ranks on the GPU (the local rank's GPU)
-  ExecContext m_rank_cpu;                   // data-parallel ranks on the CPU
-  const ExecContext* m_ctx = nullptr;
-  std::unique_ptr<Executor> m_ex;
-  std::unique_ptr<Optimizer> m_optim;
-  std::unique_ptr<LrSchedule> m_schedule;
-  std::unique_ptr<LossFunction> m_loss;
-  std::unique_ptr<TrainStep> m_train_step;
-  std::unique_ptr<Loader> m_train_loader, m_val_loader;
-  std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU
-  int64_t m_gpu_next = 0;                  // next batch of m_gpu_data in the epoch
-  std::unique_ptr<RunDir> m_run;
-  // Data-parallel state; m_comm is null on the plain path.
-  Communicator* m_comm = nullptr;
-  std::unique_ptr<Communicator> m_nccl;  // device buffers of GPU ranks (null: m_comm reduces them)
-  Communicator* m_reduce_comm = nullptr;
-  std::unique_ptr<GradReducer> m_reducer;
-  std::unique_ptr<Watchdog> m_watch;
-  int m_rank = 0, m_world = 1;
-  double m_lr = 0;               // after train.lr_scaling
-  int m_test_stop_rank = -1;     // CNN_TEST_STOP_RANK: only this rank raises the signal (-1: all)
-  int64_t m_test_kill_step = 0;  // CNN_TEST_KILL_AT_STEP on rank CNN_TEST_KILL_RANK
-  int m_test_kill_rank = -1;
-  bool m_test_kill_stall = false;
-  int64_t m_epoch = 0, m_next_batch = 0, m_step = 0;
-  double m_loss_sum = 0, m_correct = 0;  // running sums of the epoch in progress
-  int64_t m_seen = 0;
-  int64_t m_test_stop_step = 0;  // test hook (read_test_hook): raise m_test_stop_signal after this step
-  int m_test_stop_signal = SIGTERM;
-  bool m_has_best = false;
-  double m_best = 0;
-  nlohmann::json m_last_metrics = nlohmann::json::object();
-  std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
-  TrainResult m_result;
-};
-
 // Test hook for the end-to-end tests: CNN_TEST_STOP_AT_STEP=k raises SIGTERM (or the signal in
 // CNN_TEST_STOP_SIGNAL: TERM, INT, 15 or 2) right after optimizer step k, through the installed
 // handler, so a "stopped by a signal mid-epoch" run is reproducible to the step. Not for users.
@@ -152,21 +70,6 @@ void TrainSession::read_test_hook() {
   if (const char* r = std::getenv("CNN_TEST_STOP_RANK"); r && *r) m_test_stop_rank = std::atoi(r);
   if (m_test_stop_rank < 0 || m_test_stop_rank == m_rank)
     spdlog::warn("test hook: raising signal {} after step {}", m_test_stop_signal, m_test_stop_step);
-}
-
-// Test hook of the failure tests: CNN_TEST_KILL_RANK=r CNN_TEST_KILL_AT_STEP=k makes rank r die
-// (_exit(9)) 0.3 s into the forward pass of step k, or hang there for good with
-// CNN_TEST_KILL_MODE=stall (its watchdog thread keeps reporting). Not for users.
-void TrainSession::read_dist_test_hook() {
-  const char* at = std::getenv("CNN_TEST_KILL_AT_STEP");
-  const char* rank = std::getenv("CNN_TEST_KILL_RANK");
-  if (!at || !*at || !rank || !*rank) return;
-  m_test_kill_step = std::atoll(at);
-  m_test_kill_rank = std::atoi(rank);
-  const char* mode = std::getenv("CNN_TEST_KILL_MODE");
-  m_test_kill_stall = mode && std::string(mode) == "stall";
-  if (m_test_kill_rank == m_rank)
-    spdlog::warn("test hook: this rank will {} at step {}", m_test_kill_stall ? "stall" : "die", m_test_kill_step);
 }
 
 void TrainSession::setup_data() {
@@ -265,145 +168,6 @@ void TrainSession::setup_model() {
   spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type, m_lr,
                m_train_loader->batches_per_epoch());
   if (m_comm) setup_data_parallel();
-}
-
-// Buckets in the order backward finalises parameters (last node first), NCCL for GPU ranks, and
-// the world-size arithmetic in the log.
-void TrainSession::setup_data_parallel() {
-  const TrainSpec& t = m_spec.train;
-  std::vector<GradSpan> order;
-  for (int i = m_graph->size() - 1; i >= 0; --i)
-    for (int p : m_graph->node(i).params) {
-      const ParamEntry& e = m_graph->params()[size_t(p)];
-      if (e.trainable) order.push_back({p, e.offset, e.shape.numel()});
-    }
-  m_reduce_comm = m_comm;
-  if (ctx().device == Device::cuda) {
-    phase(Phase::startup);
-    m_nccl = make_device_communicator(*m_comm, ctx());
-    if (m_nccl)
-      m_reduce_comm = m_nccl.get();
-    else
-      spdlog::warn("this build has no NCCL: GPU gradients are reduced by MPI through host memory (slow)");
-  }
-  m_reducer =
-      std::make_unique<GradReducer>(*m_reduce_comm, std::move(order), m_spec.dist.bucket_mb,
-                                    parse_compression(m_spec.dist.compress), ctx().device, m_ex->grads().data());
-  if (m_watch) {
-    Watchdog* w = m_watch.get();
-    m_reducer->set_blocking_observer([w](bool blocked) { w->set_phase(blocked ? Phase::allreduce : Phase::backward); });
-  }
-  const int64_t global = t.batch_size * m_world;
-  spdlog::info(
-      "data-parallel: {} rank{} ({} communicator, {} on this host), per-rank batch {}, global batch {} ({} x {}), "
-      "{} steps per epoch",
-      m_world, m_world == 1 ? "" : "s", m_reduce_comm->kind(), m_comm->local_size(), t.batch_size, global, t.batch_size,
-      m_world, m_train_loader->batches_per_epoch());
-  spdlog::info(
-      "learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_lr, t.lr_scaling, m_world,
-      t.schedule.warmup_epochs > 0 ? fmt::format("; warmup over {} epochs still applies", t.schedule.warmup_epochs)
-                                   : "");
-  spdlog::info("gradients: {} bucket(s) of up to {} MiB, compress {}, averaged over {} rank(s)",
-               m_reducer->buckets().size(), m_spec.dist.bucket_mb, m_spec.dist.compress, m_world);
-}
-
-void TrainSession::resume_or_init() {
-  if (m_resume) {
-    const LoadedCheckpoint& c = *m_resume;
-    load_weights(*m_ex, c.file, true);
-    m_optim->load_state(read_optimizer_tensors(c.file));
-    m_optim->set_step_count(c.meta.optimizer_steps);
-    m_schedule->load_state(c.meta.schedule);
-    m_epoch = c.meta.epoch;
-    m_next_batch = c.meta.next_batch;
-    m_step = c.meta.step;
-    m_has_best = c.meta.has_best;
-    m_best = c.meta.best_metric;
-    m_last_metrics = c.meta.metrics;
-    if (m_next_batch > 0) {
-      m_loss_sum = c.meta.epoch_progress.value("loss_sum", 0.0);
-      m_correct = c.meta.epoch_progress.value("correct", 0.0);
-      m_seen = c.meta.epoch_progress.value("seen", int64_t(0));
-    }
-    if (c.meta.dataset_fingerprint != m_data.fingerprint)
-      spdlog::warn("the dataset differs from the checkpoint's ({} vs {}): the resumed run will not replay exactly",
-                   m_data.fingerprint, c.meta.dataset_fingerprint);
-    if (c.meta.seed != m_spec.train.seed)
-      spdlog::warn("train.seed changed from {} to {}: data order and augmentation differ from the original run",
-                   c.meta.seed, m_spec.train.seed);
-    if (c.meta.world_size != m_world) convert_resume_cursor(c.meta.world_size);
-    spdlog::info("resumed from '{}' at epoch {}, batch {} (step {})", c.path, m_epoch + 1, m_next_batch, m_step);
-    return;
-  }
-  m_ex->init_params(m_spec.train.seed);
-  if (!m_opt.init_from.empty()) {
-    LoadedCheckpoint c = read_checkpoint(m_opt.init_from);
-    std::vector<std::string> problems = load_weights(*m_ex, c.file, false);
-    spdlog::info("initialised weights from '{}'", c.path);
-    for (const auto& p : problems) spdlog::warn("--init-from: {} (left at their initial values / ignored)", p);
-  }
-}
-
-// The checkpoint's cursor counts global batches of its own world size: move it to ours at the
-// same sample position, or to the end of the epoch when no batch boundary falls there.
-void TrainSession::convert_resume_cursor(int64_t old_world) {
-  const int64_t batch = m_spec.train.batch_size, n = m_data.train.size(), old_global = batch * old_world;
-  const int64_t old_batches = m_spec.data.drop_last ? n / old_global : (n + old_global - 1) / old_global;
-  CursorMove mv = convert_data_cursor(m_epoch, m_next_batch, batch, old_world, m_world, old_batches,
-                                      m_train_loader->batches_per_epoch());
-  if (mv.exact) {
-    spdlog::info(
-        "the checkpoint was written by {} rank(s), this run has {}: data cursor batch {} of {} samples -> "
-        "batch {} of {} samples (sample {} of epoch {})",
-        old_world, m_world, m_next_batch, old_global, mv.next_batch, batch * m_world, mv.position, m_epoch + 1);
-  } else {
-    spdlog::warn(
-        "the checkpoint was written by {} rank(s), this run has {}: epoch {} stopped after {} samples, "
-        "which is no multiple of the new global batch {}; the rest of epoch {} is skipped and training "
-        "continues at the next epoch boundary",
-        old_world, m_world, m_epoch + 1, mv.position, batch * m_world, m_epoch + 1);
-  }
-  m_next_batch = mv.next_batch;
-}
-
-CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
-  CheckpointMeta m;
-  m.config_yaml = to_yaml(*m_spec.root);
-  m.epoch = epoch;
-  m.next_batch = next_batch;
-  m.step = m_step;
-  m.schedule = m_schedule->state();
-  m.seed = m_spec.train.seed;
-  m.dataset_fingerprint = m_data.fingerprint;
-  m.world_size = m_world;
-  m.metrics = m_last_metrics;
-  m.has_best = m_has_best;
-  m.best_metric = m_best;
-  m.normalization = {{"mean", m_norm.mean}, {"std", m_norm.std}};
-  if (next_batch > 0) m.epoch_progress = {{"loss_sum", m_loss_sum}, {"correct", m_correct}, {"seen", m_seen}};
-  return m;
-}
-
-void TrainSession::save(const std::string& name, int64_t epoch, int64_t next_batch) {
-  if (!m_run->enabled()) return;  // ranks other than 0
-  phase(Phase::checkpoint);
-  std::string path = m_run->checkpoints() + "/" + name + ".safetensors";
-  write_checkpoint(path, *m_ex, m_optim.get(), meta(epoch, next_batch));
-  if (name == "last") m_result.last_checkpoint = path;
-  if (name == "best") m_result.best_checkpoint = path;
-}
-
-void TrainSession::prune_epoch_checkpoints() {
-  if (!m_run->enabled()) return;
-  int64_t keep = m_spec.train.checkpoint.keep_last;
-  if (keep <= 0) return;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(m_run->checkpoints())) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("epoch-", 0) == 0 && e.path().extension() == ".safetensors") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  for (size_t i = 0; i + size_t(keep) < files.size(); ++i) fs::remove(files[i]);
 }
 
 void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {
@@ -515,46 +279,6 @@ StepStats TrainSession::plain_step(const Batch& b, double lr, int64_t epoch) {
   return {r.loss * double(n), double(r.correct), n, 0};
 }
 
-// Every rank, every global batch (a rank without samples still joins): forward and backward with
-// bucketed averaging, then one small all-reduce in which the ranks agree on the step (a stop
-// signal, a non-finite loss anywhere) and sum its loss and hits; then the update.
-StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
-  const int64_t n = b.size();
-  if (m_step + 1 == m_test_kill_step && m_rank == m_test_kill_rank) {
-    phase(Phase::forward);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the heartbeat carries the phase
-    if (!m_test_kill_stall) _exit(9);
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
-  }
-  if (n > 0) load_input(b);
-  const int64_t global = m_spec.train.batch_size * m_world;
-  const double weight = share_weight(n, global_batch_samples(b.index, global, m_data.train.size()), m_world);
-  TrainStep::Result r = m_train_step->forward_backward(b.labels.data(), n, uint64_t(m_step), m_spec.train.seed,
-                                                       *m_reducer, weight, m_watch.get());
-  const bool bad = n > 0 && !std::isfinite(r.loss);
-  if (m_step + 1 == m_test_stop_step && (m_test_stop_rank < 0 || m_test_stop_rank == m_rank))
-    std::raise(m_test_stop_signal);
-  const int sig = stop_requested();
-  float v[6] = {sig == SIGTERM ? 1.0f : 0.0f,
-                sig == SIGINT ? 1.0f : 0.0f,
-                bad ? 1.0f : 0.0f,
-                bad ? 0.0f : float(r.loss * double(n)),
-                float(r.correct),
-                float(n)};
-  phase(Phase::allreduce);
-  m_comm->allreduce_sum(v, 6);
-  if (v[2] > 0) {
-    std::vector<std::string> flags = m_comm->allgather(bad ? "1" : "0");
-    std::string ranks;
-    for (size_t i = 0; i < flags.size(); ++i)
-      if (flags[i] == "1") ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", i);
-    diverged(b, epoch, bad ? r.loss : std::nan(""), ranks);
-  }
-  phase(Phase::optimizer);
-  m_train_step->update(lr);
-  return {double(v[3]), double(v[4]), int64_t(v[5]), v[0] > 0 ? SIGTERM : v[1] > 0 ? SIGINT : 0};
-}
-
 void TrainSession::diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks) {
   std::string where = "another rank's batch (see its message)";
   if (b.size() > 0 && !std::isfinite(loss)) {
@@ -636,23 +360,6 @@ bool TrainSession::run_epochs() {
   return true;
 }
 
-// Every rank starts from rank 0's weights, and proves it: the same config and data everywhere,
-// then a checksum of the parameters and buffers compared across ranks.
-void TrainSession::start_data_parallel() {
-  phase(Phase::startup);
-  const std::string identity = to_yaml(*m_spec.root) + "\n" + m_data.fingerprint;
-  check_same_on_all_ranks(*m_comm,
-                          "the resolved configurations or the datasets (checksum of config and data fingerprint)",
-                          compute_checksum(identity.data(), identity.size()));
-  m_reduce_comm->broadcast(m_ex->params().data(), m_graph->params_size(), 0, ctx().device);
-  if (m_graph->buffers_size() > 0)
-    m_reduce_comm->broadcast(m_ex->buffers().data(), m_graph->buffers_size(), 0, ctx().device);
-  std::vector<float> p = m_ex->params().to_vector(), q = m_ex->buffers().to_vector();
-  uint32_t crc = crc32c(p.data(), p.size() * sizeof(float));
-  crc = crc32c(q.data(), q.size() * sizeof(float), crc);
-  check_same_on_all_ranks(*m_comm, "the parameters after the broadcast from rank 0 (CRC-32C)", checksum_hex(crc));
-}
-
 TrainResult TrainSession::run() {
   if (!m_opt.resume.empty() && !m_opt.init_from.empty())
     throw ConfigError({"<command line>"}, "",
@@ -723,8 +430,6 @@ TrainResult TrainSession::run() {
   }
   return m_result;
 }
-
-}  // namespace
 
 // A failing rank ends the whole job before unwinding: a peer waiting in a collective would
 // otherwise hang, and so could this rank's own NCCL and CUDA teardown.

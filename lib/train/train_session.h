@@ -1,0 +1,129 @@
+// Internal to lib/train: the state of one training run, shared by trainer.cpp (set-up and the
+// loop), train_session_checkpoint.cpp (resume and checkpoints) and train_session_dist.cpp (the
+// data-parallel step). Not a public API: programs call train_model() (trainer.h).
+#pragma once
+
+#include "train/trainer.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <thread>
+#include "checkpoint/checksum.h"
+#include "core/cuda_context.h"
+#include "core/error.h"
+#include "dist/bucket_math.h"
+#include "dist/communicator.h"
+#include "dist/gpu_info.h"
+#include "dist/grad_reducer.h"
+#include "dist/watchdog.h"
+#include "dist/world_math.h"
+#include "data/dataset.h"
+#include "data/gpu_dataset.h"
+#include "data/loader.h"
+#include "data/normalize.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "graph/summary.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "train/checkpoint_state.h"
+#include "train/config_diff.h"
+#include "train/device_setup.h"
+#include "train/evaluate.h"
+#include "train/loss.h"
+#include "train/progress.h"
+#include "train/run_dir.h"
+#include "train/signals.h"
+#include "train/train_step.h"
+
+namespace cnn {
+
+// What one step contributed, summed over the ranks in data-parallel runs.
+struct StepStats {
+  double loss_sum = 0, correct = 0;
+  int64_t n = 0;
+  int stop_signal = 0;  // agreed by every rank
+};
+
+class TrainSession {
+ public:
+  TrainSession(ModelSpec spec, const TrainOptions& opt) : m_spec(std::move(spec)), m_opt(opt) {}
+  TrainResult run();
+
+ private:
+  void setup_data();
+  void setup_device();
+  void setup_model();
+  void setup_data_parallel();
+  void resume_or_init();
+  void convert_resume_cursor(int64_t old_world);
+  void start_data_parallel();
+  bool run_epochs();  // false when stopped by a signal
+  void setup_gpu_resident(const LoaderOptions& lo);
+  bool next_batch(Batch& b, int64_t epoch);  // from the host loader or the GPU-resident data
+  void load_input(const Batch& b);           // the batch into the executor's input
+  StepStats plain_step(const Batch& b, double lr, int64_t epoch);
+  StepStats dist_step(const Batch& b, double lr, int64_t epoch);
+  [[noreturn]] void diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks);
+  void phase(Phase p) {
+    if (m_watch) m_watch->set_phase(p);
+  }
+  void read_dist_test_hook();
+  const ExecContext& ctx() const { return *m_ctx; }
+  void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
+  void save(const std::string& name, int64_t epoch, int64_t next_batch);
+  void prune_epoch_checkpoints();
+  CheckpointMeta meta(int64_t epoch, int64_t next_batch) const;
+  void read_test_hook();
+
+  ModelSpec m_spec;
+  TrainOptions m_opt;
+  std::optional<LoadedCheckpoint> m_resume;
+  DataSplits m_data;
+  Normalization m_norm;
+  std::unique_ptr<Graph> m_graph;
+  std::unique_ptr<DeviceSetup> m_dev;       // single process
+  std::unique_ptr<CudaContext> m_rank_gpu;  // data-parallel ranks on the GPU (the local rank's GPU)
+  ExecContext m_rank_cpu;                   // data-parallel ranks on the CPU
+  const ExecContext* m_ctx = nullptr;
+  std::unique_ptr<Executor> m_ex;
+  std::unique_ptr<Optimizer> m_optim;
+  std::unique_ptr<LrSchedule> m_schedule;
+  std::unique_ptr<LossFunction> m_loss;
+  std::unique_ptr<TrainStep> m_train_step;
+  std::unique_ptr<Loader> m_train_loader, m_val_loader;
+  std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU
+  int64_t m_gpu_next = 0;                  // next batch of m_gpu_data in the epoch
+  std::unique_ptr<RunDir> m_run;
+  // Data-parallel state; m_comm is null on the plain path.
+  Communicator* m_comm = nullptr;
+  std::unique_ptr<Communicator> m_nccl;  // device buffers of GPU ranks (null: m_comm reduces them)
+  Communicator* m_reduce_comm = nullptr;
+  std::unique_ptr<GradReducer> m_reducer;
+  std::unique_ptr<Watchdog> m_watch;
+  int m_rank = 0, m_world = 1;
+  double m_lr = 0;               // after train.lr_scaling
+  int m_test_stop_rank = -1;     // CNN_TEST_STOP_RANK: only this rank raises the signal (-1: all)
+  int64_t m_test_kill_step = 0;  // CNN_TEST_KILL_AT_STEP on rank CNN_TEST_KILL_RANK
+  int m_test_kill_rank = -1;
+  bool m_test_kill_stall = false;
+  int64_t m_epoch = 0, m_next_batch = 0, m_step = 0;
+  double m_loss_sum = 0, m_correct = 0;  // running sums of the epoch in progress
+  int64_t m_seen = 0;
+  int64_t m_test_stop_step = 0;  // test hook (read_test_hook): raise m_test_stop_signal after this step
+  int m_test_stop_signal = SIGTERM;
+  bool m_has_best = false;
+  double m_best = 0;
+  nlohmann::json m_last_metrics = nlohmann::json::object();
+  std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
+  TrainResult m_result;
+};
+
+}  // namespace cnn
