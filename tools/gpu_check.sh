@@ -14,6 +14,8 @@ cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURE
 cmake --build "$b" -j16 > "$logs/build.log" 2>&1 || { grep -E "error|FAILED" "$logs/build.log" | head -40 | tee -a "$sum"; exit 1; }
 step "gpu tests"
 for t in "$b"/tests/test_*; do
+  case "$t" in *.cmake) continue ;; esac
+  [ -x "$t" ] || continue
   n=$(basename "$t"); timeout 240 "$t" "[gpu]" > "$logs/$n.gpu.log" 2>&1; rc=$?
   echo "$n: rc $rc $(grep -E '^(test cases|All tests)' "$logs/$n.gpu.log" | tail -1)" | tee -a "$sum"
   [ $rc -ne 0 ] && grep -B3 -A12 "FAILED" "$logs/$n.gpu.log" | head -150 >> "$out/gpu_test_failures.txt"
