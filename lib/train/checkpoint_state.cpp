@@ -42,6 +42,7 @@ void write_checkpoint(const std::string& path, Executor& ex, Optimizer* opt, con
   w.set_metadata("metrics", meta.metrics.dump());
   w.set_metadata("epoch_progress", meta.epoch_progress.dump());
   w.set_metadata("normalization", meta.normalization.dump());
+  w.set_metadata("elapsed_s", fmt::format("{:.6f}", meta.elapsed_s));
   if (meta.has_best) w.set_metadata("best_metric", fmt::format("{:.17g}", meta.best_metric));
   add_checksums(w);
   fs::path dir = fs::path(path).parent_path();
@@ -125,6 +126,7 @@ CheckpointMeta read_checkpoint_meta(const SafetensorsFile& file) {
     meta.metrics = nlohmann::json::parse(get("metrics"));
     if (m.count("epoch_progress")) meta.epoch_progress = nlohmann::json::parse(m.at("epoch_progress"));
     if (m.count("normalization")) meta.normalization = nlohmann::json::parse(m.at("normalization"));
+    if (m.count("elapsed_s")) meta.elapsed_s = std::stod(m.at("elapsed_s"));
     // Checked here so a malformed value is reported as such rather than when the resumed epoch ends.
     if (!meta.epoch_progress.is_object()) throw std::invalid_argument("'epoch_progress' is not an object");
     for (const char* k : {"loss_sum", "correct", "seen"})

@@ -40,6 +40,7 @@ struct CheckpointMeta {
   // The input normalisation the run trained with: {"mean": [..], "std": [..]} per channel, in
   // 0..1 pixel units (so a model can be used without its training data).
   nlohmann::json normalization = nlohmann::json::object();
+  double elapsed_s = 0;  // training time so far, so a resumed run's elapsed_s continues
 };
 
 // Writes atomically (temp file, fsync, rename). The optimizer may be null (weights only).

@@ -29,6 +29,8 @@ void TrainSession::resume_or_init() {
     m_has_best = c.meta.has_best;
     m_best = c.meta.best_metric;
     m_last_metrics = c.meta.metrics;
+    m_t0 -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(c.meta.elapsed_s));
     if (m_next_batch > 0) {
       m_loss_sum = c.meta.epoch_progress.value("loss_sum", 0.0);
       m_correct = c.meta.epoch_progress.value("correct", 0.0);
@@ -67,6 +69,7 @@ CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   m.has_best = m_has_best;
   m.best_metric = m_best;
   m.normalization = {{"mean", m_norm.mean}, {"std", m_norm.std}};
+  m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
   if (next_batch > 0) m.epoch_progress = {{"loss_sum", m_loss_sum}, {"correct", m_correct}, {"seen", m_seen}};
   return m;
 }
