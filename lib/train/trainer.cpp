@@ -73,7 +73,9 @@ void TrainSession::read_test_hook() {
 }
 
 void TrainSession::setup_data() {
-  m_data = load_dataset(m_spec.data, m_spec.input, m_spec.classes);
+  // Synthetic data has as many classes as the network's final layer when the model names none.
+  const bool synthetic_from_graph = m_spec.classes.empty() && m_spec.data.format == "synthetic";
+  m_data = load_dataset(m_spec.data, m_spec.input, synthetic_from_graph ? m_graph->class_names() : m_spec.classes);
   for (const auto& note : m_data.notes) spdlog::info("data: {}", note);
   if (m_data.bad_skipped) spdlog::warn("data: {} bad rows/files skipped (data.on_bad_row: skip)", m_data.bad_skipped);
   spdlog::info("class histogram:\n{}", class_histogram_table(m_data));
