@@ -49,20 +49,6 @@ struct ConvData {
         db(b.size(), kNaN) {}
 };
 
-// Best of 20 timed runs (after one warm-up) in ms: on a shared 2-core machine the mean mostly
-// measures the neighbours.
-template <typename F>
-double best_ms(F&& f) {
-  f();
-  double best = 1e300;
-  for (int i = 0; i < 20; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 }  // namespace
 
 TEST_CASE("conv2d shape computes the output size like PyTorch", "[cpu]") {
@@ -276,8 +262,8 @@ TEST_CASE("conv2d fast cpu benchmark on the Fashion-MNIST layers", "[.][bench]")
     for (const Layer& l : layers) {
       ExecContext ctx = ExecContext::cpu(threads);
       ConvData d(l.sh, 1);
-      double fwd = best_ms([&] { conv2d_forward_cpu(ctx, l.sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()); });
-      double bwd = best_ms([&] {
+      double fwd = test::best_of_ms([&] { conv2d_forward_cpu(ctx, l.sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()); });
+      double bwd = test::best_of_ms([&] {
         conv2d_backward_cpu(ctx, l.sh, d.x.data(), d.w.data(), d.dy.data(), l.needs_dx ? d.dx.data() : nullptr,
                             d.dw.data(), d.db.data());
       });

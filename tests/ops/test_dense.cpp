@@ -41,20 +41,6 @@ struct DenseData {
         db(b.size(), kNaN) {}
 };
 
-// Best of 20 timed runs (after one warm-up) in ms: on a shared 2-core machine the mean mostly
-// measures the neighbours.
-template <typename F>
-double best_ms(F&& f) {
-  f();
-  double best = 1e300;
-  for (int i = 0; i < 20; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 }  // namespace
 
 // x = [1 2 3; 4 5 6], w = [1 0 -1; 2 1 0], b = [0.5, -1]:  y = x w^T + b
@@ -160,8 +146,8 @@ TEST_CASE("dense fast cpu benchmark on the Fashion-MNIST layers", "[.][bench]") 
     for (const DenseShape& sh : {DenseShape{64, 3136, 128, true}, DenseShape{64, 128, 10, true}}) {
       ExecContext ctx = ExecContext::cpu(threads);
       DenseData d(sh, 1);
-      double fwd = best_ms([&] { dense_forward_cpu(ctx, sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()); });
-      double bwd = best_ms([&] {
+      double fwd = test::best_of_ms([&] { dense_forward_cpu(ctx, sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()); });
+      double bwd = test::best_of_ms([&] {
         dense_backward_cpu(ctx, sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data());
       });
       const double f = sh.flops_forward();

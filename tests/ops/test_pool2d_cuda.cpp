@@ -121,23 +121,7 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
 TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
-  auto time_ms = [&](auto&& f) {
-    for (int i = 0; i < 3; ++i) f();
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    const int reps = 20;
-    for (int i = 0; i < reps; ++i) f();
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    return static_cast<double>(ms) / reps;
-  };
+  auto time_ms = [&](auto&& f) { return test::mean_gpu_ms(cuda.ctx(), f); };
   struct Bench {
     PoolKind kind;
     int64_t N, C, H, W, R, stride, pad;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace cnn::test {
@@ -39,5 +40,25 @@ private:
   int64_t m_n, m_offset;
   Tensor m_storage;
 };
+
+// Mean time in ms of `reps` calls of f queued on the context's stream (CUDA events), after
+// `warmup` untimed calls; for hidden [bench] tests.
+template <typename F>
+double mean_gpu_ms(const ExecContext& ctx, F&& f, int warmup = 3, int reps = 20) {
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  for (int i = 0; i < warmup; ++i) f();
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < reps; ++i) f();
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return static_cast<double>(ms) / reps;
+}
 
 }  // namespace cnn::test
