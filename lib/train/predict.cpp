@@ -22,32 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Same policy as the trainer: auto takes the GPU only when every layer has a GPU implementation.
-Device resolve_eval_device(const std::string& requested, const Graph& graph) {
-  std::string why;
-  bool gpu_ready = cuda_available();
-  if (!gpu_ready) why = cuda_device_description();
-  for (int i = 0; gpu_ready && i < graph.size(); ++i) {
-    const Layer& l = *graph.node(i).layer;
-    if (!l.supports(Backend::cuda) && !l.supports(Backend::cudnn)) {
-      gpu_ready = false;
-      why = fmt::format("layer '{}' ({}) has no GPU implementation in this build", l.name(), l.type());
-    }
-  }
-  if (requested == "cpu") return Device::cpu;
-  if (requested == "cuda") {
-    if (!gpu_ready) throw ConfigError({"--device"}, "device", "--device cuda requested but " + why);
-    return Device::cuda;
-  }
-  if (requested != "auto")
-    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", requested));
-  if (gpu_ready)
-    spdlog::info("device: cuda, {}", cuda_device_description());
-  else
-    spdlog::info("device: cpu ({})", why);
-  return gpu_ready ? Device::cuda : Device::cpu;
-}
-
 const Dataset& split_of(const DataSplits& data, const std::string& split) {
   if (split == "train") return data.train;
   if (split == "val") return data.val;
@@ -86,14 +60,10 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   const int crops = m.ten_crop ? 10 : 1;
   m.batch = std::max<int64_t>(1, m.spec.eval.batch_size / crops);
   m.graph = Graph::build(m.spec);
-  m.device = resolve_eval_device(device, *m.graph);
-  for (const auto& line : m.graph->choose_backends(m.device)) spdlog::debug("{}", line);
-  ExecContext ctx = ExecContext::cpu(0);
-  if (m.device == Device::cuda) {
-    m.cuda = std::make_unique<CudaContext>(0);
-    ctx = m.cuda->ctx();
-  }
-  m.ex = std::make_unique<Executor>(*m.graph, m.batch * crops, ctx, false);
+  // The trainer's device policy: auto takes the GPU only when every layer has a GPU implementation.
+  m.dev = std::make_unique<DeviceSetup>(device, *m.graph, m.spec.train.deterministic);
+  m.device = m.dev->device();
+  m.ex = std::make_unique<Executor>(*m.graph, m.batch * crops, m.dev->ctx(), false);
   load_weights(*m.ex, c.file, true);
   m.class_names = m.graph->class_names();
   return m;

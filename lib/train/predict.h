@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "config/model_spec.h"
-#include "core/cuda_context.h"
+#include "train/device_setup.h"
 #include "data/dataset.h"
 #include "data/face_detect.h"
 #include "data/normalize.h"
@@ -34,7 +34,7 @@ struct TrainedModel {
   std::vector<std::string> class_names;  // the graph's; see use_data_class_names
   std::unique_ptr<Graph> graph;
   Device device = Device::cpu;
-  std::unique_ptr<CudaContext> cuda;  // Device::cuda only; outlives ex
+  std::unique_ptr<DeviceSetup> dev;   // the execution context; outlives ex
   std::unique_ptr<Executor> ex;       // evaluation-only plan for batch * crops rows
 };
 
