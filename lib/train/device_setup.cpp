@@ -38,15 +38,17 @@ Device resolve_device(const std::string& requested, const Graph& graph) {
   return Device::cpu;
 }
 
-DeviceSetup::DeviceSetup(const std::string& requested, Graph& graph, bool deterministic) {
-  Device d = resolve_device(requested, graph);
+DeviceSetup::DeviceSetup(const std::string& requested, Graph& graph, bool deterministic)
+    : DeviceSetup(resolve_device(requested, graph), graph, deterministic, 0, 0) {}
+
+DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_index, int cpu_threads) {
   for (const auto& line : graph.choose_backends(d)) spdlog::debug("{}", line);
   if (d == Device::cuda) {
-    m_cuda = std::make_unique<CudaContext>(0);
+    m_cuda = std::make_unique<CudaContext>(gpu_index);
     m_ctx = &m_cuda->ctx();
     m_description = "cuda: " + cuda_device_description();
   } else {
-    m_cpu = ExecContext::cpu(0);
+    m_cpu = ExecContext::cpu(cpu_threads);
     m_ctx = &m_cpu;
     m_description = fmt::format("cpu: {} threads", m_cpu.threads());
   }

@@ -89,9 +89,7 @@ class TrainSession {
   DataSplits m_data;
   Normalization m_norm;
   std::unique_ptr<Graph> m_graph;
-  std::unique_ptr<DeviceSetup> m_dev;       // single process
-  std::unique_ptr<CudaContext> m_rank_gpu;  // data-parallel ranks on the GPU (the local rank's GPU)
-  ExecContext m_rank_cpu;                   // data-parallel ranks on the CPU
+  std::unique_ptr<DeviceSetup> m_dev;  // a rank's: the local rank's GPU, or its share of the cores
   const ExecContext* m_ctx = nullptr;
   std::unique_ptr<Executor> m_ex;
   std::unique_ptr<Optimizer> m_optim;

@@ -102,27 +102,19 @@ void TrainSession::setup_device() {
   }
   Device d = resolve_device(m_opt.device, *m_graph);
   check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)", to_string(d));
-  for (const auto& line : m_graph->choose_backends(d)) spdlog::debug("{}", line);
-  std::string description;
+  int gpu = 0, threads = 0;
   if (d == Device::cuda) {
-    const int gpu = local_gpu_index(m_comm->local_rank()), gpus = cuda_device_count();
+    gpu = local_gpu_index(m_comm->local_rank());
+    const int gpus = cuda_device_count();
     if (m_comm->local_size() > gpus)
       spdlog::warn("{} ranks on host {} share {} GPU(s)", m_comm->local_size(), m_comm->host(), gpus);
-    m_rank_gpu = std::make_unique<CudaContext>(gpu);
-    m_rank_gpu->ctx().deterministic = m_spec.train.deterministic;
-    m_ctx = &m_rank_gpu->ctx();
-    description = "cuda: " + cuda_device_description();
-  } else {
+  } else if (!std::getenv("OMP_NUM_THREADS")) {
     // OMP_NUM_THREADS wins; else the host's cores are split between its ranks.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const int threads =
-        std::getenv("OMP_NUM_THREADS") ? 0 : std::max(1, int(cores) / std::max(1, m_comm->local_size()));
-    m_rank_cpu = ExecContext::cpu(threads);
-    m_rank_cpu.deterministic = m_spec.train.deterministic;
-    m_ctx = &m_rank_cpu;
-    description = fmt::format("cpu: {} threads", m_rank_cpu.threads());
+    threads = std::max(1, int(cores) / std::max(1, m_comm->local_size()));
   }
-  spdlog::info("device: {}", description);
+  m_dev = std::make_unique<DeviceSetup>(d, *m_graph, m_spec.train.deterministic, gpu, threads);
+  m_ctx = &m_dev->ctx();
 }
 
 void TrainSession::setup_model() {
