@@ -37,6 +37,7 @@ struct ExecContext {
   void* cublas_handle = nullptr;  // cublasHandle_t
   void* cudnn_handle = nullptr;   // cudnnHandle_t
   Workspace* workspace = nullptr;
+  size_t workspace_limit_bytes = size_t(1) << 30;  // most scratch one conv algorithm may take
 
   // A CPU context with its own workspace (tests, tools).
   static ExecContext cpu(int num_threads = 0);
