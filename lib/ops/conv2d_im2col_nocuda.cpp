@@ -1,0 +1,14 @@
+// Stand-in for conv2d_im2col_cuda.cu in a build without CUDA: the strategy implements nothing and
+// running it throws, so asking for it fails loudly, never silently.
+#include "core/error.h"
+#include "ops/conv2d_strategies.h"
+
+namespace cnn {
+
+bool conv2d_cuda_im2col_gemm_can_implement(const Conv2dShape& sh, ConvDir dir) { return false; }
+size_t conv2d_cuda_im2col_gemm_workspace_bytes(const Conv2dShape& sh, ConvDir dir) { return 0; }
+void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_cuda_im2col_gemm_run");
+}
+
+}  // namespace cnn

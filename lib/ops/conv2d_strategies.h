@@ -1,0 +1,39 @@
+// More CUDA convolution strategies beside conv2d_cuda's implicit GEMM and direct (Li et al.,
+// ICPP 2016: no implementation wins everywhere), for the registry, the autotuner and cnn-bench:
+//   winograd     F(2x2, 3x3) (Lavin & Gray 2016): 3x3, stride 1, dilation 1, groups 1; forward any
+//                padding, backward_data pad <= 2 (the rotated filter with padding 2 - pad),
+//                backward_filter any padding                        conv2d_winograd_cuda.cu
+//   im2col_gemm  Caffe's im2col + cuBLAS SGEMM per group, any shape   conv2d_im2col_cuda.cu
+//   fft          cuFFT: stride 1, dilation 1, groups 1, all directions  conv2d_fft_cuda.cu
+// Operands and contract as in conv2d_algo.h (outputs written, not accumulated; device memory;
+// work on ctx.cuda_stream; scratch from ctx.workspace, at most workspace_bytes(sh, dir) bytes).
+// Trap: in a build without CUDA the stand-ins (*_nocuda.cpp) answer can_implement false and throw
+// in run; the shape rules themselves (*_shape_supported, conv2d_strategies.cpp) hold in every build.
+#pragma once
+
+#include <cstddef>
+
+#include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"
+
+namespace cnn {
+
+bool conv2d_cuda_winograd_can_implement(const Conv2dShape& sh, ConvDir dir);
+size_t conv2d_cuda_winograd_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
+void conv2d_cuda_winograd_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+
+bool conv2d_cuda_im2col_gemm_can_implement(const Conv2dShape& sh, ConvDir dir);
+size_t conv2d_cuda_im2col_gemm_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
+void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+
+bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir);
+size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
+void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+
+// The shape rules behind can_implement, host logic compiled in every build (conv2d_strategies.cpp),
+// so CPU-only CI tests them; in a CUDA build can_implement(sh, dir) == shape_supported(sh, dir).
+bool conv2d_winograd_shape_supported(const Conv2dShape& sh, ConvDir dir);
+bool conv2d_im2col_gemm_shape_supported(const Conv2dShape& sh, ConvDir dir);
+bool conv2d_fft_shape_supported(const Conv2dShape& sh, ConvDir dir);
+
+}  // namespace cnn
