@@ -5,6 +5,7 @@
 // Backward writes (never accumulates) dx, dw, db; any of them may be null when not needed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -70,6 +71,10 @@ void conv2d_backward(Backend backend, const ExecContext& ctx, const Conv2dShape&
 //                  (C/groups == 1: depthwise, C == 1 first layers), R*S <= 25
 bool conv2d_cuda_implicit_gemm_can_implement(const Conv2dShape& sh);
 bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh);
+// Bytes of ctx.workspace one backward call takes (split partial sums of dw and db; forward and
+// dx take none) when dw / db are requested.
+size_t conv2d_cuda_implicit_gemm_workspace_bytes(const Conv2dShape& sh, bool dw, bool db);
+size_t conv2d_cuda_direct_workspace_bytes(const Conv2dShape& sh, bool dw, bool db);
 void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                        const float* b, float* y);
 void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,

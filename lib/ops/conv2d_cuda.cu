@@ -557,6 +557,16 @@ bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh) {
          ceil_div(sh.K / sh.groups, kDirectKChunk) <= 65535;
 }
 
+size_t conv2d_cuda_implicit_gemm_workspace_bytes(const Conv2dShape& sh, bool dw, bool db) {
+  const int64_t splits = dw ? plan_filter_gemm(sh).p.splits : 1, bias_splits = db ? plan_bias(sh).splits : 1;
+  return sizeof(float) * size_t((splits > 1 ? splits * sh.weight_numel() : 0) + (bias_splits > 1 ? bias_splits * sh.K : 0));
+}
+
+size_t conv2d_cuda_direct_workspace_bytes(const Conv2dShape& sh, bool dw, bool db) {
+  const int64_t splits = dw ? plan_filter_direct(sh).splits : 1, bias_splits = db ? plan_bias(sh).splits : 1;
+  return sizeof(float) * size_t((splits > 1 ? splits * sh.weight_numel() : 0) + (bias_splits > 1 ? bias_splits * sh.K : 0));
+}
+
 void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                        const float* b, float* y) {
   check_shape(sh, "implicit gemm");
