@@ -1,0 +1,300 @@
+// FFT convolution on CUDA (Mathieu, Henaff & LeCun, "Fast Training of Convolutional Networks
+// through FFTs", 2014): zero-pad operands to Lh x Lw >= the padded input (sizes of 2, 3, 5, 7 only),
+// real-to-complex 2-D cuFFT, a per-frequency complex product summed over the contracted channel,
+// inverse FFT, crop and scale by 1 / (Lh Lw). Stride 1, dilation 1, groups 1, any padding.
+//   forward          Y(n,k) = sum_c X(n,c) conj(W(k,c))   (cross-correlation)   crop at (0, 0)
+//   backward_data    DX(n,c) = sum_k DY(n,k) W(k,c)       (full convolution)    crop at (pad_h, pad_w)
+//   backward_filter  DW(k,c) = sum_n conj(DY(n,k)) X(n,c)                       crop at (0, 0), R x S
+// Trap: Lh >= H + 2 pad_h is what keeps every kept output free of circular wrap-around, in all three
+// directions (P + R - 1 == H + 2 pad_h). cuFFT allocates its own plan work area, outside ctx.workspace.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/conv2d_strategies.cuh"
+#include "ops/conv2d_strategies.h"
+#include "ops/reduce.cuh"
+
+namespace cnn {
+
+using namespace conv2d_strategy_detail;
+
+constexpr int kThreads = 256;
+constexpr int kMaxGridY = 65535;
+// Outputs per thread of the frequency product: kTA rows of A times kTB rows of B.
+constexpr int kTA = 2, kTB = 4;
+
+// dst (batch, Lh, Lw) = src (batch, Hs, Ws) placed at (oh, ow), zeros elsewhere.
+static __global__ void conv2d_fft_pad_kernel(const float* __restrict__ src, float* __restrict__ dst, int64_t total,
+                                             int Hs, int Ws, int Lh, int Lw, int oh, int ow) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t plane = i / (int64_t(Lh) * Lw);
+    const int hw = int(i - plane * Lh * Lw), h = hw / Lw - oh, w = hw % Lw - ow;
+    dst[i] = (h >= 0 && h < Hs && w >= 0 && w < Ws) ? src[(plane * Hs + h) * Ws + w] : 0.0f;
+  }
+}
+
+// dst (batch, Ho, Wo) = src (batch, Lh, Lw) at (h + oh, w + ow) * scale (+ bias[plane % K]).
+static __global__ void conv2d_fft_crop_kernel(const float* __restrict__ src, float* __restrict__ dst, int64_t total,
+                                              int Ho, int Wo, int Lh, int Lw, int oh, int ow, float scale,
+                                              const float* __restrict__ bias, int K) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t plane = i / (int64_t(Ho) * Wo);
+    const int hw = int(i - plane * Ho * Wo), h = hw / Wo, w = hw - h * Wo;
+    const float v = src[(plane * Lh + h + oh) * Lw + w + ow] * scale;
+    dst[i] = bias ? v + bias[plane % K] : v;
+  }
+}
+
+struct ProductDims {
+  int na, nb, nj, F;           // out (na, nb, F) = sum over j of A (., ., F) * B (., ., F)
+  int64_t sa_a, sa_j, sb_b, sb_j;  // strides of A and B in units of F complex numbers
+  bool accumulate;             // out += instead of out =
+};
+
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
+  return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+// One thread: one frequency, kTA x kTB outputs; lanes walk frequencies (coalesced 8-byte loads).
+// The sum over j runs in order, so the result is deterministic.
+template <bool kConjA, bool kConjB>
+static __global__ void __launch_bounds__(kThreads)
+    conv2d_fft_product_kernel(const ProductDims d, const float2* __restrict__ A, const float2* __restrict__ B,
+                              float2* __restrict__ out) {  // (na, nb, F)
+  const int f = blockIdx.x * blockDim.x + threadIdx.x;
+  if (f >= d.F) return;
+  const int blocks_b = (d.nb + kTB - 1) / kTB, blocks = ((d.na + kTA - 1) / kTA) * blocks_b;
+  for (int blk = blockIdx.y; blk < blocks; blk += gridDim.y) {
+    const int a0 = (blk / blocks_b) * kTA, b0 = (blk % blocks_b) * kTB;
+    float2 acc[kTA][kTB];
+#pragma unroll
+    for (int i = 0; i < kTA; ++i)
+#pragma unroll
+      for (int k = 0; k < kTB; ++k) acc[i][k] = make_float2(0.0f, 0.0f);
+    for (int j = 0; j < d.nj; ++j) {
+      float2 av[kTA], bv[kTB];
+#pragma unroll
+      for (int i = 0; i < kTA; ++i) {
+        const int a = min(a0 + i, d.na - 1);  // clamped rows are computed and not stored
+        av[i] = A[(a * d.sa_a + j * d.sa_j) * d.F + f];
+        if (kConjA) av[i].y = -av[i].y;
+      }
+#pragma unroll
+      for (int k = 0; k < kTB; ++k) {
+        const int b = min(b0 + k, d.nb - 1);
+        bv[k] = B[(b * d.sb_b + j * d.sb_j) * d.F + f];
+        if (kConjB) bv[k].y = -bv[k].y;
+      }
+#pragma unroll
+      for (int i = 0; i < kTA; ++i)
+#pragma unroll
+        for (int k = 0; k < kTB; ++k) {
+          const float2 p = cmul(av[i], bv[k]);
+          acc[i][k].x += p.x;
+          acc[i][k].y += p.y;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kTA; ++i)
+#pragma unroll
+      for (int k = 0; k < kTB; ++k) {
+        if (a0 + i >= d.na || b0 + k >= d.nb) continue;
+        float2* o = out + (int64_t(a0 + i) * d.nb + b0 + k) * d.F + f;
+        if (d.accumulate) {
+          const float2 prev = *o;
+          *o = make_float2(prev.x + acc[i][k].x, prev.y + acc[i][k].y);
+        } else {
+          *o = acc[i][k];
+        }
+      }
+  }
+}
+
+static void check_cufft(cufftResult status, const char* what) {
+  if (status != CUFFT_SUCCESS) CNN_THROW("conv2d fft: {} failed with cufftResult {}", what, int(status));
+}
+
+// A 2-D cuFFT plan over `batch` contiguous Lh x Lw planes, destroyed with its owner.
+class FftPlan {
+public:
+  FftPlan(int Lh, int Lw, int batch, cufftType type, cudaStream_t stream) {
+    int n[2] = {Lh, Lw};
+    check_cufft(cufftPlanMany(&m_plan, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, batch), "cufftPlanMany");
+    m_valid = true;
+    check_cufft(cufftSetStream(m_plan, stream), "cufftSetStream");
+  }
+  ~FftPlan() {
+    if (m_valid) cufftDestroy(m_plan);
+  }
+  FftPlan(const FftPlan&) = delete;
+  FftPlan& operator=(const FftPlan&) = delete;
+  cufftHandle get() const { return m_plan; }
+
+private:
+  cufftHandle m_plan = 0;
+  bool m_valid = false;
+};
+
+// The smallest n >= m whose only prime factors are 2, 3, 5 and 7 (cuFFT's fast radices).
+static int good_fft_size(int64_t m) {
+  for (int64_t n = std::max<int64_t>(m, 1);; ++n) {
+    int64_t r = n;
+    for (int p : {2, 3, 5, 7})
+      while (r % p == 0) r /= p;
+    if (r == 1) return int(n);
+  }
+}
+
+struct FftPlanDims {
+  int Lh, Lw, F;  // F = Lh * (Lw / 2 + 1) complex numbers per spectrum
+  int64_t nb;     // images per chunk
+  size_t real_floats, wf_floats, a_floats, b_floats;
+  size_t total() const { return real_floats + wf_floats + a_floats + b_floats; }
+};
+
+// Workspace: one real staging buffer (pad before and crop after the FFTs), the filter-side spectra
+// (K*C), and per chunk the spectra of the C-channel and K-channel operands.
+static FftPlanDims plan_dims(const Conv2dShape& sh) {
+  FftPlanDims d{};
+  d.Lh = good_fft_size(sh.H + 2 * sh.pad_h);
+  d.Lw = good_fft_size(sh.W + 2 * sh.pad_w);
+  d.F = d.Lh * (d.Lw / 2 + 1);
+  const int64_t plane = int64_t(d.Lh) * d.Lw, spec = 2 * int64_t(d.F);
+  d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * plane));
+  d.real_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * plane));
+  d.wf_floats = round_floats(size_t(sh.K * sh.C * spec));
+  d.a_floats = round_floats(size_t(d.nb * sh.C * spec));
+  d.b_floats = round_floats(size_t(d.nb * sh.K * spec));
+  return d;
+}
+
+static void pad(const float* src, float* dst, int64_t planes, int Hs, int Ws, const FftPlanDims& d, int oh, int ow,
+                cudaStream_t stream) {
+  const int64_t total = planes * d.Lh * d.Lw;
+  conv2d_fft_pad_kernel<<<cuda::grid_blocks(total, kThreads), kThreads, 0, stream>>>(src, dst, total, Hs, Ws, d.Lh,
+                                                                                    d.Lw, oh, ow);
+  CUDA_CHECK_LAUNCH("conv2d_fft_pad_kernel");
+}
+
+static void crop(const float* src, float* dst, int64_t planes, int Ho, int Wo, const FftPlanDims& d, int oh, int ow,
+                 const float* bias, int K, cudaStream_t stream) {
+  const int64_t total = planes * Ho * Wo;
+  const float scale = 1.0f / (float(d.Lh) * float(d.Lw));
+  conv2d_fft_crop_kernel<<<cuda::grid_blocks(total, kThreads), kThreads, 0, stream>>>(src, dst, total, Ho, Wo, d.Lh,
+                                                                                     d.Lw, oh, ow, scale, bias, K);
+  CUDA_CHECK_LAUNCH("conv2d_fft_crop_kernel");
+}
+
+// The plans of one call, made on first use for each (batch, direction): a call needs at most four.
+class FftPlans {
+public:
+  FftPlans(const FftPlanDims& d, cudaStream_t stream) : m_d(d), m_stream(stream) {}
+  // real (batch, Lh, Lw) -> spectra (batch, F)
+  void forward(const float* real, float* spec, int batch) {
+    check_cufft(cufftExecR2C(get(batch, CUFFT_R2C), const_cast<float*>(real), reinterpret_cast<cufftComplex*>(spec)),
+                "cufftExecR2C");
+  }
+  // spectra (batch, F) -> real (batch, Lh, Lw), unscaled; cuFFT may overwrite the spectra.
+  void inverse(float* spec, float* real, int batch) {
+    check_cufft(cufftExecC2R(get(batch, CUFFT_C2R), reinterpret_cast<cufftComplex*>(spec), real), "cufftExecC2R");
+  }
+
+private:
+  cufftHandle get(int batch, cufftType type) {
+    for (const Entry& e : m_plans)
+      if (e.batch == batch && e.type == type) return e.plan->get();
+    m_plans.push_back({batch, type, std::make_unique<FftPlan>(m_d.Lh, m_d.Lw, batch, type, m_stream)});
+    return m_plans.back().plan->get();
+  }
+  struct Entry {
+    int batch;
+    cufftType type;
+    std::unique_ptr<FftPlan> plan;
+  };
+  FftPlanDims m_d;
+  cudaStream_t m_stream;
+  std::vector<Entry> m_plans;
+};
+
+template <bool kConjA, bool kConjB>
+static void product(const ProductDims& p, const float* A, const float* B, float* out, cudaStream_t stream) {
+  const int64_t blocks = int64_t((p.na + kTA - 1) / kTA) * ((p.nb + kTB - 1) / kTB);
+  const dim3 grid(static_cast<unsigned>((p.F + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(blocks, kMaxGridY)));
+  conv2d_fft_product_kernel<kConjA, kConjB><<<grid, kThreads, 0, stream>>>(
+      p, reinterpret_cast<const float2*>(A), reinterpret_cast<const float2*>(B), reinterpret_cast<float2*>(out));
+  CUDA_CHECK_LAUNCH("conv2d_fft_product_kernel");
+}
+
+static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const FftPlanDims d = plan_dims(sh);
+  FftPlans plans(d, stream);
+  float* real = workspace_floats(ctx, d.total(), "fft");
+  float* wf = real + d.real_floats;    // (K, C, F) filter spectra, or dW's in backward_filter
+  float* cspec = wf + d.wf_floats;     // (nb, C, F) spectra of x or dx
+  float* kspec = cspec + d.a_floats;   // (nb, K, F) spectra of y or dy
+  const int C = int(sh.C), K = int(sh.K), H = int(sh.H), W = int(sh.W), P = int(sh.P), Q = int(sh.Q);
+  if (dir != ConvDir::backward_filter) {
+    pad(op.w, real, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, stream);
+    plans.forward(real, wf, K * C);
+  }
+  for (int64_t n0 = 0; n0 < sh.N; n0 += d.nb) {
+    const int cnt = int(std::min<int64_t>(d.nb, sh.N - n0));
+    if (dir != ConvDir::backward_data) {
+      pad(op.x + n0 * C * H * W, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
+      plans.forward(real, cspec, cnt * C);
+    }
+    if (dir != ConvDir::forward) {
+      pad(op.dy + n0 * K * P * Q, real, int64_t(cnt) * K, P, Q, d, 0, 0, stream);
+      plans.forward(real, kspec, cnt * K);
+    }
+    if (dir == ConvDir::forward) {
+      product<false, true>({cnt, K, C, d.F, C, 1, C, 1, false}, cspec, wf, kspec, stream);
+      plans.inverse(kspec, real, cnt * K);
+      crop(real, op.y + n0 * K * P * Q, int64_t(cnt) * K, P, Q, d, 0, 0, sh.has_bias ? op.b : nullptr, K, stream);
+    } else if (dir == ConvDir::backward_data) {
+      product<false, false>({cnt, C, K, d.F, K, 1, 1, C, false}, kspec, wf, cspec, stream);
+      plans.inverse(cspec, real, cnt * C);
+      crop(real, op.dx + n0 * C * H * W, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, nullptr, 1, stream);
+    } else {
+      product<true, false>({K, C, cnt, d.F, 1, K, 1, C, n0 > 0}, kspec, cspec, wf, stream);
+    }
+  }
+  if (dir == ConvDir::backward_filter) {
+    plans.inverse(wf, real, K * C);
+    crop(real, op.dw, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, nullptr, 1, stream);
+    if (op.db) bias_grad(op.dy, op.db, sh.N, sh.K, sh.P * sh.Q, stream);
+  }
+  // The plans die with this call; their work areas must outlive the queued transforms.
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir) { return conv2d_fft_shape_supported(sh, dir); }
+
+size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir) {
+  if (!conv2d_fft_shape_supported(sh, dir)) return 0;
+  return plan_dims(sh).total() * sizeof(float);
+}
+
+void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+  CNN_CHECK(conv2d_fft_shape_supported(sh, dir),
+            "conv2d fft cannot implement {} for {} (needs stride 1, dilation 1, groups 1, H + 2 pad <= 1024)",
+            to_string(dir), sh.to_string());
+  if (dir == ConvDir::forward) CNN_CHECK(op.x && op.w && op.y, "conv2d fft forward: x, w and y must not be null");
+  if (dir == ConvDir::backward_data)
+    CNN_CHECK(op.w && op.dy && op.dx, "conv2d fft backward_data: w, dy and dx must not be null");
+  if (dir == ConvDir::backward_filter)
+    CNN_CHECK(op.x && op.dy && op.dw, "conv2d fft backward_filter: x, dy and dw must not be null");
+  run_fft(ctx, sh, dir, op);
+}
+
+}  // namespace cnn
