@@ -113,4 +113,18 @@ void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, 
   CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
 }
 
+void activation_backward_from_output_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                                         const float* y,   // (n)
+                                         const float* dy,  // (n)
+                                         float* dx) {      // (n), may alias dy
+  check_count("activation backward", n);
+  CNN_CHECK(activation_fusable(p), "activation backward from the output: {} with alpha {} needs its input",
+            to_string(p.kind), p.alpha);
+  const int threads = ctx.threads();
+  const ActivationKind kind = p.kind;
+  const float alpha = p.alpha;
+#pragma omp parallel for simd num_threads(threads) if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dx[i] = activation_backward_from_output(kind, alpha, y[i], dy[i]);
+}
+
 }  // namespace cnn

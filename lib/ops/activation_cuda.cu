@@ -79,6 +79,17 @@ static __global__ void activation_backward_pointwise_kernel(int64_t n, float alp
   for (int64_t i = done + first; i < n; i += stride) dx[i] = backward_one<K>(alpha, x, y, dy, i);
 }
 
+// dx = act'(y) dy from the output alone (activation_fusable kinds); dx may alias dy.
+template <ActivationKind K>
+static __global__ void activation_backward_from_output_kernel(int64_t n, float alpha,
+                                                              const float* y,   // (n)
+                                                              const float* dy,  // (n)
+                                                              float* dx) {      // (n)
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dx[i] = activation_backward_from_output(K, alpha, y[i], dy[i]);
+}
+
 template <ActivationKind K>
 static void launch_forward(cudaStream_t stream, int64_t n, float alpha, const float* x, float* y) {
   const bool vec = cuda::aligned16(x) && cuda::aligned16(y);
@@ -150,6 +161,39 @@ void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p,
       return launch_backward<ActivationKind::tanh>(stream, n, a, x, y, dy, dx);
   }
   CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
+}
+
+void activation_backward_from_output_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                                          const float* y,   // (n)
+                                          const float* dy,  // (n)
+                                          float* dx) {      // (n), may alias dy
+  const char* what = "activation backward from the output";
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  check_count(what, n);
+  if (!activation_fusable(p)) CNN_THROW("{}: {} with alpha {} needs its input", what, to_string(p.kind), p.alpha);
+  if (n == 0) return;
+  const unsigned blocks = cuda::grid_blocks(n, kThreads);
+  const float a = p.alpha;
+  switch (p.kind) {
+    case ActivationKind::relu:
+      activation_backward_from_output_kernel<ActivationKind::relu><<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
+      break;
+    case ActivationKind::leaky_relu:
+      activation_backward_from_output_kernel<ActivationKind::leaky_relu>
+          <<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
+      break;
+    case ActivationKind::elu:
+      activation_backward_from_output_kernel<ActivationKind::elu><<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
+      break;
+    case ActivationKind::sigmoid:
+      activation_backward_from_output_kernel<ActivationKind::sigmoid>
+          <<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
+      break;
+    case ActivationKind::tanh:
+      activation_backward_from_output_kernel<ActivationKind::tanh><<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
+      break;
+  }
+  CUDA_CHECK_LAUNCH("activation backward from the output");
 }
 
 }  // namespace cnn

@@ -81,6 +81,21 @@ CNN_HD T activation_forward_value(ActivationKind kind, T alpha, T x) {
   return x;
 }
 
+// Backward from the output alone, for a producer that fused the activation and kept only y
+// (activation_fusable says which kinds qualify): relu, leaky_relu and elu with alpha > 0 have
+// y > 0 exactly where x > 0, and elu's slope alpha e^x is y + alpha.
+template <typename T>
+CNN_HD T activation_backward_from_output(ActivationKind kind, T alpha, T y, T dy) {
+  switch (kind) {
+    case ActivationKind::relu: return y > T(0) ? dy : T(0);
+    case ActivationKind::leaky_relu: return y > T(0) ? dy : alpha * dy;
+    case ActivationKind::elu: return y > T(0) ? dy : dy * (y + alpha);
+    case ActivationKind::sigmoid: return sigmoid_backward(y, dy);
+    case ActivationKind::tanh: return tanh_backward(y, dy);
+  }
+  return dy;
+}
+
 template <typename T>
 CNN_HD T activation_backward_value(ActivationKind kind, T alpha, T x, T y, T dy) {
   switch (kind) {

@@ -13,4 +13,9 @@ void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p,
   CNN_THROW("{} called but this build has no CUDA kernels for it", "activation_backward_cuda");
 }
 
+void activation_backward_from_output_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                                          const float* y, const float* dy, float* dx) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "activation_backward_from_output_cuda");
+}
+
 }  // namespace cnn

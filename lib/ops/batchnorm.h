@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/activation.h"
 #include "ops/backend.h"
 
 namespace cnn {
@@ -53,7 +54,71 @@ void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh, c
                             const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
                             float* dgamma, float* dbeta);
 
+// Phased batchnorm, for statistics summed over the ranks of a data-parallel run (sync batchnorm)
+// and for a producer with a fused activation (act non-null: y = act(bn(x)), backward takes dy
+// through act' read from the saved y). The caller sums the phase's (2C + 1) doubles over the ranks
+// between the phases (or not, for a single rank). Sums, not means, so ranks with fewer (or zero)
+// samples count exactly; sh.N may be 0 in every phase (the rank joins with zeros).
+// Trap: one all-reduce gives the variance as E[d^2] - E[d]^2 of d = x - shift, so the shift must
+// be the same on every rank and near the mean: running_mean, read before apply updates it (ranks
+// hold identical running statistics; without the shift large-mean channels lose their variance).
+// The fused y must stay alive until backward (it is read there).
+//   stats (2C + 1): [sum_c d] (C), [sum_c d^2] (C), count N*H*W;  d = x - running_mean[c].
+void batchnorm_forward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                 const float* running_mean, double* stats);
+// From the summed stats: running statistics (unbiased variance over the summed count),
+// save_mean/save_inv_std, and y = act(gamma xhat + beta) (act may be null).
+void batchnorm_forward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
+                                 const float* x, const float* gamma, const float* beta,
+                                 const ActivationParams* act, float* y, float* running_mean, float* running_var,
+                                 float* save_mean, float* save_inv_std);
+// Inference with a fused activation: y = act(batchnorm_forward_infer(x)).
+void batchnorm_forward_infer_act_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                     const float* gamma, const float* beta, const float* running_mean,
+                                     const float* running_var, const ActivationParams* act, float* y);
+//   sums (2C + 1): [sum_c g] (C), [sum_c g (x - mean)] (C), count N*H*W; g = act'(y) dy (or dy).
+// Also writes this rank's dgamma, dbeta (C) (may be null): the gradient reducer sums those.
+void batchnorm_backward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* y,
+                                  const ActivationParams* act, const float* save_mean, const float* save_inv_std,
+                                  const float* dy, double* sums, float* dgamma, float* dbeta);
+// dx from the summed sums: gamma inv_std (g - sum g / M - (x - mean) inv_std^2 sum g (x - mean) / M).
+void batchnorm_backward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
+                                  const float* x, const float* y, const ActivationParams* act, const float* gamma,
+                                  const float* save_mean, const float* save_inv_std, const float* dy, float* dx);
+
+void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                  const float* running_mean, double* stats);
+void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
+                                  const float* x, const float* gamma, const float* beta,
+                                  const ActivationParams* act, float* y, float* running_mean, float* running_var,
+                                  float* save_mean, float* save_inv_std);
+void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                      const float* gamma, const float* beta, const float* running_mean,
+                                      const float* running_var, const ActivationParams* act, float* y);
+void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* y,
+                                   const ActivationParams* act, const float* save_mean, const float* save_inv_std,
+                                   const float* dy, double* sums, float* dgamma, float* dbeta);
+void batchnorm_backward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
+                                   const float* x, const float* y, const ActivationParams* act, const float* gamma,
+                                   const float* save_mean, const float* save_inv_std, const float* dy, float* dx);
+
 // By backend (ops_dispatch.cpp): the function above of that backend.
+void batchnorm_forward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                             const float* running_mean, double* stats);
+void batchnorm_forward_apply(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
+                             const float* x, const float* gamma, const float* beta, const ActivationParams* act,
+                             float* y, float* running_mean, float* running_var, float* save_mean,
+                             float* save_inv_std);
+void batchnorm_forward_infer_act(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                 const float* gamma, const float* beta, const float* running_mean,
+                                 const float* running_var, const ActivationParams* act, float* y);
+void batchnorm_backward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                              const float* y, const ActivationParams* act, const float* save_mean,
+                              const float* save_inv_std, const float* dy, double* sums, float* dgamma, float* dbeta);
+void batchnorm_backward_apply(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
+                              const float* x, const float* y, const ActivationParams* act, const float* gamma,
+                              const float* save_mean, const float* save_inv_std, const float* dy, float* dx);
+
 void batchnorm_forward_train(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                              const float* gamma, const float* beta, float* y, float* running_mean, float* running_var,
                              float* save_mean, float* save_inv_std);

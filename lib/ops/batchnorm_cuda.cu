@@ -7,37 +7,11 @@
 
 #include "core/cuda_check.h"
 #include "ops/batchnorm.h"
+#include "ops/batchnorm.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
 
-static constexpr int kThreads = 256;
-
-// Channel c's values as a flat range [0, M), M = N*HW: value j sits at (j / HW * C + c) * HW + j % HW.
-struct ChannelLayout {
-  int64_t C;
-  int HW;
-  int M;  // N * HW
-  cuda::FastDiv32 by_HW;
-  __device__ __forceinline__ int64_t at(int c, int j) const {
-    const int n = by_HW.div(j);
-    return (static_cast<int64_t>(n) * C + c) * HW + (j - n * HW);
-  }
-};
-
-// The channel of flat element (or float4 group) i: (i / group) % C, group = HW (or HW / 4).
-template <typename Div>
-__device__ __forceinline__ int channel_of(typename Div::Index i, int C, const Div& by_group, const Div& by_C) {
-  const typename Div::Index plane = by_group.div(i);
-  return static_cast<int>(plane - by_C.div(plane) * C);
-}
-
-// Slice b of gridDim.x slices of [0, M): the same split for every channel.
-__device__ __forceinline__ void slice_of(int M, int& begin, int& end) {
-  const int per = (M + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
-  begin = min(M, static_cast<int>(blockIdx.x) * per);
-  end = min(M, begin + per);
-}
 
 // grid (slices, C): partial sums of d = x - x0 and d^2 for each (channel, slice).
 static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
@@ -235,20 +209,6 @@ static void check_shape(const char* what, const BatchnormShape& sh) {
         "{}: {} values per channel over {} channels exceed the CUDA kernels' limits (2^31 values, 65535 "
         "channels: one grid row per channel)",
         what, sh.N * sh.H * sh.W, sh.C);
-}
-
-// Slices per channel: at least ~2048 values each, and enough blocks over all channels to fill a
-// large GPU. A function of the shape only, so the partial sums (and the result) are reproducible.
-static int slices_for(const BatchnormShape& sh) {
-  const int64_t M = sh.N * sh.H * sh.W;
-  const int64_t by_size = (M + 2047) / 2048;
-  const int64_t by_fill = (1024 + sh.C - 1) / sh.C;
-  return static_cast<int>(std::max<int64_t>(1, std::min(by_size, by_fill)));
-}
-
-static ChannelLayout layout_of(const BatchnormShape& sh) {
-  return ChannelLayout{sh.C, static_cast<int>(sh.H * sh.W), static_cast<int>(sh.N * sh.H * sh.W),
-                       cuda::FastDiv32(sh.H * sh.W)};
 }
 
 // Scratch: partial sums (C * slices * 2 doubles) followed by `floats` per-channel floats.

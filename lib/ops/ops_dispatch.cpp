@@ -76,6 +76,41 @@ void batchnorm_backward(Backend backend, const ExecContext& ctx, const Batchnorm
   dispatch(backend, "batchnorm backward", batchnorm_backward_cpu, batchnorm_backward_cuda, ctx, sh, x, gamma, save_mean,
            save_inv_std, dy, dx, dgamma, dbeta);
 }
+void batchnorm_forward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                             const float* running_mean, double* stats) {
+  dispatch(backend, "batchnorm forward_stats", batchnorm_forward_stats_cpu, batchnorm_forward_stats_cuda, ctx, sh, x,
+           running_mean, stats);
+}
+void batchnorm_forward_apply(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
+                             const float* x, const float* gamma, const float* beta, const ActivationParams* act,
+                             float* y, float* running_mean, float* running_var, float* save_mean,
+                             float* save_inv_std) {
+  dispatch(backend, "batchnorm forward_apply", batchnorm_forward_apply_cpu, batchnorm_forward_apply_cuda, ctx, sh,
+           stats, x, gamma, beta, act, y, running_mean, running_var, save_mean, save_inv_std);
+}
+void batchnorm_forward_infer_act(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                 const float* gamma, const float* beta, const float* running_mean,
+                                 const float* running_var, const ActivationParams* act, float* y) {
+  dispatch(backend, "batchnorm forward_infer_act", batchnorm_forward_infer_act_cpu, batchnorm_forward_infer_act_cuda,
+           ctx, sh, x, gamma, beta, running_mean, running_var, act, y);
+}
+void batchnorm_backward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                              const float* y, const ActivationParams* act, const float* save_mean,
+                              const float* save_inv_std, const float* dy, double* sums, float* dgamma, float* dbeta) {
+  dispatch(backend, "batchnorm backward_stats", batchnorm_backward_stats_cpu, batchnorm_backward_stats_cuda, ctx, sh,
+           x, y, act, save_mean, save_inv_std, dy, sums, dgamma, dbeta);
+}
+void batchnorm_backward_apply(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
+                              const float* x, const float* y, const ActivationParams* act, const float* gamma,
+                              const float* save_mean, const float* save_inv_std, const float* dy, float* dx) {
+  dispatch(backend, "batchnorm backward_apply", batchnorm_backward_apply_cpu, batchnorm_backward_apply_cuda, ctx, sh,
+           sums, x, y, act, gamma, save_mean, save_inv_std, dy, dx);
+}
+void activation_backward_from_output(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                                     const float* y, const float* dy, float* dx) {
+  dispatch(backend, "activation backward_from_output", activation_backward_from_output_cpu,
+           activation_backward_from_output_cuda, ctx, p, n, y, dy, dx);
+}
 void dropout_forward(Backend backend, const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x,
                      float* y) {
   dispatch(backend, "dropout forward", dropout_forward_cpu, dropout_forward_cuda, ctx, prm, n, x, y);

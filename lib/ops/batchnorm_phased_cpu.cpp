@@ -1,0 +1,191 @@
+// Phased batchnorm on the CPU (see batchnorm.h): per-channel sums of this rank, the normalisation
+// from sums a caller may have added over the ranks (sync batchnorm), and a fused activation
+// epilogue whose backward reads only the saved output y.
+// Trap: every phase accepts N = 0 (a rank without samples joins the reductions with zeros), and
+// dgamma/dbeta are this rank's share: the gradient reducer sums them over the ranks later.
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/activation_math.h"
+#include "ops/batchnorm.h"
+
+namespace cnn {
+
+static void check_phase_shape(const char* what, const BatchnormShape& sh) {
+  if (sh.N < 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
+    CNN_THROW("batchnorm {}: sizes must be positive (N may be 0), got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H,
+              sh.W);
+}
+
+// The activation's epilogue, with the kind switch hoisted out of the element loop.
+static void activate_in_place(const ActivationParams* act, float* y, int64_t n) {
+  if (!act) return;
+  const float alpha = act->alpha;
+  switch (act->kind) {
+#define CNN_BN_ACT_CASE(K)                                                                     \
+  case ActivationKind::K:                                                                      \
+    for (int64_t i = 0; i < n; ++i) y[i] = activation_forward_value(ActivationKind::K, alpha, y[i]); \
+    return;
+    CNN_BN_ACT_CASE(relu)
+    CNN_BN_ACT_CASE(leaky_relu)
+    CNN_BN_ACT_CASE(elu)
+    CNN_BN_ACT_CASE(sigmoid)
+    CNN_BN_ACT_CASE(tanh)
+#undef CNN_BN_ACT_CASE
+  }
+}
+
+// g = act'(y) dy, or dy itself without an activation.
+static inline float fused_grad(const ActivationParams* act, const float* y, const float* dy, int64_t i) {
+  return act ? activation_backward_from_output(act->kind, act->alpha, y[i], dy[i]) : dy[i];
+}
+
+void batchnorm_forward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                 const float* x,             // (N, C, H, W)
+                                 const float* running_mean,  // (C): the shift, the same on every rank
+                                 double* stats) {            // (2C + 1)
+  check_phase_shape("forward statistics", sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const double shift = running_mean[c];
+    double s = 0.0, ss = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xp = x + (n * C + c) * HW;
+#pragma omp simd reduction(+ : s, ss)
+      for (int64_t i = 0; i < HW; ++i) {
+        const double v = static_cast<double>(xp[i]) - shift;
+        s += v;
+        ss += v * v;
+      }
+    }
+    stats[c] = s;
+    stats[C + c] = ss;
+  }
+  stats[2 * C] = static_cast<double>(N * HW);
+}
+
+void batchnorm_forward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                 const double* stats,          // (2C + 1), summed over the ranks, about running_mean
+                                 const float* x,               // (N, C, H, W)
+                                 const float* gamma,           // (C)
+                                 const float* beta,            // (C)
+                                 const ActivationParams* act,  // or null
+                                 float* y,                     // (N, C, H, W)
+                                 float* running_mean,          // (C)
+                                 float* running_var,           // (C)
+                                 float* save_mean,             // (C)
+                                 float* save_inv_std) {        // (C)
+  check_phase_shape("forward", sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
+  const double M = stats[2 * C];
+  if (!(M >= 2.0))
+    CNN_THROW("batchnorm forward: training needs more than one value per channel over all ranks, got {}", M);
+  const double momentum = sh.momentum;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const double d_mean = stats[c] / M;  // of d = x - running_mean, the stats' shift
+    const double mean = static_cast<double>(running_mean[c]) + d_mean;
+    const double var = std::max(0.0, stats[C + c] / M - d_mean * d_mean);
+    const double inv_std = 1.0 / std::sqrt(var + sh.eps);
+    const float mean_f = static_cast<float>(mean);
+    const float scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std), bias = beta[c];
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xp = x + (n * C + c) * HW;
+      float* yp = y + (n * C + c) * HW;
+#pragma omp simd
+      for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean_f) * scale + bias;
+      activate_in_place(act, yp, HW);
+    }
+    // PyTorch's SyncBatchNorm: the unbiased variance over the global count.
+    const double unbiased = var * M / (M - 1.0);
+    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    save_mean[c] = mean_f;
+    save_inv_std[c] = static_cast<float>(inv_std);
+  }
+}
+
+void batchnorm_forward_infer_act_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                     const float* x,               // (N, C, H, W)
+                                     const float* gamma,           // (C)
+                                     const float* beta,            // (C)
+                                     const float* running_mean,    // (C)
+                                     const float* running_var,     // (C)
+                                     const ActivationParams* act,  // or null
+                                     float* y) {                   // (N, C, H, W)
+  batchnorm_forward_infer_cpu(ctx, sh, x, gamma, beta, running_mean, running_var, y);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 15)) schedule(static)
+  for (int64_t nc = 0; nc < N * C; ++nc) activate_in_place(act, y + nc * HW, HW);
+}
+
+void batchnorm_backward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                  const float* x,               // (N, C, H, W)
+                                  const float* y,               // (N, C, H, W); read only with act
+                                  const ActivationParams* act,  // or null
+                                  const float* save_mean,       // (C)
+                                  const float* save_inv_std,    // (C)
+                                  const float* dy,              // (N, C, H, W)
+                                  double* sums,                 // (2C + 1)
+                                  float* dgamma,                // (C) or null
+                                  float* dbeta) {               // (C) or null
+  check_phase_shape("backward statistics", sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const float mean = save_mean[c];
+    double sum_g = 0.0, sum_g_xc = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t base = (n * C + c) * HW;
+      for (int64_t i = 0; i < HW; ++i) {
+        const double g = fused_grad(act, y, dy, base + i);
+        sum_g += g;
+        sum_g_xc += g * static_cast<double>(x[base + i] - mean);
+      }
+    }
+    sums[c] = sum_g;
+    sums[C + c] = sum_g_xc;
+    if (dgamma) dgamma[c] = static_cast<float>(sum_g_xc * static_cast<double>(save_inv_std[c]));
+    if (dbeta) dbeta[c] = static_cast<float>(sum_g);
+  }
+  sums[2 * C] = static_cast<double>(N * HW);
+}
+
+void batchnorm_backward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh,
+                                  const double* sums,           // (2C + 1), summed over the ranks
+                                  const float* x,               // (N, C, H, W)
+                                  const float* y,               // (N, C, H, W); read only with act
+                                  const ActivationParams* act,  // or null
+                                  const float* gamma,           // (C)
+                                  const float* save_mean,       // (C)
+                                  const float* save_inv_std,    // (C)
+                                  const float* dy,              // (N, C, H, W)
+                                  float* dx) {                  // (N, C, H, W)
+  check_phase_shape("backward", sh);
+  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
+  const double M = sums[2 * C];
+  if (N == 0 || !dx) return;
+  const int threads = ctx.threads();
+#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const float mean = save_mean[c];
+    const double inv_std = save_inv_std[c];
+    const double sum_g_xhat = sums[C + c] * inv_std;
+    const float a = static_cast<float>(gamma[c] * inv_std);
+    const float b = static_cast<float>(sums[c] / M);
+    const float k = static_cast<float>(inv_std * sum_g_xhat / M);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t base = (n * C + c) * HW;
+      for (int64_t i = 0; i < HW; ++i)
+        dx[base + i] = a * (fused_grad(act, y, dy, base + i) - b - (x[base + i] - mean) * k);
+    }
+  }
+}
+
+}  // namespace cnn
