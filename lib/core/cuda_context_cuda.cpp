@@ -4,6 +4,7 @@
 
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
+#include "cudnn/context.h"
 
 namespace cnn {
 
@@ -25,16 +26,21 @@ CudaContext::CudaContext(int device) : m_device(device) {
   CUBLAS_CHECK(cublasSetStream(blas, stream));
   // Plain FP32: the product compares against FP32 references with TF32 off.
   CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH));
+  std::string cudnn_error;
+  cudnn::State* cudnn_state = cudnn::create_state(stream, &cudnn_error);
+  if (!cudnn_state) CNN_THROW("CUDA context: {}", cudnn_error);
   m_workspace = std::make_unique<Workspace>(Device::cuda);
   m_ctx.device = Device::cuda;
   m_ctx.cuda_stream = stream;
   m_ctx.cublas_handle = blas;
+  m_ctx.cudnn_handle = cudnn_state;
   m_ctx.workspace = m_workspace.get();
 }
 
 CudaContext::~CudaContext() {
   if (m_ctx.cuda_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(m_ctx.cuda_stream));
   m_workspace.reset();
+  cudnn::destroy_state(static_cast<cudnn::State*>(m_ctx.cudnn_handle));
   if (m_ctx.cublas_handle) cublasDestroy(static_cast<cublasHandle_t>(m_ctx.cublas_handle));
   if (m_ctx.cuda_stream) cudaStreamDestroy(static_cast<cudaStream_t>(m_ctx.cuda_stream));
 }

@@ -35,7 +35,7 @@ struct ExecContext {
   bool deterministic = false;     // forbid algorithms whose results depend on scheduling
   void* cuda_stream = nullptr;    // cudaStream_t
   void* cublas_handle = nullptr;  // cublasHandle_t
-  void* cudnn_handle = nullptr;   // cudnnHandle_t
+  void* cudnn_handle = nullptr;   // cnn::cudnn::State* (lib/cudnn/state.h): the cudnnHandle_t and its caches
   Workspace* workspace = nullptr;
   size_t workspace_limit_bytes = size_t(1) << 30;  // most scratch one conv algorithm may take
 

@@ -55,6 +55,17 @@ void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const fl
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
 
+// cuDNN: the same operands through cuDNN's convolution API, FP32 without TF32, with the algorithm
+// cuDNN's heuristic ranks first within ctx.workspace_limit_bytes (deterministic ones when
+// ctx.deterministic); every algorithm by name is in conv2d_cudnn_algos() (conv2d_cudnn.cpp).
+// supports: non-throwing; the sizes fit cuDNN's int API (whether an algorithm exists for the shape
+// is the library's answer at run time).
+bool conv2d_cudnn_supports(const Conv2dShape& sh);
+void conv2d_forward_cudnn(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                          const float* b, float* y);
+void conv2d_backward_cudnn(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                           const float* dy, float* dx, float* dw, float* db);
+
 // By backend (ops_dispatch.cpp): the function above of that backend.
 void conv2d_forward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                     const float* b, float* y);

@@ -1,0 +1,341 @@
+// Conv2d through cuDNN's convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter,
+// bias by cudnnAddTensor and cudnnConvolutionBackwardBias), FP32 with CUDNN_FMA_MATH so no
+// algorithm may use tensor cores (TF32) for FP32 data. Every algorithm of every direction is one
+// ConvAlgo; conv2d_forward_cudnn / conv2d_backward_cudnn take the one cuDNN's heuristic ranks first.
+// Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
+// descriptors, those answers and the heuristic's choice are memoised per shape in the context.
+#include <cudnn.h>
+
+#include <array>
+#include <string>
+
+#include "core/error.h"
+#include "cudnn/handle.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"
+
+namespace cnn {
+namespace {
+
+constexpr int kDirs = 3;
+constexpr int kMaxAlgos = 8;  // CUDNN_CONVOLUTION_FWD_ALGO_COUNT, the largest of the three counts
+constexpr int64_t kUnasked = -1, kUnsupported = -2;
+
+struct AlgoInfo {
+  int id;              // the cuDNN enum value
+  const char* name;    // after "cudnn:"
+  bool deterministic;  // false where cuDNN's documentation says atomics make results vary
+};
+
+// cuDNN 9 API reference, cudnnConvolution*Algo_t: BWD_DATA_ALGO_0, BWD_FILTER_ALGO_0 and
+// BWD_FILTER_ALGO_3 sum with atomics (non-deterministic); every forward algorithm is deterministic.
+// BWD_FILTER_ALGO_WINOGRAD is documented as not implemented, so it is not listed.
+constexpr std::array<AlgoInfo, 8> kForward{{{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "implicit_gemm", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, "implicit_precomp_gemm", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "gemm", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, "direct", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_FFT, "fft", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, "fft_tiling", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, "winograd", true},
+                                            {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true}}};
+constexpr std::array<AlgoInfo, 6> kBackwardData{{{CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "algo_0", false},
+                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "algo_1", true},
+                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, "fft", true},
+                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, "fft_tiling", true},
+                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, "winograd", true},
+                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true}}};
+constexpr std::array<AlgoInfo, 6> kBackwardFilter{{{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "algo_0", false},
+                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "algo_1", true},
+                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, "fft", true},
+                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "algo_3", false},
+                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
+                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "fft_tiling", true}}};
+
+bool algo_deterministic(ConvDir dir, int id) {
+  auto find = [id](const auto& table) {
+    for (const AlgoInfo& a : table)
+      if (a.id == id) return a.deterministic;
+    return false;
+  };
+  switch (dir) {
+    case ConvDir::forward: return find(kForward);
+    case ConvDir::backward_data: return find(kBackwardData);
+    case ConvDir::backward_filter: return find(kBackwardFilter);
+  }
+  return false;
+}
+
+// Descriptors of one shape, cuDNN's workspace answers per direction and algorithm, and the
+// heuristic's choice per direction for the (limit, deterministic) it was made under.
+struct ConvDescs {
+  cudnn::TensorDescriptor x, y, bias;  // x (N, C, H, W), y/dy (N, K, P, Q), bias/db (1, K, 1, 1)
+  cudnn::FilterDescriptor w;           // (K, C/groups, R, S)
+  cudnn::ConvolutionDescriptor conv;
+  std::array<std::array<int64_t, kMaxAlgos>, kDirs> workspace;
+  struct Choice {
+    bool made = false;
+    size_t limit = 0;
+    bool deterministic = false;
+    int algo = -1;
+  };
+  std::array<Choice, kDirs> choice;
+};
+
+struct ConvCache {
+  cudnn::ShapeMemo<ConvDescs> memo;
+};
+
+cudnn::ShapeKey key_of(const Conv2dShape& sh) {
+  return {{sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h,
+           sh.dilation_w, sh.groups, sh.P, sh.Q}};
+}
+
+void make_descs(ConvDescs& d, const Conv2dShape& sh, const char* what) {
+  CNN_CHECK(conv2d_cudnn_supports(sh), "{}: cuDNN cannot take this shape ({})", what, sh.to_string());
+  cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
+  cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
+  cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
+                                         static_cast<int>(sh.C / sh.groups), static_cast<int>(sh.R),
+                                         static_cast<int>(sh.S)));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv, sh.pad_h, sh.pad_w, sh.stride_h, sh.stride_w, sh.dilation_h,
+                                              sh.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, sh.groups));
+  // FMA only: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 on sm_80+.
+  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  int n = 0, k = 0, p = 0, q = 0;
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
+  CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}",
+            what, n, k, p, q, sh.to_string());
+  for (auto& per_dir : d.workspace) per_dir.fill(kUnasked);
+}
+
+ConvDescs& descs(const ExecContext& ctx, const Conv2dShape& sh, const char* what) {
+  cudnn::handle(ctx, what);  // validates the context before its State is used
+  return cudnn::slot<ConvCache>(ctx, cudnn::Slot::conv2d).memo.get(key_of(sh), [&](ConvDescs& d) {
+    make_descs(d, sh, what);
+  });
+}
+
+// cuDNN's workspace answer for one algorithm: bytes, or kUnsupported.
+int64_t workspace_of(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo) {
+  CNN_CHECK(algo >= 0 && algo < kMaxAlgos, "cuDNN convolution algorithm {} out of range", algo);
+  int64_t& cached = d.workspace[size_t(dir)][size_t(algo)];
+  if (cached != kUnasked) return cached;
+  size_t bytes = 0;
+  cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+  switch (dir) {
+    case ConvDir::forward:
+      st = cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(algo), &bytes);
+      break;
+    case ConvDir::backward_data:
+      st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, cudnnConvolutionBwdDataAlgo_t(algo),
+                                                        &bytes);
+      break;
+    case ConvDir::backward_filter:
+      st = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
+                                                          cudnnConvolutionBwdFilterAlgo_t(algo), &bytes);
+      break;
+  }
+  cached = st == CUDNN_STATUS_SUCCESS ? static_cast<int64_t>(bytes) : kUnsupported;
+  return cached;
+}
+
+// The algorithms cuDNN's heuristic returns, best first.
+std::vector<int> heuristic_order(cudnnHandle_t h, ConvDescs& d, ConvDir dir) {
+  std::vector<int> order;
+  int returned = 0;
+  switch (dir) {
+    case ConvDir::forward: {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, int(perf.size()), &returned,
+                                                         perf.data()));
+      for (int i = 0; i < returned; ++i)
+        if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
+      break;
+    }
+    case ConvDir::backward_data: {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, int(perf.size()), &returned,
+                                                              perf.data()));
+      for (int i = 0; i < returned; ++i)
+        if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
+      break;
+    }
+    case ConvDir::backward_filter: {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, int(perf.size()), &returned,
+                                                                perf.data()));
+      for (int i = 0; i < returned; ++i)
+        if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
+      break;
+    }
+  }
+  return order;
+}
+
+// The first algorithm of the heuristic's order that the workspace query accepts within
+// ctx.workspace_limit_bytes (and is deterministic when ctx.deterministic); throws when none is.
+int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, const Conv2dShape& sh,
+           const char* what) {
+  ConvDescs::Choice& c = d.choice[size_t(dir)];
+  if (c.made && c.limit == ctx.workspace_limit_bytes && c.deterministic == ctx.deterministic) return c.algo;
+  for (int algo : heuristic_order(h, d, dir)) {
+    if (ctx.deterministic && !algo_deterministic(dir, algo)) continue;
+    const int64_t bytes = workspace_of(h, d, dir, algo);
+    if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
+    c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
+    return algo;
+  }
+  CNN_THROW("{}: cuDNN's heuristic offers no {}{} algorithm within the workspace limit of {} bytes for {}", what,
+            ctx.deterministic ? "deterministic " : "", to_string(dir), ctx.workspace_limit_bytes, sh.to_string());
+}
+
+void* scratch(const ExecContext& ctx, int64_t bytes, const char* what) {
+  if (bytes <= 0) return nullptr;
+  CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "{}: the context has no device workspace",
+            what);
+  return ctx.workspace->get((static_cast<size_t>(bytes) + sizeof(float) - 1) / sizeof(float));
+}
+
+int64_t usable_workspace(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo, const Conv2dShape& sh,
+                         const char* what) {
+  const int64_t bytes = workspace_of(h, d, dir, algo);
+  if (bytes == kUnsupported)
+    CNN_THROW("{}: cuDNN {} algorithm {} does not support {}", what, to_string(dir), algo, sh.to_string());
+  return bytes;
+}
+
+void run_forward(const ExecContext& ctx, const Conv2dShape& sh, int algo, const float* x, const float* w,
+                 const float* b, float* y, const char* what) {
+  cudnnHandle_t h = cudnn::handle(ctx, what);
+  ConvDescs& d = descs(ctx, sh, what);
+  if (algo < 0) algo = choose(ctx, h, d, ConvDir::forward, sh, what);
+  const int64_t bytes = usable_workspace(h, d, ConvDir::forward, algo, sh, what);
+  void* ws = scratch(ctx, bytes, what);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(algo), ws,
+                                      static_cast<size_t>(bytes), &zero, d.y, y));
+  if (b) CUDNN_CHECK(cudnnAddTensor(h, &one, d.bias, b, &one, d.y, y));
+}
+
+void run_backward_data(const ExecContext& ctx, const Conv2dShape& sh, int algo, const float* w, const float* dy,
+                       float* dx, const char* what) {
+  cudnnHandle_t h = cudnn::handle(ctx, what);
+  ConvDescs& d = descs(ctx, sh, what);
+  if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_data, sh, what);
+  const int64_t bytes = usable_workspace(h, d, ConvDir::backward_data, algo, sh, what);
+  void* ws = scratch(ctx, bytes, what);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y, dy, d.conv, cudnnConvolutionBwdDataAlgo_t(algo), ws,
+                                           static_cast<size_t>(bytes), &zero, d.x, dx));
+}
+
+// dw through `algo` when dw is given (a negative algo: the heuristic's), db when given.
+void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, int algo, const float* x, const float* dy,
+                         float* dw, float* db, const char* what) {
+  cudnnHandle_t h = cudnn::handle(ctx, what);
+  ConvDescs& d = descs(ctx, sh, what);
+  const float one = 1.0f, zero = 0.0f;
+  if (dw) {
+    if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_filter, sh, what);
+    const int64_t bytes = usable_workspace(h, d, ConvDir::backward_filter, algo, sh, what);
+    void* ws = scratch(ctx, bytes, what);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, dy, d.conv,
+                                               cudnnConvolutionBwdFilterAlgo_t(algo), ws,
+                                               static_cast<size_t>(bytes), &zero, d.w, dw));
+  }
+  if (db) CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y, dy, &zero, d.bias, db));
+}
+
+// Non-throwing: a context without cuDNN, a shape cuDNN cannot describe, or a failed query is "no".
+bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo) {
+  try {
+    if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
+    const char* what = "conv2d cudnn can_implement";
+    cudnnHandle_t h = cudnn::handle(ctx, what);
+    return workspace_of(h, descs(ctx, sh, what), dir, algo) != kUnsupported;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+template <size_t N>
+void add_algos(std::vector<ConvAlgo>& out, ConvDir dir, const std::array<AlgoInfo, N>& table) {
+  for (const AlgoInfo& info : table) {
+    ConvAlgo a;
+    a.name = std::string("cudnn:") + info.name;
+    a.backend = Backend::cudnn;
+    a.dir = dir;
+    a.deterministic = info.deterministic;
+    const int id = info.id;
+    a.can_implement = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
+      return can_implement(ctx, sh, dir, id);
+    };
+    a.workspace_bytes = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
+      const char* what = "conv2d cudnn workspace_bytes";
+      cudnnHandle_t h = cudnn::handle(ctx, what);
+      return static_cast<size_t>(usable_workspace(h, descs(ctx, sh, what), dir, id, sh, what));
+    };
+    switch (dir) {
+      case ConvDir::forward:
+        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+          run_forward(ctx, sh, id, op.x, op.w, op.b, op.y, "conv2d cudnn forward");
+        };
+        break;
+      case ConvDir::backward_data:
+        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+          CNN_CHECK(op.dx, "conv2d cudnn backward_data: dx is null");
+          run_backward_data(ctx, sh, id, op.w, op.dy, op.dx, "conv2d cudnn backward_data");
+        };
+        break;
+      case ConvDir::backward_filter:
+        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+          CNN_CHECK(op.dw, "conv2d cudnn backward_filter: dw is null");
+          run_backward_filter(ctx, sh, id, op.x, op.dy, op.dw, op.db, "conv2d cudnn backward_filter");
+        };
+        break;
+    }
+    out.push_back(std::move(a));
+  }
+}
+
+}  // namespace
+
+bool conv2d_cudnn_supports(const Conv2dShape& sh) {
+  if (sh.N < 1 || sh.C < 1 || sh.K < 1 || sh.R < 1 || sh.S < 1 || sh.P < 1 || sh.Q < 1 || sh.groups < 1) return false;
+  if (sh.C % sh.groups != 0 || sh.K % sh.groups != 0) return false;
+  if (sh.stride_h < 1 || sh.stride_w < 1 || sh.dilation_h < 1 || sh.dilation_w < 1 || sh.pad_h < 0 || sh.pad_w < 0)
+    return false;
+  return cudnn::fits_nchw(sh.N, sh.C, sh.H, sh.W) && cudnn::fits_nchw(sh.N, sh.K, sh.P, sh.Q) &&
+         cudnn::fits_nchw(sh.K, sh.C / sh.groups, sh.R, sh.S);
+}
+
+void conv2d_forward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
+                          const float* x,  // (N, C, H, W)
+                          const float* w,  // (K, C/groups, R, S)
+                          const float* b,  // (K) or null
+                          float* y) {      // (N, K, P, Q)
+  run_forward(ctx, sh, -1, x, w, b, y, "conv2d cudnn forward");
+}
+
+void conv2d_backward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
+                           const float* x,   // (N, C, H, W)
+                           const float* w,   // (K, C/groups, R, S)
+                           const float* dy,  // (N, K, P, Q)
+                           float* dx,        // (N, C, H, W) or null
+                           float* dw,        // (K, C/groups, R, S) or null
+                           float* db) {      // (K) or null
+  if (dx) run_backward_data(ctx, sh, -1, w, dy, dx, "conv2d cudnn backward_data");
+  if (dw || db) run_backward_filter(ctx, sh, -1, x, dy, dw, db, "conv2d cudnn backward_filter");
+}
+
+std::vector<ConvAlgo> conv2d_cudnn_algos() {
+  std::vector<ConvAlgo> algos;
+  add_algos(algos, ConvDir::forward, kForward);
+  add_algos(algos, ConvDir::backward_data, kBackwardData);
+  add_algos(algos, ConvDir::backward_filter, kBackwardFilter);
+  return algos;
+}
+
+}  // namespace cnn
