@@ -184,6 +184,33 @@ void Optimizer::step_cuda(const ExecContext& ctx, float* params, const float* gr
                     m_slots.size() > 1 ? m_slots[1].data() : nullptr);
 }
 
+StepConstants Optimizer::advance(double lr) {
+  CNN_CHECK(std::isfinite(lr) && lr >= 0.0, "optimizer {}: learning rate must be finite and >= 0, got {}",
+            m_spec.type, lr);
+  ++m_step_count;
+  StepConstants k;
+  k.c[0] = update_constants(m_kind, m_spec, lr, 0.0, m_step_count);
+  k.c[1] = update_constants(m_kind, m_spec, lr, m_spec.weight_decay, m_step_count);
+  return k;
+}
+
+void Optimizer::step_from_device(const ExecContext& ctx, float* params, const float* grads,
+                                 const StepConstants* dconsts, const float* guard) {
+  CNN_CHECK(m_device == Device::cuda && ctx.device == Device::cuda,
+            "optimizer {}: the device-constants step needs slots and context on the GPU", m_spec.type);
+  CNN_CHECK(m_total == 0 || (params != nullptr && grads != nullptr && dconsts != nullptr),
+            "optimizer {}: null parameter, gradient or constants buffer", m_spec.type);
+  if (!m_cuda_plan) {
+    const std::vector<UpdateChunk> plan = make_update_plan(m_segments);
+    m_cuda_plan_chunks = static_cast<int64_t>(plan.size());
+    m_cuda_plan = upload_update_plan_cuda(ctx, plan);
+  }
+  if (m_cuda_plan_chunks == 0) return;
+  fused_update_cuda_device(ctx, m_kind, dconsts, guard, static_cast<const UpdateChunk*>(m_cuda_plan.get()),
+                           m_cuda_plan_chunks, params, grads, m_slots.size() > 0 ? m_slots[0].data() : nullptr,
+                           m_slots.size() > 1 ? m_slots[1].data() : nullptr);
+}
+
 std::vector<UpdateChunk> make_update_plan(const std::vector<ParamSegment>& segments) {
   std::vector<const ParamSegment*> by_offset;
   for (const ParamSegment& s : segments)

@@ -36,6 +36,18 @@ struct ParamSegment {
 
 enum class OptimizerKind { sgd, adam, adamw, rmsprop };
 
+// The per-step constants of the optimizer's rule for one weight-decay setting (optim_math.h).
+struct UpdateConstants {
+  OptimizerKind kind = OptimizerKind::sgd;
+  SgdConstants sgd{};
+  AdamConstants adam{};
+  RmspropConstants rmsprop{};
+};
+// Both constant sets of one step, indexed by UpdateChunk::decay: [0] plain, [1] decayed.
+struct StepConstants {
+  UpdateConstants c[2];
+};
+
 class Optimizer {
 public:
   // Segments must have unique non-empty names and lie inside [0, total) without overlapping;
@@ -52,6 +64,19 @@ public:
             float* params,       // (total)
             const float* grads,  // (total)
             double lr);
+
+  // The capturable CUDA step (CUDA graphs), in two halves. advance() counts the step and returns
+  // its constants, computed on the host exactly as step() computes them; the caller copies them to
+  // device memory. step_from_device() queues the update reading them there, and skips the whole
+  // update when the device float *guard (the batch loss; may be null) is not finite, so a diverged
+  // step leaves parameters and slots untouched (the caller then undoes the count with
+  // set_step_count). Same kernel and arithmetic as step(), so both give bit-identical results.
+  StepConstants advance(double lr);
+  void step_from_device(const ExecContext& ctx,
+                        float* params,                 // (total)
+                        const float* grads,            // (total)
+                        const StepConstants* dconsts,  // device scalar
+                        const float* guard);           // device scalar or null
 
   OptimizerKind kind() const { return m_kind; }
   const OptimizerSpec& spec() const { return m_spec; }
@@ -100,13 +125,6 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector
                                           int64_t total, Device device = Device::cpu);
 
 // --- The fused CUDA update (optimizer_cuda.cu; optimizer_nocuda.cpp throws without CUDA). ---
-// The per-step constants of the optimizer's rule for one weight-decay setting (optim_math.h).
-struct UpdateConstants {
-  OptimizerKind kind = OptimizerKind::sgd;
-  SgdConstants sgd{};
-  AdamConstants adam{};
-  RmspropConstants rmsprop{};
-};
 // The kernel's work list: [begin, begin + count) shares one decay setting. Segments are merged
 // into runs of equal decay and cut at multiples of kUpdateChunkElements, so a chunk is a block's
 // work and interior chunk boundaries are 16-byte aligned. Elements in no segment are in no chunk.
@@ -128,5 +146,16 @@ void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, c
                        const float* grads,  // (total)
                        float* slot0,        // (total) or null
                        float* slot1);       // (total) or null
+// The same update with the constants read from device memory (dconsts) and skipped entirely when
+// the device float *guard is not finite (guard may be null): capturable once, replayed every step.
+void fused_update_cuda_device(const ExecContext& ctx, OptimizerKind kind,
+                              const StepConstants* dconsts,  // device scalar
+                              const float* guard,            // device scalar or null
+                              const UpdateChunk* plan,       // (chunks), on the GPU
+                              int64_t chunks,
+                              float* params,       // (total)
+                              const float* grads,  // (total)
+                              float* slot0,        // (total) or null
+                              float* slot1);       // (total) or null
 
 }  // namespace cnn

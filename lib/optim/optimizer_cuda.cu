@@ -17,10 +17,6 @@ static constexpr int kThreads = 256;
 
 enum class Rule { sgd, adam, rmsprop };
 
-struct StepConstants {
-  UpdateConstants c[2];  // [0] plain, [1] decayed: indexed by UpdateChunk::decay
-};
-
 // One element; slots the rule does not have are not loaded (kSlots = how many it has).
 template <Rule R, int kSlots>
 __device__ __forceinline__ void update_one(const UpdateConstants& k, float& p, float g, float& s0, float& s1) {
@@ -58,18 +54,23 @@ __device__ __forceinline__ void update_vec4(const UpdateConstants& k, int64_t i4
   if (kSlots > 1) reinterpret_cast<float4*>(slot1)[i4] = s1;
 }
 
-// Block b handles chunks b, b + gridDim.x, ...; kVec: every buffer is 16-byte aligned.
+// Block b handles chunks b, b + gridDim.x, ...; kVec: every buffer is 16-byte aligned. The
+// constants come from the launch (dconsts null) or from device memory (a captured graph's launch
+// parameters are frozen); a non-finite *guard (the batch loss) skips the whole update.
 template <Rule R, int kSlots, bool kVec>
 static __global__ void optimizer_update_fused_kernel(const __grid_constant__ StepConstants consts,
+                                                     const StepConstants* __restrict__ dconsts,  // scalar or null
+                                                     const float* __restrict__ guard,            // scalar or null
                                                      const UpdateChunk* __restrict__ plan,  // (chunks)
                                                      int64_t chunks,
                                                      float* __restrict__ params,       // (total)
                                                      const float* __restrict__ grads,  // (total)
                                                      float* __restrict__ slot0,        // (total) or null
                                                      float* __restrict__ slot1) {      // (total) or null
+  if (guard && !isfinite(*guard)) return;
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const UpdateChunk chunk = plan[c];
-    const UpdateConstants& k = consts.c[chunk.decay];
+    const UpdateConstants k = dconsts ? dconsts->c[chunk.decay] : consts.c[chunk.decay];
     const int64_t begin = chunk.begin, end = begin + chunk.count;
     if (!kVec) {
       for (int64_t i = begin + threadIdx.x; i < end; i += kThreads)
@@ -87,17 +88,18 @@ static __global__ void optimizer_update_fused_kernel(const __grid_constant__ Ste
 }
 
 template <Rule R, int kSlots>
-static void launch_rule(cudaStream_t stream, const StepConstants& consts, const UpdateChunk* plan, int64_t chunks,
-                        float* params, const float* grads, float* slot0, float* slot1) {
+static void launch_rule(cudaStream_t stream, const StepConstants& consts, const StepConstants* dconsts,
+                        const float* guard, const UpdateChunk* plan, int64_t chunks, float* params,
+                        const float* grads, float* slot0, float* slot1) {
   const bool vec = cuda::aligned16(params) && cuda::aligned16(grads) && (kSlots < 1 || cuda::aligned16(slot0)) &&
                    (kSlots < 2 || cuda::aligned16(slot1));
   const unsigned blocks = cuda::grid_blocks(chunks, 1);
   if (vec)
     optimizer_update_fused_kernel<R, kSlots, true>
-        <<<blocks, kThreads, 0, stream>>>(consts, plan, chunks, params, grads, slot0, slot1);
+        <<<blocks, kThreads, 0, stream>>>(consts, dconsts, guard, plan, chunks, params, grads, slot0, slot1);
   else
     optimizer_update_fused_kernel<R, kSlots, false>
-        <<<blocks, kThreads, 0, stream>>>(consts, plan, chunks, params, grads, slot0, slot1);
+        <<<blocks, kThreads, 0, stream>>>(consts, dconsts, guard, plan, chunks, params, grads, slot0, slot1);
 }
 
 std::shared_ptr<void> upload_update_plan_cuda(const ExecContext& ctx, const std::vector<UpdateChunk>& plan) {
@@ -111,6 +113,33 @@ std::shared_ptr<void> upload_update_plan_cuda(const ExecContext& ctx, const std:
   return dev;
 }
 
+// Picks the rule's kernel; slots the rule lacks are null.
+static void launch_update(cudaStream_t stream, OptimizerKind kind, const StepConstants& consts,
+                          const StepConstants* dconsts, const float* guard, const UpdateChunk* plan, int64_t chunks,
+                          float* params, const float* grads, float* slot0, float* slot1) {
+  switch (kind) {
+    case OptimizerKind::sgd:
+      if (slot0)
+        launch_rule<Rule::sgd, 1>(stream, consts, dconsts, guard, plan, chunks, params, grads, slot0, nullptr);
+      else
+        launch_rule<Rule::sgd, 0>(stream, consts, dconsts, guard, plan, chunks, params, grads, nullptr, nullptr);
+      break;
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      CNN_CHECK(slot0 && slot1, "optimizer step: adam needs two slots");
+      launch_rule<Rule::adam, 2>(stream, consts, dconsts, guard, plan, chunks, params, grads, slot0, slot1);
+      break;
+    case OptimizerKind::rmsprop:
+      CNN_CHECK(slot0, "optimizer step: rmsprop needs its square_avg slot");
+      if (slot1)
+        launch_rule<Rule::rmsprop, 2>(stream, consts, dconsts, guard, plan, chunks, params, grads, slot0, slot1);
+      else
+        launch_rule<Rule::rmsprop, 1>(stream, consts, dconsts, guard, plan, chunks, params, grads, slot0, nullptr);
+      break;
+  }
+  CUDA_CHECK_LAUNCH("optimizer step (fused update)");
+}
+
 void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, const UpdateConstants& plain,
                        const UpdateChunk* plan,  // (chunks), on the GPU
                        int64_t chunks,
@@ -121,27 +150,22 @@ void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, c
   cudaStream_t stream = cuda::stream_of(ctx, "optimizer step");
   if (chunks == 0) return;
   const StepConstants consts{{plain, decayed}};
-  switch (decayed.kind) {
-    case OptimizerKind::sgd:
-      if (slot0)
-        launch_rule<Rule::sgd, 1>(stream, consts, plan, chunks, params, grads, slot0, nullptr);
-      else
-        launch_rule<Rule::sgd, 0>(stream, consts, plan, chunks, params, grads, nullptr, nullptr);
-      break;
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw:
-      CNN_CHECK(slot0 && slot1, "optimizer step: adam needs two slots");
-      launch_rule<Rule::adam, 2>(stream, consts, plan, chunks, params, grads, slot0, slot1);
-      break;
-    case OptimizerKind::rmsprop:
-      CNN_CHECK(slot0, "optimizer step: rmsprop needs its square_avg slot");
-      if (slot1)
-        launch_rule<Rule::rmsprop, 2>(stream, consts, plan, chunks, params, grads, slot0, slot1);
-      else
-        launch_rule<Rule::rmsprop, 1>(stream, consts, plan, chunks, params, grads, slot0, nullptr);
-      break;
-  }
-  CUDA_CHECK_LAUNCH("optimizer step (fused update)");
+  launch_update(stream, decayed.kind, consts, nullptr, nullptr, plan, chunks, params, grads, slot0, slot1);
+}
+
+void fused_update_cuda_device(const ExecContext& ctx, OptimizerKind kind,
+                              const StepConstants* dconsts,  // device scalar
+                              const float* guard,            // device scalar or null
+                              const UpdateChunk* plan,       // (chunks), on the GPU
+                              int64_t chunks,
+                              float* params,       // (total)
+                              const float* grads,  // (total)
+                              float* slot0,        // (total) or null
+                              float* slot1) {      // (total) or null
+  cudaStream_t stream = cuda::stream_of(ctx, "optimizer step (device constants)");
+  CNN_CHECK(dconsts != nullptr, "optimizer step (device constants): null constants");
+  if (chunks == 0) return;
+  launch_update(stream, kind, StepConstants{}, dconsts, guard, plan, chunks, params, grads, slot0, slot1);
 }
 
 }  // namespace cnn

@@ -15,4 +15,10 @@ void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, c
   CNN_THROW("{} called but this build has no CUDA kernels for it", "fused_update_cuda");
 }
 
+void fused_update_cuda_device(const ExecContext& ctx, OptimizerKind kind, const StepConstants* dconsts,
+                              const float* guard, const UpdateChunk* plan, int64_t chunks, float* params,
+                              const float* grads, float* slot0, float* slot1) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "fused_update_cuda_device");
+}
+
 }  // namespace cnn
