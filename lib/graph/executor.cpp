@@ -98,7 +98,7 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
   m_training = training;
   m_step = step;
   m_seed = seed;
-  RunContext rc{&m_ctx, training, seed, step};
+  RunContext rc{&m_ctx, training, seed, step, m_device_seed_step};
   Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
   if (check_finite && !all_finite(input)) return -2;
   for (int i = 0; i < m_graph.size(); ++i) {
@@ -109,7 +109,7 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
     for (const Tensor& t : in_views) xs.push_back(&t);
     Tensor y = act_view(i, n);
     if (m_timer) m_timer->begin(i, false);
-    node.layer->forward(rc, xs, y);
+    if (node.fused_into < 0) node.layer->forward(rc, xs, y);  // a fused activation ran in its producer
     if (m_timer) m_timer->end(i, false);
     if (check_finite && !all_finite(y)) return i;
   }
@@ -122,7 +122,7 @@ void Executor::backward(const GradHook& hook) {
   CNN_CHECK(m_n > 0, "backward before forward");
   CNN_CHECK(m_training, "backward after an evaluation-mode forward");
   const int64_t n = m_n;
-  RunContext rc{&m_ctx, true, m_seed, m_step};
+  RunContext rc{&m_ctx, true, m_seed, m_step, m_device_seed_step};
   Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
   // Which nodes already hold a gradient (the first consumer writes, later ones accumulate).
   std::vector<char> written(static_cast<size_t>(m_graph.size()), 0);
@@ -157,7 +157,7 @@ void Executor::backward(const GradHook& hook) {
     Tensor y = act_view(i, n);
     Tensor dy = grad_view(i, n);
     if (m_timer) m_timer->begin(i, true);
-    node.layer->backward(rc, xs, y, dy, dxs);
+    if (node.fused_into < 0) node.layer->backward(rc, xs, y, dy, dxs);
     for (int k : accumulate) {
       Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
       const float* two[2] = {target.data(), dx_views[static_cast<size_t>(k)].data()};

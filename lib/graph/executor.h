@@ -61,6 +61,10 @@ public:
   // node whose output holds NaN or Inf (-2 when the input batch itself does), or -1.
   // Same arguments as forward(); training-mode side effects (batchnorm statistics) happen too.
   int forward_find_nonfinite(int64_t n, bool training, uint64_t step, uint64_t seed);
+  // CUDA graphs: kernels that use the seed and step (dropout) read them from this device buffer
+  // (2 uint64: seed, step) instead of the forward() arguments, so a captured step replays with
+  // new values. Null (the default) turns it off. Not owned.
+  void set_device_seed_step(const uint64_t* seed_step) { m_device_seed_step = seed_step; }
   // Per-layer timing of later forward/backward calls; null turns it off. Not owned.
   void set_layer_timer(LayerTimer* timer) { m_timer = timer; }
 
@@ -79,6 +83,7 @@ private:
   bool m_training = true;
   uint64_t m_step = 0, m_seed = 0;
   LayerTimer* m_timer = nullptr;
+  const uint64_t* m_device_seed_step = nullptr;
 };
 
 }  // namespace cnn

@@ -1,10 +1,17 @@
 // dropout layer (p, default 0.5): identity in evaluation. The mask is recomputed in backward
 // from (seed, offset), where offset is unique per step; layers differ by their seed.
 #include "layers/registry.h"
+#include "ops/add.h"
 #include "ops/dropout.h"
 
 namespace cnn {
 namespace {
+
+// A copy queued on the context's stream (a synchronous cudaMemcpy would break CUDA graph capture).
+void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst) {
+  const float* one[1] = {src.data()};
+  add_forward(b, *rc.exec, dst.numel(), 1, one, dst.data());
+}
 
 class DropoutLayer : public Layer {
  public:
@@ -20,13 +27,14 @@ class DropoutLayer : public Layer {
   bool backward_needs_inputs() const override { return false; }
 
   DropoutParams params_for(const RunContext& rc) const {
+    if (rc.device_seed_step) return DropoutParams{float(m_p), m_salt, 0, rc.device_seed_step};
     return DropoutParams{float(m_p), rc.seed ^ m_salt, rc.step << 32};
   }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     int64_t n = x[0]->numel();
     if (!rc.training || m_p == 0.0) {
-      y.copy_from(*x[0]);
+      stream_copy(backend(), rc, *x[0], y);
       return;
     }
     dropout_forward(backend(), *rc.exec, params_for(rc), n, x[0]->data(), y.data());
@@ -36,7 +44,7 @@ class DropoutLayer : public Layer {
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     if (!rc.training || m_p == 0.0) {
-      dx[0]->copy_from(dy);
+      stream_copy(backend(), rc, dy, *dx[0]);
       return;
     }
     dropout_backward(backend(), *rc.exec, params_for(rc), dy.numel(), dy.data(), dx[0]->data());

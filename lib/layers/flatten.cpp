@@ -1,18 +1,27 @@
 // flatten layer: (C, H, W) -> (C*H*W). A copy, so the planner can treat it like any layer.
 #include "layers/registry.h"
+#include "ops/add.h"
 
 namespace cnn {
 namespace {
+
+// A copy queued on the context's stream (a synchronous cudaMemcpy would break CUDA graph capture).
+void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst) {
+  const float* one[1] = {src.data()};
+  add_forward(b, *rc.exec, dst.numel(), 1, one, dst.data());
+}
 
 class FlattenLayer : public Layer {
  public:
   explicit FlattenLayer(const LayerSpec& spec) : Layer(spec) {}
   Shape infer_shape(const std::vector<Shape>& in) override { return Shape{in[0].numel()}; }
   bool backward_needs_inputs() const override { return false; }
-  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override { y.copy_from(*x[0]); }
+  void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
+    stream_copy(backend(), rc, *x[0], y);
+  }
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    if (dx[0]) dx[0]->copy_from(dy);
+    if (dx[0]) stream_copy(backend(), rc, dy, *dx[0]);
   }
 };
 

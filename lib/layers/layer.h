@@ -11,6 +11,7 @@
 #include "config/model_spec.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
+#include "ops/activation.h"
 #include "ops/backend.h"
 #include "layers/init.h"
 
@@ -30,6 +31,17 @@ struct RunContext {
   bool training = true;
   uint64_t seed = 0;   // run seed (dropout)
   uint64_t step = 0;   // global step (dropout offsets)
+  // CUDA graphs: (2) run seed and step in GPU memory, read by the kernels instead of the two above.
+  const uint64_t* device_seed_step = nullptr;
+};
+
+// Sums a few doubles over the ranks of a data-parallel run, in place (sync batchnorm's
+// per-channel sums), ordered before the next kernel on the run's stream. Every rank must call it
+// the same number of times in the same order; the trainer implements it with its communicator.
+class StatsReducer {
+public:
+  virtual ~StatsReducer() = default;
+  virtual void sum(double* data, int64_t n, Device where) = 0;
 };
 
 class Layer {
@@ -76,6 +88,17 @@ public:
   // dy (N, ...) -> dx[i] (same shape as x[i]; null when not needed), and the bound gradients.
   virtual void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y,
                         const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
+
+  // Graph-level fusion (Graph::fuse_activations). An activation layer returns its function;
+  // a producer asked to apply `act` in its own kernels (forward) and to take dy through act'
+  // read from its saved output (backward) answers whether it can; null undoes the fusion.
+  virtual const ActivationParams* activation() const { return nullptr; }
+  virtual bool fuse_activation(const ActivationParams* act) { return false; }
+  // Synchronised batch statistics (dist.sync_batchnorm): a layer that normalises with batch
+  // statistics keeps `sync` (not owned; null turns it off) and answers true. join_sync_idle lets a
+  // rank that runs no forward (or no backward) this step join the same reductions with zeros.
+  virtual bool set_stats_reducer(StatsReducer* sync) { return false; }
+  virtual void join_sync_idle(const RunContext& rc, bool backward) {}
 
   // Writes attributes the layer resolved (defaults) back into its config node is done by the
   // getters themselves; this returns a short human summary for tables ("3x3/1 p1, 64").

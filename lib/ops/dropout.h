@@ -14,6 +14,9 @@ struct DropoutParams {
   float p = 0.5f;       // drop probability, in [0, 1)
   uint64_t seed = 0;    // run seed
   uint64_t offset = 0;  // first counter of this call (unique per step and layer)
+  // CUDA only (captured graphs read per-step values from device memory): when set, the kernel
+  // uses seed device_seed_step[0] ^ seed and first counter (device_seed_step[1] << 32) + offset.
+  const uint64_t* device_seed_step = nullptr;  // (2): run seed, step; on the GPU
 };
 
 // Whether element i is kept (shared by all backends).

@@ -15,6 +15,7 @@ static constexpr uint64_t kDropoutStream = static_cast<uint64_t>(RngStream::drop
 static void check_params(const char* what, const DropoutParams& prm, int64_t n) {
   if (!(prm.p >= 0.0f && prm.p < 1.0f)) CNN_THROW("dropout {}: p must be in [0, 1), got {}", what, prm.p);
   if (n < 0) CNN_THROW("dropout {}: element count must be non-negative, got {}", what, n);
+  if (prm.device_seed_step) CNN_THROW("dropout {}: the CPU cannot read seed and step from GPU memory", what);
 }
 
 bool dropout_keep(const DropoutParams& prm, int64_t i) {

@@ -16,11 +16,18 @@ __device__ __forceinline__ float keep_or_drop(uint32_t bits, float p, float scal
   return uint_to_unit_float(bits) < p ? 0.0f : v * scale;
 }
 
-// Element i of the call uses counter first + i; block b covers counters [4b, 4b + 4).
+// Element i of the call uses counter first + i; block b covers counters [4b, 4b + 4). With
+// seed_step (device memory) the seed is seed_step[0] ^ seed and first gains seed_step[1] << 32,
+// which keeps first % 4, so the launch shape the host chose still fits.
 template <bool kVec>
 static __global__ void dropout_mask_philox_kernel(uint64_t seed, uint64_t first, int64_t n, float p, float scale,
+                                                  const uint64_t* __restrict__ seed_step,  // (2) or null
                                                   const float* in,  // (n)
                                                   float* out) {     // (n)
+  if (seed_step) {
+    seed ^= seed_step[0];
+    first += seed_step[1] << 32;
+  }
   const uint64_t block0 = first >> 2;
   const int64_t blocks = static_cast<int64_t>(((first + static_cast<uint64_t>(n) - 1) >> 2) - block0 + 1);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -67,9 +74,11 @@ static void launch_mask(const ExecContext& ctx, const char* what, const DropoutP
       static_cast<int64_t>(((prm.offset + static_cast<uint64_t>(n) - 1) >> 2) - (prm.offset >> 2) + 1);
   const unsigned grid = cuda::grid_blocks(blocks, kThreads);
   if (vec)
-    dropout_mask_philox_kernel<true><<<grid, kThreads, 0, stream>>>(prm.seed, prm.offset, n, prm.p, scale, in, out);
+    dropout_mask_philox_kernel<true><<<grid, kThreads, 0, stream>>>(prm.seed, prm.offset, n, prm.p, scale,
+                                                                    prm.device_seed_step, in, out);
   else
-    dropout_mask_philox_kernel<false><<<grid, kThreads, 0, stream>>>(prm.seed, prm.offset, n, prm.p, scale, in, out);
+    dropout_mask_philox_kernel<false><<<grid, kThreads, 0, stream>>>(prm.seed, prm.offset, n, prm.p, scale,
+                                                                     prm.device_seed_step, in, out);
   CUDA_CHECK_LAUNCH(what);
 }
 
