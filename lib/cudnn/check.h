@@ -6,12 +6,12 @@
 
 #include "core/error.h"
 
-#define CUDNN_CHECK(expr)                                                                            \
-  do {                                                                                               \
-    cudnnStatus_t cnn_cudnn_status_ = (expr);                                                        \
-    if (cnn_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                                 \
-      ::cnn::throw_error(__FILE__, __LINE__, ::fmt::format("cuDNN error {} ({}) in {}",             \
-                         static_cast<int>(cnn_cudnn_status_), cudnnGetErrorString(cnn_cudnn_status_), \
-                         #expr));                                                                    \
-    }                                                                                                \
+#define CUDNN_CHECK(expr)                                                                                \
+  do {                                                                                                   \
+    cudnnStatus_t cnn_cudnn_status_ = (expr);                                                            \
+    if (cnn_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                                     \
+      ::cnn::throw_error(__FILE__, __LINE__,                                                             \
+                         ::fmt::format("cuDNN error {} ({}) in {}", static_cast<int>(cnn_cudnn_status_), \
+                                       cudnnGetErrorString(cnn_cudnn_status_), #expr));                  \
+    }                                                                                                    \
   } while (0)

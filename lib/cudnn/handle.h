@@ -48,7 +48,7 @@ T& slot(const ExecContext& ctx, Slot which) {
 
 template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
 class Descriptor {
-public:
+ public:
   Descriptor() { CUDNN_CHECK(Create(&m_desc)); }
   ~Descriptor() {
     if (m_desc) Destroy(m_desc);
@@ -57,7 +57,7 @@ public:
   Descriptor& operator=(const Descriptor&) = delete;
   operator T() const { return m_desc; }
 
-private:
+ private:
   T m_desc = nullptr;
 };
 
@@ -65,7 +65,8 @@ using TensorDescriptor = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDe
 using FilterDescriptor = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvolutionDescriptor =
     Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
-using PoolingDescriptor = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using PoolingDescriptor =
+    Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 using ActivationDescriptor =
     Descriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 
@@ -103,7 +104,7 @@ struct ShapeKeyHash {
 // start of a call, never while an op holds one).
 template <typename Entry>
 class ShapeMemo {
-public:
+ public:
   static constexpr size_t kMax = 512;
   template <typename Make>
   Entry& get(const ShapeKey& key, Make&& make) {
@@ -115,7 +116,7 @@ public:
     return *m_entries.emplace(key, std::move(entry)).first->second;
   }
 
-private:
+ private:
   std::unordered_map<ShapeKey, std::unique_ptr<Entry>, ShapeKeyHash> m_entries;
 };
 

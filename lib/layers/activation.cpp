@@ -2,6 +2,7 @@
 // tanh: one class, the type picks the function. Output shape equals input shape.
 #include "layers/registry.h"
 #include "ops/activation.h"
+#include "ops/cudnn_ops.h"
 
 namespace cnn {
 namespace {
@@ -30,6 +31,10 @@ class ActivationLayer : public Layer {
   }
   double forward_flops() const override { return double(m_numel); }
   double backward_flops() const override { return double(m_numel); }
+  // cuDNN has relu, sigmoid, tanh and elu (alpha > 0), not leaky_relu.
+  bool supports(Backend b) const override {
+    return b == Backend::cudnn ? cudnn_ops_built() && activation_cudnn_supports(m_p) : Layer::supports(b);
+  }
   bool backward_needs_output() const override {
     return m_p.kind == ActivationKind::sigmoid || m_p.kind == ActivationKind::tanh || m_p.kind == ActivationKind::elu;
   }

@@ -3,6 +3,7 @@
 // Trap: backward is only valid after a training-mode forward of the same batch.
 #include "layers/registry.h"
 #include "ops/batchnorm.h"
+#include "ops/cudnn_ops.h"
 
 namespace cnn {
 namespace {
@@ -33,6 +34,12 @@ class BatchnormLayer : public Layer {
   }
   double forward_flops() const override { return 4.0 * m_C * m_HW; }
   double backward_flops() const override { return 8.0 * m_C * m_HW; }
+  bool supports(Backend b) const override {
+    if (b != Backend::cudnn) return Layer::supports(b);
+    BatchnormShape sh;
+    sh.N = 1, sh.C = m_C, sh.H = m_HW, sh.W = 1, sh.eps = m_eps, sh.momentum = m_momentum;
+    return cudnn_ops_built() && batchnorm_cudnn_supports(sh);
+  }
 
   void prepare(int64_t max_batch, Device device) override {
     m_save_mean = Tensor::zeros(Shape{m_C}, device, name() + ".save_mean");

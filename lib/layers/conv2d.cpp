@@ -3,6 +3,7 @@
 // Trap: "same" padding is only exact for odd effective kernels; even ones are rejected.
 #include "layers/registry.h"
 #include "ops/conv2d.h"
+#include "ops/cudnn_ops.h"
 
 namespace cnn {
 namespace {
@@ -65,6 +66,9 @@ class Conv2dLayer : public Layer {
   }
 
   double forward_flops() const override { return m_shape.flops_forward(); }
+  bool supports(Backend b) const override {
+    return b == Backend::cudnn ? cudnn_ops_built() && conv2d_cudnn_supports(m_shape) : Layer::supports(b);
+  }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     Conv2dShape sh = m_shape;

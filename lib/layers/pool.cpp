@@ -1,6 +1,7 @@
 // Pooling layers: maxpool and avgpool (kernel, stride = kernel by default, padding) and
 // global_avgpool (whole plane, output (C) so a dense layer can follow without flatten).
 #include "layers/registry.h"
+#include "ops/cudnn_ops.h"
 #include "ops/pool2d.h"
 
 namespace cnn {
@@ -39,6 +40,9 @@ class PoolLayer : public Layer {
 
   double forward_flops() const override { return m_shape.flops_forward(); }
   double backward_flops() const override { return m_shape.flops_forward(); }
+  bool supports(Backend b) const override {
+    return b == Backend::cudnn ? cudnn_ops_built() && pool2d_cudnn_supports(m_shape) : Layer::supports(b);
+  }
   bool backward_needs_output() const override { return m_kind == PoolKind::max; }
   bool backward_needs_inputs() const override { return m_kind == PoolKind::max; }
 

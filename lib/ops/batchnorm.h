@@ -54,6 +54,20 @@ void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh, c
                             const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
                             float* dgamma, float* dbeta);
 
+// cuDNN: the same operands through cuDNN's spatial batchnorm (batchnorm_cudnn.cpp), whose momentum,
+// variance and saved-statistics conventions are ours. supports: non-throwing; eps at least cuDNN's
+// minimum and C, H, W within its int sizes (N is checked per call).
+bool batchnorm_cudnn_supports(const BatchnormShape& sh);
+void batchnorm_forward_train_cudnn(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                   const float* gamma, const float* beta, float* y, float* running_mean,
+                                   float* running_var, float* save_mean, float* save_inv_std);
+void batchnorm_forward_infer_cudnn(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
+                                   const float* gamma, const float* beta, const float* running_mean,
+                                   const float* running_var, float* y);
+void batchnorm_backward_cudnn(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* gamma,
+                              const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
+                              float* dgamma, float* dbeta);
+
 // Phased batchnorm, for statistics summed over the ranks of a data-parallel run (sync batchnorm)
 // and for a producer with a fused activation (act non-null: y = act(bn(x)), backward takes dy
 // through act' read from the saved y). The caller sums the phase's (2C + 1) doubles over the ranks

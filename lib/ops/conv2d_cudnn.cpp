@@ -30,26 +30,29 @@ struct AlgoInfo {
 // cuDNN 9 API reference, cudnnConvolution*Algo_t: BWD_DATA_ALGO_0, BWD_FILTER_ALGO_0 and
 // BWD_FILTER_ALGO_3 sum with atomics (non-deterministic); every forward algorithm is deterministic.
 // BWD_FILTER_ALGO_WINOGRAD is documented as not implemented, so it is not listed.
-constexpr std::array<AlgoInfo, 8> kForward{{{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "implicit_gemm", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, "implicit_precomp_gemm", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "gemm", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, "direct", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_FFT, "fft", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, "fft_tiling", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, "winograd", true},
-                                            {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true}}};
-constexpr std::array<AlgoInfo, 6> kBackwardData{{{CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "algo_0", false},
-                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "algo_1", true},
-                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, "fft", true},
-                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, "fft_tiling", true},
-                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, "winograd", true},
-                                                 {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true}}};
-constexpr std::array<AlgoInfo, 6> kBackwardFilter{{{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "algo_0", false},
-                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "algo_1", true},
-                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, "fft", true},
-                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "algo_3", false},
-                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
-                                                   {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "fft_tiling", true}}};
+constexpr std::array<AlgoInfo, 8> kForward{
+    {{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "implicit_gemm", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, "implicit_precomp_gemm", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "gemm", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, "direct", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_FFT, "fft", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, "fft_tiling", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, "winograd", true},
+     {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true}}};
+constexpr std::array<AlgoInfo, 6> kBackwardData{
+    {{CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "algo_0", false},
+     {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "algo_1", true},
+     {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, "fft", true},
+     {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, "fft_tiling", true},
+     {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, "winograd", true},
+     {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true}}};
+constexpr std::array<AlgoInfo, 6> kBackwardFilter{
+    {{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "algo_0", false},
+     {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "algo_1", true},
+     {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, "fft", true},
+     {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "algo_3", false},
+     {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
+     {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "fft_tiling", true}}};
 
 bool algo_deterministic(ConvDir dir, int id) {
   auto find = [id](const auto& table) {
@@ -58,9 +61,12 @@ bool algo_deterministic(ConvDir dir, int id) {
     return false;
   };
   switch (dir) {
-    case ConvDir::forward: return find(kForward);
-    case ConvDir::backward_data: return find(kBackwardData);
-    case ConvDir::backward_filter: return find(kBackwardFilter);
+    case ConvDir::forward:
+      return find(kForward);
+    case ConvDir::backward_data:
+      return find(kBackwardData);
+    case ConvDir::backward_filter:
+      return find(kBackwardFilter);
   }
   return false;
 }
@@ -105,8 +111,8 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, const char* what) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
-  CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}",
-            what, n, k, p, q, sh.to_string());
+  CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}", what,
+            n, k, p, q, sh.to_string());
   for (auto& per_dir : d.workspace) per_dir.fill(kUnasked);
 }
 
@@ -148,8 +154,8 @@ std::vector<int> heuristic_order(cudnnHandle_t h, ConvDescs& d, ConvDir dir) {
   switch (dir) {
     case ConvDir::forward: {
       std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
-      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, int(perf.size()), &returned,
-                                                         perf.data()));
+      CUDNN_CHECK(
+          cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, int(perf.size()), &returned, perf.data()));
       for (int i = 0; i < returned; ++i)
         if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
       break;
@@ -193,8 +199,7 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
 
 void* scratch(const ExecContext& ctx, int64_t bytes, const char* what) {
   if (bytes <= 0) return nullptr;
-  CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "{}: the context has no device workspace",
-            what);
+  CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "{}: the context has no device workspace", what);
   return ctx.workspace->get((static_cast<size_t>(bytes) + sizeof(float) - 1) / sizeof(float));
 }
 
@@ -241,9 +246,8 @@ void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, int algo
     if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_filter, sh, what);
     const int64_t bytes = usable_workspace(h, d, ConvDir::backward_filter, algo, sh, what);
     void* ws = scratch(ctx, bytes, what);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, dy, d.conv,
-                                               cudnnConvolutionBwdFilterAlgo_t(algo), ws,
-                                               static_cast<size_t>(bytes), &zero, d.w, dw));
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, dy, d.conv, cudnnConvolutionBwdFilterAlgo_t(algo),
+                                               ws, static_cast<size_t>(bytes), &zero, d.w, dw));
   }
   if (db) CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y, dy, &zero, d.bias, db));
 }

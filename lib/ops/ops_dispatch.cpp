@@ -1,5 +1,5 @@
 // Backend dispatch of every op: one line per entry point, so layers never switch on backends
-// themselves. A backend this build lacks throws (ops_nocuda.cpp), never silently falls back.
+// themselves. A backend this build lacks throws (*_nocuda.cpp), never silently falls back.
 #include "core/error.h"
 #include "ops/conv2d.h"
 #include "ops/dense.h"
@@ -25,15 +25,30 @@ void dispatch(Backend b, const char* op, Cpu cpu, Cuda cuda, Args&&... args) {
   }
 }
 
+// The same for ops that also have a cuDNN entry point (*_cudnn.cpp; cudnn_ops_nocuda.cpp throws
+// in a build without it).
+template <typename Cpu, typename Cuda, typename Cudnn, typename... Args>
+void dispatch_cudnn(Backend b, Cpu cpu, Cuda cuda, Cudnn cudnn, Args&&... args) {
+  switch (b) {
+    case Backend::cpu:
+      return cpu(std::forward<Args>(args)...);
+    case Backend::cuda:
+      return cuda(std::forward<Args>(args)...);
+    case Backend::cudnn:
+      return cudnn(std::forward<Args>(args)...);
+  }
+}
+
 }  // namespace
 
 void conv2d_forward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                     const float* b, float* y) {
-  dispatch(backend, "conv2d forward", conv2d_forward_cpu, conv2d_forward_cuda, ctx, sh, x, w, b, y);
+  dispatch_cudnn(backend, conv2d_forward_cpu, conv2d_forward_cuda, conv2d_forward_cudnn, ctx, sh, x, w, b, y);
 }
 void conv2d_backward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                      const float* dy, float* dx, float* dw, float* db) {
-  dispatch(backend, "conv2d backward", conv2d_backward_cpu, conv2d_backward_cuda, ctx, sh, x, w, dy, dx, dw, db);
+  dispatch_cudnn(backend, conv2d_backward_cpu, conv2d_backward_cuda, conv2d_backward_cudnn, ctx, sh, x, w, dy, dx, dw,
+                 db);
 }
 void dense_forward(Backend backend, const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
                    const float* b, float* y) {
@@ -44,37 +59,38 @@ void dense_backward(Backend backend, const ExecContext& ctx, const DenseShape& s
   dispatch(backend, "dense backward", dense_backward_cpu, dense_backward_cuda, ctx, sh, x, w, dy, dx, dw, db);
 }
 void pool2d_forward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y) {
-  dispatch(backend, "pool2d forward", pool2d_forward_cpu, pool2d_forward_cuda, ctx, sh, x, y);
+  dispatch_cudnn(backend, pool2d_forward_cpu, pool2d_forward_cuda, pool2d_forward_cudnn, ctx, sh, x, y);
 }
 void pool2d_backward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
                      const float* dy, float* dx) {
-  dispatch(backend, "pool2d backward", pool2d_backward_cpu, pool2d_backward_cuda, ctx, sh, x, y, dy, dx);
+  dispatch_cudnn(backend, pool2d_backward_cpu, pool2d_backward_cuda, pool2d_backward_cudnn, ctx, sh, x, y, dy, dx);
 }
 void activation_forward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
                         float* y) {
-  dispatch(backend, "activation forward", activation_forward_cpu, activation_forward_cuda, ctx, p, n, x, y);
+  dispatch_cudnn(backend, activation_forward_cpu, activation_forward_cuda, activation_forward_cudnn, ctx, p, n, x, y);
 }
 void activation_backward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
                          const float* y, const float* dy, float* dx) {
-  dispatch(backend, "activation backward", activation_backward_cpu, activation_backward_cuda, ctx, p, n, x, y, dy, dx);
+  dispatch_cudnn(backend, activation_backward_cpu, activation_backward_cuda, activation_backward_cudnn, ctx, p, n, x, y,
+                 dy, dx);
 }
 void batchnorm_forward_train(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                              const float* gamma, const float* beta, float* y, float* running_mean, float* running_var,
                              float* save_mean, float* save_inv_std) {
-  dispatch(backend, "batchnorm forward_train", batchnorm_forward_train_cpu, batchnorm_forward_train_cuda, ctx, sh, x,
-           gamma, beta, y, running_mean, running_var, save_mean, save_inv_std);
+  dispatch_cudnn(backend, batchnorm_forward_train_cpu, batchnorm_forward_train_cuda, batchnorm_forward_train_cudnn, ctx,
+                 sh, x, gamma, beta, y, running_mean, running_var, save_mean, save_inv_std);
 }
 void batchnorm_forward_infer(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                              const float* gamma, const float* beta, const float* running_mean, const float* running_var,
                              float* y) {
-  dispatch(backend, "batchnorm forward_infer", batchnorm_forward_infer_cpu, batchnorm_forward_infer_cuda, ctx, sh, x,
-           gamma, beta, running_mean, running_var, y);
+  dispatch_cudnn(backend, batchnorm_forward_infer_cpu, batchnorm_forward_infer_cuda, batchnorm_forward_infer_cudnn, ctx,
+                 sh, x, gamma, beta, running_mean, running_var, y);
 }
 void batchnorm_backward(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                         const float* gamma, const float* save_mean, const float* save_inv_std, const float* dy,
                         float* dx, float* dgamma, float* dbeta) {
-  dispatch(backend, "batchnorm backward", batchnorm_backward_cpu, batchnorm_backward_cuda, ctx, sh, x, gamma, save_mean,
-           save_inv_std, dy, dx, dgamma, dbeta);
+  dispatch_cudnn(backend, batchnorm_backward_cpu, batchnorm_backward_cuda, batchnorm_backward_cudnn, ctx, sh, x, gamma,
+                 save_mean, save_inv_std, dy, dx, dgamma, dbeta);
 }
 void batchnorm_forward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                              const float* running_mean, double* stats) {

@@ -46,6 +46,13 @@ void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const fl
 void pool2d_backward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
                          const float* dy, float* dx);
 
+// cuDNN: the same operands through cudnnPooling* (pool2d_cudnn.cpp). supports: non-throwing; every
+// shape Pool2dShape::make accepts whose sizes fit cuDNN's int API.
+bool pool2d_cudnn_supports(const Pool2dShape& sh);
+void pool2d_forward_cudnn(const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
+void pool2d_backward_cudnn(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
+                           const float* dy, float* dx);
+
 // By backend (ops_dispatch.cpp): the function above of that backend.
 void pool2d_forward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
 void pool2d_backward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,

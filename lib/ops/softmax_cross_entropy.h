@@ -43,6 +43,16 @@ void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCr
                                         const float* probs, const int32_t* labels, const float* class_weights,
                                         float* dlogits);
 
+// cuDNN: cuDNN's log-softmax, then the loss gathered and the gradient taken by the CUDA kernels
+// above (softmax_cross_entropy_cudnn.cpp); same operands and results. supports: non-throwing.
+bool softmax_cross_entropy_cudnn_supports(const SoftmaxCrossEntropyShape& sh);
+double softmax_cross_entropy_forward_cudnn(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
+                                           const float* logits, const int32_t* labels, const float* class_weights,
+                                           float* probs, float* sample_loss);
+void softmax_cross_entropy_backward_cudnn(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
+                                          const float* probs, const int32_t* labels, const float* class_weights,
+                                          float* dlogits);
+
 // --- CUDA, capturable: the forward without any host synchronisation (CUDA graphs). ---
 // Same operands on device memory (labels int32 on the device); the batch loss goes to the device
 // scalar `batch_loss` instead of being returned, reduced in a fixed order (equal to the value the

@@ -1,0 +1,111 @@
+// Activations through cudnnActivationForward / cudnnActivationBackward: relu, sigmoid, tanh and
+// elu (cuDNN's coefficient is our alpha). cuDNN has no leaky relu, and elu is claimed only for
+// alpha > 0, where the branch of the derivative can be read off x or y alike.
+// Trap: the relu layer keeps x but not y for backward, and cuDNN does not say which of the two its
+// relu derivative reads, so x is passed for both (relu(x) > 0 exactly where x > 0).
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "cudnn/handle.h"
+#include "ops/activation.h"
+
+namespace cnn {
+namespace {
+
+// Elements per call: the legacy API's tensor sizes are int.
+constexpr int64_t kChunk = int64_t{1} << 30;
+
+struct ActDescs {
+  cudnn::TensorDescriptor t;  // (1, 1, 1, n)
+  cudnn::ActivationDescriptor act;
+};
+
+struct ActCache {
+  cudnn::ShapeMemo<ActDescs> memo;
+};
+
+cudnnActivationMode_t mode_of(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu:
+      return CUDNN_ACTIVATION_RELU;
+    case ActivationKind::sigmoid:
+      return CUDNN_ACTIVATION_SIGMOID;
+    case ActivationKind::tanh:
+      return CUDNN_ACTIVATION_TANH;
+    case ActivationKind::elu:
+      return CUDNN_ACTIVATION_ELU;
+    case ActivationKind::leaky_relu:
+      break;
+  }
+  CNN_THROW("activation {} has no cuDNN mode", to_string(k));
+}
+
+ActDescs& descs(const ExecContext& ctx, const ActivationParams& p, int64_t n, const char* what) {
+  CNN_CHECK(activation_cudnn_supports(p), "{}: cuDNN has no {} with alpha {} matching ours", what, to_string(p.kind),
+            p.alpha);
+  uint32_t alpha_bits = 0;
+  std::memcpy(&alpha_bits, &p.alpha, sizeof alpha_bits);
+  const cudnn::ShapeKey key{{int64_t(p.kind), int64_t(alpha_bits), n}};
+  return cudnn::slot<ActCache>(ctx, cudnn::Slot::activation).memo.get(key, [&](ActDescs& d) {
+    cudnn::set_nchw(d.t, 1, 1, 1, n, what);
+    // Our relu maps NaN to 0 (x > 0 ? x : 0); the others pass NaN through.
+    const cudnnNanPropagation_t nan = p.kind == ActivationKind::relu ? CUDNN_NOT_PROPAGATE_NAN : CUDNN_PROPAGATE_NAN;
+    CUDNN_CHECK(cudnnSetActivationDescriptor(d.act, mode_of(p.kind), nan, static_cast<double>(p.alpha)));
+  });
+}
+
+void check_count(const char* what, int64_t n) {
+  if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
+}
+
+}  // namespace
+
+bool activation_cudnn_supports(const ActivationParams& p) {
+  switch (p.kind) {
+    case ActivationKind::relu:
+    case ActivationKind::sigmoid:
+    case ActivationKind::tanh:
+      return true;
+    case ActivationKind::elu:
+      return p.alpha > 0.0f;
+    case ActivationKind::leaky_relu:
+      return false;
+  }
+  return false;
+}
+
+void activation_forward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                              const float* x,  // (n)
+                              float* y) {      // (n), may alias x
+  const char* what = "activation cudnn forward";
+  check_count(what, n);
+  cudnnHandle_t h = cudnn::handle(ctx, what);
+  const float one = 1.0f, zero = 0.0f;
+  for (int64_t at = 0; at < n; at += kChunk) {
+    const int64_t len = std::min(kChunk, n - at);
+    ActDescs& d = descs(ctx, p, len, what);
+    CUDNN_CHECK(cudnnActivationForward(h, d.act, &one, d.t, x + at, &zero, d.t, y + at));
+  }
+}
+
+void activation_backward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n,
+                               const float* x,   // (n)
+                               const float* y,   // (n); unread for relu
+                               const float* dy,  // (n)
+                               float* dx) {      // (n), may alias dy
+  const char* what = "activation cudnn backward";
+  check_count(what, n);
+  cudnnHandle_t h = cudnn::handle(ctx, what);
+  if (p.kind == ActivationKind::relu) y = x;
+  const float one = 1.0f, zero = 0.0f;
+  for (int64_t at = 0; at < n; at += kChunk) {
+    const int64_t len = std::min(kChunk, n - at);
+    ActDescs& d = descs(ctx, p, len, what);
+    CUDNN_CHECK(cudnnActivationBackward(h, d.act, &one, d.t, y + at, d.t, dy + at, d.t, x + at, &zero, d.t, dx + at));
+  }
+}
+
+}  // namespace cnn
