@@ -138,7 +138,11 @@ void read_layers(ConfigNode& root, std::vector<LayerSpec>& layers) {
       if (l.inputs.empty()) in.fail("expected at least one input layer name, found an empty list");
     }
     l.backend = ln.get_choice("backend", {"auto", "cpu", "cuda", "cudnn"}, l.backend);
-    l.algo = ln.get<std::string>("algo", l.algo);
+    ConfigNode* algo = ln.find("algo");
+    if (algo != nullptr && algo->is_map())
+      l.algo = "per_direction";  // {forward: .., backward_data: .., backward_filter: ..}, read by the layer
+    else
+      l.algo = ln.get<std::string>("algo", l.algo);
     layers.push_back(std::move(l));
   }
 }
@@ -293,6 +297,7 @@ void read_train(ConfigNode& root, TrainSpec& t) {
   t.batch_size = int_at_least(s, "batch_size", t.batch_size, 1);
   t.seed = s.get<uint64_t>("seed", t.seed);
   t.deterministic = s.get<bool>("deterministic", t.deterministic);
+  t.fuse_activations = s.get<bool>("fuse_activations", t.fuse_activations);
   t.max_steps = int_at_least(s, "max_steps", t.max_steps, 0);
   t.clip_grad_norm = non_negative(s, "clip_grad_norm", t.clip_grad_norm);
   t.lr_scaling = s.get_choice("lr_scaling", {"none", "linear", "sqrt"}, t.lr_scaling);
@@ -310,6 +315,7 @@ void read_eval(ConfigNode& root, EvalSpec& e) {
   ConfigNode& s = section(root, "eval");
   e.ten_crop = s.get<bool>("ten_crop", e.ten_crop);
   e.batch_size = int_at_least(s, "batch_size", e.batch_size, 1);
+  e.test_every_epoch = s.get<bool>("test_every_epoch", e.test_every_epoch);
   s.check_unknown_keys();
 }
 

@@ -27,7 +27,7 @@ struct LayerSpec {
   std::string type;
   std::vector<std::string> inputs;  // empty: the previous layer (or the model input for the first)
   std::string backend = "auto";     // auto | cpu | cuda | cudnn
-  std::string algo = "auto";        // implementation strategy, backend-specific
+  std::string algo = "auto";        // auto, one implementation name, or "per_direction" (a map the layer reads)
   int index = 0;                    // position in `layers`
   ConfigNode* node = nullptr;       // this layer's map inside ModelSpec::root (owned by it)
   Location where;
@@ -109,6 +109,7 @@ struct TrainSpec {
   int64_t batch_size = 64;
   uint64_t seed = 42;
   bool deterministic = false;
+  bool fuse_activations = true;  // batchnorm/dense apply a following activation in their kernels
   int64_t max_steps = 0;        // 0 = no limit
   double clip_grad_norm = 0.0;  // 0 = no clipping
   std::string lr_scaling = "none";  // none | linear | sqrt (data-parallel)
@@ -121,6 +122,7 @@ struct TrainSpec {
 struct EvalSpec {
   bool ten_crop = false;
   int64_t batch_size = 256;
+  bool test_every_epoch = false;  // also evaluate the test split after every epoch (logged, never used to choose)
 };
 
 struct DistSpec {

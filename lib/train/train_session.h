@@ -78,6 +78,7 @@ class TrainSession {
   void read_dist_test_hook();
   const ExecContext& ctx() const { return *m_ctx; }
   void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
+  std::unique_ptr<Loader> make_test_loader() const;
   void save(const std::string& name, int64_t epoch, int64_t next_batch);
   void prune_epoch_checkpoints();
   CheckpointMeta meta(int64_t epoch, int64_t next_batch) const;
@@ -96,7 +97,7 @@ class TrainSession {
   std::unique_ptr<LrSchedule> m_schedule;
   std::unique_ptr<LossFunction> m_loss;
   std::unique_ptr<TrainStep> m_train_step;
-  std::unique_ptr<Loader> m_train_loader, m_val_loader;
+  std::unique_ptr<Loader> m_train_loader, m_val_loader, m_test_loader;
   std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU
   int64_t m_gpu_next = 0;                  // next batch of m_gpu_data in the epoch
   std::unique_ptr<RunDir> m_run;

@@ -1,6 +1,7 @@
 // End-to-end tests of cnn-train: the real program on data written by the test (FER2013 CSV, image
 // folder, idx), the run directory it leaves, overfitting one batch, and its error paths.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -207,4 +208,29 @@ TEST_CASE("cnn-train and cnn-eval answer --help and --version", "[cpu]") {
     CHECK(version.exit_code == 0);
     CHECK_THAT(version.out, Catch::Matchers::Contains(std::string(program) + " " + CNN_VERSION));
   }
+}
+
+TEST_CASE("cnn-train with eval.test_every_epoch logs the test accuracy of every epoch", "[cpu]") {
+  TempDir dir;
+  write_fer_csv(dir / "fer.csv", 128, 32, 48);
+  write_text_file(dir / "model.yaml", small_model_yaml("fer2013-csv", "fer.csv"));
+  train_ok(dir, {"model.yaml", "--out", "run", "--quiet", "--epochs", "2", "--set", "eval.test_every_epoch=true"});
+  std::vector<nlohmann::json> lines = read_metrics(dir / "run");
+  int epochs = 0;
+  for (const nlohmann::json& line : lines) {
+    if (line.value("event", "") != "epoch") continue;
+    ++epochs;
+    INFO(line.dump());
+    REQUIRE(line.contains("test_acc"));
+    // 48 test images: the accuracy is a multiple of 1/48.
+    const double hits = line["test_acc"].get<double>() * 48;
+    CHECK(hits == Approx(std::round(hits)).margin(1e-9));
+    CHECK(line["test_loss"].get<double>() > 0);
+  }
+  CHECK(epochs == 2);
+  // The final test evaluation equals the last epoch's (same weights, same loader).
+  CHECK(last_event(lines, "test")["test_acc"].get<double>() == Approx(last_event(lines, "epoch")["test_acc"].get<double>()));
+  // Without the key, epoch lines carry no test figures.
+  train_ok(dir, {"model.yaml", "--out", "run2", "--quiet"});
+  CHECK_FALSE(last_event(read_metrics(dir / "run2"), "epoch").contains("test_acc"));
 }
