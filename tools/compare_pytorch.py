@@ -438,6 +438,9 @@ def parse_args(argv):
     p.add_argument("--no-check", action="store_true", help="skip the logits/loss/gradient check")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override, repeatable")
     p.add_argument("--tf32", choices=("off", "on"), default="off", help="TF32 in the PyTorch timings (the check: off)")
+    p.add_argument("--ddp", type=int, metavar="N",
+                   help="instead: PyTorch DistributedDataParallel on N local GPUs at the per-GPU --batch "
+                        "(tools/pytorch_ddp.py; what tools/scaling.sh compares against)")
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.modes or any(m not in MODES for m in args.modes):
@@ -475,6 +478,15 @@ def timing_row(args, plan, cfg, batch, device):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.ddp:
+        import pytorch_ddp
+        ddp_argv = [args.model, "--gpus", str(args.ddp), "--steps", str(args.steps), "--repeats", str(args.repeats),
+                    "--warmup", str(args.warmup), "--tf32", args.tf32]
+        ddp_argv += ["--batch", str(args.batch[0])] if args.batch else []
+        ddp_argv += ["--json", args.json] if args.json else []
+        for s in args.set:
+            ddp_argv += ["--set", s]
+        return pytorch_ddp.main(ddp_argv)
     try:
         with open(args.model) as f:
             cfg = yaml.safe_load(f)
