@@ -69,14 +69,14 @@ static double best_ms(cudaStream_t stream, Launch&& launch) {
 
 // Device memory freed on scope exit.
 class DeviceBuffer {
-public:
+ public:
   explicit DeviceBuffer(size_t bytes) { CUDA_CHECK(cudaMalloc(&m_p, bytes)); }
   ~DeviceBuffer() { cudaFree(m_p); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return m_p; }
 
-private:
+ private:
   void* m_p = nullptr;
 };
 
@@ -100,7 +100,7 @@ static double measure_dram_gb_per_s(cudaStream_t stream, int sms) {
   const unsigned blocks = unsigned(sms) * 16;
   const double ms = best_ms(stream, [&] {
     peak_copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float4*>(src.get()),
-                                                       static_cast<float4*>(dst.get()), n);
+                                                      static_cast<float4*>(dst.get()), n);
     CUDA_CHECK_LAUNCH("peak_copy_kernel");
   });
   return 2.0 * double(bytes) / (ms * 1e-3) / 1e9;

@@ -54,9 +54,9 @@ static __global__ void conv2d_fft_crop_kernel(const float* __restrict__ src, flo
 }
 
 struct ProductDims {
-  int na, nb, nj, F;           // out (na, nb, F) = sum over j of A (., ., F) * B (., ., F)
+  int na, nb, nj, F;               // out (na, nb, F) = sum over j of A (., ., F) * B (., ., F)
   int64_t sa_a, sa_j, sb_b, sb_j;  // strides of A and B in units of F complex numbers
-  bool accumulate;             // out += instead of out =
+  bool accumulate;                 // out += instead of out =
 };
 
 __device__ __forceinline__ float2 cmul(float2 a, float2 b) {
@@ -124,7 +124,7 @@ static void check_cufft(cufftResult status, const char* what) {
 
 // A 2-D cuFFT plan over `batch` contiguous Lh x Lw planes, destroyed with its owner.
 class FftPlan {
-public:
+ public:
   FftPlan(int Lh, int Lw, int batch, cufftType type, cudaStream_t stream) {
     int n[2] = {Lh, Lw};
     check_cufft(cufftPlanMany(&m_plan, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, batch), "cufftPlanMany");
@@ -138,7 +138,7 @@ public:
   FftPlan& operator=(const FftPlan&) = delete;
   cufftHandle get() const { return m_plan; }
 
-private:
+ private:
   cufftHandle m_plan = 0;
   bool m_valid = false;
 };
@@ -180,7 +180,7 @@ static void pad(const float* src, float* dst, int64_t planes, int Hs, int Ws, co
                 cudaStream_t stream) {
   const int64_t total = planes * d.Lh * d.Lw;
   conv2d_fft_pad_kernel<<<cuda::grid_blocks(total, kThreads), kThreads, 0, stream>>>(src, dst, total, Hs, Ws, d.Lh,
-                                                                                    d.Lw, oh, ow);
+                                                                                     d.Lw, oh, ow);
   CUDA_CHECK_LAUNCH("conv2d_fft_pad_kernel");
 }
 
@@ -189,13 +189,13 @@ static void crop(const float* src, float* dst, int64_t planes, int Ho, int Wo, c
   const int64_t total = planes * Ho * Wo;
   const float scale = 1.0f / (float(d.Lh) * float(d.Lw));
   conv2d_fft_crop_kernel<<<cuda::grid_blocks(total, kThreads), kThreads, 0, stream>>>(src, dst, total, Ho, Wo, d.Lh,
-                                                                                     d.Lw, oh, ow, scale, bias, K);
+                                                                                      d.Lw, oh, ow, scale, bias, K);
   CUDA_CHECK_LAUNCH("conv2d_fft_crop_kernel");
 }
 
 // The plans of one call, made on first use for each (batch, direction): a call needs at most four.
 class FftPlans {
-public:
+ public:
   FftPlans(const FftPlanDims& d, cudaStream_t stream) : m_d(d), m_stream(stream) {}
   // real (batch, Lh, Lw) -> spectra (batch, F)
   void forward(const float* real, float* spec, int batch) {
@@ -207,7 +207,7 @@ public:
     check_cufft(cufftExecC2R(get(batch, CUFFT_C2R), reinterpret_cast<cufftComplex*>(spec), real), "cufftExecC2R");
   }
 
-private:
+ private:
   cufftHandle get(int batch, cufftType type) {
     for (const Entry& e : m_plans)
       if (e.batch == batch && e.type == type) return e.plan->get();
@@ -239,9 +239,9 @@ static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, 
   const FftPlanDims d = plan_dims(sh);
   FftPlans plans(d, stream);
   float* real = workspace_floats(ctx, d.total(), "fft");
-  float* wf = real + d.real_floats;    // (K, C, F) filter spectra, or dW's in backward_filter
-  float* cspec = wf + d.wf_floats;     // (nb, C, F) spectra of x or dx
-  float* kspec = cspec + d.a_floats;   // (nb, K, F) spectra of y or dy
+  float* wf = real + d.real_floats;   // (K, C, F) filter spectra, or dW's in backward_filter
+  float* cspec = wf + d.wf_floats;    // (nb, C, F) spectra of x or dx
+  float* kspec = cspec + d.a_floats;  // (nb, K, F) spectra of y or dy
   const int C = int(sh.C), K = int(sh.K), H = int(sh.H), W = int(sh.W), P = int(sh.P), Q = int(sh.Q);
   if (dir != ConvDir::backward_filter) {
     pad(op.w, real, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, stream);

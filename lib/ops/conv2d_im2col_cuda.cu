@@ -27,8 +27,8 @@ struct Im2colDims {
 };
 
 static Im2colDims dims_of(const Conv2dShape& sh) {
-  return {int(sh.C), int(sh.H), int(sh.W), int(sh.R), int(sh.S), int(sh.P), int(sh.Q),
-          sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h, sh.dilation_w};
+  return {int(sh.C),   int(sh.H),   int(sh.W), int(sh.R), int(sh.S),     int(sh.P),    int(sh.Q),
+          sh.stride_h, sh.stride_w, sh.pad_h,  sh.pad_w,  sh.dilation_h, sh.dilation_w};
 }
 
 constexpr int kThreads = 256;
@@ -106,9 +106,8 @@ static void forward(const ExecContext& ctx, const Conv2dShape& sh, const float* 
     // column-major y^T = cols^T w^T. The filters are shared (stride 0).
     for (int g = 0; g < G; ++g)
       check_cublas(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, PQ, Kg, CgRS, &one,
-                                             cols + int64_t(g) * CgRS * PQ, PQ, per,
-                                             w + int64_t(g) * Kg * CgRS, CgRS, 0, &zero,
-                                             y + (n0 * sh.K + int64_t(g) * Kg) * PQ, PQ, sh.K * PQ, cnt),
+                                             cols + int64_t(g) * CgRS * PQ, PQ, per, w + int64_t(g) * Kg * CgRS, CgRS,
+                                             0, &zero, y + (n0 * sh.K + int64_t(g) * Kg) * PQ, PQ, sh.K * PQ, cnt),
                    "cublasSgemmStridedBatched (im2col forward)");
   }
   if (b) add_bias(y, b, sh.N, sh.K, PQ, stream);
@@ -127,11 +126,11 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const f
     const int cnt = int(std::min<int64_t>(nb, sh.N - n0));
     // Row-major cols_n,g (CgRS, PQ) = w_g^T (CgRS, Kg) dy_n,g (Kg, PQ); column-major cols^T = dy^T w.
     for (int g = 0; g < G; ++g)
-      check_cublas(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, PQ, CgRS, Kg, &one,
-                                             dy + (n0 * sh.K + int64_t(g) * Kg) * PQ, PQ, sh.K * PQ,
-                                             w + int64_t(g) * Kg * CgRS, CgRS, 0, &zero,
-                                             cols + int64_t(g) * CgRS * PQ, PQ, per, cnt),
-                   "cublasSgemmStridedBatched (im2col backward_data)");
+      check_cublas(
+          cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, PQ, CgRS, Kg, &one,
+                                    dy + (n0 * sh.K + int64_t(g) * Kg) * PQ, PQ, sh.K * PQ, w + int64_t(g) * Kg * CgRS,
+                                    CgRS, 0, &zero, cols + int64_t(g) * CgRS * PQ, PQ, per, cnt),
+          "cublasSgemmStridedBatched (im2col backward_data)");
     const int64_t total = int64_t(cnt) * sh.C * sh.H * sh.W;
     conv2d_backward_data_col2im_kernel<<<cuda::grid_blocks(total, kThreads), kThreads, 0, stream>>>(
         d, total, cols, dx + n0 * sh.C * sh.H * sh.W);
@@ -157,8 +156,8 @@ static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const
     for (int i = 0; i < cnt; ++i) {
       const float beta = (n0 == 0 && i == 0) ? 0.0f : 1.0f;
       check_cublas(cublasSgemmStridedBatched(blas, CUBLAS_OP_T, CUBLAS_OP_N, CgRS, Kg, PQ, &one, cols + i * per, PQ,
-                                             int64_t(CgRS) * PQ, dy + (n0 + i) * sh.K * PQ, PQ, int64_t(Kg) * PQ,
-                                             &beta, dw, CgRS, int64_t(Kg) * CgRS, G),
+                                             int64_t(CgRS) * PQ, dy + (n0 + i) * sh.K * PQ, PQ, int64_t(Kg) * PQ, &beta,
+                                             dw, CgRS, int64_t(Kg) * CgRS, G),
                    "cublasSgemmStridedBatched (im2col backward_filter)");
     }
   }

@@ -52,8 +52,7 @@ static __global__ void conv2d_forward_winograd_filter_kernel(const float* __rest
     const int64_t stride = int64_t(total);
 #pragma unroll
     for (int a = 0; a < 4; ++a) {  // (G g) G^T
-      const float u[4] = {t[a][0], 0.5f * (t[a][0] + t[a][1] + t[a][2]), 0.5f * (t[a][0] - t[a][1] + t[a][2]),
-                          t[a][2]};
+      const float u[4] = {t[a][0], 0.5f * (t[a][0] + t[a][1] + t[a][2]), 0.5f * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
 #pragma unroll
       for (int b = 0; b < 4; ++b) U[(a * 4 + b) * stride + i] = u[b];
     }
@@ -101,7 +100,7 @@ static __global__ void conv2d_forward_winograd_input_kernel(const WinogradDims d
 static __global__ void conv2d_forward_winograd_output_kernel(const WinogradDims d,
                                                              const float* __restrict__ M,  // (16, Kout, T)
                                                              const float* __restrict__ b,  // (Kout) or null
-                                                             float* __restrict__ y) {  // (nb, Kout, Pout, Qout)
+                                                             float* __restrict__ y) {      // (nb, Kout, Pout, Qout)
   const int total = d.Kout * d.T;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int k = i / d.T, t = i - k * d.T;
@@ -135,7 +134,7 @@ static __global__ void conv2d_forward_winograd_output_kernel(const WinogradDims 
 // Ydt (16, Kout, T) = A dY A^T, dY the 2x2 tile of dy (zero past the output edge).
 static __global__ void conv2d_backward_filter_winograd_grad_kernel(const WinogradDims d,
                                                                    const float* __restrict__ dy,  // (nb, Kout, P, Q)
-                                                                   float* __restrict__ Yt) {  // (16, Kout, T)
+                                                                   float* __restrict__ Yt) {      // (16, Kout, T)
   const int total = d.Kout * d.T;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int k = i / d.T, t = i - k * d.T;
@@ -189,8 +188,7 @@ static __global__ void conv2d_backward_filter_winograd_filter_kernel(const float
   }
 }
 
-static WinogradDims chunk_dims(int nb, int Cin, int Hin, int Win, int Kout, int Pout, int Qout, int pad_h,
-                               int pad_w) {
+static WinogradDims chunk_dims(int nb, int Cin, int Hin, int Win, int Kout, int Pout, int Qout, int pad_h, int pad_w) {
   WinogradDims d{nb, Cin, Hin, Win, Kout, Pout, Qout, pad_h, pad_w, (Pout + 1) / 2, (Qout + 1) / 2, 0};
   d.T = nb * d.TP * d.TQ;
   return d;
@@ -228,8 +226,8 @@ static void winograd_forward(const ExecContext& ctx, const WinogradProblem& pr, 
   float* V = U + round_floats(size_t(16) * pr.Kout * pr.Cin);
   float* M = V + round_floats(size_t(16) * pr.Cin * nb * pr.tiles_per_image());
   const int KC = pr.Kout * pr.Cin;
-  conv2d_forward_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(w, U, pr.Kout,
-                                                                                                  pr.Cin, flip);
+  conv2d_forward_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(w, U, pr.Kout, pr.Cin,
+                                                                                                  flip);
   CUDA_CHECK_LAUNCH("conv2d_forward_winograd_filter_kernel");
   check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
   for (int64_t n0 = 0; n0 < pr.N; n0 += nb) {
@@ -240,12 +238,12 @@ static void winograd_forward(const ExecContext& ctx, const WinogradProblem& pr, 
     CUDA_CHECK_LAUNCH("conv2d_forward_winograd_input_kernel");
     // Row-major M(e) (Kout, T) = U(e) (Kout, Cin) V(e) (Cin, T); column-major: M^T = V^T U^T.
     const float one = 1.0f, zero = 0.0f;
-    check_cublas(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, d.T, pr.Kout, pr.Cin, &one, V, d.T,
-                                           int64_t(pr.Cin) * d.T, U, pr.Cin, KC, &zero, M, d.T,
-                                           int64_t(pr.Kout) * d.T, 16),
-                 "cublasSgemmStridedBatched (winograd)");
-    conv2d_forward_winograd_output_kernel<<<cuda::grid_blocks(int64_t(d.Kout) * d.T, kThreads), kThreads, 0,
-                                            stream>>>(d, M, b, y + n0 * pr.Kout * pr.Pout * pr.Qout);
+    check_cublas(
+        cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, d.T, pr.Kout, pr.Cin, &one, V, d.T,
+                                  int64_t(pr.Cin) * d.T, U, pr.Cin, KC, &zero, M, d.T, int64_t(pr.Kout) * d.T, 16),
+        "cublasSgemmStridedBatched (winograd)");
+    conv2d_forward_winograd_output_kernel<<<cuda::grid_blocks(int64_t(d.Kout) * d.T, kThreads), kThreads, 0, stream>>>(
+        d, M, b, y + n0 * pr.Kout * pr.Pout * pr.Qout);
     CUDA_CHECK_LAUNCH("conv2d_forward_winograd_output_kernel");
   }
 }
@@ -272,10 +270,10 @@ static void winograd_backward_filter(const ExecContext& ctx, const Conv2dShape& 
     CUDA_CHECK_LAUNCH("conv2d_backward_filter_winograd_grad_kernel");
     // Row-major dU(e) (K, C) += Yt(e) (K, T) V(e)^T; column-major: dU^T (C, K) = V^T(cm) Yt(cm).
     const float one = 1.0f, beta = n0 == 0 ? 0.0f : 1.0f;
-    check_cublas(cublasSgemmStridedBatched(blas, CUBLAS_OP_T, CUBLAS_OP_N, pr.Cin, pr.Kout, d.T, &one, V, d.T,
-                                           int64_t(pr.Cin) * d.T, Yt, d.T, int64_t(pr.Kout) * d.T, &beta, dU, pr.Cin,
-                                           KC, 16),
-                 "cublasSgemmStridedBatched (winograd filter gradient)");
+    check_cublas(
+        cublasSgemmStridedBatched(blas, CUBLAS_OP_T, CUBLAS_OP_N, pr.Cin, pr.Kout, d.T, &one, V, d.T,
+                                  int64_t(pr.Cin) * d.T, Yt, d.T, int64_t(pr.Kout) * d.T, &beta, dU, pr.Cin, KC, 16),
+        "cublasSgemmStridedBatched (winograd filter gradient)");
   }
   conv2d_backward_filter_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(dU, dw, KC);
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_winograd_filter_kernel");

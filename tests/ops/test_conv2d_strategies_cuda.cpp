@@ -1,0 +1,287 @@
+// The Winograd, im2col+GEMM and FFT CUDA strategies (conv2d_strategies.h) against the CPU reference
+// in double, per direction, over generated shapes (odd sizes, N = 1, paddings 0-3, channel counts
+// that are not multiples of 4 or 32; for im2col every stride, dilation and groups mix), plus
+// shapes big enough to split the batch into chunks, bitwise repeats, and null bias gradients.
+// Trap: each shape list is built to lie inside the strategy's rules and the test REQUIREs
+// can_implement, so a strategy cannot pass by declining; outputs are NaN-poisoned before each run.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/cuda_check.h"
+#include "core/cuda_context.h"
+#include "core/error.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"
+#include "ops/conv2d_strategies.h"
+#include "support/catch.h"
+#include "support/device_floats.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+using namespace cnn;
+using cnn::test::compare;
+using cnn::test::DeviceFloats;
+using cnn::test::kGpuVsCpu;
+
+namespace {
+
+const ConvDir kDirs[] = {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter};
+
+struct Strategy {
+  const char* name;
+  std::function<bool(const Conv2dShape&, ConvDir)> can_implement;
+  std::function<size_t(const Conv2dShape&, ConvDir)> workspace_bytes;
+  std::function<void(const ExecContext&, const Conv2dShape&, ConvDir, const ConvOperands&)> run;
+  // FFT rounding error is relative to the whole transformed plane, not to each output (Mathieu et
+  // al. 2014), so near-zero outputs get an absolute slack scaled by the largest one.
+  bool plane_relative_error = false;
+};
+const Strategy kWinograd{"winograd", conv2d_cuda_winograd_can_implement, conv2d_cuda_winograd_workspace_bytes,
+                         conv2d_cuda_winograd_run};
+const Strategy kIm2col{"im2col_gemm", conv2d_cuda_im2col_gemm_can_implement, conv2d_cuda_im2col_gemm_workspace_bytes,
+                       conv2d_cuda_im2col_gemm_run};
+const Strategy kFft{"fft", conv2d_cuda_fft_can_implement, conv2d_cuda_fft_workspace_bytes, conv2d_cuda_fft_run, true};
+// Chunked shapes sum ~10^6 products per filter gradient: the float CPU reference itself drifts by
+// more than kGpuVsCpu's atol where such a sum cancels.
+constexpr test::Tolerance kLongSums{1e-2, 1e-3};
+
+// Operands and results of one conv: the double reference for small shapes, the fast CPU path for
+// the large chunked ones (a double reference would take minutes there).
+struct Reference {
+  Conv2dShape sh;
+  std::vector<float> x, w, b, dy, y, dx, dw, db;
+  Reference(const Conv2dShape& shape, uint64_t seed, bool fast_cpu = false)
+      : sh(shape),
+        x(test::random_floats(sh.N * sh.C * sh.H * sh.W, seed)),
+        w(test::random_floats(sh.weight_numel(), seed + 1)),
+        b(test::random_floats(sh.K, seed + 2)),
+        dy(test::random_floats(sh.N * sh.K * sh.P * sh.Q, seed + 3)),
+        y(dy.size()),
+        dx(x.size()),
+        dw(w.size()),
+        db(b.size()) {
+    const ExecContext cpu = ExecContext::cpu();
+    const float* bias = sh.has_bias ? b.data() : nullptr;
+    if (fast_cpu) {
+      conv2d_forward_cpu(cpu, sh, x.data(), w.data(), bias, y.data());
+      conv2d_backward_cpu(cpu, sh, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+      return;
+    }
+    auto d = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    const std::vector<double> xd = d(x), wd = d(w), bd = d(b), dyd = d(dy);
+    std::vector<double> yd(y.size()), dxd(dx.size()), dwd(dw.size()), dbd(db.size());
+    conv2d_forward_reference<double>(cpu, sh, xd.data(), wd.data(), sh.has_bias ? bd.data() : nullptr, yd.data());
+    conv2d_backward_reference<double>(cpu, sh, xd.data(), wd.data(), dyd.data(), dxd.data(), dwd.data(), dbd.data());
+    auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    y = f(yd), dx = f(dxd), dw = f(dwd), db = f(dbd);
+  }
+};
+
+struct DeviceConv {
+  DeviceFloats x, w, b, dy, y, dx, dw, db;
+  explicit DeviceConv(const Reference& r) : x(r.x), w(r.w), b(r.b), dy(r.dy), y(r.y), dx(r.dx), dw(r.dw), db(r.db) {}
+  void poison() {
+    for (DeviceFloats* d : {&y, &dx, &dw, &db}) d->poison();
+  }
+};
+
+bool all_nan(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
+}
+
+// Runs one direction with poisoned outputs and checks its outputs against the reference (and that
+// db stays untouched when not asked for).
+test::Tolerance tolerance_for(const Strategy& s, const std::vector<float>& ref, test::Tolerance base) {
+  if (!s.plane_relative_error) return base;
+  float top = 0.0f;
+  for (float v : ref) top = std::max(top, std::fabs(v));
+  return {base.atol + 1e-5 * top, base.rtol};
+}
+
+void run_and_check(CudaContext& cuda, const Strategy& s, ConvDir dir, const Reference& r, DeviceConv& d, bool want_db,
+                   test::Tolerance tol = kGpuVsCpu) {
+  REQUIRE(s.can_implement(r.sh, dir));
+  d.poison();
+  ConvOperands op;
+  switch (dir) {
+    case ConvDir::forward:
+      op.x = d.x.data(), op.w = d.w.data(), op.b = r.sh.has_bias ? d.b.data() : nullptr, op.y = d.y.data();
+      break;
+    case ConvDir::backward_data:
+      op.w = d.w.data(), op.dy = d.dy.data(), op.dx = d.dx.data();
+      break;
+    case ConvDir::backward_filter:
+      op.x = d.x.data(), op.dy = d.dy.data(), op.dw = d.dw.data(), op.db = want_db ? d.db.data() : nullptr;
+      break;
+  }
+  s.run(cuda.ctx(), r.sh, dir, op);
+  cuda.synchronize();
+  if (dir == ConvDir::forward) CHECK(compare(d.y.get(), r.y, tolerance_for(s, r.y, tol)) == "");
+  if (dir == ConvDir::backward_data) CHECK(compare(d.dx.get(), r.dx, tolerance_for(s, r.dx, tol)) == "");
+  if (dir == ConvDir::backward_filter) {
+    CHECK(compare(d.dw.get(), r.dw, tolerance_for(s, r.dw, tol)) == "");
+    if (want_db)
+      CHECK(compare(d.db.get(), r.db, tol) == "");
+    else
+      CHECK(all_nan(d.db.get()));
+  }
+}
+
+void check_all(const Strategy& s, const std::vector<Conv2dShape>& shapes, const std::vector<ConvDir>& dirs) {
+  CudaContext cuda;
+  int i = 0;
+  for (const Conv2dShape& sh : shapes) {
+    const Reference r(sh, 31 + i);
+    DeviceConv d(r);
+    for (ConvDir dir : dirs) {
+      INFO(fmt::format("{} {}: {}", s.name, to_string(dir), sh.to_string()));
+      run_and_check(cuda, s, dir, r, d, i % 2 == 0);
+    }
+    ++i;
+  }
+}
+
+// 3x3 stride 1: paddings 0-2 (asymmetric too), odd and even sizes, N = 1 and 3, C and K off
+// multiples of 4 and 32, outputs of one pixel.
+std::vector<Conv2dShape> winograd_shapes() {
+  std::vector<Conv2dShape> shapes;
+  const int64_t cks[][2] = {{1, 1}, {3, 5}, {5, 4}, {17, 33}, {33, 7}};
+  const int64_t hws[][2] = {{7, 9}, {8, 5}, {3, 3}, {12, 13}};
+  const int pads[][2] = {{0, 0}, {1, 1}, {2, 2}, {1, 2}, {2, 0}};
+  int i = 0;
+  for (auto& ck : cks)
+    for (auto& hw : hws)
+      for (auto& pad : pads) {
+        const int64_t N = (i++ % 3 == 0) ? 1 : 3;
+        shapes.push_back(
+            Conv2dShape::make(N, ck[0], hw[0], hw[1], ck[1], 3, 3, 1, 1, pad[0], pad[1], 1, 1, 1, i % 2 == 0));
+      }
+  return shapes;
+}
+
+// Every stride, padding, dilation and groups mix for 1x1, 3x3 and 2x3 windows on odd sizes (the
+// conv2d cuda sweep), channels off multiples of 4.
+std::vector<Conv2dShape> im2col_shapes() {
+  std::vector<Conv2dShape> shapes;
+  const int kernels[][2] = {{1, 1}, {3, 3}, {2, 3}};
+  int i = 0;
+  for (auto& rs : kernels)
+    for (int stride : {1, 2, 3})
+      for (int pad : {0, 1, 2})
+        for (int dil : {1, 2})
+          for (int groups : {1, 2, 6}) {  // 6 == C == K: depthwise
+            const int64_t N = (i++ % 2) ? 1 : 3, C = 6, K = groups == 6 ? 6 : 10;
+            const int64_t H = 7 + i % 3, W = 9 - i % 2;
+            shapes.push_back(Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], stride, stride == 3 ? 2 : stride, pad,
+                                               pad == 2 ? 1 : pad, dil, dil, groups, i % 3 != 0));
+          }
+  shapes.push_back(Conv2dShape::make(2, 35, 15, 13, 37, 3, 3, 1, 1, 1, 1));  // C and K past 32
+  return shapes;
+}
+
+// Stride 1 with filters from 1x1 to 11x11 (the FFT's home ground), paddings up to R - 1 and beyond.
+std::vector<Conv2dShape> fft_shapes() {
+  std::vector<Conv2dShape> shapes;
+  const int filters[][2] = {{1, 1}, {3, 3}, {5, 5}, {2, 3}, {7, 5}, {11, 11}};
+  int i = 0;
+  for (auto& rs : filters)
+    for (int pad : {0, 1, 3}) {
+      const int64_t N = (i % 2) ? 1 : 3, C = 1 + (i * 5) % 7, K = 1 + (i * 3) % 9;
+      const int64_t H = 11 + i % 4, W = 14 + i % 3;
+      shapes.push_back(
+          Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], 1, 1, pad, pad == 3 ? 1 : pad, 1, 1, 1, i % 3 != 0));
+      ++i;
+    }
+  shapes.push_back(Conv2dShape::make(2, 33, 27, 27, 17, 11, 11, 1, 1, 5, 5));  // AlexNet-like, channels past 32
+  return shapes;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d cuda winograd matches the cpu reference in every direction", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_all(kWinograd, winograd_shapes(), {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter});
+}
+
+TEST_CASE("conv2d cuda winograd forward and filter gradient take padding 3", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const Conv2dShape sh = Conv2dShape::make(2, 5, 6, 7, 3, 3, 3, 1, 1, 3, 3);
+  REQUIRE_FALSE(conv2d_cuda_winograd_can_implement(sh, ConvDir::backward_data));
+  check_all(kWinograd, {sh}, {ConvDir::forward, ConvDir::backward_filter});
+}
+
+TEST_CASE("conv2d cuda im2col gemm matches the cpu reference in every direction", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_all(kIm2col, im2col_shapes(), {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter});
+}
+
+TEST_CASE("conv2d cuda fft matches the cpu reference in every direction", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_all(kFft, fft_shapes(), {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter});
+}
+
+// One image's scratch is over half the 256 MiB chunk bound, so the batch runs in several chunks
+// (and backward_filter accumulates across them).
+TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  struct Case {
+    Strategy s;
+    Conv2dShape sh;
+  };
+  const std::vector<Case> cases{
+      {kWinograd, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},  // 16*16*362*363 floats a tile set
+      {kIm2col, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},    // 8*9*723*725 column floats
+      {kFft, Conv2dShape::make(12, 4, 725, 723, 4, 5, 5, 1, 1, 2, 2)},      // ~6.4M floats an image
+  };
+  for (const Case& c : cases) {
+    INFO(fmt::format("{}: {}", c.s.name, c.sh.to_string()));
+    Conv2dShape twice = c.sh;
+    twice.N *= 2;
+    const Reference r(c.sh, 5, true);
+    DeviceConv d(r);
+    for (ConvDir dir : kDirs) {
+      INFO(to_string(dir));
+      // Chunked: doubling the batch adds no scratch.
+      CHECK(c.s.workspace_bytes(twice, dir) == c.s.workspace_bytes(c.sh, dir));
+      run_and_check(cuda, c.s, dir, r, d, true, kLongSums);
+    }
+  }
+}
+
+TEST_CASE("conv2d cuda winograd im2col and fft give the same bits on every run", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Conv2dShape sh = Conv2dShape::make(3, 7, 13, 11, 9, 3, 3, 1, 1, 1, 1);
+  const Reference r(sh, 77);
+  DeviceConv d(r);
+  for (const Strategy* s : {&kWinograd, &kIm2col, &kFft})
+    for (ConvDir dir : kDirs) {
+      INFO(fmt::format("{} {}", s->name, to_string(dir)));
+      run_and_check(cuda, *s, dir, r, d, true);
+      auto output = [&] {
+        return dir == ConvDir::forward ? d.y.get() : dir == ConvDir::backward_data ? d.dx.get() : d.dw.get();
+      };
+      const std::vector<float> first = output(), first_db = d.db.get();
+      run_and_check(cuda, *s, dir, r, d, true);
+      const std::vector<float> again = output();
+      CHECK(compare(again, first, test::kExact) == "");
+      if (dir == ConvDir::backward_filter) CHECK(compare(d.db.get(), first_db, test::kExact) == "");
+    }
+}
+
+TEST_CASE("conv2d cuda strategies refuse shapes outside their rules", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Conv2dShape strided = Conv2dShape::make(1, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1);
+  ConvOperands op;
+  CHECK_THROWS_AS(conv2d_cuda_winograd_run(cuda.ctx(), strided, ConvDir::forward, op), Error);
+  CHECK_THROWS_AS(conv2d_cuda_fft_run(cuda.ctx(), strided, ConvDir::forward, op), Error);
+}
