@@ -128,8 +128,10 @@ class FftPlan {
   FftPlan(int Lh, int Lw, int batch, cufftType type, cudaStream_t stream) {
     int n[2] = {Lh, Lw};
     check_cufft(cufftPlanMany(&m_plan, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, batch), "cufftPlanMany");
+    const cufftResult status = cufftSetStream(m_plan, stream);
+    if (status != CUFFT_SUCCESS) cufftDestroy(m_plan);  // the destructor does not run when we throw
+    check_cufft(status, "cufftSetStream");
     m_valid = true;
-    check_cufft(cufftSetStream(m_plan, stream), "cufftSetStream");
   }
   ~FftPlan() {
     if (m_valid) cufftDestroy(m_plan);
