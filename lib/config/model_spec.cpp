@@ -299,6 +299,7 @@ void read_train(ConfigNode& root, TrainSpec& t) {
   t.deterministic = s.get<bool>("deterministic", t.deterministic);
   t.fuse_activations = s.get<bool>("fuse_activations", t.fuse_activations);
   t.max_steps = int_at_least(s, "max_steps", t.max_steps, 0);
+  t.cuda_graph = s.get<bool>("cuda_graph", t.cuda_graph);
   t.clip_grad_norm = non_negative(s, "clip_grad_norm", t.clip_grad_norm);
   t.lr_scaling = s.get_choice("lr_scaling", {"none", "linear", "sqrt"}, t.lr_scaling);
   t.log_every = int_at_least(s, "log_every", t.log_every, 1);

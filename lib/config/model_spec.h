@@ -111,6 +111,7 @@ struct TrainSpec {
   bool deterministic = false;
   bool fuse_activations = true;  // batchnorm/dense apply a following activation in their kernels
   int64_t max_steps = 0;        // 0 = no limit
+  bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)
   double clip_grad_norm = 0.0;  // 0 = no clipping
   std::string lr_scaling = "none";  // none | linear | sqrt (data-parallel)
   int64_t log_every = 50;       // steps between log lines when not on a terminal

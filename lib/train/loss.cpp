@@ -52,6 +52,13 @@ double LossFunction::forward(const ExecContext& ctx, const float* logits, const 
   return softmax_cross_entropy_forward_cpu(ctx, sh, logits, labels, weights_on(ctx), probs, sample_loss);
 }
 
+void LossFunction::forward_async(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n,
+                                 float* probs, float* batch_loss) const {
+  CNN_CHECK(ctx.device == Device::cuda, "the asynchronous loss forward runs on the GPU only");
+  SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};
+  softmax_cross_entropy_forward_cuda_async(ctx, sh, logits, labels, weights_on(ctx), probs, nullptr, batch_loss);
+}
+
 void LossFunction::backward(const ExecContext& ctx, const float* probs, const int32_t* labels, int64_t n,
                             float* dlogits) const {
   SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};

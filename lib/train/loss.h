@@ -23,6 +23,10 @@ public:
   // sample_loss (n) may be null; returns the (weighted) batch loss (synchronises on cuda).
   double forward(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n, float* probs,
                  float* sample_loss) const;
+  // CUDA only, capturable: the same forward without synchronising; the batch loss (as float) goes to
+  // the device scalar batch_loss (non-finite for a label outside [0, K), no throw).
+  void forward_async(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n, float* probs,
+                     float* batch_loss) const;
   // probs (n, K) from forward -> dlogits (n, K)
   void backward(const ExecContext& ctx, const float* probs, const int32_t* labels, int64_t n, float* dlogits) const;
   const std::vector<float>& class_weights() const { return m_weights; }  // empty: none

@@ -1,8 +1,11 @@
 // One training step (see train_step.h).
 #include "train/train_step.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "dist/bucket_math.h"
@@ -12,11 +15,51 @@ namespace cnn {
 
 static_assert(sizeof(int32_t) == sizeof(float), "labels share float-sized device slots");
 
+// Everything of one step that kernels read and that changes between steps (labels follow it).
+struct TrainStep::StepParams {
+  uint64_t seed_step[2];   // dropout: run seed, global step
+  StepConstants optimizer;  // learning rate, Adam's bias corrections, ... of this step
+};
+
+static size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+static Shape float_slots(size_t bytes) { return Shape{int64_t(round_up(bytes, sizeof(float)) / sizeof(float))}; }
+
 TrainStep::TrainStep(Executor& ex, const LossFunction& loss, Optimizer& optimizer, double clip_grad_norm)
     : m_ex(ex), m_loss(loss), m_opt(optimizer), m_clip(clip_grad_norm) {
   Device d = ex.context().device;
   m_labels = Tensor::empty(Shape{ex.max_batch()}, d, "labels");
   m_probs = Tensor::empty(Shape{ex.max_batch(), ex.graph().num_classes()}, d, "probabilities");
+  if (d != Device::cuda) {
+    m_graph_on = false;
+    m_graph_off_reason = "CPU run";
+    return;
+  }
+  m_labels_offset = round_up(sizeof(StepParams), 16);
+  const size_t in_bytes = m_labels_offset + size_t(ex.max_batch()) * sizeof(int32_t);
+  m_stage_in = std::make_unique<PinnedBuffer>(in_bytes, "training step parameters (staging)");
+  m_dev_in = Tensor::empty(float_slots(in_bytes), d, "training step parameters and labels");
+  m_stage_out = std::make_unique<PinnedBuffer>(sizeof(float) * size_t(1 + m_probs.numel()),
+                                               "training step results (staging)");
+  m_dev_loss = Tensor::empty(Shape{1}, d, "training step loss");
+  m_dev_norm = Tensor::empty(float_slots(sizeof(double)), d, "gradient norm");
+}
+
+void TrainStep::set_cuda_graph(bool on, const std::string& reason) {
+  if (m_ex.context().device != Device::cuda) return;
+  m_graph_on = on;
+  m_graph_off_reason = on ? "" : reason;
+  if (!on) m_graphs.clear();
+}
+
+std::string TrainStep::cuda_graph_status() const {
+  if (!m_graph_on) return "off (" + m_graph_off_reason + ")";
+  if (m_graph_nodes == 0) return "on (not captured yet)";
+  return fmt::format("on (step captured, {} nodes)", m_graph_nodes);
+}
+
+std::string cuda_graph_start_status(Device device, bool requested) {
+  if (device != Device::cuda) return "off (CPU run)";
+  return requested ? "on" : "off (--no-cuda-graph)";
 }
 
 TrainStep::Result TrainStep::read_result(const int32_t* labels, int64_t n, double loss) {
@@ -35,6 +78,7 @@ TrainStep::Result TrainStep::read_result(const int32_t* labels, int64_t n, doubl
 
 TrainStep::Result TrainStep::run(const int32_t* labels, int64_t n, double lr, uint64_t step, uint64_t seed) {
   const ExecContext& ctx = m_ex.context();
+  if (ctx.device == Device::cuda) return run_cuda(labels, n, lr, step, seed);
   device_memcpy(m_labels.data(), ctx.device, labels, Device::cpu, size_t(n) * sizeof(int32_t));
   const int32_t* dev_labels = reinterpret_cast<const int32_t*>(m_labels.data());
   m_ex.forward(n, true, step, seed);
@@ -80,6 +124,110 @@ void TrainStep::update(double lr) {
   const ExecContext& ctx = m_ex.context();
   if (m_clip > 0) clip_grad_norm(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_clip);
   m_opt.step(ctx, m_ex.params().data(), m_ex.grads().data(), lr);
+}
+
+TrainStep::Result TrainStep::run_cuda(const int32_t* labels, int64_t n, double lr, uint64_t step, uint64_t seed) {
+  const ExecContext& ctx = m_ex.context();
+  CNN_CHECK(n >= 1 && n <= m_ex.max_batch(), "batch of {} samples, executor planned for at most {}", n,
+            m_ex.max_batch());
+  // The previous step ended with a synchronisation, so the staging buffers are free.
+  auto* staged = static_cast<StepParams*>(m_stage_in->data());
+  staged->seed_step[0] = seed;
+  staged->seed_step[1] = step;
+  staged->optimizer = m_opt.advance(lr);
+  std::memcpy(static_cast<char*>(m_stage_in->data()) + m_labels_offset, labels, size_t(n) * sizeof(int32_t));
+  m_run_step = step;
+  m_run_seed = seed;
+  auto* dev = reinterpret_cast<StepParams*>(m_dev_in.data());
+  m_ex.set_device_seed_step(dev->seed_step);
+  try {
+    if (!(m_graph_on && replay_cuda(n))) enqueue_cuda(n);
+  } catch (...) {
+    m_ex.set_device_seed_step(nullptr);
+    throw;
+  }
+  m_ex.set_device_seed_step(nullptr);
+  stream_synchronize(ctx);
+
+  const float* out = static_cast<const float*>(m_stage_out->data());
+  Result r;
+  r.loss = double(out[0]);
+  if (!std::isfinite(r.loss)) {  // the update kernel skipped the step: undo its count
+    m_opt.set_step_count(m_opt.step_count() - 1);
+    return r;
+  }
+  const int64_t K = m_ex.graph().num_classes();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* p = out + 1 + i * K;
+    r.correct += (std::max_element(p, p + K) - p) == labels[i] ? 1 : 0;
+  }
+  return r;
+}
+
+void TrainStep::enqueue_cuda(int64_t n) {
+  const ExecContext& ctx = m_ex.context();
+  const int64_t K = m_ex.graph().num_classes();
+  char* dev_in = reinterpret_cast<char*>(m_dev_in.data());
+  const auto* params = reinterpret_cast<const StepParams*>(dev_in);
+  const auto* dev_labels = reinterpret_cast<const int32_t*>(dev_in + m_labels_offset);
+  copy_async(ctx, dev_in, m_stage_in->data(), m_labels_offset + size_t(n) * sizeof(int32_t));
+  m_ex.forward(n, true, m_run_step, m_run_seed);
+  m_loss.forward_async(ctx, m_ex.output().data(), dev_labels, n, m_probs.data(), m_dev_loss.data());
+  m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
+  m_ex.backward();
+  if (m_clip > 0)
+    clip_grad_norm_cuda_async(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_clip,
+                              reinterpret_cast<double*>(m_dev_norm.data()));
+  m_opt.step_from_device(ctx, m_ex.params().data(), m_ex.grads().data(), &params->optimizer, m_dev_loss.data());
+  float* out = static_cast<float*>(m_stage_out->data());
+  copy_async(ctx, out, m_dev_loss.data(), sizeof(float));
+  copy_async(ctx, out + 1, m_probs.data(), size_t(n * K) * sizeof(float));
+}
+
+bool TrainStep::replay_cuda(int64_t n) {
+  const ExecContext& ctx = m_ex.context();
+  const size_t ws = ctx.workspace ? ctx.workspace->capacity_bytes() : 0;
+  auto warm = m_warm.find(n);
+  if (warm != m_warm.end() && warm->second != ws) {
+    // The shared workspace was reallocated (e.g. by an evaluation): captured pointers are stale.
+    m_graphs.clear();
+    m_warm.clear();
+    warm = m_warm.end();
+  }
+  if (warm == m_warm.end()) {  // warm-up: this step runs uncaptured and sizes everything
+    enqueue_cuda(n);
+    m_warm[n] = ctx.workspace ? ctx.workspace->capacity_bytes() : 0;
+    return true;
+  }
+  std::unique_ptr<CudaGraph>& graph = m_graphs[n];
+  if (!graph) {
+    auto g = std::make_unique<CudaGraph>();
+    try {
+      g->begin_capture(ctx);
+      enqueue_cuda(n);
+      g->end_capture(ctx);
+    } catch (const std::exception& e) {
+      g->abort_capture(ctx);
+      m_graphs.erase(n);
+      set_cuda_graph(false, fmt::format("capture failed: {}", e.what()));
+      spdlog::warn("CUDA graph: {}; the step runs uncaptured", cuda_graph_status());
+      return false;
+    }
+    if ((ctx.workspace ? ctx.workspace->capacity_bytes() : 0) != ws) {
+      m_graphs.erase(n);
+      set_cuda_graph(false, "the workspace grew during capture");
+      spdlog::warn("CUDA graph: {}; the step runs uncaptured", cuda_graph_status());
+      return false;
+    }
+    const bool first = m_graph_nodes == 0;
+    m_graph_nodes = g->nodes();
+    if (first) spdlog::info("CUDA graph: {} at batch {}", cuda_graph_status(), n);
+    else spdlog::debug("CUDA graph: batch {} captured too ({} nodes)", n, g->nodes());
+    graph = std::move(g);
+  }
+  graph->launch(ctx);
+  ++m_replays;
+  return true;
 }
 
 }  // namespace cnn

@@ -4,15 +4,25 @@
 // Data-parallel runs use the two halves instead: forward_backward() (gradients averaged over the
 // ranks by a GradReducer as backward produces them), then, once the ranks agree the step is good,
 // update(). Trap: on the GPU, run() and forward_backward() synchronise once (to read the loss).
+// On the GPU run() queues the whole step (forward, loss, backward, clip, update) with every per-step
+// value (learning rate and Adam's step via the optimizer constants, dropout seed and step, labels)
+// in one device "step parameters" block filled by one copy from pinned memory, so the step can be
+// captured in a CUDA graph: per batch size, the first step runs uncaptured (warm-up: workspaces,
+// handles, algorithm choices), the second is captured, later ones replay it. Captured or not, the
+// same kernels run in the same order, so results are bit-identical.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/grad_reducer.h"
 #include "dist/watchdog.h"
 #include "graph/executor.h"
 #include "optim/optimizer.h"
+#include "train/cuda_graph.h"
 #include "train/loss.h"
 
 namespace cnn {
@@ -38,7 +48,18 @@ class TrainStep {
   // Clipping (of the averaged gradients) and the optimizer step.
   void update(double lr);
 
+  // CUDA graphs for run() on a GPU (on by default; a CPU executor is always off). Turning it off
+  // (reason: for the log) runs the same kernels uncaptured.
+  void set_cuda_graph(bool on, const std::string& reason = "");
+  // "on (step captured, N nodes)", "on (not captured yet)" or "off (reason)".
+  std::string cuda_graph_status() const;
+  int64_t graph_replays() const { return m_replays; }  // steps run by replaying a graph
+
  private:
+  struct StepParams;  // the device-side per-step values (train_step.cpp)
+  Result run_cuda(const int32_t* labels, int64_t n, double lr, uint64_t step, uint64_t seed);
+  void enqueue_cuda(int64_t n);  // the whole step, queued; capturable
+  bool replay_cuda(int64_t n);   // false: run it uncaptured instead (warm-up or capture off)
   Result read_result(const int32_t* labels, int64_t n, double loss);
   Executor& m_ex;
   const LossFunction& m_loss;
@@ -47,6 +68,22 @@ class TrainStep {
   Tensor m_labels;  // (max_batch) int32 stored in float-sized slots on the executor's device
   Tensor m_probs;   // (max_batch, K)
   std::vector<float> m_host_probs;
+  // CUDA: step parameters (StepParams, then labels) staged in pinned memory and copied in one go
+  // to m_dev_in; loss and probabilities copied back to m_stage_out; the clip norm.
+  std::unique_ptr<PinnedBuffer> m_stage_in, m_stage_out;
+  Tensor m_dev_in, m_dev_loss, m_dev_norm;
+  size_t m_labels_offset = 0;  // bytes into m_stage_in / m_dev_in
+  uint64_t m_run_step = 0, m_run_seed = 0;
+  bool m_graph_on = true;
+  std::string m_graph_off_reason;
+  std::map<int64_t, std::unique_ptr<CudaGraph>> m_graphs;  // by batch size
+  std::map<int64_t, size_t> m_warm;  // batch sizes warmed up -> workspace capacity after warm-up
+  size_t m_graph_nodes = 0;
+  int64_t m_replays = 0;
 };
+
+// The part of a CUDA-graph status the start log prints for a context: "off (CPU run)" for a CPU
+// context, else `requested` ? "on" : "off (--no-cuda-graph)".
+std::string cuda_graph_start_status(Device device, bool requested);
 
 }  // namespace cnn
