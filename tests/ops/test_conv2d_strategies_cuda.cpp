@@ -277,6 +277,19 @@ TEST_CASE("conv2d cuda winograd im2col and fft give the same bits on every run",
     }
 }
 
+TEST_CASE("conv2d cuda winograd im2col and fft take operands off 16-byte alignment", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Conv2dShape sh = Conv2dShape::make(2, 5, 9, 10, 7, 3, 3, 1, 1, 1, 1);
+  const Reference r(sh, 91);
+  DeviceConv d(r, 1);
+  for (const Strategy* s : {&kWinograd, &kIm2col, &kFft})
+    for (ConvDir dir : kDirs) {
+      INFO(fmt::format("{} {}", s->name, to_string(dir)));
+      run_and_check(cuda, *s, dir, r, d, true);
+    }
+}
+
 TEST_CASE("conv2d cuda strategies refuse shapes outside their rules", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
