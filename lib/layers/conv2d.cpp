@@ -1,6 +1,13 @@
 // conv2d layer: attributes filters, kernel, stride, padding (int, [h, w] or "same"), dilation,
 // groups, bias, init. Depthwise is groups == channels; a separable conv is depthwise + 1x1.
+// `algo`: auto, one algorithm name for every direction, or {forward, backward_data, backward_filter}
+// (conv_plan.h); names are checked here, whether they can run the shape when the device is set up.
 // Trap: "same" padding is only exact for odd effective kernels; even ones are rejected.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "layers/conv_plan.h"
 #include "layers/registry.h"
 #include "ops/conv2d.h"
 #include "ops/cudnn_ops.h"
@@ -8,7 +15,20 @@
 namespace cnn {
 namespace {
 
-class Conv2dLayer : public Layer {
+// Checks one requested name of `dir` at its config node: known in this build, on the layer's backend.
+void check_algo_name(ConfigNode& at, ConvDir dir, const std::string& name, const std::string& backend) {
+  if (name == "auto") return;
+  std::vector<std::string> names;
+  for (const ConvAlgo& a : conv2d_algos(dir)) names.push_back(a.name);
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    at.fail(fmt::format("unknown {} convolution algorithm '{}'{} (expected auto or one of: {})", to_string(dir), name,
+                        did_you_mean(name, names), fmt::join(names, ", ")));
+  const char* own = to_string(conv2d_algo(dir, name).backend);
+  if (backend != "auto" && backend != own)
+    at.fail(fmt::format("algorithm '{}' runs on backend {}, but the layer asks for backend: {}", name, own, backend));
+}
+
+class Conv2dLayer : public Layer, public ConvPlanned {
  public:
   explicit Conv2dLayer(const LayerSpec& spec) : Layer(spec) {
     ConfigNode& n = *m_node;
@@ -33,6 +53,14 @@ class Conv2dLayer : public Layer {
     }
     if (m_padding.first < 0 || m_padding.second < 0) n.at("padding").fail("expected padding >= 0");
     if (m_groups < 1) n.at("groups").fail(fmt::format("expected groups >= 1, found {}", m_groups));
+    read_algo(n, spec.backend);
+  }
+
+  ConvPlan& conv_plan() override { return m_plan; }
+  Conv2dShape conv_shape(int64_t batch) const override {
+    Conv2dShape sh = m_shape;
+    sh.N = batch;
+    return sh;
   }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
@@ -71,19 +99,38 @@ class Conv2dLayer : public Layer {
   }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    Conv2dShape sh = m_shape;
-    sh.N = x[0]->shape()[0];
+    const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
     const float* b = m_bias ? m_params[1].data() : nullptr;
+    if (const ConvAlgo* a = m_plan.algo(ConvDir::forward)) {
+      ConvOperands op;
+      op.x = x[0]->data(), op.w = m_params[0].data(), op.b = b, op.y = y.data();
+      a->run(*rc.exec, sh, op);
+      return;
+    }
     conv2d_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    Conv2dShape sh = m_shape;
-    sh.N = x[0]->shape()[0];
+    const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
     float* db = m_bias ? m_grads[1].data() : nullptr;
-    conv2d_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
+    const ConvAlgo* data_algo = m_plan.algo(ConvDir::backward_data);
+    const ConvAlgo* filter_algo = m_plan.algo(ConvDir::backward_filter);
+    if (!data_algo && !filter_algo) {
+      conv2d_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
+      return;
+    }
+    ConvOperands op;
+    op.x = x[0]->data(), op.w = m_params[0].data(), op.dy = dy.data();
+    op.dx = dxp, op.dw = m_grads[0].data(), op.db = db;
+    if (dxp && data_algo) data_algo->run(*rc.exec, sh, ConvOperands{nullptr, op.w, nullptr, nullptr, op.dy, dxp});
+    if (dxp && !data_algo)
+      conv2d_backward(backend(), *rc.exec, sh, op.x, op.w, op.dy, dxp, nullptr, nullptr);
+    if (filter_algo)
+      filter_algo->run(*rc.exec, sh, ConvOperands{op.x, nullptr, nullptr, nullptr, op.dy, nullptr, op.dw, db});
+    else
+      conv2d_backward(backend(), *rc.exec, sh, op.x, op.w, op.dy, nullptr, op.dw, db);
   }
 
   std::string summary() const override {
@@ -96,6 +143,25 @@ class Conv2dLayer : public Layer {
   }
 
  private:
+  // `algo:` was read as a string or map by the model spec; a map is read (strictly) here.
+  void read_algo(ConfigNode& n, const std::string& backend) {
+    ConfigNode* a = n.find("algo");
+    if (a == nullptr || a->is_null()) return;
+    if (a->is_map()) {
+      for (ConvDir d : kConvDirs) {
+        m_plan.requested[size_t(d)] = a->get<std::string>(to_string(d), "auto");
+        check_algo_name(a->at(to_string(d)), d, m_plan.request(d), backend);
+      }
+      a->check_unknown_keys();
+      return;
+    }
+    const std::string name = a->as_string();
+    for (ConvDir d : kConvDirs) {
+      check_algo_name(*a, d, name, backend);
+      m_plan.requested[size_t(d)] = name;
+    }
+  }
+
   int64_t m_filters = 0;
   std::pair<int64_t, int64_t> m_kernel{1, 1};
   std::pair<int64_t, int64_t> m_stride{1, 1};
@@ -106,6 +172,7 @@ class Conv2dLayer : public Layer {
   bool m_bias = true;
   InitKind m_init = InitKind::he_normal;
   Conv2dShape m_shape;
+  ConvPlan m_plan;
 };
 
 }  // namespace
