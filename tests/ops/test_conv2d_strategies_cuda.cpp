@@ -86,7 +86,16 @@ struct Reference {
 
 struct DeviceConv {
   DeviceFloats x, w, b, dy, y, dx, dw, db;
-  explicit DeviceConv(const Reference& r) : x(r.x), w(r.w), b(r.b), dy(r.dy), y(r.y), dx(r.dx), dw(r.dw), db(r.db) {}
+  // offset 1 puts every operand off 16-byte alignment.
+  explicit DeviceConv(const Reference& r, int64_t offset = 0)
+      : x(r.x, offset),
+        w(r.w, offset),
+        b(r.b, offset),
+        dy(r.dy, offset),
+        y(r.y, offset),
+        dx(r.dx, offset),
+        dw(r.dw, offset),
+        db(r.db, offset) {}
   void poison() {
     for (DeviceFloats* d : {&y, &dx, &dw, &db}) d->poison();
   }
