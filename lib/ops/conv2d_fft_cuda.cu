@@ -29,7 +29,7 @@ using namespace conv2d_strategy_detail;
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;
 // Outputs per thread of the frequency product: kTA rows of A times kTB rows of B.
-constexpr int kTA = 2, kTB = 4;
+constexpr int kTA = 4, kTB = 4;
 
 // dst (batch, Lh, Lw) = src (batch, Hs, Ws) placed at (oh, ow), zeros elsewhere.
 static __global__ void conv2d_fft_pad_kernel(const float* __restrict__ src, float* __restrict__ dst, int64_t total,
