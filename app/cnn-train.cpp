@@ -32,7 +32,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   int64_t epochs = 0, batch = 0, max_steps = -1;
   uint64_t seed = 0;
-  bool has_seed = false, deterministic = false, quiet = false;
+  bool has_seed = false, deterministic = false, quiet = false, no_cuda_graph = false;
 };
 
 // Ranks other than 0 log warnings and errors only, each line naming the rank.
@@ -67,6 +67,7 @@ static int run_train(TrainArgs& a) {
   if (a.has_seed) sets.push_back(fmt::format("train.seed={}", a.seed));
   if (a.deterministic) sets.push_back("train.deterministic=true");
   if (a.max_steps >= 0) sets.push_back(fmt::format("train.max_steps={}", a.max_steps));
+  if (a.no_cuda_graph) sets.push_back("train.cuda_graph=false");
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
   ModelSpec spec;
   if (!a.model.empty()) {
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
   cli.add_option("--seed", t.seed, "override train.seed")->each([&](const std::string&) { t.has_seed = true; });
   cli.add_flag("--deterministic", t.deterministic, "reproducible results (same numbers on every run)");
   cli.add_option("--max-steps", t.max_steps, "stop after this many optimizer steps");
+  cli.add_flag("--no-cuda-graph", t.no_cuda_graph, "run the GPU training step uncaptured (train.cuda_graph=false)");
   cli.add_option("--resume", t.resume, "continue a run from RUN_DIR or a checkpoint");
   cli.add_option("--init-from", t.init_from, "start from a checkpoint's weights (fine-tuning)");
   cli.add_option("--set", t.sets, "override a config key: KEY=VALUE (repeatable)");

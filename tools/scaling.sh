@@ -91,12 +91,13 @@ for m in $models; do
     ddp=$(run_ddp "$m" "$n")
     [ -n "$base" ] || base=$ours
     [ -n "$ddp_base" ] || ddp_base=$ddp
-    eff=$(ratio "$ours" "$(python3 -c "print($base*$n)")")
-    deff=$(ratio "$ddp" "$(python3 -c "print($ddp_base*$n)")")
+    eff=$(ratio "$ours" "$(python3 -c "import sys; print(float(sys.argv[1]) * int(sys.argv[2]))" "$base" "$n")")
+    deff=$(ratio "$ddp" "$(python3 -c "import sys; print(float(sys.argv[1]) * int(sys.argv[2]))" "$ddp_base" "$n")")
     echo "$m,$n,mpirun,$batch,$ours,$eff,$exposed,$ddp,$deff,$(ratio "$ours" "$ddp")" >>"$csv"
     echo "$m $n GPU(s): ours $ours img/s (efficiency $eff, exposed all-reduce $exposed ms/step), DDP $ddp img/s"
   done
-  echo "$m 1 GPU: mpirun -np 1 over plain = $(ratio "$(grep "^$m,1,mpirun" "$csv" | cut -d, -f5)" "$plain")"
+  one=$(grep "^$m,1,mpirun" "$csv" | cut -d, -f5); one=${one:-nan}
+  echo "$m 1 GPU: mpirun -np 1 over plain = $(ratio "$one" "$plain")"
 done
 
 python3 - "$csv" >"$out/scaling.md" <<'EOF'
