@@ -32,11 +32,14 @@ int main(int argc, char** argv) {
   m->add_option("--json", json_path, "write the result as JSON");
   m->add_option("--dump", opt.dump_path, "write the first step (weights, batch, logits, gradients) as safetensors");
   m->add_option("--set", sets, "override a config key: KEY=VALUE (repeatable)");
+  bool no_cuda_graph = false;
+  m->add_flag("--no-cuda-graph", no_cuda_graph, "time the GPU step uncaptured (train.cuda_graph=false)");
 
   return app::guarded_main("cnn-bench", cli, argc, argv, [&]() -> int {
     app::setup_logging(quiet);
     if (opt.steps < 1 || opt.repeats < 1 || opt.warmup < 0)
       throw ConfigError({"<command line>"}, "", "--steps and --repeats must be >= 1, --warmup >= 0");
+    if (no_cuda_graph) sets.push_back("train.cuda_graph=false");
     ModelBenchResult r = bench_model(load_model_spec(model, sets), opt);
     std::cout << r.to_table();
     if (!json_path.empty()) {

@@ -66,6 +66,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   if (loss_spec.class_weights == "balanced") loss_spec.class_weights = "none";  // no data to balance
   LossFunction loss(loss_spec, graph->num_classes(), none);
   TrainStep step(ex, loss, *optim, spec.train.clip_grad_norm);
+  if (!spec.train.cuda_graph) step.set_cuda_graph(false, "--no-cuda-graph");
 
   // Synthetic batch: normal inputs, uniform labels (seeded); never zeros.
   Rng rng(spec.train.seed, static_cast<uint64_t>(RngStream::test));
@@ -78,7 +79,10 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   if (!opt.dump_path.empty()) dump_first_step(opt.dump_path, spec, ex, loss, labels);
   const double lr = spec.train.optimizer.lr * 1e-3;  // small: keep the weights sane over many steps
   uint64_t s = 0;
-  for (int64_t i = 0; i < opt.warmup; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
+  // With a CUDA graph the first step warms up and the second captures: keep both untimed.
+  const int64_t warmup = spec.train.cuda_graph && dev.device() == Device::cuda ? std::max<int64_t>(opt.warmup, 2)
+                                                                               : opt.warmup;
+  for (int64_t i = 0; i < warmup; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
   RegionTimer timer(dev.ctx());
   ModelBenchResult r;
   std::vector<double> step_ms;
@@ -91,11 +95,13 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   }
   r.model = spec.name;
   r.device = dev.description();
+  r.cuda_graph = step.cuda_graph_status();
   r.batch = batch;
   r.step_ms = median(step_ms);
   r.images_per_s = 1000.0 * double(batch) / r.step_ms;
   r.training_gflop_per_image = graph->training_flops() / 1e9;
   if (opt.layers) {
+    step.set_cuda_graph(false, "per-layer timing");  // a replay would skip the host-side timer calls
     PerLayerTimer lt(dev.ctx(), graph->size());
     ex.set_layer_timer(&lt);
     for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
@@ -114,6 +120,7 @@ nlohmann::json ModelBenchResult::to_json() const {
   nlohmann::json j{{"model", model},
                    {"device", device},
                    {"batch", batch},
+                   {"cuda_graph", cuda_graph},
                    {"step_ms", step_ms},
                    {"img_per_s", images_per_s},
                    {"repeat_img_per_s", repeat_images_per_s},
@@ -131,8 +138,8 @@ nlohmann::json ModelBenchResult::to_json() const {
 
 std::string ModelBenchResult::to_table() const {
   double tflops = training_gflop_per_image * images_per_s / 1e3;
-  std::string out = fmt::format("{} on {}, batch {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s)\n", model, device,
-                                batch, step_ms, images_per_s, tflops);
+  std::string out = fmt::format("{} on {}, batch {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
+                                model, device, batch, step_ms, images_per_s, tflops, cuda_graph);
   if (layers.empty()) return out;
   double total = 0;
   for (const auto& l : layers) total += l.forward_ms + l.backward_ms;

@@ -34,6 +34,7 @@ struct LayerTiming {
 
 struct ModelBenchResult {
   std::string model, device;
+  std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
   int64_t batch = 0;
   double step_ms = 0;  // median over repeats of the mean step time
   double images_per_s = 0;
