@@ -25,6 +25,7 @@ private:
   int m_device = 0;
   ExecContext m_ctx;
   std::unique_ptr<Workspace> m_workspace;
+  std::shared_ptr<ContextCache> m_cache;  // freed after the stream drains, before it is destroyed
   static constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
   void* m_cublas_workspace = nullptr;  // given to cuBLAS with cublasSetWorkspace
 };

@@ -2,6 +2,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/context_cache.h"
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
 #include "cudnn/context.h"
@@ -39,10 +40,13 @@ CudaContext::CudaContext(int device) : m_device(device) {
   m_ctx.cublas_handle = blas;
   m_ctx.cudnn_handle = cudnn_state;
   m_ctx.workspace = m_workspace.get();
+  m_cache = std::make_shared<ContextCache>();
+  m_ctx.cache = m_cache.get();
 }
 
 CudaContext::~CudaContext() {
   if (m_ctx.cuda_stream) cudaStreamSynchronize(static_cast<cudaStream_t>(m_ctx.cuda_stream));
+  m_cache.reset();  // cuFFT plans and the like, once no queued work uses them
   m_workspace.reset();
   cudnn::destroy_state(static_cast<cudnn::State*>(m_ctx.cudnn_handle));
   if (m_ctx.cublas_handle) cublasDestroy(static_cast<cublasHandle_t>(m_ctx.cublas_handle));

@@ -11,6 +11,8 @@
 
 namespace cnn {
 
+class ContextCache;  // core/context_cache.h
+
 // Grow-only scratch memory on one device.
 class Workspace {
 public:
@@ -37,6 +39,7 @@ struct ExecContext {
   void* cublas_handle = nullptr;  // cublasHandle_t
   void* cudnn_handle = nullptr;   // cnn::cudnn::State* (lib/cudnn/state.h): the cudnnHandle_t and its caches
   Workspace* workspace = nullptr;
+  ContextCache* cache = nullptr;  // per-context op state (cuFFT plans); null in CPU contexts
   size_t workspace_limit_bytes = size_t(1) << 30;  // most scratch one conv algorithm may take
 
   // A CPU context with its own workspace (tests, tools).

@@ -4,31 +4,57 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/out_of_memory.h"
 #include "ops/add.h"
 
 namespace cnn {
 
 static Shape batch_shape(const Shape& per_sample, int64_t n) { return per_sample.with_batch(n); }
 
+// "conv1..fc": the layers a whole-graph buffer serves, for out-of-memory messages.
+static std::string layer_span(const Graph& g) {
+  if (g.size() == 0) return "(none)";
+  const std::string& first = g.node(0).layer->name();
+  return g.size() == 1 ? first : first + ".." + g.node(g.size() - 1).layer->name();
+}
+
+// An out-of-memory error inside a layer's call, rethrown naming the layer; other errors pass.
+template <typename F>
+static void naming_layer(const GraphNode& node, const char* phase, F&& call) {
+  try {
+    call();
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(fmt::format("layer '{}' ({}) {}: {}", node.layer->name(), node.layer->type(), phase, e.what()));
+  }
+}
+
 Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool training)
     : m_graph(graph), m_max_batch(max_batch), m_ctx(ctx) {
   CNN_CHECK(max_batch >= 1, "batch size must be >= 1, got {}", max_batch);
   Device d = ctx.device;
   m_plan = plan_memory(graph, max_batch, training);
-  m_params = Tensor::zeros(Shape{graph.params_size()}, d, "parameters");
-  m_grads = Tensor::zeros(Shape{graph.params_size()}, d, "gradients");
-  m_buffers = Tensor::zeros(Shape{graph.buffers_size()}, d, "buffers");
-  m_arena = Tensor::empty(Shape{m_plan.arena_size}, d, "activations");
+  const std::string span = layer_span(graph);
+  m_params = Tensor::zeros(Shape{graph.params_size()}, d, fmt::format("parameters of layers {}", span));
+  m_grads = Tensor::zeros(Shape{graph.params_size()}, d, fmt::format("gradients of layers {}", span));
+  m_buffers = Tensor::zeros(Shape{graph.buffers_size()}, d, fmt::format("buffers (running statistics) of layers {}", span));
+  m_arena = Tensor::empty(Shape{m_plan.arena_size}, d,
+                          fmt::format("activation arena for layers {} (planned peak {} at batch {})", span,
+                                      format_byte_count(double(m_plan.arena_size) * sizeof(float)), max_batch));
   // Scratch for input gradients that must be accumulated: at most all inputs of one layer.
   int64_t scratch = 0;
+  int scratch_owner = 0;
   for (int i = 0; i < graph.size(); ++i) {
     int64_t sum = 0;
     for (int in : graph.node(i).inputs)
       if (in != Graph::kModelInput) sum += graph.node(in).out_shape.numel();
-    scratch = std::max(scratch, sum);
+    if (sum > scratch) scratch = sum, scratch_owner = i;
   }
-  m_scratch = Tensor::empty(Shape{scratch * max_batch}, d, "gradient scratch");
-  m_input = Tensor::zeros(batch_shape(graph.input_shape(), max_batch), d, "input batch");
+  m_scratch = Tensor::empty(Shape{scratch * max_batch}, d,
+                            graph.size() == 0 ? std::string("gradient scratch")
+                                              : fmt::format("gradient scratch (inputs of layer '{}' at batch {})",
+                                                            graph.node(scratch_owner).layer->name(), max_batch));
+  m_input = Tensor::zeros(batch_shape(graph.input_shape(), max_batch), d,
+                          fmt::format("input batch {}", batch_shape(graph.input_shape(), max_batch).to_string()));
   for (int i = 0; i < graph.size(); ++i) {
     GraphNode& node = graph.node(i);
     std::vector<Tensor> ps, gs;
@@ -37,7 +63,7 @@ Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool
       gs.push_back(graph.params()[static_cast<size_t>(p)].trainable ? grad(p) : Tensor());
     }
     node.layer->bind(std::move(ps), std::move(gs));
-    node.layer->prepare(max_batch, d);
+    naming_layer(node, "buffers", [&] { node.layer->prepare(max_batch, d); });
   }
 }
 
@@ -109,7 +135,7 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
     for (const Tensor& t : in_views) xs.push_back(&t);
     Tensor y = act_view(i, n);
     if (m_timer) m_timer->begin(i, false);
-    if (node.fused_into < 0) node.layer->forward(rc, xs, y);  // a fused activation ran in its producer
+    if (node.fused_into < 0) naming_layer(node, "forward", [&] { node.layer->forward(rc, xs, y); });  // a fused activation ran in its producer
     if (m_timer) m_timer->end(i, false);
     if (check_finite && !all_finite(y)) return i;
   }
@@ -157,7 +183,7 @@ void Executor::backward(const GradHook& hook) {
     Tensor y = act_view(i, n);
     Tensor dy = grad_view(i, n);
     if (m_timer) m_timer->begin(i, true);
-    if (node.fused_into < 0) node.layer->backward(rc, xs, y, dy, dxs);
+    if (node.fused_into < 0) naming_layer(node, "backward", [&] { node.layer->backward(rc, xs, y, dy, dxs); });
     for (int k : accumulate) {
       Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
       const float* two[2] = {target.data(), dx_views[static_cast<size_t>(k)].data()};

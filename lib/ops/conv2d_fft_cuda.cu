@@ -6,17 +6,25 @@
 //   backward_data    DX(n,c) = sum_k DY(n,k) W(k,c)       (full convolution)    crop at (pad_h, pad_w)
 //   backward_filter  DW(k,c) = sum_n conj(DY(n,k)) X(n,c)                       crop at (0, 0), R x S
 // Trap: Lh >= H + 2 pad_h is what keeps every kept output free of circular wrap-around, in all three
-// directions (P + R - 1 == H + 2 pad_h). cuFFT allocates its own plan work area, outside ctx.workspace.
+// directions (P + R - 1 == H + 2 pad_h).
+// Plans live in the context's cache (core/context_cache.h), keyed by sizes, batch, type and stream,
+// made on a shape's first call and reused after, so a call neither creates plans nor waits for the
+// stream: timed calls time the transforms, and a warmed-up call can be captured into a CUDA graph.
+// Their work areas come from ctx.workspace (counted by workspace_bytes). Trap: a plan's first call
+// must not be under stream capture (cuFFT allocates and uploads while planning); that call throws.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <vector>
+#include <tuple>
 
+#include "core/context_cache.h"
 #include "core/cuda_check.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "ops/conv2d_strategies.cuh"
 #include "ops/conv2d_strategies.h"
@@ -122,28 +130,86 @@ static void check_cufft(cufftResult status, const char* what) {
   if (status != CUFFT_SUCCESS) CNN_THROW("conv2d fft: {} failed with cufftResult {}", what, int(status));
 }
 
-// A 2-D cuFFT plan over `batch` contiguous Lh x Lw planes, destroyed with its owner.
+static bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// A 2-D cuFFT plan over `batch` contiguous Lh x Lw planes, bound to one stream, planned without a
+// work area (cufftSetAutoAllocation 0): each call lends it one from ctx.workspace. Should cuFFT want
+// more than the call reserved (the reserve is one complex spectrum per transformed plane, which we
+// expect to cover cuFFT's needs), the plan takes a buffer of its own once, on that first call.
 class FftPlan {
  public:
   FftPlan(int Lh, int Lw, int batch, cufftType type, cudaStream_t stream) {
-    int n[2] = {Lh, Lw};
-    check_cufft(cufftPlanMany(&m_plan, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, batch), "cufftPlanMany");
-    const cufftResult status = cufftSetStream(m_plan, stream);
-    if (status != CUFFT_SUCCESS) cufftDestroy(m_plan);  // the destructor does not run when we throw
-    check_cufft(status, "cufftSetStream");
-    m_valid = true;
+    check_cufft(cufftCreate(&m_plan), "cufftCreate");
+    try {  // the destructor does not run when the constructor throws
+      check_cufft(cufftSetAutoAllocation(m_plan, 0), "cufftSetAutoAllocation");
+      int n[2] = {Lh, Lw};
+      check_cufft(cufftMakePlanMany(m_plan, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, batch, &m_work_bytes),
+                  "cufftMakePlanMany");
+      check_cufft(cufftSetStream(m_plan, stream), "cufftSetStream");
+    } catch (...) {
+      cufftDestroy(m_plan);
+      throw;
+    }
   }
   ~FftPlan() {
-    if (m_valid) cufftDestroy(m_plan);
+    cufftDestroy(m_plan);
+    device_free(Device::cuda, m_own);
   }
   FftPlan(const FftPlan&) = delete;
   FftPlan& operator=(const FftPlan&) = delete;
-  cufftHandle get() const { return m_plan; }
+  // The plan, with `area` (`area_bytes` of this call's workspace) as its work area.
+  cufftHandle with_work_area(float* area, size_t area_bytes, cudaStream_t stream) {
+    if (m_work_bytes == 0) return m_plan;
+    void* use = area;
+    if (m_work_bytes > area_bytes) {
+      if (!m_own) {
+        CNN_CHECK(!capturing(stream), "conv2d fft: a cuFFT plan needs its own {}-byte work area, which cannot be "
+                  "allocated during stream capture; run the convolution once before capturing it", m_work_bytes);
+        m_own = device_malloc(Device::cuda, m_work_bytes, "cuFFT work area");
+      }
+      use = m_own;
+    }
+    check_cufft(cufftSetWorkArea(m_plan, use), "cufftSetWorkArea");
+    return m_plan;
+  }
 
  private:
   cufftHandle m_plan = 0;
-  bool m_valid = false;
+  size_t m_work_bytes = 0;
+  void* m_own = nullptr;  // only when the call's reserve is too small
 };
+
+// The plans of one context (ContextCache::Slot::conv2d_fft). Plans are keyed by stream too, as a
+// plan is bound to the stream it was made for.
+class FftPlanCache {
+ public:
+  FftPlan& get(int Lh, int Lw, int batch, cufftType type, cudaStream_t stream) {
+    const Key key{Lh, Lw, batch, int(type), stream};
+    auto it = m_plans.find(key);
+    if (it != m_plans.end()) return *it->second;
+    CNN_CHECK(!capturing(stream),
+              "conv2d fft: no cuFFT plan yet for {} planes of {}x{} ({}); plans cannot be made during stream "
+              "capture, so run the convolution once before capturing it",
+              batch, Lh, Lw, type == CUFFT_R2C ? "forward" : "inverse");
+    auto plan = std::make_unique<FftPlan>(Lh, Lw, batch, type, stream);
+    return *m_plans.emplace(key, std::move(plan)).first->second;
+  }
+
+ private:
+  using Key = std::tuple<int, int, int, int, cudaStream_t>;
+  std::map<Key, std::unique_ptr<FftPlan>> m_plans;
+};
+
+static FftPlanCache& plan_cache(const ExecContext& ctx) {
+  CNN_CHECK(ctx.cache, "conv2d fft: the context has no per-context cache for cuFFT plans (make it with CudaContext)");
+  std::shared_ptr<void>& slot = ctx.cache->slot(ContextCache::Slot::conv2d_fft);
+  if (!slot) slot = std::make_shared<FftPlanCache>();
+  return *static_cast<FftPlanCache*>(slot.get());
+}
 
 // The smallest n >= m whose only prime factors are 2, 3, 5 and 7 (cuFFT's fast radices).
 static int good_fft_size(int64_t m) {
@@ -158,23 +224,25 @@ static int good_fft_size(int64_t m) {
 struct FftPlanDims {
   int Lh, Lw, F;  // F = Lh * (Lw / 2 + 1) complex numbers per spectrum
   int64_t nb;     // images per chunk
-  size_t real_floats, wf_floats, a_floats, b_floats;
-  size_t total() const { return real_floats + wf_floats + a_floats + b_floats; }
+  size_t real_floats, wf_floats, a_floats, b_floats, work_floats;
+  size_t total() const { return real_floats + wf_floats + a_floats + b_floats + work_floats; }
 };
 
 // Workspace: one real staging buffer (pad before and crop after the FFTs), the filter-side spectra
-// (K*C), and per chunk the spectra of the C-channel and K-channel operands.
+// (K*C), per chunk the spectra of the C-channel and K-channel operands, and the cuFFT work area:
+// one spectrum per plane of the largest transform.
 static FftPlanDims plan_dims(const Conv2dShape& sh) {
   FftPlanDims d{};
   d.Lh = good_fft_size(sh.H + 2 * sh.pad_h);
   d.Lw = good_fft_size(sh.W + 2 * sh.pad_w);
   d.F = d.Lh * (d.Lw / 2 + 1);
   const int64_t plane = int64_t(d.Lh) * d.Lw, spec = 2 * int64_t(d.F);
-  d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * plane));
+  d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * (plane + spec)));
   d.real_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * plane));
   d.wf_floats = round_floats(size_t(sh.K * sh.C * spec));
   d.a_floats = round_floats(size_t(d.nb * sh.C * spec));
   d.b_floats = round_floats(size_t(d.nb * sh.K * spec));
+  d.work_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * spec));
   return d;
 }
 
@@ -195,10 +263,11 @@ static void crop(const float* src, float* dst, int64_t planes, int Ho, int Wo, c
   CUDA_CHECK_LAUNCH("conv2d_fft_crop_kernel");
 }
 
-// The plans of one call, made on first use for each (batch, direction): a call needs at most four.
+// The transforms of one call: cached plans, each lent this call's work area.
 class FftPlans {
  public:
-  FftPlans(const FftPlanDims& d, cudaStream_t stream) : m_d(d), m_stream(stream) {}
+  FftPlans(FftPlanCache& cache, const FftPlanDims& d, cudaStream_t stream, float* work)
+      : m_cache(cache), m_d(d), m_stream(stream), m_work(work) {}
   // real (batch, Lh, Lw) -> spectra (batch, F)
   void forward(const float* real, float* spec, int batch) {
     check_cufft(cufftExecR2C(get(batch, CUFFT_R2C), const_cast<float*>(real), reinterpret_cast<cufftComplex*>(spec)),
@@ -211,19 +280,13 @@ class FftPlans {
 
  private:
   cufftHandle get(int batch, cufftType type) {
-    for (const Entry& e : m_plans)
-      if (e.batch == batch && e.type == type) return e.plan->get();
-    m_plans.push_back({batch, type, std::make_unique<FftPlan>(m_d.Lh, m_d.Lw, batch, type, m_stream)});
-    return m_plans.back().plan->get();
+    return m_cache.get(m_d.Lh, m_d.Lw, batch, type, m_stream)
+        .with_work_area(m_work, m_d.work_floats * sizeof(float), m_stream);
   }
-  struct Entry {
-    int batch;
-    cufftType type;
-    std::unique_ptr<FftPlan> plan;
-  };
+  FftPlanCache& m_cache;
   FftPlanDims m_d;
   cudaStream_t m_stream;
-  std::vector<Entry> m_plans;
+  float* m_work;
 };
 
 template <bool kConjA, bool kConjB>
@@ -239,11 +302,12 @@ static void product(const ProductDims& p, const float* A, const float* B, float*
 static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const FftPlanDims d = plan_dims(sh);
-  FftPlans plans(d, stream);
   float* real = workspace_floats(ctx, d.total(), "fft");
   float* wf = real + d.real_floats;   // (K, C, F) filter spectra, or dW's in backward_filter
   float* cspec = wf + d.wf_floats;    // (nb, C, F) spectra of x or dx
   float* kspec = cspec + d.a_floats;  // (nb, K, F) spectra of y or dy
+  float* work = kspec + d.b_floats;   // cuFFT's work area
+  FftPlans plans(plan_cache(ctx), d, stream, work);
   const int C = int(sh.C), K = int(sh.K), H = int(sh.H), W = int(sh.W), P = int(sh.P), Q = int(sh.Q);
   if (dir != ConvDir::backward_filter) {
     pad(op.w, real, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, stream);
@@ -276,8 +340,6 @@ static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, 
     crop(real, op.dw, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, nullptr, 1, stream);
     if (op.db) bias_grad(op.dy, op.db, sh.N, sh.K, sh.P * sh.Q, stream);
   }
-  // The plans die with this call; their work areas must outlive the queued transforms.
-  CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir) { return conv2d_fft_shape_supported(sh, dir); }

@@ -92,8 +92,7 @@ static int64_t cols_per_image(const Conv2dShape& sh) { return sh.C * sh.R * sh.S
 static void forward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
                     float* y) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_handle(ctx);
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
+  const cublasHandle_t blas = blas_on_stream(ctx);
   const Im2colDims d = dims_of(sh);
   const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
   float* cols = workspace_floats(ctx, size_t(nb * per), "im2col_gemm");
@@ -115,8 +114,7 @@ static void forward(const ExecContext& ctx, const Conv2dShape& sh, const float* 
 
 static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const float* w, const float* dy, float* dx) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_handle(ctx);
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
+  const cublasHandle_t blas = blas_on_stream(ctx);
   const Im2colDims d = dims_of(sh);
   const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
   float* cols = workspace_floats(ctx, size_t(nb * per), "im2col_gemm");
@@ -141,8 +139,7 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const f
 static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
                             float* db) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_handle(ctx);
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
+  const cublasHandle_t blas = blas_on_stream(ctx);
   const Im2colDims d = dims_of(sh);
   const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
   float* cols = workspace_floats(ctx, size_t(nb * per), "im2col_gemm");

@@ -30,6 +30,20 @@ inline cublasHandle_t blas_handle(const ExecContext& ctx) {
   return static_cast<cublasHandle_t>(ctx.cublas_handle);
 }
 
+// The context's cuBLAS handle, bound to the context's stream. Trap: cublasSetStream also drops the
+// handle's workspace back to cuBLAS's default pool (cuBLAS docs), losing the fixed one CudaContext
+// gave it so that no GEMM allocates during CUDA-graph capture; so rebind only when it is elsewhere.
+inline cublasHandle_t blas_on_stream(const ExecContext& ctx) {
+  const cublasHandle_t blas = blas_handle(ctx);
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  cudaStream_t bound = nullptr;
+  check_cublas(cublasGetStream(blas, &bound), "cublasGetStream");
+  if (bound != stream) check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
+  return blas;
+}
+
+// Scratch of `floats` floats from ctx.workspace. Trap: ask for exactly what the strategy's
+// workspace_bytes(sh, dir) counts, so the autotuner's workspace filter stays truthful.
 inline float* workspace_floats(const ExecContext& ctx, size_t floats, const char* who) {
   if (floats == 0) return nullptr;
   CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "conv2d {}: the context has no CUDA workspace",

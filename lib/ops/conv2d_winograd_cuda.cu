@@ -220,7 +220,7 @@ static size_t workspace_floats_of(const WinogradProblem& pr) {
 static void winograd_forward(const ExecContext& ctx, const WinogradProblem& pr, const float* x, const float* w,
                              bool flip, const float* b, float* y) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_handle(ctx);
+  const cublasHandle_t blas = blas_on_stream(ctx);
   const int64_t nb = chunk_images(pr.N, size_t(pr.per_image_floats()));
   float* U = workspace_floats(ctx, workspace_floats_of(pr), "winograd");
   float* V = U + round_floats(size_t(16) * pr.Kout * pr.Cin);
@@ -229,7 +229,6 @@ static void winograd_forward(const ExecContext& ctx, const WinogradProblem& pr, 
   conv2d_forward_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(w, U, pr.Kout, pr.Cin,
                                                                                                   flip);
   CUDA_CHECK_LAUNCH("conv2d_forward_winograd_filter_kernel");
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
   for (int64_t n0 = 0; n0 < pr.N; n0 += nb) {
     const int cnt = int(std::min<int64_t>(nb, pr.N - n0));
     const WinogradDims d = chunk_dims(cnt, pr.Cin, pr.Hin, pr.Win, pr.Kout, pr.Pout, pr.Qout, pr.pad_h, pr.pad_w);
@@ -251,14 +250,13 @@ static void winograd_forward(const ExecContext& ctx, const WinogradProblem& pr, 
 static void winograd_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy,
                                      float* dw, float* db) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_handle(ctx);
+  const cublasHandle_t blas = blas_on_stream(ctx);
   const WinogradProblem pr = problem_of(sh, ConvDir::backward_filter);
   const int64_t nb = chunk_images(pr.N, size_t(pr.per_image_floats()));
   float* dU = workspace_floats(ctx, workspace_floats_of(pr), "winograd");
   float* V = dU + round_floats(size_t(16) * pr.Kout * pr.Cin);
   float* Yt = V + round_floats(size_t(16) * pr.Cin * nb * pr.tiles_per_image());
   const int KC = pr.Kout * pr.Cin;
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
   for (int64_t n0 = 0; n0 < pr.N; n0 += nb) {
     const int cnt = int(std::min<int64_t>(nb, pr.N - n0));
     const WinogradDims d = chunk_dims(cnt, pr.Cin, pr.Hin, pr.Win, pr.Kout, pr.Pout, pr.Qout, pr.pad_h, pr.pad_w);
