@@ -1,7 +1,8 @@
 // What lib/ops/*_cudnn.cpp use: the context's cuDNN handle (rebound when the context's stream
 // changed), typed per-op caches in the context's State, RAII descriptors, and a per-shape memo.
-// Trap: descriptors are plain host objects, but making four or five of them per call costs
-// microseconds that a launch-bound step at batch 32 notices, so ops memoise them per shape.
+// Trap: descriptors are plain host objects, but making them per call costs microseconds that a
+// launch-bound step at batch 32 notices (a conv's five: 1.7-4 us on the 2-core dev host, against
+// 0.015 us for a memo hit), so ops memoise them, and conv its algorithm choice, per shape.
 #pragma once
 
 #include <cudnn.h>
