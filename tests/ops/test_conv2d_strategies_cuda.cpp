@@ -212,6 +212,28 @@ std::vector<Conv2dShape> fft_shapes() {
   return shapes;
 }
 
+// Records `calls` on the context's stream into a CUDA graph and instantiates it. Global capture
+// mode makes any allocation or synchronisation inside `calls` an error. On a throw the capture is
+// ended, so the stream stays usable.
+cudaGraphExec_t capture(CudaContext& cuda, const std::function<void()>& calls) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  try {
+    calls();
+  } catch (...) {
+    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // the failed capture's error is not sticky; clear it for the next test
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(instantiated);
+  return exec;
+}
+
 }  // namespace
 
 TEST_CASE("conv2d cuda winograd matches the cpu reference in every direction", "[gpu]") {
@@ -248,7 +270,7 @@ TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[
   const std::vector<Case> cases{
       {kWinograd, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},  // 16*16*362*363 floats a tile set
       {kIm2col, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},    // 8*9*723*725 column floats
-      {kFft, Conv2dShape::make(12, 4, 725, 723, 4, 5, 5, 1, 1, 2, 2)},      // ~6.4M floats an image
+      {kFft, Conv2dShape::make(12, 4, 725, 723, 4, 5, 5, 1, 1, 2, 2)},      // ~8.5M floats an image: chunks of 7
   };
   for (const Case& c : cases) {
     INFO(fmt::format("{}: {}", c.s.name, c.sh.to_string()));
@@ -306,4 +328,51 @@ TEST_CASE("conv2d cuda strategies refuse shapes outside their rules", "[gpu]") {
   ConvOperands op;
   CHECK_THROWS_AS(conv2d_cuda_winograd_run(cuda.ctx(), strided, ConvDir::forward, op), Error);
   CHECK_THROWS_AS(conv2d_cuda_fft_run(cuda.ctx(), strided, ConvDir::forward, op), Error);
+}
+
+// What a captured training step needs: after one uncaptured call per direction (plans, workspace),
+// the calls allocate nothing, never synchronise (global capture mode would fail them), and the
+// replayed graph writes the same bits as the uncaptured calls. Each direction runs twice in the
+// graph, as a step reusing a layer's workspace would. A fresh context per strategy, so the warm-up
+// is the call that makes the cuFFT plans, and it shows that a call asks ctx.workspace for no more
+// than workspace_bytes (the workspace grows to 1.5 times the largest request).
+TEST_CASE("conv2d cuda fft winograd and im2col gemm replay from a cuda graph with the uncaptured results", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const Conv2dShape sh = Conv2dShape::make(3, 7, 13, 11, 9, 3, 3, 1, 1, 1, 1);
+  const Reference r(sh, 123);
+  for (const Strategy* s : {&kFft, &kWinograd, &kIm2col}) {
+    INFO(s->name);
+    CudaContext cuda;
+    DeviceConv d(r);
+    size_t most = 0;
+    for (ConvDir dir : kDirs) {
+      INFO(to_string(dir));
+      run_and_check(cuda, *s, dir, r, d, true);  // the uncaptured warm-up, against the cpu
+      most = std::max(most, s->workspace_bytes(sh, dir));
+      CHECK(cuda.ctx().workspace->capacity_bytes() <= most + most / 2 + sizeof(float));
+    }
+    const std::vector<float> y = d.y.get(), dx = d.dx.get(), dw = d.dw.get(), db = d.db.get();
+    const size_t capacity = cuda.ctx().workspace->capacity_bytes();
+    d.poison();
+    ConvOperands op{d.x.data(), d.w.data(), d.b.data(), d.y.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()};
+    cudaGraphExec_t exec = capture(cuda, [&] {
+      for (ConvDir dir : kDirs) {
+        ConvOperands o = op;
+        if (dir == ConvDir::backward_data) o.dw = nullptr, o.db = nullptr;
+        s->run(cuda.ctx(), sh, dir, o);
+        s->run(cuda.ctx(), sh, dir, o);
+      }
+    });
+    CHECK(cuda.ctx().workspace->capacity_bytes() == capacity);
+    CHECK(all_nan(d.y.get()));  // capturing ran nothing
+    const cudaError_t launched = cudaGraphLaunch(exec, static_cast<cudaStream_t>(cuda.ctx().cuda_stream));
+    const cudaError_t finished = cudaStreamSynchronize(static_cast<cudaStream_t>(cuda.ctx().cuda_stream));
+    cudaGraphExecDestroy(exec);
+    CUDA_CHECK(launched);
+    CUDA_CHECK(finished);
+    CHECK(compare(d.y.get(), y, test::kExact) == "");
+    CHECK(compare(d.dx.get(), dx, test::kExact) == "");
+    CHECK(compare(d.dw.get(), dw, test::kExact) == "");
+    CHECK(compare(d.db.get(), db, test::kExact) == "");
+  }
 }
