@@ -172,6 +172,7 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
 
   // Every layer factory has read its keys: now nothing unread may remain anywhere.
   if (spec.root) spec.root->check_unknown_keys(true);
+  g->fuse_activations(spec.train.fuse_activations);
   return g;
 }
 
@@ -218,7 +219,42 @@ std::vector<std::string> Graph::choose_backends(Device device) {
       notes.push_back(fmt::format("layer '{}' ({}): auto -> {}", n.layer->name(), n.layer->type(),
                                   to_string(n.layer->backend())));
   }
+  // The producers' answers depend on their backends.
+  const int fused = fuse_activations(m_fuse);
+  if (fused > 0) notes.push_back(fmt::format("{} activation(s) fused into their producers", fused));
   return notes;
+}
+
+static bool our_kernels(Backend b) { return b == Backend::cpu || b == Backend::cuda; }
+
+int Graph::fuse_activations(bool enabled) {
+  m_fuse = enabled;
+  for (auto& n : m_nodes) {
+    if (n.fused_act >= 0) n.layer->fuse_activation(nullptr);
+    n.fused_into = n.fused_act = -1;
+  }
+  if (!enabled) return 0;
+  int count = 0;
+  for (int a = 0; a < size(); ++a) {
+    GraphNode& act = m_nodes[static_cast<size_t>(a)];
+    const ActivationParams* p = act.layer->activation();
+    if (!p || act.inputs.size() != 1 || act.inputs[0] == kModelInput) continue;
+    GraphNode& prod = m_nodes[static_cast<size_t>(act.inputs[0])];
+    // The producer's output must die into the activation alone (anything else would read act(y)).
+    if (prod.consumers.size() != 1 || prod.fused_act >= 0 || prod.fused_into >= 0) continue;
+    if (!our_kernels(act.layer->backend()) || !(act.layer->backend() == prod.layer->backend())) continue;
+    if (!prod.layer->fuse_activation(p)) continue;
+    prod.fused_act = a;
+    act.fused_into = act.inputs[0];
+    ++count;
+  }
+  return count;
+}
+
+std::string Graph::display_name(int i) const {
+  const GraphNode& n = node(i);
+  if (n.fused_act < 0) return n.layer->name();
+  return n.layer->name() + "+" + node(n.fused_act).layer->name();
 }
 
 }  // namespace cnn

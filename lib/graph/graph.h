@@ -23,6 +23,10 @@ struct GraphNode {
   Shape in_shape0;             // per-sample shape of the first input
   Shape out_shape;             // per sample
   std::vector<int> params;     // indices into Graph::params() of this layer's tensors
+  // Activation fusion (Graph::fuse_activations): an activation node with fused_into >= 0 does no
+  // work and shares that producer's output and gradient memory; the producer has fused_act.
+  int fused_into = -1;
+  int fused_act = -1;
 };
 
 // One named tensor in a flat buffer: trainable ones live in "params" (with grads of the same
@@ -70,8 +74,16 @@ public:
   double training_flops() const;
 
   // Resolves each layer's backend for `device` (throws when an explicit one can't be honoured);
-  // returns one log line per layer that `auto` placed, in order.
+  // returns one log line per layer that `auto` placed, in order. Then redoes the activation fusion.
   std::vector<std::string> choose_backends(Device device);
+
+  // Fuses each activation (relu, leaky_relu/elu with alpha > 0, sigmoid, tanh) into the batchnorm
+  // or dense layer that feeds only it, where both run our cpu/cuda kernels (train.fuse_activations;
+  // build and choose_backends call it). false undoes every fusion. Returns the fused pairs' count.
+  int fuse_activations(bool enabled);
+  bool fusion_enabled() const { return m_fuse; }
+  // "bn1+relu1" for a producer with a fused activation, else the layer's name.
+  std::string display_name(int node) const;
 
 private:
   Shape m_input_shape;
@@ -80,6 +92,7 @@ private:
   std::vector<ParamEntry> m_params;
   int64_t m_params_size = 0;
   int64_t m_buffers_size = 0;
+  bool m_fuse = true;
 };
 
 // Network input per sample for a spec (see Graph::input_shape).

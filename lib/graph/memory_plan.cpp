@@ -45,10 +45,19 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
     const GraphNode& n = g.node(i);
     PlannedTensor& a = plan.activations[static_cast<size_t>(i)];
     a.what = "act " + n.layer->name();
+    if (n.fused_into >= 0) {  // shares its producer's tensors (offsets copied below)
+      a.what += " (fused into " + g.node(n.fused_into).layer->name() + ")";
+      a.first = a.last = i;
+      if (training) plan.gradients[static_cast<size_t>(i)].what = "grad " + n.layer->name() + " (fused)";
+      continue;
+    }
+    // A producer with a fused activation writes the activation's output: its readers are ours.
+    const int out = n.fused_act >= 0 ? n.fused_act : i;
+    const GraphNode& reader_of = g.node(out);
     a.size = max_batch * n.out_shape.numel();
     a.first = i;
-    a.last = i == L - 1 ? L : i;  // the last output is read by the loss
-    for (int c : n.consumers) {
+    a.last = out == L - 1 ? L : i;  // the last output is read by the loss
+    for (int c : reader_of.consumers) {
       a.last = std::max(a.last, c);
       if (training && g.node(c).layer->backward_needs_inputs()) a.last = std::max(a.last, bwd(c));
     }
@@ -58,8 +67,8 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
       PlannedTensor& gr = plan.gradients[static_cast<size_t>(i)];
       gr.what = "grad " + n.layer->name();
       gr.size = a.size;
-      gr.first = i == L - 1 ? L : bwd(i);
-      for (int c : n.consumers) gr.first = std::min(gr.first, bwd(c));
+      gr.first = out == L - 1 ? L : bwd(i);
+      for (int c : reader_of.consumers) gr.first = std::min(gr.first, bwd(c));
       gr.last = bwd(i);
     }
   }
@@ -68,6 +77,14 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
   for (auto& t : plan.gradients) all.push_back(&t);
   for (auto* t : all) plan.naive_size += t->size;
   plan.arena_size = assign_offsets(all, Graph::kAlign);
+  // A fused activation's views are its producer's bytes (its own entries stay out of the sizes).
+  for (int i = 0; i < L; ++i) {
+    const int p = g.node(i).fused_into;
+    if (p < 0) continue;
+    plan.activations[static_cast<size_t>(i)].offset = plan.activations[static_cast<size_t>(p)].offset;
+    plan.gradients[static_cast<size_t>(i)].offset = plan.gradients[static_cast<size_t>(p)].offset;
+    plan.gradients[static_cast<size_t>(i)].size = plan.gradients[static_cast<size_t>(p)].size;
+  }
   return plan;
 }
 

@@ -2,6 +2,7 @@
 // timeline (forward of node i at time i, loss at L, backward of node i at 2L - i) and a byte
 // range in one arena; tensors whose intervals overlap never share bytes (greedy first-fit by
 // decreasing size). Trap: the plan is for a maximum batch; smaller batches use the same offsets.
+// A fused activation (GraphNode::fused_into) plans nothing: its views alias its producer's.
 #pragma once
 
 #include <cstdint>

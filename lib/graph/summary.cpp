@@ -65,9 +65,11 @@ std::string format_model_table(const Graph& g, const ModelSpec& spec, int64_t ba
       for (int in : n.inputs) ins += (ins.empty() ? "" : ", ") + (in == Graph::kModelInput ? "input" : g.node(in).layer->name());
       detail += (detail.empty() ? "" : "; ") + std::string("<- ") + ins;
     }
-    rows.push_back({std::to_string(i + 1), n.layer->name(), n.layer->type(), n.out_shape.to_string(), thousands(np),
-                    fmt::format("{:.2f}", n.layer->forward_flops() / 1e6),
-                    thousands(n.out_shape.numel() * int64_t(sizeof(float))), detail});
+    // A fused activation runs inside its producer's kernels and owns no memory of its own.
+    if (n.fused_into >= 0) detail += (detail.empty() ? "" : "; ") + std::string("fused into ") + g.node(n.fused_into).layer->name();
+    const int64_t act_bytes = n.fused_into >= 0 ? 0 : n.out_shape.numel() * int64_t(sizeof(float));
+    rows.push_back({std::to_string(i + 1), g.display_name(i), n.layer->type(), n.out_shape.to_string(), thousands(np),
+                    fmt::format("{:.2f}", n.layer->forward_flops() / 1e6), thousands(act_bytes), detail});
   }
   std::vector<size_t> w(8, 0);
   for (const Row& r : rows) {

@@ -39,6 +39,8 @@ class ActivationLayer : public Layer {
     return m_p.kind == ActivationKind::sigmoid || m_p.kind == ActivationKind::tanh || m_p.kind == ActivationKind::elu;
   }
 
+  const ActivationParams* activation() const override { return &m_p; }
+
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     activation_forward(backend(), *rc.exec, m_p, x[0]->numel(), x[0]->data(), y.data());
   }

@@ -1,6 +1,9 @@
 // batchnorm layer over (C, H, W) or (C) inputs: parameters weight/bias (gamma/beta), buffers
 // running_mean/running_var (PyTorch names). Batch statistics in training, running ones in eval.
-// Trap: backward is only valid after a training-mode forward of the same batch.
+// Trap: backward is only valid after a training-mode forward of the same batch. With a fused
+// activation or synchronised statistics it runs the phased ops on our cpu/cuda kernels (a cudnn
+// choice runs them on cuda), and a fused layer's backward reads its own output.
+#include "core/device.h"
 #include "layers/registry.h"
 #include "ops/batchnorm.h"
 #include "ops/cudnn_ops.h"
@@ -44,11 +47,25 @@ class BatchnormLayer : public Layer {
   void prepare(int64_t max_batch, Device device) override {
     m_save_mean = Tensor::zeros(Shape{m_C}, device, name() + ".save_mean");
     m_save_inv_std = Tensor::zeros(Shape{m_C}, device, name() + ".save_inv_std");
+    // Two (2C + 1)-double blocks (forward stats, backward sums) in float storage.
+    m_sums = Tensor::zeros(Shape{4 * (2 * m_C + 1)}, device, name() + ".sums");
   }
 
-  BatchnormShape shape_for(const Tensor& x) const {
+  bool backward_needs_output() const override { return m_fused; }
+  bool fuse_activation(const ActivationParams* act) override {
+    m_fused = act && activation_fusable(*act) && (backend() == Backend::cpu || backend() == Backend::cuda);
+    if (m_fused) m_act = *act;
+    return m_fused;
+  }
+  bool set_stats_reducer(StatsReducer* sync) override {
+    m_sync = sync;
+    return true;
+  }
+
+  BatchnormShape shape_for(const Tensor& x) const { return shape_for_batch(x.shape()[0]); }
+  BatchnormShape shape_for_batch(int64_t N) const {
     BatchnormShape sh;
-    sh.N = x.shape()[0];
+    sh.N = N;
     sh.C = m_C;
     sh.H = m_HW;
     sh.W = 1;
@@ -61,24 +78,79 @@ class BatchnormLayer : public Layer {
     BatchnormShape sh = shape_for(*x[0]);
     float *gamma = m_params[0].data(), *beta = m_params[1].data();
     float *rmean = m_params[2].data(), *rvar = m_params[3].data();
-    if (rc.training)
+    const ActivationParams* act = m_fused ? &m_act : nullptr;
+    if (!rc.training) {
+      if (act)
+        batchnorm_forward_infer_act(kernels(), *rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, act, y.data());
+      else
+        batchnorm_forward_infer(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, y.data());
+    } else if (act || m_sync) {
+      phased_forward(rc, sh, x[0]->data(), y.data());
+    } else {
       batchnorm_forward_train(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, y.data(), rmean, rvar,
                               m_save_mean.data(), m_save_inv_std.data());
-    else
-      batchnorm_forward_infer(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, y.data());
+    }
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     BatchnormShape sh = shape_for(*x[0]);
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
+    if (m_fused || m_sync) return phased_backward(rc, sh, x[0]->data(), y.data(), dy.data(), dxp);
     batchnorm_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), m_save_mean.data(),
                        m_save_inv_std.data(), dy.data(), dxp, m_grads[0].data(), m_grads[1].data());
+  }
+
+  // A rank without samples: zeros into the same reductions; the forward still updates the running
+  // statistics from the global sums, so every rank keeps identical buffers.
+  void join_sync_idle(const RunContext& rc, bool backward) override {
+    if (!m_sync) return;
+    BatchnormShape sh = shape_for_batch(0);
+    const Device d = rc.exec->device;
+    double* block = sums(backward);
+    device_memset_zero(d, block, size_t(2 * m_C + 1) * sizeof(double));
+    m_sync->sum(block, 2 * m_C + 1, d);
+    if (!backward)
+      batchnorm_forward_apply(kernels(), *rc.exec, sh, block, nullptr, m_params[0].data(), m_params[1].data(), nullptr,
+                              nullptr, m_params[2].data(), m_params[3].data(), m_save_mean.data(),
+                              m_save_inv_std.data());
   }
 
   std::string summary() const override { return fmt::format("eps {} mom {}", m_eps, m_momentum); }
 
  private:
+  // Our kernels of the layer's device: the phased ops have no cuDNN version.
+  Backend kernels() const { return backend() == Backend::cpu ? Backend::cpu : Backend::cuda; }
+  double* sums(bool backward) {
+    return reinterpret_cast<double*>(m_sums.data()) + (backward ? 2 * m_C + 1 : 0);
+  }
+
+  // Statistics of this rank, summed over the ranks when synchronised, then normalise (+ act).
+  void phased_forward(const RunContext& rc, const BatchnormShape& sh, const float* x, float* y) {
+    double* stats = sums(false);
+    float* rmean = m_params[2].data();
+    batchnorm_forward_stats(kernels(), *rc.exec, sh, x, rmean, stats);
+    if (m_sync) m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
+    batchnorm_forward_apply(kernels(), *rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
+                            m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(), m_save_mean.data(),
+                            m_save_inv_std.data());
+  }
+
+  void phased_backward(const RunContext& rc, const BatchnormShape& sh, const float* x, const float* y,
+                       const float* dy, float* dx) {
+    double* s = sums(true);
+    const ActivationParams* act = m_fused ? &m_act : nullptr;
+    batchnorm_backward_stats(kernels(), *rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
+                             m_grads[0].data(), m_grads[1].data());
+    if (m_sync) m_sync->sum(s, 2 * m_C + 1, rc.exec->device);
+    batchnorm_backward_apply(kernels(), *rc.exec, sh, s, x, y, act, m_params[0].data(), m_save_mean.data(),
+                             m_save_inv_std.data(), dy, dx);
+  }
+
+  bool m_fused = false;
+  ActivationParams m_act;
+  StatsReducer* m_sync = nullptr;
+  Tensor m_sums;
   double m_momentum = 0.1;
   double m_eps = 1e-5;
   int64_t m_C = 0, m_HW = 1;

@@ -1,5 +1,8 @@
 // dense layer: y = x w^T + b over the flattened per-sample input (any rank), weights (units, C).
+// A fused activation runs in place on y after the GEMM; its backward rewrites dy in place as
+// act'(y) dy (dy is this layer's own gradient buffer, dead after its backward).
 #include "layers/registry.h"
+#include "ops/activation.h"
 #include "ops/dense.h"
 
 namespace cnn {
@@ -29,12 +32,19 @@ class DenseLayer : public Layer {
   }
 
   double forward_flops() const override { return m_shape.flops_forward(); }
+  bool backward_needs_output() const override { return m_fused; }
+  bool fuse_activation(const ActivationParams* act) override {
+    m_fused = act && activation_fusable(*act) && (backend() == Backend::cpu || backend() == Backend::cuda);
+    if (m_fused) m_act = *act;
+    return m_fused;
+  }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     DenseShape sh = m_shape;
     sh.N = x[0]->shape()[0];
     const float* b = m_bias ? m_params[1].data() : nullptr;
     dense_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
+    if (m_fused) activation_forward(backend(), *rc.exec, m_act, y.numel(), y.data(), y.data());
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -43,6 +53,10 @@ class DenseLayer : public Layer {
     sh.N = x[0]->shape()[0];
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
     float* db = m_bias ? m_grads[1].data() : nullptr;
+    if (m_fused) {
+      float* g = const_cast<float*>(dy.data());
+      activation_backward_from_output(backend(), *rc.exec, m_act, dy.numel(), y.data(), g, g);
+    }
     dense_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
   }
 
@@ -53,6 +67,8 @@ class DenseLayer : public Layer {
   bool m_bias = true;
   InitKind m_init = InitKind::he_normal;
   DenseShape m_shape;
+  bool m_fused = false;
+  ActivationParams m_act;
 };
 
 }  // namespace

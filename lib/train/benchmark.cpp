@@ -109,7 +109,8 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
     ex.set_layer_timer(nullptr);
     for (int i = 0; i < graph->size(); ++i) {
       const Layer& l = *graph->node(i).layer;
-      r.layers.push_back({l.name(), l.type(), to_string(l.backend()), l.summary(), median(lt.forward_ms()[size_t(i)]),
+      if (graph->node(i).fused_into >= 0) continue;  // timed inside its producer's row
+      r.layers.push_back({graph->display_name(i), l.type(), to_string(l.backend()), l.summary(), median(lt.forward_ms()[size_t(i)]),
                           median(lt.backward_ms()[size_t(i)])});
     }
   }
