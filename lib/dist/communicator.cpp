@@ -56,6 +56,11 @@ LaunchInfo detect_launch() {
   return detect_launch([](const char* name) -> const char* { return std::getenv(name); });
 }
 
+void Communicator::allreduce_sum_f64(double* data, int64_t n, Device where) {
+  if (size() == 1) return;
+  CNN_THROW("the {} communicator has no all-reduce of doubles", kind());
+}
+
 void Communicator::allreduce_sum_bf16_host(uint16_t* data, int64_t n) {
   std::vector<float> wide(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) wide[size_t(i)] = bf16_to_float(data[i]);
@@ -102,6 +107,7 @@ class SingleCommunicator final : public Communicator {
   std::string host() const override { return m_host; }
   void allreduce_sum(float*, int64_t, Device) override {}
   void broadcast(float*, int64_t, int root, Device) override { check_root(root); }
+  void allreduce_sum_f64(double*, int64_t, Device) override {}
   void broadcast_bytes(void*, size_t, int root) override { check_root(root); }
   void barrier() override {}
   std::vector<std::string> allgather(const std::string& value) override { return {value}; }

@@ -57,6 +57,10 @@ class Communicator {
   // In place. `where` says which memory `data` is in (device memory: the current CUDA device).
   virtual void allreduce_sum(float* data, int64_t n, Device where = Device::cpu) = 0;
   virtual void broadcast(float* data, int64_t n, int root, Device where = Device::cpu) = 0;
+  // Sum of a few doubles (sync batchnorm's per-channel sums), in place, ordered on the compute
+  // stream: its result is ready for the next kernel queued on the bound context's stream (MPI: on
+  // return; device buffers go through the host). This base version only serves a world of one.
+  virtual void allreduce_sum_f64(double* data, int64_t n, Device where = Device::cpu);
   virtual void broadcast_bytes(void* data, size_t bytes, int root) = 0;  // host memory
   virtual void barrier() = 0;
   // Small host values (a checksum, a version string), one per rank in rank order.

@@ -53,6 +53,7 @@ class MpiCommunicator final : public Communicator {
 
   void allreduce_sum(float* data, int64_t n, Device where) override;
   void broadcast(float* data, int64_t n, int root, Device where) override;
+  void allreduce_sum_f64(double* data, int64_t n, Device where) override;
   void broadcast_bytes(void* data, size_t bytes, int root) override;
   void barrier() override { MPI_CHECK(MPI_Barrier(m_comm)); }
   std::vector<std::string> allgather(const std::string& value) override;
@@ -160,6 +161,22 @@ void MpiCommunicator::allreduce_sum(float* data, int64_t n, Device where) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host + i, count, MPI_FLOAT, MPI_SUM, m_comm));
   }
   copy_back(data, n, where);
+}
+
+// Small per-channel sums: device buffers take one round trip through host memory.
+void MpiCommunicator::allreduce_sum_f64(double* data, int64_t n, Device where) {
+  std::vector<double> staging;
+  double* host = data;
+  if (where != Device::cpu) {
+    staging.resize(size_t(n));
+    device_memcpy(staging.data(), Device::cpu, data, where, size_t(n) * sizeof(double));
+    host = staging.data();
+  }
+  for (int64_t i = 0; i < n; i += kChunk) {
+    int count = int(std::min<int64_t>(kChunk, n - i));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host + i, count, MPI_DOUBLE, MPI_SUM, m_comm));
+  }
+  if (where != Device::cpu) device_memcpy(data, where, host, Device::cpu, size_t(n) * sizeof(double));
 }
 
 void MpiCommunicator::allreduce_sum_bf16_host(uint16_t* data, int64_t n) {

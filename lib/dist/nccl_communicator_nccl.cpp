@@ -40,6 +40,7 @@ class NcclCommunicator final : public Communicator {
 
   void allreduce_sum(float* data, int64_t n, Device where) override;
   void broadcast(float* data, int64_t n, int root, Device where) override;
+  void allreduce_sum_f64(double* data, int64_t n, Device where) override;
   void broadcast_bytes(void* data, size_t bytes, int root) override { m_host.broadcast_bytes(data, bytes, root); }
   void barrier() override { m_host.barrier(); }
   std::vector<std::string> allgather(const std::string& value) override { return m_host.allgather(value); }
@@ -60,7 +61,7 @@ class NcclCommunicator final : public Communicator {
   void after_context();  // the communicator's stream waits for the work queued so far
   Communicator& m_host;
   cudaStream_t m_ctx_stream = nullptr, m_stream = nullptr;
-  cudaEvent_t m_ready = nullptr, m_done = nullptr;
+  cudaEvent_t m_ready = nullptr, m_done = nullptr, m_sums_done = nullptr;
   ncclComm_t m_comm = nullptr;
   uint16_t* m_bf16 = nullptr;  // staging (m_bf16_capacity)
   int64_t m_bf16_capacity = 0;
@@ -77,6 +78,7 @@ NcclCommunicator::NcclCommunicator(Communicator& host, const ExecContext& ctx) :
   CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&m_ready, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&m_done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&m_sums_done, cudaEventDisableTiming));
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -85,6 +87,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (m_bf16) cudaFree(m_bf16);
   if (m_ready) cudaEventDestroy(m_ready);
   if (m_done) cudaEventDestroy(m_done);
+  if (m_sums_done) cudaEventDestroy(m_sums_done);
   if (m_stream) cudaStreamDestroy(m_stream);
 }
 
@@ -98,6 +101,19 @@ void NcclCommunicator::allreduce_sum(float* data, int64_t n, Device where) {
   after_context();
   NCCL_CHECK(ncclAllReduce(data, data, size_t(n), ncclFloat, ncclSum, m_comm, m_stream));
   CUDA_CHECK(cudaStreamSynchronize(m_stream));
+}
+
+// On the communicator's stream like every other NCCL call here (one stream per communicator keeps
+// the ranks' NCCL calls in one order), with the context's stream waiting on it: nothing blocks
+// the host, but the next compute kernel starts only once the sums are in. Trap: bucket means
+// queued earlier on this stream run first, so a batchnorm backward waits for them.
+void NcclCommunicator::allreduce_sum_f64(double* data, int64_t n, Device where) {
+  if (where == Device::cpu) return m_host.allreduce_sum_f64(data, n, where);
+  if (n <= 0) return;
+  after_context();
+  NCCL_CHECK(ncclAllReduce(data, data, size_t(n), ncclFloat64, ncclSum, m_comm, m_stream));
+  CUDA_CHECK(cudaEventRecord(m_sums_done, m_stream));
+  CUDA_CHECK(cudaStreamWaitEvent(m_ctx_stream, m_sums_done, 0));
 }
 
 void NcclCommunicator::broadcast(float* data, int64_t n, int root, Device where) {
