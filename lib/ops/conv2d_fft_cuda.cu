@@ -176,6 +176,7 @@ class FftPlan {
     check_cufft(cufftSetWorkArea(m_plan, use), "cufftSetWorkArea");
     return m_plan;
   }
+  size_t own_bytes() const { return m_own ? m_work_bytes : 0; }
 
  private:
   cufftHandle m_plan = 0;
@@ -197,6 +198,11 @@ class FftPlanCache {
               batch, Lh, Lw, type == CUFFT_R2C ? "forward" : "inverse");
     auto plan = std::make_unique<FftPlan>(Lh, Lw, batch, type, stream);
     return *m_plans.emplace(key, std::move(plan)).first->second;
+  }
+  size_t own_bytes() const {
+    size_t bytes = 0;
+    for (const auto& kv : m_plans) bytes += kv.second->own_bytes();
+    return bytes;
   }
 
  private:
@@ -221,6 +227,8 @@ static int good_fft_size(int64_t m) {
   }
 }
 
+constexpr size_t kWorkSlackFloats = size_t(1) << 18;  // 1 MiB
+
 struct FftPlanDims {
   int Lh, Lw, F;  // F = Lh * (Lw / 2 + 1) complex numbers per spectrum
   int64_t nb;     // images per chunk
@@ -230,7 +238,8 @@ struct FftPlanDims {
 
 // Workspace: one real staging buffer (pad before and crop after the FFTs), the filter-side spectra
 // (K*C), per chunk the spectra of the C-channel and K-channel operands, and the cuFFT work area:
-// one spectrum per plane of the largest transform.
+// one spectrum per plane of the largest transform plus kWorkSlackFloats (our reserve; cuFFT only
+// says how much it wants once a plan exists, and workspace_bytes runs without a GPU).
 static FftPlanDims plan_dims(const Conv2dShape& sh) {
   FftPlanDims d{};
   d.Lh = good_fft_size(sh.H + 2 * sh.pad_h);
@@ -242,7 +251,7 @@ static FftPlanDims plan_dims(const Conv2dShape& sh) {
   d.wf_floats = round_floats(size_t(sh.K * sh.C * spec));
   d.a_floats = round_floats(size_t(d.nb * sh.C * spec));
   d.b_floats = round_floats(size_t(d.nb * sh.K * spec));
-  d.work_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * spec));
+  d.work_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * spec) + kWorkSlackFloats);
   return d;
 }
 
@@ -340,6 +349,12 @@ static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, 
     crop(real, op.dw, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, nullptr, 1, stream);
     if (op.db) bias_grad(op.dy, op.db, sh.N, sh.K, sh.P * sh.Q, stream);
   }
+}
+
+size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx) {
+  if (!ctx.cache) return 0;
+  const std::shared_ptr<void>& slot = ctx.cache->slot(ContextCache::Slot::conv2d_fft);
+  return slot ? static_cast<const FftPlanCache*>(slot.get())->own_bytes() : 0;
 }
 
 bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir) { return conv2d_fft_shape_supported(sh, dir); }

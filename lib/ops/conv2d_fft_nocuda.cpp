@@ -7,6 +7,7 @@ namespace cnn {
 
 bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir) { return false; }
 size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir) { return 0; }
+size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx) { return 0; }
 void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_cuda_fft_run");
 }

@@ -29,6 +29,9 @@ void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, 
 bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir);
 size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
 void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+// Device bytes the context's cuFFT plans hold as work areas of their own, outside ctx.workspace: 0
+// unless cuFFT wanted more than the reserve workspace_bytes counts (tests check it stays 0).
+size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx);
 
 // The shape rules behind can_implement, host logic compiled in every build (conv2d_strategies.cpp),
 // so CPU-only CI tests them; in a CUDA build can_implement(sh, dir) == shape_supported(sh, dir).

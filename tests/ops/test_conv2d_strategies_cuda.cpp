@@ -155,6 +155,8 @@ void check_all(const Strategy& s, const std::vector<Conv2dShape>& shapes, const 
     }
     ++i;
   }
+  // The cuFFT work areas fitted in the reserve that workspace_bytes counts.
+  CHECK(conv2d_cuda_fft_work_bytes_outside_workspace(cuda.ctx()) == 0);
 }
 
 // 3x3 stride 1: paddings 0-2 (asymmetric too), odd and even sizes, N = 1 and 3, C and K off
@@ -285,6 +287,7 @@ TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[
       run_and_check(cuda, c.s, dir, r, d, true, kLongSums);
     }
   }
+  CHECK(conv2d_cuda_fft_work_bytes_outside_workspace(cuda.ctx()) == 0);
 }
 
 TEST_CASE("conv2d cuda winograd im2col and fft give the same bits on every run", "[gpu]") {
@@ -374,5 +377,6 @@ TEST_CASE("conv2d cuda fft winograd and im2col gemm replay from a cuda graph wit
     CHECK(compare(d.dx.get(), dx, test::kExact) == "");
     CHECK(compare(d.dw.get(), dw, test::kExact) == "");
     CHECK(compare(d.db.get(), db, test::kExact) == "");
+    CHECK(conv2d_cuda_fft_work_bytes_outside_workspace(cuda.ctx()) == 0);
   }
 }
