@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 
@@ -70,6 +71,18 @@ void Communicator::allreduce_sum_bf16_host(uint16_t* data, int64_t n) {
 
 void Communicator::mean_async(float* data, int64_t n, Device where, Compression c) {
   if (n <= 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  mean_sync(data, n, where, c);
+  m_exposed_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double Communicator::take_exposed_ms() {
+  const double v = m_exposed_ms;
+  m_exposed_ms = 0;
+  return v;
+}
+
+void Communicator::mean_sync(float* data, int64_t n, Device where, Compression c) {
   float* host = data;
   if (where == Device::cuda) {
     m_host_staging.resize(size_t(n));

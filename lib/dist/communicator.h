@@ -72,6 +72,10 @@ class Communicator {
   // every started mean. This base version is synchronous: MPI and the single process use it.
   virtual void mean_async(float* data, int64_t n, Device where, Compression c);
   virtual void wait_means() {}
+  // Milliseconds the step waited for gradient means since the last call (then resets): for the
+  // synchronous base version the whole time spent in mean_async; for NCCL the time from the end of
+  // backward on the compute stream to the end of the last mean (0 when they finished first).
+  virtual double take_exposed_ms();
 
   // The watchdog's side channel (its own thread calls these; they never block on a peer).
   virtual bool has_heartbeats() const { return false; }
@@ -88,6 +92,11 @@ class Communicator {
  protected:
   // Sum of bfloat16 values in host memory; the default widens to float, sums and rounds back.
   virtual void allreduce_sum_bf16_host(uint16_t* data, int64_t n);
+  // The body of the synchronous mean_async (untimed).
+  void mean_sync(float* data, int64_t n, Device where, Compression c);
+
+ protected:
+  double m_exposed_ms = 0;
 
  private:
   std::vector<float> m_host_staging;

@@ -46,6 +46,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<std::string> allgather(const std::string& value) override { return m_host.allgather(value); }
   void mean_async(float* data, int64_t n, Device where, Compression c) override;
   void wait_means() override;
+  double take_exposed_ms() override;
 
   bool has_heartbeats() const override { return m_host.has_heartbeats(); }
   void send_heartbeat(const Heartbeat& h) override { m_host.send_heartbeat(h); }
@@ -66,6 +67,11 @@ class NcclCommunicator final : public Communicator {
   uint16_t* m_bf16 = nullptr;  // staging (m_bf16_capacity)
   int64_t m_bf16_capacity = 0;
   bool m_pending = false;
+  // Exposed reduction time: m_backward_end (compute stream) to m_means_end (this stream), read
+  // once both have happened (at the next wait_means or take_exposed_ms).
+  cudaEvent_t m_backward_end = nullptr, m_means_end = nullptr;
+  bool m_timing = false;
+  void collect_timing();
 };
 
 NcclCommunicator::NcclCommunicator(Communicator& host, const ExecContext& ctx) : m_host(host) {
@@ -79,6 +85,8 @@ NcclCommunicator::NcclCommunicator(Communicator& host, const ExecContext& ctx) :
   CUDA_CHECK(cudaEventCreateWithFlags(&m_ready, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&m_done, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&m_sums_done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreate(&m_backward_end));
+  CUDA_CHECK(cudaEventCreate(&m_means_end));
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -88,6 +96,8 @@ NcclCommunicator::~NcclCommunicator() {
   if (m_ready) cudaEventDestroy(m_ready);
   if (m_done) cudaEventDestroy(m_done);
   if (m_sums_done) cudaEventDestroy(m_sums_done);
+  if (m_backward_end) cudaEventDestroy(m_backward_end);
+  if (m_means_end) cudaEventDestroy(m_means_end);
   if (m_stream) cudaStreamDestroy(m_stream);
 }
 
@@ -149,9 +159,32 @@ void NcclCommunicator::mean_async(float* data, int64_t n, Device where, Compress
 
 void NcclCommunicator::wait_means() {
   if (!m_pending) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(m_ctx_stream, &capturing));
+  if (capturing == cudaStreamCaptureStatusNone) {  // timing events are not for graphs
+    collect_timing();
+    CUDA_CHECK(cudaEventRecord(m_backward_end, m_ctx_stream));
+    CUDA_CHECK(cudaEventRecord(m_means_end, m_stream));
+    m_timing = true;
+  }
   CUDA_CHECK(cudaEventRecord(m_done, m_stream));
   CUDA_CHECK(cudaStreamWaitEvent(m_ctx_stream, m_done, 0));
   m_pending = false;
+}
+
+void NcclCommunicator::collect_timing() {
+  if (!m_timing) return;
+  CUDA_CHECK(cudaEventSynchronize(m_means_end));
+  CUDA_CHECK(cudaEventSynchronize(m_backward_end));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, m_backward_end, m_means_end));
+  m_exposed_ms += std::max(0.0f, ms);
+  m_timing = false;
+}
+
+double NcclCommunicator::take_exposed_ms() {
+  collect_timing();
+  return Communicator::take_exposed_ms() + m_host.take_exposed_ms();
 }
 
 std::vector<std::pair<std::string, std::string>> NcclCommunicator::versions() const {

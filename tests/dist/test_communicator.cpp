@@ -86,6 +86,20 @@ TEST_CASE("the single-process communicator is the identity and skips nothing it 
   CHECK_THROWS(comm->broadcast(x.data(), 3, 1));
 }
 
+TEST_CASE("a synchronous communicator counts the time spent in gradient means as exposed, once", "[cpu]") {
+  auto comm = make_single_communicator();
+  CHECK(comm->take_exposed_ms() == 0.0);
+  std::vector<float> x(1 << 20, 1.0f);
+  comm->mean_async(x.data(), int64_t(x.size()), Device::cpu, Compression::bf16);  // rounds every value: takes time
+  comm->wait_means();
+  const double ms = comm->take_exposed_ms();
+  CHECK(ms > 0.0);
+  CHECK(ms < 60000.0);
+  CHECK(comm->take_exposed_ms() == 0.0);  // taken: reset
+  comm->mean_async(x.data(), 0, Device::cpu, Compression::none);  // nothing to reduce: nothing counted
+  CHECK(comm->take_exposed_ms() == 0.0);
+}
+
 TEST_CASE("bf16 conversion rounds to nearest even and keeps NaN and infinity", "[cpu]") {
   CHECK(float_to_bf16(1.0f) == 0x3f80);
   CHECK(bf16_to_float(0x3f80) == 1.0f);
