@@ -167,8 +167,10 @@ class FftPlan {
     void* use = area;
     if (m_work_bytes > area_bytes) {
       if (!m_own) {
-        CNN_CHECK(!capturing(stream), "conv2d fft: a cuFFT plan needs its own {}-byte work area, which cannot be "
-                  "allocated during stream capture; run the convolution once before capturing it", m_work_bytes);
+        CNN_CHECK(!capturing(stream),
+                  "conv2d fft: a cuFFT plan needs its own {}-byte work area, which cannot be "
+                  "allocated during stream capture; run the convolution once before capturing it",
+                  m_work_bytes);
         m_own = device_malloc(Device::cuda, m_work_bytes, "cuFFT work area");
       }
       use = m_own;

@@ -7,6 +7,8 @@
 //   fft          cuFFT: stride 1, dilation 1, groups 1, all directions  conv2d_fft_cuda.cu
 // Operands and contract as in conv2d_algo.h (outputs written, not accumulated; device memory;
 // work on ctx.cuda_stream; scratch from ctx.workspace, at most workspace_bytes(sh, dir) bytes).
+// After a shape's first call (which may make cuFFT plans, cached per context), a call neither
+// allocates nor synchronises, so training steps using them can be captured into CUDA graphs.
 // Trap: in a build without CUDA the stand-ins (*_nocuda.cpp) answer can_implement false and throw
 // in run; the shape rules themselves (*_shape_supported, conv2d_strategies.cpp) hold in every build.
 #pragma once
