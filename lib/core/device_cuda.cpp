@@ -8,6 +8,7 @@
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/out_of_memory.h"
 
 namespace cnn {
 
@@ -42,7 +43,9 @@ void* device_malloc(Device d, size_t bytes, const std::string& what) {
   if (bytes == 0) return nullptr;
   if (d == Device::cpu) {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) CNN_THROW("{}: out of host memory allocating {} bytes", what, bytes);
+    if (!p)
+      throw OutOfMemoryError(
+          fmt::format("{}: out of host memory: asked for {}", what, format_byte_count(double(bytes))));
     return p;
   }
   void* p = nullptr;
@@ -51,8 +54,8 @@ void* device_malloc(Device d, size_t bytes, const std::string& what) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    CNN_THROW("{}: CUDA out of memory: asked for {:.1f} MiB, {:.1f} MiB free of {:.1f} MiB ({})", what,
-              bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, cudaGetErrorString(e));
+    cudaGetLastError();
+    throw OutOfMemoryError(format_out_of_memory(what, "CUDA", bytes, free_b, total_b, cudaGetErrorString(e)));
   }
   return p;
 }

@@ -4,6 +4,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/out_of_memory.h"
 
 namespace cnn {
 
@@ -17,7 +18,8 @@ void* device_malloc(Device d, size_t bytes, const std::string& what) {
   if (d == Device::cuda) CNN_THROW("{}: CUDA memory requested but this build has no CUDA support", what);
   if (bytes == 0) return nullptr;
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!p) CNN_THROW("{}: out of host memory allocating {} bytes", what, bytes);
+  if (!p)
+    throw OutOfMemoryError(fmt::format("{}: out of host memory: asked for {}", what, format_byte_count(double(bytes))));
   return p;
 }
 

@@ -3,18 +3,24 @@
 
 #include <thread>
 
+#include "core/out_of_memory.h"
+
 namespace cnn {
 
 Workspace::~Workspace() { device_free(m_device, m_data); }
 
 float* Workspace::get(size_t count) {
   if (count > m_capacity) {
+    const double old_bytes = double(m_capacity) * sizeof(float);
     device_free(m_device, m_data);
     m_data = nullptr;
     m_capacity = 0;
     // Grow by at least half again so a sequence of slightly larger requests reallocates rarely.
     size_t want = count + count / 2;
-    m_data = static_cast<float*>(device_malloc(m_device, want * sizeof(float), "workspace"));
+    m_data = static_cast<float*>(device_malloc(
+        m_device, want * sizeof(float),
+        fmt::format("shared op workspace (growing from {} for a call asking {})", format_byte_count(old_bytes),
+                    format_byte_count(double(count) * sizeof(float)))));
     m_capacity = want;
   }
   return m_data;

@@ -126,7 +126,9 @@ Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<ParamSegment> segmen
       break;
   }
   for (const std::string& name : m_slot_names) {
-    m_slots.push_back(Tensor::zeros(Shape{m_total}, m_device, "optimizer slot " + name));
+    m_slots.push_back(Tensor::zeros(Shape{m_total}, m_device,
+                                    fmt::format("optimizer {} state '{}' ({} parameters in {} tensors)", m_spec.type,
+                                                name, m_total, m_segments.size())));
   }
 }
 
