@@ -63,13 +63,21 @@ static cublasHandle_t blas_handle(const ExecContext& ctx) {
   return static_cast<cublasHandle_t>(ctx.cublas_handle);
 }
 
+// Binds the handle to the stream only when it is not already: cublasSetStream also drops the
+// workspace given with cublasSetWorkspace, and without it cuBLAS may allocate inside a CUDA graph capture.
+static void bind_stream(cublasHandle_t h, cudaStream_t stream) {
+  cudaStream_t bound = nullptr;
+  check_cublas(cublasGetStream(h, &bound), "cublasGetStream");
+  if (bound != stream) check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+}
+
 void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
                         float* y) {
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const cublasHandle_t h = blas_handle(ctx);
-  check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+  bind_stream(h, stream);
   const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
   float beta = 0.0f;
   if (sh.has_bias) {
@@ -93,7 +101,7 @@ void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const flo
   const float alpha = 1.0f, beta = 0.0f;
   if (dx || dw) {
     const cublasHandle_t h = blas_handle(ctx);
-    check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+    bind_stream(h, stream);
     // dx (N, C) = dy (N, K) w (K, C):  dx^T (C, N) = w^T (C, K) * dy^T (K, N)
     if (dx)
       check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, w, C, dy, K, &beta, dx, C),
