@@ -1,7 +1,8 @@
 // Conv2d through cuDNN's convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter,
 // bias by cudnnAddTensor and cudnnConvolutionBackwardBias), FP32 with CUDNN_FMA_MATH so no
 // algorithm may use tensor cores (TF32) for FP32 data. Every algorithm of every direction is one
-// ConvAlgo; conv2d_forward_cudnn / conv2d_backward_cudnn take the one cuDNN's heuristic ranks first.
+// ConvAlgo; conv2d_forward_cudnn / conv2d_backward_cudnn take the one cuDNN's heuristic ranks first
+// among those that fit the workspace limit.
 // Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
 // descriptors, those answers and the heuristic's choice are memoised per shape in the context.
 #include <cudnn.h>
@@ -54,11 +55,12 @@ constexpr std::array<AlgoInfo, 6> kBackwardFilter{
      {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, "winograd_nonfused", true},
      {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, "fft_tiling", true}}};
 
-bool algo_deterministic(ConvDir dir, int id) {
-  auto find = [id](const auto& table) {
+// The listed algorithm `id` of `dir`, or null (cuDNN's enums have values we do not list).
+const AlgoInfo* find_algo(ConvDir dir, int id) {
+  auto find = [id](const auto& table) -> const AlgoInfo* {
     for (const AlgoInfo& a : table)
-      if (a.id == id) return a.deterministic;
-    return false;
+      if (a.id == id) return &a;
+    return nullptr;
   };
   switch (dir) {
     case ConvDir::forward:
@@ -68,7 +70,11 @@ bool algo_deterministic(ConvDir dir, int id) {
     case ConvDir::backward_filter:
       return find(kBackwardFilter);
   }
-  return false;
+  return nullptr;
+}
+bool algo_deterministic(ConvDir dir, int id) {
+  const AlgoInfo* a = find_algo(dir, id);
+  return a && a->deterministic;
 }
 
 // Descriptors of one shape, cuDNN's workspace answers per direction and algorithm, and the
@@ -147,33 +153,38 @@ int64_t workspace_of(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo) {
   return cached;
 }
 
-// The algorithms cuDNN's heuristic returns, best first.
-std::vector<int> heuristic_order(cudnnHandle_t h, ConvDescs& d, ConvDir dir) {
-  std::vector<int> order;
+// The algorithms cuDNN's heuristic returns, best first, each with whether cuDNN calls it
+// deterministic for this shape.
+struct Ranked {
+  int algo;
+  bool deterministic;
+};
+std::vector<Ranked> heuristic_order(cudnnHandle_t h, ConvDescs& d, ConvDir dir) {
+  std::vector<Ranked> order;
+  auto take = [&order](const auto& perf) {
+    if (perf.status == CUDNN_STATUS_SUCCESS) order.push_back({int(perf.algo), perf.determinism == CUDNN_DETERMINISTIC});
+  };
   int returned = 0;
   switch (dir) {
     case ConvDir::forward: {
       std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
       CUDNN_CHECK(
           cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, int(perf.size()), &returned, perf.data()));
-      for (int i = 0; i < returned; ++i)
-        if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
+      for (int i = 0; i < returned; ++i) take(perf[size_t(i)]);
       break;
     }
     case ConvDir::backward_data: {
       std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
       CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, int(perf.size()), &returned,
                                                               perf.data()));
-      for (int i = 0; i < returned; ++i)
-        if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
+      for (int i = 0; i < returned; ++i) take(perf[size_t(i)]);
       break;
     }
     case ConvDir::backward_filter: {
       std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
       CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, int(perf.size()), &returned,
                                                                 perf.data()));
-      for (int i = 0; i < returned; ++i)
-        if (perf[size_t(i)].status == CUDNN_STATUS_SUCCESS) order.push_back(int(perf[size_t(i)].algo));
+      for (int i = 0; i < returned; ++i) take(perf[size_t(i)]);
       break;
     }
   }
@@ -181,19 +192,31 @@ std::vector<int> heuristic_order(cudnnHandle_t h, ConvDescs& d, ConvDir dir) {
 }
 
 // The first algorithm of the heuristic's order that the workspace query accepts within
-// ctx.workspace_limit_bytes (and is deterministic when ctx.deterministic); throws when none is.
+// ctx.workspace_limit_bytes (and is deterministic when ctx.deterministic), else the first such
+// algorithm in cuDNN's enum order; throws when there is none.
 int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, const Conv2dShape& sh,
            const char* what) {
   ConvDescs::Choice& c = d.choice[size_t(dir)];
   if (c.made && c.limit == ctx.workspace_limit_bytes && c.deterministic == ctx.deterministic) return c.algo;
-  for (int algo : heuristic_order(h, d, dir)) {
-    if (ctx.deterministic && !algo_deterministic(dir, algo)) continue;
+  for (const Ranked& r : heuristic_order(h, d, dir)) {
+    const int algo = r.algo;
+    // Deterministic by cuDNN's documentation and by the heuristic's own answer for this shape.
+    if (ctx.deterministic && !(algo_deterministic(dir, algo) && r.deterministic)) continue;
     const int64_t bytes = workspace_of(h, d, dir, algo);
     if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
     c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
     return algo;
   }
-  CNN_THROW("{}: cuDNN's heuristic offers no {}{} algorithm within the workspace limit of {} bytes for {}", what,
+  // The heuristic ranks only what it expects to be fast; any other algorithm of this direction
+  // that cuDNN accepts (still cuDNN, still exact FP32) beats failing the layer.
+  for (int algo = 0; algo < kMaxAlgos; ++algo) {
+    if (!find_algo(dir, algo) || (ctx.deterministic && !algo_deterministic(dir, algo))) continue;
+    const int64_t bytes = workspace_of(h, d, dir, algo);
+    if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
+    c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
+    return algo;
+  }
+  CNN_THROW("{}: cuDNN has no {}{} algorithm within the workspace limit of {} bytes for {}", what,
             ctx.deterministic ? "deterministic " : "", to_string(dir), ctx.workspace_limit_bytes, sh.to_string());
 }
 
@@ -207,7 +230,8 @@ int64_t usable_workspace(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo, c
                          const char* what) {
   const int64_t bytes = workspace_of(h, d, dir, algo);
   if (bytes == kUnsupported)
-    CNN_THROW("{}: cuDNN {} algorithm {} does not support {}", what, to_string(dir), algo, sh.to_string());
+    CNN_THROW("{}: cuDNN {} algorithm cudnn:{} does not support {}", what, to_string(dir),
+              find_algo(dir, algo) ? find_algo(dir, algo)->name : "?", sh.to_string());
   return bytes;
 }
 
