@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "core/device.h"
@@ -41,6 +42,18 @@ void setup_logging(bool quiet) {
   logger->set_pattern("%^%l%$: %v");
   logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags) {
+  cli.add_option("--autotune-cache", flags.cache,
+                 "autotune decisions file, or none (default $CNN_AUTOTUNE_CACHE, else ~/.cache/cnn-train/autotune.json)");
+  cli.add_option("--workspace-mb", flags.workspace_mb, "most scratch MiB one conv algorithm may take (default 1024)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void export_autotune_flags(const AutotuneFlags& flags) {
+  if (!flags.cache.empty()) setenv("CNN_AUTOTUNE_CACHE", flags.cache.c_str(), 1);
+  if (flags.workspace_mb >= 0) setenv("CNN_WORKSPACE_MB", std::to_string(flags.workspace_mb).c_str(), 1);
 }
 
 int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, const std::function<int()>& body) {

@@ -14,6 +14,8 @@ using namespace cnn;
 int main(int argc, char** argv) {
   CLI::App cli{"cnn-bench: training-step throughput and per-layer timing"};
   app::add_version_flag(cli, "cnn-bench");
+  app::AutotuneFlags tune;
+  app::add_autotune_flags(cli, tune);
   cli.require_subcommand(1, 1);
   bool quiet = false;
   cli.add_flag("--quiet", quiet, "only warnings and errors");
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
 
   return app::guarded_main("cnn-bench", cli, argc, argv, [&]() -> int {
     app::setup_logging(quiet);
+    app::export_autotune_flags(tune);
     if (opt.steps < 1 || opt.repeats < 1 || opt.warmup < 0)
       throw ConfigError({"<command line>"}, "", "--steps and --repeats must be >= 1, --warmup >= 0");
     if (no_cuda_graph) sets.push_back("train.cuda_graph=false");

@@ -82,6 +82,8 @@ static int run_eval(const EvalArgs& a) {
 int main(int argc, char** argv) {
   CLI::App cli{"cnn-eval: evaluate a trained checkpoint on a data split, or classify images"};
   app::add_version_flag(cli, "cnn-eval");
+  app::AutotuneFlags tune;
+  app::add_autotune_flags(cli, tune);
   EvalArgs a;
   cli.add_option("checkpoint", a.target, "run directory (its best checkpoint, else last) or checkpoint file")
       ->required();
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--quiet", a.quiet, "only warnings and errors on stderr");
   return app::guarded_main("cnn-eval", cli, argc, argv, [&]() -> int {
     app::setup_logging(a.quiet);
+    app::export_autotune_flags(tune);
     return run_eval(a);
   });
 }

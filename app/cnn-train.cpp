@@ -107,6 +107,8 @@ static int run_train(TrainArgs& a) {
 int main(int argc, char** argv) {
   CLI::App cli{"cnn-train: train a convolutional network described by a YAML model file"};
   app::add_version_flag(cli, "cnn-train");
+  app::AutotuneFlags tune;
+  app::add_autotune_flags(cli, tune);
   cli.require_subcommand(0, 1);
 
   TrainArgs t;
@@ -139,6 +141,7 @@ int main(int argc, char** argv) {
 
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
+    app::export_autotune_flags(tune);
     if (*validate) return run_validate(val_files, val_batch, val_sets);
     if (*doctor) return run_doctor(doc);
     return run_train(t);

@@ -57,6 +57,7 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   }
 
   ConvPlan& conv_plan() override { return m_plan; }
+  const ConvPlan& conv_plan() const override { return m_plan; }
   Conv2dShape conv_shape(int64_t batch) const override {
     Conv2dShape sh = m_shape;
     sh.N = batch;

@@ -30,6 +30,7 @@ class ConvPlanned {
 public:
   virtual ~ConvPlanned() = default;
   virtual ConvPlan& conv_plan() = 0;
+  virtual const ConvPlan& conv_plan() const = 0;
   virtual Conv2dShape conv_shape(int64_t batch) const = 0;  // valid after infer_shape
 };
 

@@ -46,17 +46,16 @@ void Layer::expect_rank(const Shape& s, int rank, const char* what) const {
 
 std::string Layer::choose_backend(Device device) {
   const std::string& req = m_requested_backend;
+  m_measure_backend = false;
   if (req == "auto" || req.empty()) {
-    // Preference on a GPU: cudnn, then our CUDA kernels; on the host: the fast CPU path.
-    const Backend order_gpu[] = {Backend::cudnn, Backend::cuda};
+    // On a GPU: the one GPU backend that supports the layer, or both measured by the autotuner.
     if (device == Device::cuda) {
-      for (Backend b : order_gpu) {
-        if (supports(b)) {
-          m_backend = b;
-          return "";
-        }
-      }
-      fail("no GPU implementation supports this layer's shapes (device is cuda)");
+      const bool cuda = supports(Backend::cuda), cudnn = supports(Backend::cudnn);
+      if (!cuda && !cudnn) fail("no GPU implementation supports this layer's shapes (device is cuda)");
+      m_backend = cuda ? Backend::cuda : Backend::cudnn;
+      m_measure_backend = cuda && cudnn;
+      m_backend_note = m_measure_backend ? "auto: to be measured (cuda vs cudnn)" : "auto: the only GPU backend";
+      return "";
     }
     if (!supports(Backend::cpu)) fail("the CPU backend does not support this layer's shapes");
     m_backend = Backend::cpu;
@@ -68,6 +67,12 @@ std::string Layer::choose_backend(Device device) {
   if (!supports(b)) fail(fmt::format("backend '{}' was requested but does not support this layer's shapes", req));
   m_backend = b;
   return "";
+}
+
+void Layer::set_backend(Backend b, std::string how) {
+  m_backend = b;
+  m_measure_backend = false;
+  m_backend_note = std::move(how);
 }
 
 void Layer::bind(std::vector<Tensor> params, std::vector<Tensor> grads) {

@@ -77,6 +77,12 @@ public:
   std::string choose_backend(Device device);
   Backend backend() const { return m_backend; }
   const std::string& requested_backend() const { return m_requested_backend; }
+  // `auto` on a GPU where both cuda and cudnn support the layer: choose_backend takes cuda for now
+  // and leaves the choice to the autotuner (train/autotune.h), which measures both, then calls
+  // set_backend. A choice is measured, never assumed.
+  bool backend_to_measure() const { return m_measure_backend; }
+  void set_backend(Backend b, std::string how);
+  const std::string& backend_note() const { return m_backend_note; }  // how the backend was chosen
 
   // Binds parameter (and gradient) views, in the order of params(); grads of buffers are empty.
   void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
@@ -118,6 +124,8 @@ private:
   int m_index = 0;
   std::string m_requested_backend;
   Backend m_backend = Backend::cpu;
+  bool m_measure_backend = false;
+  std::string m_backend_note;
 };
 
 }  // namespace cnn

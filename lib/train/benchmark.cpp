@@ -55,6 +55,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
   auto graph = Graph::build(spec);
   DeviceSetup dev(opt.device, *graph, spec.train.deterministic);
+  dev.autotune(*graph, batch);
   Executor ex(*graph, batch, dev.ctx());
   ex.init_params(spec.train.seed);
   std::vector<ParamSegment> segs;

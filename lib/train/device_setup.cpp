@@ -56,6 +56,14 @@ DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_ind
   spdlog::info("device: {}", m_description);
 }
 
+void DeviceSetup::autotune(Graph& graph, int64_t batch, const AutotuneOptions& options) {
+  m_ctx->workspace_limit_bytes = options.workspace_limit_bytes;
+  autotune_graph(graph, *m_ctx, batch, options);
+  const size_t bytes = planned_workspace_bytes(graph, *m_ctx, batch);
+  if (bytes > 0 && m_ctx->workspace) m_ctx->workspace->get((bytes + sizeof(float) - 1) / sizeof(float));
+  synchronize();
+}
+
 void DeviceSetup::synchronize() const {
   if (m_cuda) m_cuda->synchronize();
 }

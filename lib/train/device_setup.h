@@ -9,6 +9,7 @@
 #include "core/cuda_context.h"
 #include "core/exec_context.h"
 #include "graph/graph.h"
+#include "train/autotune.h"
 
 namespace cnn {
 
@@ -26,6 +27,10 @@ class DeviceSetup {
   const ExecContext& ctx() const { return *m_ctx; }
   Device device() const { return m_ctx->device; }
   void synchronize() const;
+  // Resolves conv plans and measured backends for `batch` (train/autotune.h), sets the context's
+  // workspace limit and grows the workspace to what the chosen algorithms take. Call before
+  // building the Executor (it binds the layers' parameters; tuning binds scratch ones).
+  void autotune(Graph& graph, int64_t batch, const AutotuneOptions& options = AutotuneOptions::from_environment());
   std::string description() const { return m_description; }
 
  private:

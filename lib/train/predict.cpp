@@ -63,6 +63,7 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   // The trainer's device policy: auto takes the GPU only when every layer has a GPU implementation.
   m.dev = std::make_unique<DeviceSetup>(device, *m.graph, m.spec.train.deterministic);
   m.device = m.dev->device();
+  m.dev->autotune(*m.graph, m.batch * crops);
   m.ex = std::make_unique<Executor>(*m.graph, m.batch * crops, m.dev->ctx(), false);
   load_weights(*m.ex, c.file, true);
   m.class_names = m.graph->class_names();

@@ -120,6 +120,7 @@ void TrainSession::setup_device() {
 void TrainSession::setup_model() {
   setup_device();
   const TrainSpec& t = m_spec.train;
+  m_dev->autotune(*m_graph, t.batch_size);
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
   m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), ctx());

@@ -1,0 +1,308 @@
+// The autotuner (see autotune.h).
+#include "train/autotune.h"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+
+#include "bench/timer.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/conv_plan.h"
+
+namespace cnn {
+
+AutotuneOptions AutotuneOptions::from_environment() {
+  AutotuneOptions o;
+  o.cache_path = resolve_autotune_cache_path();
+  if (const char* mb = std::getenv("CNN_WORKSPACE_MB"); mb && *mb) {
+    char* end = nullptr;
+    const long long v = std::strtoll(mb, &end, 10);
+    if (*end != '\0' || v < 0)
+      throw ConfigError({"CNN_WORKSPACE_MB"}, "", fmt::format("expected a number of MiB >= 0, found '{}'", mb));
+    o.workspace_limit_bytes = size_t(v) << 20;
+  }
+  return o;
+}
+
+std::string TuneOutcome::describe() const {
+  if (!from_cache && record.ms == 0 && record.runner_up.empty()) return record.winner + " (only candidate)";
+  std::string s = fmt::format("{} {:.4f} ms", record.winner, record.ms);
+  if (!record.runner_up.empty())
+    s += fmt::format(", runner-up {} {:.4f} ms ({:.2f}x)", record.runner_up, record.runner_up_ms,
+                     record.ms > 0 ? record.runner_up_ms / record.ms : 0.0);
+  else
+    s += ", no runner-up";
+  return s + (from_cache ? " [cache]" : "");
+}
+
+TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
+                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
+                        const std::string& key) {
+  CNN_CHECK(!candidates.empty(), "autotune: {}: no candidates", what);
+  TuneOutcome out;
+  if (auto hit = cache.find(key)) {
+    if (std::find(candidates.begin(), candidates.end(), hit->winner) != candidates.end()) {
+      out.record = *hit;
+      out.from_cache = true;
+      return out;
+    }
+  }
+  if (candidates.size() == 1) {
+    out.record.winner = candidates[0];
+    return out;  // nothing to compare: not timed, not cached
+  }
+  std::vector<std::pair<double, std::string>> timed;
+  for (const std::string& c : candidates) {
+    try {
+      timed.emplace_back(measure(c), c);
+    } catch (const std::exception& e) {
+      out.failures.push_back(fmt::format("{}: {}", c, e.what()));
+      spdlog::warn("autotune: {}: {} failed and is excluded: {}", what, c, e.what());
+    }
+  }
+  if (timed.empty())
+    CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
+  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  out.record.winner = timed[0].second;
+  out.record.ms = timed[0].first;
+  if (timed.size() > 1) out.record.runner_up = timed[1].second, out.record.runner_up_ms = timed[1].first;
+  cache.put(key, out.record);
+  return out;
+}
+
+namespace {
+
+// Device scratch with small non-zero values (zeros or garbage could take other paths).
+Tensor scratch(const Shape& shape, Device device, uint64_t seed) {
+  Tensor t = Tensor::empty(shape, device, "autotune scratch");
+  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> v(size_t(t.numel()));
+  for (float& f : v) f = rng.uniform() - 0.5f;
+  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
+  return t;
+}
+
+double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run) {
+  for (int i = 0; i < opt.warmup; ++i) run();
+  RegionTimer timer(ctx);
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, opt.repeats); ++i) {
+    timer.start();
+    run();
+    ms.push_back(timer.stop_ms());
+  }
+  return median(ms);
+}
+
+std::vector<Backend> allowed_backends(const Layer& layer, Device device) {
+  if (device == Device::cpu) return {Backend::cpu};
+  const std::string& req = layer.requested_backend();
+  if (req == "cuda") return {Backend::cuda};
+  if (req == "cudnn") return {Backend::cudnn};
+  return {Backend::cuda, Backend::cudnn};
+}
+
+bool allowed(const std::vector<Backend>& bs, Backend b) { return std::find(bs.begin(), bs.end(), b) != bs.end(); }
+
+ConfigError layer_error(const Layer& l, const std::string& message) {
+  return ConfigError(l.where(), fmt::format("layers.{}.algo", l.name()),
+                     fmt::format("layer '{}' ({}): {}", l.name(), l.type(), message));
+}
+
+struct Tuner {
+  Graph& graph;
+  const ExecContext& ctx;
+  int64_t batch;
+  const AutotuneOptions& opt;
+  AutotuneCache cache;
+  std::string env = autotune_environment_key();
+  std::vector<std::string> lines;
+
+  void log(const std::string& line) {
+    spdlog::info("autotune: {}", line);
+    lines.push_back(line);
+  }
+
+  // An explicit name: it must run here, on an allowed backend.
+  const ConvAlgo& explicit_algo(const Layer& l, ConvDir d, const std::string& name, const Conv2dShape& sh,
+                                const std::vector<Backend>& backends) {
+    const ConvAlgo& a = conv2d_algo(d, name);
+    std::vector<std::string> can;
+    for (const ConvAlgo& c : conv2d_algos(d))
+      if (allowed(backends, c.backend) && c.can_implement(ctx, sh)) can.push_back(c.name);
+    const std::string alternatives = can.empty() ? "none" : fmt::format("{}", fmt::join(can, ", "));
+    if (!allowed(backends, a.backend))
+      throw layer_error(l, fmt::format("algo '{}' for {} cannot run on device {} (algorithms that can: {})", name,
+                                       to_string(d), to_string(ctx.device), alternatives));
+    if (!a.can_implement(ctx, sh))
+      throw layer_error(l, fmt::format("algo '{}' cannot implement {} of {} (algorithms that can: {})", name,
+                                       to_string(d), sh.to_string(), alternatives));
+    return a;
+  }
+
+  void tune_conv(Layer& l, ConvPlanned& planned) {
+    ConvPlan& plan = planned.conv_plan();
+    const Conv2dShape sh = planned.conv_shape(batch);
+    const std::vector<Backend> backends = allowed_backends(l, ctx.device);
+    std::vector<Tensor> t;  // x, w, b, y (= dy), dx, dw, db: allocated when something is timed
+    std::vector<std::string> parts;
+    bool timed = false;
+    for (ConvDir d : kConvDirs) {
+      const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
+      if (plan.request(d) != "auto") {
+        plan.algo(d) = &explicit_algo(l, d, plan.request(d), sh, backends);
+        plan.note(d) = "requested";
+        parts.push_back(fmt::format("{} {} (requested)", to_string(d), plan.request(d)));
+        continue;
+      }
+      std::vector<std::string> names, skipped;
+      for (const ConvAlgo& a : conv2d_algos(d)) {
+        if (!allowed(backends, a.backend) || !a.can_implement(ctx, sh)) continue;
+        if (ctx.deterministic && !a.deterministic) {
+          skipped.push_back(a.name + " (not deterministic)");
+        } else if (size_t ws = a.workspace_bytes(ctx, sh); ws > opt.workspace_limit_bytes) {
+          skipped.push_back(fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20,
+                                        opt.workspace_limit_bytes >> 20));
+        } else {
+          names.push_back(a.name);
+        }
+      }
+      if (!skipped.empty()) spdlog::info("autotune: {}: skipped {}", what, fmt::join(skipped, ", "));
+      if (names.empty())
+        throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
+                                         skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
+      auto measure = [&](const std::string& name) {
+        if (t.empty()) {
+          const Device dev = ctx.device;
+          t = {scratch(Shape{sh.N, sh.C, sh.H, sh.W}, dev, 1), scratch(Shape{sh.weight_numel()}, dev, 2),
+               scratch(Shape{sh.K}, dev, 3), scratch(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, 4),
+               Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev, "autotune dx"),
+               Tensor::empty(Shape{sh.weight_numel()}, dev, "autotune dw"), Tensor::empty(Shape{sh.K}, dev, "autotune db")};
+        }
+        const ConvAlgo& a = conv2d_algo(d, name);
+        ConvOperands op;
+        op.x = t[0].data(), op.w = t[1].data(), op.b = sh.has_bias ? t[2].data() : nullptr;
+        if (d == ConvDir::forward) op.y = t[3].data();
+        if (d == ConvDir::backward_data) op.dy = t[3].data(), op.dx = t[4].data(), op.x = nullptr, op.b = nullptr;
+        if (d == ConvDir::backward_filter)
+          op.dy = t[3].data(), op.dw = t[5].data(), op.db = sh.has_bias ? t[6].data() : nullptr, op.w = nullptr,
+          op.b = nullptr;
+        return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
+      };
+      const std::string key = fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}", env, sh.to_string(),
+                                          to_string(d), fmt::join(backend_names(backends), ","),
+                                          int(ctx.deterministic), opt.workspace_limit_bytes);
+      const TuneOutcome r = tune_choice(what, names, measure, cache, key);
+      plan.algo(d) = &conv2d_algo(d, r.record.winner);
+      plan.note(d) = r.record.runner_up.empty()
+                         ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
+                         : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
+                                       r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+      parts.push_back(fmt::format("{} {}", to_string(d), r.describe()));
+      timed = timed || names.size() > 1;
+    }
+    l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    const std::string line = fmt::format("layer '{}' (conv2d {}): {}", l.name(), sh.to_string(), fmt::join(parts, "; "));
+    lines.push_back(line);
+    if (timed) spdlog::info("autotune: {}", line);
+    else spdlog::debug("autotune: {}", line);
+  }
+
+  static std::vector<std::string> backend_names(const std::vector<Backend>& bs) {
+    std::vector<std::string> s;
+    for (Backend b : bs) s.push_back(to_string(b));
+    return s;
+  }
+
+  // cuda vs cudnn for a layer that supports both: forward + backward on scratch tensors.
+  void tune_backend(int index) {
+    GraphNode& node = graph.node(index);
+    Layer& l = *node.layer;
+    std::vector<Tensor> params, grads, xs, dxs;
+    uint64_t seed = 10;
+    for (const ParamInfo& p : l.params()) {
+      params.push_back(scratch(p.shape, ctx.device, seed++));
+      grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
+    }
+    std::vector<std::string> in_shapes;
+    for (int in : node.inputs) {
+      const Shape s = (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
+      xs.push_back(scratch(s, ctx.device, seed++));
+      dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx"));
+      in_shapes.push_back(s.to_string());
+    }
+    Tensor y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y");
+    Tensor dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++);
+    l.bind(params, grads);
+    l.prepare(batch, ctx.device);
+    std::vector<const Tensor*> xp;
+    std::vector<Tensor*> dxp;
+    for (size_t i = 0; i < xs.size(); ++i) xp.push_back(&xs[i]), dxp.push_back(&dxs[i]);
+    RunContext rc;
+    rc.exec = &ctx;
+    auto measure = [&](const std::string& name) {
+      l.set_backend(parse_backend(name), "measuring");
+      return time_ms(ctx, opt, [&] {
+        l.forward(rc, xp, y);
+        l.backward(rc, xp, y, dy, dxp);
+      });
+    };
+    const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    const std::string key = fmt::format("{}|{} {} in {}|det {}", env, l.type(), l.summary(), fmt::join(in_shapes, " "),
+                                        int(ctx.deterministic));
+    const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key);
+    std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
+    if (!r.record.runner_up.empty())
+      how += fmt::format(": {:.2f}x over {}", r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+    l.set_backend(parse_backend(r.record.winner), how);
+    log(fmt::format("{} forward+backward: {}", what, r.describe()));
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
+                                        const AutotuneOptions& opt) {
+  Tuner t{graph, ctx, batch, opt, AutotuneCache(ctx.device == Device::cuda ? opt.cache_path : std::string())};
+  for (int i = 0; i < graph.size(); ++i) {
+    Layer& l = *graph.node(i).layer;
+    if (auto* planned = dynamic_cast<ConvPlanned*>(&l))
+      t.tune_conv(l, *planned);
+    else if (l.backend_to_measure())
+      t.tune_backend(i);
+  }
+  t.cache.save();
+  return t.lines;
+}
+
+size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
+  size_t most = 0;
+  for (int i = 0; i < graph.size(); ++i) {
+    auto* planned = dynamic_cast<ConvPlanned*>(graph.node(i).layer.get());
+    if (!planned) continue;
+    const Conv2dShape sh = planned->conv_shape(batch);
+    for (ConvDir d : kConvDirs)
+      if (const ConvAlgo* a = planned->conv_plan().algo(d)) most = std::max(most, a->workspace_bytes(ctx, sh));
+  }
+  return most;
+}
+
+std::vector<std::string> describe_conv_plan(const Layer& layer) {
+  auto* planned = dynamic_cast<const ConvPlanned*>(&layer);
+  if (!planned) return {};
+  const ConvPlan& plan = planned->conv_plan();
+  std::vector<std::string> out;
+  for (ConvDir d : kConvDirs) {
+    const ConvAlgo* a = plan.algo(d);
+    out.push_back(a ? fmt::format("{} {} ({})", to_string(d), a->name, plan.notes[size_t(d)])
+                    : fmt::format("{} {} (not resolved)", to_string(d), plan.request(d)));
+  }
+  return out;
+}
+
+}  // namespace cnn
