@@ -88,14 +88,19 @@ void Executor::init_params(uint64_t seed) {
   }
 }
 
+// A fused activation (GraphNode::fused_into) owns no tensors: its views are its producer's.
+static size_t storage_node(const Graph& g, int node) {
+  return static_cast<size_t>(g.node(node).fused_into >= 0 ? g.node(node).fused_into : node);
+}
+
 Tensor Executor::act_view(int node, int64_t n) const {
-  const PlannedTensor& t = m_plan.activations[static_cast<size_t>(node)];
+  const PlannedTensor& t = m_plan.activations[storage_node(m_graph, node)];
   return Tensor::wrap(const_cast<float*>(m_arena.data()) + t.offset,
                       batch_shape(m_graph.node(node).out_shape, n), m_arena.device());
 }
 
 Tensor Executor::grad_view(int node, int64_t n) const {
-  const PlannedTensor& t = m_plan.gradients[static_cast<size_t>(node)];
+  const PlannedTensor& t = m_plan.gradients[storage_node(m_graph, node)];
   CNN_CHECK(t.size > 0, "no gradient planned for node {} (executor built for inference)", node);
   return Tensor::wrap(const_cast<float*>(m_arena.data()) + t.offset,
                       batch_shape(m_graph.node(node).out_shape, n), m_arena.device());
@@ -140,7 +145,7 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
     if (check_finite && !all_finite(y)) return i;
   }
   m_output_view = act_view(m_graph.size() - 1, n);
-  if (m_plan.gradients.back().size > 0) m_output_grad_view = grad_view(m_graph.size() - 1, n);
+  if (m_plan.gradients[storage_node(m_graph, m_graph.size() - 1)].size > 0) m_output_grad_view = grad_view(m_graph.size() - 1, n);
   return -1;
 }
 

@@ -45,7 +45,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
     const GraphNode& n = g.node(i);
     PlannedTensor& a = plan.activations[static_cast<size_t>(i)];
     a.what = "act " + n.layer->name();
-    if (n.fused_into >= 0) {  // shares its producer's tensors (offsets copied below)
+    if (n.fused_into >= 0) {  // plans nothing: the executor views its producer's tensors
       a.what += " (fused into " + g.node(n.fused_into).layer->name() + ")";
       a.first = a.last = i;
       if (training) plan.gradients[static_cast<size_t>(i)].what = "grad " + n.layer->name() + " (fused)";
@@ -77,14 +77,6 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
   for (auto& t : plan.gradients) all.push_back(&t);
   for (auto* t : all) plan.naive_size += t->size;
   plan.arena_size = assign_offsets(all, Graph::kAlign);
-  // A fused activation's views are its producer's bytes (its own entries stay out of the sizes).
-  for (int i = 0; i < L; ++i) {
-    const int p = g.node(i).fused_into;
-    if (p < 0) continue;
-    plan.activations[static_cast<size_t>(i)].offset = plan.activations[static_cast<size_t>(p)].offset;
-    plan.gradients[static_cast<size_t>(i)].offset = plan.gradients[static_cast<size_t>(p)].offset;
-    plan.gradients[static_cast<size_t>(i)].size = plan.gradients[static_cast<size_t>(p)].size;
-  }
   return plan;
 }
 

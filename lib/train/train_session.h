@@ -106,6 +106,7 @@ class TrainSession {
   std::unique_ptr<Communicator> m_nccl;  // device buffers of GPU ranks (null: m_comm reduces them)
   Communicator* m_reduce_comm = nullptr;
   std::unique_ptr<GradReducer> m_reducer;
+  std::unique_ptr<StatsReducer> m_stats_reducer;  // dist.sync_batchnorm (the layers hold it)
   std::unique_ptr<Watchdog> m_watch;
   int m_rank = 0, m_world = 1;
   double m_lr = 0;               // after train.lr_scaling

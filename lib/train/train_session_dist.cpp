@@ -16,6 +16,25 @@ namespace cnn {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Sync batchnorm's per-channel sums through the run's communicator (NCCL on GPU ranks: ordered on
+// the compute stream; MPI: blocking, device buffers through the host once the stream is idle).
+class CommStatsReducer final : public StatsReducer {
+ public:
+  CommStatsReducer(Communicator& comm, const DeviceSetup& dev) : m_comm(comm), m_dev(dev) {}
+  void sum(double* data, int64_t n, Device where) override {
+    if (where == Device::cuda && m_comm.kind() != "nccl") m_dev.synchronize();
+    m_comm.allreduce_sum_f64(data, n, where);
+  }
+
+ private:
+  Communicator& m_comm;
+  const DeviceSetup& m_dev;
+};
+
+}  // namespace
+
 // Test hook of the failure tests: CNN_TEST_KILL_RANK=r CNN_TEST_KILL_AT_STEP=k makes rank r die
 // (_exit(9)) 0.3 s into the forward pass of step k, or hang there for good with
 // CNN_TEST_KILL_MODE=stall (its watchdog thread keeps reporting). Not for users.
@@ -57,12 +76,20 @@ void TrainSession::setup_data_parallel() {
     Watchdog* w = m_watch.get();
     m_reducer->set_blocking_observer([w](bool blocked) { w->set_phase(blocked ? Phase::allreduce : Phase::backward); });
   }
+  // dist.sync_batchnorm: every batchnorm normalises with the statistics of the global batch.
+  int synced = 0;
+  if (m_spec.dist.sync_batchnorm) {
+    m_stats_reducer = std::make_unique<CommStatsReducer>(*m_reduce_comm, *m_dev);
+    for (int i = 0; i < m_graph->size(); ++i) synced += m_graph->node(i).layer->set_stats_reducer(m_stats_reducer.get());
+    m_train_step->set_sync_batchnorm(synced > 0);
+  }
   const int64_t global = t.batch_size * m_world;
   spdlog::info(
       "data-parallel: {} rank{} ({} communicator, {} on this host), per-rank batch {}, global batch {} ({} x {}), "
-      "{} steps per epoch",
+      "{} steps per epoch, sync batchnorm: {}",
       m_world, m_world == 1 ? "" : "s", m_reduce_comm->kind(), m_comm->local_size(), t.batch_size, global, t.batch_size,
-      m_world, m_train_loader->batches_per_epoch());
+      m_world, m_train_loader->batches_per_epoch(),
+      m_spec.dist.sync_batchnorm ? fmt::format("on ({} layer{})", synced, synced == 1 ? "" : "s") : "off");
   spdlog::info(
       "learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_lr, t.lr_scaling, m_world,
       t.schedule.warmup_epochs > 0 ? fmt::format("; warmup over {} epochs still applies", t.schedule.warmup_epochs)

@@ -116,8 +116,27 @@ TrainStep::Result TrainStep::forward_backward(const int32_t* labels, int64_t n, 
   phase(Phase::backward);
   Tensor& g = m_ex.grads();
   device_memset_zero(g.device(), g.data(), g.bytes());
-  reducer.reduce_all();
+  if (m_sync_batchnorm)
+    join_sync_idle(n > 0, step, seed, reducer);
+  else
+    reducer.reduce_all();
   return r;
+}
+
+// The collectives of a full step without its work: the forward's batchnorm sums in layer order
+// (unless the forward ran), then from the last node back each layer's backward sums followed by
+// its gradients' buckets, exactly as Executor::backward with the reducer's hook would issue them.
+void TrainStep::join_sync_idle(bool forward_ran, uint64_t step, uint64_t seed, GradReducer& reducer) {
+  Graph& graph = m_ex.graph();
+  RunContext rc{&m_ex.context(), true, seed, step};
+  if (!forward_ran)
+    for (int i = 0; i < graph.size(); ++i) graph.node(i).layer->join_sync_idle(rc, false);
+  for (int i = graph.size() - 1; i >= 0; --i) {
+    graph.node(i).layer->join_sync_idle(rc, true);
+    for (int p : graph.node(i).params)
+      if (graph.params()[size_t(p)].trainable) reducer.on_ready(p);
+  }
+  reducer.finish();
 }
 
 void TrainStep::update(double lr) {

@@ -47,6 +47,9 @@ class TrainStep {
                           double grad_weight, Watchdog* watchdog);
   // Clipping (of the averaged gradients) and the optimizer step.
   void update(double lr);
+  // dist.sync_batchnorm: a rank that skips forward or backward this step replays the layers'
+  // reductions with zeros (Layer::join_sync_idle) in a full step's order, buckets included.
+  void set_sync_batchnorm(bool on) { m_sync_batchnorm = on; }
 
   // CUDA graphs for run() on a GPU (on by default; a CPU executor is always off). Turning it off
   // (reason: for the log) runs the same kernels uncaptured.
@@ -61,10 +64,12 @@ class TrainStep {
   void enqueue_cuda(int64_t n);  // the whole step, queued; capturable
   bool replay_cuda(int64_t n);   // false: run it uncaptured instead (warm-up or capture off)
   Result read_result(const int32_t* labels, int64_t n, double loss);
+  void join_sync_idle(bool forward_ran, uint64_t step, uint64_t seed, GradReducer& reducer);
   Executor& m_ex;
   const LossFunction& m_loss;
   Optimizer& m_opt;
   double m_clip;
+  bool m_sync_batchnorm = false;
   Tensor m_labels;  // (max_batch) int32 stored in float-sized slots on the executor's device
   Tensor m_probs;   // (max_batch, K)
   std::vector<float> m_host_probs;

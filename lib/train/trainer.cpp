@@ -387,14 +387,6 @@ TrainResult TrainSession::run() {
     m_comm = m_opt.comm;
     m_rank = m_comm->rank();
     m_world = m_comm->size();
-    if (m_spec.dist.sync_batchnorm) {
-      Location where{m_spec.file};
-      if (ConfigNode* d = m_spec.root->find("dist"))
-        if (ConfigNode* v = d->find("sync_batchnorm")) where = v->where();
-      throw ConfigError(where, "dist.sync_batchnorm",
-                        "synchronised batchnorm is not implemented yet: each rank normalises with its own batch "
-                        "statistics; set it to false");
-    }
     Watchdog::Options wo;
     wo.timeout_s = m_spec.dist.timeout_s;
     wo.stop_requested = [] { return stop_requested(); };
