@@ -18,7 +18,8 @@ const char* kModel =
     "  - {name: drop1, type: dropout, p: 0.2}\n"
     "  - {name: fc, type: dense, units: 3}\n"
     "data: {format: synthetic, synthetic_size: 30}\n"
-    "train: {epochs: 3, batch_size: 4, clip_grad_norm: 1.0, optimizer: {type: adam, lr: 0.001}}\n";
+    "train: {epochs: 3, batch_size: 4, deterministic: true, clip_grad_norm: 1.0,\n"
+    "        optimizer: {type: adam, lr: 0.001}}\n";
 
 ProgramResult train(const TempDir& dir, const std::string& out, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"m.yaml", "--out", out};
@@ -77,6 +78,7 @@ TEST_CASE("cnn-bench model says whether the step ran as a cuda graph", "[gpu]") 
     ProgramResult r = run_program(program_path("cnn-bench"), args, dir.path());
     INFO(r.describe());
     REQUIRE(r.exit_code == 0);
-    CHECK_THAT(r.out, Catch::Matchers::Contains(graph ? "CUDA graph on (step captured, " : "CUDA graph off (--no-cuda-graph)"));
+    CHECK_THAT(r.out,
+               Catch::Matchers::Contains(graph ? "CUDA graph on (step captured, " : "CUDA graph off (--no-cuda-graph)"));
   }
 }

@@ -41,6 +41,7 @@ const char* kModel =
     "loss: {type: softmax_cross_entropy, label_smoothing: 0.1}\n"
     "train:\n"
     "  seed: 11\n"
+    "  deterministic: true\n"
     "  batch_size: 16\n"
     "  clip_grad_norm: 0.5\n"
     "  optimizer: {type: adamw, lr: 0.01, weight_decay: 0.01}\n";
