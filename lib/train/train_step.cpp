@@ -57,11 +57,6 @@ std::string TrainStep::cuda_graph_status() const {
   return fmt::format("on (step captured, {} nodes)", m_graph_nodes);
 }
 
-std::string cuda_graph_start_status(Device device, bool requested) {
-  if (device != Device::cuda) return "off (CPU run)";
-  return requested ? "on" : "off (--no-cuda-graph)";
-}
-
 TrainStep::Result TrainStep::read_result(const int32_t* labels, int64_t n, double loss) {
   const ExecContext& ctx = m_ex.context();
   const int64_t K = m_ex.graph().num_classes();

@@ -87,8 +87,4 @@ class TrainStep {
   int64_t m_replays = 0;
 };
 
-// The part of a CUDA-graph status the start log prints for a context: "off (CPU run)" for a CPU
-// context, else `requested` ? "on" : "off (--no-cuda-graph)".
-std::string cuda_graph_start_status(Device device, bool requested);
-
 }  // namespace cnn

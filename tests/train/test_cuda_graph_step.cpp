@@ -138,9 +138,6 @@ TEST_CASE("a cpu training step reports the cuda graph off and trains as before",
   cpu.train(loss, correct);
   CHECK(cpu.step->graph_replays() == 0);
   for (double l : loss) CHECK(std::isfinite(l));
-  CHECK(cuda_graph_start_status(Device::cpu, true) == "off (CPU run)");
-  CHECK(cuda_graph_start_status(Device::cuda, true) == "on");
-  CHECK(cuda_graph_start_status(Device::cuda, false) == "off (--no-cuda-graph)");
 }
 
 TEST_CASE("train.cuda_graph defaults to true and can be turned off by --set", "[cpu]") {
