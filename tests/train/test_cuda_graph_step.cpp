@@ -112,8 +112,11 @@ TEST_CASE("graph-captured training steps equal uncaptured ones bit for bit, part
   captured.train(captured_loss, captured_correct);
   INFO("graph: " << captured.step->cuda_graph_status());
   CHECK(plain.step->graph_replays() == 0);
-  // Per size: one warm-up, one capture (launched), then replays: 16 x7 -> 6 launches, 10 x4 -> 3.
-  CHECK(captured.step->graph_replays() == 9);
+  // Per size: one warm-up, one capture (launched), then replays: 16 x7 -> 6 launches, 10 x4 -> 3
+  // (fewer only if a warm-up grew the shared workspace, which drops every graph and warms again).
+  INFO("graph launches: " << captured.step->graph_replays());
+  CHECK(captured.step->graph_replays() >= 5);
+  CHECK(captured.step->graph_replays() <= 9);
   CHECK(captured.step->cuda_graph_status().rfind("on (step captured, ", 0) == 0);
   REQUIRE(plain_loss.size() == captured_loss.size());
   for (size_t s = 0; s < plain_loss.size(); ++s) {
