@@ -52,7 +52,7 @@ TEST_CASE("layers claim the cudnn backend exactly where cudnn has the op", "[cpu
   }
 }
 
-TEST_CASE("an explicit cudnn backend is a config error where this build has no cudnn", "[cpu]") {
+TEST_CASE("an explicit cudnn backend is honoured where cudnn has the op and a config error elsewhere", "[cpu]") {
   ModelSpec spec = parse_model_text(
       "name: explicit\n"
       "input: {channels: 1, height: 6, width: 6}\n"
