@@ -6,25 +6,6 @@
 
 namespace cnn {
 
-const char* to_string(Backend b) {
-  switch (b) {
-    case Backend::cpu:
-      return "cpu";
-    case Backend::cuda:
-      return "cuda";
-    case Backend::cudnn:
-      return "cudnn";
-  }
-  return "?";
-}
-
-Backend parse_backend(const std::string& s) {
-  if (s == "cpu") return Backend::cpu;
-  if (s == "cuda") return Backend::cuda;
-  if (s == "cudnn") return Backend::cudnn;
-  CNN_THROW("unknown backend '{}' (expected cpu, cuda or cudnn)", s);
-}
-
 Layer::Layer(const LayerSpec& spec)
     : m_node(spec.node),
       m_name(spec.name),

@@ -7,7 +7,8 @@ namespace cnn {
 
 enum class Backend { cpu, cuda, cudnn };
 
-const char* to_string(Backend b);
+// Both in backend.cpp, so the op library names backends without the layers.
+const char* to_string(Backend b);  // "cpu" | "cuda" | "cudnn"
 // "cpu" | "cuda" | "cudnn"; throws cnn::Error otherwise (specs are validated earlier).
 Backend parse_backend(const std::string& s);
 
