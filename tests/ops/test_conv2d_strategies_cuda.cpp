@@ -348,13 +348,16 @@ TEST_CASE("conv2d cuda fft winograd and im2col gemm replay from a cuda graph wit
     CudaContext cuda;
     DeviceConv d(r);
     size_t most = 0;
+    std::vector<float> y, dx, dw, db;  // run_and_check poisons every output first: keep each direction's
     for (ConvDir dir : kDirs) {
       INFO(to_string(dir));
       run_and_check(cuda, *s, dir, r, d, true);  // the uncaptured warm-up, against the cpu
       most = std::max(most, s->workspace_bytes(sh, dir));
       CHECK(cuda.ctx().workspace->capacity_bytes() <= most + most / 2 + sizeof(float));
+      if (dir == ConvDir::forward) y = d.y.get();
+      if (dir == ConvDir::backward_data) dx = d.dx.get();
+      if (dir == ConvDir::backward_filter) dw = d.dw.get(), db = d.db.get();
     }
-    const std::vector<float> y = d.y.get(), dx = d.dx.get(), dw = d.dw.get(), db = d.db.get();
     const size_t capacity = cuda.ctx().workspace->capacity_bytes();
     d.poison();
     ConvOperands op{d.x.data(), d.w.data(), d.b.data(), d.y.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()};
