@@ -1,13 +1,18 @@
 // cnn-bench: timing. `cnn-bench model MODEL.yaml` measures training-step throughput and, with
-// --layers, a per-layer forward/backward table.
+// --layers, a per-layer forward/backward table; `cnn-bench conv [SWEEP.yaml ...] [--models]` times
+// every convolution implementation on sweep points and model layers.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "cli_common.h"
 #include "config/model_spec.h"
 #include "train/benchmark.h"
+#include "train/autotune.h"
+#include "train/conv_bench.h"
 
 using namespace cnn;
 
@@ -37,9 +42,52 @@ int main(int argc, char** argv) {
   bool no_cuda_graph = false;
   m->add_flag("--no-cuda-graph", no_cuda_graph, "time the GPU step uncaptured (train.cuda_graph=false)");
 
+  std::vector<std::string> sweeps, model_files;
+  bool models = false;
+  std::string csv_path, conv_json;
+  ConvBenchOptions copt;
+  CLI::App* c = cli.add_subcommand("conv", "time every convolution implementation on sweep points and model layers");
+  c->add_option("sweeps", sweeps, "sweep files (bench/sweeps/README.md)");
+  c->add_flag("--models", models, "add every conv layer of models/*.yaml (or of --model files), deduplicated");
+  c->add_option("--model", model_files, "model file whose conv layers to add (repeatable; implies --models)");
+  c->add_option("--device", copt.device, "auto | cpu | cuda");
+  c->add_option("--impl", copt.impl_glob, "only implementations matching this pattern (e.g. 'cuda:*')");
+  c->add_option("--direction", copt.direction, "all | forward | backward_data | backward_filter")
+      ->check(CLI::IsMember({"all", "forward", "backward_data", "backward_filter"}));
+  c->add_option("--repeats", copt.repeats, "timed runs per point (default: the sweep file's)");
+  c->add_option("--warmup", copt.warmup, "untimed runs per point (default: the sweep file's)");
+  c->add_option("--csv", csv_path, "write one row per (point, direction, implementation) as CSV");
+  c->add_option("--json", conv_json, "write the rows, summaries and group means as JSON");
+
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream f(path);
+    f << text;
+    if (!f) throw Error("cannot write " + path);
+  };
+  auto run_conv = [&]() -> int {
+    if (copt.repeats == 0 || copt.warmup < -1 || copt.repeats < -1)
+      throw ConfigError({"<command line>"}, "", "--repeats must be >= 1, --warmup >= 0");
+    std::vector<ConvPoint> points;
+    for (const std::string& s : sweeps)
+      for (ConvPoint& p : load_conv_sweep(s)) points.push_back(std::move(p));
+    if (models && model_files.empty())
+      for (const auto& e : std::filesystem::directory_iterator("models"))
+        if (e.path().extension() == ".yaml") model_files.push_back(e.path().string());
+    std::sort(model_files.begin(), model_files.end());
+    for (ConvPoint& p : model_conv_points(model_files)) points.push_back(std::move(p));
+    if (points.empty()) throw ConfigError({"<command line>"}, "", "nothing to time: give sweep files and/or --models");
+    copt.workspace_limit_bytes = AutotuneOptions::from_environment().workspace_limit_bytes;
+    ConvBenchResult r = bench_conv(points, copt);
+    std::cout << r.to_table();
+    if (!csv_path.empty()) write(csv_path, r.to_csv());
+    if (!conv_json.empty()) write(conv_json, r.to_json().dump(1) + "\n");
+    return 0;
+  };
+
   return app::guarded_main("cnn-bench", cli, argc, argv, [&]() -> int {
     app::setup_logging(quiet);
     app::export_autotune_flags(tune);
+    if (*c) return run_conv();
     if (opt.steps < 1 || opt.repeats < 1 || opt.warmup < 0)
       throw ConfigError({"<command line>"}, "", "--steps and --repeats must be >= 1, --warmup >= 0");
     if (no_cuda_graph) sets.push_back("train.cuda_graph=false");

@@ -1,0 +1,222 @@
+// `cnn-bench conv` (see conv_bench.h).
+#include "train/conv_bench.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "bench/peak.h"
+#include "bench/timer.h"
+#include "core/cuda_context.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace cnn {
+
+bool glob_match(const std::string& p, const std::string& t) {
+  size_t pi = 0, ti = 0, star = std::string::npos, mark = 0;
+  while (ti < t.size()) {
+    if (pi < p.size() && (p[pi] == '?' || p[pi] == t[ti])) {
+      ++pi, ++ti;
+    } else if (pi < p.size() && p[pi] == '*') {
+      star = pi++, mark = ti;
+    } else if (star != std::string::npos) {
+      pi = star + 1, ti = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+namespace {
+
+Tensor filled(const Shape& shape, Device device, uint64_t seed) {
+  Tensor t = Tensor::empty(shape, device, "cnn-bench conv operand");
+  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> v(size_t(t.numel()));
+  for (float& f : v) f = rng.uniform() - 0.5f;
+  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
+  return t;
+}
+
+double timed_median(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run) {
+  for (int i = 0; i < warmup; ++i) run();
+  RegionTimer timer(ctx);
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    timer.start();
+    run();
+    ms.push_back(timer.stop_ms());
+  }
+  return median(ms);
+}
+
+void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOptions& opt, double peak,
+                 ConvBenchResult& out) {
+  const Conv2dShape& sh = p.shape;
+  const Device dev = ctx.device;
+  std::vector<Tensor> t;  // allocated on first use: x, w, b, y/dy, dx, dw, db
+  for (ConvDir d : p.directions) {
+    if (opt.direction != "all" && opt.direction != to_string(d)) continue;
+    const size_t first = out.rows.size();
+    for (const ConvAlgo& a : conv2d_algos(d)) {
+      if (!glob_match(opt.impl_glob, a.name)) continue;
+      if ((a.backend == Backend::cpu) != (dev == Device::cpu)) continue;
+      ConvBenchRow r;
+      r.group = p.group, r.point = p.name, r.impl = a.name, r.direction = to_string(d), r.shape = sh;
+      if (!a.can_implement(ctx, sh)) {
+        r.status = "cannot implement";
+        out.rows.push_back(r);
+        continue;
+      }
+      r.workspace_bytes = a.workspace_bytes(ctx, sh);
+      if (r.workspace_bytes > opt.workspace_limit_bytes) {
+        r.status = "workspace over limit";
+        out.rows.push_back(r);
+        continue;
+      }
+      try {
+        if (t.empty())
+          t = {filled(Shape{sh.N, sh.C, sh.H, sh.W}, dev, 1), filled(Shape{sh.weight_numel()}, dev, 2),
+               filled(Shape{sh.K}, dev, 3), filled(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, 4),
+               Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev), Tensor::empty(Shape{sh.weight_numel()}, dev),
+               Tensor::empty(Shape{sh.K}, dev)};
+        ConvOperands op;
+        if (d == ConvDir::forward) op.x = t[0].data(), op.w = t[1].data(), op.b = t[2].data(), op.y = t[3].data();
+        if (d == ConvDir::backward_data) op.w = t[1].data(), op.dy = t[3].data(), op.dx = t[4].data();
+        if (d == ConvDir::backward_filter)
+          op.x = t[0].data(), op.dy = t[3].data(), op.dw = t[5].data(), op.db = t[6].data();
+        const int warmup = opt.warmup >= 0 ? opt.warmup : p.warmup, repeats = opt.repeats > 0 ? opt.repeats : p.repeats;
+        r.ms = timed_median(ctx, warmup, repeats, [&] { a.run(ctx, sh, op); });
+        r.tflops = sh.flops_forward() / (r.ms * 1e-3) / 1e12;
+        r.peak_share = peak > 0 ? r.tflops / peak : 0;
+      } catch (const std::exception& e) {
+        r.status = std::string("failed: ") + e.what();
+        spdlog::warn("{} {} {}: {}", p.name, to_string(d), a.name, e.what());
+      }
+      out.rows.push_back(r);
+    }
+    ConvBenchSummary s;
+    s.group = p.group, s.point = p.name, s.direction = to_string(d);
+    ConvBenchRow* best = nullptr;
+    for (size_t i = first; i < out.rows.size(); ++i) {
+      ConvBenchRow& r = out.rows[i];
+      if (r.status != "ok") continue;
+      if (!best || r.ms < best->ms) best = &r;
+      const bool cudnn = r.impl.rfind("cudnn:", 0) == 0;
+      std::string& name = cudnn ? s.best_cudnn : s.best_ours;
+      double& ms = cudnn ? s.cudnn_ms : s.ours_ms;
+      if (name.empty() || r.ms < ms) name = r.impl, ms = r.ms;
+    }
+    if (best) best->fastest = true;
+    if (!s.best_ours.empty() && !s.best_cudnn.empty()) s.ratio = s.cudnn_ms / s.ours_ms;
+    out.summaries.push_back(s);
+  }
+}
+
+}  // namespace
+
+ConvBenchResult bench_conv(const std::vector<ConvPoint>& points, const ConvBenchOptions& opt) {
+  const bool gpu = opt.device == "cuda" || (opt.device == "auto" && cuda_available());
+  if (opt.device != "auto" && opt.device != "cpu" && opt.device != "cuda")
+    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", opt.device));
+  std::unique_ptr<CudaContext> cuda;
+  ExecContext cpu;
+  const ExecContext* ctx = nullptr;
+  ConvBenchResult out;
+  if (gpu) {
+    cuda = std::make_unique<CudaContext>(0);
+    cuda->ctx().workspace_limit_bytes = opt.workspace_limit_bytes;
+    ctx = &cuda->ctx();
+    out.device = "cuda: " + cuda_device_description();
+    const PeakFigures peak = measure_peak(*ctx);
+    out.peak_tflops = peak.fp32_tflops, out.peak_gb_per_s = peak.dram_gb_per_s;
+  } else {
+    cpu = ExecContext::cpu();
+    cpu.workspace_limit_bytes = opt.workspace_limit_bytes;
+    ctx = &cpu;
+    out.device = fmt::format("cpu: {} threads", cpu.threads());
+  }
+  for (const ConvPoint& p : points) {
+    spdlog::info("{} ({})", p.name, p.shape.to_string());
+    bench_point(*ctx, p, opt, out.peak_tflops, out);
+  }
+  std::map<std::string, std::pair<double, int>> logs;  // group -> (sum of log ratio, count)
+  std::vector<std::string> order;
+  for (const ConvBenchSummary& s : out.summaries) {
+    if (s.ratio <= 0) continue;
+    if (!logs.count(s.group)) order.push_back(s.group);
+    logs[s.group].first += std::log(s.ratio);
+    logs[s.group].second += 1;
+  }
+  for (const std::string& g : order) out.group_geomean.emplace_back(g, std::exp(logs[g].first / logs[g].second));
+  return out;
+}
+
+std::string ConvBenchResult::to_table() const {
+  std::string s = fmt::format("device: {}\n", device);
+  if (peak_tflops > 0)
+    s += fmt::format("measured peak: {:.1f} TFLOP/s FP32, {:.0f} GB/s DRAM\n", peak_tflops, peak_gb_per_s);
+  else
+    s += "measured peak: not measured on the CPU (peak share column left 0)\n";
+  s += fmt::format("{:<24} {:<16} {:<26} {:>10} {:>8} {:>6} {:>10}  {}\n", "point", "direction", "impl", "ms",
+                   "TFLOP/s", "peak", "ws MiB", "status");
+  for (const ConvBenchRow& r : rows)
+    s += fmt::format("{:<24} {:<16} {:<26} {:>10.4f} {:>8.2f} {:>5.0f}% {:>10.1f}  {}{}\n", r.point, r.direction,
+                     r.impl, r.ms, r.tflops, 100 * r.peak_share, double(r.workspace_bytes) / (1 << 20), r.status,
+                     r.fastest ? " (fastest)" : "");
+  s += "\nbest of ours vs best of cuDNN (ratio = cuDNN ms / ours ms; > 1: ours faster)\n";
+  for (const ConvBenchSummary& x : summaries)
+    s += fmt::format("{:<24} {:<16} ours {} {:.4f} ms, cudnn {} {:.4f} ms, ratio {}\n", x.point, x.direction,
+                     x.best_ours.empty() ? "-" : x.best_ours, x.ours_ms, x.best_cudnn.empty() ? "-" : x.best_cudnn,
+                     x.cudnn_ms, x.ratio > 0 ? fmt::format("{:.3f}", x.ratio) : std::string("n/a"));
+  s += "\ngeometric mean of the ratio per group\n";
+  for (const auto& [g, v] : group_geomean) s += fmt::format("{:<24} {:.3f}\n", g, v);
+  if (group_geomean.empty()) s += "(none: no point had both an implementation of ours and of cuDNN)\n";
+  return s;
+}
+
+std::string ConvBenchResult::to_csv() const {
+  std::string s = "group,layer,impl,direction,ms,tflops,peak_share,workspace_bytes,fastest,status,N,C,H,W,K,R,S,"
+                  "stride,padding\n";
+  for (const ConvBenchRow& r : rows) {
+    const Conv2dShape& h = r.shape;
+    const bool ok = r.status == "ok";
+    std::string status = r.status;
+    for (char& c : status)
+      if (c == ',' || c == '\n' || c == '"') c = ' ';
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.group, r.point, r.impl,
+                     r.direction, ok ? fmt::format("{:.6g}", r.ms) : "", ok ? fmt::format("{:.6g}", r.tflops) : "",
+                     ok ? fmt::format("{:.4g}", r.peak_share) : "", r.workspace_bytes, r.fastest ? 1 : 0, status, h.N,
+                     h.C, h.H, h.W, h.K, h.R, h.S, h.stride_h, h.pad_h);
+  }
+  return s;
+}
+
+nlohmann::json ConvBenchResult::to_json() const {
+  nlohmann::json j{{"device", device}, {"peak_tflops", peak_tflops}, {"peak_gb_per_s", peak_gb_per_s}};
+  j["rows"] = nlohmann::json::array();
+  for (const ConvBenchRow& r : rows) {
+    const Conv2dShape& h = r.shape;
+    j["rows"].push_back({{"group", r.group}, {"layer", r.point}, {"impl", r.impl}, {"direction", r.direction},
+                         {"status", r.status}, {"ms", r.ms}, {"tflops", r.tflops}, {"peak_share", r.peak_share},
+                         {"workspace_bytes", r.workspace_bytes}, {"fastest", r.fastest},
+                         {"shape", {{"N", h.N}, {"C", h.C}, {"H", h.H}, {"W", h.W}, {"K", h.K}, {"R", h.R},
+                                    {"S", h.S}, {"stride", h.stride_h}, {"padding", h.pad_h}}}});
+  }
+  j["summaries"] = nlohmann::json::array();
+  for (const ConvBenchSummary& x : summaries)
+    j["summaries"].push_back({{"group", x.group}, {"layer", x.point}, {"direction", x.direction},
+                              {"best_ours", x.best_ours}, {"ours_ms", x.ours_ms}, {"best_cudnn", x.best_cudnn},
+                              {"cudnn_ms", x.cudnn_ms}, {"ratio", x.ratio}});
+  j["group_geomean"] = nlohmann::json::object();
+  for (const auto& [g, v] : group_geomean) j["group_geomean"][g] = v;
+  return j;
+}
+
+}  // namespace cnn

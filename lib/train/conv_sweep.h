@@ -1,0 +1,34 @@
+// Convolution sweep files (bench/sweeps/README.md, format 1) and the conv layers of model files,
+// expanded into the points `cnn-bench conv` times. Read strictly through ConfigNode, so a bad key
+// or value is a ConfigError naming file:line:col and the key path.
+// Trap: model points take each model's train.batch_size and are deduplicated by shape across all
+// models (the first model naming a shape owns it), so the counts are not per model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/node.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"
+
+namespace cnn {
+
+struct ConvPoint {
+  std::string group;  // "base shapes", a sweep's name, or "model <name>"
+  std::string name;   // "L1", "L1_batch/N=64", "vgg_a/conv3_1"
+  Conv2dShape shape;
+  std::vector<ConvDir> directions;
+  int warmup = 5;
+  int repeats = 20;
+};
+
+// Points of one sweep file: every base shape, then every sweep's points, in file order.
+std::vector<ConvPoint> load_conv_sweep(const std::string& path);
+std::vector<ConvPoint> parse_conv_sweep(ConfigNode& root);
+
+// Every conv2d layer of the models (per-sample shapes at each model's default batch size),
+// deduplicated by shape.
+std::vector<ConvPoint> model_conv_points(const std::vector<std::string>& model_files);
+
+}  // namespace cnn
