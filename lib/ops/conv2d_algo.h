@@ -56,6 +56,11 @@ struct ConvAlgo {
 std::vector<ConvAlgo> conv2d_cpu_algos();    // conv2d_algo.cpp
 std::vector<ConvAlgo> conv2d_cuda_algos();   // our CUDA strategies (conv2d_algo_cuda.cpp / _nocuda.cpp)
 std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm (conv2d_cudnn.cpp / cudnn_ops_nocuda.cpp)
+// Our accuracy rule on top of cuDNN's support answer, a pure function of the shape (so it can be
+// checked without a GPU): false for cudnn:winograd_nonfused on filters larger than 3x3 (measured
+// too inaccurate; see conv2d_cudnn.cpp), whose can_implement is then false. `name` is a listed
+// cuDNN algorithm of `dir` ("cudnn:..."), else throws. Always false without cuDNN.
+bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh);
 
 // All of them, for one direction, in a fixed order (cpu, cuda, cudnn).
 const std::vector<ConvAlgo>& conv2d_algos(ConvDir dir);

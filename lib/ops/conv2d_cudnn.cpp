@@ -2,7 +2,8 @@
 // bias by cudnnAddTensor and cudnnConvolutionBackwardBias), FP32 with CUDNN_FMA_MATH so no
 // algorithm may use tensor cores (TF32) for FP32 data. Every algorithm of every direction is one
 // ConvAlgo; conv2d_forward_cudnn / conv2d_backward_cudnn take the one cuDNN's heuristic ranks first
-// among those that fit the workspace limit.
+// among those that fit the workspace limit and that we measured accurate (accurate_enough: no
+// WINOGRAD_NONFUSED on filters larger than 3x3).
 // Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
 // descriptors, those answers and the heuristic's choice are memoised per shape in the context.
 #include <cudnn.h>
@@ -75,6 +76,34 @@ const AlgoInfo* find_algo(ConvDir dir, int id) {
 bool algo_deterministic(ConvDir dir, int id) {
   const AlgoInfo* a = find_algo(dir, id);
   return a && a->deterministic;
+}
+
+bool is_winograd_nonfused(ConvDir dir, int id) {
+  switch (dir) {
+    case ConvDir::forward:
+      return id == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+    case ConvDir::backward_data:
+      return id == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+    case ConvDir::backward_filter:
+      return id == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+  }
+  return false;
+}
+
+// Our rule on top of cuDNN's own support answer: whether algorithm `id` of `dir` is accurate
+// enough to use on this shape. Measured on an H200 with cuDNN 9.14 (FP32, FMA math, against the
+// double CPU reference, tolerance 1e-3 abs + 1e-3 rel): WINOGRAD_NONFUSED accepts 5x5 filters but
+// is off by 0.5% to 7% in every direction, where every other algorithm passes the same shapes and
+// WINOGRAD_NONFUSED itself passes 3x3:
+//   forward x (3, 6, 10, 9) * w (4, 6, 5, 5), pad 2: 55 of 1080 outputs off, worst -0.257379562
+//     for -0.275956273; x (2, 1, 13, 13) * w (4, 1, 5, 5), pad 2: -2.57771277 for -2.58993196;
+//   backward_data on that shape: 3.39018345 for 3.40344715;
+//   backward_filter on that shape: 2.14746094 for 2.16542816;
+//   x (4, 1, 20, 20) * w (8, 1, 5, 5), pad 0: all three directions off as well.
+// Too inaccurate for training, so filters larger than 3x3 are refused (can_implement, the
+// heuristic's choice and a run by name).
+bool accurate_enough(ConvDir dir, int id, const Conv2dShape& sh) {
+  return !(is_winograd_nonfused(dir, id) && (sh.R > 3 || sh.S > 3));
 }
 
 // Descriptors of one shape, cuDNN's workspace answers per direction and algorithm, and the
@@ -202,6 +231,7 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
     const int algo = r.algo;
     // Deterministic by cuDNN's documentation and by the heuristic's own answer for this shape.
     if (ctx.deterministic && !(algo_deterministic(dir, algo) && r.deterministic)) continue;
+    if (!accurate_enough(dir, algo, sh)) continue;
     const int64_t bytes = workspace_of(h, d, dir, algo);
     if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
     c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
@@ -211,6 +241,7 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
   // that cuDNN accepts (still cuDNN, still exact FP32) beats failing the layer.
   for (int algo = 0; algo < kMaxAlgos; ++algo) {
     if (!find_algo(dir, algo) || (ctx.deterministic && !algo_deterministic(dir, algo))) continue;
+    if (!accurate_enough(dir, algo, sh)) continue;
     const int64_t bytes = workspace_of(h, d, dir, algo);
     if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
     c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
@@ -228,6 +259,9 @@ void* scratch(const ExecContext& ctx, int64_t bytes, const char* what) {
 
 int64_t usable_workspace(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo, const Conv2dShape& sh,
                          const char* what) {
+  if (!accurate_enough(dir, algo, sh))
+    CNN_THROW("{}: cuDNN {} algorithm cudnn:{} is refused for {} (measured too inaccurate above 3x3 filters)", what,
+              to_string(dir), find_algo(dir, algo) ? find_algo(dir, algo)->name : "?", sh.to_string());
   const int64_t bytes = workspace_of(h, d, dir, algo);
   if (bytes == kUnsupported)
     CNN_THROW("{}: cuDNN {} algorithm cudnn:{} does not support {}", what, to_string(dir),
@@ -280,6 +314,7 @@ void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, int algo
 bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo) {
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
+    if (!accurate_enough(dir, algo, sh)) return false;
     const char* what = "conv2d cudnn can_implement";
     cudnnHandle_t h = cudnn::handle(ctx, what);
     return workspace_of(h, descs(ctx, sh, what), dir, algo) != kUnsupported;
@@ -356,6 +391,19 @@ void conv2d_backward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
                            float* db) {      // (K) or null
   if (dx) run_backward_data(ctx, sh, -1, w, dy, dx, "conv2d cudnn backward_data");
   if (dw || db) run_backward_filter(ctx, sh, -1, x, dy, dw, db, "conv2d cudnn backward_filter");
+}
+
+bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh) {
+  auto find = [&name](const auto& table) -> const AlgoInfo* {
+    for (const AlgoInfo& a : table)
+      if (name == std::string("cudnn:") + a.name) return &a;
+    return nullptr;
+  };
+  const AlgoInfo* a = dir == ConvDir::forward         ? find(kForward)
+                      : dir == ConvDir::backward_data ? find(kBackwardData)
+                                                      : find(kBackwardFilter);
+  CNN_CHECK(a, "conv2d_cudnn_algo_accurate: no cuDNN {} algorithm named '{}'", to_string(dir), name);
+  return accurate_enough(dir, a->id, sh);
 }
 
 std::vector<ConvAlgo> conv2d_cudnn_algos() {

@@ -13,6 +13,7 @@ namespace cnn {
 bool cudnn_ops_built() { return false; }
 
 std::vector<ConvAlgo> conv2d_cudnn_algos() { return {}; }
+bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh) { return false; }
 
 #define CNN_NO_CUDNN(fn) CNN_THROW("{} called but this build has no cuDNN (CNN_WITH_CUDA=OFF)", fn)
 

@@ -1,11 +1,13 @@
 // The cuDNN side of lib/ops that needs no GPU: the algorithm list (every algorithm of every
-// direction by name, cuDNN's documented non-deterministic ones marked), the support queries, and
+// direction by name, cuDNN's documented non-deterministic ones marked, winograd_nonfused refused on
+// filters larger than 3x3), the support queries, and
 // that can_implement answers "no" instead of throwing where cuDNN cannot run.
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "ops/activation.h"
 #include "ops/batchnorm.h"
 #include "ops/conv2d.h"
@@ -16,7 +18,7 @@
 
 using namespace cnn;
 
-TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinism", "[cpu]") {
+TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinism and accuracy rule", "[cpu]") {
   const std::vector<ConvAlgo> algos = conv2d_cudnn_algos();
   if (!cudnn_ops_built()) {
     CHECK(algos.empty());
@@ -40,6 +42,21 @@ TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinis
   CHECK(nondeterministic[ConvDir::forward].empty());
   CHECK(nondeterministic[ConvDir::backward_data] == std::set<std::string>{"cudnn:algo_0"});
   CHECK(nondeterministic[ConvDir::backward_filter] == std::set<std::string>{"cudnn:algo_0", "cudnn:algo_3"});
+  // Measured on an H200 (cuDNN 9.14): winograd_nonfused is 0.5%-7% off on 5x5 filters in every
+  // direction, so filters larger than 3x3 are refused to it and to it alone.
+  const Conv2dShape small[] = {Conv2dShape::make(2, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1),
+                               Conv2dShape::make(2, 16, 7, 7, 8, 1, 1),
+                               Conv2dShape::make(2, 3, 8, 11, 6, 2, 3, 1, 1, 1, 1)};
+  const Conv2dShape large[] = {Conv2dShape::make(3, 6, 10, 9, 4, 5, 5, 1, 1, 2, 2),
+                               Conv2dShape::make(4, 1, 20, 20, 8, 5, 5), Conv2dShape::make(1, 2, 9, 9, 2, 3, 5),
+                               Conv2dShape::make(1, 2, 9, 9, 2, 4, 3), Conv2dShape::make(1, 2, 9, 9, 2, 7, 7)};
+  for (const ConvAlgo& a : algos) {
+    INFO(a.name << " " << to_string(a.dir));
+    const bool nonfused = a.name == "cudnn:winograd_nonfused";
+    for (const Conv2dShape& sh : small) CHECK(conv2d_cudnn_algo_accurate(a.dir, a.name, sh));
+    for (const Conv2dShape& sh : large) CHECK(conv2d_cudnn_algo_accurate(a.dir, a.name, sh) == !nonfused);
+  }
+  CHECK_THROWS_AS(conv2d_cudnn_algo_accurate(ConvDir::forward, "cudnn:algo_0", small[0]), Error);
 }
 
 TEST_CASE("cudnn can_implement says no on a cpu context instead of throwing", "[cpu]") {
@@ -61,8 +78,11 @@ TEST_CASE("cudnn support queries follow what cudnn implements with our semantics
   CHECK(batchnorm_cudnn_supports(bn) == built);
   CHECK(activation_cudnn_supports({ActivationKind::relu, 0.0f}) == built);
   CHECK(activation_cudnn_supports({ActivationKind::elu, 1.0f}) == built);
-  // cuDNN has no leaky relu; its elu derivative would branch on y, wrong for alpha <= 0.
+  // cuDNN has no leaky relu; its elu derivative drops alpha (measured dy e^x for our dy alpha e^x
+  // on an H200, cuDNN 9.14), so only alpha = 1 is claimed.
   CHECK_FALSE(activation_cudnn_supports({ActivationKind::leaky_relu, 0.01f}));
+  CHECK_FALSE(activation_cudnn_supports({ActivationKind::elu, 0.3f}));
+  CHECK_FALSE(activation_cudnn_supports({ActivationKind::elu, 2.0f}));
   CHECK_FALSE(activation_cudnn_supports({ActivationKind::elu, -0.5f}));
   // Sizes beyond cuDNN's int API.
   Conv2dShape huge = Conv2dShape::make(1, 1, 4, 4, 1, 3, 3);
