@@ -31,7 +31,7 @@ class ActivationLayer : public Layer {
   }
   double forward_flops() const override { return double(m_numel); }
   double backward_flops() const override { return double(m_numel); }
-  // cuDNN has relu, sigmoid, tanh and elu (alpha > 0), not leaky_relu.
+  // cuDNN has relu, sigmoid, tanh and elu (alpha = 1 only: its derivative drops alpha), not leaky_relu.
   bool supports(Backend b) const override {
     return b == Backend::cudnn ? cudnn_ops_built() && activation_cudnn_supports(m_p) : Layer::supports(b);
   }

@@ -49,7 +49,8 @@ void activation_backward_from_output_cpu(const ExecContext& ctx, const Activatio
 void activation_backward_from_output_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
                                           const float* y, const float* dy, float* dx);
 
-// cuDNN: relu, sigmoid, tanh, and elu with alpha > 0 through cudnnActivation* (activation_cudnn.cpp);
+// cuDNN: relu, sigmoid, tanh, and elu with alpha = 1 through cudnnActivation* (activation_cudnn.cpp;
+// cuDNN's elu derivative drops alpha);
 // supports (non-throwing) says which; the others throw. Same aliasing rules.
 bool activation_cudnn_supports(const ActivationParams& p);
 void activation_forward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);

@@ -1,6 +1,13 @@
 // Activations through cudnnActivationForward / cudnnActivationBackward: relu, sigmoid, tanh and
-// elu (cuDNN's coefficient is our alpha). cuDNN has no leaky relu, and elu is claimed only for
-// alpha > 0, where the branch of the derivative can be read off x or y alike.
+// elu with alpha = 1 (cuDNN's coefficient is our alpha). cuDNN has no leaky relu.
+// Trap: cuDNN's elu backward ignores the coefficient in the negative branch. Measured on an H200
+// with cuDNN 9.14 at alpha 0.3 (forward matched): dx = dy e^x where ours (the derivative of
+// alpha (e^x - 1)) is dy alpha e^x, e.g. 0.0488088131 for 0.0146426447 and 0.930122733 for
+// 0.27903682, 1/alpha too large (to 7 digits), with x and y passed as cuDNN documents them. No
+// choice of operands fixes it: a scale on the call scales the x > 0 branch too. (Scaling by alpha
+// and adding (1 - alpha) relu'(x) dy in a second call with beta = 1 would be right out of place,
+// but reads dy after the first call overwrote it when dx aliases dy, and is unmeasured.) So elu is
+// claimed only for alpha = 1, where both conventions agree and the same test passed.
 // Trap: the relu layer keeps x but not y for backward, and cuDNN does not say which of the two its
 // relu derivative reads, so x is passed for both (relu(x) > 0 exactly where x > 0).
 #include <cudnn.h>
@@ -70,7 +77,7 @@ bool activation_cudnn_supports(const ActivationParams& p) {
     case ActivationKind::tanh:
       return true;
     case ActivationKind::elu:
-      return p.alpha > 0.0f;
+      return p.alpha == 1.0f;  // see the trap at the top: cuDNN's derivative is ours only there
     case ActivationKind::leaky_relu:
       return false;
   }

@@ -27,6 +27,7 @@ const char* kModel =
     "  - {name: relu, type: relu}\n"
     "  - {name: leaky, type: leaky_relu}\n"
     "  - {name: elu, type: elu}\n"
+    "  - {name: elu03, type: elu, alpha: 0.3}\n"
     "  - {name: sig, type: sigmoid}\n"
     "  - {name: th, type: tanh}\n"
     "  - {name: maxp, type: maxpool, kernel: 3, stride: 2, padding: 1}\n"
@@ -39,10 +40,11 @@ const char* kModel =
 TEST_CASE("layers claim the cudnn backend exactly where cudnn has the op", "[cpu]") {
   ModelSpec spec = parse_model_text(kModel, "cudnn_support.yaml");
   std::unique_ptr<Graph> graph = Graph::build(spec);
-  // What cuDNN implements with our semantics: no leaky relu, no dense.
-  const std::map<std::string, bool> has_cudnn{{"conv", true},   {"dw", true},   {"bn", true},  {"relu", true},
-                                              {"leaky", false}, {"elu", true},  {"sig", true}, {"th", true},
-                                              {"maxp", true},   {"avgp", true}, {"gap", true}, {"fc", false}};
+  // What cuDNN implements with our semantics: no leaky relu, no dense, elu only with alpha 1 (its
+  // elu derivative drops alpha).
+  const std::map<std::string, bool> has_cudnn{
+      {"conv", true}, {"dw", true}, {"bn", true},   {"relu", true}, {"leaky", false}, {"elu", true}, {"elu03", false},
+      {"sig", true},  {"th", true}, {"maxp", true}, {"avgp", true}, {"gap", true},    {"fc", false}};
   REQUIRE(graph->size() == int(has_cudnn.size()));
   for (int i = 0; i < graph->size(); ++i) {
     const Layer& l = *graph->node(i).layer;
