@@ -97,8 +97,7 @@ bool is_winograd_nonfused(ConvDir dir, int id) {
 // WINOGRAD_NONFUSED itself passes 3x3:
 //   forward x (3, 6, 10, 9) * w (4, 6, 5, 5), pad 2: 55 of 1080 outputs off, worst -0.257379562
 //     for -0.275956273; x (2, 1, 13, 13) * w (4, 1, 5, 5), pad 2: -2.57771277 for -2.58993196;
-//   backward_data on that shape: 3.39018345 for 3.40344715;
-//   backward_filter on that shape: 2.14746094 for 2.16542816;
+//   backward_data on 5x5: 3.39018345 for 3.40344715; backward_filter: 2.14746094 for 2.16542816;
 //   x (4, 1, 20, 20) * w (8, 1, 5, 5), pad 0: all three directions off as well.
 // Too inaccurate for training, so filters larger than 3x3 are refused (can_implement, the
 // heuristic's choice and a run by name).
