@@ -1,0 +1,175 @@
+// The autotuner's choice among candidates (with an injected timing function), its disk cache
+// (round trip, key mismatch, corrupt file, atomic write) and a whole-graph run on the CPU.
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include "config/model_spec.h"
+#include "core/exec_context.h"
+#include "graph/graph.h"
+#include "layers/conv_plan.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "train/autotune.h"
+#include "train/autotune_cache.h"
+
+using namespace cnn;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Fake timings; a name missing from the map throws like a failing kernel.
+struct FakeClock {
+  std::map<std::string, double> ms;
+  int calls = 0;
+  double operator()(const std::string& name) {
+    ++calls;
+    auto it = ms.find(name);
+    if (it == ms.end()) throw std::runtime_error("launch failed: invalid argument");
+    return it->second;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("autotune chooses the fastest candidate and names the runner-up", "[cpu]") {
+  AutotuneCache cache("");
+  FakeClock clock{{{"a", 2.0}, {"b", 0.5}, {"c", 1.0}}};
+  TuneOutcome r = tune_choice("layer 'c1' forward", {"a", "b", "c"}, std::ref(clock), cache, "k");
+  CHECK(r.record.winner == "b");
+  CHECK(r.record.ms == 0.5);
+  CHECK(r.record.runner_up == "c");
+  CHECK(r.record.runner_up_ms == 1.0);
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.describe() == "b 0.5000 ms, runner-up c 1.0000 ms (2.00x)");
+  CHECK(clock.calls == 3);
+}
+
+TEST_CASE("autotune reports a failing candidate and excludes it, and fails when none is left", "[cpu]") {
+  AutotuneCache cache("");
+  FakeClock clock{{{"a", 2.0}}};
+  TuneOutcome r = tune_choice("layer 'c1' backward_data", {"broken", "a"}, std::ref(clock), cache, "k");
+  CHECK(r.record.winner == "a");
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0] == "broken: launch failed: invalid argument");
+  FakeClock none;
+  try {
+    tune_choice("layer 'c1' forward", {"x", "y"}, std::ref(none), cache, "k2");
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("layer 'c1' forward: every candidate failed: x: launch failed") != std::string::npos);
+  }
+}
+
+TEST_CASE("autotune takes a single candidate without timing it", "[cpu]") {
+  AutotuneCache cache("");
+  FakeClock clock;
+  TuneOutcome r = tune_choice("w", {"only"}, std::ref(clock), cache, "k");
+  CHECK(r.record.winner == "only");
+  CHECK(clock.calls == 0);
+  CHECK(r.describe() == "only (only candidate)");
+}
+
+TEST_CASE("autotune cache round trip reuses the decision without timing, a different key misses", "[cpu]") {
+  test::TempDir dir;
+  const std::string path = (dir / "sub" / "autotune.json").string();
+  {
+    AutotuneCache cache(path);
+    FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
+    tune_choice("w", {"a", "b"}, std::ref(clock), cache, "gpu|shape|forward");
+    CHECK(cache.save());
+  }
+  REQUIRE(fs::exists(path));
+  for (const auto& e : fs::directory_iterator(dir / "sub")) CHECK(e.path().filename() == "autotune.json");  // no temp left
+  AutotuneCache cache(path);
+  CHECK(cache.load_warning() == "");
+  FakeClock clock{{{"a", 0.1}, {"b", 0.5}}};
+  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, "gpu|shape|forward");
+  CHECK(r.from_cache);
+  CHECK(r.record.winner == "b");
+  CHECK(r.record.runner_up == "a");
+  CHECK(clock.calls == 0);
+  CHECK(r.describe().find("[cache]") != std::string::npos);
+  // Another key (say, another workspace limit) is a miss and is timed.
+  r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, "gpu|shape|forward|ws 2");
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.record.winner == "a");
+  CHECK(clock.calls == 2);
+  // A cached winner that is no longer a candidate is timed again.
+  r = tune_choice("w", {"a", "c"}, std::ref(clock), cache, "gpu|shape|forward");
+  CHECK_FALSE(r.from_cache);
+}
+
+TEST_CASE("a corrupt autotune cache file is reported and ignored, then rewritten", "[cpu]") {
+  test::TempDir dir;
+  const fs::path path = dir / "autotune.json";
+  test::write_text_file(path, "{\"format\": 1, \"entries\": {\"k\": {\"winner\": ");
+  AutotuneCache cache(path.string());
+  CHECK(cache.load_warning().find("is corrupt") != std::string::npos);
+  CHECK(cache.size() == 0);
+  FakeClock clock{{{"a", 1.0}, {"b", 2.0}}};
+  tune_choice("w", {"a", "b"}, std::ref(clock), cache, "k");
+  CHECK(cache.save());
+  AutotuneCache again(path.string());
+  CHECK(again.load_warning() == "");
+  REQUIRE(again.find("k"));
+  CHECK(again.find("k")->winner == "a");
+  test::write_text_file(path, "[1, 2]");
+  CHECK(AutotuneCache(path.string()).load_warning().find("not an autotune cache") != std::string::npos);
+}
+
+TEST_CASE("an autotune cache that cannot be written leaves the old file intact and does not throw", "[cpu]") {
+  test::TempDir dir;
+  const fs::path blocker = dir / "file";
+  test::write_text_file(blocker, "x");
+  AutotuneCache cache((blocker / "autotune.json").string());  // its folder is a file
+  FakeClock clock{{{"a", 1.0}, {"b", 2.0}}};
+  tune_choice("w", {"a", "b"}, std::ref(clock), cache, "k");
+  CHECK_FALSE(cache.save());
+  CHECK(test::read_text_file(blocker) == "x");
+}
+
+TEST_CASE("autotune cache path comes from the flag, then CNN_AUTOTUNE_CACHE, then XDG_CACHE_HOME", "[cpu]") {
+  CHECK(resolve_autotune_cache_path("none") == "");
+  CHECK(resolve_autotune_cache_path("/x/a.json") == "/x/a.json");
+  setenv("CNN_AUTOTUNE_CACHE", "/y/b.json", 1);
+  CHECK(resolve_autotune_cache_path() == "/y/b.json");
+  setenv("CNN_AUTOTUNE_CACHE", "none", 1);
+  CHECK(resolve_autotune_cache_path() == "");
+  unsetenv("CNN_AUTOTUNE_CACHE");
+  setenv("XDG_CACHE_HOME", "/z", 1);
+  CHECK(resolve_autotune_cache_path() == "/z/cnn-train/autotune.json");
+  unsetenv("XDG_CACHE_HOME");
+}
+
+TEST_CASE("autotune on the cpu resolves every conv direction and honours an explicit algo", "[cpu]") {
+  ModelSpec spec = parse_model_text(
+      "name: t\n"
+      "input: {channels: 2, height: 8, width: 8}\n"
+      "layers:\n"
+      "  - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: c2, type: conv2d, filters: 4, kernel: 3, algo: {backward_data: cpu:im2col_gemm}}\n"
+      "  - {name: fc, type: dense, units: 3}\n",
+      "t.yaml");
+  auto g = Graph::build(spec);
+  g->choose_backends(Device::cpu);
+  const ExecContext ctx = ExecContext::cpu(1);
+  AutotuneOptions opt;
+  const std::vector<std::string> lines = autotune_graph(*g, ctx, 4, opt);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].find("layer 'c1'") != std::string::npos);
+  CHECK(lines[1].find("backward_data cpu:im2col_gemm (requested)") != std::string::npos);
+  for (int i = 0; i < 2; ++i) {
+    auto* planned = dynamic_cast<ConvPlanned*>(g->node(i).layer.get());
+    REQUIRE(planned);
+    for (ConvDir d : kConvDirs) {
+      REQUIRE(planned->conv_plan().algo(d));
+      CHECK(planned->conv_plan().algo(d)->name == "cpu:im2col_gemm");
+    }
+  }
+  CHECK(describe_conv_plan(*g->node(0).layer)[0] == "forward cpu:im2col_gemm (only candidate)");
+  CHECK(describe_conv_plan(*g->node(2).layer).empty());
+  CHECK(planned_workspace_bytes(*g, ctx, 4) > 0);
+}
