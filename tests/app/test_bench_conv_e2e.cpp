@@ -1,0 +1,58 @@
+// `cnn-bench conv --device cpu` end to end on the tiny CPU sweep: the table, the CSV columns
+// tools/plot_bench.py reads, the JSON rows, summaries and group means; usage errors exit 2.
+#include <fstream>
+#include <sstream>
+
+#include "app/app_util.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+
+using namespace cnn;
+using namespace cnn::test;
+
+TEST_CASE("cnn-bench conv on the cpu writes one csv and json row per point direction and implementation", "[cpu]") {
+  TempDir dir;
+  const std::string sweep = std::string(CNN_SOURCE_DIR) + "/bench/sweeps/tiny_cpu.yaml";
+  ProgramResult r = run_program(program_path("cnn-bench"),
+                                {"--quiet", "--autotune-cache", "none", "conv", sweep, "--device", "cpu", "--csv",
+                                 "out.csv", "--json", "out.json", "--repeats", "1", "--warmup", "0"},
+                                dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("measured peak: not measured on the CPU") != std::string::npos);
+  CHECK(r.out.find("T1_fsize/R=S=5") != std::string::npos);
+  CHECK(r.out.find("geometric mean of the ratio per group") != std::string::npos);
+  std::istringstream csv(read_text_file(dir / "out.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  CHECK(header.rfind("group,layer,impl,direction,ms,tflops,peak_share,workspace_bytes,fastest,status,", 0) == 0);
+  int rows = 0, fastest = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    CHECK(line.find(",cpu:im2col_gemm,") != std::string::npos);
+    if (line.find(",1,ok,") != std::string::npos) ++fastest;
+  }
+  CHECK(rows == 7 * 3);     // 7 points x 3 directions x the one cpu implementation
+  CHECK(fastest == rows);   // the only implementation is the fastest of each
+  const nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "out.json"));
+  REQUIRE(j["rows"].size() == 21);
+  CHECK(j["rows"][0]["layer"] == "T1");
+  CHECK(j["rows"][0]["impl"] == "cpu:im2col_gemm");
+  CHECK(j["rows"][0]["ms"].get<double>() > 0);
+  CHECK(j["rows"][0]["shape"]["K"] == 4);
+  CHECK(j["summaries"].size() == 21);
+  CHECK(j["summaries"][0]["best_ours"] == "cpu:im2col_gemm");
+  CHECK(j["group_geomean"].empty());  // no cuDNN on the CPU: no ratio to average
+}
+
+TEST_CASE("cnn-bench conv with a bad sweep file or nothing to time is a usage error", "[cpu]") {
+  TempDir dir;
+  write_text_file(dir / "bad.yaml", "version: 1\nshapes:\n  - {name: A, N: 1}\n");
+  ProgramResult r = run_program(program_path("cnn-bench"), {"conv", "bad.yaml", "--device", "cpu"}, dir.path());
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("bad.yaml:3") != std::string::npos);
+  CHECK(r.err.find("missing required key 'C'") != std::string::npos);
+  r = run_program(program_path("cnn-bench"), {"conv", "--device", "cpu"}, dir.path());
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("nothing to time") != std::string::npos);
+}
