@@ -10,6 +10,7 @@
 #include "graph/executor.h"
 #include "graph/graph.h"
 #include "optim/optimizer.h"
+#include "train/autotune.h"
 #include "train/device_setup.h"
 #include "train/loss.h"
 #include "train/train_step.h"
@@ -112,7 +113,9 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
       const Layer& l = *graph->node(i).layer;
       if (graph->node(i).fused_into >= 0) continue;  // timed inside its producer's row
       r.layers.push_back({graph->display_name(i), l.type(), to_string(l.backend()), l.summary(), median(lt.forward_ms()[size_t(i)]),
-                          median(lt.backward_ms()[size_t(i)])});
+                          median(lt.backward_ms()[size_t(i)]), describe_conv_plan(l)});
+      if (r.layers.back().choice.empty() && l.backend_note().rfind("measured", 0) == 0)
+        r.layers.back().choice.push_back(l.backend_note());
     }
   }
   return r;
@@ -134,7 +137,8 @@ nlohmann::json ModelBenchResult::to_json() const {
                            {"backend", l.backend},
                            {"detail", l.detail},
                            {"forward_ms", l.forward_ms},
-                           {"backward_ms", l.backward_ms}});
+                           {"backward_ms", l.backward_ms},
+                           {"choice", l.choice}});
   return j;
 }
 
@@ -153,6 +157,8 @@ std::string ModelBenchResult::to_table() const {
     out += fmt::format("{:<{}}  {:<14}  {:<7}  {:>9.4f}  {:>9.4f}  {:>5.1f}%  {}\n", l.name, w, l.type, l.backend,
                        l.forward_ms, l.backward_ms, total > 0 ? 100 * (l.forward_ms + l.backward_ms) / total : 0.0,
                        l.detail);
+  for (const auto& l : layers)
+    for (const std::string& c : l.choice) out += fmt::format("  {:<{}}  {}\n", l.name, w, c);
   out += fmt::format("sum of layers: {:.3f} ms of {:.3f} ms per step (the rest: loss, optimizer, copies)\n", total,
                      step_ms);
   return out;

@@ -30,6 +30,9 @@ struct ModelBenchOptions {
 struct LayerTiming {
   std::string name, type, backend, detail;
   double forward_ms = 0, backward_ms = 0;
+  // How the implementation was chosen: per conv direction "forward cuda:x (autotuned: 1.31x over
+  // cudnn:y)", or one line for a measured backend; empty when there was nothing to choose.
+  std::vector<std::string> choice;
 };
 
 struct ModelBenchResult {
