@@ -105,6 +105,7 @@ class TrainSession {
   Communicator* m_comm = nullptr;
   std::unique_ptr<Communicator> m_nccl;  // device buffers of GPU ranks (null: m_comm reduces them)
   Communicator* m_reduce_comm = nullptr;
+  int64_t m_dist_steps_in_epoch = 0;  // data-parallel steps since the last epoch line
   std::unique_ptr<GradReducer> m_reducer;
   std::unique_ptr<StatsReducer> m_stats_reducer;  // dist.sync_batchnorm (the layers hold it)
   std::unique_ptr<Watchdog> m_watch;

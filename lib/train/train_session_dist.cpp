@@ -131,6 +131,7 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
     if (!m_test_kill_stall) _exit(9);
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
   }
+  ++m_dist_steps_in_epoch;
   if (n > 0) load_input(b);
   const int64_t global = m_spec.train.batch_size * m_world;
   const double weight = share_weight(n, global_batch_samples(b.index, global, m_data.train.size()), m_world);

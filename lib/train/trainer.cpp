@@ -189,6 +189,11 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
                       {"train_acc", train_acc},
                       {"lr", m_schedule->lr(last_step)},
                       {"img_per_s", seconds > 0 ? double(images) / seconds : 0.0}};
+  if (m_reduce_comm && m_dist_steps_in_epoch > 0) {
+    // Rank 0's wait for gradient means after its backward ended, per step (exposed communication).
+    line["allreduce_exposed_ms"] = m_reduce_comm->take_exposed_ms() / double(m_dist_steps_in_epoch);
+    m_dist_steps_in_epoch = 0;
+  }
   std::string val_text;
   if (m_comm && m_graph->buffers_size() > 0) {
     // Each rank's batchnorm statistics saw only its own samples: evaluate and save their mean.

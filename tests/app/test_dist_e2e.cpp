@@ -137,6 +137,19 @@ TEST_CASE("two ranks with batch B end with the weights of one rank with batch 2B
   // Only rank 0 wrote the run directory and printed the result.
   CHECK_THAT(two.out, Contains("run directory: "));
   CHECK(two.out.find("run directory: ") == two.out.rfind("run directory: "));
+  // Epoch lines of a data-parallel run say how long a step waited for its gradient means; a plain
+  // run's say nothing of it.
+  int epochs = 0;
+  for (const nlohmann::json& line : read_metrics(fx.run_dir("two"))) {
+    if (line.value("event", "") != "epoch") continue;
+    ++epochs;
+    INFO(line.dump());
+    REQUIRE(line.contains("allreduce_exposed_ms"));
+    CHECK(line["allreduce_exposed_ms"].get<double>() > 0.0);  // MPI means block: all of it is exposed
+    CHECK(line["allreduce_exposed_ms"].get<double>() < 10000.0);
+  }
+  CHECK(epochs == 2);
+  CHECK_FALSE(last_event(read_metrics(fx.run_dir("one")), "epoch").contains("allreduce_exposed_ms"));
 }
 
 TEST_CASE("one rank under mpirun takes the data-parallel path and matches the plain run", "[mpi][app]") {
