@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   m->add_option("--set", sets, "override a config key: KEY=VALUE (repeatable)");
   bool no_cuda_graph = false;
   m->add_flag("--no-cuda-graph", no_cuda_graph, "time the GPU step uncaptured (train.cuda_graph=false)");
+  std::string backend;
+  m->add_option("--backend", backend,
+                "on a GPU, layers left auto use this backend where they can: auto | cuda | cudnn (train.backend)");
 
   std::vector<std::string> sweeps, model_files;
   bool models = false;
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
     if (opt.steps < 1 || opt.repeats < 1 || opt.warmup < 0)
       throw ConfigError({"<command line>"}, "", "--steps and --repeats must be >= 1, --warmup >= 0");
     if (no_cuda_graph) sets.push_back("train.cuda_graph=false");
+    if (!backend.empty()) sets.push_back("train.backend=" + backend);
     ModelBenchResult r = bench_model(load_model_spec(model, sets), opt);
     std::cout << r.to_table();
     if (!json_path.empty()) {

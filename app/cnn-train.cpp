@@ -28,7 +28,7 @@ static int run_validate(const std::vector<std::string>& files, int64_t batch, co
 }
 
 struct TrainArgs {
-  std::string model, out, device = "auto", resume, init_from;
+  std::string model, out, device = "auto", resume, init_from, backend;
   std::vector<std::string> sets;
   int64_t epochs = 0, batch = 0, max_steps = -1;
   uint64_t seed = 0;
@@ -68,6 +68,7 @@ static int run_train(TrainArgs& a) {
   if (a.deterministic) sets.push_back("train.deterministic=true");
   if (a.max_steps >= 0) sets.push_back(fmt::format("train.max_steps={}", a.max_steps));
   if (a.no_cuda_graph) sets.push_back("train.cuda_graph=false");
+  if (!a.backend.empty()) sets.push_back("train.backend=" + a.backend);
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
   ModelSpec spec;
   if (!a.model.empty()) {
@@ -121,6 +122,8 @@ int main(int argc, char** argv) {
   cli.add_flag("--deterministic", t.deterministic, "reproducible results (same numbers on every run)");
   cli.add_option("--max-steps", t.max_steps, "stop after this many optimizer steps");
   cli.add_flag("--no-cuda-graph", t.no_cuda_graph, "run the GPU training step uncaptured (train.cuda_graph=false)");
+  cli.add_option("--backend", t.backend,
+                 "on a GPU, layers left auto use this backend where they can: auto | cuda | cudnn (train.backend)");
   cli.add_option("--resume", t.resume, "continue a run from RUN_DIR or a checkpoint");
   cli.add_option("--init-from", t.init_from, "start from a checkpoint's weights (fine-tuning)");
   cli.add_option("--set", t.sets, "override a config key: KEY=VALUE (repeatable)");

@@ -300,6 +300,7 @@ void read_train(ConfigNode& root, TrainSpec& t) {
   t.fuse_activations = s.get<bool>("fuse_activations", t.fuse_activations);
   t.max_steps = int_at_least(s, "max_steps", t.max_steps, 0);
   t.cuda_graph = s.get<bool>("cuda_graph", t.cuda_graph);
+  t.backend = s.get_choice("backend", {"auto", "cuda", "cudnn"}, t.backend);
   t.clip_grad_norm = non_negative(s, "clip_grad_norm", t.clip_grad_norm);
   t.lr_scaling = s.get_choice("lr_scaling", {"none", "linear", "sqrt"}, t.lr_scaling);
   t.log_every = int_at_least(s, "log_every", t.log_every, 1);
@@ -375,6 +376,7 @@ ModelSpec parse_model_spec(std::shared_ptr<ConfigNode> root, const std::string& 
   read_loss(r, spec.loss, spec.classes.size());
   read_data(r, spec.data, spec.input);
   read_train(r, spec.train);
+  for (LayerSpec& l : spec.layers) l.preferred_backend = spec.train.backend;
   read_eval(r, spec.eval);
   read_dist(r, spec.dist);
   return spec;

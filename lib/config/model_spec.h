@@ -28,6 +28,7 @@ struct LayerSpec {
   std::vector<std::string> inputs;  // empty: the previous layer (or the model input for the first)
   std::string backend = "auto";     // auto | cpu | cuda | cudnn
   std::string algo = "auto";        // auto, one implementation name, or "per_direction" (a map the layer reads)
+  std::string preferred_backend = "auto";  // train.backend: what `auto` means on a GPU where the layer supports it
   int index = 0;                    // position in `layers`
   ConfigNode* node = nullptr;       // this layer's map inside ModelSpec::root (owned by it)
   Location where;
@@ -111,6 +112,7 @@ struct TrainSpec {
   bool deterministic = false;
   bool fuse_activations = true;  // batchnorm/dense apply a following activation in their kernels
   int64_t max_steps = 0;        // 0 = no limit
+  std::string backend = "auto";  // auto | cuda | cudnn: on a GPU, layers left auto use this one where they can
   bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)
   double clip_grad_norm = 0.0;  // 0 = no clipping
   std::string lr_scaling = "none";  // none | linear | sqrt (data-parallel)

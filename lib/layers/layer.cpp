@@ -12,7 +12,8 @@ Layer::Layer(const LayerSpec& spec)
       m_type(spec.type),
       m_where(spec.where),
       m_index(spec.index),
-      m_requested_backend(spec.backend) {}
+      m_requested_backend(spec.backend),
+      m_preferred_backend(spec.preferred_backend) {}
 
 bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && cuda_ops_built()); }
 
@@ -26,6 +27,11 @@ void Layer::expect_rank(const Shape& s, int rank, const char* what) const {
 }
 
 std::string Layer::choose_backend(Device device) {
+  // train.backend (--backend): on a GPU, a layer left auto takes that backend where it supports it
+  // (so `cuda` times our kernels alone); the others stay auto.
+  if ((m_requested_backend == "auto" || m_requested_backend.empty()) && m_preferred_backend != "auto" &&
+      device == Device::cuda && supports(parse_backend(m_preferred_backend)))
+    m_requested_backend = m_preferred_backend;
   const std::string& req = m_requested_backend;
   m_measure_backend = false;
   if (req == "auto" || req.empty()) {

@@ -123,6 +123,7 @@ private:
   Location m_where;
   int m_index = 0;
   std::string m_requested_backend;
+  std::string m_preferred_backend = "auto";  // train.backend
   Backend m_backend = Backend::cpu;
   bool m_measure_backend = false;
   std::string m_backend_note;

@@ -89,3 +89,25 @@ TEST_CASE("a cudnn op called where it cannot run throws a clear error", "[cpu]")
       Contains(expected));
   CHECK(y == std::vector<float>(4, 0.0f));
 }
+
+TEST_CASE("train.backend makes layers left auto take that backend on a gpu where they support it", "[cpu]") {
+  const std::string text = std::string(kModel) + "train: {backend: cudnn}\n";
+  ModelSpec spec = parse_model_text(text, "preferred.yaml");
+  CHECK(spec.train.backend == "cudnn");
+  std::unique_ptr<Graph> graph = Graph::build(spec);
+  graph->choose_backends(Device::cpu);  // the host: the preference is about GPU backends only
+  for (int i = 0; i < graph->size(); ++i) CHECK(graph->node(i).layer->backend() == Backend::cpu);
+  if (!cudnn_ops_built()) return;  // choosing GPU backends needs a CUDA build (not a GPU)
+  graph = Graph::build(spec);
+  graph->choose_backends(Device::cuda);
+  for (int i = 0; i < graph->size(); ++i) {
+    const Layer& l = *graph->node(i).layer;
+    INFO("layer " << l.name());
+    const bool cudnn = l.supports(Backend::cudnn);
+    CHECK(l.backend() == (cudnn ? Backend::cudnn : Backend::cuda));
+    CHECK(l.requested_backend() == (cudnn ? "cudnn" : "auto"));  // the others stay auto
+    CHECK_FALSE((l.backend_to_measure() && cudnn));  // no cuda-vs-cudnn measurement left
+  }
+  CHECK_THROWS_WITH(parse_model_text(std::string(kModel) + "train: {backend: cpu}\n", "bad.yaml"),
+                    Contains("train.backend"));
+}
