@@ -124,6 +124,7 @@ class TrainSession {
   double m_best = 0;
   nlohmann::json m_last_metrics = nlohmann::json::object();
   std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
+  double m_setup_s = 0;  // this process: seconds until data and device were ready (before autotuning)
   TrainResult m_result;
 };
 

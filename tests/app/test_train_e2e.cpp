@@ -228,6 +228,11 @@ TEST_CASE("cnn-train with eval.test_every_epoch logs the test accuracy of every 
     CHECK(line["test_loss"].get<double>() > 0);
   }
   CHECK(epochs == 2);
+  // The start line says when training began on elapsed_s's clock: before the first epoch ended.
+  nlohmann::json start = last_event(lines, "start");
+  REQUIRE(start.is_object());
+  CHECK(start["setup_s"].get<double>() > 0.0);
+  CHECK(start["setup_s"].get<double>() < last_event(lines, "epoch")["elapsed_s"].get<double>());
   // The final test evaluation equals the last epoch's (same weights, same loader).
   CHECK(last_event(lines, "test")["test_acc"].get<double>() == Approx(last_event(lines, "epoch")["test_acc"].get<double>()));
   // Without the key, epoch lines carry no test figures.
