@@ -9,7 +9,8 @@ starts (after data loading and device set-up) and include the per-epoch evaluati
  - ours: `cnn-train MODEL --device cuda --set eval.test_every_epoch=true`; the epoch lines of
    metrics.jsonl carry test_acc and elapsed_s, counted from the "start" line's setup_s (data
    loaded, device ready; the autotuner's search and the CUDA-graph warm-up count as training).
- - PyTorch: the same network (tools/compare_pytorch.py builds it from the YAML), the IDX images on
+ - PyTorch: the same network (tools/compare_pytorch.py builds it from the YAML) starting from our
+   initial weights (`cnn-bench model --dump` at the file's seed; --torch-init for PyTorch's own), the IDX images on
    the GPU, normalised with the training split's mean and std, a random 10% val split carved off
    as ours does (val is not evaluated), shuffled per epoch; eager mode, or --torch-mode compile.
 Example (on the GPU machine):
@@ -91,6 +92,18 @@ def run_torch(args, cfg, data_dir):
     ytr_g, yte_g = torch.from_numpy(ytr.astype(np.int64)).to(device), torch.from_numpy(yte.astype(np.int64)).to(device)
     plan = cp.plan_graph(cfg)
     model = cp.build_model(plan).to(device)
+    if args.same_init:  # our initial weights (cnn-bench --dump writes them at the file's train.seed)
+        from safetensors.torch import load_file
+        with tempfile.TemporaryDirectory() as tmp:
+            dump = os.path.join(tmp, "init.safetensors")
+            argv = [args.cnn_bench, "model", args.model, "--device", "cuda", "--batch", str(args.batch), "--steps",
+                    "1", "--repeats", "1", "--warmup", "0", "--dump", dump]
+            for s in args.set:
+                argv += ["--set", s]
+            subprocess.run(argv, check=True, capture_output=True)
+            state = {k: v for k, v in load_file(dump, device="cuda").items()
+                     if k not in ("input", "labels", "logits") and not k.startswith("grad.")}
+        model.load_state_dict(state, strict=False)
     cls, kw = cp.optimizer_spec(cfg)
     opt = getattr(torch.optim, cls)(model.parameters(), **kw)
     loss_fn = cp.make_loss(cfg, device)
@@ -120,7 +133,7 @@ def run_torch(args, cfg, data_dir):
                 correct += (forward(xte_g[i:i + 1000]).argmax(1) == yte_g[i:i + 1000]).sum()
         acc = correct.item() / len(xte_g)  # .item() synchronises
         epochs.append(dict(epoch=epoch + 1, test_acc=acc, elapsed_s=time.perf_counter() - t0))
-    return dict(mode=args.torch_mode, schedule=sched, epochs=epochs)
+    return dict(mode=args.torch_mode, schedule=sched, same_init=args.same_init, epochs=epochs)
 
 
 def first_reaching(epochs, target):
@@ -138,9 +151,13 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="PyTorch's seed (ours: train.seed of the file)")
     p.add_argument("--torch-mode", choices=("eager", "compile"), default="eager")
     p.add_argument("--cnn-train", default="build/app/cnn-train")
+    p.add_argument("--cnn-bench", default=None, help="for --same-init (default: next to --cnn-train)")
+    p.add_argument("--torch-init", dest="same_init", action="store_false",
+                   help="PyTorch's own default initialisation instead of our initial weights")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for both, repeatable")
     p.add_argument("--json")
     args = p.parse_args(argv)
+    args.cnn_bench = args.cnn_bench or os.path.join(os.path.dirname(args.cnn_train), "cnn-bench")
     with open(args.model) as f:
         cfg = yaml.safe_load(f)
     for s in args.set:
