@@ -19,7 +19,7 @@ Output, in --out (default: the CSV's folder):
   <stem>_<direction>_<sweep>.png    for each sweep: time (or TFLOP/s with --metric tflops)
                                     against the swept value, one line per implementation.
 
-The command that will write these CSVs (`cnn-bench conv`) is not implemented yet.
+The CSVs come from `cnn-bench conv ... --csv FILE` (bench/sweeps/README.md).
 Needs matplotlib for plotting; parsing alone (--check) does not.
 """
 import argparse
