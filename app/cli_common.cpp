@@ -49,11 +49,16 @@ void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags) {
                  "autotune decisions file, or none (default $CNN_AUTOTUNE_CACHE, else ~/.cache/cnn-train/autotune.json)");
   cli.add_option("--workspace-mb", flags.workspace_mb, "most scratch MiB one conv algorithm may take (default 1024)")
       ->check(CLI::NonNegativeNumber);
+  cli.add_option("--autotune-tolerance", flags.tolerance,
+                 "largest relative L2 difference from the plain FP32 reference an autotuned conv algorithm may have "
+                 "(default 1e-4)")
+      ->check(CLI::PositiveNumber);
 }
 
 void export_autotune_flags(const AutotuneFlags& flags) {
   if (!flags.cache.empty()) setenv("CNN_AUTOTUNE_CACHE", flags.cache.c_str(), 1);
   if (flags.workspace_mb >= 0) setenv("CNN_WORKSPACE_MB", std::to_string(flags.workspace_mb).c_str(), 1);
+  if (flags.tolerance > 0) setenv("CNN_AUTOTUNE_TOLERANCE", fmt::format("{}", flags.tolerance).c_str(), 1);
 }
 
 int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, const std::function<int()>& body) {

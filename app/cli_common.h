@@ -18,12 +18,14 @@ void add_version_flag(CLI::App& cli, const char* program);
 // spdlog to stderr; quiet shows warnings and errors only.
 void setup_logging(bool quiet);
 
-// --autotune-cache PATH|none and --workspace-mb N on `cli`; export_autotune_flags() (after parsing)
-// passes them to the library as CNN_AUTOTUNE_CACHE / CNN_WORKSPACE_MB (train/autotune.h), which
+// --autotune-cache PATH|none, --workspace-mb N and --autotune-tolerance X on `cli`;
+// export_autotune_flags() (after parsing) passes them to the library as CNN_AUTOTUNE_CACHE /
+// CNN_WORKSPACE_MB / CNN_AUTOTUNE_TOLERANCE (train/autotune.h), which
 // every device set-up of the process reads, data-parallel ranks included.
 struct AutotuneFlags {
   std::string cache;
   long long workspace_mb = -1;
+  double tolerance = -1;  // <= 0: the library default
 };
 void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags);
 void export_autotune_flags(const AutotuneFlags& flags);

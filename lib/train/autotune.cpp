@@ -5,8 +5,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <memory>
 
 #include "bench/timer.h"
 #include "core/error.h"
@@ -26,23 +29,34 @@ AutotuneOptions AutotuneOptions::from_environment() {
       throw ConfigError({"CNN_WORKSPACE_MB"}, "", fmt::format("expected a number of MiB >= 0, found '{}'", mb));
     o.workspace_limit_bytes = size_t(v) << 20;
   }
+  if (const char* tol = std::getenv("CNN_AUTOTUNE_TOLERANCE"); tol && *tol) {
+    char* end = nullptr;
+    const double v = std::strtod(tol, &end);
+    if (*end != '\0' || !(v > 0) || !std::isfinite(v))
+      throw ConfigError({"CNN_AUTOTUNE_TOLERANCE"}, "",
+                        fmt::format("expected a relative error > 0 (e.g. 1e-4), found '{}'", tol));
+    o.tolerance = v;
+  }
   return o;
 }
 
 std::string TuneOutcome::describe() const {
   if (!from_cache && record.ms == 0 && record.runner_up.empty()) return record.winner + " (only candidate)";
   std::string s = fmt::format("{} {:.4f} ms", record.winner, record.ms);
+  if (winner_rel_err >= 0) s += fmt::format(" (rel_err {:.1e})", winner_rel_err);
   if (!record.runner_up.empty())
     s += fmt::format(", runner-up {} {:.4f} ms ({:.2f}x)", record.runner_up, record.runner_up_ms,
                      record.ms > 0 ? record.runner_up_ms / record.ms : 0.0);
   else
     s += ", no runner-up";
+  if (!excluded.empty()) s += fmt::format(", {} excluded as inaccurate", excluded.size());
   return s + (from_cache ? " [cache]" : "");
 }
 
 TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
                         const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
-                        const std::string& key) {
+                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
+                        double tolerance) {
   CNN_CHECK(!candidates.empty(), "autotune: {}: no candidates", what);
   TuneOutcome out;
   if (auto hit = cache.find(key)) {
@@ -57,22 +71,47 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
     return out;  // nothing to compare: not timed, not cached
   }
   std::vector<std::pair<double, std::string>> timed;
+  std::map<std::string, double> errors;
   for (const std::string& c : candidates) {
     try {
-      timed.emplace_back(measure(c), c);
+      const double ms = measure(c);
+      if (rel_error) {
+        const double err = rel_error(c);
+        if (!(err <= tolerance)) {  // NaN too
+          out.excluded.push_back(fmt::format("{}: {:.1e} from the reference", c, err));
+          spdlog::warn("autotune: {} for {}: {:.1e} from the reference, over the {:.0e} limit: excluded", c, what, err,
+                       tolerance);
+          continue;
+        }
+        errors[c] = err;
+      }
+      timed.emplace_back(ms, c);
     } catch (const std::exception& e) {
       out.failures.push_back(fmt::format("{}: {}", c, e.what()));
       spdlog::warn("autotune: {}: {} failed and is excluded: {}", what, c, e.what());
     }
   }
-  if (timed.empty())
-    CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
+  if (timed.empty()) {
+    if (out.excluded.empty()) CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
+    std::vector<std::string> all = out.excluded;
+    all.insert(all.end(), out.failures.begin(), out.failures.end());
+    CNN_THROW("autotune: {}: no candidate within the accuracy tolerance {:.0e} is left: {}", what, tolerance,
+              fmt::join(all, "; "));
+  }
   std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   out.record.winner = timed[0].second;
   out.record.ms = timed[0].first;
+  if (rel_error) out.winner_rel_err = errors[out.record.winner];
   if (timed.size() > 1) out.record.runner_up = timed[1].second, out.record.runner_up_ms = timed[1].first;
   cache.put(key, out.record);
   return out;
+}
+
+std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
+                              const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
+                              double tolerance) {
+  return fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}", env, sh.to_string(), to_string(d),
+                     fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance);
 }
 
 namespace {
@@ -149,7 +188,7 @@ struct Tuner {
     ConvPlan& plan = planned.conv_plan();
     const Conv2dShape sh = planned.conv_shape(batch);
     const std::vector<Backend> backends = allowed_backends(l, ctx.device);
-    std::vector<Tensor> t;  // x, w, b, y (= dy), dx, dw, db: allocated when something is timed
+    std::unique_ptr<ConvProbe> probe;  // operands, allocated when something is timed
     std::vector<std::string> parts;
     bool timed = false;
     for (ConvDir d : kConvDirs) {
@@ -177,27 +216,24 @@ struct Tuner {
         throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
                                          skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
       auto measure = [&](const std::string& name) {
-        if (t.empty()) {
-          const Device dev = ctx.device;
-          t = {scratch(Shape{sh.N, sh.C, sh.H, sh.W}, dev, 1), scratch(Shape{sh.weight_numel()}, dev, 2),
-               scratch(Shape{sh.K}, dev, 3), scratch(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, 4),
-               Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev, "autotune dx"),
-               Tensor::empty(Shape{sh.weight_numel()}, dev, "autotune dw"), Tensor::empty(Shape{sh.K}, dev, "autotune db")};
-        }
+        if (!probe) probe = std::make_unique<ConvProbe>(ctx, sh);
         const ConvAlgo& a = conv2d_algo(d, name);
-        ConvOperands op;
-        op.x = t[0].data(), op.w = t[1].data(), op.b = sh.has_bias ? t[2].data() : nullptr;
-        if (d == ConvDir::forward) op.y = t[3].data();
-        if (d == ConvDir::backward_data) op.dy = t[3].data(), op.dx = t[4].data(), op.x = nullptr, op.b = nullptr;
-        if (d == ConvDir::backward_filter)
-          op.dy = t[3].data(), op.dw = t[5].data(), op.db = sh.has_bias ? t[6].data() : nullptr, op.w = nullptr,
-          op.b = nullptr;
+        const ConvOperands op = probe->operands(d);
+        probe->poison(d);
         return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
       };
-      const std::string key = fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}", env, sh.to_string(),
-                                          to_string(d), fmt::join(backend_names(backends), ","),
-                                          int(ctx.deterministic), opt.workspace_limit_bytes);
-      const TuneOutcome r = tune_choice(what, names, measure, cache, key);
+      // The output the timed runs left, against the reference on the same operands.
+      const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
+      auto rel_error = [&](const std::string&) { return probe->output_error(d); };
+      if (!reference && names.size() > 1)
+        spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
+                     sh.to_string());
+      const std::string key =
+          autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
+                            opt.tolerance);
+      const TuneOutcome r = tune_choice(what, names, measure, cache, key,
+                                        reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
+                                        opt.tolerance);
       plan.algo(d) = &conv2d_algo(d, r.record.winner);
       plan.note(d) = r.record.runner_up.empty()
                          ? std::string(names.size() == 1 ? "only candidate" : "autotuned")

@@ -2,6 +2,11 @@
 // plan (conv_plan.h) and the backend of every `auto` layer that both cuda and cudnn support, by
 // timing the candidates at the run's batch on scratch tensors (warm-up, then the median of a few
 // timed repeats) and keeping the fastest; decisions are cached on disk (autotune_cache.h).
+// Accuracy guard: while a conv direction is timed, each candidate's output on the timing operands
+// (realistic scale, conv_accuracy.h) is compared with a trusted plain FP32 reference
+// (cuda:implicit_gemm); a candidate more than `tolerance` (relative L2) away is excluded with a
+// warning naming layer, direction, algorithm and error, so speed is never bought with accuracy
+// silently. The tolerance is part of the cache key.
 // Trap: a candidate that throws (or fails a CUDA call) is reported and excluded, never replaced
 // silently; a sticky CUDA error (illegal address) poisons the context, so later candidates of the
 // same run fail too and the run stops with every failure listed.
@@ -16,6 +21,7 @@
 #include "core/exec_context.h"
 #include "graph/graph.h"
 #include "train/autotune_cache.h"
+#include "train/conv_accuracy.h"
 
 namespace cnn {
 
@@ -24,22 +30,38 @@ struct AutotuneOptions {
   size_t workspace_limit_bytes = size_t(1) << 30;  // --workspace-mb
   int warmup = 2;                                  // untimed runs per candidate
   int repeats = 5;                                 // timed runs; the median counts
-  // From CNN_AUTOTUNE_CACHE (path or none) and CNN_WORKSPACE_MB, else the defaults.
+  double tolerance = kConvAccuracyTolerance;       // --autotune-tolerance: largest relative L2 error
+  // From CNN_AUTOTUNE_CACHE (path or none), CNN_WORKSPACE_MB and CNN_AUTOTUNE_TOLERANCE, else the
+  // defaults.
   static AutotuneOptions from_environment();
 };
 
 // One decision among `candidates`: `measure(name)` returns ms (throws on failure). On a cache hit
 // whose winner is still a candidate nothing is timed. One candidate is taken without timing.
+// When `rel_error` is given it is called right after a successful measure(name) and returns that
+// candidate's relative L2 difference from the reference; one over `tolerance` (or NaN) is
+// excluded with a warning. All excluded is an error.
 struct TuneOutcome {
   TuneRecord record;
   bool from_cache = false;
   std::vector<std::string> failures;  // "<candidate>: <error>"
+  std::vector<std::string> excluded;  // "<candidate>: <rel_err> from the reference" (accuracy guard)
+  double winner_rel_err = -1;         // the winner's measured error; -1 when not measured (cache, single)
   // "winner 0.123 ms, runner-up x 0.150 ms (1.22x)" plus " [cache]"
   std::string describe() const;
 };
 TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
                         const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
-                        const std::string& key);
+                        const std::string& key,
+                        const std::function<double(const std::string&)>& rel_error = {},
+                        double tolerance = kConvAccuracyTolerance);
+
+// The cache key of one conv direction's decision: the machine (autotune_environment_key()), shape,
+// direction, allowed backends, determinism, workspace limit and accuracy tolerance, so a decision
+// made under another tolerance (or before the guard existed) is never reused.
+std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, ConvDir d,
+                              const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
+                              double tolerance);
 
 // Resolves the conv plans and measured backends of `graph` on ctx at `batch`; returns one log line
 // per decision (also logged). Throws ConfigError at the layer when an explicit algo cannot run.

@@ -1,9 +1,14 @@
 // The autotuner's choice among candidates (with an injected timing function), its disk cache
 // (round trip, key mismatch, corrupt file, atomic write) and a whole-graph run on the CPU.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <stdexcept>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "config/model_spec.h"
 #include "core/exec_context.h"
@@ -13,6 +18,7 @@
 #include "support/test_util.h"
 #include "train/autotune.h"
 #include "train/autotune_cache.h"
+#include "train/conv_accuracy.h"
 
 using namespace cnn;
 namespace fs = std::filesystem;
@@ -29,6 +35,17 @@ struct FakeClock {
     if (it == ms.end()) throw std::runtime_error("launch failed: invalid argument");
     return it->second;
   }
+};
+
+// Routes spdlog to a string while alive.
+struct LogCapture {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> old = spdlog::default_logger();
+  LogCapture() {
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(text)));
+  }
+  ~LogCapture() { spdlog::set_default_logger(old); }
 };
 
 }  // namespace
@@ -172,4 +189,122 @@ TEST_CASE("autotune on the cpu resolves every conv direction and honours an expl
   CHECK(describe_conv_plan(*g->node(0).layer)[0] == "forward cpu:im2col_gemm (only candidate)");
   CHECK(describe_conv_plan(*g->node(2).layer).empty());
   CHECK(planned_workspace_bytes(*g, ctx, 4) > 0);
+}
+
+TEST_CASE("autotune excludes an inaccurate fastest candidate with a warning naming layer, direction and error", "[cpu]") {
+  AutotuneCache cache("");
+  FakeClock clock{{{"cuda:implicit_gemm", 2.0}, {"cudnn:fft_tiling", 0.5}, {"cudnn:algo_1", 1.0}}};
+  std::map<std::string, double> err{{"cuda:implicit_gemm", 0.0}, {"cudnn:fft_tiling", 3.1e-3}, {"cudnn:algo_1", 2e-6}};
+  std::vector<std::string> asked;
+  auto rel_error = [&](const std::string& name) {
+    asked.push_back(name);
+    return err.at(name);
+  };
+  LogCapture log;
+  TuneOutcome r = tune_choice("layer 'conv1a' backward_filter", {"cuda:implicit_gemm", "cudnn:fft_tiling", "cudnn:algo_1"},
+                              std::ref(clock), cache, "k", rel_error, 1e-4);
+  CHECK(r.record.winner == "cudnn:algo_1");
+  CHECK(r.record.runner_up == "cuda:implicit_gemm");
+  CHECK(r.winner_rel_err == 2e-6);
+  CHECK(asked.size() == 3);  // once per candidate, after its timing
+  REQUIRE(r.excluded.size() == 1);
+  CHECK(r.excluded[0] == "cudnn:fft_tiling: 3.1e-03 from the reference");
+  CHECK(log.text.str().find("cudnn:fft_tiling for layer 'conv1a' backward_filter: 3.1e-03 from the reference, over the "
+                            "1e-04 limit: excluded") != std::string::npos);
+  CHECK(r.describe().find("1 excluded as inaccurate") != std::string::npos);
+  CHECK(r.describe().find("cudnn:algo_1 1.0000 ms (rel_err 2.0e-06)") == 0);
+  // The excluded candidate is not what the cache remembers.
+  REQUIRE(cache.find("k"));
+  CHECK(cache.find("k")->winner == "cudnn:algo_1");
+}
+
+TEST_CASE("autotune tolerance decides what counts as accurate, NaN is never accurate, and none left is an error",
+          "[cpu]") {
+  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
+  std::map<std::string, double> err{{"a", 1e-6}, {"b", 3e-3}};
+  auto rel_error = [&](const std::string& name) { return err.at(name); };
+  {
+    AutotuneCache cache("");
+    CHECK(tune_choice("w", {"a", "b"}, std::ref(clock), cache, "k", rel_error, 1e-4).record.winner == "a");
+  }
+  {
+    AutotuneCache cache("");  // a looser tolerance lets the fast one through
+    CHECK(tune_choice("w", {"a", "b"}, std::ref(clock), cache, "k", rel_error, 1e-2).record.winner == "b");
+  }
+  {
+    AutotuneCache cache("");
+    err["b"] = std::nan("");
+    TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, "k", rel_error, 1.0);
+    CHECK(r.record.winner == "a");
+    CHECK(r.excluded.size() == 1);
+  }
+  AutotuneCache cache("");
+  err = {{"a", 5e-3}, {"b", 3e-3}};
+  try {
+    tune_choice("layer 'c1' forward", {"a", "b"}, std::ref(clock), cache, "k", rel_error, 1e-4);
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("layer 'c1' forward: no candidate within the accuracy tolerance 1e-04 is left: a: 5.0e-03 from the "
+                 "reference; b: 3.0e-03") != std::string::npos);
+  }
+  CHECK_FALSE(cache.find("k"));
+}
+
+TEST_CASE("autotune tolerance comes from CNN_AUTOTUNE_TOLERANCE and is part of the conv cache key", "[cpu]") {
+  unsetenv("CNN_AUTOTUNE_TOLERANCE");
+  CHECK(AutotuneOptions::from_environment().tolerance == kConvAccuracyTolerance);
+  CHECK(kConvAccuracyTolerance == 1e-4);
+  setenv("CNN_AUTOTUNE_TOLERANCE", "2.5e-3", 1);
+  CHECK(AutotuneOptions::from_environment().tolerance == 2.5e-3);
+  for (const char* bad : {"0", "-1", "abc", "1e-4x"}) {
+    setenv("CNN_AUTOTUNE_TOLERANCE", bad, 1);
+    CHECK_THROWS_AS(AutotuneOptions::from_environment(), ConfigError);
+  }
+  unsetenv("CNN_AUTOTUNE_TOLERANCE");
+  const Conv2dShape sh = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3);
+  const std::string k1 = autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4);
+  const std::string k2 = autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-3);
+  CHECK(k1 != k2);
+  CHECK(k1.find("|tol 0.0001") != std::string::npos);
+  // A cached decision under another tolerance is not reused.
+  AutotuneCache cache("");
+  cache.put(k2, TuneRecord{"b", 0.5, "a", 2.0});
+  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
+  auto rel_error = [](const std::string& name) { return name == "b" ? 3e-4 : 0.0; };
+  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, k1, rel_error, 1e-4);
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.record.winner == "a");
+}
+
+TEST_CASE("relative L2 difference and the cpu conv probe against the float64 reference", "[cpu]") {
+  CHECK(relative_l2({1, 2}, {1, 2}) == 0);
+  CHECK(relative_l2({0, 0}, {0, 0}) == 0);
+  CHECK(relative_l2({3, 0}, {0, 4}) == Approx(1.25));
+  CHECK(std::isinf(relative_l2({1}, {1, 2})));
+  CHECK(std::isinf(relative_l2({1}, {0})));
+  CHECK(std::isnan(relative_l2({std::nanf("")}, {1})));
+
+  const ExecContext ctx = ExecContext::cpu(1);
+  const Conv2dShape sh = Conv2dShape::make(2, 3, 7, 6, 5, 3, 3, 1, 1, 1, 1);
+  ConvProbe probe(ctx, sh);
+  CHECK(probe.reference_name(ConvDir::forward) == std::string("cpu:reference_fp64"));
+  for (ConvDir d : kConvDirs) {
+    const double e = probe.run_and_compare(conv2d_algo(d, "cpu:im2col_gemm"));
+    CHECK(e < 1e-6);
+    CHECK(e >= 0);
+  }
+  // An algorithm 1% off is measured as such; one that writes nothing reads as NaN (poisoned outputs).
+  ConvAlgo off = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm");
+  auto run = off.run;
+  off.run = [run](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
+    run(c, s, op);
+    for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y[i] *= 1.01f;
+  };
+  CHECK(probe.run_and_compare(off) == Approx(0.01).epsilon(1e-3));
+  ConvAlgo idle = off;
+  idle.run = [](const ExecContext&, const Conv2dShape&, const ConvOperands&) {};
+  CHECK(std::isnan(probe.run_and_compare(idle)));
+  // Backward filter compares dw and db together.
+  CHECK(probe.output(ConvDir::backward_filter).size() == size_t(sh.weight_numel() + sh.K));
 }

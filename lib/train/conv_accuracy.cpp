@@ -1,0 +1,154 @@
+// Convolution accuracy against a trusted reference (see conv_accuracy.h).
+#include "train/conv_accuracy.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "ops/conv2d.h"
+
+namespace cnn {
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(ref[i]);
+    diff += d * d;
+    norm += double(ref[i]) * double(ref[i]);
+  }
+  if (std::isnan(diff)) return std::numeric_limits<double>::quiet_NaN();
+  if (norm == 0) return diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(diff / norm);
+}
+
+namespace {
+
+std::vector<float> normal_values(int64_t n, float stddev, uint64_t seed) {
+  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
+  for (float& f : v) f = stddev * rng.normal();
+  return v;
+}
+
+Tensor upload(const std::vector<float>& v, const Shape& shape, Device device) {
+  Tensor t = Tensor::empty(shape, device, "conv accuracy operand");
+  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> download(const Tensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  device_memcpy(v.data(), Device::cpu, t.data(), t.device(), v.size() * sizeof(float));
+  return v;
+}
+
+void fill_nan(Tensor& t) {
+  const std::vector<float> v(size_t(t.numel()), std::numeric_limits<float>::quiet_NaN());
+  device_memcpy(t.data(), t.device(), v.data(), Device::cpu, v.size() * sizeof(float));
+}
+
+}  // namespace
+
+ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed) : m_ctx(ctx), m_sh(sh) {
+  const Device dev = ctx.device;
+  const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
+  m_hx = normal_values(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
+  m_hw = normal_values(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
+  m_hb = normal_values(sh.K, 1.0f, seed * 4 + 2);
+  m_hdy = normal_values(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3);
+  m_x = upload(m_hx, Shape{sh.N, sh.C, sh.H, sh.W}, dev);
+  m_w = upload(m_hw, Shape{sh.weight_numel()}, dev);
+  m_b = upload(m_hb, Shape{sh.K}, dev);
+  m_dy = upload(m_hdy, Shape{sh.N, sh.K, sh.P, sh.Q}, dev);
+  m_y = Tensor::empty(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, "conv accuracy y");
+  m_dx = Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev, "conv accuracy dx");
+  m_dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "conv accuracy dw");
+  m_db = Tensor::empty(Shape{sh.K}, dev, "conv accuracy db");
+}
+
+ConvOperands ConvProbe::operands(ConvDir d) {
+  ConvOperands op;
+  if (d == ConvDir::forward)
+    op.x = m_x.data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
+  if (d == ConvDir::backward_data) op.w = m_w.data(), op.dy = m_dy.data(), op.dx = m_dx.data();
+  if (d == ConvDir::backward_filter)
+    op.x = m_x.data(), op.dy = m_dy.data(), op.dw = m_dw.data(), op.db = m_sh.has_bias ? m_db.data() : nullptr;
+  return op;
+}
+
+void ConvProbe::poison(ConvDir d) {
+  if (d == ConvDir::forward) fill_nan(m_y);
+  if (d == ConvDir::backward_data) fill_nan(m_dx);
+  if (d == ConvDir::backward_filter) {
+    fill_nan(m_dw);
+    if (m_sh.has_bias) fill_nan(m_db);
+  }
+}
+
+std::vector<float> ConvProbe::output(ConvDir d) const {
+  if (d == ConvDir::forward) return download(m_y);
+  if (d == ConvDir::backward_data) return download(m_dx);
+  std::vector<float> v = download(m_dw);
+  if (m_sh.has_bias) {
+    const std::vector<float> b = download(m_db);
+    v.insert(v.end(), b.begin(), b.end());
+  }
+  return v;
+}
+
+std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Conv2dShape& sh, ConvDir d) {
+  if (ctx.device == Device::cpu) return std::string("cpu:reference_fp64");
+  const char* forward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:implicit_gemm"};
+  const char* backward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:algo_1"};
+  for (const char* name : d == ConvDir::forward ? forward : backward)
+    for (const ConvAlgo& a : conv2d_algos(d))
+      if (a.name == name && a.can_implement(ctx, sh)) return a.name;
+  return std::nullopt;
+}
+
+const std::vector<float>& ConvProbe::reference(ConvDir d) {
+  std::optional<std::vector<float>>& slot = m_ref[size_t(d)];
+  if (slot) return *slot;
+  const std::optional<std::string> name = reference_name(d);
+  CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
+  if (m_ctx.device == Device::cpu) {
+    const Conv2dShape& sh = m_sh;
+    auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    const std::vector<double> x = dbl(m_hx), w = dbl(m_hw), b = dbl(m_hb), dy = dbl(m_hdy);
+    std::vector<double> out;
+    if (d == ConvDir::forward) {
+      out.resize(size_t(sh.N * sh.K * sh.P * sh.Q));
+      conv2d_forward_reference<double>(m_ctx, sh, x.data(), w.data(), sh.has_bias ? b.data() : nullptr, out.data());
+    } else if (d == ConvDir::backward_data) {
+      out.resize(size_t(sh.N * sh.C * sh.H * sh.W));
+      conv2d_backward_reference<double>(m_ctx, sh, x.data(), w.data(), dy.data(), out.data(), nullptr, nullptr);
+    } else {
+      out.resize(size_t(sh.weight_numel() + (sh.has_bias ? sh.K : 0)));
+      conv2d_backward_reference<double>(m_ctx, sh, x.data(), w.data(), dy.data(), nullptr, out.data(),
+                                        sh.has_bias ? out.data() + sh.weight_numel() : nullptr);
+    }
+    slot = std::vector<float>(out.begin(), out.end());
+  } else {
+    const ConvAlgo& a = conv2d_algo(d, *name);
+    poison(d);
+    a.run(m_ctx, m_sh, operands(d));
+    slot = output(d);
+  }
+  return *slot;
+}
+
+double ConvProbe::output_error(ConvDir d) {
+  std::vector<float> got = output(d);  // before reference(), which may overwrite the outputs
+  return relative_l2(got, reference(d));
+}
+
+double ConvProbe::run_and_compare(const ConvAlgo& a) {
+  reference(a.dir);
+  poison(a.dir);
+  a.run(m_ctx, m_sh, operands(a.dir));
+  return output_error(a.dir);
+}
+
+}  // namespace cnn

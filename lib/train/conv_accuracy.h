@@ -1,0 +1,66 @@
+// How far a convolution algorithm's output is from a trusted one: the autotuner's accuracy guard
+// and the rel_err column of `cnn-bench conv` both use this, on the same kind of operands.
+// Operands have a realistic scale so relative errors mean what they would in training:
+// x ~ N(0,1), w ~ N(0, 2/fan_in) (He), b ~ N(0,1), dy ~ N(0,1).
+// The reference: on the GPU cuda:implicit_gemm (a plain FP32 FMA reduction, tested against the
+// CPU oracle), else cuda:direct, else cudnn:implicit_gemm / cudnn:algo_1, the first that can
+// implement the shape; on the CPU conv2d_*_reference in double precision.
+// Trap: outputs are filled with NaN before a candidate runs (poison()), so an algorithm that
+// writes nothing is not credited with what the previous one wrote.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/exec_context.h"
+#include "core/tensor.h"
+#include "ops/conv2d_algo.h"
+
+namespace cnn {
+
+// Largest relative L2 difference from the reference an algorithm may have to count as accurate
+// (autotuner: --autotune-tolerance / CNN_AUTOTUNE_TOLERANCE). Plain FP32 algorithms (direct sums,
+// implicit or explicit GEMM) differ from one another by about 1e-6 on these operands; FFT and
+// Winograd transforms lose digits that grow with the filter size (cuDNN's winograd_nonfused was
+// 0.5-7% off on 5x5 filters, and a fer_cnn step tuned without a guard was 5e-3 from a float64
+// reference against PyTorch's 6e-4). 1e-4 leaves two orders of magnitude for summation order on
+// long reductions and still rejects a transform that loses three or more digits.
+inline constexpr double kConvAccuracyTolerance = 1e-4;
+
+// ||got - ref|| / ||ref|| (0 when both are zero, infinity when only ref is, or the sizes differ;
+// NaN in got gives NaN). Computed in double.
+double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
+
+// Name of the reference of direction d for `shape` on ctx's device ("cpu:reference_fp64" on the
+// CPU); nullopt when none can run it.
+std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Conv2dShape& shape, ConvDir d);
+
+class ConvProbe {
+public:
+  ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1);
+  const Conv2dShape& shape() const { return m_sh; }
+  // The operands of direction d: inputs and this probe's output buffers (db only with a bias).
+  ConvOperands operands(ConvDir d);
+  // Fills d's outputs with NaN.
+  void poison(ConvDir d);
+  // Host copy of d's outputs: y; dx; dw followed by db when the shape has a bias.
+  std::vector<float> output(ConvDir d) const;
+  std::optional<std::string> reference_name(ConvDir d) const { return conv_reference_name(m_ctx, m_sh, d); }
+  // Relative L2 of d's current outputs from the reference (computed once per direction, on this
+  // probe's inputs; throws when there is no reference).
+  double output_error(ConvDir d);
+  // Poisons, runs `a` once and returns output_error(a.dir).
+  double run_and_compare(const ConvAlgo& a);
+
+private:
+  const std::vector<float>& reference(ConvDir d);
+  const ExecContext& m_ctx;
+  Conv2dShape m_sh;
+  Tensor m_x, m_w, m_b, m_dy, m_y, m_dx, m_dw, m_db;
+  std::vector<float> m_hx, m_hw, m_hb, m_hdy;  // host copies of the inputs
+  std::optional<std::vector<float>> m_ref[3];
+};
+
+}  // namespace cnn
