@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
     std::sort(model_files.begin(), model_files.end());
     for (ConvPoint& p : model_conv_points(model_files)) points.push_back(std::move(p));
     if (points.empty()) throw ConfigError({"<command line>"}, "", "nothing to time: give sweep files and/or --models");
-    copt.workspace_limit_bytes = AutotuneOptions::from_environment().workspace_limit_bytes;
+    const AutotuneOptions tune_opt = AutotuneOptions::from_environment();
+    copt.workspace_limit_bytes = tune_opt.workspace_limit_bytes;
+    copt.tolerance = tune_opt.tolerance;
     ConvBenchResult r = bench_conv(points, copt);
     std::cout << r.to_table();
     if (!csv_path.empty()) write(csv_path, r.to_csv());

@@ -35,15 +35,6 @@ bool glob_match(const std::string& p, const std::string& t) {
 
 namespace {
 
-Tensor filled(const Shape& shape, Device device, uint64_t seed) {
-  Tensor t = Tensor::empty(shape, device, "cnn-bench conv operand");
-  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
-  std::vector<float> v(size_t(t.numel()));
-  for (float& f : v) f = rng.uniform() - 0.5f;
-  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
-  return t;
-}
-
 double timed_median(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run) {
   for (int i = 0; i < warmup; ++i) run();
   RegionTimer timer(ctx);
@@ -60,7 +51,7 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
                  ConvBenchResult& out) {
   const Conv2dShape& sh = p.shape;
   const Device dev = ctx.device;
-  std::vector<Tensor> t;  // allocated on first use: x, w, b, y/dy, dx, dw, db
+  std::unique_ptr<ConvProbe> probe;  // operands, allocated on first use
   for (ConvDir d : p.directions) {
     if (opt.direction != "all" && opt.direction != to_string(d)) continue;
     const size_t first = out.rows.size();
@@ -81,18 +72,13 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
         continue;
       }
       try {
-        if (t.empty())
-          t = {filled(Shape{sh.N, sh.C, sh.H, sh.W}, dev, 1), filled(Shape{sh.weight_numel()}, dev, 2),
-               filled(Shape{sh.K}, dev, 3), filled(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, 4),
-               Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev), Tensor::empty(Shape{sh.weight_numel()}, dev),
-               Tensor::empty(Shape{sh.K}, dev)};
-        ConvOperands op;
-        if (d == ConvDir::forward) op.x = t[0].data(), op.w = t[1].data(), op.b = t[2].data(), op.y = t[3].data();
-        if (d == ConvDir::backward_data) op.w = t[1].data(), op.dy = t[3].data(), op.dx = t[4].data();
-        if (d == ConvDir::backward_filter)
-          op.x = t[0].data(), op.dy = t[3].data(), op.dw = t[5].data(), op.db = t[6].data();
+        if (!probe) probe = std::make_unique<ConvProbe>(ctx, sh);
+        const ConvOperands op = probe->operands(d);
         const int warmup = opt.warmup >= 0 ? opt.warmup : p.warmup, repeats = opt.repeats > 0 ? opt.repeats : p.repeats;
+        probe->poison(d);
         r.ms = timed_median(ctx, warmup, repeats, [&] { a.run(ctx, sh, op); });
+        // What the timed runs left, against the reference on the same operands.
+        if (probe->reference_name(d)) r.rel_err = probe->output_error(d);
         r.tflops = sh.flops_forward() / (r.ms * 1e-3) / 1e12;
         r.peak_share = peak > 0 ? r.tflops / peak : 0;
       } catch (const std::exception& e) {
@@ -112,9 +98,15 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
       std::string& name = cudnn ? s.best_cudnn : s.best_ours;
       double& ms = cudnn ? s.cudnn_ms : s.ours_ms;
       if (name.empty() || r.ms < ms) name = r.impl, ms = r.ms;
+      if (r.rel_err < 0 || !(r.rel_err <= opt.tolerance)) continue;
+      std::string& aname = cudnn ? s.accurate_cudnn : s.accurate_ours;
+      double& ams = cudnn ? s.accurate_cudnn_ms : s.accurate_ours_ms;
+      if (aname.empty() || r.ms < ams) aname = r.impl, ams = r.ms;
     }
     if (best) best->fastest = true;
     if (!s.best_ours.empty() && !s.best_cudnn.empty()) s.ratio = s.cudnn_ms / s.ours_ms;
+    if (!s.accurate_ours.empty() && !s.accurate_cudnn.empty())
+      s.accurate_ratio = s.accurate_cudnn_ms / s.accurate_ours_ms;
     out.summaries.push_back(s);
   }
 }
@@ -129,6 +121,7 @@ ConvBenchResult bench_conv(const std::vector<ConvPoint>& points, const ConvBench
   ExecContext cpu;
   const ExecContext* ctx = nullptr;
   ConvBenchResult out;
+  out.tolerance = opt.tolerance;
   if (gpu) {
     cuda = std::make_unique<CudaContext>(0);
     cuda->ctx().workspace_limit_bytes = opt.workspace_limit_bytes;
@@ -146,15 +139,21 @@ ConvBenchResult bench_conv(const std::vector<ConvPoint>& points, const ConvBench
     spdlog::info("{} ({})", p.name, p.shape.to_string());
     bench_point(*ctx, p, opt, out.peak_tflops, out);
   }
-  std::map<std::string, std::pair<double, int>> logs;  // group -> (sum of log ratio, count)
-  std::vector<std::string> order;
-  for (const ConvBenchSummary& s : out.summaries) {
-    if (s.ratio <= 0) continue;
-    if (!logs.count(s.group)) order.push_back(s.group);
-    logs[s.group].first += std::log(s.ratio);
-    logs[s.group].second += 1;
-  }
-  for (const std::string& g : order) out.group_geomean.emplace_back(g, std::exp(logs[g].first / logs[g].second));
+  auto geomeans = [&](double ConvBenchSummary::*ratio) {
+    std::map<std::string, std::pair<double, int>> logs;  // group -> (sum of log ratio, count)
+    std::vector<std::string> order;
+    for (const ConvBenchSummary& s : out.summaries) {
+      if (s.*ratio <= 0) continue;
+      if (!logs.count(s.group)) order.push_back(s.group);
+      logs[s.group].first += std::log(s.*ratio);
+      logs[s.group].second += 1;
+    }
+    std::vector<std::pair<std::string, double>> means;
+    for (const std::string& g : order) means.emplace_back(g, std::exp(logs[g].first / logs[g].second));
+    return means;
+  };
+  out.group_geomean = geomeans(&ConvBenchSummary::ratio);
+  out.group_geomean_accurate = geomeans(&ConvBenchSummary::accurate_ratio);
   return out;
 }
 
@@ -164,36 +163,54 @@ std::string ConvBenchResult::to_table() const {
     s += fmt::format("measured peak: {:.1f} TFLOP/s FP32, {:.0f} GB/s DRAM\n", peak_tflops, peak_gb_per_s);
   else
     s += "measured peak: not measured on the CPU (peak share column left 0)\n";
-  s += fmt::format("{:<24} {:<16} {:<26} {:>10} {:>8} {:>6} {:>10}  {}\n", "point", "direction", "impl", "ms",
-                   "TFLOP/s", "peak", "ws MiB", "status");
+  s += fmt::format("rel_err: relative L2 difference from the reference on the same operands; accurate: <= {:.0e}\n",
+                   tolerance);
+  s += fmt::format("{:<24} {:<16} {:<26} {:>10} {:>8} {:>6} {:>10} {:>8}  {}\n", "point", "direction", "impl", "ms",
+                   "TFLOP/s", "peak", "ws MiB", "rel_err", "status");
   for (const ConvBenchRow& r : rows)
-    s += fmt::format("{:<24} {:<16} {:<26} {:>10.4f} {:>8.2f} {:>5.0f}% {:>10.1f}  {}{}\n", r.point, r.direction,
-                     r.impl, r.ms, r.tflops, 100 * r.peak_share, double(r.workspace_bytes) / (1 << 20), r.status,
-                     r.fastest ? " (fastest)" : "");
+    s += fmt::format("{:<24} {:<16} {:<26} {:>10.4f} {:>8.2f} {:>5.0f}% {:>10.1f} {:>8}  {}{}{}\n", r.point,
+                     r.direction, r.impl, r.ms, r.tflops, 100 * r.peak_share, double(r.workspace_bytes) / (1 << 20),
+                     r.rel_err >= 0 ? fmt::format("{:.1e}", r.rel_err) : std::string(r.rel_err < 0 ? "-" : "nan"),
+                     r.status, r.fastest ? " (fastest)" : "",
+                     r.status == "ok" && !(r.rel_err >= 0 && r.rel_err <= tolerance) && r.rel_err != -1
+                         ? " (inaccurate)"
+                         : "");
   s += "\nbest of ours vs best of cuDNN (ratio = cuDNN ms / ours ms; > 1: ours faster)\n";
   for (const ConvBenchSummary& x : summaries)
     s += fmt::format("{:<24} {:<16} ours {} {:.4f} ms, cudnn {} {:.4f} ms, ratio {}\n", x.point, x.direction,
                      x.best_ours.empty() ? "-" : x.best_ours, x.ours_ms, x.best_cudnn.empty() ? "-" : x.best_cudnn,
                      x.cudnn_ms, x.ratio > 0 ? fmt::format("{:.3f}", x.ratio) : std::string("n/a"));
-  s += "\ngeometric mean of the ratio per group\n";
-  for (const auto& [g, v] : group_geomean) s += fmt::format("{:<24} {:.3f}\n", g, v);
+  s += fmt::format("\nbest accurate (rel_err <= {:.0e}) of ours vs of cuDNN\n", tolerance);
+  for (const ConvBenchSummary& x : summaries)
+    s += fmt::format("{:<24} {:<16} ours {} {:.4f} ms, cudnn {} {:.4f} ms, ratio {}\n", x.point, x.direction,
+                     x.accurate_ours.empty() ? "-" : x.accurate_ours, x.accurate_ours_ms,
+                     x.accurate_cudnn.empty() ? "-" : x.accurate_cudnn, x.accurate_cudnn_ms,
+                     x.accurate_ratio > 0 ? fmt::format("{:.3f}", x.accurate_ratio) : std::string("n/a"));
+  s += "\ngeometric mean of the ratio per group (all; accurate only)\n";
+  for (const auto& [g, v] : group_geomean) {
+    std::string acc = "n/a";
+    for (const auto& [ga, va] : group_geomean_accurate)
+      if (ga == g) acc = fmt::format("{:.3f}", va);
+    s += fmt::format("{:<24} {:.3f}; {}\n", g, v, acc);
+  }
   if (group_geomean.empty()) s += "(none: no point had both an implementation of ours and of cuDNN)\n";
   return s;
 }
 
 std::string ConvBenchResult::to_csv() const {
   std::string s = "group,layer,impl,direction,ms,tflops,peak_share,workspace_bytes,fastest,status,N,C,H,W,K,R,S,"
-                  "stride,padding\n";
+                  "stride,padding,rel_err\n";
   for (const ConvBenchRow& r : rows) {
     const Conv2dShape& h = r.shape;
     const bool ok = r.status == "ok";
     std::string status = r.status;
     for (char& c : status)
       if (c == ',' || c == '\n' || c == '"') c = ' ';
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.group, r.point, r.impl,
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.group, r.point, r.impl,
                      r.direction, ok ? fmt::format("{:.6g}", r.ms) : "", ok ? fmt::format("{:.6g}", r.tflops) : "",
                      ok ? fmt::format("{:.4g}", r.peak_share) : "", r.workspace_bytes, r.fastest ? 1 : 0, status, h.N,
-                     h.C, h.H, h.W, h.K, h.R, h.S, h.stride_h, h.pad_h);
+                     h.C, h.H, h.W, h.K, h.R, h.S, h.stride_h, h.pad_h,
+                     ok && r.rel_err != -1 ? fmt::format("{:.3g}", r.rel_err) : "");
   }
   return s;
 }
@@ -206,6 +223,7 @@ nlohmann::json ConvBenchResult::to_json() const {
     j["rows"].push_back({{"group", r.group}, {"layer", r.point}, {"impl", r.impl}, {"direction", r.direction},
                          {"status", r.status}, {"ms", r.ms}, {"tflops", r.tflops}, {"peak_share", r.peak_share},
                          {"workspace_bytes", r.workspace_bytes}, {"fastest", r.fastest},
+                         {"rel_err", r.rel_err != -1 ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr)},
                          {"shape", {{"N", h.N}, {"C", h.C}, {"H", h.H}, {"W", h.W}, {"K", h.K}, {"R", h.R},
                                     {"S", h.S}, {"stride", h.stride_h}, {"padding", h.pad_h}}}});
   }
@@ -213,9 +231,14 @@ nlohmann::json ConvBenchResult::to_json() const {
   for (const ConvBenchSummary& x : summaries)
     j["summaries"].push_back({{"group", x.group}, {"layer", x.point}, {"direction", x.direction},
                               {"best_ours", x.best_ours}, {"ours_ms", x.ours_ms}, {"best_cudnn", x.best_cudnn},
-                              {"cudnn_ms", x.cudnn_ms}, {"ratio", x.ratio}});
+                              {"cudnn_ms", x.cudnn_ms}, {"ratio", x.ratio}, {"accurate_ours", x.accurate_ours},
+                              {"accurate_ours_ms", x.accurate_ours_ms}, {"accurate_cudnn", x.accurate_cudnn},
+                              {"accurate_cudnn_ms", x.accurate_cudnn_ms}, {"accurate_ratio", x.accurate_ratio}});
   j["group_geomean"] = nlohmann::json::object();
   for (const auto& [g, v] : group_geomean) j["group_geomean"][g] = v;
+  j["tolerance"] = tolerance;
+  j["group_geomean_accurate"] = nlohmann::json::object();
+  for (const auto& [g, v] : group_geomean_accurate) j["group_geomean_accurate"][g] = v;
   return j;
 }
 
