@@ -196,9 +196,9 @@ void Executor::backward(const GradHook& hook) {
                   target.data());
     }
     if (m_timer) m_timer->end(i, true);
-    if (hook) {
-      for (int p : node.params)
-        if (m_graph.params()[static_cast<size_t>(p)].trainable) hook(p);
+    if (hook) {  // last parameter first: reverse layout order, as the gradient buckets are planned
+      for (auto it = node.params.rbegin(); it != node.params.rend(); ++it)
+        if (m_graph.params()[static_cast<size_t>(*it)].trainable) hook(*it);
     }
   }
 }

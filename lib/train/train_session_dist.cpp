@@ -54,12 +54,17 @@ void TrainSession::read_dist_test_hook() {
 // the world-size arithmetic in the log.
 void TrainSession::setup_data_parallel() {
   const TrainSpec& t = m_spec.train;
+  // Last node first, and within a node its parameters last first too (they become final together):
+  // the spans then fall in the flat buffer in strictly decreasing order, so a bucket boundary
+  // between a layer's weight and bias still leaves the buckets' ranges disjoint.
   std::vector<GradSpan> order;
-  for (int i = m_graph->size() - 1; i >= 0; --i)
-    for (int p : m_graph->node(i).params) {
-      const ParamEntry& e = m_graph->params()[size_t(p)];
-      if (e.trainable) order.push_back({p, e.offset, e.shape.numel()});
+  for (int i = m_graph->size() - 1; i >= 0; --i) {
+    const std::vector<int>& params = m_graph->node(i).params;
+    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      const ParamEntry& e = m_graph->params()[size_t(*it)];
+      if (e.trainable) order.push_back({*it, e.offset, e.shape.numel()});
     }
+  }
   m_reduce_comm = m_comm;
   if (ctx().device == Device::cuda) {
     phase(Phase::startup);

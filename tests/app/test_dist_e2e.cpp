@@ -150,6 +150,13 @@ TEST_CASE("two ranks with batch B end with the weights of one rank with batch 2B
   }
   CHECK(epochs == 2);
   CHECK_FALSE(last_event(read_metrics(fx.run_dir("one")), "epoch").contains("allreduce_exposed_ms"));
+  // Buckets of ~996 floats: the first closes inside conv2 (after fc's 868 floats and one of conv2's
+  // tensors). A boundary between a layer's weight and bias once made the buckets' ranges overlap.
+  ProgramResult tiny = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--batch", "8", "--out",
+                                  fx.run_dir("tiny"), "--set", "dist.bucket_mb=0.0038"});
+  INFO(tiny.describe());
+  REQUIRE(tiny.exit_code == 0);
+  CHECK(compare_checkpoints(fx.last("one"), fx.last("tiny"), 1e-5) == "");
 }
 
 TEST_CASE("one rank under mpirun takes the data-parallel path and matches the plain run", "[mpi][app]") {
