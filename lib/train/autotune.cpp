@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <memory>
 
 #include "bench/timer.h"
@@ -305,15 +306,80 @@ struct Tuner {
 std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
                                         const AutotuneOptions& opt) {
   Tuner t{graph, ctx, batch, opt, AutotuneCache(ctx.device == Device::cuda ? opt.cache_path : std::string())};
-  for (int i = 0; i < graph.size(); ++i) {
-    Layer& l = *graph.node(i).layer;
-    if (auto* planned = dynamic_cast<ConvPlanned*>(&l))
-      t.tune_conv(l, *planned);
-    else if (l.backend_to_measure())
-      t.tune_backend(i);
+  if (opt.tune) {
+    for (int i = 0; i < graph.size(); ++i) {
+      Layer& l = *graph.node(i).layer;
+      if (auto* planned = dynamic_cast<ConvPlanned*>(&l))
+        t.tune_conv(l, *planned);
+      else if (l.backend_to_measure())
+        t.tune_backend(i);
+    }
+    t.cache.save();
   }
-  t.cache.save();
+  if (opt.share) {
+    const std::string mine = opt.tune ? autotune_decisions(graph) : std::string();
+    const std::string job = opt.share(mine);
+    if (job != mine) {
+      apply_autotune_decisions(graph, job, "rank 0's choice");
+      t.log(opt.tune ? "this rank chose differently; rank 0's decisions apply" : "rank 0's decisions apply");
+    }
+  }
   return t.lines;
+}
+
+std::string autotune_decisions(const Graph& graph) {
+  std::string s;
+  for (int i = 0; i < graph.size(); ++i) {
+    const Layer& l = *graph.node(i).layer;
+    if (auto* planned = dynamic_cast<const ConvPlanned*>(&l)) {
+      s += "conv " + l.name();
+      for (ConvDir d : kConvDirs) {
+        const ConvAlgo* a = planned->conv_plan().algo(d);
+        s += " " + (a ? a->name : std::string("-"));
+      }
+      s += "\n";
+    } else {
+      s += fmt::format("backend {} {}\n", l.name(), to_string(l.backend()));
+    }
+  }
+  return s;
+}
+
+void apply_autotune_decisions(Graph& graph, const std::string& decisions, const std::string& how) {
+  std::map<std::string, Layer*> layers;
+  for (int i = 0; i < graph.size(); ++i) layers[graph.node(i).layer->name()] = graph.node(i).layer.get();
+  std::istringstream in(decisions);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::istringstream f(line);
+    std::string kind, name;
+    f >> kind >> name;
+    auto it = layers.find(name);
+    CNN_CHECK(it != layers.end(), "autotune decisions: no layer '{}' in this graph ({})", name, line);
+    Layer& l = *it->second;
+    if (kind == "conv") {
+      auto* planned = dynamic_cast<ConvPlanned*>(&l);
+      CNN_CHECK(planned, "autotune decisions: layer '{}' is not a conv2d layer", name);
+      ConvPlan& plan = planned->conv_plan();
+      for (ConvDir d : kConvDirs) {
+        std::string algo;
+        f >> algo;
+        CNN_CHECK(!algo.empty() && algo != "-", "autotune decisions: layer '{}' {} unresolved ({})", name,
+                  to_string(d), line);
+        const ConvAlgo* a = &conv2d_algo(d, algo);
+        if (plan.algo(d) != a) plan.algo(d) = a, plan.note(d) = how;
+      }
+      l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    } else if (kind == "backend") {
+      std::string b;
+      f >> b;
+      const Backend backend = parse_backend(b);
+      if (backend != l.backend() || l.backend_to_measure()) l.set_backend(backend, how);
+    } else {
+      CNN_THROW("autotune decisions: unknown line '{}'", line);
+    }
+  }
 }
 
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {

@@ -31,6 +31,11 @@ struct AutotuneOptions {
   int warmup = 2;                                  // untimed runs per candidate
   int repeats = 5;                                 // timed runs; the median counts
   double tolerance = kConvAccuracyTolerance;       // --autotune-tolerance: largest relative L2 error
+  // Data-parallel runs: rank 0's decisions are the job's. When set, autotune_graph calls `share`
+  // with this rank's decisions (autotune_decisions(); "" on a rank with tune = false) and applies
+  // what it returns (rank 0's, e.g. an allgather's first entry) with apply_autotune_decisions.
+  std::function<std::string(const std::string&)> share;
+  bool tune = true;  // false: time nothing, take every decision from `share`
   // From CNN_AUTOTUNE_CACHE (path or none), CNN_WORKSPACE_MB and CNN_AUTOTUNE_TOLERANCE, else the
   // defaults.
   static AutotuneOptions from_environment();
@@ -67,6 +72,13 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, 
 // per decision (also logged). Throws ConfigError at the layer when an explicit algo cannot run.
 std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
                                         const AutotuneOptions& options);
+
+// The resolved decisions of `graph` as text: per conv2d layer "conv <layer> <forward algo>
+// <backward_data algo> <backward_filter algo>", per measured-backend layer "backend <layer>
+// <cuda|cudnn>", one per line. apply_autotune_decisions sets them on another rank's graph of the
+// same model (throws when a layer or name does not match).
+std::string autotune_decisions(const Graph& graph);
+void apply_autotune_decisions(Graph& graph, const std::string& decisions, const std::string& how);
 
 // Scratch bytes the plans of `graph` need at `batch` (the workspace is grown to this).
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch);

@@ -121,7 +121,12 @@ void TrainSession::setup_model() {
   setup_device();
   m_setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
   const TrainSpec& t = m_spec.train;
-  m_dev->autotune(*m_graph, t.batch_size);
+  AutotuneOptions tune = AutotuneOptions::from_environment();
+  if (m_comm) {  // rank 0 decides for the job; the others take its plans instead of timing their own
+    tune.tune = m_rank == 0;
+    tune.share = [this](const std::string& mine) { return m_comm->allgather(mine).at(0); };
+  }
+  m_dev->autotune(*m_graph, t.batch_size, tune);
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
   m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), ctx());

@@ -308,3 +308,49 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   // Backward filter compares dw and db together.
   CHECK(probe.output(ConvDir::backward_filter).size() == size_t(sh.weight_numel() + sh.K));
 }
+
+TEST_CASE("a rank that does not tune takes every decision from the share hook, as rank 0 made them", "[cpu]") {
+  const char* text =
+      "name: t\n"
+      "input: {channels: 2, height: 8, width: 8}\n"
+      "layers:\n"
+      "  - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: fc, type: dense, units: 3}\n";
+  const ExecContext ctx = ExecContext::cpu(1);
+  ModelSpec spec_root = parse_model_text(text, "t.yaml"), spec_other = parse_model_text(text, "t.yaml");
+  auto root = Graph::build(spec_root);
+  root->choose_backends(Device::cpu);
+  AutotuneOptions opt;
+  std::string shared;
+  opt.share = [&](const std::string& mine) {
+    shared = mine;
+    return mine;  // rank 0: its own decisions are the job's
+  };
+  autotune_graph(*root, ctx, 4, opt);
+  CHECK(shared == autotune_decisions(*root));
+  CHECK(shared == "conv c1 cpu:im2col_gemm cpu:im2col_gemm cpu:im2col_gemm\nbackend fc cpu\n");
+
+  auto other = Graph::build(spec_other);
+  other->choose_backends(Device::cpu);
+  AutotuneOptions follower;
+  follower.tune = false;
+  std::string asked = "unset";
+  follower.share = [&](const std::string& mine) {
+    asked = mine;
+    return shared;
+  };
+  autotune_graph(*other, ctx, 4, follower);
+  CHECK(asked == "");  // it timed nothing
+  auto* planned = dynamic_cast<ConvPlanned*>(other->node(0).layer.get());
+  REQUIRE(planned);
+  for (ConvDir d : kConvDirs) {
+    REQUIRE(planned->conv_plan().algo(d));
+    CHECK(planned->conv_plan().algo(d)->name == "cpu:im2col_gemm");
+    CHECK(planned->conv_plan().notes[size_t(d)] == "rank 0's choice");
+  }
+  CHECK(autotune_decisions(*other) == shared);
+  CHECK_THROWS_WITH(apply_autotune_decisions(*other, "conv nope a b c\n", "x"),
+                    Catch::Matchers::Contains("no layer 'nope'"));
+  CHECK_THROWS_WITH(apply_autotune_decisions(*other, "conv c1 cpu:im2col_gemm cpu:bogus cpu:im2col_gemm\n", "x"),
+                    Catch::Matchers::Contains("cpu:bogus"));
+}
