@@ -1,7 +1,14 @@
 // The autotuner on the GPU: a small model's conv directions and cuda-vs-cudnn layers are measured
 // and cached on the first run, and the second run takes every timed decision from the cache;
-// the tuned graph then runs a forward and backward step.
+// the tuned graph then runs a forward and backward step. The accuracy guard excludes only
+// algorithms that really are inaccurate, and every chosen algorithm is within the tolerance.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "config/model_spec.h"
 #include "graph/executor.h"
@@ -10,6 +17,7 @@
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "train/autotune.h"
+#include "train/conv_accuracy.h"
 #include "train/device_setup.h"
 
 using namespace cnn;
@@ -61,5 +69,78 @@ TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the 
   for (const std::string& line : second) {
     INFO(line);
     if (line.find("runner-up") != std::string::npos) CHECK(line.find("[cache]") != std::string::npos);
+  }
+}
+
+TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every chosen one is within the tolerance",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  // fer_cnn-like: 3x3 and 5x5 filters, where FFT and Winograd variants are tempting.
+  const char* model =
+      "name: acc\n"
+      "input: {channels: 1, height: 48, width: 48}\n"
+      "layers:\n"
+      "  - {name: c1, type: conv2d, filters: 32, kernel: 3, padding: 1}\n"
+      "  - {name: r1, type: relu}\n"
+      "  - {name: c2, type: conv2d, filters: 64, kernel: 5, padding: 2}\n"
+      "  - {name: p1, type: maxpool, kernel: 2}\n"
+      "  - {name: c3, type: conv2d, filters: 64, kernel: 3, padding: 1}\n"
+      "  - {name: fc, type: dense, units: 7}\n";
+  const int64_t batch = 32;
+  ModelSpec spec = parse_model_text(model, "acc.yaml");
+  auto g = Graph::build(spec);
+  DeviceSetup dev("cuda", *g, false);
+  AutotuneOptions opt;  // no cache: every decision is measured
+  opt.cache_path = "";
+  std::ostringstream log;
+  auto old = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  std::vector<std::string> lines;
+  try {
+    lines = autotune_graph(*g, dev.ctx(), batch, opt);
+  } catch (...) {
+    spdlog::set_default_logger(old);
+    throw;
+  }
+  spdlog::set_default_logger(old);
+  INFO(log.str());
+  std::map<std::string, ConvPlanned*> convs;
+  for (int i = 0; i < g->size(); ++i)
+    if (auto* p = dynamic_cast<ConvPlanned*>(g->node(i).layer.get())) convs[g->node(i).layer->name()] = p;
+  REQUIRE(convs.size() == 3);
+  // Plain FP32 sums (direct, implicit or explicit GEMM) are never excluded; what is excluded is
+  // off by more than plain FP32 rounding on fresh operands too.
+  const std::set<std::string> plain{"cuda:implicit_gemm", "cuda:direct", "cuda:im2col_gemm", "cudnn:implicit_gemm",
+                                    "cudnn:implicit_precomp_gemm", "cudnn:gemm", "cudnn:algo_0", "cudnn:algo_1",
+                                    "cudnn:algo_3"};
+  const std::regex excluded_re(R"((\S+) for layer '(\w+)' (\w+): (\S+) from the reference, over the \S+ limit: excluded)");
+  const std::string text = log.str();
+  int excluded = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), excluded_re), end; it != end; ++it, ++excluded) {
+    const std::string algo = (*it)[1], layer = (*it)[2], dir = (*it)[3];
+    INFO(it->str());
+    CHECK(plain.count(algo) == 0);
+    REQUIRE(convs.count(layer));
+    ConvDir d = dir == "forward" ? ConvDir::forward : dir == "backward_data" ? ConvDir::backward_data
+                                                                             : ConvDir::backward_filter;
+    ConvProbe fresh(dev.ctx(), convs[layer]->conv_shape(batch), 7);
+    CHECK(fresh.run_and_compare(conv2d_algo(d, algo)) > opt.tolerance / 10);
+  }
+  WARN(excluded << " candidates excluded as inaccurate");
+  // Every chosen algorithm is within the tolerance, measured again on other operands.
+  for (const auto& [name, p] : convs) {
+    ConvProbe fresh(dev.ctx(), p->conv_shape(batch), 11);
+    for (ConvDir d : kConvDirs) {
+      const ConvAlgo* a = p->conv_plan().algo(d);
+      REQUIRE(a);
+      const double err = fresh.run_and_compare(*a);
+      INFO(name << " " << to_string(d) << " " << a->name << " rel_err " << err);
+      CHECK(err <= opt.tolerance);
+    }
+  }
+  for (const std::string& line : lines) {
+    INFO(line);
+    if (line.find("runner-up") != std::string::npos) CHECK(line.find("rel_err") != std::string::npos);
   }
 }
