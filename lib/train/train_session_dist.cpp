@@ -77,6 +77,12 @@ void TrainSession::setup_data_parallel() {
   m_reducer =
       std::make_unique<GradReducer>(*m_reduce_comm, std::move(order), m_spec.dist.bucket_mb,
                                     parse_compression(m_spec.dist.compress), ctx().device, m_ex->grads().data());
+  // NCCL means are stream-ordered: the step's forward, backward and means can be captured.
+  if (ctx().device == Device::cuda) {
+    m_train_step->set_device_reduce(m_nccl != nullptr);
+    if (!m_nccl) m_train_step->set_cuda_graph(false, "data-parallel over MPI: gradient means go through host memory");
+  }
+  spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());
   if (m_watch) {
     Watchdog* w = m_watch.get();
     m_reducer->set_blocking_observer([w](bool blocked) { w->set_phase(blocked ? Phase::allreduce : Phase::backward); });
@@ -136,12 +142,13 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
     if (!m_test_kill_stall) _exit(9);
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
   }
-  ++m_dist_steps_in_epoch;
   if (n > 0) load_input(b);
   const int64_t global = m_spec.train.batch_size * m_world;
   const double weight = share_weight(n, global_batch_samples(b.index, global, m_data.train.size()), m_world);
   TrainStep::Result r = m_train_step->forward_backward(b.labels.data(), n, uint64_t(m_step), m_spec.train.seed,
                                                        *m_reducer, weight, m_watch.get());
+  // allreduce_exposed_ms is timed on uncaptured steps only (a graph replay records no timing events).
+  if (!m_train_step->last_step_replayed()) ++m_dist_steps_in_epoch;
   const bool bad = n > 0 && !std::isfinite(r.loss);
   if (m_step + 1 == m_test_stop_step && (m_test_stop_rank < 0 || m_test_stop_rank == m_rank))
     std::raise(m_test_stop_signal);

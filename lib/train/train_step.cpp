@@ -53,6 +53,13 @@ void TrainStep::set_cuda_graph(bool on, const std::string& reason) {
 
 std::string TrainStep::cuda_graph_status() const {
   if (!m_graph_on) return "off (" + m_graph_off_reason + ")";
+  if (m_device_reduce) {
+    if (m_graph_nodes == 0)
+      return "on (data-parallel step captured from the second step of each batch size: forward, loss, backward and "
+             "gradient means; the update runs uncaptured; not captured yet)";
+    return fmt::format("on (data-parallel step captured: forward, loss, backward and gradient means, {} nodes)",
+                       m_graph_nodes);
+  }
   if (m_graph_nodes == 0) return "on (not captured yet)";
   return fmt::format("on (step captured, {} nodes)", m_graph_nodes);
 }
@@ -89,6 +96,9 @@ TrainStep::Result TrainStep::run(const int32_t* labels, int64_t n, double lr, ui
 TrainStep::Result TrainStep::forward_backward(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed,
                                               GradReducer& reducer, double grad_weight, Watchdog* watchdog) {
   const ExecContext& ctx = m_ex.context();
+  m_last_replayed = false;
+  if (n > 0 && m_device_reduce && ctx.device == Device::cuda)
+    return forward_backward_cuda(labels, n, step, seed, reducer, grad_weight, watchdog);
   auto phase = [&](Phase p) {
     if (watchdog) watchdog->set_phase(p);
   };
@@ -142,34 +152,82 @@ void TrainStep::update(double lr) {
 
 TrainStep::Result TrainStep::run_cuda(const int32_t* labels, int64_t n, double lr, uint64_t step, uint64_t seed) {
   const ExecContext& ctx = m_ex.context();
-  CNN_CHECK(n >= 1 && n <= m_ex.max_batch(), "batch of {} samples, executor planned for at most {}", n,
-            m_ex.max_batch());
-  // The previous step ended with a synchronisation, so the staging buffers are free.
-  auto* staged = static_cast<StepParams*>(m_stage_in->data());
-  staged->seed_step[0] = seed;
-  staged->seed_step[1] = step;
-  staged->optimizer = m_opt.advance(lr);
-  std::memcpy(static_cast<char*>(m_stage_in->data()) + m_labels_offset, labels, size_t(n) * sizeof(int32_t));
-  m_run_step = step;
-  m_run_seed = seed;
+  stage_step(labels, n, step, seed);
+  static_cast<StepParams*>(m_stage_in->data())->optimizer = m_opt.advance(lr);
   auto* dev = reinterpret_cast<StepParams*>(m_dev_in.data());
   m_ex.set_device_seed_step(dev->seed_step);
+  m_last_replayed = false;
   try {
-    if (!(m_graph_on && replay_cuda(n))) enqueue_cuda(n);
+    if (!(m_graph_on && replay_cuda(n, [&] { enqueue_cuda(n); }))) enqueue_cuda(n);
   } catch (...) {
     m_ex.set_device_seed_step(nullptr);
     throw;
   }
   m_ex.set_device_seed_step(nullptr);
   stream_synchronize(ctx);
+  Result r = read_staged_result(labels, n);
+  if (!std::isfinite(r.loss)) m_opt.set_step_count(m_opt.step_count() - 1);  // the update kernel skipped it
+  return r;
+}
 
+// The previous step ended with a synchronisation, so the staging buffers are free.
+void TrainStep::stage_step(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed) {
+  CNN_CHECK(n >= 1 && n <= m_ex.max_batch(), "batch of {} samples, executor planned for at most {}", n,
+            m_ex.max_batch());
+  auto* staged = static_cast<StepParams*>(m_stage_in->data());
+  staged->seed_step[0] = seed;
+  staged->seed_step[1] = step;
+  std::memcpy(static_cast<char*>(m_stage_in->data()) + m_labels_offset, labels, size_t(n) * sizeof(int32_t));
+  m_run_step = step;
+  m_run_seed = seed;
+}
+
+TrainStep::Result TrainStep::forward_backward_cuda(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed,
+                                                   GradReducer& reducer, double grad_weight, Watchdog* watchdog) {
+  const ExecContext& ctx = m_ex.context();
+  stage_step(labels, n, step, seed);
+  auto* dev = reinterpret_cast<StepParams*>(m_dev_in.data());
+  m_ex.set_device_seed_step(dev->seed_step);
+  if (watchdog) watchdog->set_phase(Phase::forward);
+  // grad_weight is a kernel argument: a short global batch's step runs uncaptured.
+  const bool capturable = m_graph_on && grad_weight == 1.0;
+  try {
+    auto enqueue = [&] { enqueue_dist(n, reducer, grad_weight); };
+    if (!(capturable && replay_cuda(n, enqueue))) enqueue();
+  } catch (...) {
+    m_ex.set_device_seed_step(nullptr);
+    throw;
+  }
+  m_ex.set_device_seed_step(nullptr);
+  if (watchdog) watchdog->set_phase(Phase::backward);  // the wait below ends with the means
+  stream_synchronize(ctx);
+  return read_staged_result(labels, n);
+}
+
+void TrainStep::enqueue_dist(int64_t n, GradReducer& reducer, double grad_weight) {
+  const ExecContext& ctx = m_ex.context();
+  const int64_t K = m_ex.graph().num_classes();
+  char* dev_in = reinterpret_cast<char*>(m_dev_in.data());
+  const auto* dev_labels = reinterpret_cast<const int32_t*>(dev_in + m_labels_offset);
+  reducer.begin_step();  // a no-op unless an earlier enqueue (a failed capture) stopped half-way
+  copy_async(ctx, dev_in, m_stage_in->data(), m_labels_offset + size_t(n) * sizeof(int32_t));
+  m_ex.forward(n, true, m_run_step, m_run_seed);
+  m_loss.forward_async(ctx, m_ex.output().data(), dev_labels, n, m_probs.data(), m_dev_loss.data());
+  m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
+  if (grad_weight != 1.0) scale_buffer(ctx, m_ex.output_grad().data(), m_ex.output_grad().numel(), float(grad_weight));
+  m_ex.backward(reducer.hook());
+  reducer.finish();
+  float* out = static_cast<float*>(m_stage_out->data());
+  copy_async(ctx, out, m_dev_loss.data(), sizeof(float));
+  copy_async(ctx, out + 1, m_probs.data(), size_t(n * K) * sizeof(float));
+}
+
+// Loss and probabilities as enqueue_cuda/enqueue_dist copied them to m_stage_out (stream idle).
+TrainStep::Result TrainStep::read_staged_result(const int32_t* labels, int64_t n) {
   const float* out = static_cast<const float*>(m_stage_out->data());
   Result r;
   r.loss = double(out[0]);
-  if (!std::isfinite(r.loss)) {  // the update kernel skipped the step: undo its count
-    m_opt.set_step_count(m_opt.step_count() - 1);
-    return r;
-  }
+  if (!std::isfinite(r.loss)) return r;
   const int64_t K = m_ex.graph().num_classes();
   for (int64_t i = 0; i < n; ++i) {
     const float* p = out + 1 + i * K;
@@ -198,7 +256,7 @@ void TrainStep::enqueue_cuda(int64_t n) {
   copy_async(ctx, out + 1, m_probs.data(), size_t(n * K) * sizeof(float));
 }
 
-bool TrainStep::replay_cuda(int64_t n) {
+bool TrainStep::replay_cuda(int64_t n, const std::function<void()>& enqueue) {
   const ExecContext& ctx = m_ex.context();
   const size_t ws = ctx.workspace ? ctx.workspace->capacity_bytes() : 0;
   auto warm = m_warm.find(n);
@@ -209,7 +267,7 @@ bool TrainStep::replay_cuda(int64_t n) {
     warm = m_warm.end();
   }
   if (warm == m_warm.end()) {  // warm-up: this step runs uncaptured and sizes everything
-    enqueue_cuda(n);
+    enqueue();
     m_warm[n] = ctx.workspace ? ctx.workspace->capacity_bytes() : 0;
     return true;
   }
@@ -218,7 +276,7 @@ bool TrainStep::replay_cuda(int64_t n) {
     auto g = std::make_unique<CudaGraph>();
     try {
       g->begin_capture(ctx);
-      enqueue_cuda(n);
+      enqueue();
       g->end_capture(ctx);
     } catch (const std::exception& e) {
       g->abort_capture(ctx);
@@ -241,6 +299,7 @@ bool TrainStep::replay_cuda(int64_t n) {
   }
   graph->launch(ctx);
   ++m_replays;
+  m_last_replayed = true;
   return true;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,15 @@ class TrainStep {
   // is short). n == 0 (no samples for this rank) or a non-finite loss: zero gradients join every
   // bucket instead, so no rank waits forever; the caller then learns from the ranks' agreement
   // whether to update. The watchdog (may be null) hears the phases.
+  // GPU ranks whose reducer runs on the device stream (NCCL; set_device_reduce) queue n > 0 steps
+  // like run() does (labels and dropout seed/step from the step parameters block, loss on the
+  // device) and, with CUDA graphs on and grad_weight 1, capture forward, loss, backward, the bucket
+  // means (and sync batchnorm's sums) in a graph per batch size: the first step of a size runs
+  // uncaptured, the second is captured, later ones replay it; update() stays uncaptured. There a
+  // non-finite loss still runs backward and the means (NaN gradients): the ranks' agreement then
+  // stops training before any update. A replay skips the reducer's host bookkeeping (the capture
+  // left it reset) and the communicator's timing events (take_exposed_ms counts only steps that
+  // ran uncaptured; last_step_replayed() tells which).
   Result forward_backward(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed, GradReducer& reducer,
                           double grad_weight, Watchdog* watchdog);
   // Clipping (of the averaged gradients) and the optimizer step.
@@ -50,6 +60,10 @@ class TrainStep {
   // dist.sync_batchnorm: a rank that skips forward or backward this step replays the layers'
   // reductions with zeros (Layer::join_sync_idle) in a full step's order, buckets included.
   void set_sync_batchnorm(bool on) { m_sync_batchnorm = on; }
+  // The reducer's means are stream-ordered device collectives (NCCL): forward_backward may queue
+  // and capture (see above). Off (default): the synchronous path (CPU ranks, MPI on GPU ranks).
+  void set_device_reduce(bool on) { m_device_reduce = on; }
+  bool last_step_replayed() const { return m_last_replayed; }  // the last forward_backward/run launched a graph
 
   // CUDA graphs for run() on a GPU (on by default; a CPU executor is always off). Turning it off
   // (reason: for the log) runs the same kernels uncaptured.
@@ -62,7 +76,14 @@ class TrainStep {
   struct StepParams;  // the device-side per-step values (train_step.cpp)
   Result run_cuda(const int32_t* labels, int64_t n, double lr, uint64_t step, uint64_t seed);
   void enqueue_cuda(int64_t n);  // the whole step, queued; capturable
-  bool replay_cuda(int64_t n);   // false: run it uncaptured instead (warm-up or capture off)
+  // false: run `enqueue` uncaptured instead (capture failed; warm-up runs it and returns true)
+  bool replay_cuda(int64_t n, const std::function<void()>& enqueue);
+  void stage_step(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed);
+  Result forward_backward_cuda(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed, GradReducer& reducer,
+                               double grad_weight, Watchdog* watchdog);
+  // forward, loss, backward with the reducer's hook, the wait for the means; capturable with NCCL
+  void enqueue_dist(int64_t n, GradReducer& reducer, double grad_weight);
+  Result read_staged_result(const int32_t* labels, int64_t n);
   Result read_result(const int32_t* labels, int64_t n, double loss);
   void join_sync_idle(bool forward_ran, uint64_t step, uint64_t seed, GradReducer& reducer);
   Executor& m_ex;
@@ -70,6 +91,8 @@ class TrainStep {
   Optimizer& m_opt;
   double m_clip;
   bool m_sync_batchnorm = false;
+  bool m_device_reduce = false;
+  bool m_last_replayed = false;
   Tensor m_labels;  // (max_batch) int32 stored in float-sized slots on the executor's device
   Tensor m_probs;   // (max_batch, K)
   std::vector<float> m_host_probs;

@@ -166,11 +166,8 @@ void TrainSession::setup_model() {
   m_schedule = std::make_unique<LrSchedule>(t.schedule, m_lr, m_train_loader->batches_per_epoch(), t.epochs);
   m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
   m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
-  if (!t.cuda_graph)
-    m_train_step->set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
-  else if (m_comm)  // the NCCL/MPI gradient averaging runs between backward and update, from the host
-    m_train_step->set_cuda_graph(false, "data-parallel: gradients are averaged between backward and update");
-  spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());
+  if (!t.cuda_graph) m_train_step->set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
+  if (!m_comm) spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());  // else setup_data_parallel
   spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type, m_lr,
                m_train_loader->batches_per_epoch());
   if (m_comm) setup_data_parallel();

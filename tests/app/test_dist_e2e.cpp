@@ -329,3 +329,50 @@ TEST_CASE("cnn-train doctor without a launcher reports the single process", "[ap
   CHECK_THAT(r.out, Contains("1 rank (single communicator)"));
   CHECK_THAT(r.out, Contains("all-reduce probe: skipped"));
 }
+
+// One GPU rank under mpirun, NCCL: the forward, backward and gradient means are captured in a CUDA
+// graph from the second step of each batch size (97 images, batch 8: 12 full batches and one of
+// 1, each a graph of its own) and replayed; the replays give the bits of the uncaptured steps.
+// Batchnorm with sync_batchnorm (NCCL float64 sums inside the graph) and dropout (seed and step
+// read from device memory by the replays).
+const char* kGpuGraphNet = R"(name: dist_graph_net
+input: {channels: 1, height: 12, width: 12}
+classes: [a, b, c, d]
+layers:
+  - {name: conv1, type: conv2d, filters: 4, kernel: 3, padding: 1, bias: false}
+  - {name: bn1, type: batchnorm}
+  - {name: relu1, type: relu}
+  - {name: drop1, type: dropout, p: 0.2}
+  - {name: pool1, type: maxpool, kernel: 2}
+  - {name: conv2, type: conv2d, filters: 6, kernel: 3, padding: 1}
+  - {name: relu2, type: relu}
+  - {name: fc, type: dense, units: 4}
+data: {format: synthetic, synthetic_size: 97}
+train:
+  epochs: 2
+  batch_size: 8
+  deterministic: true
+  optimizer: {type: adam, lr: 0.001}
+dist: {sync_batchnorm: true, bucket_mb: 0.001}
+)";
+
+TEST_CASE("one gpu rank under mpirun captures the data-parallel step and ends with the weights of uncaptured steps",
+          "[gpu][mpi][app]") {
+  CNN_REQUIRE_GPU();
+  REQUIRE_MPIRUN();
+  if (!build_has_nccl()) CNN_SKIP("this build has no NCCL");
+  Fixture fx;
+  const std::string model = (fx.dir / "graph.yaml").string();
+  write_text_file(model, kGpuGraphNet);
+  ProgramResult on = mpirun(1, {model, "--device", "cuda", "--out", fx.run_dir("on")});
+  INFO(on.describe());
+  REQUIRE(on.exit_code == 0);
+  CHECK_THAT(on.err + on.out, Contains("CUDA graph: on (data-parallel step captured: "));
+  ProgramResult off = mpirun(1, {model, "--device", "cuda", "--no-cuda-graph", "--out", fx.run_dir("off")});
+  INFO(off.describe());
+  REQUIRE(off.exit_code == 0);
+  CHECK_THAT(off.err + off.out, Contains("CUDA graph: off (train.cuda_graph is false"));
+  CHECK(compare_checkpoints(fx.last("on"), fx.last("off"), 0) == "");
+  CheckpointMeta a = read_checkpoint(fx.last("on")).meta;
+  CHECK(a.step == 26);
+}
