@@ -33,6 +33,12 @@ void batchnorm_backward_reference(const ExecContext& ctx, const BatchnormShape& 
                                   const T* save_mean, const T* save_inv_std, const T* dy, T* dx, T* dgamma,
                                   T* dbeta);
 
+// Argument checks every backend shares (batchnorm_cpu.cpp); `what` starts the message ("batchnorm
+// forward"). check_shape: positive sizes, eps >= 0, momentum in [0, 1]. check_training_count: more
+// than one value per channel (the unbiased variance divides by N*H*W - 1).
+void batchnorm_check_shape(const char* what, const BatchnormShape& sh);
+void batchnorm_check_training_count(const char* what, const BatchnormShape& sh);
+
 void batchnorm_forward_train_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                                  const float* gamma, const float* beta, float* y, float* running_mean,
                                  float* running_var, float* save_mean, float* save_inv_std);

@@ -10,20 +10,23 @@
 
 namespace cnn {
 
-static void check_shape(const char* what, const BatchnormShape& sh) {
+void batchnorm_check_shape(const char* what, const BatchnormShape& sh) {
   if (sh.N <= 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
-    CNN_THROW("batchnorm {}: sizes must be positive, got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H, sh.W);
-  if (!(sh.eps >= 0.0)) CNN_THROW("batchnorm {}: eps must be non-negative, got {}", what, sh.eps);
+    CNN_THROW("{}: sizes must be positive, got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H, sh.W);
+  if (!(sh.eps >= 0.0)) CNN_THROW("{}: eps must be non-negative, got {}", what, sh.eps);
   if (!(sh.momentum >= 0.0 && sh.momentum <= 1.0))
-    CNN_THROW("batchnorm {}: momentum must be in [0, 1], got {}", what, sh.momentum);
+    CNN_THROW("{}: momentum must be in [0, 1], got {}", what, sh.momentum);
 }
 
-// The unbiased variance divides by M - 1, so one value per channel has no batch statistics.
-static void check_training_shape(const BatchnormShape& sh) {
-  check_shape("forward", sh);
+void batchnorm_check_training_count(const char* what, const BatchnormShape& sh) {
   if (sh.N * sh.H * sh.W < 2)
-    CNN_THROW("batchnorm forward: training needs more than one value per channel, got N*H*W = {} (N={} H={} W={})",
+    CNN_THROW("{}: training needs more than one value per channel, got N*H*W = {} (N={} H={} W={})", what,
               sh.N * sh.H * sh.W, sh.N, sh.H, sh.W);
+}
+
+static void check_training_shape(const BatchnormShape& sh) {
+  batchnorm_check_shape("batchnorm forward", sh);
+  batchnorm_check_training_count("batchnorm forward", sh);
 }
 
 template <typename T>
@@ -73,7 +76,7 @@ void batchnorm_forward_infer_reference(const ExecContext& ctx, const BatchnormSh
                                        const T* running_mean,  // (C)
                                        const T* running_var,   // (C)
                                        T* y) {                 // (N, C, H, W)
-  check_shape("inference", sh);
+  batchnorm_check_shape("batchnorm inference", sh);
   const int64_t HW = sh.H * sh.W;
   for (int64_t n = 0; n < sh.N; ++n)
     for (int64_t c = 0; c < sh.C; ++c) {
@@ -98,7 +101,7 @@ void batchnorm_backward_reference(const ExecContext& ctx, const BatchnormShape& 
                                   T* dx,                  // (N, C, H, W) or null
                                   T* dgamma,              // (C) or null
                                   T* dbeta) {             // (C) or null
-  check_shape("backward", sh);
+  batchnorm_check_shape("batchnorm backward", sh);
   const int64_t HW = sh.H * sh.W, M = sh.N * HW;
   for (int64_t c = 0; c < sh.C; ++c) {
     const double mean = save_mean[c], inv_std = save_inv_std[c];
@@ -189,7 +192,7 @@ void batchnorm_forward_infer_cpu(const ExecContext& ctx, const BatchnormShape& s
                                  const float* running_mean,  // (C)
                                  const float* running_var,   // (C)
                                  float* y) {                 // (N, C, H, W)
-  check_shape("inference", sh);
+  batchnorm_check_shape("batchnorm inference", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const double eps = sh.eps;
   const int threads = ctx.threads();
@@ -214,7 +217,7 @@ void batchnorm_backward_cpu(const ExecContext& ctx, const BatchnormShape& sh,
                             float* dx,                  // (N, C, H, W) or null
                             float* dgamma,              // (C) or null
                             float* dbeta) {             // (C) or null
-  check_shape("backward", sh);
+  batchnorm_check_shape("batchnorm backward", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W, M = N * HW;
   const int threads = ctx.threads();
 #pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)

@@ -199,11 +199,7 @@ static __global__ void batchnorm_backward_dx_kernel(typename Div::Index total, i
 }
 
 static void check_shape(const char* what, const BatchnormShape& sh) {
-  if (sh.N <= 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
-    CNN_THROW("{}: sizes must be positive, got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H, sh.W);
-  if (!(sh.eps >= 0.0)) CNN_THROW("{}: eps must be non-negative, got {}", what, sh.eps);
-  if (!(sh.momentum >= 0.0 && sh.momentum <= 1.0))
-    CNN_THROW("{}: momentum must be in [0, 1], got {}", what, sh.momentum);
+  batchnorm_check_shape(what, sh);
   if (!cuda::fits_int32(sh.N * sh.H * sh.W) || sh.C > 65535)
     CNN_THROW(
         "{}: {} values per channel over {} channels exceed the CUDA kernels' limits (2^31 values, 65535 "
@@ -291,9 +287,7 @@ void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& 
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
-  if (sh.N * sh.H * sh.W < 2)
-    CNN_THROW("{}: training needs more than one value per channel, got N*H*W = {} (N={} H={} W={})", what,
-              sh.N * sh.H * sh.W, sh.N, sh.H, sh.W);
+  batchnorm_check_training_count(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   const ChannelLayout L = layout_of(sh);
   const Scratch s = scratch(ctx, sh, slices, 2 * sh.C, what);

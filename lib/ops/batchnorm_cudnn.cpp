@@ -60,10 +60,7 @@ void batchnorm_forward_train_cudnn(const ExecContext& ctx, const BatchnormShape&
   const char* what = "batchnorm cudnn forward";
   cudnnHandle_t h = cudnn::handle(ctx, what);
   BnDescs& d = descs(ctx, sh, what);
-  // The unbiased variance divides by M - 1 (as batchnorm_cpu.cpp checks).
-  if (sh.N * sh.H * sh.W < 2)
-    CNN_THROW("{}: training needs more than one value per channel, got N*H*W = {} (N={} H={} W={})", what,
-              sh.N * sh.H * sh.W, sh.N, sh.H, sh.W);
+  batchnorm_check_training_count(what, sh);
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.bn,
                                                      gamma, beta, sh.momentum, running_mean, running_var, sh.eps,
