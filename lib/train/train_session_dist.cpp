@@ -80,7 +80,8 @@ void TrainSession::setup_data_parallel() {
   // NCCL means are stream-ordered: the step's forward, backward and means can be captured.
   if (ctx().device == Device::cuda) {
     m_train_step->set_device_reduce(m_nccl != nullptr);
-    if (!m_nccl) m_train_step->set_cuda_graph(false, "data-parallel without NCCL: gradient means go through host memory");
+    if (!m_nccl)
+      m_train_step->set_cuda_graph(false, "data-parallel without NCCL: gradient means go through host memory");
   }
   spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());
   if (m_watch) {
