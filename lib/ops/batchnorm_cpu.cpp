@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/batchnorm.h"
+#include "ops/batchnorm_cpu.h"
 
 namespace cnn {
 
@@ -156,32 +157,16 @@ void batchnorm_forward_train_cpu(const ExecContext& ctx, const BatchnormShape& s
     // Sums of d = x - x0 and d^2 in one pass; shifting by a sample of the channel keeps
     // sum(d^2) - sum(d)^2/M free of the cancellation that sum(x^2) - sum(x)^2/M suffers.
     const double shift = x[c * HW];
-    double s = 0.0, ss = 0.0;
-    for (int64_t n = 0; n < N; ++n) {
-      const float* xp = x + (n * C + c) * HW;
-#pragma omp simd reduction(+ : s, ss)
-      for (int64_t i = 0; i < HW; ++i) {
-        const double d = static_cast<double>(xp[i]) - shift;
-        s += d;
-        ss += d * d;
-      }
-    }
+    double s, ss;
+    batchnorm_shifted_sums_cpu(x, N, C, HW, c, shift, s, ss);
     const double mean = shift + s / static_cast<double>(M);
     const double var = std::max(0.0, (ss - s * s / static_cast<double>(M)) / static_cast<double>(M));
     const double inv_std = 1.0 / std::sqrt(var + eps);
     const float mean_f = static_cast<float>(mean);
     const float scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std), bias = beta[c];
-    for (int64_t n = 0; n < N; ++n) {
-      const float* xp = x + (n * C + c) * HW;
-      float* yp = y + (n * C + c) * HW;
-#pragma omp simd
-      for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean_f) * scale + bias;
-    }
-    const double unbiased = var * static_cast<double>(M) / static_cast<double>(M - 1);
-    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
-    save_mean[c] = mean_f;
-    save_inv_std[c] = static_cast<float>(inv_std);
+    batchnorm_normalize_channel_cpu(x, y, N, C, HW, c, mean_f, scale, bias, [](float*) {});
+    batchnorm_update_statistics_cpu(momentum, static_cast<double>(M), mean, var, inv_std, c, running_mean,
+                                    running_var, save_mean, save_inv_std);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ops/activation_math.h"
 #include "ops/batchnorm.h"
+#include "ops/batchnorm_cpu.h"
 
 namespace cnn {
 
@@ -50,17 +51,8 @@ void batchnorm_forward_stats_cpu(const ExecContext& ctx, const BatchnormShape& s
   const int threads = ctx.threads();
 #pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
   for (int64_t c = 0; c < C; ++c) {
-    const double shift = running_mean[c];
-    double s = 0.0, ss = 0.0;
-    for (int64_t n = 0; n < N; ++n) {
-      const float* xp = x + (n * C + c) * HW;
-#pragma omp simd reduction(+ : s, ss)
-      for (int64_t i = 0; i < HW; ++i) {
-        const double v = static_cast<double>(xp[i]) - shift;
-        s += v;
-        ss += v * v;
-      }
-    }
+    double s, ss;
+    batchnorm_shifted_sums_cpu(x, N, C, HW, c, running_mean[c], s, ss);
     stats[c] = s;
     stats[C + c] = ss;
   }
@@ -93,19 +85,11 @@ void batchnorm_forward_apply_cpu(const ExecContext& ctx, const BatchnormShape& s
     const double inv_std = 1.0 / std::sqrt(var + sh.eps);
     const float mean_f = static_cast<float>(mean);
     const float scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std), bias = beta[c];
-    for (int64_t n = 0; n < N; ++n) {
-      const float* xp = x + (n * C + c) * HW;
-      float* yp = y + (n * C + c) * HW;
-#pragma omp simd
-      for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean_f) * scale + bias;
-      activate_in_place(act, yp, HW);
-    }
+    batchnorm_normalize_channel_cpu(x, y, N, C, HW, c, mean_f, scale, bias,
+                                    [&](float* yp) { activate_in_place(act, yp, HW); });
     // PyTorch's SyncBatchNorm: the unbiased variance over the global count.
-    const double unbiased = var * M / (M - 1.0);
-    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
-    save_mean[c] = mean_f;
-    save_inv_std[c] = static_cast<float>(inv_std);
+    batchnorm_update_statistics_cpu(momentum, M, mean, var, inv_std, c, running_mean, running_var, save_mean,
+                                    save_inv_std);
   }
 }
 

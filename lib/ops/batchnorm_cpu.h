@@ -1,0 +1,51 @@
+// Per-channel loops shared by the CPU batchnorm paths (batchnorm_cpu.cpp, batchnorm_phased_cpu.cpp):
+// the shifted one-pass sums, the normalisation of a channel's N planes, and the statistics update.
+// Trap: the sums are in double about a shift near the mean; sum(x^2) - sum(x)^2/M loses the variance.
+#pragma once
+
+#include <cstdint>
+
+namespace cnn {
+
+// Channel c of x (N, C, HW): s = sum of d, ss = sum of d^2, d = x - shift.
+inline void batchnorm_shifted_sums_cpu(const float* x, int64_t N, int64_t C, int64_t HW, int64_t c, double shift,
+                                       double& sum, double& sum_sq) {
+  double s = 0.0, ss = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xp = x + (n * C + c) * HW;
+#pragma omp simd reduction(+ : s, ss)
+    for (int64_t i = 0; i < HW; ++i) {
+      const double d = static_cast<double>(xp[i]) - shift;
+      s += d;
+      ss += d * d;
+    }
+  }
+  sum = s;
+  sum_sq = ss;
+}
+
+// Channel c: y = (x - mean) * scale + bias, then plane(yp) on each of its N planes of HW values.
+template <typename Plane>
+inline void batchnorm_normalize_channel_cpu(const float* x, float* y, int64_t N, int64_t C, int64_t HW, int64_t c,
+                                            float mean, float scale, float bias, Plane&& plane) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xp = x + (n * C + c) * HW;
+    float* yp = y + (n * C + c) * HW;
+#pragma omp simd
+    for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean) * scale + bias;
+    plane(yp);
+  }
+}
+
+// Channel c's running statistics (unbiased variance over the count M) and saved statistics.
+inline void batchnorm_update_statistics_cpu(double momentum, double M, double mean, double var, double inv_std,
+                                            int64_t c, float* running_mean, float* running_var, float* save_mean,
+                                            float* save_inv_std) {
+  const double unbiased = var * M / (M - 1.0);
+  running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+  running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+  save_mean[c] = static_cast<float>(mean);
+  save_inv_std[c] = static_cast<float>(inv_std);
+}
+
+}  // namespace cnn
