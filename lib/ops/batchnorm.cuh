@@ -93,6 +93,39 @@ inline void check_cuda_limits(const char* what, const BatchnormShape& sh) {
 
 inline unsigned channel_blocks(int64_t C) { return static_cast<unsigned>((C + kThreads - 1) / kThreads); }
 
+// Scratch: partial sums (C * slices * 2 doubles) followed by `floats` per-channel floats.
+struct Scratch {
+  double* partial;
+  float* per_channel;
+};
+inline Scratch scratch(const ExecContext& ctx, const BatchnormShape& sh, int slices, int64_t floats,
+                       const char* what) {
+  const size_t partial_bytes = static_cast<size_t>(sh.C) * slices * 2 * sizeof(double);
+  char* base = static_cast<char*>(cuda::workspace_bytes(ctx, partial_bytes + floats * sizeof(float), what));
+  return Scratch{reinterpret_cast<double*>(base), reinterpret_cast<float*>(base + partial_bytes)};
+}
+
+// grid (slices, C): partial sums of d = x - shift[c * shift_stride] and d^2 for each (channel, slice):
+// the channel's first value (shift = x, stride HW) or a given per-channel shift (stride 1).
+static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
+                                                      const float* __restrict__ x,      // (N, C, H, W)
+                                                      const float* __restrict__ shift,  // see above
+                                                      int64_t shift_stride,
+                                                      double* __restrict__ partial) {   // (C, slices, 2)
+  __shared__ double shared[kThreads / cuda::kWarpSize];
+  const int c = blockIdx.y;
+  int begin, end;
+  slice_of(L.M, begin, end);
+  const double k = shift[static_cast<int64_t>(c) * shift_stride];
+  double s = 0.0, ss = 0.0;
+  for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
+    const double d = static_cast<double>(x[L.at(c, j)]) - k;
+    s += d;
+    ss += d * d;
+  }
+  store_slice_sums(partial, c, s, ss, shared);
+}
+
 // Inference: (mean, scale) from the running statistics, as batchnorm_forward_infer_cpu.
 static __global__ void batchnorm_infer_prepare_kernel(int C, double eps,
                                                           const float* __restrict__ gamma,         // (C)

@@ -13,24 +13,6 @@
 namespace cnn {
 
 
-// grid (slices, C): partial sums of d = x - x0 and d^2 for each (channel, slice).
-static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
-                                                      const float* __restrict__ x,     // (N, C, H, W)
-                                                      double* __restrict__ partial) {  // (C, slices, 2)
-  __shared__ double shared[kThreads / cuda::kWarpSize];
-  const int c = blockIdx.y;
-  int begin, end;
-  slice_of(L.M, begin, end);
-  const double shift = x[static_cast<int64_t>(c) * L.HW];
-  double s = 0.0, ss = 0.0;
-  for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
-    const double d = static_cast<double>(x[L.at(c, j)]) - shift;
-    s += d;
-    ss += d * d;
-  }
-  store_slice_sums(partial, c, s, ss, shared);
-}
-
 // One thread per channel: mean, variance, running statistics, and the (mean, scale) the
 // normalisation pass uses, all as batchnorm_forward_train_cpu computes them.
 static __global__ void batchnorm_forward_finalize_kernel(int C, int slices, int M, double eps, double momentum,
@@ -89,17 +71,6 @@ static void check_shape(const char* what, const BatchnormShape& sh) {
   check_cuda_limits(what, sh);
 }
 
-// Scratch: partial sums (C * slices * 2 doubles) followed by `floats` per-channel floats.
-struct Scratch {
-  double* partial;
-  float* per_channel;
-};
-static Scratch scratch(const ExecContext& ctx, const BatchnormShape& sh, int slices, int64_t floats, const char* what) {
-  const size_t partial_bytes = static_cast<size_t>(sh.C) * slices * 2 * sizeof(double);
-  char* base = static_cast<char*>(cuda::workspace_bytes(ctx, partial_bytes + floats * sizeof(float), what));
-  return Scratch{reinterpret_cast<double*>(base), reinterpret_cast<float*>(base + partial_bytes)};
-}
-
 void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& sh,
                                   const float* x,         // (N, C, H, W)
                                   const float* gamma,     // (C)
@@ -118,7 +89,7 @@ void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& 
   const Scratch s = scratch(ctx, sh, slices, 2 * sh.C, what);
   float* norm_mean = s.per_channel;
   float* norm_scale = s.per_channel + C;
-  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(L, x, s.partial);
+  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(L, x, x, L.HW, s.partial);
   CUDA_CHECK_LAUNCH("batchnorm forward (statistics)");
   batchnorm_forward_finalize_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
       C, slices, L.M, sh.eps, sh.momentum, x, L.HW, s.partial, gamma, running_mean, running_var, save_mean,
@@ -135,16 +106,9 @@ void batchnorm_forward_infer_cuda(const ExecContext& ctx, const BatchnormShape& 
                                   const float* running_mean,  // (C)
                                   const float* running_var,   // (C)
                                   float* y) {                 // (N, C, H, W)
-  const char* what = "batchnorm inference";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_shape(what, sh);
-  const int C = static_cast<int>(sh.C);
-  float* per_channel = static_cast<float*>(cuda::workspace_bytes(ctx, 2 * sh.C * sizeof(float), what));
-  batchnorm_infer_prepare_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
-      C, sh.eps, gamma, running_mean, running_var, per_channel, per_channel + C);
-  CUDA_CHECK_LAUNCH("batchnorm inference (prepare)");
-  launch_normalize(stream, sh, NoActivation{}, x, per_channel, per_channel + C, beta, y);
-  CUDA_CHECK_LAUNCH("batchnorm inference (normalize)");
+  // The phased path without an activation, after the stricter checks (N > 0, eps, momentum).
+  check_shape("batchnorm inference", sh);
+  batchnorm_forward_infer_act_cuda(ctx, sh, x, gamma, beta, running_mean, running_var, nullptr, y);
 }
 
 void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh,

@@ -13,25 +13,6 @@
 
 namespace cnn {
 
-// grid (slices, C): partial sums of d = x - shift[c] and d^2 for each (channel, slice).
-static __global__ void batchnorm_forward_stats_shifted_kernel(ChannelLayout L,
-                                                              const float* __restrict__ x,      // (N, C, H, W)
-                                                              const float* __restrict__ shift,  // (C)
-                                                              double* __restrict__ partial) {   // (C, slices, 2)
-  __shared__ double shared[kThreads / cuda::kWarpSize];
-  const int c = blockIdx.y;
-  int begin, end;
-  slice_of(L.M, begin, end);
-  const double k = shift[c];
-  double s = 0.0, ss = 0.0;
-  for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
-    const double d = static_cast<double>(x[L.at(c, j)]) - k;
-    s += d;
-    ss += d * d;
-  }
-  store_slice_sums(partial, c, s, ss, shared);
-}
-
 // One thread per channel: the slices in slice order into out (2C + 1); thread 0 writes the count.
 static __global__ void batchnorm_phase_collect_kernel(int C, int slices, double count,
                                                       const double* __restrict__ partial,  // (C, slices, 2)
@@ -103,14 +84,6 @@ static void check_phase_shape(const char* what, const BatchnormShape& sh) {
   check_cuda_limits(what, sh);
 }
 
-static double* partial_scratch(const ExecContext& ctx, const BatchnormShape& sh, int slices, int64_t floats,
-                               float** per_channel, const char* what) {
-  const size_t partial_bytes = static_cast<size_t>(sh.C) * slices * 2 * sizeof(double);
-  char* base = static_cast<char*>(cuda::workspace_bytes(ctx, partial_bytes + floats * sizeof(float), what));
-  if (per_channel) *per_channel = reinterpret_cast<float*>(base + partial_bytes);
-  return reinterpret_cast<double*>(base);
-}
-
 void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh,
                                   const float* x,             // (N, C, H, W)
                                   const float* running_mean,  // (C): the shift
@@ -119,9 +92,9 @@ void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& 
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
-  double* partial = partial_scratch(ctx, sh, slices, 0, nullptr, what);
-  batchnorm_forward_stats_shifted_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(layout_of(sh), x, running_mean,
-                                                                                   partial);
+  double* partial = scratch(ctx, sh, slices, 0, what).partial;
+  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(layout_of(sh), x, running_mean, 1,
+                                                                           partial);
   CUDA_CHECK_LAUNCH("batchnorm forward statistics (sums)");
   batchnorm_phase_collect_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
       C, slices, static_cast<double>(sh.N * sh.H * sh.W), partial, stats);
@@ -190,7 +163,7 @@ void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape&
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
-  double* partial = partial_scratch(ctx, sh, slices, 0, nullptr, what);
+  double* partial = scratch(ctx, sh, slices, 0, what).partial;
   const float* y_read = act ? y : nullptr;
   with_epilogue(act, [&](auto epi) {
     batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(layout_of(sh), epi, x, y_read,
