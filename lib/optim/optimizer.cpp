@@ -181,9 +181,7 @@ void Optimizer::step_cuda(const ExecContext& ctx, float* params, const float* gr
   const UpdateConstants decayed = update_constants(m_kind, m_spec, lr, m_spec.weight_decay, m_step_count);
   const UpdateConstants plain = update_constants(m_kind, m_spec, lr, 0.0, m_step_count);
   if (m_cuda_plan_chunks == 0) return;
-  fused_update_cuda(ctx, decayed, plain, static_cast<const UpdateChunk*>(m_cuda_plan.get()), m_cuda_plan_chunks,
-                    params, grads, m_slots.size() > 0 ? m_slots[0].data() : nullptr,
-                    m_slots.size() > 1 ? m_slots[1].data() : nullptr);
+  fused_update_cuda(ctx, decayed, plain, cuda_operands(params, grads));
 }
 
 StepConstants Optimizer::advance(double lr) {
@@ -208,9 +206,16 @@ void Optimizer::step_from_device(const ExecContext& ctx, float* params, const fl
     m_cuda_plan = upload_update_plan_cuda(ctx, plan);
   }
   if (m_cuda_plan_chunks == 0) return;
-  fused_update_cuda_device(ctx, m_kind, dconsts, guard, static_cast<const UpdateChunk*>(m_cuda_plan.get()),
-                           m_cuda_plan_chunks, params, grads, m_slots.size() > 0 ? m_slots[0].data() : nullptr,
-                           m_slots.size() > 1 ? m_slots[1].data() : nullptr);
+  fused_update_cuda_device(ctx, m_kind, dconsts, guard, cuda_operands(params, grads));
+}
+
+UpdateOperands Optimizer::cuda_operands(float* params, const float* grads) {
+  return UpdateOperands{static_cast<const UpdateChunk*>(m_cuda_plan.get()),
+                        m_cuda_plan_chunks,
+                        params,
+                        grads,
+                        m_slots.size() > 0 ? m_slots[0].data() : nullptr,
+                        m_slots.size() > 1 ? m_slots[1].data() : nullptr};
 }
 
 std::vector<UpdateChunk> make_update_plan(const std::vector<ParamSegment>& segments) {

@@ -48,6 +48,8 @@ struct StepConstants {
   UpdateConstants c[2];
 };
 
+struct UpdateOperands;
+
 class Optimizer {
 public:
   // Segments must have unique non-empty names and lie inside [0, total) without overlapping;
@@ -106,6 +108,7 @@ private:
   int slot_index(const std::string& name) const;
   void step_cpu(const ExecContext& ctx, float* params, const float* grads, double lr);
   void step_cuda(const ExecContext& ctx, float* params, const float* grads, double lr);
+  UpdateOperands cuda_operands(float* params, const float* grads);  // the plan, the slots
 
   OptimizerSpec m_spec;
   OptimizerKind m_kind;
@@ -138,24 +141,23 @@ inline constexpr int64_t kUpdateChunkElements = 8192;
 std::vector<UpdateChunk> make_update_plan(const std::vector<ParamSegment>& segments);
 // Copies the plan to the GPU (on ctx's stream, then synchronises: the host vector is temporary).
 std::shared_ptr<void> upload_update_plan_cuda(const ExecContext& ctx, const std::vector<UpdateChunk>& plan);
-// One fused update of every chunk, queued on ctx's stream. Slots the rule lacks are null.
+// The GPU buffers one fused update works on. Slots the rule lacks are null.
+struct UpdateOperands {
+  const UpdateChunk* plan = nullptr;  // (chunks), on the GPU
+  int64_t chunks = 0;
+  float* params = nullptr;       // (total)
+  const float* grads = nullptr;  // (total)
+  float* slot0 = nullptr;        // (total) or null
+  float* slot1 = nullptr;        // (total) or null
+};
+// One fused update of every chunk, queued on ctx's stream.
 void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, const UpdateConstants& plain,
-                       const UpdateChunk* plan,  // (chunks), on the GPU
-                       int64_t chunks,
-                       float* params,       // (total)
-                       const float* grads,  // (total)
-                       float* slot0,        // (total) or null
-                       float* slot1);       // (total) or null
+                       const UpdateOperands& ops);
 // The same update with the constants read from device memory (dconsts) and skipped entirely when
 // the device float *guard is not finite (guard may be null): capturable once, replayed every step.
 void fused_update_cuda_device(const ExecContext& ctx, OptimizerKind kind,
                               const StepConstants* dconsts,  // device scalar
                               const float* guard,            // device scalar or null
-                              const UpdateChunk* plan,       // (chunks), on the GPU
-                              int64_t chunks,
-                              float* params,       // (total)
-                              const float* grads,  // (total)
-                              float* slot0,        // (total) or null
-                              float* slot1);       // (total) or null
+                              const UpdateOperands& ops);
 
 }  // namespace cnn

@@ -115,8 +115,13 @@ std::shared_ptr<void> upload_update_plan_cuda(const ExecContext& ctx, const std:
 
 // Picks the rule's kernel; slots the rule lacks are null.
 static void launch_update(cudaStream_t stream, OptimizerKind kind, const StepConstants& consts,
-                          const StepConstants* dconsts, const float* guard, const UpdateChunk* plan, int64_t chunks,
-                          float* params, const float* grads, float* slot0, float* slot1) {
+                          const StepConstants* dconsts, const float* guard, const UpdateOperands& ops) {
+  const UpdateChunk* plan = ops.plan;
+  const int64_t chunks = ops.chunks;
+  float* params = ops.params;
+  const float* grads = ops.grads;
+  float* slot0 = ops.slot0;
+  float* slot1 = ops.slot1;
   switch (kind) {
     case OptimizerKind::sgd:
       if (slot0)
@@ -141,31 +146,21 @@ static void launch_update(cudaStream_t stream, OptimizerKind kind, const StepCon
 }
 
 void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, const UpdateConstants& plain,
-                       const UpdateChunk* plan,  // (chunks), on the GPU
-                       int64_t chunks,
-                       float* params,       // (total)
-                       const float* grads,  // (total)
-                       float* slot0,        // (total) or null
-                       float* slot1) {      // (total) or null
+                       const UpdateOperands& ops) {
   cudaStream_t stream = cuda::stream_of(ctx, "optimizer step");
-  if (chunks == 0) return;
+  if (ops.chunks == 0) return;
   const StepConstants consts{{plain, decayed}};
-  launch_update(stream, decayed.kind, consts, nullptr, nullptr, plan, chunks, params, grads, slot0, slot1);
+  launch_update(stream, decayed.kind, consts, nullptr, nullptr, ops);
 }
 
 void fused_update_cuda_device(const ExecContext& ctx, OptimizerKind kind,
                               const StepConstants* dconsts,  // device scalar
                               const float* guard,            // device scalar or null
-                              const UpdateChunk* plan,       // (chunks), on the GPU
-                              int64_t chunks,
-                              float* params,       // (total)
-                              const float* grads,  // (total)
-                              float* slot0,        // (total) or null
-                              float* slot1) {      // (total) or null
+                              const UpdateOperands& ops) {
   cudaStream_t stream = cuda::stream_of(ctx, "optimizer step (device constants)");
   CNN_CHECK(dconsts != nullptr, "optimizer step (device constants): null constants");
-  if (chunks == 0) return;
-  launch_update(stream, kind, StepConstants{}, dconsts, guard, plan, chunks, params, grads, slot0, slot1);
+  if (ops.chunks == 0) return;
+  launch_update(stream, kind, StepConstants{}, dconsts, guard, ops);
 }
 
 }  // namespace cnn

@@ -10,14 +10,12 @@ std::shared_ptr<void> upload_update_plan_cuda(const ExecContext& ctx, const std:
 }
 
 void fused_update_cuda(const ExecContext& ctx, const UpdateConstants& decayed, const UpdateConstants& plain,
-                       const UpdateChunk* plan, int64_t chunks, float* params, const float* grads, float* slot0,
-                       float* slot1) {
+                       const UpdateOperands& ops) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "fused_update_cuda");
 }
 
 void fused_update_cuda_device(const ExecContext& ctx, OptimizerKind kind, const StepConstants* dconsts,
-                              const float* guard, const UpdateChunk* plan, int64_t chunks, float* params,
-                              const float* grads, float* slot0, float* slot1) {
+                              const float* guard, const UpdateOperands& ops) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "fused_update_cuda_device");
 }
 
