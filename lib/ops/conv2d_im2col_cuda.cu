@@ -89,14 +89,34 @@ static void im2col(const Im2colDims& d, int nb, const float* x, float* cols, cud
 
 static int64_t cols_per_image(const Conv2dShape& sh) { return sh.C * sh.R * sh.S * sh.P * sh.Q; }
 
+// What every direction sets up: stream, cuBLAS handle, dims, the cols chunk (nb images of `per`
+// floats each) in the workspace, and the per-group GEMM sizes.
+struct GemmSetup {
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  Im2colDims d;
+  int64_t per, nb;
+  float* cols;
+  int G, Kg, CgRS, PQ;
+};
+static GemmSetup gemm_setup(const ExecContext& ctx, const Conv2dShape& sh) {
+  const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
+  const int G = sh.groups;
+  return GemmSetup{static_cast<cudaStream_t>(ctx.cuda_stream),
+                   blas_on_stream(ctx),
+                   dims_of(sh),
+                   per,
+                   nb,
+                   workspace_floats(ctx, size_t(nb * per), "im2col_gemm"),
+                   G,
+                   int(sh.K / G),
+                   int(sh.C / G * sh.R * sh.S),
+                   int(sh.P * sh.Q)};
+}
+
 static void forward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
                     float* y) {
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_on_stream(ctx);
-  const Im2colDims d = dims_of(sh);
-  const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
-  float* cols = workspace_floats(ctx, size_t(nb * per), "im2col_gemm");
-  const int G = sh.groups, Kg = int(sh.K / G), CgRS = int(sh.C / G * sh.R * sh.S), PQ = int(sh.P * sh.Q);
+  const auto [stream, blas, d, per, nb, cols, G, Kg, CgRS, PQ] = gemm_setup(ctx, sh);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t n0 = 0; n0 < sh.N; n0 += nb) {
     const int cnt = int(std::min<int64_t>(nb, sh.N - n0));
@@ -113,12 +133,7 @@ static void forward(const ExecContext& ctx, const Conv2dShape& sh, const float* 
 }
 
 static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const float* w, const float* dy, float* dx) {
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_on_stream(ctx);
-  const Im2colDims d = dims_of(sh);
-  const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
-  float* cols = workspace_floats(ctx, size_t(nb * per), "im2col_gemm");
-  const int G = sh.groups, Kg = int(sh.K / G), CgRS = int(sh.C / G * sh.R * sh.S), PQ = int(sh.P * sh.Q);
+  const auto [stream, blas, d, per, nb, cols, G, Kg, CgRS, PQ] = gemm_setup(ctx, sh);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t n0 = 0; n0 < sh.N; n0 += nb) {
     const int cnt = int(std::min<int64_t>(nb, sh.N - n0));
@@ -138,12 +153,7 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const f
 
 static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
                             float* db) {
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const cublasHandle_t blas = blas_on_stream(ctx);
-  const Im2colDims d = dims_of(sh);
-  const int64_t per = cols_per_image(sh), nb = chunk_images(sh.N, size_t(per));
-  float* cols = workspace_floats(ctx, size_t(nb * per), "im2col_gemm");
-  const int G = sh.groups, Kg = int(sh.K / G), CgRS = int(sh.C / G * sh.R * sh.S), PQ = int(sh.P * sh.Q);
+  const auto [stream, blas, d, per, nb, cols, G, Kg, CgRS, PQ] = gemm_setup(ctx, sh);
   const float one = 1.0f;
   for (int64_t n0 = 0; n0 < sh.N; n0 += nb) {
     const int cnt = int(std::min<int64_t>(nb, sh.N - n0));

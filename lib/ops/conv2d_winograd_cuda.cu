@@ -27,6 +27,14 @@ struct WinogradDims {
   int TP, TQ, T;  // tiles per column, per row, in the chunk (nb * TP * TQ)
 };
 
+// Tile t of the chunk: image n, tile row tp, tile column tq.
+__device__ __forceinline__ void tile_of(const WinogradDims& d, int t, int& n, int& tp, int& tq) {
+  n = t / (d.TP * d.TQ);
+  const int rem = t - n * d.TP * d.TQ;
+  tp = rem / d.TQ;
+  tq = rem - tp * d.TQ;
+}
+
 // U (16, Kout, Cin) = G g G^T; g is w[ko][ci] (w: (Kout, Cin, 3, 3)) or, when flip, the rotated
 // w[ci][ko] (w: (Cin, Kout, 3, 3)), the filter of the data gradient.
 static __global__ void conv2d_forward_winograd_filter_kernel(const float* __restrict__ w,
@@ -66,7 +74,8 @@ static __global__ void conv2d_forward_winograd_input_kernel(const WinogradDims d
   const int total = d.Cin * d.T;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int c = i / d.T, t = i - c * d.T;
-    const int n = t / (d.TP * d.TQ), rem = t - n * d.TP * d.TQ, tp = rem / d.TQ, tq = rem - tp * d.TQ;
+    int n, tp, tq;
+    tile_of(d, t, n, tp, tq);
     const int h0 = 2 * tp - d.pad_h, w0 = 2 * tq - d.pad_w;
     const float* plane = x + (int64_t(n) * d.Cin + c) * d.Hin * d.Win;
     float v[4][4];
@@ -104,7 +113,8 @@ static __global__ void conv2d_forward_winograd_output_kernel(const WinogradDims 
   const int total = d.Kout * d.T;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int k = i / d.T, t = i - k * d.T;
-    const int n = t / (d.TP * d.TQ), rem = t - n * d.TP * d.TQ, tp = rem / d.TQ, tq = rem - tp * d.TQ;
+    int n, tp, tq;
+    tile_of(d, t, n, tp, tq);
     const int64_t stride = int64_t(total);
     float m[4][4];
 #pragma unroll
@@ -138,7 +148,8 @@ static __global__ void conv2d_backward_filter_winograd_grad_kernel(const Winogra
   const int total = d.Kout * d.T;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int k = i / d.T, t = i - k * d.T;
-    const int n = t / (d.TP * d.TQ), rem = t - n * d.TP * d.TQ, tp = rem / d.TQ, tq = rem - tp * d.TQ;
+    int n, tp, tq;
+    tile_of(d, t, n, tp, tq);
     const float* plane = dy + (int64_t(n) * d.Kout + k) * d.Pout * d.Qout;
     float g[2][2];
 #pragma unroll
