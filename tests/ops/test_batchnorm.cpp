@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "ops/batchnorm.h"
+#include "support/batchnorm_shape.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -12,20 +13,11 @@
 using namespace cnn;
 using cnn::test::compare;
 
+using cnn::test::make_batchnorm_shape;
+
 namespace {
 
 constexpr cnn::test::Tolerance kHand{1e-6, 1e-6};
-
-BatchnormShape make_shape(int64_t N, int64_t C, int64_t H, int64_t W, double eps = 1e-5, double momentum = 0.1) {
-  BatchnormShape sh;
-  sh.N = N;
-  sh.C = C;
-  sh.H = H;
-  sh.W = W;
-  sh.eps = eps;
-  sh.momentum = momentum;
-  return sh;
-}
 
 }  // namespace
 
@@ -36,7 +28,7 @@ TEST_CASE("batchnorm training step matches hand-computed values", "[cpu]") {
   // Running stats from (0, 1), momentum 0.1: mean 0.1*4 = 0.4, var 0.9 + 0.1*20/3 = 1.5666667.
   // Backward with dy = [1,0,0,0]: dbeta = 1, dgamma = xhat0 = -3/sqrt(5) = -1.3416408,
   // dx = 2/(4 sqrt(5)) * (4 dy - 1 + 3 xhat/sqrt(5)) = 0.2236068 * [1.2, -1.6, -0.4, 0.8].
-  const BatchnormShape sh = make_shape(2, 1, 1, 2, 0.0, 0.1);
+  const BatchnormShape sh = make_batchnorm_shape(2, 1, 1, 2, 0.0, 0.1);
   const std::vector<float> x{1, 3, 5, 7}, gamma{2}, beta{1}, dy{1, 0, 0, 0};
   auto ctx = ExecContext::cpu(2);
   for (bool fast : {false, true}) {
@@ -67,7 +59,7 @@ TEST_CASE("batchnorm training step matches hand-computed values", "[cpu]") {
 TEST_CASE("batchnorm inference uses the running statistics", "[cpu]") {
   // C=2, eps=1. Channel 0: mean 1, var 3 -> (x - 1)/2, gamma 2, beta 1: x = [5, 1] -> [5, 1].
   // Channel 1: mean 0, var 8 -> x/3, gamma 0.5, beta -1: x = [2, 4] -> [-2/3, -1/3].
-  const BatchnormShape sh = make_shape(1, 2, 1, 2, 1.0);
+  const BatchnormShape sh = make_batchnorm_shape(1, 2, 1, 2, 1.0);
   const std::vector<float> x{5, 1, 2, 4}, gamma{2, 0.5f}, beta{1, -1}, rm{1, 0}, rv{3, 8};
   const std::vector<float> expected{5, 1, -0.6666667f, -0.3333333f};
   auto ctx = ExecContext::cpu(2);
@@ -80,7 +72,7 @@ TEST_CASE("batchnorm inference uses the running statistics", "[cpu]") {
 }
 
 TEST_CASE("batchnorm reference backward matches finite differences for dx, dgamma and dbeta", "[cpu]") {
-  const BatchnormShape sh = make_shape(3, 2, 2, 3, 1e-3);
+  const BatchnormShape sh = make_batchnorm_shape(3, 2, 2, 3, 1e-3);
   const size_t n = 36, C = 2;
   auto ctx = ExecContext::cpu(1);
   std::vector<double> x = cnn::test::random_doubles(n, 51, -2.0, 3.0);
@@ -115,7 +107,7 @@ TEST_CASE("batchnorm cpu matches the float reference over generated shapes", "[c
   auto ctx = ExecContext::cpu(2);
   for (const Case& c : cases) {
     INFO("N=" << c.N << " C=" << c.C << " H=" << c.H << " W=" << c.W << " offset=" << c.offset);
-    const BatchnormShape sh = make_shape(c.N, c.C, c.H, c.W);
+    const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
     const size_t n = static_cast<size_t>(c.N * c.C * c.H * c.W), C = static_cast<size_t>(c.C);
     std::vector<float> x = cnn::test::random_floats(n, 61, -1.5f, 2.5f);
     for (auto& v : x) v += c.offset;
@@ -153,7 +145,7 @@ TEST_CASE("batchnorm cpu matches the float reference over generated shapes", "[c
 }
 
 TEST_CASE("batchnorm backward skips gradients passed as null", "[cpu]") {
-  const BatchnormShape sh = make_shape(2, 2, 1, 3);
+  const BatchnormShape sh = make_batchnorm_shape(2, 2, 1, 3);
   const std::vector<float> x = cnn::test::random_floats(12, 71), dy = cnn::test::random_floats(12, 72);
   const std::vector<float> gamma{1, 2}, sm{0.1f, -0.2f}, sis{1.5f, 0.7f};
   std::vector<float> dx_r(12), dg_r(2), db_r(2), dx(12), dg(2), db(2);
@@ -172,13 +164,13 @@ TEST_CASE("batchnorm backward skips gradients passed as null", "[cpu]") {
 TEST_CASE("batchnorm rejects shapes without batch statistics", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   std::vector<float> v(4, 1.0f);
-  CHECK_THROWS_WITH(batchnorm_forward_train_cpu(ctx, make_shape(1, 4, 1, 1), v.data(), v.data(), v.data(), v.data(),
+  CHECK_THROWS_WITH(batchnorm_forward_train_cpu(ctx, make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(), v.data(),
                                                 v.data(), v.data(), v.data(), v.data()),
                     Catch::Matchers::Contains("more than one value per channel, got N*H*W = 1"));
-  CHECK_THROWS_WITH(batchnorm_forward_infer_reference(ctx, make_shape(1, 0, 1, 1), v.data(), v.data(), v.data(),
+  CHECK_THROWS_WITH(batchnorm_forward_infer_reference(ctx, make_batchnorm_shape(1, 0, 1, 1), v.data(), v.data(), v.data(),
                                                       v.data(), v.data(), v.data()),
                     Catch::Matchers::Contains("sizes must be positive"));
-  CHECK_THROWS_WITH(batchnorm_backward_cpu(ctx, make_shape(2, 1, 1, 1, 1e-5, 1.5), v.data(), v.data(), v.data(),
+  CHECK_THROWS_WITH(batchnorm_backward_cpu(ctx, make_batchnorm_shape(2, 1, 1, 1, 1e-5, 1.5), v.data(), v.data(), v.data(),
                                            v.data(), v.data(), v.data(), v.data(), v.data()),
                     Catch::Matchers::Contains("momentum must be in [0, 1]"));
 }

@@ -9,6 +9,7 @@
 #include "core/cuda_context.h"
 #include "core/tensor.h"
 #include "ops/batchnorm.h"
+#include "support/batchnorm_shape.h"
 #include "support/catch.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
@@ -17,6 +18,8 @@
 using namespace cnn;
 using cnn::test::compare;
 using cnn::test::kGpuVsCpu;
+
+using cnn::test::make_batchnorm_shape;
 
 namespace {
 
@@ -91,17 +94,6 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-BatchnormShape make_shape(int64_t N, int64_t C, int64_t H, int64_t W) {
-  BatchnormShape sh;
-  sh.N = N;
-  sh.C = C;
-  sh.H = H;
-  sh.W = W;
-  sh.eps = 1e-5;
-  sh.momentum = 0.1;
-  return sh;
-}
-
 }  // namespace
 
 TEST_CASE("batchnorm cuda matches the cpu over (C) and (C, H, W) inputs", "[gpu]") {
@@ -116,7 +108,7 @@ TEST_CASE("batchnorm cuda matches the cpu over (C) and (C, H, W) inputs", "[gpu]
     for (int64_t offset : {0, 1}) {
       INFO("N=" << c.N << " C=" << c.C << " H=" << c.H << " W=" << c.W << " mean offset=" << c.offset
                 << " pointer offset=" << offset);
-      const BatchnormShape sh = make_shape(c.N, c.C, c.H, c.W);
+      const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
       const Inputs in = make_inputs(c);
       const Outputs want = run_cpu(sh, in);
       const Outputs got = run_gpu(cuda, sh, in, offset);
@@ -136,7 +128,7 @@ TEST_CASE("batchnorm cuda matches the cpu over (C) and (C, H, W) inputs", "[gpu]
 TEST_CASE("batchnorm cuda repeats bit for bit", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  const BatchnormShape sh = make_shape(32, 16, 24, 24);
+  const BatchnormShape sh = make_batchnorm_shape(32, 16, 24, 24);
   const Inputs in = make_inputs({32, 16, 24, 24, 3.0f});
   const Outputs a = run_gpu(cuda, sh, in, 0), b = run_gpu(cuda, sh, in, 0);
   CHECK(bitwise_equal(a.y, b.y));
@@ -150,7 +142,7 @@ TEST_CASE("batchnorm cuda repeats bit for bit", "[gpu]") {
 TEST_CASE("batchnorm cuda backward skips gradients passed as null", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  const BatchnormShape sh = make_shape(3, 4, 5, 5);
+  const BatchnormShape sh = make_batchnorm_shape(3, 4, 5, 5);
   const Inputs in = make_inputs({3, 4, 5, 5, 0});
   const Outputs want = run_cpu(sh, in);
   DeviceFloats x(in.x), gamma(in.gamma), sm(want.save_mean), sis(want.save_inv_std), dy(in.dy);
@@ -171,7 +163,7 @@ TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
-  CHECK_THROWS_AS(batchnorm_forward_train_cuda(cuda.ctx(), make_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
+  CHECK_THROWS_AS(batchnorm_forward_train_cuda(cuda.ctx(), make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
                                                v.data(), v.data(), v.data(), v.data(), v.data()),
                   Error);
 }
@@ -182,7 +174,7 @@ TEST_CASE("batchnorm, pooling and relu cuda benchmark on fer-sized activations",
   auto time_ms = [&](auto&& f) { return test::mean_gpu_ms(cuda.ctx(), f); };
   for (const Case& c :
        {Case{64, 64, 48, 48, 0}, Case{256, 128, 24, 24, 0}, Case{256, 512, 3, 3, 0}, Case{256, 1024, 1, 1, 0}}) {
-    const BatchnormShape sh = make_shape(c.N, c.C, c.H, c.W);
+    const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
     const Inputs in = make_inputs(c);
     const int64_t n = static_cast<int64_t>(in.x.size());
     DeviceFloats x(in.x), gamma(in.gamma), beta(in.beta), dy(in.dy), rm(in.rm0), rv(in.rv0);

@@ -6,6 +6,7 @@
 
 #include "ops/activation.h"
 #include "ops/batchnorm.h"
+#include "support/batchnorm_shape.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -17,15 +18,8 @@ namespace {
 
 constexpr cnn::test::Tolerance kPhased{1e-5, 1e-5};
 
-BatchnormShape make_shape(int64_t N, int64_t C, int64_t H, int64_t W) {
-  BatchnormShape sh;
-  sh.N = N;
-  sh.C = C;
-  sh.H = H;
-  sh.W = W;
-  sh.eps = 1e-5;
-  sh.momentum = 0.2;
-  return sh;
+BatchnormShape make_phased_shape(int64_t N, int64_t C, int64_t H, int64_t W) {
+  return cnn::test::make_batchnorm_shape(N, C, H, W, 1e-5, 0.2);
 }
 
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
@@ -38,7 +32,7 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   const std::vector<int64_t> parts{4, 0, 3, 1};  // ranks' sample counts, one rank without samples
   int64_t N = 0;
   for (int64_t p : parts) N += p;
-  const BatchnormShape whole = make_shape(N, C, H, W);
+  const BatchnormShape whole = make_phased_shape(N, C, H, W);
   const size_t n = size_t(N * C * HW);
   std::vector<float> x = test::random_floats(n, 31, -1.0f, 3.0f);
   for (float& v : x) v += 40.0f;  // a large channel mean: the running_mean shift must keep the variance
@@ -61,7 +55,7 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   int64_t at = 0;
   for (int64_t p : parts) {
     std::vector<double> mine(S);
-    batchnorm_forward_stats_cpu(ctx, make_shape(p, C, H, W), x.data() + at * C * HW, rm0.data(), mine.data());
+    batchnorm_forward_stats_cpu(ctx, make_phased_shape(p, C, H, W), x.data() + at * C * HW, rm0.data(), mine.data());
     for (size_t i = 0; i < S; ++i) stats[i] += mine[i];
     at += p;
   }
@@ -72,7 +66,7 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   for (size_t r = 0; r < parts.size(); ++r) {
     std::vector<float> rm = rm0, rv = rv0;
     const int64_t off = at * C * HW;
-    batchnorm_forward_apply_cpu(ctx, make_shape(parts[r], C, H, W), stats.data(), x.data() + off, gamma.data(),
+    batchnorm_forward_apply_cpu(ctx, make_phased_shape(parts[r], C, H, W), stats.data(), x.data() + off, gamma.data(),
                                 beta.data(), nullptr, y.data() + off, rm.data(), rv.data(), sm[r].data(),
                                 sis[r].data());
     INFO("rank " << r << " with " << parts[r] << " samples");
@@ -82,7 +76,7 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
     CHECK(compare(sis[r], to_float(sis_ref), kPhased) == "");
     std::vector<double> mine(S);
     std::vector<float> dg(C), db(C);
-    batchnorm_backward_stats_cpu(ctx, make_shape(parts[r], C, H, W), x.data() + off, nullptr, nullptr, sm[r].data(),
+    batchnorm_backward_stats_cpu(ctx, make_phased_shape(parts[r], C, H, W), x.data() + off, nullptr, nullptr, sm[r].data(),
                                  sis[r].data(), dy.data() + off, mine.data(), dg.data(), db.data());
     for (size_t i = 0; i < S; ++i) sums[i] += mine[i];
     for (int64_t c = 0; c < C; ++c) {  // the gradient reducer's sum of the ranks' shares
@@ -97,7 +91,7 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   at = 0;
   for (size_t r = 0; r < parts.size(); ++r) {
     const int64_t off = at * C * HW;
-    batchnorm_backward_apply_cpu(ctx, make_shape(parts[r], C, H, W), sums.data(), x.data() + off, nullptr, nullptr,
+    batchnorm_backward_apply_cpu(ctx, make_phased_shape(parts[r], C, H, W), sums.data(), x.data() + off, nullptr, nullptr,
                                  gamma.data(), sm[r].data(), sis[r].data(), dy.data() + off, dx.data() + off);
     at += parts[r];
   }
@@ -110,7 +104,7 @@ TEST_CASE("phased batchnorm with a fused activation equals batchnorm followed by
                                    {ActivationKind::elu, 0.7f},
                                    {ActivationKind::sigmoid, 0.0f},
                                    {ActivationKind::tanh, 0.0f}};
-  const BatchnormShape sh = make_shape(3, 4, 3, 5);
+  const BatchnormShape sh = make_phased_shape(3, 4, 3, 5);
   const size_t n = size_t(sh.N * sh.C * sh.H * sh.W), C = size_t(sh.C);
   const std::vector<float> x = test::random_floats(n, 41, -2.0f, 2.0f), dy = test::random_floats(n, 42);
   const std::vector<float> gamma = test::random_floats(C, 43, 0.5f, 1.5f), beta = test::random_floats(C, 44);
