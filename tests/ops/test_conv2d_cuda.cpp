@@ -19,6 +19,7 @@
 #include "core/tensor.h"
 #include "ops/conv2d.h"
 #include "support/catch.h"
+#include "support/conv_operands.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -58,19 +59,9 @@ std::vector<float> to_float(const std::vector<double>& v) { return std::vector<f
 
 // Host operands of one conv and the reference results. Large shapes take the reference in double:
 // a float sum of ~10^4 products drifts past kGpuVsCpu's atol where the sum cancels to near zero.
-struct Reference {
-  Conv2dShape sh;
-  std::vector<float> x, w, b, dy, y, dx, dw, db;
+struct Reference : test::ConvHostOperands {
   Reference(const Conv2dShape& shape, uint64_t seed, bool in_double = false)
-      : sh(shape),
-        x(test::random_floats(sh.N * sh.C * sh.H * sh.W, seed)),
-        w(test::random_floats(sh.weight_numel(), seed + 1)),
-        b(test::random_floats(sh.K, seed + 2)),
-        dy(test::random_floats(sh.N * sh.K * sh.P * sh.Q, seed + 3)),
-        y(dy.size()),
-        dx(x.size()),
-        dw(w.size()),
-        db(b.size()) {
+      : ConvHostOperands(shape, seed) {
     const ExecContext cpu = ExecContext::cpu(1);
     if (!in_double) {
       conv2d_forward_reference<float>(cpu, sh, x.data(), w.data(), b.data(), y.data());

@@ -21,6 +21,7 @@
 #include "ops/conv2d_algo.h"
 #include "ops/conv2d_strategies.h"
 #include "support/catch.h"
+#include "support/conv_operands.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -54,19 +55,9 @@ constexpr test::Tolerance kLongSums{1e-2, 1e-3};
 
 // Operands and results of one conv: the double reference for small shapes, the fast CPU path for
 // the large chunked ones (a double reference would take minutes there).
-struct Reference {
-  Conv2dShape sh;
-  std::vector<float> x, w, b, dy, y, dx, dw, db;
+struct Reference : test::ConvHostOperands {
   Reference(const Conv2dShape& shape, uint64_t seed, bool fast_cpu = false)
-      : sh(shape),
-        x(test::random_floats(sh.N * sh.C * sh.H * sh.W, seed)),
-        w(test::random_floats(sh.weight_numel(), seed + 1)),
-        b(test::random_floats(sh.K, seed + 2)),
-        dy(test::random_floats(sh.N * sh.K * sh.P * sh.Q, seed + 3)),
-        y(dy.size()),
-        dx(x.size()),
-        dw(w.size()),
-        db(b.size()) {
+      : ConvHostOperands(shape, seed) {
     const ExecContext cpu = ExecContext::cpu();
     const float* bias = sh.has_bias ? b.data() : nullptr;
     if (fast_cpu) {
