@@ -28,6 +28,7 @@
 using namespace cnn;
 using cnn::test::compare;
 using cnn::test::DeviceFloats;
+using cnn::test::DeviceLabels;
 using cnn::test::kGpuVsCpu;
 
 namespace {
@@ -84,21 +85,6 @@ struct ConvReference {
     conv2d_backward_reference<double>(cpu, sh, xd.data(), wd.data(), dyd.data(), dxd.data(), dwd.data(), dbd.data());
     y = to_float(yd), dx = to_float(dxd), dw = to_float(dwd), db = to_float(dbd);
   }
-};
-
-// int32 labels on the GPU.
-class DeviceLabels {
- public:
-  explicit DeviceLabels(const std::vector<int32_t>& v)
-      : m_data(device_malloc(Device::cuda, v.size() * sizeof(int32_t), "test labels"),
-               [](void* p) { device_free(Device::cuda, p); }) {
-    device_memcpy(m_data.get(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(int32_t));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  const int32_t* data() const { return static_cast<const int32_t*>(m_data.get()); }
-
- private:
-  std::shared_ptr<void> m_data;
 };
 
 }  // namespace

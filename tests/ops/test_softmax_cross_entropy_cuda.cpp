@@ -24,20 +24,7 @@ using cnn::test::kGpuVsCpu;
 namespace {
 
 using cnn::test::DeviceFloats;
-// int32 labels on the GPU.
-class DeviceLabels {
- public:
-  explicit DeviceLabels(const std::vector<int32_t>& v)
-      : m_data(device_malloc(Device::cuda, v.size() * sizeof(int32_t), "test labels"),
-               [](void* p) { device_free(Device::cuda, p); }) {
-    device_memcpy(m_data.get(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(int32_t));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  const int32_t* data() const { return static_cast<const int32_t*>(m_data.get()); }
-
- private:
-  std::shared_ptr<void> m_data;
-};
+using cnn::test::DeviceLabels;
 
 std::vector<int32_t> random_labels(int64_t N, int64_t K, uint64_t seed) {
   const std::vector<float> u = test::random_floats(static_cast<size_t>(N), seed, 0.0f, 1.0f);

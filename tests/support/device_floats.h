@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/cuda_check.h"
@@ -39,6 +41,21 @@ public:
 private:
   int64_t m_n, m_offset;
   Tensor m_storage;
+};
+
+// int32 labels on the GPU (uploads finish before the constructor returns).
+class DeviceLabels {
+public:
+  explicit DeviceLabels(const std::vector<int32_t>& v)
+      : m_data(device_malloc(Device::cuda, v.size() * sizeof(int32_t), "test labels"),
+               [](void* p) { device_free(Device::cuda, p); }) {
+    device_memcpy(m_data.get(), Device::cuda, v.data(), Device::cpu, v.size() * sizeof(int32_t));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  const int32_t* data() const { return static_cast<const int32_t*>(m_data.get()); }
+
+private:
+  std::shared_ptr<void> m_data;
 };
 
 // Mean time in ms of `reps` calls of f queued on the context's stream (CUDA events), after
