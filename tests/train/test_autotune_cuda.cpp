@@ -141,6 +141,8 @@ TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every cho
   }
   for (const std::string& line : lines) {
     INFO(line);
-    if (line.find("runner-up") != std::string::npos) CHECK(line.find("rel_err") != std::string::npos);
+    // Conv lines name each winner's measured error (cuda-vs-cudnn lines of other layers do not).
+    if (line.find("(conv2d") != std::string::npos && line.find("runner-up") != std::string::npos)
+      CHECK(line.find("rel_err") != std::string::npos);
   }
 }
