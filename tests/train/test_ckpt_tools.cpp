@@ -11,6 +11,7 @@
 #include "graph/graph.h"
 #include "optim/schedule.h"
 #include "support/catch.h"
+#include "support/param_segments.h"
 #include "support/test_util.h"
 #include "train/checkpoint_state.h"
 #include "train/ckpt_tools.h"
@@ -44,9 +45,7 @@ std::string write_unit_checkpoint(const test::TempDir& dir, const std::string& n
   ex.init_params(1);
   for (size_t i = 0; i < graph->params().size(); ++i)
     if (graph->params()[i].name == "fc.bias") ex.param(int(i)).copy_from(Tensor::from_vector(Shape{4}, fc_bias));
-  std::vector<ParamSegment> segs;
-  for (const ParamEntry& e : graph->params())
-    if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
+  const std::vector<ParamSegment> segs = test::trainable_segments(*graph);
   auto opt = make_optimizer(spec.train.optimizer, segs, graph->params_size());
   opt->set_step_count(5);
   CheckpointMeta meta;

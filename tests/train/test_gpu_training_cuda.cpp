@@ -18,6 +18,7 @@
 #include "graph/graph.h"
 #include "optim/optimizer.h"
 #include "support/catch.h"
+#include "support/param_segments.h"
 #include "support/test_util.h"
 #include "train/device_setup.h"
 #include "train/evaluate.h"
@@ -78,9 +79,7 @@ struct TinyRun {
     dev = std::make_unique<DeviceSetup>(device, *graph, spec.train.deterministic);
     ex = std::make_unique<Executor>(*graph, spec.train.batch_size, dev->ctx());
     ex->init_params(spec.train.seed);
-    std::vector<ParamSegment> segs;
-    for (const ParamEntry& e : graph->params())
-      if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
+    const std::vector<ParamSegment> segs = test::trainable_segments(*graph);
     optim = make_optimizer(spec.train.optimizer, segs, graph->params_size(), dev->device());
     loss = std::make_unique<LossFunction>(spec.loss, graph->num_classes(), train);
     step = std::make_unique<TrainStep>(*ex, *loss, *optim, 0.0);
