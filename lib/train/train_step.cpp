@@ -21,6 +21,22 @@ struct TrainStep::StepParams {
   StepConstants optimizer;  // learning rate, Adam's bias corrections, ... of this step
 };
 
+namespace {
+
+// The executor's dropout reads its seed and step from `seed_step` (device memory) while this lives.
+class DeviceSeedStep {
+ public:
+  DeviceSeedStep(Executor& ex, const uint64_t* seed_step) : m_ex(ex) { m_ex.set_device_seed_step(seed_step); }
+  ~DeviceSeedStep() { m_ex.set_device_seed_step(nullptr); }
+  DeviceSeedStep(const DeviceSeedStep&) = delete;
+  DeviceSeedStep& operator=(const DeviceSeedStep&) = delete;
+
+ private:
+  Executor& m_ex;
+};
+
+}  // namespace
+
 static size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 static Shape float_slots(size_t bytes) { return Shape{int64_t(round_up(bytes, sizeof(float)) / sizeof(float))}; }
 
@@ -154,16 +170,11 @@ TrainStep::Result TrainStep::run_cuda(const int32_t* labels, int64_t n, double l
   const ExecContext& ctx = m_ex.context();
   stage_step(labels, n, step, seed);
   static_cast<StepParams*>(m_stage_in->data())->optimizer = m_opt.advance(lr);
-  auto* dev = reinterpret_cast<StepParams*>(m_dev_in.data());
-  m_ex.set_device_seed_step(dev->seed_step);
   m_last_replayed = false;
-  try {
+  {
+    DeviceSeedStep bound(m_ex, reinterpret_cast<StepParams*>(m_dev_in.data())->seed_step);
     if (!(m_graph_on && replay_cuda(n, [&] { enqueue_cuda(n); }))) enqueue_cuda(n);
-  } catch (...) {
-    m_ex.set_device_seed_step(nullptr);
-    throw;
   }
-  m_ex.set_device_seed_step(nullptr);
   stream_synchronize(ctx);
   Result r = read_staged_result(labels, n);
   if (!std::isfinite(r.loss)) m_opt.set_step_count(m_opt.step_count() - 1);  // the update kernel skipped it
@@ -186,19 +197,14 @@ TrainStep::Result TrainStep::forward_backward_cuda(const int32_t* labels, int64_
                                                    GradReducer& reducer, double grad_weight, Watchdog* watchdog) {
   const ExecContext& ctx = m_ex.context();
   stage_step(labels, n, step, seed);
-  auto* dev = reinterpret_cast<StepParams*>(m_dev_in.data());
-  m_ex.set_device_seed_step(dev->seed_step);
   if (watchdog) watchdog->set_phase(Phase::forward);
   // grad_weight is a kernel argument: a short global batch's step runs uncaptured.
   const bool capturable = m_graph_on && grad_weight == 1.0;
-  try {
+  {
+    DeviceSeedStep bound(m_ex, reinterpret_cast<StepParams*>(m_dev_in.data())->seed_step);
     auto enqueue = [&] { enqueue_dist(n, reducer, grad_weight); };
     if (!(capturable && replay_cuda(n, enqueue))) enqueue();
-  } catch (...) {
-    m_ex.set_device_seed_step(nullptr);
-    throw;
   }
-  m_ex.set_device_seed_step(nullptr);
   if (watchdog) watchdog->set_phase(Phase::backward);  // the wait below ends with the means
   stream_synchronize(ctx);
   return read_staged_result(labels, n);
@@ -206,17 +212,27 @@ TrainStep::Result TrainStep::forward_backward_cuda(const int32_t* labels, int64_
 
 void TrainStep::enqueue_dist(int64_t n, GradReducer& reducer, double grad_weight) {
   const ExecContext& ctx = m_ex.context();
-  const int64_t K = m_ex.graph().num_classes();
+  reducer.begin_step();  // a no-op unless an earlier enqueue (a failed capture) stopped half-way
+  enqueue_forward_loss(n);
+  if (grad_weight != 1.0) scale_buffer(ctx, m_ex.output_grad().data(), m_ex.output_grad().numel(), float(grad_weight));
+  m_ex.backward(reducer.hook());
+  reducer.finish();
+  enqueue_results(n);
+}
+
+void TrainStep::enqueue_forward_loss(int64_t n) {
+  const ExecContext& ctx = m_ex.context();
   char* dev_in = reinterpret_cast<char*>(m_dev_in.data());
   const auto* dev_labels = reinterpret_cast<const int32_t*>(dev_in + m_labels_offset);
-  reducer.begin_step();  // a no-op unless an earlier enqueue (a failed capture) stopped half-way
   copy_async(ctx, dev_in, m_stage_in->data(), m_labels_offset + size_t(n) * sizeof(int32_t));
   m_ex.forward(n, true, m_run_step, m_run_seed);
   m_loss.forward_async(ctx, m_ex.output().data(), dev_labels, n, m_probs.data(), m_dev_loss.data());
   m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
-  if (grad_weight != 1.0) scale_buffer(ctx, m_ex.output_grad().data(), m_ex.output_grad().numel(), float(grad_weight));
-  m_ex.backward(reducer.hook());
-  reducer.finish();
+}
+
+void TrainStep::enqueue_results(int64_t n) {
+  const ExecContext& ctx = m_ex.context();
+  const int64_t K = m_ex.graph().num_classes();
   float* out = static_cast<float*>(m_stage_out->data());
   copy_async(ctx, out, m_dev_loss.data(), sizeof(float));
   copy_async(ctx, out + 1, m_probs.data(), size_t(n * K) * sizeof(float));
@@ -238,22 +254,14 @@ TrainStep::Result TrainStep::read_staged_result(const int32_t* labels, int64_t n
 
 void TrainStep::enqueue_cuda(int64_t n) {
   const ExecContext& ctx = m_ex.context();
-  const int64_t K = m_ex.graph().num_classes();
-  char* dev_in = reinterpret_cast<char*>(m_dev_in.data());
-  const auto* params = reinterpret_cast<const StepParams*>(dev_in);
-  const auto* dev_labels = reinterpret_cast<const int32_t*>(dev_in + m_labels_offset);
-  copy_async(ctx, dev_in, m_stage_in->data(), m_labels_offset + size_t(n) * sizeof(int32_t));
-  m_ex.forward(n, true, m_run_step, m_run_seed);
-  m_loss.forward_async(ctx, m_ex.output().data(), dev_labels, n, m_probs.data(), m_dev_loss.data());
-  m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
+  const auto* params = reinterpret_cast<const StepParams*>(m_dev_in.data());
+  enqueue_forward_loss(n);
   m_ex.backward();
   if (m_clip > 0)
     clip_grad_norm_cuda_async(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_clip,
                               reinterpret_cast<double*>(m_dev_norm.data()));
   m_opt.step_from_device(ctx, m_ex.params().data(), m_ex.grads().data(), &params->optimizer, m_dev_loss.data());
-  float* out = static_cast<float*>(m_stage_out->data());
-  copy_async(ctx, out, m_dev_loss.data(), sizeof(float));
-  copy_async(ctx, out + 1, m_probs.data(), size_t(n * K) * sizeof(float));
+  enqueue_results(n);
 }
 
 bool TrainStep::replay_cuda(int64_t n, const std::function<void()>& enqueue) {

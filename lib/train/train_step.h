@@ -83,6 +83,10 @@ class TrainStep {
                                double grad_weight, Watchdog* watchdog);
   // forward, loss, backward with the reducer's hook, the wait for the means; capturable with NCCL
   void enqueue_dist(int64_t n, GradReducer& reducer, double grad_weight);
+  // What both queued steps start and end with: the staged block to the device, forward, the loss
+  // and its gradient; and the loss and probabilities back to pinned memory.
+  void enqueue_forward_loss(int64_t n);
+  void enqueue_results(int64_t n);
   Result read_staged_result(const int32_t* labels, int64_t n);
   Result read_result(const int32_t* labels, int64_t n, double loss);
   void join_sync_idle(bool forward_ran, uint64_t step, uint64_t seed, GradReducer& reducer);
