@@ -34,6 +34,26 @@ std::atomic<bool> g_communicator_exists{false};
 constexpr int kHeartbeatTag = 7;
 constexpr int kChunk = INT_MAX / 4;  // elements per MPI call (counts are int)
 
+// call(offset, count) over [0, n) in chunks MPI's int counts can hold.
+template <typename F>
+void for_chunks(int64_t n, F call) {
+  for (int64_t i = 0; i < n; i += kChunk) call(i, int(std::min<int64_t>(kChunk, n - i)));
+}
+
+// MPI works on host memory: device buffers go through `staging` (and back with from_host).
+template <typename T>
+T* to_host(T* data, int64_t n, Device where, std::vector<T>& staging) {
+  if (where == Device::cpu) return data;
+  staging.resize(size_t(n));
+  device_memcpy(staging.data(), Device::cpu, data, where, size_t(n) * sizeof(T));
+  return staging.data();
+}
+
+template <typename T>
+void from_host(T* data, int64_t n, Device where, const std::vector<T>& staging) {
+  if (where != Device::cpu) device_memcpy(data, where, staging.data(), Device::cpu, size_t(n) * sizeof(T));
+}
+
 void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
@@ -73,8 +93,6 @@ class MpiCommunicator final : public Communicator {
   void allreduce_sum_bf16_host(uint16_t* data, int64_t n) override;
 
  private:
-  float* host_copy(float* data, int64_t n, Device where);
-  void copy_back(float* data, int64_t n, Device where);
 
   bool m_initialized_here = false;
   MPI_Comm m_comm = MPI_COMM_NULL, m_hb = MPI_COMM_NULL;
@@ -143,56 +161,34 @@ MpiCommunicator::~MpiCommunicator() {
   g_communicator_exists = false;
 }
 
-float* MpiCommunicator::host_copy(float* data, int64_t n, Device where) {
-  if (where == Device::cpu) return data;
-  m_staging.resize(size_t(n));
-  device_memcpy(m_staging.data(), Device::cpu, data, where, size_t(n) * sizeof(float));
-  return m_staging.data();
-}
-
-void MpiCommunicator::copy_back(float* data, int64_t n, Device where) {
-  if (where != Device::cpu) device_memcpy(data, where, m_staging.data(), Device::cpu, size_t(n) * sizeof(float));
-}
-
 void MpiCommunicator::allreduce_sum(float* data, int64_t n, Device where) {
-  float* host = host_copy(data, n, where);
-  for (int64_t i = 0; i < n; i += kChunk) {
-    int count = int(std::min<int64_t>(kChunk, n - i));
+  float* host = to_host(data, n, where, m_staging);
+  for_chunks(n, [&](int64_t i, int count) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host + i, count, MPI_FLOAT, MPI_SUM, m_comm));
-  }
-  copy_back(data, n, where);
+  });
+  from_host(data, n, where, m_staging);
 }
 
 // Small per-channel sums: device buffers take one round trip through host memory.
 void MpiCommunicator::allreduce_sum_f64(double* data, int64_t n, Device where) {
   std::vector<double> staging;
-  double* host = data;
-  if (where != Device::cpu) {
-    staging.resize(size_t(n));
-    device_memcpy(staging.data(), Device::cpu, data, where, size_t(n) * sizeof(double));
-    host = staging.data();
-  }
-  for (int64_t i = 0; i < n; i += kChunk) {
-    int count = int(std::min<int64_t>(kChunk, n - i));
+  double* host = to_host(data, n, where, staging);
+  for_chunks(n, [&](int64_t i, int count) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host + i, count, MPI_DOUBLE, MPI_SUM, m_comm));
-  }
-  if (where != Device::cpu) device_memcpy(data, where, host, Device::cpu, size_t(n) * sizeof(double));
+  });
+  from_host(data, n, where, staging);
 }
 
 void MpiCommunicator::allreduce_sum_bf16_host(uint16_t* data, int64_t n) {
-  for (int64_t i = 0; i < n; i += kChunk) {
-    int count = int(std::min<int64_t>(kChunk, n - i));
+  for_chunks(n, [&](int64_t i, int count) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + i, count, MPI_UINT16_T, m_bf16_op, m_comm));
-  }
+  });
 }
 
 void MpiCommunicator::broadcast(float* data, int64_t n, int root, Device where) {
-  float* host = host_copy(data, n, where);
-  for (int64_t i = 0; i < n; i += kChunk) {
-    int count = int(std::min<int64_t>(kChunk, n - i));
-    MPI_CHECK(MPI_Bcast(host + i, count, MPI_FLOAT, root, m_comm));
-  }
-  copy_back(data, n, where);
+  float* host = to_host(data, n, where, m_staging);
+  for_chunks(n, [&](int64_t i, int count) { MPI_CHECK(MPI_Bcast(host + i, count, MPI_FLOAT, root, m_comm)); });
+  from_host(data, n, where, m_staging);
 }
 
 void MpiCommunicator::broadcast_bytes(void* data, size_t bytes, int root) {
