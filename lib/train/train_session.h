@@ -98,6 +98,7 @@ class TrainSession {
   std::unique_ptr<LossFunction> m_loss;
   std::unique_ptr<TrainStep> m_train_step;
   std::unique_ptr<Loader> m_train_loader, m_val_loader, m_test_loader;
+  std::optional<std::pair<int64_t, EvalReport>> m_epoch_test;  // eval.test_every_epoch: step and report
   std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU
   int64_t m_gpu_next = 0;                  // next batch of m_gpu_data in the epoch
   std::unique_ptr<RunDir> m_run;

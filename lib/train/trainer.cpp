@@ -240,6 +240,7 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
     line["test_loss"] = t.loss;
     line["test_acc"] = t.top1;
     val_text += fmt::format(", test acc {:.2f}%", 100 * t.top1);
+    m_epoch_test = std::make_pair(m_step, std::move(t));
   }
   line["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
   m_last_metrics = line;
@@ -434,8 +435,12 @@ TrainResult TrainSession::run() {
   m_result.steps = m_step;
   if (!finished || m_rank != 0) return m_result;
   if (m_data.test.size() > 0) {
-    if (!m_test_loader) m_test_loader = make_test_loader();
-    m_result.test = evaluate(*m_ex, *m_test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+    if (m_epoch_test && m_epoch_test->first == m_step) {  // the last epoch line tested these very weights
+      m_result.test = std::move(m_epoch_test->second);
+    } else {
+      if (!m_test_loader) m_test_loader = make_test_loader();
+      m_result.test = evaluate(*m_ex, *m_test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+    }
     m_result.has_test = true;
     nlohmann::json line{{"event", "test"},
                         {"step", m_step},
