@@ -3,6 +3,7 @@
 // device before reporting, never inside the timed region.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,5 +46,7 @@ class PerLayerTimer : public LayerTimer {
 };
 
 double median(std::vector<double> v);
+// `warmup` untimed calls of run(), then the median of `repeats` timed ones (RegionTimer), in ms.
+double median_ms(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run);
 
 }  // namespace cnn

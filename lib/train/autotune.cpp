@@ -128,15 +128,7 @@ Tensor scratch(const Shape& shape, Device device, uint64_t seed) {
 }
 
 double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run) {
-  for (int i = 0; i < opt.warmup; ++i) run();
-  RegionTimer timer(ctx);
-  std::vector<double> ms;
-  for (int i = 0; i < std::max(1, opt.repeats); ++i) {
-    timer.start();
-    run();
-    ms.push_back(timer.stop_ms());
-  }
-  return median(ms);
+  return median_ms(ctx, opt.warmup, std::max(1, opt.repeats), run);
 }
 
 std::vector<Backend> allowed_backends(const Layer& layer, Device device) {
@@ -305,7 +297,8 @@ struct Tuner {
 
 std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
                                         const AutotuneOptions& opt) {
-  Tuner t{graph, ctx, batch, opt, AutotuneCache(ctx.device == Device::cuda ? opt.cache_path : std::string())};
+  Tuner t{graph, ctx, batch, opt, AutotuneCache(ctx.device == Device::cuda ? opt.cache_path : std::string()),
+          autotune_environment_key(), {}};
   if (opt.tune) {
     for (int i = 0; i < graph.size(); ++i) {
       Layer& l = *graph.node(i).layer;

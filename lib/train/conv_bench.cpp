@@ -35,18 +35,6 @@ bool glob_match(const std::string& p, const std::string& t) {
 
 namespace {
 
-double timed_median(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run) {
-  for (int i = 0; i < warmup; ++i) run();
-  RegionTimer timer(ctx);
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    timer.start();
-    run();
-    ms.push_back(timer.stop_ms());
-  }
-  return median(ms);
-}
-
 void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOptions& opt, double peak,
                  ConvBenchResult& out) {
   const Conv2dShape& sh = p.shape;
@@ -76,7 +64,7 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
         const ConvOperands op = probe->operands(d);
         const int warmup = opt.warmup >= 0 ? opt.warmup : p.warmup, repeats = opt.repeats > 0 ? opt.repeats : p.repeats;
         probe->poison(d);
-        r.ms = timed_median(ctx, warmup, repeats, [&] { a.run(ctx, sh, op); });
+        r.ms = median_ms(ctx, warmup, repeats, [&] { a.run(ctx, sh, op); });
         // What the timed runs left, against the reference on the same operands.
         if (probe->reference_name(d)) r.rel_err = probe->output_error(d);
         r.tflops = sh.flops_forward() / (r.ms * 1e-3) / 1e12;
