@@ -100,7 +100,9 @@ def run_torch(args, cfg, data_dir):
                     "1", "--repeats", "1", "--warmup", "0", "--dump", dump]
             for s in args.set:
                 argv += ["--set", s]
-            subprocess.run(argv, check=True, capture_output=True)
+            r = subprocess.run(argv, capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}: " + " | ".join(r.stderr.splitlines()[-3:]))
             state = {k: v for k, v in load_file(dump, device="cuda").items()
                      if k not in ("input", "labels", "logits") and not k.startswith("grad.")}
         model.load_state_dict(state, strict=False)
@@ -170,7 +172,10 @@ def main(argv=None):
     report = dict(model=cfg.get("name"), target=args.target, batch=args.batch, epochs=args.epochs,
                   gpu=torch.cuda.get_device_name(0), torch=torch.__version__)
     report["ours"] = run_ours(args, data_dir)
-    report["pytorch"] = run_torch(args, cfg, data_dir)
+    try:
+        report["pytorch"] = run_torch(args, cfg, data_dir)
+    except (OSError, RuntimeError) as e:  # missing IDX files, a failed weight dump: said, not a traceback
+        report["pytorch"] = dict(error=str(e))
     for who in ("ours", "pytorch"):
         r = report[who]
         if "error" in r:
