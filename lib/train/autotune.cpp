@@ -111,7 +111,9 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
 std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
                               const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
                               double tolerance) {
-  return fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}", env, sh.to_string(), to_string(d),
+  // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
+  // under the zero-mean probe alone are not reused.
+  return fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}|probe 2", env, sh.to_string(), to_string(d),
                      fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance);
 }
 
@@ -217,7 +219,7 @@ struct Tuner {
       };
       // The output the timed runs left, against the reference on the same operands.
       const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
-      auto rel_error = [&](const std::string&) { return probe->output_error(d); };
+      auto rel_error = [&](const std::string& name) { return probe->worst_error(conv2d_algo(d, name)); };
       if (!reference && names.size() > 1)
         spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
                      sh.to_string());

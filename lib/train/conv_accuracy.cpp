@@ -1,6 +1,7 @@
 // Convolution accuracy against a trusted reference (see conv_accuracy.h).
 #include "train/conv_accuracy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -54,11 +55,13 @@ void fill_nan(Tensor& t) {
 ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed) : m_ctx(ctx), m_sh(sh) {
   const Device dev = ctx.device;
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
-  m_hx = normal_values(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
+  m_hxs[0] = normal_values(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
+  m_hxs[1] = m_hxs[0];
+  for (float& f : m_hxs[1]) f = std::max(f, 0.0f);
   m_hw = normal_values(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
   m_hb = normal_values(sh.K, 1.0f, seed * 4 + 2);
   m_hdy = normal_values(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3);
-  m_x = upload(m_hx, Shape{sh.N, sh.C, sh.H, sh.W}, dev);
+  for (int i = 0; i < kInputSets; ++i) m_xs[i] = upload(m_hxs[i], Shape{sh.N, sh.C, sh.H, sh.W}, dev);
   m_w = upload(m_hw, Shape{sh.weight_numel()}, dev);
   m_b = upload(m_hb, Shape{sh.K}, dev);
   m_dy = upload(m_hdy, Shape{sh.N, sh.K, sh.P, sh.Q}, dev);
@@ -71,10 +74,10 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 ConvOperands ConvProbe::operands(ConvDir d) {
   ConvOperands op;
   if (d == ConvDir::forward)
-    op.x = m_x.data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
+    op.x = m_xs[m_set].data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
   if (d == ConvDir::backward_data) op.w = m_w.data(), op.dy = m_dy.data(), op.dx = m_dx.data();
   if (d == ConvDir::backward_filter)
-    op.x = m_x.data(), op.dy = m_dy.data(), op.dw = m_dw.data(), op.db = m_sh.has_bias ? m_db.data() : nullptr;
+    op.x = m_xs[m_set].data(), op.dy = m_dy.data(), op.dw = m_dw.data(), op.db = m_sh.has_bias ? m_db.data() : nullptr;
   return op;
 }
 
@@ -109,14 +112,14 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
 }
 
 const std::vector<float>& ConvProbe::reference(ConvDir d) {
-  std::optional<std::vector<float>>& slot = m_ref[size_t(d)];
+  std::optional<std::vector<float>>& slot = m_ref[m_set][size_t(d)];
   if (slot) return *slot;
   const std::optional<std::string> name = reference_name(d);
   CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
   if (m_ctx.device == Device::cpu) {
     const Conv2dShape& sh = m_sh;
     auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
-    const std::vector<double> x = dbl(m_hx), w = dbl(m_hw), b = dbl(m_hb), dy = dbl(m_hdy);
+    const std::vector<double> x = dbl(m_hxs[m_set]), w = dbl(m_hw), b = dbl(m_hb), dy = dbl(m_hdy);
     std::vector<double> out;
     if (d == ConvDir::forward) {
       out.resize(size_t(sh.N * sh.K * sh.P * sh.Q));
@@ -144,11 +147,46 @@ double ConvProbe::output_error(ConvDir d) {
   return relative_l2(got, reference(d));
 }
 
+void ConvProbe::use_input_set(int set) {
+  CNN_CHECK(set >= 0 && set < kInputSets, "conv accuracy: input set {} (there are {})", set, kInputSets);
+  m_set = set;
+}
+
+static bool reads_x(ConvDir d) { return d != ConvDir::backward_data; }
+
+// Runs `a` on input sets [first, last) and returns the largest error (NaN as soon as one is NaN).
+double ConvProbe::errors_on_sets(const ConvAlgo& a, int first, int last) {
+  double worst = 0;
+  try {
+    for (int set = first; set < last; ++set) {
+      use_input_set(set);
+      reference(a.dir);
+      poison(a.dir);
+      a.run(m_ctx, m_sh, operands(a.dir));
+      const double e = output_error(a.dir);
+      if (std::isnan(e)) {
+        worst = e;
+        break;
+      }
+      worst = std::max(worst, e);
+    }
+  } catch (...) {
+    use_input_set(0);
+    throw;
+  }
+  use_input_set(0);
+  return worst;
+}
+
 double ConvProbe::run_and_compare(const ConvAlgo& a) {
-  reference(a.dir);
-  poison(a.dir);
-  a.run(m_ctx, m_sh, operands(a.dir));
-  return output_error(a.dir);
+  return errors_on_sets(a, 0, reads_x(a.dir) ? kInputSets : 1);
+}
+
+double ConvProbe::worst_error(const ConvAlgo& a) {
+  use_input_set(0);
+  const double e = output_error(a.dir);
+  if (std::isnan(e) || !reads_x(a.dir)) return e;
+  return std::max(e, errors_on_sets(a, 1, kInputSets));
 }
 
 }  // namespace cnn

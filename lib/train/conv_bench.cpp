@@ -66,7 +66,7 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
         probe->poison(d);
         r.ms = median_ms(ctx, warmup, repeats, [&] { a.run(ctx, sh, op); });
         // What the timed runs left, against the reference on the same operands.
-        if (probe->reference_name(d)) r.rel_err = probe->output_error(d);
+        if (probe->reference_name(d)) r.rel_err = probe->worst_error(a);
         r.tflops = sh.flops_forward() / (r.ms * 1e-3) / 1e12;
         r.peak_share = peak > 0 ? r.tflops / peak : 0;
       } catch (const std::exception& e) {

@@ -266,7 +266,7 @@ TEST_CASE("autotune tolerance comes from CNN_AUTOTUNE_TOLERANCE and is part of t
   const std::string k1 = autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4);
   const std::string k2 = autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-3);
   CHECK(k1 != k2);
-  CHECK(k1.find("|tol 0.0001") != std::string::npos);
+  CHECK(k1.find("|tol 0.0001|probe 2") != std::string::npos);
   // A cached decision under another tolerance is not reused.
   AutotuneCache cache("");
   cache.put(k2, TuneRecord{"b", 0.5, "a", 2.0});
@@ -307,6 +307,29 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   CHECK(std::isnan(probe.run_and_compare(idle)));
   // Backward filter compares dw and db together.
   CHECK(probe.output(ConvDir::backward_filter).size() == size_t(sh.weight_numel() + sh.K));
+
+  // The second input set is a ReLU's output: an algorithm that is exact on zero-mean x but 2% off
+  // when x is non-negative (as transforms lose digits to a large mean) is measured by its worse set,
+  // both by run_and_compare and by worst_error after runs on the zero-mean operands.
+  ConvAlgo biased = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm");
+  auto exact = biased.run;
+  biased.run = [exact](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
+    exact(c, s, op);
+    bool nonnegative = true;
+    for (int64_t i = 0; i < s.N * s.C * s.H * s.W; ++i) nonnegative = nonnegative && op.x[i] >= 0;
+    if (nonnegative)
+      for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y[i] *= 1.02f;
+  };
+  CHECK(probe.run_and_compare(biased) == Approx(0.02).epsilon(1e-3));
+  probe.poison(ConvDir::forward);
+  biased.run(ctx, sh, probe.operands(ConvDir::forward));  // the zero-mean set (after every call)
+  CHECK(probe.output_error(ConvDir::forward) < 1e-6);
+  CHECK(probe.worst_error(biased) == Approx(0.02).epsilon(1e-3));
+  // backward_data does not read x: one set, and worst_error is the error already there.
+  ConvAlgo bd = conv2d_algo(ConvDir::backward_data, "cpu:im2col_gemm");
+  probe.poison(ConvDir::backward_data);
+  bd.run(ctx, sh, probe.operands(ConvDir::backward_data));
+  CHECK(probe.worst_error(bd) < 1e-6);
 }
 
 TEST_CASE("a rank that does not tune takes every decision from the share hook, as rank 0 made them", "[cpu]") {
