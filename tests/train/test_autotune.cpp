@@ -308,9 +308,9 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   // Backward filter compares dw and db together.
   CHECK(probe.output(ConvDir::backward_filter).size() == size_t(sh.weight_numel() + sh.K));
 
-  // The second input set is a ReLU's output: an algorithm that is exact on zero-mean x but 2% off
-  // when x is non-negative (as transforms lose digits to a large mean) is measured by its worse set,
-  // both by run_and_compare and by worst_error after runs on the zero-mean operands.
+  // Set 1's x is a ReLU's output: an algorithm that is exact on zero-mean x but 2% off when x is
+  // non-negative is measured by its worse set, both by run_and_compare and by worst_error after
+  // runs on the zero-mean operands.
   ConvAlgo biased = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm");
   auto exact = biased.run;
   biased.run = [exact](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
@@ -325,11 +325,34 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   biased.run(ctx, sh, probe.operands(ConvDir::forward));  // the zero-mean set (after every call)
   CHECK(probe.output_error(ConvDir::forward) < 1e-6);
   CHECK(probe.worst_error(biased) == Approx(0.02).epsilon(1e-3));
-  // backward_data does not read x: one set, and worst_error is the error already there.
   ConvAlgo bd = conv2d_algo(ConvDir::backward_data, "cpu:im2col_gemm");
   probe.poison(ConvDir::backward_data);
   bd.run(ctx, sh, probe.operands(ConvDir::backward_data));
   CHECK(probe.worst_error(bd) < 1e-6);
+
+  // Set 1's dy is what a batchnorm after the conv hands down: per channel zero-mean, orthogonal to
+  // the conv output of set 1's x, and small (2^-17 of N(0,1)).
+  probe.use_input_set(1);
+  const ConvOperands fwd = probe.operands(ConvDir::forward);
+  std::vector<float> y(size_t(sh.N * sh.K * sh.P * sh.Q));
+  ConvOperands into = fwd;
+  into.y = y.data();
+  conv2d_algo(ConvDir::forward, "cpu:im2col_gemm").run(ctx, sh, into);
+  const float* dy = probe.operands(ConvDir::backward_filter).dy;
+  const int64_t PQ = sh.P * sh.Q;
+  for (int64_t k = 0; k < sh.K; ++k) {
+    double sum = 0, dot = 0, abs_sum = 0, y_norm = 0;
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int64_t i = 0; i < PQ; ++i) {
+        const size_t at = size_t((n * sh.K + k) * PQ + i);
+        sum += dy[at], dot += double(dy[at]) * y[at], abs_sum += std::fabs(dy[at]), y_norm += double(y[at]) * y[at];
+      }
+    CHECK(abs_sum > 0);
+    CHECK(abs_sum / double(sh.N * PQ) < 1e-4);
+    CHECK(std::fabs(sum) < 1e-5 * abs_sum);
+    CHECK(std::fabs(dot) < 1e-4 * abs_sum * std::sqrt(y_norm));
+  }
+  probe.use_input_set(0);
 }
 
 TEST_CASE("a rank that does not tune takes every decision from the share hook, as rank 0 made them", "[cpu]") {
