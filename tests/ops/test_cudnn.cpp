@@ -161,17 +161,18 @@ TEST_CASE("cudnn conv2d with the heuristic choice matches the cpu reference", "[
   }
 }
 
-// Measured on an H200, cuDNN 9.14: winograd_nonfused is 0.5%-7% off on these shapes in every
-// direction; the rule in conv2d_cudnn.cpp refuses it, by name and in the heuristic's choice (the
-// heuristic test above runs these shapes too).
-TEST_CASE("cudnn winograd_nonfused is refused on filters larger than 3x3 in every direction", "[gpu][cudnn]") {
+// Measured on an H200, cuDNN 9.14: winograd_nonfused is 0.5%-7% off on the 5x5 shapes in every
+// direction, and on 3x3 it cost a fer_cnn step's gradients 2.5e-3-5.6e-3; the rule in
+// conv2d_cudnn.cpp refuses it, by name and in the heuristic's choice (the heuristic test above runs
+// these shapes too).
+TEST_CASE("cudnn winograd_nonfused is refused in every direction, 3x3 filters included", "[gpu][cudnn]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   const ExecContext& ctx = cuda.ctx();
   int refused = 0;
   for (const Conv2dShape& sh :
        {Conv2dShape::make(3, 6, 10, 9, 4, 5, 5, 1, 1, 2, 2), Conv2dShape::make(2, 1, 13, 13, 4, 5, 5, 1, 1, 2, 2),
-        Conv2dShape::make(4, 1, 20, 20, 8, 5, 5)}) {
+        Conv2dShape::make(4, 1, 20, 20, 8, 5, 5), Conv2dShape::make(2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1)}) {
     const ConvReference r(sh, 700);
     DeviceFloats x(r.x), w(r.w), b(r.b), dy(r.dy),
         y = DeviceFloats::poisoned(int64_t(r.y.size())), dx = DeviceFloats::poisoned(int64_t(r.x.size())),
@@ -192,7 +193,7 @@ TEST_CASE("cudnn winograd_nonfused is refused on filters larger than 3x3 in ever
     CHECK(std::isnan(dx.get()[0]));
     CHECK(std::isnan(dw.get()[0]));
   }
-  CHECK(refused == 9);
+  CHECK(refused == 12);
 }
 
 TEST_CASE("cudnn conv2d in deterministic mode repeats bitwise", "[gpu][cudnn]") {

@@ -43,7 +43,8 @@ TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinis
   CHECK(nondeterministic[ConvDir::backward_data] == std::set<std::string>{"cudnn:algo_0"});
   CHECK(nondeterministic[ConvDir::backward_filter] == std::set<std::string>{"cudnn:algo_0", "cudnn:algo_3"});
   // Measured on an H200 (cuDNN 9.14): winograd_nonfused is 0.5%-7% off on 5x5 filters in every
-  // direction, so filters larger than 3x3 are refused to it and to it alone.
+  // direction, and on 3x3 filters it left a fer_cnn step's gradients 2.5e-3-5.6e-3 from float64
+  // (PyTorch 5e-6-6e-4), so it is refused on every shape, and it alone.
   const Conv2dShape small[] = {Conv2dShape::make(2, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1),
                                Conv2dShape::make(2, 16, 7, 7, 8, 1, 1),
                                Conv2dShape::make(2, 3, 8, 11, 6, 2, 3, 1, 1, 1, 1)};
@@ -53,7 +54,7 @@ TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinis
   for (const ConvAlgo& a : algos) {
     INFO(a.name << " " << to_string(a.dir));
     const bool nonfused = a.name == "cudnn:winograd_nonfused";
-    for (const Conv2dShape& sh : small) CHECK(conv2d_cudnn_algo_accurate(a.dir, a.name, sh));
+    for (const Conv2dShape& sh : small) CHECK(conv2d_cudnn_algo_accurate(a.dir, a.name, sh) == !nonfused);
     for (const Conv2dShape& sh : large) CHECK(conv2d_cudnn_algo_accurate(a.dir, a.name, sh) == !nonfused);
   }
   CHECK_THROWS_AS(conv2d_cudnn_algo_accurate(ConvDir::forward, "cudnn:algo_0", small[0]), Error);
