@@ -1,13 +1,17 @@
 // FFT convolution on CUDA (Mathieu, Henaff & LeCun, "Fast Training of Convolutional Networks
 // through FFTs", 2014): zero-pad operands to Lh x Lw >= the padded input (sizes of 2, 3, 5, 7 only),
-// real-to-complex 2-D cuFFT, a per-frequency complex matrix product summed over the contracted
-// channel, inverse FFT, crop and scale by 1 / (Lh Lw). Stride 1, dilation 1, groups 1, any padding.
-// Spectra are stored frequency-major, (F, planes): cuFFT writes and reads them with stride
-// `planes` (its advanced layout), so at each frequency the operands are plain row-major matrices
-// and the products are one cublasCgemmStridedBatched over the F frequencies (FP32 FMA, no Gauss
-// 3M trick: the 3-multiplication form loses digits). A first version summed the products in our
-// own kernel over (planes, F) spectra, one frequency per thread: it reused nothing between threads
-// and ran 3-5x behind cuDNN's FFTs on the 7x7 and 9x9 layers of the study.
+// real-to-complex 2-D cuFFT, a per-frequency complex product summed over the contracted channel,
+// inverse FFT, crop and scale by 1 / (Lh Lw). Stride 1, dilation 1, groups 1, any padding.
+// The products, two ways (products_by_gemm):
+//  - channels >= kGemmMinChannels on both sides: spectra are transposed to frequency-major
+//    (F, planes), so each frequency's operands are plain row-major matrices, and one
+//    cublasCgemmStridedBatched over the F frequencies does them all (FP32 FMA; no Gauss 3M, which
+//    loses digits); the result is transposed back for the inverse FFT. Measured on an H200
+//    (L2: 64x64 planes, 2176 of them): cuFFT's own strided (frequency-major) layouts cost 3.5-4.8x
+//    its contiguous one (R2C 0.194 against 0.056 ms, C2R 0.272 against 0.057), a tiled transpose
+//    0.024 ms, so contiguous transforms plus transposes.
+//  - fewer channels (a 3-channel first layer): our kernel over (planes, F) spectra, one frequency
+//    per thread and 4 x 4 outputs each; a GEMM whose inner or outer size is 3 runs at 1 TFLOP/s.
 //   forward          Y(n,k) = sum_c X(n,c) conj(W(k,c))   (cross-correlation)   crop at (0, 0)
 //   backward_data    DX(n,c) = sum_k DY(n,k) W(k,c)       (full convolution)    crop at (pad_h, pad_w)
 //   backward_filter  DW(k,c) = sum_n conj(DY(n,k)) X(n,c)                       crop at (0, 0), R x S
@@ -42,6 +46,27 @@ using namespace conv2d_strategy_detail;
 
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;
+// Outputs per thread of the frequency product: kTA rows of A times kTB rows of B.
+constexpr int kTA = 4, kTB = 4;
+// Channel counts (C and K) from which the products go through cuBLAS (see the top of the file).
+constexpr int64_t kGemmMinChannels = 16;
+constexpr int kTransposeTile = 32, kTransposeRows = 8;
+
+// out (cols, rows) = in (rows, cols), complex, through a shared tile so both sides are coalesced.
+static __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
+    conv2d_fft_transpose_kernel(const float2* __restrict__ in, float2* __restrict__ out, int rows, int cols) {
+  __shared__ float2 tile[kTransposeTile][kTransposeTile + 1];
+  const int c0 = blockIdx.x * kTransposeTile, r0 = blockIdx.y * kTransposeTile;
+  for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
+    const int r = r0 + j, c = c0 + int(threadIdx.x);
+    if (r < rows && c < cols) tile[j][threadIdx.x] = in[int64_t(r) * cols + c];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
+    const int c = c0 + j, r = r0 + int(threadIdx.x);
+    if (r < rows && c < cols) out[int64_t(c) * rows + r] = tile[threadIdx.x][j];
+  }
+}
 
 // dst (batch, Lh, Lw) = src (batch, Hs, Ws) placed at (oh, ow), zeros elsewhere.
 static __global__ void conv2d_fft_pad_kernel(const float* __restrict__ src, float* __restrict__ dst, int64_t total,
@@ -65,6 +90,71 @@ static __global__ void conv2d_fft_crop_kernel(const float* __restrict__ src, flo
   }
 }
 
+struct ProductDims {
+  int na, nb, nj, F;               // out (na, nb, F) = sum over j of A (., ., F) * B (., ., F)
+  int64_t sa_a, sa_j, sb_b, sb_j;  // strides of A and B in units of F complex numbers
+  bool accumulate;                 // out += instead of out =
+};
+
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
+  return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+// One thread: one frequency, kTA x kTB outputs; lanes walk frequencies (coalesced 8-byte loads).
+// The sum over j runs in order, so the result is deterministic.
+template <bool kConjA, bool kConjB>
+static __global__ void __launch_bounds__(kThreads)
+    conv2d_fft_product_kernel(const ProductDims d, const float2* __restrict__ A, const float2* __restrict__ B,
+                              float2* __restrict__ out) {  // (na, nb, F)
+  const int f = blockIdx.x * blockDim.x + threadIdx.x;
+  if (f >= d.F) return;
+  const int blocks_b = (d.nb + kTB - 1) / kTB, blocks = ((d.na + kTA - 1) / kTA) * blocks_b;
+  for (int blk = blockIdx.y; blk < blocks; blk += gridDim.y) {
+    const int a0 = (blk / blocks_b) * kTA, b0 = (blk % blocks_b) * kTB;
+    float2 acc[kTA][kTB];
+#pragma unroll
+    for (int i = 0; i < kTA; ++i)
+#pragma unroll
+      for (int k = 0; k < kTB; ++k) acc[i][k] = make_float2(0.0f, 0.0f);
+    for (int j = 0; j < d.nj; ++j) {
+      float2 av[kTA], bv[kTB];
+#pragma unroll
+      for (int i = 0; i < kTA; ++i) {
+        const int a = min(a0 + i, d.na - 1);  // clamped rows are computed and not stored
+        av[i] = A[(a * d.sa_a + j * d.sa_j) * d.F + f];
+        if (kConjA) av[i].y = -av[i].y;
+      }
+#pragma unroll
+      for (int k = 0; k < kTB; ++k) {
+        const int b = min(b0 + k, d.nb - 1);
+        bv[k] = B[(b * d.sb_b + j * d.sb_j) * d.F + f];
+        if (kConjB) bv[k].y = -bv[k].y;
+      }
+#pragma unroll
+      for (int i = 0; i < kTA; ++i)
+#pragma unroll
+        for (int k = 0; k < kTB; ++k) {
+          const float2 p = cmul(av[i], bv[k]);
+          acc[i][k].x += p.x;
+          acc[i][k].y += p.y;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kTA; ++i)
+#pragma unroll
+      for (int k = 0; k < kTB; ++k) {
+        if (a0 + i >= d.na || b0 + k >= d.nb) continue;
+        float2* o = out + (int64_t(a0 + i) * d.nb + b0 + k) * d.F + f;
+        if (d.accumulate) {
+          const float2 prev = *o;
+          *o = make_float2(prev.x + acc[i][k].x, prev.y + acc[i][k].y);
+        } else {
+          *o = acc[i][k];
+        }
+      }
+  }
+}
+
 static void check_cufft(cufftResult status, const char* what) {
   if (status != CUFFT_SUCCESS) CNN_THROW("conv2d fft: {} failed with cufftResult {}", what, int(status));
 }
@@ -75,8 +165,7 @@ static bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// A 2-D cuFFT plan over `batch` contiguous Lh x Lw real planes and their frequency-major spectra
-// (F, batch), bound to one stream, planned without a
+// A 2-D cuFFT plan over `batch` contiguous Lh x Lw planes, bound to one stream, planned without a
 // work area (cufftSetAutoAllocation 0): each call lends it one from ctx.workspace. Should cuFFT want
 // more than the call reserved (the reserve is one complex spectrum per transformed plane, which we
 // expect to cover cuFFT's needs), the plan takes a buffer of its own once, on that first call.
@@ -86,16 +175,9 @@ class FftPlan {
     check_cufft(cufftCreate(&m_plan), "cufftCreate");
     try {  // the destructor does not run when the constructor throws
       check_cufft(cufftSetAutoAllocation(m_plan, 0), "cufftSetAutoAllocation");
-      int n[2] = {Lh, Lw}, real_embed[2] = {Lh, Lw}, spec_embed[2] = {Lh, Lw / 2 + 1};
-      // Real planes contiguous one after another; spectra interleaved: element f of plane b at f * batch + b.
-      if (type == CUFFT_R2C)
-        check_cufft(cufftMakePlanMany(m_plan, 2, n, real_embed, 1, Lh * Lw, spec_embed, batch, 1, type, batch,
-                                      &m_work_bytes),
-                    "cufftMakePlanMany");
-      else
-        check_cufft(cufftMakePlanMany(m_plan, 2, n, spec_embed, batch, 1, real_embed, 1, Lh * Lw, type, batch,
-                                      &m_work_bytes),
-                    "cufftMakePlanMany");
+      int n[2] = {Lh, Lw};
+      check_cufft(cufftMakePlanMany(m_plan, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, batch, &m_work_bytes),
+                  "cufftMakePlanMany");
       check_cufft(cufftSetStream(m_plan, stream), "cufftSetStream");
     } catch (...) {
       cufftDestroy(m_plan);
@@ -181,12 +263,14 @@ constexpr size_t kWorkSlackFloats = size_t(1) << 18;  // 1 MiB
 struct FftPlanDims {
   int Lh, Lw, F;  // F = Lh * (Lw / 2 + 1) complex numbers per spectrum
   int64_t nb;     // images per chunk
-  size_t real_floats, wf_floats, a_floats, b_floats, work_floats;
-  size_t total() const { return real_floats + wf_floats + a_floats + b_floats + work_floats; }
+  bool gemm;      // products through cuBLAS on frequency-major spectra (then t is the transpose buffer)
+  size_t real_floats, wf_floats, a_floats, b_floats, t_floats, work_floats;
+  size_t total() const { return real_floats + wf_floats + a_floats + b_floats + t_floats + work_floats; }
 };
 
 // Workspace: one real staging buffer (pad before and crop after the FFTs), the filter-side spectra
-// (K*C), per chunk the spectra of the C-channel and K-channel operands, and the cuFFT work area:
+// (K*C), per chunk the spectra of the C-channel and K-channel operands, with cuBLAS products a
+// transpose buffer as large as the largest transform's spectra, and the cuFFT work area:
 // one spectrum per plane of the largest transform plus kWorkSlackFloats (our reserve; cuFFT only
 // says how much it wants once a plan exists, and workspace_bytes runs without a GPU).
 static FftPlanDims plan_dims(const Conv2dShape& sh) {
@@ -195,11 +279,13 @@ static FftPlanDims plan_dims(const Conv2dShape& sh) {
   d.Lw = good_fft_size(sh.W + 2 * sh.pad_w);
   d.F = d.Lh * (d.Lw / 2 + 1);
   const int64_t plane = int64_t(d.Lh) * d.Lw, spec = 2 * int64_t(d.F);
-  d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * (plane + spec)));
+  d.gemm = std::min(sh.C, sh.K) >= kGemmMinChannels;
+  d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * (plane + (d.gemm ? 2 : 1) * spec)));
   d.real_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * plane));
   d.wf_floats = round_floats(size_t(sh.K * sh.C * spec));
   d.a_floats = round_floats(size_t(d.nb * sh.C * spec));
   d.b_floats = round_floats(size_t(d.nb * sh.K * spec));
+  d.t_floats = d.gemm ? round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * spec)) : 0;
   d.work_floats = round_floats(size_t(std::max(sh.K * sh.C, d.nb * std::max(sh.C, sh.K)) * spec) + kWorkSlackFloats);
   return d;
 }
@@ -226,12 +312,12 @@ class FftPlans {
  public:
   FftPlans(FftPlanCache& cache, const FftPlanDims& d, cudaStream_t stream, float* work)
       : m_cache(cache), m_d(d), m_stream(stream), m_work(work) {}
-  // real (batch, Lh, Lw) -> spectra (F, batch)
+  // real (batch, Lh, Lw) -> spectra (batch, F)
   void forward(const float* real, float* spec, int batch) {
     check_cufft(cufftExecR2C(get(batch, CUFFT_R2C), const_cast<float*>(real), reinterpret_cast<cufftComplex*>(spec)),
                 "cufftExecR2C");
   }
-  // spectra (F, batch) -> real (batch, Lh, Lw), unscaled; cuFFT may overwrite the spectra.
+  // spectra (batch, F) -> real (batch, Lh, Lw), unscaled; cuFFT may overwrite the spectra.
   void inverse(float* spec, float* real, int batch) {
     check_cufft(cufftExecC2R(get(batch, CUFFT_C2R), reinterpret_cast<cufftComplex*>(spec), real), "cufftExecC2R");
   }
@@ -247,14 +333,34 @@ class FftPlans {
   float* m_work;
 };
 
-// For every frequency f of F: C_f = op(A_f) op(B_f) (+ C_f when accumulate), column-major cuBLAS
-// terms, the matrices of frequency f at f * (rows * cols) in each frequency-major spectrum buffer.
+template <bool kConjA, bool kConjB>
+static void product(const ProductDims& p, const float* A, const float* B, float* out, cudaStream_t stream) {
+  const int64_t blocks = int64_t((p.na + kTA - 1) / kTA) * ((p.nb + kTB - 1) / kTB);
+  const dim3 grid(static_cast<unsigned>((p.F + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(blocks, kMaxGridY)));
+  conv2d_fft_product_kernel<kConjA, kConjB><<<grid, kThreads, 0, stream>>>(
+      p, reinterpret_cast<const float2*>(A), reinterpret_cast<const float2*>(B), reinterpret_cast<float2*>(out));
+  CUDA_CHECK_LAUNCH("conv2d_fft_product_kernel");
+}
+
+// out (F, planes) = in (planes, F), or back with the sizes swapped.
+static void transpose(const float* in, float* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const dim3 block(kTransposeTile, kTransposeRows);
+  const dim3 grid(unsigned((cols + kTransposeTile - 1) / kTransposeTile),
+                  unsigned((rows + kTransposeTile - 1) / kTransposeTile));
+  conv2d_fft_transpose_kernel<<<grid, block, 0, stream>>>(reinterpret_cast<const float2*>(in),
+                                                          reinterpret_cast<float2*>(out), int(rows), int(cols));
+  CUDA_CHECK_LAUNCH("conv2d_fft_transpose_kernel");
+}
+
+// For every frequency f of F: C_f = op(A_f) op(B_f) (+ C_f when accumulate), in cuBLAS's
+// column-major terms, frequency f's matrices at f * (their size) in frequency-major buffers.
 struct Gemm {
   cublasOperation_t op_a, op_b;
   int m, n, k, lda, ldb, ldc;
 };
-static void frequency_products(const ExecContext& ctx, const Gemm& g, int F, const float* A, const float* B, float* C,
-                               bool accumulate) {
+static void frequency_gemms(const ExecContext& ctx, const Gemm& g, int F, const float* A, const float* B, float* C,
+                            bool accumulate) {
   const cuComplex one = make_cuComplex(1.0f, 0.0f), beta = make_cuComplex(accumulate ? 1.0f : 0.0f, 0.0f);
   const int64_t size_a = int64_t(g.op_a == CUBLAS_OP_N ? g.k : g.m) * g.lda;
   const int64_t size_b = int64_t(g.op_b == CUBLAS_OP_N ? g.n : g.k) * g.ldb;
@@ -266,6 +372,60 @@ static void frequency_products(const ExecContext& ctx, const Gemm& g, int F, con
                "cublasCgemmStridedBatched (fft products)");
 }
 
+// The cuBLAS path (d.gemm): as run_fft's kernel path, with every spectrum the products read or
+// write transposed to frequency-major through t. At each frequency, row-major matrices W (K, C),
+// X (cnt, C), Y (cnt, K); in cuBLAS's column-major terms their transposes, so forward is
+// Y^T (K x cnt) = conj(W) X^T.
+static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op,
+                         const FftPlanDims& d, FftPlans& plans, float* real, float* wf, float* cspec, float* kspec,
+                         float* t) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const int C = int(sh.C), K = int(sh.K), H = int(sh.H), W = int(sh.W), P = int(sh.P), Q = int(sh.Q), F = d.F;
+  // real (planes) -> frequency-major spectra `to`, through t
+  auto transform = [&](const float* src, int planes, float* to) {
+    plans.forward(src, t, planes);
+    transpose(t, to, planes, F, stream);
+  };
+  // frequency-major spectra `from` (planes) -> real, through t (which C2R may overwrite)
+  auto inverse = [&](const float* from, int planes) {
+    transpose(from, t, F, planes, stream);
+    plans.inverse(t, real, planes);
+  };
+  if (dir != ConvDir::backward_filter) {
+    pad(op.w, real, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, stream);
+    transform(real, K * C, wf);
+  }
+  const bool x_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;  // no padded copy of x needed
+  for (int64_t n0 = 0; n0 < sh.N; n0 += d.nb) {
+    const int cnt = int(std::min<int64_t>(d.nb, sh.N - n0));
+    if (dir != ConvDir::backward_data) {
+      const float* x = op.x + n0 * C * H * W;
+      if (!x_fits) pad(x, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
+      transform(x_fits ? x : real, cnt * C, cspec);
+    }
+    if (dir != ConvDir::forward) {
+      pad(op.dy + n0 * K * P * Q, real, int64_t(cnt) * K, P, Q, d, 0, 0, stream);
+      transform(real, cnt * K, kspec);
+    }
+    if (dir == ConvDir::forward) {  // Y(n,k) = sum_c X(n,c) conj(W(k,c))
+      frequency_gemms(ctx, {CUBLAS_OP_C, CUBLAS_OP_N, K, cnt, C, C, C, K}, F, wf, cspec, kspec, false);
+      inverse(kspec, cnt * K);
+      crop(real, op.y + n0 * K * P * Q, int64_t(cnt) * K, P, Q, d, 0, 0, sh.has_bias ? op.b : nullptr, K, stream);
+    } else if (dir == ConvDir::backward_data) {  // DX(n,c) = sum_k DY(n,k) W(k,c)
+      frequency_gemms(ctx, {CUBLAS_OP_N, CUBLAS_OP_N, C, cnt, K, C, K, C}, F, wf, kspec, cspec, false);
+      inverse(cspec, cnt * C);
+      crop(real, op.dx + n0 * C * H * W, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, nullptr, 1, stream);
+    } else {  // DW(k,c) = sum_n conj(DY(n,k)) X(n,c), summed over the chunks
+      frequency_gemms(ctx, {CUBLAS_OP_N, CUBLAS_OP_C, C, K, cnt, C, K, C}, F, cspec, kspec, wf, n0 > 0);
+    }
+  }
+  if (dir == ConvDir::backward_filter) {
+    inverse(wf, K * C);
+    crop(real, op.dw, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, nullptr, 1, stream);
+    if (op.db) bias_grad(op.dy, op.db, sh.N, sh.K, sh.P * sh.Q, stream);
+  }
+}
+
 static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const FftPlanDims d = plan_dims(sh);
@@ -273,37 +433,35 @@ static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, 
   float* wf = real + d.real_floats;   // (K, C, F) filter spectra, or dW's in backward_filter
   float* cspec = wf + d.wf_floats;    // (nb, C, F) spectra of x or dx
   float* kspec = cspec + d.a_floats;  // (nb, K, F) spectra of y or dy
-  float* work = kspec + d.b_floats;   // cuFFT's work area
+  float* t = kspec + d.b_floats;      // transposes (cuBLAS path only)
+  float* work = t + d.t_floats;       // cuFFT's work area
   FftPlans plans(plan_cache(ctx), d, stream, work);
+  if (d.gemm) return run_fft_gemm(ctx, sh, dir, op, d, plans, real, wf, cspec, kspec, t);
   const int C = int(sh.C), K = int(sh.K), H = int(sh.H), W = int(sh.W), P = int(sh.P), Q = int(sh.Q);
-  // At each frequency, row-major (rows, cols) matrices: W (K, C), X (cnt, C), Y (cnt, K); in
-  // cuBLAS's column-major terms the transposes, so e.g. forward is Y^T (K x cnt) = conj(W) X^T.
   if (dir != ConvDir::backward_filter) {
     pad(op.w, real, sh.K * sh.C, int(sh.R), int(sh.S), d, 0, 0, stream);
     plans.forward(real, wf, K * C);
   }
-  const bool x_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;  // transform x in place of a padded copy
   for (int64_t n0 = 0; n0 < sh.N; n0 += d.nb) {
     const int cnt = int(std::min<int64_t>(d.nb, sh.N - n0));
     if (dir != ConvDir::backward_data) {
-      const float* x = op.x + n0 * C * H * W;
-      if (!x_fits) pad(x, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
-      plans.forward(x_fits ? x : real, cspec, cnt * C);
+      pad(op.x + n0 * C * H * W, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
+      plans.forward(real, cspec, cnt * C);
     }
     if (dir != ConvDir::forward) {
       pad(op.dy + n0 * K * P * Q, real, int64_t(cnt) * K, P, Q, d, 0, 0, stream);
       plans.forward(real, kspec, cnt * K);
     }
-    if (dir == ConvDir::forward) {  // Y(n,k) = sum_c X(n,c) conj(W(k,c))
-      frequency_products(ctx, {CUBLAS_OP_C, CUBLAS_OP_N, K, cnt, C, C, C, K}, d.F, wf, cspec, kspec, false);
+    if (dir == ConvDir::forward) {
+      product<false, true>({cnt, K, C, d.F, C, 1, C, 1, false}, cspec, wf, kspec, stream);
       plans.inverse(kspec, real, cnt * K);
       crop(real, op.y + n0 * K * P * Q, int64_t(cnt) * K, P, Q, d, 0, 0, sh.has_bias ? op.b : nullptr, K, stream);
-    } else if (dir == ConvDir::backward_data) {  // DX(n,c) = sum_k DY(n,k) W(k,c)
-      frequency_products(ctx, {CUBLAS_OP_N, CUBLAS_OP_N, C, cnt, K, C, K, C}, d.F, wf, kspec, cspec, false);
+    } else if (dir == ConvDir::backward_data) {
+      product<false, false>({cnt, C, K, d.F, K, 1, 1, C, false}, kspec, wf, cspec, stream);
       plans.inverse(cspec, real, cnt * C);
       crop(real, op.dx + n0 * C * H * W, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, nullptr, 1, stream);
-    } else {  // DW(k,c) = sum_n conj(DY(n,k)) X(n,c), summed over the chunks
-      frequency_products(ctx, {CUBLAS_OP_N, CUBLAS_OP_C, C, K, cnt, C, K, C}, d.F, cspec, kspec, wf, n0 > 0);
+    } else {
+      product<true, false>({K, C, cnt, d.F, 1, K, 1, C, n0 > 0}, kspec, cspec, wf, stream);
     }
   }
   if (dir == ConvDir::backward_filter) {

@@ -269,6 +269,7 @@ TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[
       {kWinograd, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},  // 16*16*362*363 floats a tile set
       {kIm2col, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},    // 8*9*723*725 column floats
       {kFft, Conv2dShape::make(12, 4, 725, 723, 4, 5, 5, 1, 1, 2, 2)},      // ~8.5M floats an image: chunks of 7
+      {kFft, Conv2dShape::make(4, 16, 500, 500, 16, 3, 3, 1, 1, 1, 1)},     // cuBLAS products, ~20M floats: 3 + 1
   };
   for (const Case& c : cases) {
     INFO(fmt::format("{}: {}", c.s.name, c.sh.to_string()));
