@@ -125,13 +125,14 @@ static __global__ void __launch_bounds__(256, 2)
 
 constexpr int kDirectKChunk = 16;  // filters per forward block, sharing the block's input taps
 
-// One thread per output pixel for kDirectKChunk filters of one group: the pixel's taps are read
-// once into registers, the filters sit in shared memory.
+// One thread per output pixel for kDirectKChunk filters of one group: the pixel's taps (the
+// group's Cg input channels x R x S, at most kMaxTaps) are read once into registers, the filters
+// sit in shared memory.
 template <int kMaxTaps>
 static __global__ void __launch_bounds__(256)
     conv2d_forward_direct_kernel(const DirectParams p,
                                  const float* __restrict__ x,  // (N, C, H, W)
-                                 const float* __restrict__ w,  // (K, 1, R, S)
+                                 const float* __restrict__ w,  // (K, Cg, R, S)
                                  const float* __restrict__ b,  // (K) or null
                                  float* __restrict__ y) {      // (N, K, P, Q)
   __shared__ float ws[kDirectKChunk * kMaxTaps];
@@ -142,28 +143,32 @@ static __global__ void __launch_bounds__(256)
   for (int ng = blockIdx.y; ng < d.N * d.groups; ng += gridDim.y) {
     const int n = ng / d.groups, g = ng % d.groups, k0 = g * d.Kg + k_begin;
     __syncthreads();  // the previous image's filters are no longer read
-    for (int i = threadIdx.x; i < k_count * d.RS; i += 256) ws[(i / d.RS) * kMaxTaps + i % d.RS] = w[k0 * d.RS + i];
+    for (int i = threadIdx.x; i < k_count * d.Crs; i += 256)
+      ws[(i / d.Crs) * kMaxTaps + i % d.Crs] = w[k0 * d.Crs + i];
     if (int(threadIdx.x) < k_count) bs[threadIdx.x] = p.has_bias ? b[k0 + threadIdx.x] : 0.0f;
     __syncthreads();
     if (pq >= d.PQ) continue;
     int pp, qq;
     p.div_q.divmod(pq, pp, qq);
     const int h0 = pp * d.stride_h - d.pad_h, w0 = qq * d.stride_w - d.pad_w;
-    const float* xp = x + (n * d.C + g) * d.HW;
+    const float* xp = x + (int64_t(n) * d.C + g * d.Cg) * d.HW;  // the group's first channel
     float xv[kMaxTaps];
     int r = 0, s = 0;
 #pragma unroll
-    for (int t = 0; t < kMaxTaps; ++t) {
+    for (int t = 0; t < kMaxTaps; ++t) {  // tap t = (ci, r, s), ci advancing xp a plane at a time
       const int ih = h0 + r * d.dil_h, iw = w0 + s * d.dil_w;
-      xv[t] = (t < d.RS && unsigned(ih) < unsigned(d.H) && unsigned(iw) < unsigned(d.W)) ? __ldg(xp + ih * d.W + iw)
-                                                                                          : 0.0f;
-      if (++s == d.S) s = 0, ++r;
+      xv[t] = (t < d.Crs && unsigned(ih) < unsigned(d.H) && unsigned(iw) < unsigned(d.W)) ? __ldg(xp + ih * d.W + iw)
+                                                                                           : 0.0f;
+      if (++s == d.S) {
+        s = 0;
+        if (++r == d.R) r = 0, xp += d.HW;
+      }
     }
     for (int kc = 0; kc < k_count; ++kc) {
       float acc = bs[kc];
 #pragma unroll
       for (int t = 0; t < kMaxTaps; ++t)
-        if (t < d.RS) acc = fmaf(ws[kc * kMaxTaps + t], xv[t], acc);
+        if (t < d.Crs) acc = fmaf(ws[kc * kMaxTaps + t], xv[t], acc);
       y[(n * d.K + k0 + kc) * d.PQ + pq] = acc;
     }
   }
@@ -173,7 +178,7 @@ static __global__ void __launch_bounds__(256)
 // (rows where (h + pad_h - r*dil_h) is a non-negative multiple of the stride inside P).
 static __global__ void __launch_bounds__(256)
     conv2d_backward_data_direct_kernel(const DirectParams p,
-                                       const float* __restrict__ w,   // (K, 1, R, S)
+                                       const float* __restrict__ w,   // (K, Cg, R, S)
                                        const float* __restrict__ dy,  // (N, K, P, Q)
                                        float* __restrict__ dx) {      // (N, C, H, W)
   const ConvDims& d = p.d;
@@ -182,9 +187,9 @@ static __global__ void __launch_bounds__(256)
   int h, ww;
   p.div_w.divmod(hw, h, ww);
   for (int nc = blockIdx.y; nc < d.N * d.C; nc += gridDim.y) {
-    const int n = nc / d.C, g = nc % d.C;  // C == groups
-    const float* dyn = dy + (n * d.K + g * d.Kg) * d.PQ;
-    const float* wg = w + g * d.Kg * d.RS;
+    const int n = nc / d.C, c = nc % d.C, g = c / d.Cg;
+    const float* dyn = dy + (int64_t(n) * d.K + g * d.Kg) * d.PQ;
+    const float* wg = w + (g * d.Kg * d.Cg + c % d.Cg) * d.RS;  // filter kc's plane for c at kc * Crs
     float acc = 0.0f;
     for (int r = 0; r < d.R; ++r) {
       const int hp = h + d.pad_h - r * d.dil_h;
@@ -196,21 +201,21 @@ static __global__ void __launch_bounds__(256)
         if (wq < 0) break;
         if (wq % d.stride_w != 0 || wq / d.stride_w >= d.Q) continue;
         const int off = pp * d.Q + wq / d.stride_w, tap = r * d.S + s;
-        for (int kc = 0; kc < d.Kg; ++kc) acc = fmaf(__ldg(wg + kc * d.RS + tap), __ldg(dyn + kc * d.PQ + off), acc);
+        for (int kc = 0; kc < d.Kg; ++kc) acc = fmaf(__ldg(wg + kc * d.Crs + tap), __ldg(dyn + kc * d.PQ + off), acc);
       }
     }
     dx[nc * d.HW + hw] = acc;
   }
 }
 
-// Block (k, split): the partial dw[k, 0, r, s] over its run of N*P*Q, every tap in a register;
-// reduced in the block in a fixed order into out (splits, K, R, S).
+// Block (k, split): the partial dw[k, ci, r, s] over its run of N*P*Q, every tap (Cg x R x S) in a
+// register; reduced in the block in a fixed order into out (splits, K, Cg, R, S).
 template <int kMaxTaps>
 static __global__ void __launch_bounds__(256)
     conv2d_backward_filter_direct_kernel(const DirectParams p, int chunk,
                                          const float* __restrict__ x,   // (N, C, H, W)
                                          const float* __restrict__ dy,  // (N, K, P, Q)
-                                         float* __restrict__ out) {     // (splits, K, 1, R, S)
+                                         float* __restrict__ out) {     // (splits, K, Cg, R, S)
   __shared__ float scratch[8 * kMaxTaps];
   const ConvDims& d = p.d;
   const int k = blockIdx.x, split = blockIdx.y, g = k / d.Kg;
@@ -223,30 +228,33 @@ static __global__ void __launch_bounds__(256)
     p.div_pq.divmod(e, n, pq);
     p.div_q.divmod(pq, pp, qq);
     const float gv = __ldg(dy + (n * d.K + k) * d.PQ + pq);
-    const float* xp = x + (n * d.C + g) * d.HW;
+    const float* xp = x + (int64_t(n) * d.C + g * d.Cg) * d.HW;
     const int h0 = pp * d.stride_h - d.pad_h, w0 = qq * d.stride_w - d.pad_w;
     int r = 0, s = 0;
 #pragma unroll
     for (int t = 0; t < kMaxTaps; ++t) {
       const int ih = h0 + r * d.dil_h, iw = w0 + s * d.dil_w;
-      if (t < d.RS && unsigned(ih) < unsigned(d.H) && unsigned(iw) < unsigned(d.W))
+      if (t < d.Crs && unsigned(ih) < unsigned(d.H) && unsigned(iw) < unsigned(d.W))
         acc[t] = fmaf(gv, __ldg(xp + ih * d.W + iw), acc[t]);
-      if (++s == d.S) s = 0, ++r;
+      if (++s == d.S) {
+        s = 0;
+        if (++r == d.R) r = 0, xp += d.HW;
+      }
     }
   }
 #pragma unroll
   for (int t = 0; t < kMaxTaps; ++t) {
-    if (t >= d.RS) break;
+    if (t >= d.Crs) break;
     float v = acc[t];
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
     if (threadIdx.x % 32 == 0) scratch[(threadIdx.x / 32) * kMaxTaps + t] = v;
   }
   __syncthreads();
-  if (int(threadIdx.x) < d.RS) {
+  if (int(threadIdx.x) < d.Crs) {
     float total = 0.0f;
     for (int wv = 0; wv < 8; ++wv) total += scratch[wv * kMaxTaps + threadIdx.x];
-    out[(split * d.K + k) * d.RS + threadIdx.x] = total;
+    out[(int64_t(split) * d.K + k) * d.Crs + threadIdx.x] = total;
   }
 }
 
@@ -290,7 +298,15 @@ static __global__ void __launch_bounds__(256)
 constexpr int64_t kTargetBlocks = 264;
 // Tensors stay below 2^30 elements so that int32 index sums with padding offsets cannot overflow.
 constexpr int64_t kMaxElements = int64_t(1) << 30;
-constexpr int kDirectMaxTaps = 25;
+// Taps of one filter (input channels per group x R x S) the direct kernels hold in registers.
+// 81 takes mini_xception's small dense layers (8 channels x 3x3, 1x1 up to 64 channels), where a
+// 64-row GEMM tile computes 8 useful rows.
+constexpr int kDirectMidTaps = 25, kDirectMaxTaps = 81;
+// The plain path (conv2d_forward_cuda without an autotuner) keeps the direct kernels for what they
+// were first measured on: one input channel per filter and at most 25 taps.
+static bool direct_is_default(const Conv2dShape& sh) {
+  return sh.groups >= 1 && sh.C == sh.groups && sh.R * sh.S <= kDirectMidTaps;
+}
 // Reduction elements per split of a filter gradient. 512 left mini_xception's 1x1 layers at batch
 // 32 (128x128 filters, N*P*Q = 1152: one 128x128 tile) with 2 blocks and 33-43 us backward filter
 // passes; 64 gives them 18, and the partial sums cost splits x K*C floats, a few MB at most here.
@@ -513,8 +529,10 @@ static void forward_direct(const Conv2dShape& sh, const float* x, const float* w
   const DirectParams p = direct_params(sh);
   const dim3 grid(unsigned(ceil_div(p.d.PQ, 256)), unsigned(std::min<int64_t>(sh.N * sh.groups, 65535)),
                   unsigned(ceil_div(p.d.Kg, kDirectKChunk)));
-  if (p.d.RS <= 9)
+  if (p.d.Crs <= 9)
     conv2d_forward_direct_kernel<9><<<grid, 256, 0, stream>>>(p, x, w, b, y);
+  else if (p.d.Crs <= kDirectMidTaps)
+    conv2d_forward_direct_kernel<kDirectMidTaps><<<grid, 256, 0, stream>>>(p, x, w, b, y);
   else
     conv2d_forward_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, x, w, b, y);
   CUDA_CHECK_LAUNCH("conv2d_forward_direct_kernel");
@@ -539,8 +557,10 @@ static void filter_direct(const Conv2dShape& sh, const SplitPlan& plan, const fl
   const DirectParams p = direct_params(sh);
   float* out = plan.splits > 1 ? parts : dw;
   const dim3 grid(unsigned(sh.K), unsigned(plan.splits));
-  if (p.d.RS <= 9)
+  if (p.d.Crs <= 9)
     conv2d_backward_filter_direct_kernel<9><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
+  else if (p.d.Crs <= kDirectMidTaps)
+    conv2d_backward_filter_direct_kernel<kDirectMidTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
   else
     conv2d_backward_filter_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_direct_kernel");
@@ -556,7 +576,7 @@ bool conv2d_cuda_implicit_gemm_can_implement(const Conv2dShape& sh) {
 
 bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh) {
   if (sh.groups < 1 || sh.C % sh.groups != 0 || sh.K % sh.groups != 0) return false;
-  return sh.C / sh.groups == 1 && sh.R * sh.S <= kDirectMaxTaps && fits_int32(sh) &&
+  return sh.C / sh.groups * sh.R * sh.S <= kDirectMaxTaps && fits_int32(sh) &&
          ceil_div(sh.K / sh.groups, kDirectKChunk) <= 65535;
 }
 
@@ -607,7 +627,8 @@ void conv2d_forward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, c
                                 const float* b, float* y) {
   check_shape(sh, "direct");
   CNN_CHECK(conv2d_cuda_direct_can_implement(sh),
-            "conv2d cuda direct needs one input channel per filter and at most {} taps, got {}", kDirectMaxTaps,
+            "conv2d cuda direct needs at most {} taps a filter (input channels per group x R x S), got {}",
+            kDirectMaxTaps,
             sh.to_string());
   check_operands(sh, "direct", b);
   forward_direct(sh, x, w, b, y, static_cast<cudaStream_t>(ctx.cuda_stream));
@@ -617,7 +638,8 @@ void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, 
                                  const float* dy, float* dx, float* dw, float* db) {
   check_shape(sh, "direct");
   CNN_CHECK(conv2d_cuda_direct_can_implement(sh),
-            "conv2d cuda direct needs one input channel per filter and at most {} taps, got {}", kDirectMaxTaps,
+            "conv2d cuda direct needs at most {} taps a filter (input channels per group x R x S), got {}",
+            kDirectMaxTaps,
             sh.to_string());
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const SplitPlan fplan = plan_filter_direct(sh), bplan = plan_bias(sh);
@@ -633,7 +655,7 @@ void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, 
 // GEMM would have a reduction of only R*S there), implicit GEMM everywhere else.
 void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
                          float* y) {
-  if (conv2d_cuda_direct_can_implement(sh))
+  if (direct_is_default(sh) && conv2d_cuda_direct_can_implement(sh))
     conv2d_forward_cuda_direct(ctx, sh, x, w, b, y);
   else
     conv2d_forward_cuda_implicit_gemm(ctx, sh, x, w, b, y);
@@ -641,7 +663,7 @@ void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const fl
 
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                           const float* dy, float* dx, float* dw, float* db) {
-  if (conv2d_cuda_direct_can_implement(sh))
+  if (direct_is_default(sh) && conv2d_cuda_direct_can_implement(sh))
     conv2d_backward_cuda_direct(ctx, sh, x, w, dy, dx, dw, db);
   else
     conv2d_backward_cuda_implicit_gemm(ctx, sh, x, w, dy, dx, dw, db);

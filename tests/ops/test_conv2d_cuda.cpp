@@ -192,6 +192,8 @@ TEST_CASE("conv2d cuda strategies match the cpu reference on larger shapes", "[g
       Conv2dShape::make(8, 64, 24, 24, 64, 5, 5, 2, 2, 2, 2, 1, 1, 64),  // depthwise 5x5 stride 2
       Conv2dShape::make(8, 1, 48, 48, 64, 3, 3, 1, 1, 1, 1),          // first layer
       Conv2dShape::make(8, 3, 48, 47, 20, 3, 3, 1, 1, 1, 1),          // 64x128 tiles, 27-long reduction
+      Conv2dShape::make(8, 8, 46, 46, 8, 3, 3),                       // direct with 72 taps (mini_xception conv2)
+      Conv2dShape::make(8, 64, 12, 12, 40, 1, 1, 2, 2),               // direct 1x1, 64 taps, K past a chunk
   };
   for (const Conv2dShape& sh : shapes) {
     const Reference r(sh, 5, true);
@@ -248,12 +250,14 @@ TEST_CASE("conv2d cuda strategies repeat bit for bit", "[gpu]") {
 TEST_CASE("conv2d cuda strategies reject what they cannot run", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  const Conv2dShape dense = Conv2dShape::make(1, 4, 8, 8, 4, 3, 3);
+  const Conv2dShape dense = Conv2dShape::make(1, 16, 8, 8, 4, 3, 3);  // 16 x 3 x 3 = 144 taps a filter
   CHECK_FALSE(conv2d_cuda_direct_can_implement(dense));
   CHECK(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 4, 8, 8, 8, 3, 3, 1, 1, 0, 0, 1, 1, 4)));
-  CHECK_FALSE(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 1, 16, 16, 4, 7, 7)));  // 49 taps
+  CHECK(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 9, 8, 8, 4, 3, 3)));    // 81 taps
+  CHECK(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 64, 8, 8, 4, 1, 1)));   // 64 taps
+  CHECK_FALSE(conv2d_cuda_direct_can_implement(Conv2dShape::make(1, 1, 16, 16, 4, 11, 11)));  // 121 taps
   CHECK(conv2d_cuda_implicit_gemm_can_implement(dense));
-  DeviceFloats x(std::vector<float>(256, 1.0f)), w(std::vector<float>(144, 1.0f)), y(std::vector<float>(256));
+  DeviceFloats x(std::vector<float>(1024, 1.0f)), w(std::vector<float>(576, 1.0f)), y(std::vector<float>(256));
   CHECK_THROWS_AS(conv2d_forward_cuda_direct(cuda.ctx(), dense, x.data(), w.data(), nullptr, y.data()), Error);
   Conv2dShape wrong = dense;
   wrong.P = 8;
