@@ -2,7 +2,7 @@
 // through FFTs", 2014): zero-pad operands to Lh x Lw >= the padded input (sizes of 2, 3, 5, 7 only),
 // real-to-complex 2-D cuFFT, a per-frequency complex product summed over the contracted channel,
 // inverse FFT, crop and scale by 1 / (Lh Lw). Stride 1, dilation 1, groups 1, any padding.
-// The products, two ways (products_by_gemm):
+// The products, two ways (FftPlanDims::gemm picks):
 //  - channels >= kGemmMinChannels on both sides: spectra are transposed to frequency-major
 //    (F, planes), so each frequency's operands are plain row-major matrices, and one
 //    cublasCgemmStridedBatched over the F frequencies does them all (FP32 FMA; no Gauss 3M, which
@@ -53,18 +53,22 @@ constexpr int64_t kGemmMinChannels = 16;
 constexpr int kTransposeTile = 32, kTransposeRows = 8;
 
 // out (cols, rows) = in (rows, cols), complex, through a shared tile so both sides are coalesced.
+// Blocks walk the row tiles in steps of gridDim.y (grids stop at 65535 in y).
 static __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
     conv2d_fft_transpose_kernel(const float2* __restrict__ in, float2* __restrict__ out, int rows, int cols) {
   __shared__ float2 tile[kTransposeTile][kTransposeTile + 1];
-  const int c0 = blockIdx.x * kTransposeTile, r0 = blockIdx.y * kTransposeTile;
-  for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
-    const int r = r0 + j, c = c0 + int(threadIdx.x);
-    if (r < rows && c < cols) tile[j][threadIdx.x] = in[int64_t(r) * cols + c];
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
-    const int c = c0 + j, r = r0 + int(threadIdx.x);
-    if (r < rows && c < cols) out[int64_t(c) * rows + r] = tile[threadIdx.x][j];
+  const int c0 = blockIdx.x * kTransposeTile;
+  for (int r0 = blockIdx.y * kTransposeTile; r0 < rows; r0 += gridDim.y * kTransposeTile) {
+    __syncthreads();  // the previous tile has been written out
+    for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
+      const int r = r0 + j, c = c0 + int(threadIdx.x);
+      if (r < rows && c < cols) tile[j][threadIdx.x] = in[int64_t(r) * cols + c];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
+      const int c = c0 + j, r = r0 + int(threadIdx.x);
+      if (r < rows && c < cols) out[int64_t(c) * rows + r] = tile[threadIdx.x][j];
+    }
   }
 }
 
@@ -347,7 +351,7 @@ static void product(const ProductDims& p, const float* A, const float* B, float*
 static void transpose(const float* in, float* out, int64_t rows, int64_t cols, cudaStream_t stream) {
   const dim3 block(kTransposeTile, kTransposeRows);
   const dim3 grid(unsigned((cols + kTransposeTile - 1) / kTransposeTile),
-                  unsigned((rows + kTransposeTile - 1) / kTransposeTile));
+                  unsigned(std::min<int64_t>((rows + kTransposeTile - 1) / kTransposeTile, kMaxGridY)));
   conv2d_fft_transpose_kernel<<<grid, block, 0, stream>>>(reinterpret_cast<const float2*>(in),
                                                           reinterpret_cast<float2*>(out), int(rows), int(cols));
   CUDA_CHECK_LAUNCH("conv2d_fft_transpose_kernel");
