@@ -475,6 +475,12 @@ static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, 
   }
 }
 
+void conv2d_cuda_fft_transpose(void* stream, const float* in, float* out, int64_t rows, int64_t cols) {
+  CNN_CHECK(rows >= 0 && cols >= 0 && rows <= INT32_MAX && cols <= INT32_MAX,
+            "conv2d fft transpose: {} x {} is out of range", rows, cols);
+  transpose(in, out, rows, cols, static_cast<cudaStream_t>(stream));
+}
+
 size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx) {
   if (!ctx.cache) return 0;
   const std::shared_ptr<void>& slot = ctx.cache->slot(ContextCache::Slot::conv2d_fft);

@@ -11,5 +11,8 @@ size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx) { re
 void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_cuda_fft_run");
 }
+void conv2d_cuda_fft_transpose(void*, const float*, float*, int64_t, int64_t) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_cuda_fft_transpose");
+}
 
 }  // namespace cnn

@@ -34,6 +34,9 @@ void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir 
 // Device bytes the context's cuFFT plans hold as work areas of their own, outside ctx.workspace: 0
 // unless cuFFT wanted more than the reserve workspace_bytes counts (tests check it stays 0).
 size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx);
+// The FFT strategy's complex transpose, queued on `stream` (a cudaStream_t): out (cols, rows) =
+// in (rows, cols), float2 elements. Exported for tools/fft_layout_bench.cu, which times it.
+void conv2d_cuda_fft_transpose(void* stream, const float* in, float* out, int64_t rows, int64_t cols);
 
 // The shape rules behind can_implement, host logic compiled in every build (conv2d_strategies.cpp),
 // so CPU-only CI tests them; in a CUDA build can_implement(sh, dir) == shape_supported(sh, dir).
