@@ -71,8 +71,12 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
   m_db = Tensor::empty(Shape{sh.K}, dev, "conv accuracy db");
 }
 
-ConvOperands ConvProbe::operands(ConvDir d) {
+void ConvProbe::ensure_dy(ConvDir d) {
   if (d != ConvDir::forward && m_set == 1 && m_hdys[1].empty()) make_projected_dy();
+}
+
+ConvOperands ConvProbe::operands(ConvDir d) {
+  ensure_dy(d);
   ConvOperands op;
   if (d == ConvDir::forward)
     op.x = m_xs[m_set].data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
@@ -115,7 +119,7 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
 const std::vector<float>& ConvProbe::reference(ConvDir d) {
   std::optional<std::vector<float>>& slot = m_ref[m_set][size_t(d)];
   if (slot) return *slot;
-  if (d != ConvDir::forward && m_set == 1 && m_hdys[1].empty()) make_projected_dy();
+  ensure_dy(d);
   const std::optional<std::string> name = reference_name(d);
   CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
   if (m_ctx.device == Device::cpu) {
@@ -151,11 +155,9 @@ double ConvProbe::output_error(ConvDir d) {
 
 // dy of set 1: per output channel k, g = N(0,1) values (set 0's dy) minus their mean and minus
 // yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17.
+// Called with set 1 selected (ensure_dy).
 void ConvProbe::make_projected_dy() {
-  const int saved = m_set;
-  m_set = 1;
   const std::vector<float> y = reference(ConvDir::forward);  // a copy: the slot stays
-  m_set = saved;
   const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q, count = N * PQ;
   std::vector<float>& g = m_hdys[1];
   g = m_hdys[0];
