@@ -1,6 +1,9 @@
 // Device code shared by the batchnorm kernels (batchnorm_cuda.cu, batchnorm_phased_cuda.cu): the
 // per-channel view of an NCHW tensor, the fixed slicing that keeps the sums bitwise repeatable, the
 // activation epilogues (NoActivation for plain batchnorm) and the kernels both files launch.
+// The sum kernels finish each channel in the block that arrives last among the channel's slices
+// (per-channel arrival counters), so a direction needs no separate per-channel kernel: small
+// layers are bound by kernel count, not bytes.
 // Trap: slices_for depends on the shape only; sizing slices by occupancy would change the sums.
 #pragma once
 
@@ -29,13 +32,6 @@ struct ChannelLayout {
   }
 };
 
-// The channel of flat element (or float4 group) i: (i / group) % C, group = HW (or HW / 4).
-template <typename Div>
-__device__ __forceinline__ int channel_of(typename Div::Index i, int C, const Div& by_group, const Div& by_C) {
-  const typename Div::Index plane = by_group.div(i);
-  return static_cast<int>(plane - by_C.div(plane) * C);
-}
-
 // Slice b of gridDim.x slices of [0, M): the same split for every channel.
 __device__ __forceinline__ void slice_of(int M, int& begin, int& end) {
   const int per = (M + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
@@ -56,6 +52,11 @@ inline ChannelLayout layout_of(const BatchnormShape& sh) {
   return ChannelLayout{sh.C, static_cast<int>(sh.H * sh.W), static_cast<int>(sh.N * sh.H * sh.W),
                        cuda::FastDiv32(sh.H * sh.W)};
 }
+// The same over float4 groups (H * W % 4 == 0): index j of channel c is a float4 index.
+inline ChannelLayout group_layout_of(const BatchnormShape& sh) {
+  const int64_t HW4 = sh.H * sh.W / 4;
+  return ChannelLayout{sh.C, static_cast<int>(HW4), static_cast<int>(sh.N * HW4), cuda::FastDiv32(HW4)};
+}
 
 
 // Block-sums (s, t) over the block and has thread 0 store them as the (channel c, slice blockIdx.x)
@@ -71,15 +72,26 @@ __device__ __forceinline__ void store_slice_sums(double* __restrict__ partial, i
   }
 }
 
-// Channel c's slice pairs of partial (C, slices, 2) added in slice order.
+// Channel c's slice pairs of partial (C, slices, 2) added in slice order. Loads bypass L1: other
+// blocks of the same kernel wrote them.
 __device__ __forceinline__ void sum_slices(const double* __restrict__ partial, int c, int slices, double& s,
                                            double& t) {
   s = 0.0;
   t = 0.0;
   for (int b = 0; b < slices; ++b) {
-    s += partial[(static_cast<int64_t>(c) * slices + b) * 2];
-    t += partial[(static_cast<int64_t>(c) * slices + b) * 2 + 1];
+    s += __ldcg(partial + (static_cast<int64_t>(c) * slices + b) * 2);
+    t += __ldcg(partial + (static_cast<int64_t>(c) * slices + b) * 2 + 1);
   }
+}
+
+// True in the block of channel c's gridDim.x slices that arrives last (cuda::arrive_last).
+__device__ __forceinline__ bool last_of_channel(unsigned* __restrict__ counters, int c) {
+  return cuda::arrive_last(counters + c, gridDim.x);
+}
+
+// One arrival counter per channel.
+inline unsigned* channel_counters(const ExecContext& ctx, const BatchnormShape& sh, const char* what) {
+  return cuda::arrival_counters(ctx, static_cast<size_t>(sh.C), what);
 }
 
 // The kernels' index limits: int32 values per channel, one grid row per channel.
@@ -90,8 +102,6 @@ inline void check_cuda_limits(const char* what, const BatchnormShape& sh) {
         "channels: one grid row per channel)",
         what, sh.N * sh.H * sh.W, sh.C);
 }
-
-inline unsigned channel_blocks(int64_t C) { return static_cast<unsigned>((C + kThreads - 1) / kThreads); }
 
 // Scratch: partial sums (C * slices * 2 doubles) followed by `floats` per-channel floats.
 struct Scratch {
@@ -106,38 +116,53 @@ inline Scratch scratch(const ExecContext& ctx, const BatchnormShape& sh, int sli
 }
 
 // grid (slices, C): partial sums of d = x - shift[c * shift_stride] and d^2 for each (channel, slice):
-// the channel's first value (shift = x, stride HW) or a given per-channel shift (stride 1).
+// the channel's first value (shift = x, stride HW) or a given per-channel shift (stride 1). The
+// channel's last block calls tail(c, sum d, sum d^2) in thread 0 with the slices added in order.
+template <typename Tail>
 static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
                                                       const float* __restrict__ x,      // (N, C, H, W)
                                                       const float* __restrict__ shift,  // see above
                                                       int64_t shift_stride,
-                                                      double* __restrict__ partial) {   // (C, slices, 2)
+                                                      double* __restrict__ partial,     // (C, slices, 2)
+                                                      unsigned* __restrict__ counters,  // (C), zero
+                                                      Tail tail) {
   __shared__ double shared[kThreads / cuda::kWarpSize];
   const int c = blockIdx.y;
   int begin, end;
   slice_of(L.M, begin, end);
-  const double k = shift[static_cast<int64_t>(c) * shift_stride];
   double s = 0.0, ss = 0.0;
-  for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
-    const double d = static_cast<double>(x[L.at(c, j)]) - k;
-    s += d;
-    ss += d * d;
+  if (begin < end) {
+    const double k = shift[static_cast<int64_t>(c) * shift_stride];
+    for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
+      const double d = static_cast<double>(x[L.at(c, j)]) - k;
+      s += d;
+      ss += d * d;
+    }
   }
   store_slice_sums(partial, c, s, ss, shared);
+  if (last_of_channel(counters, c) && threadIdx.x == 0) {
+    sum_slices(partial, c, static_cast<int>(gridDim.x), s, ss);
+    tail(c, s, ss);
+  }
 }
 
-// Inference: (mean, scale) from the running statistics, as batchnorm_forward_infer_cpu.
-static __global__ void batchnorm_infer_prepare_kernel(int C, double eps,
-                                                          const float* __restrict__ gamma,         // (C)
-                                                          const float* __restrict__ running_mean,  // (C)
-                                                          const float* __restrict__ running_var,   // (C)
-                                                          float* __restrict__ norm_mean,           // (C)
-                                                          float* __restrict__ norm_scale) {        // (C)
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  norm_mean[c] = running_mean[c];
-  norm_scale[c] = static_cast<float>(gamma[c] / sqrt(static_cast<double>(running_var[c]) + eps));
-}
+// Tail of the phased sum kernels: the channel's two sums into out (2C + 1), the count by channel 0,
+// and (backward) this rank's dgamma = sum g (x - mean) inv_std and dbeta = sum g, when non-null.
+struct CollectTail {
+  int C;
+  double count;
+  double* __restrict__ out;                 // (2C + 1)
+  const float* __restrict__ save_inv_std;   // (C); read only for dgamma
+  float* __restrict__ dgamma;               // (C) or null
+  float* __restrict__ dbeta;                // (C) or null
+  __device__ void operator()(int c, double a, double b) const {
+    out[c] = a;
+    out[C + c] = b;
+    if (c == 0) out[2 * C] = count;
+    if (dgamma) dgamma[c] = static_cast<float>(b * static_cast<double>(save_inv_std[c]));
+    if (dbeta) dbeta[c] = static_cast<float>(a);
+  }
+};
 
 // Epilogues: the identity, or activation K (its switch folds away in each instance).
 struct NoActivation {
@@ -168,76 +193,109 @@ static void with_epilogue(const ActivationParams* act, F&& f) {
 }
 
 
-// y = act((x - mean[c]) * scale[c] + beta[c]); float4 groups when HW % 4 == 0 and aligned.
-template <typename Div, bool kVec, typename Epi>
-static __global__ void batchnorm_forward_normalize_act_kernel(typename Div::Index total, int C, Div by_group,
-                                                              Div by_C, Epi epi,
-                                                              const float* __restrict__ x,      // (N, C, H, W)
-                                                              const float* __restrict__ mean,   // (C)
-                                                              const float* __restrict__ scale,  // (C)
-                                                              const float* __restrict__ beta,   // (C)
-                                                              float* __restrict__ y) {          // (N, C, H, W)
-  using I = typename Div::Index;
-  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
-  const I first = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (kVec) {
-    for (I i = first; i < total / 4; i += stride) {
-      const int c = channel_of(i, C, by_group, by_C);
-      const float m = mean[c], k = scale[c], b = beta[c];
-      float4 v = reinterpret_cast<const float4*>(x)[i];
-      v.x = epi.forward((v.x - m) * k + b);
-      v.y = epi.forward((v.y - m) * k + b);
-      v.z = epi.forward((v.z - m) * k + b);
-      v.w = epi.forward((v.w - m) * k + b);
-      reinterpret_cast<float4*>(y)[i] = v;
-    }
-  } else {
-    for (I i = first; i < total; i += stride) {
-      const int c = channel_of(i, C, by_group, by_C);
-      y[i] = epi.forward((x[i] - mean[c]) * scale[c] + beta[c]);
-    }
-  }
-}
-
-// grid (slices, C): partial sums of g and g (x - mean), g = act'(y) dy.
-template <typename Epi>
+// grid (slices, C): partial sums of g and g (x - mean), g = act'(y) dy; the channel's last block
+// calls tail(c, sum g, sum g (x - mean)) in thread 0 with the slices added in order.
+template <typename Epi, typename Tail>
 static __global__ void batchnorm_backward_stats_act_kernel(ChannelLayout L, Epi epi,
                                                            const float* __restrict__ x,          // (N, C, H, W)
                                                            const float* __restrict__ y,          // (N, C, H, W) or null
                                                            const float* __restrict__ save_mean,  // (C)
                                                            const float* __restrict__ dy,         // (N, C, H, W)
-                                                           double* __restrict__ partial) {       // (C, slices, 2)
+                                                           double* __restrict__ partial,         // (C, slices, 2)
+                                                           unsigned* __restrict__ counters,      // (C), zero
+                                                           Tail tail) {
   __shared__ double shared[kThreads / cuda::kWarpSize];
   const int c = blockIdx.y;
   int begin, end;
   slice_of(L.M, begin, end);
-  const float mean = save_mean[c];
   double s = 0.0, sx = 0.0;
-  for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
-    const int64_t a = L.at(c, j);
-    const double g = epi.grad(y ? y[a] : 0.0f, dy[a]);
-    s += g;
-    sx += g * static_cast<double>(x[a] - mean);
+  if (begin < end) {
+    const float mean = save_mean[c];
+    for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
+      const int64_t a = L.at(c, j);
+      const double g = epi.grad(y ? y[a] : 0.0f, dy[a]);
+      s += g;
+      sx += g * static_cast<double>(x[a] - mean);
+    }
   }
   store_slice_sums(partial, c, s, sx, shared);
+  if (last_of_channel(counters, c) && threadIdx.x == 0) {
+    sum_slices(partial, c, static_cast<int>(gridDim.x), s, sx);
+    tail(c, s, sx);
+  }
 }
 
-template <typename Div, bool kVec, typename Epi>
-static __global__ void batchnorm_backward_dx_act_kernel(typename Div::Index total, int C, Div by_group, Div by_C,
-                                                        Epi epi,
-                                                        const float* __restrict__ x,          // (N, C, H, W)
-                                                        const float* __restrict__ y,          // (N, C, H, W) or null
-                                                        const float* __restrict__ save_mean,  // (C)
-                                                        const float* __restrict__ coef,       // (3, C)
-                                                        const float* __restrict__ dy,         // (N, C, H, W)
-                                                        float* __restrict__ dx) {             // (N, C, H, W)
-  using I = typename Div::Index;
-  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
-  const I first = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (kVec) {
-    for (I i = first; i < total / 4; i += stride) {
-      const int c = channel_of(i, C, by_group, by_C);
-      const float m = save_mean[c], a = coef[c], b = coef[C + c], k = coef[2 * C + c];
+// This block's slice of channel c (grid (slices, C)): f(i) for each index i, of a value or (when L
+// is group_layout_of) of a float4 group.
+template <typename F>
+__device__ __forceinline__ void for_slice(const ChannelLayout& L, int c, F&& f) {
+  int begin, end;
+  slice_of(L.M, begin, end);
+  for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) f(L.at(c, j));
+}
+
+// grid (slices, C): y = epi((x - m) k + beta[c]) over channel c's slice. Thread 0 of each block gets
+// the channel's (m, k) from pro.begin(c, m, k); with counters, thread 0 of the channel's last block
+// then calls pro.finish(c) (every block has read what begin reads by then). M = 0 touches no x or y.
+template <bool kVec, typename Epi, typename Pro>
+static __global__ void batchnorm_normalize_kernel(ChannelLayout L, Epi epi, Pro pro,
+                                                  const float* __restrict__ x,      // (N, C, H, W)
+                                                  const float* __restrict__ beta,   // (C)
+                                                  float* __restrict__ y,            // (N, C, H, W)
+                                                  unsigned* __restrict__ counters)  // (C), zero; or null
+{
+  __shared__ float norm[2];
+  const int c = blockIdx.y;
+  if (threadIdx.x == 0) pro.begin(c, norm[0], norm[1]);
+  __syncthreads();
+  if (L.M > 0) {
+    const float m = norm[0], k = norm[1], b = beta[c];
+    for_slice(L, c, [&](int64_t i) {
+      if (kVec) {
+        float4 v = reinterpret_cast<const float4*>(x)[i];
+        v.x = epi.forward((v.x - m) * k + b);
+        v.y = epi.forward((v.y - m) * k + b);
+        v.z = epi.forward((v.z - m) * k + b);
+        v.w = epi.forward((v.w - m) * k + b);
+        reinterpret_cast<float4*>(y)[i] = v;
+      } else {
+        y[i] = epi.forward((x[i] - m) * k + b);
+      }
+    });
+  }
+  if (counters && last_of_channel(counters, c) && threadIdx.x == 0) pro.finish(c);
+}
+
+// A normalize prologue from per-channel arrays (mean, scale), with nothing to finish.
+struct NormFromArrays {
+  const float* __restrict__ mean;   // (C)
+  const float* __restrict__ scale;  // (C)
+  __device__ void begin(int c, float& m, float& k) const {
+    m = mean[c];
+    k = scale[c];
+  }
+  __device__ void finish(int) const {}
+};
+
+// grid (slices, C): dx = a (g - b - (x - save_mean[c]) k), g = epi'(y) dy (y read only when
+// non-null), over channel c's slice; thread 0 of each block gets (a, b, k) from coef(c, abk).
+template <bool kVec, typename Epi, typename Coef>
+static __global__ void batchnorm_dx_kernel(ChannelLayout L, Epi epi, Coef coef,
+                                           const float* __restrict__ save_mean,  // (C)
+                                           const float* __restrict__ x,          // (N, C, H, W)
+                                           const float* __restrict__ y,          // (N, C, H, W) or null
+                                           const float* __restrict__ dy,         // (N, C, H, W)
+                                           float* __restrict__ dx) {             // (N, C, H, W)
+  __shared__ float abkm[4];
+  const int c = blockIdx.y;
+  if (threadIdx.x == 0) {
+    coef(c, abkm);
+    abkm[3] = save_mean[c];
+  }
+  __syncthreads();
+  const float a = abkm[0], b = abkm[1], k = abkm[2], m = abkm[3];
+  for_slice(L, c, [&](int64_t i) {
+    if (kVec) {
       const float4 xv = reinterpret_cast<const float4*>(x)[i];
       float4 g = reinterpret_cast<const float4*>(dy)[i];
       const float4 yv = y ? reinterpret_cast<const float4*>(y)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -251,61 +309,53 @@ static __global__ void batchnorm_backward_dx_act_kernel(typename Div::Index tota
       d.z = a * (g.z - b - (xv.z - m) * k);
       d.w = a * (g.w - b - (xv.w - m) * k);
       reinterpret_cast<float4*>(dx)[i] = d;
+    } else {
+      dx[i] = a * (epi.grad(y ? y[i] : 0.0f, dy[i]) - b - (x[i] - m) * k);
     }
-  } else {
-    for (I i = first; i < total; i += stride) {
-      const int c = channel_of(i, C, by_group, by_C);
-      const float g = epi.grad(y ? y[i] : 0.0f, dy[i]);
-      dx[i] = coef[c] * (g - coef[C + c] - (x[i] - save_mean[c]) * coef[2 * C + c]);
-    }
-  }
-}
-
-// An elementwise pass over (N, C, H, W) in int32 with FastDiv32 when the indices fit, else int64;
-// float4 when HW % 4 == 0 and `aligned`. launch(total, by_group, by_C, vec tag, blocks).
-template <typename F>
-static void elementwise(const BatchnormShape& sh, bool aligned, F&& launch) {
-  const int64_t total = sh.N * sh.C * sh.H * sh.W, HW = sh.H * sh.W;
-  const bool vec = HW % 4 == 0 && aligned;
-  const int64_t group = vec ? HW / 4 : HW;
-  const unsigned blocks = cuda::grid_blocks(vec ? total / 4 : total, kThreads);
-  if (cuda::fits_int32(total + int64_t{blocks} * kThreads)) {
-    const cuda::FastDiv32 g(group), c(sh.C);
-    if (vec)
-      launch(static_cast<int32_t>(total), g, c, std::true_type{}, blocks);
-    else
-      launch(static_cast<int32_t>(total), g, c, std::false_type{}, blocks);
-  } else {
-    const cuda::PlainDiv64 g(group), c(sh.C);
-    if (vec)
-      launch(total, g, c, std::true_type{}, blocks);
-    else
-      launch(total, g, c, std::false_type{}, blocks);
-  }
-}
-
-
-// The normalisation pass y = epi((x - mean[c]) * scale[c] + beta[c]) on `stream`.
-template <typename Epi>
-static void launch_normalize(cudaStream_t stream, const BatchnormShape& sh, Epi epi, const float* x,
-                             const float* mean, const float* scale, const float* beta, float* y) {
-  const int C = static_cast<int>(sh.C);
-  elementwise(sh, cuda::aligned16(x) && cuda::aligned16(y), [&](auto total, auto g, auto c, auto vec, unsigned blocks) {
-    batchnorm_forward_normalize_act_kernel<decltype(g), decltype(vec)::value, Epi>
-        <<<blocks, kThreads, 0, stream>>>(total, C, g, c, epi, x, mean, scale, beta, y);
   });
 }
 
-// The dx pass dx = a (epi'(y) dy - b - (x - mean) k) on `stream`; y is read only when non-null.
-template <typename Epi>
-static void launch_dx(cudaStream_t stream, const BatchnormShape& sh, Epi epi, const float* x, const float* y,
-                      const float* save_mean, const float* coef, const float* dy, float* dx) {
-  const int C = static_cast<int>(sh.C);
+// (a, b, k) of the dx pass from a (3, C) array.
+struct CoefFromArray {
+  int C;
+  const float* __restrict__ coef;  // (3, C)
+  __device__ void operator()(int c, float* abk) const {
+    abk[0] = coef[c];
+    abk[1] = coef[C + c];
+    abk[2] = coef[2 * C + c];
+  }
+};
+
+// Launches a grid (slices, C) pass: launch(layout, grid, vec tag) with the float4-group layout when
+// H * W % 4 == 0 and `aligned`, else the value layout.
+template <typename F>
+static void per_channel(const BatchnormShape& sh, bool aligned, F&& launch) {
+  const dim3 grid(static_cast<unsigned>(slices_for(sh)), static_cast<unsigned>(sh.C));
+  if ((sh.H * sh.W) % 4 == 0 && aligned)
+    launch(group_layout_of(sh), grid, std::true_type{});
+  else
+    launch(layout_of(sh), grid, std::false_type{});
+}
+
+// The normalisation pass on `stream` (see batchnorm_normalize_kernel).
+template <typename Epi, typename Pro>
+static void launch_normalize(cudaStream_t stream, const BatchnormShape& sh, Epi epi, Pro pro, const float* x,
+                             const float* beta, float* y, unsigned* counters) {
+  per_channel(sh, cuda::aligned16(x) && cuda::aligned16(y), [&](const ChannelLayout& L, dim3 grid, auto vec) {
+    batchnorm_normalize_kernel<decltype(vec)::value, Epi, Pro>
+        <<<grid, kThreads, 0, stream>>>(L, epi, pro, x, beta, y, counters);
+  });
+}
+
+// The dx pass on `stream` (see batchnorm_dx_kernel); y is read only when non-null.
+template <typename Epi, typename Coef>
+static void launch_dx(cudaStream_t stream, const BatchnormShape& sh, Epi epi, Coef coef, const float* save_mean,
+                      const float* x, const float* y, const float* dy, float* dx) {
   const bool aligned =
       cuda::aligned16(x) && cuda::aligned16(dy) && cuda::aligned16(dx) && (!y || cuda::aligned16(y));
-  elementwise(sh, aligned, [&](auto total, auto g, auto c, auto vec, unsigned blocks) {
-    batchnorm_backward_dx_act_kernel<decltype(g), decltype(vec)::value, Epi>
-        <<<blocks, kThreads, 0, stream>>>(total, C, g, c, epi, x, y, save_mean, coef, dy, dx);
+  per_channel(sh, aligned, [&](const ChannelLayout& L, dim3 grid, auto vec) {
+    batchnorm_dx_kernel<decltype(vec)::value, Epi, Coef>
+        <<<grid, kThreads, 0, stream>>>(L, epi, coef, save_mean, x, y, dy, dx);
   });
 }
 

@@ -1,6 +1,7 @@
 // Batch normalisation on the GPU with the CPU fast path's arithmetic: per-channel double partial
-// sums over fixed slices (grid slices x C, fixed-order block sums), a per-channel finalize adding
-// them in slice order, then one elementwise pass. Slicing depends on the shape only: bitwise repeatable.
+// sums over fixed slices (grid slices x C, fixed-order block sums) whose last block per channel
+// adds them in slice order and finalizes the channel, then one elementwise pass. Slicing depends on
+// the shape only: bitwise repeatable.
 // Trap: statistics sum x - x0 (x0 = the channel's first value) as on the CPU, because
 // sum(x^2) - sum(x)^2/M in any precision loses the variance of large-mean channels.
 #include <algorithm>
@@ -12,59 +13,54 @@
 
 namespace cnn {
 
+// Tail of the forward sums (thread 0 of a channel's last block): mean, variance, running
+// statistics, and the (mean, scale) the normalisation pass uses, as batchnorm_forward_train_cpu.
+struct ForwardFinalize {
+  int M, HW;
+  double eps, momentum;
+  const float* __restrict__ x;         // (N, C, H, W): the shift is the channel's first value
+  const float* __restrict__ gamma;     // (C)
+  float* __restrict__ running_mean;    // (C)
+  float* __restrict__ running_var;     // (C)
+  float* __restrict__ save_mean;       // (C)
+  float* __restrict__ save_inv_std;    // (C)
+  float* __restrict__ norm_mean;       // (C)
+  float* __restrict__ norm_scale;      // (C)
+  __device__ void operator()(int c, double s, double ss) const {
+    const double m = static_cast<double>(M);
+    const double mean = static_cast<double>(x[static_cast<int64_t>(c) * HW]) + s / m;
+    const double var = fmax(0.0, (ss - s * s / m) / m);
+    const double inv_std = 1.0 / sqrt(var + eps);
+    const float mean_f = static_cast<float>(mean);
+    const double unbiased = var * m / (m - 1.0);
+    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    save_mean[c] = mean_f;
+    save_inv_std[c] = static_cast<float>(inv_std);
+    norm_mean[c] = mean_f;
+    norm_scale[c] = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
+  }
+};
 
-// One thread per channel: mean, variance, running statistics, and the (mean, scale) the
-// normalisation pass uses, all as batchnorm_forward_train_cpu computes them.
-static __global__ void batchnorm_forward_finalize_kernel(int C, int slices, int M, double eps, double momentum,
-                                                         const float* __restrict__ x,  // (N, C, H, W)
-                                                         int HW,
-                                                         const double* __restrict__ partial,  // (C, slices, 2)
-                                                         const float* __restrict__ gamma,     // (C)
-                                                         float* __restrict__ running_mean,    // (C)
-                                                         float* __restrict__ running_var,     // (C)
-                                                         float* __restrict__ save_mean,       // (C)
-                                                         float* __restrict__ save_inv_std,    // (C)
-                                                         float* __restrict__ norm_mean,       // (C)
-                                                         float* __restrict__ norm_scale) {    // (C)
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  double s, ss;
-  sum_slices(partial, c, slices, s, ss);
-  const double m = static_cast<double>(M);
-  const double mean = static_cast<double>(x[static_cast<int64_t>(c) * HW]) + s / m;
-  const double var = fmax(0.0, (ss - s * s / m) / m);
-  const double inv_std = 1.0 / sqrt(var + eps);
-  const float mean_f = static_cast<float>(mean);
-  const double unbiased = var * m / (m - 1.0);
-  running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
-  running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
-  save_mean[c] = mean_f;
-  save_inv_std[c] = static_cast<float>(inv_std);
-  norm_mean[c] = mean_f;
-  norm_scale[c] = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
-}
-
-// One thread per channel: dgamma, dbeta and the coefficients of dx = a (dy - b - (x - mean) k).
-static __global__ void batchnorm_backward_finalize_kernel(int C, int slices, int M,
-                                                          const double* __restrict__ partial,      // (C, slices, 2)
-                                                          const float* __restrict__ gamma,         // (C)
-                                                          const float* __restrict__ save_inv_std,  // (C)
-                                                          float* __restrict__ dgamma,              // (C) or null
-                                                          float* __restrict__ dbeta,               // (C) or null
-                                                          float* __restrict__ coef) {              // (3, C): a, b, k
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  double sum_dy, sum_dy_xc;
-  sum_slices(partial, c, slices, sum_dy, sum_dy_xc);
-  const double inv_std = save_inv_std[c];
-  const double sum_dy_xhat = sum_dy_xc * inv_std;
-  if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat);
-  if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
-  const double m = static_cast<double>(M);
-  coef[c] = static_cast<float>(gamma[c] * inv_std);
-  coef[C + c] = static_cast<float>(sum_dy / m);
-  coef[2 * C + c] = static_cast<float>(inv_std * sum_dy_xhat / m);
-}
+// Tail of the backward sums: dgamma, dbeta and the coefficients of dx = a (dy - b - (x - mean) k).
+struct BackwardFinalize {
+  int C, M;
+  const float* __restrict__ gamma;         // (C)
+  const float* __restrict__ save_inv_std;  // (C)
+  float* __restrict__ dgamma;              // (C) or null
+  float* __restrict__ dbeta;               // (C) or null
+  float* __restrict__ coef;                // (3, C): a, b, k
+  __device__ void operator()(int c, double sum_dy, double sum_dy_xc) const {
+    const double inv_std = save_inv_std[c];
+    const double sum_dy_xhat = sum_dy_xc * inv_std;
+    if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat);
+    if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
+    const double m = static_cast<double>(M);
+    coef[c] = static_cast<float>(gamma[c] * inv_std);
+    coef[C + c] = static_cast<float>(sum_dy / m);
+    coef[2 * C + c] = static_cast<float>(inv_std * sum_dy_xhat / m);
+  }
+};
 
 static void check_shape(const char* what, const BatchnormShape& sh) {
   batchnorm_check_shape(what, sh);
@@ -89,13 +85,12 @@ void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& 
   const Scratch s = scratch(ctx, sh, slices, 2 * sh.C, what);
   float* norm_mean = s.per_channel;
   float* norm_scale = s.per_channel + C;
-  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(L, x, x, L.HW, s.partial);
+  const ForwardFinalize tail{L.M,         L.HW,        sh.eps,       sh.momentum, x,         gamma,
+                             running_mean, running_var, save_mean, save_inv_std, norm_mean, norm_scale};
+  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
+      L, x, x, L.HW, s.partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm forward (statistics)");
-  batchnorm_forward_finalize_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
-      C, slices, L.M, sh.eps, sh.momentum, x, L.HW, s.partial, gamma, running_mean, running_var, save_mean,
-      save_inv_std, norm_mean, norm_scale);
-  CUDA_CHECK_LAUNCH("batchnorm forward (finalize)");
-  launch_normalize(stream, sh, NoActivation{}, x, norm_mean, norm_scale, beta, y);
+  launch_normalize(stream, sh, NoActivation{}, NormFromArrays{norm_mean, norm_scale}, x, beta, y, nullptr);
   CUDA_CHECK_LAUNCH("batchnorm forward (normalize)");
 }
 
@@ -126,14 +121,12 @@ void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh,
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   const ChannelLayout L = layout_of(sh);
   const Scratch s = scratch(ctx, sh, slices, 3 * sh.C, what);
-  batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(L, NoActivation{}, x, nullptr,
-                                                                                save_mean, dy, s.partial);
+  const BackwardFinalize tail{C, L.M, gamma, save_inv_std, dgamma, dbeta, s.per_channel};
+  batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
+      L, NoActivation{}, x, nullptr, save_mean, dy, s.partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm backward (sums)");
-  batchnorm_backward_finalize_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
-      C, slices, L.M, s.partial, gamma, save_inv_std, dgamma, dbeta, s.per_channel);
-  CUDA_CHECK_LAUNCH("batchnorm backward (finalize)");
   if (!dx) return;
-  launch_dx(stream, sh, NoActivation{}, x, nullptr, save_mean, s.per_channel, dy, dx);
+  launch_dx(stream, sh, NoActivation{}, CoefFromArray{C, s.per_channel}, save_mean, x, nullptr, dy, dx);
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 

@@ -1,7 +1,8 @@
 // Phased batchnorm on the GPU (see batchnorm.h): the same fixed-slice double sums as
 // batchnorm_cuda.cu, about a shift every rank shares (running_mean), written as (2C + 1) doubles a
-// caller may all-reduce over the ranks; then finalize + one elementwise pass with the activation
-// folded into its epilogue (forward) or into its read of dy (backward, from the saved y).
+// caller may all-reduce over the ranks; then one per-channel pass (grid slices x C) whose blocks
+// derive their channel's coefficients from those sums, with the activation folded into its
+// epilogue (forward) or into its read of dy (backward, from the saved y). One kernel per phase.
 // Trap: N may be 0 (a rank without samples still joins the reductions): kernels then see no values,
 // and the sums are zeros with count 0; the elementwise passes are skipped.
 #include <algorithm>
@@ -13,70 +14,66 @@
 
 namespace cnn {
 
-// One thread per channel: the slices in slice order into out (2C + 1); thread 0 writes the count.
-static __global__ void batchnorm_phase_collect_kernel(int C, int slices, double count,
-                                                      const double* __restrict__ partial,  // (C, slices, 2)
-                                                      double* __restrict__ out) {          // (2C + 1)
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c == 0) out[2 * C] = count;
-  if (c >= C) return;
-  double a, b;
-  sum_slices(partial, c, slices, a, b);
-  out[c] = a;
-  out[C + c] = b;
-}
+// Normalize prologue of training, from the summed stats as batchnorm_forward_apply_cpu; finish (in
+// the channel's last block, after every block read the shift running_mean[c]) updates the running
+// statistics and writes save_mean, save_inv_std. A count below 2 gives inf or NaN in the running
+// variance, which the trainer's non-finite check reports.
+struct NormFromSums {
+  int C;
+  double eps, momentum;
+  const double* __restrict__ stats;    // (2C + 1)
+  const float* __restrict__ gamma;     // (C)
+  float* __restrict__ running_mean;    // (C)
+  float* __restrict__ running_var;     // (C)
+  float* __restrict__ save_mean;       // (C)
+  float* __restrict__ save_inv_std;    // (C)
+  double m = 0.0, mean = 0.0, var = 0.0, inv_std = 0.0;  // begin -> finish, in thread 0
+  __device__ void begin(int c, float& norm_mean, float& norm_scale) {
+    m = stats[2 * C];
+    const double d_mean = stats[c] / m;
+    mean = static_cast<double>(running_mean[c]) + d_mean;
+    var = fmax(0.0, stats[C + c] / m - d_mean * d_mean);
+    inv_std = 1.0 / sqrt(var + eps);
+    norm_mean = static_cast<float>(mean);
+    norm_scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
+  }
+  __device__ void finish(int c) const {
+    const double unbiased = var * m / (m - 1.0);
+    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    save_mean[c] = static_cast<float>(mean);
+    save_inv_std[c] = static_cast<float>(inv_std);
+  }
+};
 
-// One thread per channel, from the summed stats: as batchnorm_forward_apply_cpu.
-static __global__ void batchnorm_forward_apply_finalize_kernel(int C, double eps, double momentum,
-                                                               const double* __restrict__ stats,   // (2C + 1)
-                                                               const float* __restrict__ gamma,    // (C)
-                                                               float* __restrict__ running_mean,   // (C)
-                                                               float* __restrict__ running_var,    // (C)
-                                                               float* __restrict__ save_mean,      // (C)
-                                                               float* __restrict__ save_inv_std,   // (C)
-                                                               float* __restrict__ norm_scale) {   // (C)
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const double m = stats[2 * C];
-  const double d_mean = stats[c] / m;
-  const double mean = static_cast<double>(running_mean[c]) + d_mean;
-  const double var = fmax(0.0, stats[C + c] / m - d_mean * d_mean);
-  const double inv_std = 1.0 / sqrt(var + eps);
-  const double unbiased = var * m / (m - 1.0);
-  running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
-  running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
-  save_mean[c] = static_cast<float>(mean);
-  save_inv_std[c] = static_cast<float>(inv_std);
-  norm_scale[c] = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
-}
+// Normalize prologue of inference, from the running statistics as batchnorm_forward_infer_cpu.
+struct NormFromRunning {
+  double eps;
+  const float* __restrict__ gamma;         // (C)
+  const float* __restrict__ running_mean;  // (C)
+  const float* __restrict__ running_var;   // (C)
+  __device__ void begin(int c, float& norm_mean, float& norm_scale) const {
+    norm_mean = running_mean[c];
+    norm_scale = static_cast<float>(gamma[c] / sqrt(static_cast<double>(running_var[c]) + eps));
+  }
+  __device__ void finish(int) const {}
+};
 
-// One thread per channel: this rank's dgamma and dbeta from its own (not yet summed) sums.
-static __global__ void batchnorm_backward_local_grads_kernel(int C,
-                                                             const double* __restrict__ sums,         // (2C + 1)
-                                                             const float* __restrict__ save_inv_std,  // (C)
-                                                             float* __restrict__ dgamma,              // (C) or null
-                                                             float* __restrict__ dbeta) {             // (C) or null
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  if (dgamma) dgamma[c] = static_cast<float>(sums[C + c] * static_cast<double>(save_inv_std[c]));
-  if (dbeta) dbeta[c] = static_cast<float>(sums[c]);
-}
-
-// One thread per channel: coefficients of dx = a (g - b - (x - mean) k) from the summed sums.
-static __global__ void batchnorm_backward_apply_coef_kernel(int C,
-                                                            const double* __restrict__ sums,         // (2C + 1)
-                                                            const float* __restrict__ gamma,         // (C)
-                                                            const float* __restrict__ save_inv_std,  // (C)
-                                                            float* __restrict__ coef) {              // (3, C)
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const double m = sums[2 * C];
-  const double inv_std = save_inv_std[c];
-  const double sum_g_xhat = sums[C + c] * inv_std;
-  coef[c] = static_cast<float>(gamma[c] * inv_std);
-  coef[C + c] = static_cast<float>(sums[c] / m);
-  coef[2 * C + c] = static_cast<float>(inv_std * sum_g_xhat / m);
-}
+// (a, b, k) of dx from the summed sums, as batchnorm_backward_apply_cpu.
+struct CoefFromSums {
+  int C;
+  const double* __restrict__ sums;         // (2C + 1)
+  const float* __restrict__ gamma;         // (C)
+  const float* __restrict__ save_inv_std;  // (C)
+  __device__ void operator()(int c, float* abk) const {
+    const double m = sums[2 * C];
+    const double inv_std = save_inv_std[c];
+    const double sum_g_xhat = sums[C + c] * inv_std;
+    abk[0] = static_cast<float>(gamma[c] * inv_std);
+    abk[1] = static_cast<float>(sums[c] / m);
+    abk[2] = static_cast<float>(inv_std * sum_g_xhat / m);
+  }
+};
 
 static void check_phase_shape(const char* what, const BatchnormShape& sh) {
   if (sh.N < 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
@@ -93,12 +90,10 @@ void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& 
   check_phase_shape(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
-  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(layout_of(sh), x, running_mean, 1,
-                                                                           partial);
+  const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), stats, nullptr, nullptr, nullptr};
+  batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
+      layout_of(sh), x, running_mean, 1, partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm forward statistics (sums)");
-  batchnorm_phase_collect_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
-      C, slices, static_cast<double>(sh.N * sh.H * sh.W), partial, stats);
-  CUDA_CHECK_LAUNCH("batchnorm forward statistics (collect)");
 }
 
 void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh,
@@ -115,16 +110,13 @@ void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& 
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
-  const int C = static_cast<int>(sh.C);
-  float* scale = static_cast<float*>(cuda::workspace_bytes(ctx, sh.C * sizeof(float), what));
-  // The count over all ranks lives on the device; a count below 2 gives var * m / (m - 1) = inf or
-  // NaN in the running variance, which the trainer's non-finite check reports.
-  batchnorm_forward_apply_finalize_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
-      C, sh.eps, sh.momentum, stats, gamma, running_mean, running_var, save_mean, save_inv_std, scale);
-  CUDA_CHECK_LAUNCH("batchnorm forward (finalize)");
-  if (sh.N == 0) return;
-  with_epilogue(act, [&](auto epi) { launch_normalize(stream, sh, epi, x, save_mean, scale, beta, y); });
-  CUDA_CHECK_LAUNCH("batchnorm forward (normalize)");
+  const NormFromSums pro{static_cast<int>(sh.C), sh.eps,      sh.momentum, stats,       gamma,
+                         running_mean,             running_var, save_mean,   save_inv_std};
+  unsigned* counters = channel_counters(ctx, sh, what);
+  // With N = 0 (a rank without samples) the kernel still runs: its one block per channel updates
+  // the running statistics from the global sums and touches no x or y.
+  with_epilogue(act, [&](auto epi) { launch_normalize(stream, sh, epi, pro, x, beta, y, counters); });
+  CUDA_CHECK_LAUNCH("batchnorm forward (apply)");
 }
 
 void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormShape& sh,
@@ -138,14 +130,9 @@ void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormSha
   const char* what = "batchnorm inference";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
-  const int C = static_cast<int>(sh.C);
-  float* per_channel = static_cast<float*>(cuda::workspace_bytes(ctx, 2 * sh.C * sizeof(float), what));
-  batchnorm_infer_prepare_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(C, sh.eps, gamma, running_mean,
-                                                                                 running_var, per_channel,
-                                                                                 per_channel + C);
-  CUDA_CHECK_LAUNCH("batchnorm inference (prepare)");
   if (sh.N == 0) return;
-  with_epilogue(act, [&](auto epi) { launch_normalize(stream, sh, epi, x, per_channel, per_channel + C, beta, y); });
+  const NormFromRunning pro{sh.eps, gamma, running_mean, running_var};
+  with_epilogue(act, [&](auto epi) { launch_normalize(stream, sh, epi, pro, x, beta, y, nullptr); });
   CUDA_CHECK_LAUNCH("batchnorm inference (normalize)");
 }
 
@@ -164,20 +151,14 @@ void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape&
   check_phase_shape(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
+  unsigned* counters = channel_counters(ctx, sh, what);
+  const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), sums, save_inv_std, dgamma, dbeta};
   const float* y_read = act ? y : nullptr;
   with_epilogue(act, [&](auto epi) {
-    batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(layout_of(sh), epi, x, y_read,
-                                                                                  save_mean, dy, partial);
+    batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
+        layout_of(sh), epi, x, y_read, save_mean, dy, partial, counters, tail);
   });
   CUDA_CHECK_LAUNCH("batchnorm backward statistics (sums)");
-  batchnorm_phase_collect_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(
-      C, slices, static_cast<double>(sh.N * sh.H * sh.W), partial, sums);
-  CUDA_CHECK_LAUNCH("batchnorm backward statistics (collect)");
-  if (dgamma || dbeta) {
-    batchnorm_backward_local_grads_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(C, sums, save_inv_std, dgamma,
-                                                                                      dbeta);
-    CUDA_CHECK_LAUNCH("batchnorm backward statistics (dgamma, dbeta)");
-  }
 }
 
 void batchnorm_backward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh,
@@ -194,13 +175,9 @@ void batchnorm_backward_apply_cuda(const ExecContext& ctx, const BatchnormShape&
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
   if (sh.N == 0 || !dx) return;
-  const int C = static_cast<int>(sh.C);
-  float* coef = static_cast<float*>(cuda::workspace_bytes(ctx, 3 * sh.C * sizeof(float), what));
-  batchnorm_backward_apply_coef_kernel<<<channel_blocks(C), kThreads, 0, stream>>>(C, sums, gamma, save_inv_std,
-                                                                                   coef);
-  CUDA_CHECK_LAUNCH("batchnorm backward (coefficients)");
   const float* y_read = act ? y : nullptr;
-  with_epilogue(act, [&](auto epi) { launch_dx(stream, sh, epi, x, y_read, save_mean, coef, dy, dx); });
+  const CoefFromSums coef{static_cast<int>(sh.C), sums, gamma, save_inv_std};
+  with_epilogue(act, [&](auto epi) { launch_dx(stream, sh, epi, coef, save_mean, x, y_read, dy, dx); });
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 

@@ -82,9 +82,10 @@ void conv2d_backward(Backend backend, const ExecContext& ctx, const Conv2dShape&
 //                  (C/groups == 1: depthwise, C == 1 first layers), R*S <= 25
 bool conv2d_cuda_implicit_gemm_can_implement(const Conv2dShape& sh);
 bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh);
-// Bytes of ctx.workspace one backward call takes (split partial sums of dw and db; forward and
-// dx take none) when dw / db are requested.
+// Bytes of ctx.workspace one backward call takes (split partial sums of dw and db; dx takes none)
+// when dw / db are requested, and one forward call (split partial sums of y; direct: none).
 size_t conv2d_cuda_implicit_gemm_workspace_bytes(const Conv2dShape& sh, bool dw, bool db);
+size_t conv2d_cuda_implicit_gemm_forward_workspace_bytes(const Conv2dShape& sh);
 size_t conv2d_cuda_direct_workspace_bytes(const Conv2dShape& sh, bool dw, bool db);
 void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                        const float* b, float* y);

@@ -14,9 +14,11 @@ using BackwardFn = void (*)(const ExecContext&, const Conv2dShape&, const float*
 using CanFn = bool (*)(const Conv2dShape&);
 using BytesFn = size_t (*)(const Conv2dShape&, bool dw, bool db);
 
-// The three directions of a strategy of conv2d_cuda.cu.
+using ForwardBytesFn = size_t (*)(const Conv2dShape&);
+
+// The three directions of a strategy of conv2d_cuda.cu; fwd_bytes null: its forward takes none.
 static void add_gemm_family(std::vector<ConvAlgo>& out, const std::string& name, CanFn can, BytesFn bytes,
-                            ForwardFn fwd, BackwardFn bwd) {
+                            ForwardBytesFn fwd_bytes, ForwardFn fwd, BackwardFn bwd) {
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
     ConvAlgo a;
     a.name = name;
@@ -24,7 +26,8 @@ static void add_gemm_family(std::vector<ConvAlgo>& out, const std::string& name,
     a.dir = dir;
     a.deterministic = true;  // split reductions are summed in a fixed order, no atomics
     a.can_implement = [can](const ExecContext&, const Conv2dShape& sh) { return can(sh); };
-    a.workspace_bytes = [bytes, dir](const ExecContext&, const Conv2dShape& sh) {
+    a.workspace_bytes = [bytes, fwd_bytes, dir](const ExecContext&, const Conv2dShape& sh) {
+      if (dir == ConvDir::forward) return fwd_bytes ? fwd_bytes(sh) : size_t(0);
       return dir == ConvDir::backward_filter ? bytes(sh, true, sh.has_bias) : size_t(0);
     };
     switch (dir) {
@@ -72,9 +75,10 @@ static void add_strategy(std::vector<ConvAlgo>& out, const std::string& name, St
 std::vector<ConvAlgo> conv2d_cuda_algos() {
   std::vector<ConvAlgo> algos;
   add_gemm_family(algos, "cuda:implicit_gemm", conv2d_cuda_implicit_gemm_can_implement,
-                  conv2d_cuda_implicit_gemm_workspace_bytes, conv2d_forward_cuda_implicit_gemm,
+                  conv2d_cuda_implicit_gemm_workspace_bytes, conv2d_cuda_implicit_gemm_forward_workspace_bytes,
+                  conv2d_forward_cuda_implicit_gemm,
                   conv2d_backward_cuda_implicit_gemm);
-  add_gemm_family(algos, "cuda:direct", conv2d_cuda_direct_can_implement, conv2d_cuda_direct_workspace_bytes,
+  add_gemm_family(algos, "cuda:direct", conv2d_cuda_direct_can_implement, conv2d_cuda_direct_workspace_bytes, nullptr,
                   conv2d_forward_cuda_direct, conv2d_backward_cuda_direct);
   add_strategy(algos, "cuda:winograd", conv2d_cuda_winograd_can_implement, conv2d_cuda_winograd_workspace_bytes,
                conv2d_cuda_winograd_run);

@@ -3,7 +3,9 @@
 // read one input channel (depthwise, C == 1 first layers). conv2d_forward_cuda and
 // conv2d_backward_cuda choose per shape; the strategies are exported too (conv2d.h).
 // Trap: nothing accumulates with atomics. Filter gradients split over N*P*Q are summed from
-// workspace partials in a fixed order, and the split count depends on the shape alone.
+// workspace partials in a fixed order, and the split count depends on the shape alone. Where the
+// sum is short, the last block of each output tile to finish does it (arrival counters, see
+// reduce.cuh) instead of a separate kernel: the same additions in the same order.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,43 +15,70 @@
 #include "core/error.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_cuda.cuh"
+#include "ops/reduce.cuh"
 
 namespace cnn {
 
 using namespace conv2d_cuda_detail;
 
 // ---- forward: y_g (Kg, N*P*Q) = w_g (Kg, Crs) * im2col(x_g) (Crs, N*P*Q) ----
+// A long reduction over few tiles is split (blockIdx.z = group * splits + split): each split
+// writes its partial (split, N, K, P, Q) to `parts`, and the tile's last split block to finish
+// sums them in split order, adds the bias and writes y.
 
 template <class Cfg, bool kVecA>
 static __global__ void __launch_bounds__(256, 2)
     conv2d_forward_implicit_gemm_kernel(const ForwardParams p,
-                                        const float* __restrict__ x,  // (N, C, H, W)
-                                        const float* __restrict__ w,  // (K, C/groups, R, S)
-                                        const float* __restrict__ b,  // (K) or null
-                                        float* __restrict__ y) {      // (N, K, P, Q)
+                                        const float* __restrict__ x,      // (N, C, H, W)
+                                        const float* __restrict__ w,      // (K, C/groups, R, S)
+                                        const float* __restrict__ b,      // (K) or null
+                                        float* __restrict__ y,            // (N, K, P, Q)
+                                        float* __restrict__ parts,        // (splits, N, K, P, Q) if split
+                                        unsigned* __restrict__ counters) {  // one per tile if split
   __shared__ __align__(16) float smem[Cfg::kSmemFloats];
   const ConvDims& d = p.d;
-  const int g = blockIdx.z, m0 = blockIdx.y * Cfg::BM, n0 = blockIdx.x * Cfg::BN;
+  const int g = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+  const int m0 = blockIdx.y * Cfg::BM, n0 = blockIdx.x * Cfg::BN;
+  const int red_begin = split * p.chunk, red_end = min(d.Crs, red_begin + p.chunk);
   const float* wg = w + g * d.Kg * d.Crs;
-  const GatherLoader<Cfg, Cfg::BN, true, WindowDecode> bl(x + g * d.Cg * d.HW, n0, p.ncols, 0, d.Crs, d.H, d.W,
-                                                          p.window, p.pixel);
+  const GatherLoader<Cfg, Cfg::BN, true, WindowDecode> bl(x + g * d.Cg * d.HW, n0, p.ncols, red_begin, red_end, d.H,
+                                                          d.W, p.window, p.pixel);
   int ty, tx;
   thread_coords<Cfg>(ty, tx);
   float acc[Cfg::TM][Cfg::TN];
   float rb[decltype(bl)::kCount];
-  const int tiles = (d.Crs + Cfg::BK - 1) / Cfg::BK;
+  const int tiles = (red_end - red_begin + Cfg::BK - 1) / Cfg::BK;
   if constexpr (kVecA) {
-    const VecRowLoader<Cfg, Cfg::BM> al(wg, d.Crs, m0, d.Kg, 0, d.Crs);
+    const VecRowLoader<Cfg, Cfg::BM> al(wg, d.Crs, m0, d.Kg, red_begin, red_end);
     float4 ra[decltype(al)::kCount];
     gemm_mainloop<Cfg>(al, bl, tiles, ty, tx, acc, smem, ra, rb);
   } else {
-    const RowLoader<Cfg, Cfg::BM, IdentityDelta> al(wg, d.Crs, m0, d.Kg, 0, d.Crs, IdentityDelta{});
+    const RowLoader<Cfg, Cfg::BM, IdentityDelta> al(wg, d.Crs, m0, d.Kg, red_begin, red_end, IdentityDelta{});
     float ra[decltype(al)::kCount];
     gemm_mainloop<Cfg>(al, bl, tiles, ty, tx, acc, smem, ra, rb);
   }
   const FastDivmod div_pq = p.div_pq;
-  store_planes<Cfg>(acc, ty, tx, m0, d.Kg, n0, p.ncols, p.has_bias ? b : nullptr, d.K, g * d.Kg, d.PQ, p.vec_store,
-                    [&](int col, int& n, int& pos) { div_pq.divmod(col, n, pos); }, y);
+  const auto locate = [&](int col, int& n, int& pos) { div_pq.divmod(col, n, pos); };
+  if (p.splits == 1) {
+    store_planes<Cfg>(acc, ty, tx, m0, d.Kg, n0, p.ncols, p.has_bias ? b : nullptr, d.K, g * d.Kg, d.PQ, p.vec_store,
+                      locate, y);
+    return;
+  }
+  const int64_t numel = int64_t(p.ncols) * d.K;
+  store_planes<Cfg>(acc, ty, tx, m0, d.Kg, n0, p.ncols, nullptr, d.K, g * d.Kg, d.PQ, p.vec_store, locate,
+                    parts + split * numel);
+  unsigned* counter = counters + (int64_t(g) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  if (!cuda::arrive_last(counter, unsigned(p.splits))) return;
+  const int rows = min(Cfg::BM, d.Kg - m0), cols = min(Cfg::BN, p.ncols - n0);
+  for (int t = int(threadIdx.x); t < rows * cols; t += Cfg::kThreads) {
+    const int m = t / cols, ch = g * d.Kg + m0 + m;
+    int n, pos;
+    locate(n0 + t % cols, n, pos);
+    const int64_t at = (int64_t(n) * d.K + ch) * d.PQ + pos;
+    float sum = 0.0f;
+    for (int j = 0; j < p.splits; ++j) sum += __ldcg(parts + j * numel + at);
+    y[at] = sum + (p.has_bias ? __ldg(b + ch) : 0.0f);
+  }
 }
 
 // ---- data gradient, one residue class (ah, aw) of input rows/cols mod stride at a time ----
@@ -94,14 +123,17 @@ static __global__ void __launch_bounds__(256, 2)
 
 // ---- filter gradient: dw_g (Kg, Crs) = dy_g (Kg, N*P*Q) * im2col(x_g)^T (N*P*Q, Crs) ----
 // The reduction N*P*Q is long and Kg*Crs often small: blockIdx.z also splits the reduction, each
-// split writing its own partial (split, K, Cg, R, S), summed afterwards in split order.
+// split writing its own partial (split, K, Cg, R, S), summed afterwards in split order: with
+// counters (one per tile), by the tile's last split block into dw; else by sum_splits.
 
 template <class Cfg>
 static __global__ void __launch_bounds__(256, 2)
     conv2d_backward_filter_implicit_gemm_kernel(const FilterParams p,
                                                 const float* __restrict__ x,   // (N, C, H, W)
                                                 const float* __restrict__ dy,  // (N, K, P, Q)
-                                                float* __restrict__ out) {     // (splits, K, C/groups, R, S)
+                                                float* __restrict__ out,       // (splits, K, C/groups, R, S)
+                                                unsigned* __restrict__ counters,  // or null
+                                                float* __restrict__ dw) {      // (K, C/groups, R, S) with counters
   __shared__ __align__(16) float smem[Cfg::kSmemFloats];
   const ConvDims& d = p.d;
   const int g = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
@@ -119,6 +151,17 @@ static __global__ void __launch_bounds__(256, 2)
   // One "image" of K channels with planes of Crs: out[(split*K + g*Kg + m)*Crs + col].
   store_planes<Cfg>(acc, ty, tx, m0, d.Kg, n0, d.Crs, nullptr, d.K, g * d.Kg, d.Crs, p.vec_store,
                     [&](int col, int& n, int& pos) { n = split, pos = col; }, out);
+  if (!counters) return;
+  unsigned* counter = counters + (int64_t(g) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  if (!cuda::arrive_last(counter, unsigned(p.splits))) return;
+  const int rows = min(Cfg::BM, d.Kg - m0), cols = min(Cfg::BN, d.Crs - n0);
+  for (int t = int(threadIdx.x); t < rows * cols; t += Cfg::kThreads) {
+    const int m = t / cols, col = t % cols;
+    const int64_t at = int64_t(g * d.Kg + m0 + m) * d.Crs + n0 + col;
+    float sum = 0.0f;
+    for (int j = 0; j < p.splits; ++j) sum += __ldcg(out + int64_t(j) * d.K * d.Crs + at);
+    dw[at] = sum;
+  }
 }
 
 // ---- direct kernels for C/groups == 1: every filter reads one input channel ----
@@ -209,13 +252,16 @@ static __global__ void __launch_bounds__(256)
 }
 
 // Block (k, split): the partial dw[k, ci, r, s] over its run of N*P*Q, every tap (Cg x R x S) in a
-// register; reduced in the block in a fixed order into out (splits, K, Cg, R, S).
+// register; reduced in the block in a fixed order into out (splits, K, Cg, R, S). With counters
+// (one per filter), filter k's last block sums its splits in order into dw.
 template <int kMaxTaps>
 static __global__ void __launch_bounds__(256)
     conv2d_backward_filter_direct_kernel(const DirectParams p, int chunk,
                                          const float* __restrict__ x,   // (N, C, H, W)
                                          const float* __restrict__ dy,  // (N, K, P, Q)
-                                         float* __restrict__ out) {     // (splits, K, Cg, R, S)
+                                         float* __restrict__ out,       // (splits, K, Cg, R, S)
+                                         unsigned* __restrict__ counters,  // (K) or null
+                                         float* __restrict__ dw) {      // (K, Cg, R, S) with counters
   __shared__ float scratch[8 * kMaxTaps];
   const ConvDims& d = p.d;
   const int k = blockIdx.x, split = blockIdx.y, g = k / d.Kg;
@@ -256,16 +302,24 @@ static __global__ void __launch_bounds__(256)
     for (int wv = 0; wv < 8; ++wv) total += scratch[wv * kMaxTaps + threadIdx.x];
     out[(int64_t(split) * d.K + k) * d.Crs + threadIdx.x] = total;
   }
+  if (counters && cuda::arrive_last(counters + k, gridDim.y) && int(threadIdx.x) < d.Crs) {
+    float sum = 0.0f;
+    for (int j = 0; j < int(gridDim.y); ++j) sum += __ldcg(out + (int64_t(j) * d.K + k) * d.Crs + threadIdx.x);
+    dw[int64_t(k) * d.Crs + threadIdx.x] = sum;
+  }
 }
 
 // ---- shared by both strategies ----
 
 // Block (k, split): the sum of dy over channel k in its run of N*P*Q, in a fixed order, into
-// out (splits, K). Splitting keeps enough loads in flight when K is small.
+// out (splits, K). Splitting keeps enough loads in flight when K is small. With counters (one per
+// channel), channel k's last block sums its splits in order into db.
 static __global__ void __launch_bounds__(256)
     conv2d_backward_bias_reduce_kernel(int count, int chunk, int K, FastDivmod div_pq,
                                        const float* __restrict__ dy,  // (N, K, P, Q)
-                                       float* __restrict__ out) {     // (splits, K)
+                                       float* __restrict__ out,       // (splits, K)
+                                       unsigned* __restrict__ counters,  // (K) or null
+                                       float* __restrict__ db) {      // (K) with counters
   __shared__ float scratch[8];
   const int k = blockIdx.x, split = blockIdx.y, e_end = min(count, (split + 1) * chunk);
   float acc = 0.0f;
@@ -277,6 +331,11 @@ static __global__ void __launch_bounds__(256)
   }
   const float total = block_sum_256(acc, scratch);
   if (threadIdx.x == 0) out[split * K + k] = total;
+  if (counters && cuda::arrive_last(counters + k, gridDim.y) && threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int j = 0; j < int(gridDim.y); ++j) sum += __ldcg(out + j * K + k);
+    db[k] = sum;
+  }
 }
 
 // out[i] = sum over splits of parts[split][i], splits in order.
@@ -369,14 +428,28 @@ static void check_operands(const Conv2dShape& sh, const char* strategy, const vo
   CNN_CHECK(!sh.has_bias || b, "conv2d cuda ({}): the shape has a bias but b is null", strategy);
 }
 
+// The forward's tiles: (N*P*Q tiles, Kg tiles, groups), times splits in z.
 template <class Cfg>
-static void launch_forward_gemm(const ForwardParams& p, bool vec_a, const float* x, const float* w, const float* b,
-                                float* y, cudaStream_t stream) {
-  const dim3 grid(unsigned(ceil_div(p.ncols, Cfg::BN)), unsigned(ceil_div(p.d.Kg, Cfg::BM)), unsigned(p.d.groups));
+static dim3 forward_gemm_tiles(const ConvDims& d) {
+  return dim3(unsigned(ceil_div(int64_t(d.N) * d.PQ, Cfg::BN)), unsigned(ceil_div(d.Kg, Cfg::BM)), unsigned(d.groups));
+}
+
+template <class Cfg>
+static void launch_forward_gemm(const ExecContext& ctx, ForwardParams p, bool vec_a, const float* x, const float* w,
+                                const float* b, float* y, cudaStream_t stream) {
+  dim3 grid = forward_gemm_tiles<Cfg>(p.d);
+  float* parts = nullptr;
+  unsigned* counters = nullptr;
+  if (p.splits > 1) {
+    parts = device_scratch(ctx, size_t(p.splits) * size_t(p.ncols) * size_t(p.d.K));
+    counters = cuda::arrival_counters(ctx, size_t(grid.x) * grid.y * grid.z, "conv2d cuda implicit gemm forward");
+    p.vec_store = p.d.PQ % 4 == 0 && aligned16(parts);
+  }
+  grid.z *= unsigned(p.splits);
   if (vec_a)
-    conv2d_forward_implicit_gemm_kernel<Cfg, true><<<grid, Cfg::kThreads, 0, stream>>>(p, x, w, b, y);
+    conv2d_forward_implicit_gemm_kernel<Cfg, true><<<grid, Cfg::kThreads, 0, stream>>>(p, x, w, b, y, parts, counters);
   else
-    conv2d_forward_implicit_gemm_kernel<Cfg, false><<<grid, Cfg::kThreads, 0, stream>>>(p, x, w, b, y);
+    conv2d_forward_implicit_gemm_kernel<Cfg, false><<<grid, Cfg::kThreads, 0, stream>>>(p, x, w, b, y, parts, counters);
   CUDA_CHECK_LAUNCH("conv2d_forward_implicit_gemm_kernel");
 }
 
@@ -427,12 +500,18 @@ static void data_gemm(const Conv2dShape& sh, const float* w, const float* dy, fl
     }
 }
 
+// The filter gradient's tiles: (Crs tiles, Kg tiles, groups), times splits in z.
+template <class Cfg>
+static dim3 filter_gemm_tiles(const ConvDims& d) {
+  return dim3(unsigned(ceil_div(d.Crs, Cfg::BN)), unsigned(ceil_div(d.Kg, Cfg::BM)), unsigned(d.groups));
+}
+
 template <class Cfg>
 static void launch_filter_gemm(const FilterParams& p, const float* x, const float* dy, float* out,
-                               cudaStream_t stream) {
-  const dim3 grid(unsigned(ceil_div(p.d.Crs, Cfg::BN)), unsigned(ceil_div(p.d.Kg, Cfg::BM)),
-                  unsigned(p.d.groups * p.splits));
-  conv2d_backward_filter_implicit_gemm_kernel<Cfg><<<grid, Cfg::kThreads, 0, stream>>>(p, x, dy, out);
+                               unsigned* counters, float* dw, cudaStream_t stream) {
+  dim3 grid = filter_gemm_tiles<Cfg>(p.d);
+  grid.z *= unsigned(p.splits);
+  conv2d_backward_filter_implicit_gemm_kernel<Cfg><<<grid, Cfg::kThreads, 0, stream>>>(p, x, dy, out, counters, dw);
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_implicit_gemm_kernel");
 }
 
@@ -450,6 +529,40 @@ static SplitPlan plan_splits(int64_t len, int64_t blocks, int64_t min_len, int64
   SplitPlan plan;
   plan.chunk = int(c);
   plan.splits = int(ceil_div(len, c));
+  return plan;
+}
+
+// Whether a split reduction is summed by the last block of each group (fold) rather than by
+// sum_splits: when each of a block's 256 threads then loads at most kMaxFoldLoads partials (one
+// block does the group's sum, so a long one would serialise what sum_splits spreads over the GPU).
+constexpr int64_t kMaxFoldLoads = 64;
+static bool fold_splits(int64_t splits, int64_t group_elements) {
+  return splits > 1 && ceil_div(group_elements, 256) * splits <= kMaxFoldLoads;
+}
+
+// Forward tiles and reduction splits: a split only where the reduction Crs is long (at least
+// kMinForwardSplit per split) and the tiles alone leave the GPU idle, and only as far as the last
+// block can fold it.
+constexpr int64_t kMinForwardSplit = 256;
+struct ForwardGemmPlan {
+  Tile tile;
+  SplitPlan split;
+};
+template <class Cfg>
+static SplitPlan plan_forward_split(const ConvDims& d) {
+  const dim3 t = forward_gemm_tiles<Cfg>(d);
+  const int64_t tail = std::min<int64_t>(Cfg::BM, d.Kg) * std::min<int64_t>(Cfg::BN, int64_t(d.N) * d.PQ);
+  const int64_t most = std::max<int64_t>(1, kMaxFoldLoads / ceil_div(tail, 256));
+  return plan_splits(d.Crs, int64_t(t.x) * t.y * t.z, kMinForwardSplit, std::min<int64_t>(most, 65535 / d.groups),
+                     Cfg::BK);
+}
+static ForwardGemmPlan plan_forward_gemm(const ConvDims& d) {
+  ForwardGemmPlan plan{choose_tile(d.Kg, int64_t(d.N) * d.PQ, d.groups), {}};
+  switch (plan.tile) {
+    case Tile::big: plan.split = plan_forward_split<BigTile>(d); break;
+    case Tile::mid: plan.split = plan_forward_split<MidTile>(d); break;
+    case Tile::small: plan.split = plan_forward_split<SmallTile>(d); break;
+  }
   return plan;
 }
 
@@ -483,16 +596,25 @@ static FilterGemmPlan plan_filter_gemm(const Conv2dShape& sh) {
 }
 
 // parts: plan.p.splits * weight_numel floats when there is more than one split.
-static void filter_gemm(const FilterGemmPlan& plan, const Conv2dShape& sh, const float* x, const float* dy, float* dw,
-                        float* parts, cudaStream_t stream) {
-  FilterParams p = plan.p;
+template <class Cfg>
+static void filter_gemm_with(const ExecContext& ctx, FilterParams p, const Conv2dShape& sh, const float* x,
+                             const float* dy, float* dw, float* parts, cudaStream_t stream) {
   float* out = p.splits > 1 ? parts : dw;
   p.vec_store = p.d.Crs % 4 == 0 && aligned16(out);
+  const dim3 tiles = filter_gemm_tiles<Cfg>(p.d);
+  const bool fold = fold_splits(p.splits, std::min<int64_t>(Cfg::BM, p.d.Kg) * std::min<int64_t>(Cfg::BN, p.d.Crs));
+  unsigned* counters =
+      fold ? cuda::arrival_counters(ctx, size_t(tiles.x) * tiles.y * tiles.z, "conv2d cuda filter gradient") : nullptr;
+  launch_filter_gemm<Cfg>(p, x, dy, out, counters, dw, stream);
+  if (p.splits > 1 && !fold) sum_splits(out, p.splits, sh.weight_numel(), dw, stream);
+}
+
+static void filter_gemm(const ExecContext& ctx, const FilterGemmPlan& plan, const Conv2dShape& sh, const float* x,
+                        const float* dy, float* dw, float* parts, cudaStream_t stream) {
   if (plan.big)
-    launch_filter_gemm<BigTile>(p, x, dy, out, stream);
+    filter_gemm_with<BigTile>(ctx, plan.p, sh, x, dy, dw, parts, stream);
   else
-    launch_filter_gemm<SmallTile>(p, x, dy, out, stream);
-  if (p.splits > 1) sum_splits(out, p.splits, sh.weight_numel(), dw, stream);
+    filter_gemm_with<SmallTile>(ctx, plan.p, sh, x, dy, dw, parts, stream);
 }
 
 static SplitPlan plan_bias(const Conv2dShape& sh) {
@@ -500,13 +622,15 @@ static SplitPlan plan_bias(const Conv2dShape& sh) {
 }
 
 // parts: plan.splits * K floats when there is more than one split.
-static void bias_reduce(const Conv2dShape& sh, const SplitPlan& plan, const float* dy, float* db, float* parts,
-                        cudaStream_t stream) {
+static void bias_reduce(const ExecContext& ctx, const Conv2dShape& sh, const SplitPlan& plan, const float* dy,
+                        float* db, float* parts, cudaStream_t stream) {
   float* out = plan.splits > 1 ? parts : db;
+  const bool fold = fold_splits(plan.splits, 1);
+  unsigned* counters = fold ? cuda::arrival_counters(ctx, size_t(sh.K), "conv2d cuda bias gradient") : nullptr;
   conv2d_backward_bias_reduce_kernel<<<dim3(unsigned(sh.K), unsigned(plan.splits)), 256, 0, stream>>>(
-      int(sh.N * sh.P * sh.Q), plan.chunk, int(sh.K), FastDivmod(int(sh.P * sh.Q)), dy, out);
+      int(sh.N * sh.P * sh.Q), plan.chunk, int(sh.K), FastDivmod(int(sh.P * sh.Q)), dy, out, counters, db);
   CUDA_CHECK_LAUNCH("conv2d_backward_bias_reduce_kernel");
-  if (plan.splits > 1) sum_splits(parts, plan.splits, sh.K, db, stream);
+  if (plan.splits > 1 && !fold) sum_splits(parts, plan.splits, sh.K, db, stream);
 }
 
 // One workspace request per call (Workspace::get invalidates earlier pointers), cut in two.
@@ -552,19 +676,21 @@ static SplitPlan plan_filter_direct(const Conv2dShape& sh) {
 }
 
 // parts: plan.splits * weight_numel floats when there is more than one split.
-static void filter_direct(const Conv2dShape& sh, const SplitPlan& plan, const float* x, const float* dy, float* dw,
-                          float* parts, cudaStream_t stream) {
+static void filter_direct(const ExecContext& ctx, const Conv2dShape& sh, const SplitPlan& plan, const float* x,
+                          const float* dy, float* dw, float* parts, cudaStream_t stream) {
   const DirectParams p = direct_params(sh);
   float* out = plan.splits > 1 ? parts : dw;
+  const bool fold = fold_splits(plan.splits, p.d.Crs);
+  unsigned* c = fold ? cuda::arrival_counters(ctx, size_t(sh.K), "conv2d cuda filter gradient") : nullptr;
   const dim3 grid(unsigned(sh.K), unsigned(plan.splits));
   if (p.d.Crs <= 9)
-    conv2d_backward_filter_direct_kernel<9><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
+    conv2d_backward_filter_direct_kernel<9><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out, c, dw);
   else if (p.d.Crs <= kDirectMidTaps)
-    conv2d_backward_filter_direct_kernel<kDirectMidTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
+    conv2d_backward_filter_direct_kernel<kDirectMidTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out, c, dw);
   else
-    conv2d_backward_filter_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out);
+    conv2d_backward_filter_direct_kernel<kDirectMaxTaps><<<grid, 256, 0, stream>>>(p, plan.chunk, x, dy, out, c, dw);
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_direct_kernel");
-  if (plan.splits > 1) sum_splits(out, plan.splits, sh.weight_numel(), dw, stream);
+  if (plan.splits > 1 && !fold) sum_splits(out, plan.splits, sh.weight_numel(), dw, stream);
 }
 
 // ---- exported: the strategies, then the per-shape choice ----
@@ -578,6 +704,11 @@ bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh) {
   if (sh.groups < 1 || sh.C % sh.groups != 0 || sh.K % sh.groups != 0) return false;
   return sh.C / sh.groups * sh.R * sh.S <= kDirectMaxTaps && fits_int32(sh) &&
          ceil_div(sh.K / sh.groups, kDirectKChunk) <= 65535;
+}
+
+size_t conv2d_cuda_implicit_gemm_forward_workspace_bytes(const Conv2dShape& sh) {
+  const SplitPlan split = plan_forward_gemm(dims_of(sh)).split;
+  return split.splits > 1 ? sizeof(float) * size_t(split.splits) * size_t(sh.N * sh.K * sh.P * sh.Q) : 0;
 }
 
 size_t conv2d_cuda_implicit_gemm_workspace_bytes(const Conv2dShape& sh, bool dw, bool db) {
@@ -599,12 +730,14 @@ void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape
   ForwardParams p{};
   p.d = d, p.window = window_decode(d), p.pixel = pixel_decode(d), p.div_pq = FastDivmod(d.PQ);
   p.ncols = d.N * d.PQ, p.has_bias = sh.has_bias, p.vec_store = d.PQ % 4 == 0 && aligned16(y);
+  const ForwardGemmPlan plan = plan_forward_gemm(d);
+  p.splits = plan.split.splits, p.chunk = plan.split.chunk;
   const bool vec_a = d.Crs % 4 == 0 && aligned16(w);
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  switch (choose_tile(d.Kg, p.ncols, d.groups)) {
-    case Tile::big: launch_forward_gemm<BigTile>(p, vec_a, x, w, b, y, stream); break;
-    case Tile::mid: launch_forward_gemm<MidTile>(p, vec_a, x, w, b, y, stream); break;
-    case Tile::small: launch_forward_gemm<SmallTile>(p, vec_a, x, w, b, y, stream); break;
+  switch (plan.tile) {
+    case Tile::big: launch_forward_gemm<BigTile>(ctx, p, vec_a, x, w, b, y, stream); break;
+    case Tile::mid: launch_forward_gemm<MidTile>(ctx, p, vec_a, x, w, b, y, stream); break;
+    case Tile::small: launch_forward_gemm<SmallTile>(ctx, p, vec_a, x, w, b, y, stream); break;
   }
 }
 
@@ -619,8 +752,8 @@ void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShap
   take_scratch(ctx, dw && fplan.p.splits > 1 ? size_t(fplan.p.splits) * size_t(sh.weight_numel()) : 0,
                db && bplan.splits > 1 ? size_t(bplan.splits) * size_t(sh.K) : 0, dw_parts, db_parts);
   if (dx) data_gemm(sh, w, dy, dx, stream);
-  if (dw) filter_gemm(fplan, sh, x, dy, dw, dw_parts, stream);
-  if (db) bias_reduce(sh, bplan, dy, db, db_parts, stream);
+  if (dw) filter_gemm(ctx, fplan, sh, x, dy, dw, dw_parts, stream);
+  if (db) bias_reduce(ctx, sh, bplan, dy, db, db_parts, stream);
 }
 
 void conv2d_forward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
@@ -647,8 +780,8 @@ void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, 
   take_scratch(ctx, dw && fplan.splits > 1 ? size_t(fplan.splits) * size_t(sh.weight_numel()) : 0,
                db && bplan.splits > 1 ? size_t(bplan.splits) * size_t(sh.K) : 0, dw_parts, db_parts);
   if (dx) data_direct(sh, w, dy, dx, stream);
-  if (dw) filter_direct(sh, fplan, x, dy, dw, dw_parts, stream);
-  if (db) bias_reduce(sh, bplan, dy, db, db_parts, stream);
+  if (dw) filter_direct(ctx, sh, fplan, x, dy, dw, dw_parts, stream);
+  if (db) bias_reduce(ctx, sh, bplan, dy, db, db_parts, stream);
 }
 
 // Direct kernels where every filter reads one input channel (depthwise, C == 1 first layers: the

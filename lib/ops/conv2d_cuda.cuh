@@ -316,8 +316,10 @@ struct ForwardParams {
   PixelDecode pixel;
   FastDivmod div_pq;
   int ncols;        // N * P * Q
+  int splits;       // of the reduction Crs (blockIdx.z = group * splits + split)
+  int chunk;        // reduction length of one split, a multiple of BK
   bool has_bias;
-  bool vec_store;   // P*Q % 4 == 0 and y 16-byte aligned
+  bool vec_store;   // P*Q % 4 == 0 and the output 16-byte aligned
 };
 
 // Data gradient of one residue class (see conv2d_backward_data_implicit_gemm_kernel).

@@ -92,4 +92,31 @@ inline void* workspace_bytes(const ExecContext& ctx, size_t bytes, const char* w
   return ctx.workspace->get((bytes + sizeof(float) - 1) / sizeof(float));
 }
 
+// At least `count` zeroed unsigned ints of the context's device for arrive_last, kept in its
+// context cache (arrival_counters_cuda.cu): every kernel leaves the counters it used at zero, so
+// one set serves all kernels of the stream. Growing allocates, which must not happen during
+// stream capture (a CUDA graph's warm-up step runs uncaptured); earlier sets stay alive for the
+// graphs that captured them.
+unsigned* arrival_counters(const ExecContext& ctx, size_t count, const char* what);
+
+// Called by every thread of a block once the block has made the stores the group's other blocks
+// must see: true in every thread of the block that arrives last among the `group_size` blocks
+// counting on `counter`, which then sees the other blocks' stores (every thread fences before its
+// block arrives) and resets the counter to zero for the next kernel. Its reads of them should bypass L1 (__ldcg).
+__device__ __forceinline__ bool arrive_last(unsigned* __restrict__ counter, unsigned group_size) {
+  __shared__ bool last;
+  __threadfence();  // this thread's stores, before the block arrives
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned before = atomicAdd(counter, 1u);
+    last = before + 1 == group_size;
+    if (last) {
+      *counter = 0;
+      __threadfence();  // the others' stores, before this block reads them
+    }
+  }
+  __syncthreads();
+  return last;
+}
+
 }  // namespace cnn::cuda

@@ -193,7 +193,8 @@ TEST_CASE("phased batchnorm cuda matches the cpu over uneven parts with every fu
     float mean;
   };
   const Case cases[] = {{{4, 0, 3}, 3, 4, 5, 0.0f},  {{2, 2}, 5, 8, 8, 30.0f}, {{1}, 2, 3, 3, 0.0f},
-                        {{0, 7}, 70, 1, 1, 0.0f},    {{16, 9}, 8, 16, 16, 5.0f}, {{3, 1, 0}, 4, 7, 9, 0.0f}};
+                        {{0, 7}, 70, 1, 1, 0.0f},    {{16, 9}, 8, 16, 16, 5.0f}, {{3, 1, 0}, 4, 7, 9, 0.0f},
+                        {{40, 24}, 6, 24, 24, 2.0f}};  // 12 slices a channel: the last block of each finishes it
   const ActivationParams acts[] = {{ActivationKind::relu, 0.0f},
                                    {ActivationKind::leaky_relu, 0.1f},
                                    {ActivationKind::elu, 0.7f},

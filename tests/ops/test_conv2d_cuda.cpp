@@ -177,8 +177,9 @@ TEST_CASE("conv2d cuda backward computes any single gradient alone", "[gpu]") {
   }
 }
 
-// Large enough for 128x128 and 64x128 tiles (with ragged edges), split filter-gradient reductions, the
-// vector and scalar load/store paths, and the direct kernels' split sums.
+// Large enough for 128x128 and 64x128 tiles (with ragged edges), split filter-gradient reductions
+// (summed by their last block or by a separate kernel), split forward reductions, the vector and
+// scalar load/store paths, and the direct kernels' split sums.
 TEST_CASE("conv2d cuda strategies match the cpu reference on larger shapes", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
@@ -194,6 +195,11 @@ TEST_CASE("conv2d cuda strategies match the cpu reference on larger shapes", "[g
       Conv2dShape::make(8, 3, 48, 47, 20, 3, 3, 1, 1, 1, 1),          // 64x128 tiles, 27-long reduction
       Conv2dShape::make(8, 8, 46, 46, 8, 3, 3),                       // direct with 72 taps (mini_xception conv2)
       Conv2dShape::make(8, 64, 12, 12, 40, 1, 1, 2, 2),               // direct 1x1, 64 taps, K past a chunk
+      Conv2dShape::make(4, 128, 3, 3, 7, 3, 3, 1, 1, 1, 1),           // forward split over Crs (conv_out)
+      Conv2dShape::make(2, 256, 4, 4, 16, 3, 3, 1, 1, 1, 1, 1, 1, 2),  // forward split with groups
+      Conv2dShape::make(8, 16, 16, 16, 16, 1, 1),                     // dw split folded by its last block
+      Conv2dShape::make(8, 4, 32, 32, 4, 3, 3, 1, 1, 1, 1),           // direct dw and db splits folded
+      Conv2dShape::make(64, 1, 48, 48, 2, 3, 3, 1, 1, 1, 1),          // direct dw split too long to fold
   };
   for (const Conv2dShape& sh : shapes) {
     const Reference r(sh, 5, true);
