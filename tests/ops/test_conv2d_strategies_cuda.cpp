@@ -257,7 +257,8 @@ TEST_CASE("conv2d cuda fft matches the cpu reference in every direction", "[gpu]
 }
 
 // One image's scratch is over half the 256 MiB chunk bound, so the batch runs in several chunks
-// (and backward_filter accumulates across them).
+// (and backward_filter accumulates across them); the FFT's filter-side transforms run in chunks
+// of planes too, so its staging does not grow with K*C.
 TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
@@ -269,7 +270,9 @@ TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[
       {kWinograd, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},  // 16*16*362*363 floats a tile set
       {kIm2col, Conv2dShape::make(3, 8, 723, 725, 8, 3, 3, 1, 1, 1, 1)},    // 8*9*723*725 column floats
       {kFft, Conv2dShape::make(12, 4, 725, 723, 4, 5, 5, 1, 1, 2, 2)},      // ~8.5M floats an image: chunks of 7
-      {kFft, Conv2dShape::make(4, 16, 500, 500, 16, 3, 3, 1, 1, 1, 1)},     // cuBLAS products, ~20M floats: 3 + 1
+      {kFft, Conv2dShape::make(4, 16, 500, 500, 16, 3, 3, 1, 1, 1, 1)},     // cuBLAS products, ~20M floats: 3 + 1;
+                                                                           // filter planes 87 at a time: 3 chunks
+      {kFft, Conv2dShape::make(2, 4, 500, 500, 40, 3, 3, 1, 1, 1, 1)},      // our products; filter planes 131 + 29
   };
   for (const Case& c : cases) {
     INFO(fmt::format("{}: {}", c.s.name, c.sh.to_string()));
