@@ -361,11 +361,6 @@ constexpr int64_t kMaxElements = int64_t(1) << 30;
 // 81 takes mini_xception's small dense layers (8 channels x 3x3, 1x1 up to 64 channels), where a
 // 64-row GEMM tile computes 8 useful rows.
 constexpr int kDirectMidTaps = 25, kDirectMaxTaps = 81;
-// The plain path (conv2d_forward_cuda without an autotuner) keeps the direct kernels for what they
-// were first measured on: one input channel per filter and at most 25 taps.
-static bool direct_is_default(const Conv2dShape& sh) {
-  return sh.groups >= 1 && sh.C == sh.groups && sh.R * sh.S <= kDirectMidTaps;
-}
 // Reduction elements per split of a filter gradient. 512 left mini_xception's 1x1 layers at batch
 // 32 (128x128 filters, N*P*Q = 1152: one 128x128 tile) with 2 blocks and 33-43 us backward filter
 // passes; 64 gives them 18, and the partial sums cost splits x K*C floats, a few MB at most here.
@@ -784,11 +779,17 @@ void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, 
   if (db) bias_reduce(ctx, sh, bplan, dy, db, db_parts, stream);
 }
 
+// The plain path (conv2d_forward_cuda without an autotuner) keeps the direct kernels for what they
+// were first measured on: one input channel per filter and at most 25 taps.
+static bool direct_is_default(const Conv2dShape& sh) {
+  return sh.groups >= 1 && sh.C == sh.groups && sh.R * sh.S <= kDirectMidTaps && conv2d_cuda_direct_can_implement(sh);
+}
+
 // Direct kernels where every filter reads one input channel (depthwise, C == 1 first layers: the
 // GEMM would have a reduction of only R*S there), implicit GEMM everywhere else.
 void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
                          float* y) {
-  if (direct_is_default(sh) && conv2d_cuda_direct_can_implement(sh))
+  if (direct_is_default(sh))
     conv2d_forward_cuda_direct(ctx, sh, x, w, b, y);
   else
     conv2d_forward_cuda_implicit_gemm(ctx, sh, x, w, b, y);
@@ -796,7 +797,7 @@ void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const fl
 
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                           const float* dy, float* dx, float* dw, float* db) {
-  if (direct_is_default(sh) && conv2d_cuda_direct_can_implement(sh))
+  if (direct_is_default(sh))
     conv2d_backward_cuda_direct(ctx, sh, x, w, dy, dx, dw, db);
   else
     conv2d_backward_cuda_implicit_gemm(ctx, sh, x, w, dy, dx, dw, db);
