@@ -59,19 +59,6 @@ inline ChannelLayout group_layout_of(const BatchnormShape& sh) {
 }
 
 
-// Block-sums (s, t) over the block and has thread 0 store them as the (channel c, slice blockIdx.x)
-// pair of partial (C, slices, 2). Every thread of the block must call it.
-__device__ __forceinline__ void store_slice_sums(double* __restrict__ partial, int c, double s, double t,
-                                                 double* shared) {
-  s = cuda::block_sum<kThreads>(s, shared);
-  t = cuda::block_sum<kThreads>(t, shared);
-  if (threadIdx.x == 0) {
-    double* out = partial + (static_cast<int64_t>(c) * gridDim.x + blockIdx.x) * 2;
-    out[0] = s;
-    out[1] = t;
-  }
-}
-
 // Channel c's slice pairs of partial (C, slices, 2) added in slice order. Loads bypass L1: other
 // blocks of the same kernel wrote them.
 __device__ __forceinline__ void sum_slices(const double* __restrict__ partial, int c, int slices, double& s,
@@ -92,6 +79,25 @@ __device__ __forceinline__ bool last_of_channel(unsigned* __restrict__ counters,
 // One arrival counter per channel.
 inline unsigned* channel_counters(const ExecContext& ctx, const BatchnormShape& sh, const char* what) {
   return cuda::arrival_counters(ctx, static_cast<size_t>(sh.C), what);
+}
+
+// Block-sums (s, t) over the block and has thread 0 store them as the (channel c, slice blockIdx.x)
+// pair of partial (C, slices, 2); the channel's last block then adds every slice's pair in slice
+// order and calls tail(c, s, t) in its thread 0. Every thread of the block must call it.
+template <typename Tail>
+__device__ __forceinline__ void finish_slice_sums(double* __restrict__ partial, unsigned* __restrict__ counters,
+                                                  int c, double s, double t, double* shared, const Tail& tail) {
+  s = cuda::block_sum<kThreads>(s, shared);
+  t = cuda::block_sum<kThreads>(t, shared);
+  if (threadIdx.x == 0) {
+    double* out = partial + (static_cast<int64_t>(c) * gridDim.x + blockIdx.x) * 2;
+    out[0] = s;
+    out[1] = t;
+  }
+  if (last_of_channel(counters, c) && threadIdx.x == 0) {
+    sum_slices(partial, c, static_cast<int>(gridDim.x), s, t);
+    tail(c, s, t);
+  }
 }
 
 // The kernels' index limits: int32 values per channel, one grid row per channel.
@@ -139,11 +145,7 @@ static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
       ss += d * d;
     }
   }
-  store_slice_sums(partial, c, s, ss, shared);
-  if (last_of_channel(counters, c) && threadIdx.x == 0) {
-    sum_slices(partial, c, static_cast<int>(gridDim.x), s, ss);
-    tail(c, s, ss);
-  }
+  finish_slice_sums(partial, counters, c, s, ss, shared, tail);
 }
 
 // Tail of the phased sum kernels: the channel's two sums into out (2C + 1), the count by channel 0,
@@ -218,11 +220,7 @@ static __global__ void batchnorm_backward_stats_act_kernel(ChannelLayout L, Epi 
       sx += g * static_cast<double>(x[a] - mean);
     }
   }
-  store_slice_sums(partial, c, s, sx, shared);
-  if (last_of_channel(counters, c) && threadIdx.x == 0) {
-    sum_slices(partial, c, static_cast<int>(gridDim.x), s, sx);
-    tail(c, s, sx);
-  }
+  finish_slice_sums(partial, counters, c, s, sx, shared, tail);
 }
 
 // This block's slice of channel c (grid (slices, C)): f(i) for each index i, of a value or (when L

@@ -21,6 +21,16 @@ namespace cnn {
 
 using namespace conv2d_cuda_detail;
 
+// The sum over splits j = 0, 1, ... of parts[j * stride + at], in that order: every split
+// reduction (a separate kernel or the last block of a group) adds its partials this way, so where
+// the sum runs does not change the bits. Loads bypass L1: other blocks may have just written them.
+__device__ __forceinline__ float sum_splits_at(const float* __restrict__ parts, int splits, int64_t stride,
+                                               int64_t at) {
+  float sum = 0.0f;
+  for (int j = 0; j < splits; ++j) sum += __ldcg(parts + j * stride + at);
+  return sum;
+}
+
 // ---- forward: y_g (Kg, N*P*Q) = w_g (Kg, Crs) * im2col(x_g) (Crs, N*P*Q) ----
 // A long reduction over few tiles is split (blockIdx.z = group * splits + split): each split
 // writes its partial (split, N, K, P, Q) to `parts`, and the tile's last split block to finish
@@ -75,9 +85,7 @@ static __global__ void __launch_bounds__(256, 2)
     int n, pos;
     locate(n0 + t % cols, n, pos);
     const int64_t at = (int64_t(n) * d.K + ch) * d.PQ + pos;
-    float sum = 0.0f;
-    for (int j = 0; j < p.splits; ++j) sum += __ldcg(parts + j * numel + at);
-    y[at] = sum + (p.has_bias ? __ldg(b + ch) : 0.0f);
+    y[at] = sum_splits_at(parts, p.splits, numel, at) + (p.has_bias ? __ldg(b + ch) : 0.0f);
   }
 }
 
@@ -158,9 +166,7 @@ static __global__ void __launch_bounds__(256, 2)
   for (int t = int(threadIdx.x); t < rows * cols; t += Cfg::kThreads) {
     const int m = t / cols, col = t % cols;
     const int64_t at = int64_t(g * d.Kg + m0 + m) * d.Crs + n0 + col;
-    float sum = 0.0f;
-    for (int j = 0; j < p.splits; ++j) sum += __ldcg(out + int64_t(j) * d.K * d.Crs + at);
-    dw[at] = sum;
+    dw[at] = sum_splits_at(out, p.splits, int64_t(d.K) * d.Crs, at);
   }
 }
 
@@ -303,9 +309,8 @@ static __global__ void __launch_bounds__(256)
     out[(int64_t(split) * d.K + k) * d.Crs + threadIdx.x] = total;
   }
   if (counters && cuda::arrive_last(counters + k, gridDim.y) && int(threadIdx.x) < d.Crs) {
-    float sum = 0.0f;
-    for (int j = 0; j < int(gridDim.y); ++j) sum += __ldcg(out + (int64_t(j) * d.K + k) * d.Crs + threadIdx.x);
-    dw[int64_t(k) * d.Crs + threadIdx.x] = sum;
+    const int64_t at = int64_t(k) * d.Crs + threadIdx.x;
+    dw[at] = sum_splits_at(out, int(gridDim.y), int64_t(d.K) * d.Crs, at);
   }
 }
 
@@ -331,11 +336,8 @@ static __global__ void __launch_bounds__(256)
   }
   const float total = block_sum_256(acc, scratch);
   if (threadIdx.x == 0) out[split * K + k] = total;
-  if (counters && cuda::arrive_last(counters + k, gridDim.y) && threadIdx.x == 0) {
-    float sum = 0.0f;
-    for (int j = 0; j < int(gridDim.y); ++j) sum += __ldcg(out + j * K + k);
-    db[k] = sum;
-  }
+  if (counters && cuda::arrive_last(counters + k, gridDim.y) && threadIdx.x == 0)
+    db[k] = sum_splits_at(out, int(gridDim.y), K, k);
 }
 
 // out[i] = sum over splits of parts[split][i], splits in order.
@@ -343,11 +345,8 @@ static __global__ void __launch_bounds__(256)
     conv2d_backward_split_sum_kernel(const float* __restrict__ parts,  // (splits, count)
                                      int splits, int count,
                                      float* __restrict__ out) {  // (count)
-  for (int i = blockIdx.x * 256 + threadIdx.x; i < count; i += gridDim.x * 256) {
-    float s = 0.0f;
-    for (int j = 0; j < splits; ++j) s += parts[j * count + i];
-    out[i] = s;
-  }
+  for (int i = blockIdx.x * 256 + threadIdx.x; i < count; i += gridDim.x * 256)
+    out[i] = sum_splits_at(parts, splits, count, i);
 }
 
 // ---- launch helpers ----
