@@ -44,7 +44,7 @@ class DenseLayer : public Layer {
     sh.N = x[0]->shape()[0];
     const float* b = m_bias ? m_params[1].data() : nullptr;
     dense_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
-    if (m_fused) activation_forward(backend(), *rc.exec, m_act, y.numel(), y.data(), y.data());
+    if (m_fused) run_op(backend(), ActivationForward{rc.exec, m_act, y.numel(), y.view(), y.view()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -54,8 +54,8 @@ class DenseLayer : public Layer {
     float* dxp = dx[0] ? dx[0]->data() : nullptr;
     float* db = m_bias ? m_grads[1].data() : nullptr;
     if (m_fused) {
-      float* g = const_cast<float*>(dy.data());
-      activation_backward_from_output(backend(), *rc.exec, m_act, dy.numel(), y.data(), g, g);
+      Tensor& g = const_cast<Tensor&>(dy);  // this layer's own gradient buffer (see the top)
+      run_op(backend(), ActivationBackwardFromOutput{rc.exec, m_act, g.numel(), y.view(), g.view(), g.view()});
     }
     dense_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
   }

@@ -2,7 +2,6 @@
 #include "layers/layer.h"
 
 #include "core/error.h"
-#include "ops/cuda_ops.h"
 
 namespace cnn {
 
@@ -15,7 +14,7 @@ Layer::Layer(const LayerSpec& spec)
       m_requested_backend(spec.backend),
       m_preferred_backend(spec.preferred_backend) {}
 
-bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && cuda_ops_built()); }
+bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && backend_built(b)); }
 
 void Layer::fail(const std::string& message) const {
   throw ConfigError(m_where, m_node ? m_node->path() : "layers." + m_name,

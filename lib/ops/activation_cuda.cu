@@ -118,10 +118,12 @@ static void check_count(const char* what, int64_t n) {
   if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
 }
 
-void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                             const float* x,  // (n)
-                             float* y) {      // (n)
-  cudaStream_t stream = cuda::stream_of(ctx, "activation forward");
+void activation_forward_cuda(const ActivationForward& args) {
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float* x = args.x.f32();
+  float* y = args.y.f32();
+  cudaStream_t stream = cuda::stream_of(*args.ctx, "activation forward");
   check_count("activation forward", n);
   if (n == 0) return;
   switch (p.kind) {
@@ -139,12 +141,12 @@ void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, 
   CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
 }
 
-void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                              const float* x,   // (n)
-                              const float* y,   // (n)
-                              const float* dy,  // (n)
-                              float* dx) {      // (n)
-  cudaStream_t stream = cuda::stream_of(ctx, "activation backward");
+void activation_backward_cuda(const ActivationBackward& args) {
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float *x = args.x.f32(), *y = args.y.f32(), *dy = args.dy.f32();
+  float* dx = args.dx.f32();
+  cudaStream_t stream = cuda::stream_of(*args.ctx, "activation backward");
   check_count("activation backward", n);
   if (n == 0) return;
   const float a = p.alpha;
@@ -163,12 +165,13 @@ void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p,
   CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
 }
 
-void activation_backward_from_output_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                                          const float* y,   // (n)
-                                          const float* dy,  // (n)
-                                          float* dx) {      // (n), may alias dy
+void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& args) {
   const char* what = "activation backward from the output";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float *y = args.y.f32(), *dy = args.dy.f32();
+  float* dx = args.dx.f32();
+  cudaStream_t stream = cuda::stream_of(*args.ctx, what);
   check_count(what, n);
   if (!activation_fusable(p)) CNN_THROW("{}: {} with alpha {} needs its input", what, to_string(p.kind), p.alpha);
   if (n == 0) return;

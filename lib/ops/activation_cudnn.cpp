@@ -84,33 +84,33 @@ bool activation_cudnn_supports(const ActivationParams& p) {
   return false;
 }
 
-void activation_forward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                              const float* x,  // (n)
-                              float* y) {      // (n), may alias x
+void activation_forward_cudnn(const ActivationForward& a) {
   const char* what = "activation cudnn forward";
+  const int64_t n = a.n;
+  const float* x = a.x.f32();
+  float* y = a.y.f32();
   check_count(what, n);
-  cudnnHandle_t h = cudnn::handle(ctx, what);
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t at = 0; at < n; at += kChunk) {
     const int64_t len = std::min(kChunk, n - at);
-    ActDescs& d = descs(ctx, p, len, what);
+    ActDescs& d = descs(*a.ctx, a.p, len, what);
     CUDNN_CHECK(cudnnActivationForward(h, d.act, &one, d.t, x + at, &zero, d.t, y + at));
   }
 }
 
-void activation_backward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                               const float* x,   // (n)
-                               const float* y,   // (n); unread for relu
-                               const float* dy,  // (n)
-                               float* dx) {      // (n), may alias dy
+void activation_backward_cudnn(const ActivationBackward& a) {
   const char* what = "activation cudnn backward";
+  const int64_t n = a.n;
+  const float *x = a.x.f32(), *dy = a.dy.f32();
+  const float* y = a.p.kind == ActivationKind::relu ? x : a.y.f32();  // unread for relu
+  float* dx = a.dx.f32();
   check_count(what, n);
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  if (p.kind == ActivationKind::relu) y = x;
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t at = 0; at < n; at += kChunk) {
     const int64_t len = std::min(kChunk, n - at);
-    ActDescs& d = descs(ctx, p, len, what);
+    ActDescs& d = descs(*a.ctx, a.p, len, what);
     CUDNN_CHECK(cudnnActivationBackward(h, d.act, &one, d.t, y + at, d.t, dy + at, d.t, x + at, &zero, d.t, dx + at));
   }
 }

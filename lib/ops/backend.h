@@ -11,5 +11,8 @@ enum class Backend { cpu, cuda, cudnn };
 const char* to_string(Backend b);  // "cpu" | "cuda" | "cudnn"
 // "cpu" | "cuda" | "cudnn"; throws cnn::Error otherwise (specs are validated earlier).
 Backend parse_backend(const std::string& s);
+// Whether this build has the kernels of backend b: cpu always, cuda and cudnn in a CUDA build
+// (registry.cpp, the one place that knows which implementations a build has).
+bool backend_built(Backend b);
 
 }  // namespace cnn

@@ -1,7 +1,6 @@
 // Stand-ins for every cuDNN entry point of lib/ops in a build without CUDA: each throws, so asking
 // for the cudnn backend fails loudly, never silently; the algorithm list is empty.
 #include "core/error.h"
-#include "ops/activation.h"
 #include "ops/batchnorm.h"
 #include "ops/conv2d_algo.h"
 #include "ops/cudnn_ops.h"
@@ -34,15 +33,6 @@ void pool2d_forward_cudnn(const ExecContext& ctx, const Pool2dShape& sh, const f
 void pool2d_backward_cudnn(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
                            const float* dy, float* dx) {
   CNN_NO_CUDNN("pool2d_backward_cudnn");
-}
-
-bool activation_cudnn_supports(const ActivationParams& p) { return false; }
-void activation_forward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y) {
-  CNN_NO_CUDNN("activation_forward_cudnn");
-}
-void activation_backward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                               const float* y, const float* dy, float* dx) {
-  CNN_NO_CUDNN("activation_backward_cudnn");
 }
 
 bool batchnorm_cudnn_supports(const BatchnormShape& sh) { return false; }

@@ -65,15 +65,6 @@ void pool2d_backward(Backend backend, const ExecContext& ctx, const Pool2dShape&
                      const float* dy, float* dx) {
   dispatch_cudnn(backend, pool2d_backward_cpu, pool2d_backward_cuda, pool2d_backward_cudnn, ctx, sh, x, y, dy, dx);
 }
-void activation_forward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                        float* y) {
-  dispatch_cudnn(backend, activation_forward_cpu, activation_forward_cuda, activation_forward_cudnn, ctx, p, n, x, y);
-}
-void activation_backward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                         const float* y, const float* dy, float* dx) {
-  dispatch_cudnn(backend, activation_backward_cpu, activation_backward_cuda, activation_backward_cudnn, ctx, p, n, x, y,
-                 dy, dx);
-}
 void batchnorm_forward_train(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
                              const float* gamma, const float* beta, float* y, float* running_mean, float* running_var,
                              float* save_mean, float* save_inv_std) {
@@ -121,11 +112,6 @@ void batchnorm_backward_apply(Backend backend, const ExecContext& ctx, const Bat
                               const float* save_mean, const float* save_inv_std, const float* dy, float* dx) {
   dispatch(backend, "batchnorm backward_apply", batchnorm_backward_apply_cpu, batchnorm_backward_apply_cuda, ctx, sh,
            sums, x, y, act, gamma, save_mean, save_inv_std, dy, dx);
-}
-void activation_backward_from_output(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                                     const float* y, const float* dy, float* dx) {
-  dispatch(backend, "activation backward_from_output", activation_backward_from_output_cpu,
-           activation_backward_from_output_cuda, ctx, p, n, y, dy, dx);
 }
 void dropout_forward(Backend backend, const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x,
                      float* y) {

@@ -40,13 +40,13 @@ TEST_CASE("activation cuda matches the cpu over odd sizes and misaligned pointer
         x[0] = 0.0f;  // the kink: every kind must take the same side as the cpu
         const std::vector<float> dy = test::random_floats(static_cast<size_t>(n), 200 + n);
         std::vector<float> y_ref(x.size()), dx_ref(x.size());
-        activation_forward_cpu(cpu, prm, n, x.data(), y_ref.data());
-        activation_backward_cpu(cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+        activation_forward_cpu({&cpu, prm, n, x.data(), y_ref.data()});
+        activation_backward_cpu({&cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
 
         DeviceFloats dx_in(x, offset), ddy(dy, offset);
         DeviceFloats dyv = DeviceFloats::poisoned(n, offset), ddx = DeviceFloats::poisoned(n, offset);
-        activation_forward_cuda(gpu, prm, n, dx_in.data(), dyv.data());
-        activation_backward_cuda(gpu, prm, n, dx_in.data(), dyv.data(), ddy.data(), ddx.data());
+        activation_forward_cuda({&gpu, prm, n, dx_in.data(), dyv.data()});
+        activation_backward_cuda({&gpu, prm, n, dx_in.data(), dyv.data(), ddy.data(), ddx.data()});
         cuda.synchronize();
         CHECK(compare(dyv.get(), y_ref, kGpuVsCpu) == "");
         CHECK(compare(ddx.get(), dx_ref, kGpuVsCpu) == "");
@@ -66,12 +66,12 @@ TEST_CASE("activation cuda works in place: y over x and dx over dy", "[gpu]") {
     const std::vector<float> x = test::random_floats(n, 7, -3.0f, 3.0f);
     const std::vector<float> dy = test::random_floats(n, 8);
     std::vector<float> y_ref(n), dx_ref(n);
-    activation_forward_cpu(cpu, prm, n, x.data(), y_ref.data());
-    activation_backward_cpu(cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+    activation_forward_cpu({&cpu, prm, n, x.data(), y_ref.data()});
+    activation_backward_cpu({&cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
 
     DeviceFloats keep_x(x), y(x), g(dy);
-    activation_forward_cuda(cuda.ctx(), prm, n, y.data(), y.data());
-    activation_backward_cuda(cuda.ctx(), prm, n, keep_x.data(), y.data(), g.data(), g.data());
+    activation_forward_cuda({&cuda.ctx(), prm, n, y.data(), y.data()});
+    activation_backward_cuda({&cuda.ctx(), prm, n, keep_x.data(), y.data(), g.data(), g.data()});
     cuda.synchronize();
     CHECK(compare(y.get(), y_ref, kGpuVsCpu) == "");
     CHECK(compare(g.get(), dx_ref, kGpuVsCpu) == "");
@@ -90,11 +90,11 @@ TEST_CASE("activation cuda backward reads only the operand its kind needs", "[gp
     const bool needs_x = kind == ActivationKind::relu || kind == ActivationKind::leaky_relu;
     const ActivationParams prm{kind, 0.1f};
     std::vector<float> y_ref(n), dx_ref(n);
-    activation_forward_cpu(cpu, prm, n, x.data(), y_ref.data());
-    activation_backward_cpu(cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+    activation_forward_cpu({&cpu, prm, n, x.data(), y_ref.data()});
+    activation_backward_cpu({&cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
     DeviceFloats dx_in(x), dy_in(y_ref), g(dy), out = DeviceFloats::poisoned(n);
-    activation_backward_cuda(cuda.ctx(), prm, n, needs_x ? dx_in.data() : nullptr, needs_x ? nullptr : dy_in.data(),
-                             g.data(), out.data());
+    activation_backward_cuda({&cuda.ctx(), prm, n, needs_x ? dx_in.data() : nullptr, needs_x ? nullptr : dy_in.data(),
+                             g.data(), out.data()});
     cuda.synchronize();
     CHECK(compare(out.get(), dx_ref, kGpuVsCpu) == "");
   }

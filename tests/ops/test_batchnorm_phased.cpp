@@ -116,12 +116,12 @@ TEST_CASE("phased batchnorm with a fused activation equals batchnorm followed by
         yi(n);
     batchnorm_forward_train_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), z.data(), rm.data(), rv.data(),
                                 sm.data(), sis.data());
-    activation_forward_cpu(ctx, act, int64_t(n), z.data(), y.data());
-    activation_backward_cpu(ctx, act, int64_t(n), z.data(), y.data(), dy.data(), g.data());
+    activation_forward_cpu({&ctx, act, int64_t(n), z.data(), y.data()});
+    activation_backward_cpu({&ctx, act, int64_t(n), z.data(), y.data(), dy.data(), g.data()});
     batchnorm_backward_cpu(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), g.data(), dx.data(), dg.data(),
                            db.data());
     batchnorm_forward_infer_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), yi_bn.data());
-    activation_forward_cpu(ctx, act, int64_t(n), yi_bn.data(), yi.data());
+    activation_forward_cpu({&ctx, act, int64_t(n), yi_bn.data(), yi.data()});
     // Fused: one rank, so the sums are used as they are.
     std::vector<float> frm(C, 0.0f), frv(C, 1.0f), fsm(C), fsis(C), fy(n), fdx(n), fdg(C), fdb(C), fyi(n);
     std::vector<double> stats(2 * C + 1), sums(2 * C + 1);
@@ -143,7 +143,7 @@ TEST_CASE("phased batchnorm with a fused activation equals batchnorm followed by
     CHECK(compare(fyi, yi, kPhased) == "");
     // The activation's own backward from its output agrees with the one from its input.
     std::vector<float> gy(n);
-    activation_backward_from_output_cpu(ctx, act, int64_t(n), y.data(), dy.data(), gy.data());
+    activation_backward_from_output_cpu({&ctx, act, int64_t(n), y.data(), dy.data(), gy.data()});
     CHECK(compare(gy, g, kPhased) == "");
   }
 }

@@ -326,14 +326,14 @@ TEST_CASE("cudnn activations match the cpu reference, in place too", "[gpu][cudn
       activation_forward_reference<float>(cpu, p, n, x.data(), y.data());
       activation_backward_reference<float>(cpu, p, n, x.data(), y.data(), dy.data(), dx.data());
       DeviceFloats xd(x), dyd(dy), yd = DeviceFloats::poisoned(n), dxd = DeviceFloats::poisoned(n);
-      activation_forward_cudnn(cuda.ctx(), p, n, xd.data(), yd.data());
-      activation_backward_cudnn(cuda.ctx(), p, n, xd.data(), yd.data(), dyd.data(), dxd.data());
+      activation_forward_cudnn({&cuda.ctx(), p, n, xd.data(), yd.data()});
+      activation_backward_cudnn({&cuda.ctx(), p, n, xd.data(), yd.data(), dyd.data(), dxd.data()});
       cuda.synchronize();
       CHECK(compare(yd.get(), y, kGpuVsCpu) == "");
       CHECK(compare(dxd.get(), dx, kGpuVsCpu) == "");
       // In place: dx over dy, then y over x (relu's backward reads x, so it goes last).
-      activation_backward_cudnn(cuda.ctx(), p, n, xd.data(), yd.data(), dyd.data(), dyd.data());
-      activation_forward_cudnn(cuda.ctx(), p, n, xd.data(), xd.data());
+      activation_backward_cudnn({&cuda.ctx(), p, n, xd.data(), yd.data(), dyd.data(), dyd.data()});
+      activation_forward_cudnn({&cuda.ctx(), p, n, xd.data(), xd.data()});
       cuda.synchronize();
       CHECK(compare(dyd.get(), dx, kGpuVsCpu) == "");
       CHECK(compare(xd.get(), y, kGpuVsCpu) == "");
@@ -346,8 +346,8 @@ TEST_CASE("cudnn activations match the cpu reference, in place too", "[gpu][cudn
     CHECK_FALSE(activation_cudnn_supports(p));
     DeviceFloats xd(std::vector<float>(4, -1.0f)), yd = DeviceFloats::poisoned(4), dyd(std::vector<float>(4, 1.0f)),
                                                    dxd = DeviceFloats::poisoned(4);
-    CHECK_THROWS_AS(activation_forward_cudnn(cuda.ctx(), p, 4, xd.data(), yd.data()), Error);
-    CHECK_THROWS_AS(activation_backward_cudnn(cuda.ctx(), p, 4, xd.data(), yd.data(), dyd.data(), dxd.data()), Error);
+    CHECK_THROWS_AS(activation_forward_cudnn({&cuda.ctx(), p, 4, xd.data(), yd.data()}), Error);
+    CHECK_THROWS_AS(activation_backward_cudnn({&cuda.ctx(), p, 4, xd.data(), yd.data(), dyd.data(), dxd.data()}), Error);
   }
 }
 
