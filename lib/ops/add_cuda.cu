@@ -75,12 +75,14 @@ static void check_args(const char* what, int64_t n, int count) {
   if (count > kMaxInputs) CNN_THROW("{}: the CUDA kernel takes at most {} inputs, got {}", what, kMaxInputs, count);
 }
 
-void add_forward_cuda(const ExecContext& ctx, int64_t n, int count,
-                      const float* const* xs,  // count x (n)
-                      float* y) {              // (n)
+void add_forward_cuda(const AddForward& a) {
   const char* what = "add forward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const int64_t n = a.n;
+  const int count = a.count;
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   check_args(what, n, count);
+  const std::vector<const float*> xs = f32_pointers(a.xs, size_t(count));
+  float* y = a.y.f32();
   if (n == 0) return;
   if (count == 1) {
     if (xs[0] != y)
@@ -101,12 +103,14 @@ void add_forward_cuda(const ExecContext& ctx, int64_t n, int count,
   CUDA_CHECK_LAUNCH(what);
 }
 
-void add_backward_cuda(const ExecContext& ctx, int64_t n, int count,
-                       const float* dy,      // (n)
-                       float* const* dxs) {  // count x (n), entries may be null
+void add_backward_cuda(const AddBackward& a) {
   const char* what = "add backward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const int64_t n = a.n;
+  const int count = a.count;
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   check_args(what, n, count);
+  const float* dy = a.dy.f32();
+  const std::vector<float*> dxs = f32_pointers(a.dxs, size_t(count));
   if (n == 0) return;
   AddOutputs out{};
   int targets = 0;

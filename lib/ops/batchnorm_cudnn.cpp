@@ -48,15 +48,12 @@ bool batchnorm_cudnn_supports(const BatchnormShape& sh) {
   return cudnn::fits_nchw(std::max<int64_t>(sh.N, 1), sh.C, sh.H, sh.W);
 }
 
-void batchnorm_forward_train_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const float* x,         // (N, C, H, W)
-                                   const float* gamma,     // (C)
-                                   const float* beta,      // (C)
-                                   float* y,               // (N, C, H, W)
-                                   float* running_mean,    // (C)
-                                   float* running_var,     // (C)
-                                   float* save_mean,       // (C)
-                                   float* save_inv_std) {  // (C)
+void batchnorm_forward_train_cudnn(const BatchnormForwardTrain& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta;
+  float *y = a.y.f32(), *running_mean = a.running_mean, *running_var = a.running_var, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std;
   const char* what = "batchnorm cudnn forward";
   cudnnHandle_t h = cudnn::handle(ctx, what);
   BnDescs& d = descs(ctx, sh, what);
@@ -67,13 +64,12 @@ void batchnorm_forward_train_cudnn(const ExecContext& ctx, const BatchnormShape&
                                                      save_mean, save_inv_std));
 }
 
-void batchnorm_forward_infer_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const float* x,             // (N, C, H, W)
-                                   const float* gamma,         // (C)
-                                   const float* beta,          // (C)
-                                   const float* running_mean,  // (C)
-                                   const float* running_var,   // (C)
-                                   float* y) {                 // (N, C, H, W)
+void batchnorm_forward_infer_cudnn(const BatchnormForwardInfer& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta, *running_mean = a.running_mean,
+      *running_var = a.running_var;
+  float* y = a.y.f32();
   const char* what = "batchnorm cudnn inference";
   cudnnHandle_t h = cudnn::handle(ctx, what);
   BnDescs& d = descs(ctx, sh, what);
@@ -82,15 +78,12 @@ void batchnorm_forward_infer_cudnn(const ExecContext& ctx, const BatchnormShape&
                                                       gamma, beta, running_mean, running_var, sh.eps));
 }
 
-void batchnorm_backward_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
-                              const float* x,             // (N, C, H, W)
-                              const float* gamma,         // (C)
-                              const float* save_mean,     // (C)
-                              const float* save_inv_std,  // (C)
-                              const float* dy,            // (N, C, H, W)
-                              float* dx,                  // (N, C, H, W) or null
-                              float* dgamma,              // (C) or null
-                              float* dbeta) {             // (C) or null
+void batchnorm_backward_cudnn(const BatchnormBackward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *save_mean = a.save_mean, *save_inv_std = a.save_inv_std,
+      *dy = a.dy.f32();
+  float *dx = a.dx.f32(), *dgamma = a.dgamma, *dbeta = a.dbeta;
   const char* what = "batchnorm cudnn backward";
   cudnnHandle_t h = cudnn::handle(ctx, what);
   BnDescs& d = descs(ctx, sh, what);

@@ -81,10 +81,11 @@ static void check_phase_shape(const char* what, const BatchnormShape& sh) {
   check_cuda_limits(what, sh);
 }
 
-void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const float* x,             // (N, C, H, W)
-                                  const float* running_mean,  // (C): the shift
-                                  double* stats) {            // (2C + 1)
+void batchnorm_forward_stats_cuda(const BatchnormForwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *running_mean = a.running_mean;
+  double* stats = a.stats;
   const char* what = "batchnorm forward statistics";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
@@ -96,17 +97,14 @@ void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& 
   CUDA_CHECK_LAUNCH("batchnorm forward statistics (sums)");
 }
 
-void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const double* stats,          // (2C + 1), summed over the ranks
-                                  const float* x,               // (N, C, H, W)
-                                  const float* gamma,           // (C)
-                                  const float* beta,            // (C)
-                                  const ActivationParams* act,  // or null
-                                  float* y,                     // (N, C, H, W)
-                                  float* running_mean,          // (C)
-                                  float* running_var,           // (C)
-                                  float* save_mean,             // (C)
-                                  float* save_inv_std) {        // (C)
+void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const double* stats = a.stats;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta;
+  const ActivationParams* act = a.act;
+  float *y = a.y.f32(), *running_mean = a.running_mean, *running_var = a.running_var, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std;
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
@@ -119,14 +117,13 @@ void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& 
   CUDA_CHECK_LAUNCH("batchnorm forward (apply)");
 }
 
-void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                      const float* x,               // (N, C, H, W)
-                                      const float* gamma,           // (C)
-                                      const float* beta,            // (C)
-                                      const float* running_mean,    // (C)
-                                      const float* running_var,     // (C)
-                                      const ActivationParams* act,  // or null
-                                      float* y) {                   // (N, C, H, W)
+void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta, *running_mean = a.running_mean,
+      *running_var = a.running_var;
+  const ActivationParams* act = a.act;
+  float* y = a.y.f32();
   const char* what = "batchnorm inference";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
@@ -136,16 +133,14 @@ void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormSha
   CUDA_CHECK_LAUNCH("batchnorm inference (normalize)");
 }
 
-void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const float* x,               // (N, C, H, W)
-                                   const float* y,               // (N, C, H, W); read only with act
-                                   const ActivationParams* act,  // or null
-                                   const float* save_mean,       // (C)
-                                   const float* save_inv_std,    // (C)
-                                   const float* dy,              // (N, C, H, W)
-                                   double* sums,                 // (2C + 1)
-                                   float* dgamma,                // (C) or null
-                                   float* dbeta) {               // (C) or null
+void batchnorm_backward_stats_cuda(const BatchnormBackwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *y = a.y.f32(), *save_mean = a.save_mean, *save_inv_std = a.save_inv_std,
+      *dy = a.dy.f32();
+  const ActivationParams* act = a.act;
+  double* sums = a.sums;
+  float *dgamma = a.dgamma, *dbeta = a.dbeta;
   const char* what = "batchnorm backward statistics";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);
@@ -161,16 +156,14 @@ void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape&
   CUDA_CHECK_LAUNCH("batchnorm backward statistics (sums)");
 }
 
-void batchnorm_backward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const double* sums,           // (2C + 1), summed over the ranks
-                                   const float* x,               // (N, C, H, W)
-                                   const float* y,               // (N, C, H, W); read only with act
-                                   const ActivationParams* act,  // or null
-                                   const float* gamma,           // (C)
-                                   const float* save_mean,       // (C)
-                                   const float* save_inv_std,    // (C)
-                                   const float* dy,              // (N, C, H, W)
-                                   float* dx) {                  // (N, C, H, W) or null
+void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const double* sums = a.sums;
+  const float *x = a.x.f32(), *y = a.y.f32(), *gamma = a.gamma, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std, *dy = a.dy.f32();
+  const ActivationParams* act = a.act;
+  float* dx = a.dx.f32();
   const char* what = "batchnorm backward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_phase_shape(what, sh);

@@ -71,8 +71,11 @@ static void bind_stream(cublasHandle_t h, cudaStream_t stream) {
   if (bound != stream) check_cublas(cublasSetStream(h, stream), "cublasSetStream");
 }
 
-void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
-                        float* y) {
+void dense_forward_cuda(const DenseForward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const DenseShape& sh = a.sh;
+  const float *x = a.x.f32(), *w = a.w.f32(), *b = a.b.f32();
+  float* y = a.y.f32();
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
@@ -93,8 +96,11 @@ void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const floa
                "cublasSgemm (dense forward)");
 }
 
-void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                         const float* dy, float* dx, float* dw, float* db) {
+void dense_backward_cuda(const DenseBackward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const DenseShape& sh = a.sh;
+  const float *x = a.x.f32(), *w = a.w.f32(), *dy = a.dy.f32();
+  float *dx = a.dx.f32(), *dw = a.dw.f32(), *db = a.db.f32();
   check_shape(sh);
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int N = int(sh.N), C = int(sh.C), K = int(sh.K);

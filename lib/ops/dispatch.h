@@ -17,8 +17,8 @@
 // their tensors, so a BF16 tensor reaches the BF16 row, and ask op_supports(b, dtype(), ...) with
 // their own dtype; tests/ops/test_backend_ops.cpp then tests the row against the CPU oracle at the
 // BF16 tolerance of tests/support/tolerance.h.
-// Trap: the dispatcher keys on args.dtype(), the dtype of the op's activation operand (x forward,
-// dy backward). supports() is a question about shapes (operands may be null); an operand whose
+// Trap: the dispatcher keys on args.dtype(), the dtype of the op's activation operand (x or y
+// forward, dy backward). supports() is a question about shapes (operands may be null); an operand whose
 // dtype the row does not read makes its checked accessor throw when the row runs.
 #pragma once
 
@@ -83,6 +83,19 @@ const Row& impl_for(const ImplTable<Row>& table, Backend b, DType t, std::string
   std::vector<std::pair<std::string, DType>> have;
   for (const Row& r : table.rows) have.emplace_back(std::string(detail::row_name(r.name)), r.dtype);
   detail::throw_no_impl(table.op, b, t, name, have);
+}
+
+// The checked f32 pointers of `count` views, for implementations that index an array of operands
+// (add, concat).
+inline std::vector<const float*> f32_pointers(const ConstView* views, size_t count) {
+  std::vector<const float*> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = views[i].f32();
+  return out;
+}
+inline std::vector<float*> f32_pointers(const View* views, size_t count) {
+  std::vector<float*> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = views[i].f32();
+  return out;
 }
 
 // Whether a row of backend b for dtype t exists here and supports `a`'s shape (operands and the

@@ -82,16 +82,12 @@ static void launch_mask(const ExecContext& ctx, const char* what, const DropoutP
   CUDA_CHECK_LAUNCH(what);
 }
 
-void dropout_forward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n,
-                          const float* x,  // (n)
-                          float* y) {      // (n)
-  launch_mask(ctx, "dropout forward", prm, n, x, y);
+void dropout_forward_cuda(const DropoutForward& a) {
+  launch_mask(*a.ctx, "dropout forward", a.prm, a.n, a.x.f32(), a.y.f32());
 }
 
-void dropout_backward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n,
-                           const float* dy,  // (n)
-                           float* dx) {      // (n)
-  launch_mask(ctx, "dropout backward", prm, n, dy, dx);
+void dropout_backward_cuda(const DropoutBackward& a) {
+  launch_mask(*a.ctx, "dropout backward", a.prm, a.n, a.dy.f32(), a.dx.f32());
 }
 
 }  // namespace cnn

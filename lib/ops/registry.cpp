@@ -2,15 +2,32 @@
 // one table per argument struct, rows {backend, dtype, name, supports, run} (ops/dispatch.h).
 // Trap: CUDA and cuDNN rows are wrapped in CNN_CUDA_ROWS, the one #ifdef of lib/ops outside the
 // walled files: a build without CUDA has no such rows (and no stand-ins), so asking for them
-// throws from the dispatcher. A BF16 row goes next to its f32 sibling in the same table.
+// throws from the dispatcher. A BF16 row goes next to its f32 sibling in the same table, e.g.
+//   CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16))
+#include <type_traits>
+
 #include "ops/activation.h"
+#include "ops/add.h"
+#include "ops/batchnorm.h"
+#include "ops/concat.h"
+#include "ops/dense.h"
 #include "ops/dispatch.h"
+#include "ops/dropout.h"
+#include "ops/pool2d.h"
+#include "ops/softmax_cross_entropy.h"
 
 #ifdef CNN_WITH_CUDA
 #define CNN_CUDA_ROWS(...) __VA_ARGS__,
 #else
 #define CNN_CUDA_ROWS(...)
 #endif
+
+// The table of one argument struct: its entry point's name for errors, then its rows.
+#define CNN_OP_TABLE(Args, op, ...)                  \
+  const OpTable<Args>& Args::table() {               \
+    static const OpTable<Args> t{op, {__VA_ARGS__}}; \
+    return t;                                        \
+  }
 
 namespace cnn {
 
@@ -25,39 +42,85 @@ bool backend_built(Backend b) {
 namespace {
 
 constexpr Backend kCpu = Backend::cpu, kCuda = Backend::cuda, kCudnn = Backend::cudnn;
-constexpr DType kF32 = DType::f32;
 
+template <typename T>
+struct Same {
+  using type = T;
+};
+
+// The default row of backend b for `run` (named after the backend).
 template <typename Args>
-bool activation_on_cudnn(const Args& a) {
-  return activation_cudnn_supports(a.p);
+OpImpl<Args> row(Backend b, void (*run)(const Args&), typename Same<bool (*)(const Args&)>::type supports = nullptr,
+                 DType dtype = DType::f32) {
+  return {b, dtype, to_string(b), supports, run};
 }
+
+// cuDNN's shape rules, as supports functions of the rows.
+constexpr auto activation_on_cudnn = [](const auto& a) { return activation_cudnn_supports(a.p); };
+constexpr auto pool2d_on_cudnn = [](const auto& a) { return pool2d_cudnn_supports(a.sh); };
+constexpr auto batchnorm_on_cudnn = [](const auto& a) { return batchnorm_cudnn_supports(a.sh); };
+constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entropy_cudnn_supports(a.sh); };
 
 }  // namespace
 
-const OpTable<ActivationForward>& ActivationForward::table() {
-  static const OpTable<ActivationForward> t{
-      "activation forward",
-      {{kCpu, kF32, "cpu", nullptr, activation_forward_cpu},
-       CNN_CUDA_ROWS({kCuda, kF32, "cuda", nullptr, activation_forward_cuda},
-                     {kCudnn, kF32, "cudnn", activation_on_cudnn, activation_forward_cudnn})}};
-  return t;
-}
+CNN_OP_TABLE(ActivationForward, "activation forward", row(kCpu, activation_forward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, activation_forward_cuda),
+                           row(kCudnn, activation_forward_cudnn, activation_on_cudnn)))
+CNN_OP_TABLE(ActivationBackward, "activation backward", row(kCpu, activation_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, activation_backward_cuda),
+                           row(kCudnn, activation_backward_cudnn, activation_on_cudnn)))
+CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
+             row(kCpu, activation_backward_from_output_cpu),
+             CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda)))
 
-const OpTable<ActivationBackward>& ActivationBackward::table() {
-  static const OpTable<ActivationBackward> t{
-      "activation backward",
-      {{kCpu, kF32, "cpu", nullptr, activation_backward_cpu},
-       CNN_CUDA_ROWS({kCuda, kF32, "cuda", nullptr, activation_backward_cuda},
-                     {kCudnn, kF32, "cudnn", activation_on_cudnn, activation_backward_cudnn})}};
-  return t;
-}
+CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu), CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda)))
+CNN_OP_TABLE(DenseBackward, "dense backward", row(kCpu, dense_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda)))
 
-const OpTable<ActivationBackwardFromOutput>& ActivationBackwardFromOutput::table() {
-  static const OpTable<ActivationBackwardFromOutput> t{
-      "activation backward_from_output",
-      {{kCpu, kF32, "cpu", nullptr, activation_backward_from_output_cpu},
-       CNN_CUDA_ROWS({kCuda, kF32, "cuda", nullptr, activation_backward_from_output_cuda})}};
-  return t;
-}
+CNN_OP_TABLE(Pool2dForward, "pool2d forward", row(kCpu, pool2d_forward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda), row(kCudnn, pool2d_forward_cudnn, pool2d_on_cudnn)))
+CNN_OP_TABLE(Pool2dBackward, "pool2d backward", row(kCpu, pool2d_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, pool2d_backward_cuda), row(kCudnn, pool2d_backward_cudnn, pool2d_on_cudnn)))
+
+CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu), CNN_CUDA_ROWS(row(kCuda, add_forward_cuda)))
+CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu), CNN_CUDA_ROWS(row(kCuda, add_backward_cuda)))
+CNN_OP_TABLE(ConcatForward, "concat forward", row(kCpu, concat_forward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda)))
+CNN_OP_TABLE(ConcatBackward, "concat backward", row(kCpu, concat_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, concat_backward_cuda)))
+CNN_OP_TABLE(DropoutForward, "dropout forward", row(kCpu, dropout_forward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, dropout_forward_cuda)))
+CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda)))
+
+CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchnorm_forward_train_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
+                           row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
+CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_cuda),
+                           row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_on_cudnn)))
+CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
+                           row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
+CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_stats_cuda)))
+CNN_OP_TABLE(BatchnormForwardApply, "batchnorm forward_apply", row(kCpu, batchnorm_forward_apply_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_apply_cuda)))
+CNN_OP_TABLE(BatchnormForwardInferAct, "batchnorm forward_infer_act", row(kCpu, batchnorm_forward_infer_act_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_act_cuda)))
+CNN_OP_TABLE(BatchnormBackwardStats, "batchnorm backward_stats", row(kCpu, batchnorm_backward_stats_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_stats_cuda)))
+CNN_OP_TABLE(BatchnormBackwardApply, "batchnorm backward_apply", row(kCpu, batchnorm_backward_apply_cpu),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda)))
+
+CNN_OP_TABLE(SoftmaxCrossEntropyForward, "softmax_cross_entropy forward", row(kCpu, softmax_cross_entropy_forward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda),
+                           row(kCudnn, softmax_cross_entropy_forward_cudnn, softmax_on_cudnn)))
+CNN_OP_TABLE(SoftmaxCrossEntropyBackward, "softmax_cross_entropy backward",
+             row(kCpu, softmax_cross_entropy_backward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_backward_cuda),
+                           row(kCudnn, softmax_cross_entropy_backward_cudnn, softmax_on_cudnn)))
+CNN_OP_TABLE(SoftmaxCrossEntropyForwardAsync, "softmax_cross_entropy forward_async",
+             CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda_async)))
 
 }  // namespace cnn

@@ -14,6 +14,7 @@
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
+#include "support/views.h"
 
 using namespace cnn;
 using cnn::test::compare;
@@ -41,9 +42,9 @@ TEST_CASE("add cuda matches the cpu for 1 to 64 inputs, odd sizes and misaligned
           dev_ptrs.push_back(dev.back()->data());
         }
         std::vector<float> y_ref(static_cast<size_t>(n));
-        add_forward_cpu(cpu, n, count, host_ptrs.data(), y_ref.data());
+        add_forward_cpu({&cpu, n, count, test::views(host_ptrs.data(), count).data(), y_ref.data()});
         DeviceFloats y = DeviceFloats::poisoned(n, misalign == 1 ? 1 : 0);
-        add_forward_cuda(cuda.ctx(), n, count, dev_ptrs.data(), y.data());
+        add_forward_cuda({&cuda.ctx(), n, count, test::views(dev_ptrs.data(), count).data(), y.data()});
 
         const std::vector<float> dy = test::random_floats(static_cast<size_t>(n), 5 + n);
         DeviceFloats ddy(dy, misalign == 1 ? 1 : 0);
@@ -53,7 +54,7 @@ TEST_CASE("add cuda matches the cpu for 1 to 64 inputs, odd sizes and misaligned
           grads.push_back(std::make_unique<DeviceFloats>(DeviceFloats::poisoned(n, misalign == 2 && k == 0 ? 1 : 0)));
           grad_ptrs.push_back(k % 3 == 1 ? nullptr : grads.back()->data());  // some gradients are not wanted
         }
-        add_backward_cuda(cuda.ctx(), n, count, ddy.data(), grad_ptrs.data());
+        add_backward_cuda({&cuda.ctx(), n, count, ddy.data(), test::views(grad_ptrs.data(), count).data()});
         cuda.synchronize();
         CHECK(compare(y.get(), y_ref, kExact) == "");
         for (int k = 0; k < count; ++k) {
@@ -72,20 +73,20 @@ TEST_CASE("add cuda allows y to alias an input and a gradient to alias dy", "[gp
   const std::vector<float> a = test::random_floats(n, 1), b = test::random_floats(n, 2), c = test::random_floats(n, 3);
   const float* host[] = {a.data(), b.data(), c.data()};
   std::vector<float> y_ref(n);
-  add_forward_cpu(cpu, n, 3, host, y_ref.data());
+  add_forward_cpu({&cpu, n, 3, test::views(host, 3).data(), y_ref.data()});
   for (int alias : {0, 1, 2}) {
     INFO("y aliases input " << alias);
     DeviceFloats da(a), db(b), dc(c);
     const float* xs[] = {da.data(), db.data(), dc.data()};
     float* y = const_cast<float*>(xs[alias]);
-    add_forward_cuda(cuda.ctx(), n, 3, xs, y);
+    add_forward_cuda({&cuda.ctx(), n, 3, test::views(xs, 3).data(), y});
     cuda.synchronize();
     DeviceFloats* out = alias == 0 ? &da : alias == 1 ? &db : &dc;
     CHECK(compare(out->get(), y_ref, kExact) == "");
   }
   DeviceFloats dy(a), other = DeviceFloats::poisoned(n);
   float* dxs[] = {dy.data(), other.data()};
-  add_backward_cuda(cuda.ctx(), n, 2, dy.data(), dxs);
+  add_backward_cuda({&cuda.ctx(), n, 2, dy.data(), test::views(dxs, 2).data()});
   cuda.synchronize();
   CHECK(compare(dy.get(), a, kExact) == "");
   CHECK(compare(other.get(), a, kExact) == "");
@@ -96,6 +97,6 @@ TEST_CASE("add cuda rejects more than 64 inputs and an empty input list", "[gpu]
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
   std::vector<const float*> xs(65, v.data());
-  CHECK_THROWS_AS(add_forward_cuda(cuda.ctx(), 4, 65, xs.data(), v.data()), Error);
-  CHECK_THROWS_AS(add_forward_cuda(cuda.ctx(), 4, 0, xs.data(), v.data()), Error);
+  CHECK_THROWS_AS(add_forward_cuda({&cuda.ctx(), 4, 65, test::views(xs.data(), 65).data(), v.data()}), Error);
+  CHECK_THROWS_AS(add_forward_cuda({&cuda.ctx(), 4, 0, test::views(xs.data(), 0).data(), v.data()}), Error);
 }

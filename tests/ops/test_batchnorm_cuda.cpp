@@ -62,12 +62,12 @@ Outputs run_cpu(const BatchnormShape& sh, const Inputs& in) {
             std::vector<float>(C),
             std::vector<float>(C),
             std::vector<float>(n)};
-  batchnorm_forward_train_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), o.y.data(), o.running_mean.data(),
-                              o.running_var.data(), o.save_mean.data(), o.save_inv_std.data());
-  batchnorm_backward_cpu(cpu, sh, in.x.data(), in.gamma.data(), o.save_mean.data(), o.save_inv_std.data(), in.dy.data(),
-                         o.dx.data(), o.dgamma.data(), o.dbeta.data());
-  batchnorm_forward_infer_cpu(cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), in.rm0.data(), in.rv0.data(),
-                              o.y_infer.data());
+  batchnorm_forward_train_cpu({&cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), o.y.data(), o.running_mean.data(),
+                              o.running_var.data(), o.save_mean.data(), o.save_inv_std.data()});
+  batchnorm_backward_cpu({&cpu, sh, in.x.data(), in.gamma.data(), o.save_mean.data(), o.save_inv_std.data(), in.dy.data(),
+                         o.dx.data(), o.dgamma.data(), o.dbeta.data()});
+  batchnorm_forward_infer_cpu({&cpu, sh, in.x.data(), in.gamma.data(), in.beta.data(), in.rm0.data(), in.rv0.data(),
+                              o.y_infer.data()});
   return o;
 }
 
@@ -80,12 +80,12 @@ Outputs run_gpu(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, i
   DeviceFloats dx = DeviceFloats::poisoned(n, offset), dg = DeviceFloats::poisoned(C), db = DeviceFloats::poisoned(C);
   DeviceFloats yi = DeviceFloats::poisoned(n, offset);
   const ExecContext& ctx = cuda.ctx();
-  batchnorm_forward_train_cuda(ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), sm.data(),
-                               sis.data());
-  batchnorm_backward_cuda(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
-                          db.data());
-  batchnorm_forward_infer_cuda(ctx, sh, x.data(), gamma.data(), beta.data(), rm_infer.data(), rv_infer.data(),
-                               yi.data());
+  batchnorm_forward_train_cuda({&ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), sm.data(),
+                               sis.data()});
+  batchnorm_backward_cuda({&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
+                          db.data()});
+  batchnorm_forward_infer_cuda({&ctx, sh, x.data(), gamma.data(), beta.data(), rm_infer.data(), rv_infer.data(),
+                               yi.data()});
   cuda.synchronize();
   return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), yi.get()};
 }
@@ -148,13 +148,13 @@ TEST_CASE("batchnorm cuda backward skips gradients passed as null", "[gpu]") {
   DeviceFloats x(in.x), gamma(in.gamma), sm(want.save_mean), sis(want.save_inv_std), dy(in.dy);
   DeviceFloats dx = DeviceFloats::poisoned(3 * 4 * 5 * 5), dg = DeviceFloats::poisoned(4),
                db = DeviceFloats::poisoned(4);
-  batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), nullptr, dg.data(),
-                          db.data());
+  batchnorm_backward_cuda({&cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), nullptr, dg.data(),
+                          db.data()});
   cuda.synchronize();
   CHECK(compare(dg.get(), want.dgamma, kGpuVsCpu) == "");
   CHECK(compare(db.get(), want.dbeta, kGpuVsCpu) == "");
-  batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), nullptr,
-                          nullptr);
+  batchnorm_backward_cuda({&cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), nullptr,
+                          nullptr});
   cuda.synchronize();
   CHECK(compare(dx.get(), want.dx, kGpuVsCpu) == "");
 }
@@ -163,8 +163,8 @@ TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
-  CHECK_THROWS_AS(batchnorm_forward_train_cuda(cuda.ctx(), make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
-                                               v.data(), v.data(), v.data(), v.data(), v.data()),
+  CHECK_THROWS_AS(batchnorm_forward_train_cuda({&cuda.ctx(), make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
+                                               v.data(), v.data(), v.data(), v.data(), v.data()}),
                   Error);
 }
 
@@ -181,12 +181,12 @@ TEST_CASE("batchnorm, pooling and relu cuda benchmark on fer-sized activations",
     DeviceFloats y = DeviceFloats::poisoned(n), dx = DeviceFloats::poisoned(n), sm = DeviceFloats::poisoned(c.C),
                  sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C), db = DeviceFloats::poisoned(c.C);
     const double fwd = time_ms([&] {
-      batchnorm_forward_train_cuda(cuda.ctx(), sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
-                                   sm.data(), sis.data());
+      batchnorm_forward_train_cuda({&cuda.ctx(), sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
+                                   sm.data(), sis.data()});
     });
     const double bwd = time_ms([&] {
-      batchnorm_backward_cuda(cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(),
-                              dg.data(), db.data());
+      batchnorm_backward_cuda({&cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(),
+                              dg.data(), db.data()});
     });
     const double mb = n * 4.0 / 1e6;
     WARN("batchnorm N=" << c.N << " C=" << c.C << " " << c.H << "x" << c.W << ": forward " << fwd << " ms ("

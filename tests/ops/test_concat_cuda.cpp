@@ -14,6 +14,7 @@
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
+#include "support/views.h"
 
 using namespace cnn;
 using cnn::test::compare;
@@ -53,12 +54,12 @@ TEST_CASE("concat cuda matches the cpu over generated shapes", "[gpu]") {
             grad_ptrs.push_back(i % 4 == 2 ? nullptr : grads.back()->data());
           }
           std::vector<float> y_ref(static_cast<size_t>(total));
-          concat_forward_cpu(cpu, sh, host_ptrs.data(), y_ref.data());
+          concat_forward_cpu({&cpu, sh, test::views(host_ptrs.data(), sh.channels.size()).data(), y_ref.data()});
           DeviceFloats y = DeviceFloats::poisoned(total, offset);
-          concat_forward_cuda(cuda.ctx(), sh, dev_ptrs.data(), y.data());
+          concat_forward_cuda({&cuda.ctx(), sh, test::views(dev_ptrs.data(), sh.channels.size()).data(), y.data()});
           const std::vector<float> dy = test::random_floats(static_cast<size_t>(total), ++seed);
           DeviceFloats ddy(dy, offset);
-          concat_backward_cuda(cuda.ctx(), sh, ddy.data(), grad_ptrs.data());
+          concat_backward_cuda({&cuda.ctx(), sh, ddy.data(), test::views(grad_ptrs.data(), sh.channels.size()).data()});
           cuda.synchronize();
           CHECK(compare(y.get(), y_ref, kExact) == "");
           std::vector<std::vector<float>> dx_ref;
@@ -67,7 +68,7 @@ TEST_CASE("concat cuda matches the cpu over generated shapes", "[gpu]") {
             dx_ref.emplace_back(static_cast<size_t>(N * channels[i] * HW));
             dx_ref_ptrs.push_back(dx_ref.back().data());
           }
-          concat_backward_cpu(cpu, sh, dy.data(), dx_ref_ptrs.data());
+          concat_backward_cpu({&cpu, sh, dy.data(), test::views(dx_ref_ptrs.data(), sh.channels.size()).data()});
           for (size_t i = 0; i < channels.size(); ++i) {
             if (grad_ptrs[i]) CHECK(compare(grads[i]->get(), dx_ref[i], kExact) == "");
           }

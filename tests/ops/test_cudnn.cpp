@@ -31,6 +31,15 @@ using cnn::test::DeviceFloats;
 using cnn::test::DeviceLabels;
 using cnn::test::kGpuVsCpu;
 
+
+// The batch loss one forward call returns through batch_loss.
+static double forward_loss(void (*forward)(const SoftmaxCrossEntropyForward&), SoftmaxCrossEntropyForward a) {
+  double loss = 0.0;
+  a.batch_loss = &loss;
+  forward(a);
+  return loss;
+}
+
 namespace {
 
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
@@ -241,8 +250,8 @@ TEST_CASE("cudnn pooling matches the cpu reference", "[gpu][cudnn]") {
         pool2d_backward_reference<float>(cpu, sh, x.data(), y.data(), dy.data(), dx.data());
         DeviceFloats xd(x), dyd(dy), yd = DeviceFloats::poisoned(int64_t(y.size())),
                                      dxd = DeviceFloats::poisoned(int64_t(x.size()));
-        pool2d_forward_cudnn(cuda.ctx(), sh, xd.data(), yd.data());
-        pool2d_backward_cudnn(cuda.ctx(), sh, xd.data(), yd.data(), dyd.data(), dxd.data());
+        pool2d_forward_cudnn({&cuda.ctx(), sh, xd.data(), yd.data()});
+        pool2d_backward_cudnn({&cuda.ctx(), sh, xd.data(), yd.data(), dyd.data(), dxd.data()});
         cuda.synchronize();
         CHECK(compare(yd.get(), y, kGpuVsCpu) == "");
         CHECK(compare(dxd.get(), dx, kGpuVsCpu) == "");
@@ -278,11 +287,11 @@ TEST_CASE("cudnn batchnorm matches the cpu reference in training, inference and 
                                                                         md = DeviceFloats::poisoned(int64_t(C)),
                                                                         sd = DeviceFloats::poisoned(int64_t(C));
     const ExecContext& ctx = cuda.ctx();
-    batchnorm_forward_infer_cudnn(ctx, sh, xd.data(), gd.data(), bd.data(), rmd.data(), rvd.data(), yd.data());
+    batchnorm_forward_infer_cudnn({&ctx, sh, xd.data(), gd.data(), bd.data(), rmd.data(), rvd.data(), yd.data()});
     cuda.synchronize();
     CHECK(compare(yd.get(), y_inf, kGpuVsCpu) == "");
-    batchnorm_forward_train_cudnn(ctx, sh, xd.data(), gd.data(), bd.data(), yd.data(), rmd.data(), rvd.data(),
-                                  md.data(), sd.data());
+    batchnorm_forward_train_cudnn({&ctx, sh, xd.data(), gd.data(), bd.data(), yd.data(), rmd.data(), rvd.data(),
+                                  md.data(), sd.data()});
     cuda.synchronize();
     CHECK(compare(yd.get(), y, kGpuVsCpu) == "");
     CHECK(compare(rmd.get(), rm_ref, kGpuVsCpu) == "");
@@ -291,16 +300,16 @@ TEST_CASE("cudnn batchnorm matches the cpu reference in training, inference and 
     CHECK(compare(sd.get(), inv_std, kGpuVsCpu) == "");
     DeviceFloats dxd = DeviceFloats::poisoned(int64_t(n)), dgd = DeviceFloats::poisoned(int64_t(C)),
                  dbd = DeviceFloats::poisoned(int64_t(C));
-    batchnorm_backward_cudnn(ctx, sh, xd.data(), gd.data(), md.data(), sd.data(), dyd.data(), dxd.data(), dgd.data(),
-                             dbd.data());
+    batchnorm_backward_cudnn({&ctx, sh, xd.data(), gd.data(), md.data(), sd.data(), dyd.data(), dxd.data(), dgd.data(),
+                             dbd.data()});
     cuda.synchronize();
     CHECK(compare(dxd.get(), dx, kGpuVsCpu) == "");
     CHECK(compare(dgd.get(), dg, kGpuVsCpu) == "");
     CHECK(compare(dbd.get(), dbt, kGpuVsCpu) == "");
     // Null outputs are allowed: the others are still right.
     dgd.poison(), dbd.poison();
-    batchnorm_backward_cudnn(ctx, sh, xd.data(), gd.data(), md.data(), sd.data(), dyd.data(), nullptr, dgd.data(),
-                             nullptr);
+    batchnorm_backward_cudnn({&ctx, sh, xd.data(), gd.data(), md.data(), sd.data(), dyd.data(), nullptr, dgd.data(),
+                             nullptr});
     cuda.synchronize();
     CHECK(compare(dgd.get(), dg, kGpuVsCpu) == "");
     CHECK(std::isnan(dbd.get()[0]));
@@ -381,8 +390,8 @@ TEST_CASE("cudnn softmax cross entropy matches the cpu reference", "[gpu][cudnn]
     DeviceLabels lab(labels);
     const float* w_dev = c.weighted ? wd.data() : nullptr;
     const double got =
-        softmax_cross_entropy_forward_cudnn(cuda.ctx(), sh, ld.data(), lab.data(), w_dev, pd.data(), sd.data());
-    softmax_cross_entropy_backward_cudnn(cuda.ctx(), sh, pd.data(), lab.data(), w_dev, gd.data());
+        forward_loss(softmax_cross_entropy_forward_cudnn, {&cuda.ctx(), sh, ld.data(), lab.data(), w_dev, pd.data(), sd.data()});
+    softmax_cross_entropy_backward_cudnn({&cuda.ctx(), sh, pd.data(), lab.data(), w_dev, gd.data()});
     cuda.synchronize();
     CHECK(std::fabs(got - batch) <= kGpuVsCpu.atol + kGpuVsCpu.rtol * std::fabs(batch));
     CHECK(compare(pd.get(), probs, kGpuVsCpu) == "");

@@ -65,9 +65,9 @@ bool untouched(const std::vector<float>& v) {
 // Forward plus the selected gradients; what was not asked for must stay NaN.
 void run_and_check(CudaContext& cuda, const Reference& r, DeviceDense& d, bool want_dx, bool want_dw, bool want_db) {
   for (DeviceFloats* p : {&d.y, &d.dx, &d.dw, &d.db}) p->poison();
-  dense_forward_cuda(cuda.ctx(), r.sh, d.x.data(), d.w.data(), r.sh.has_bias ? d.b.data() : nullptr, d.y.data());
-  dense_backward_cuda(cuda.ctx(), r.sh, d.x.data(), d.w.data(), d.dy.data(), want_dx ? d.dx.data() : nullptr,
-                      want_dw ? d.dw.data() : nullptr, want_db ? d.db.data() : nullptr);
+  dense_forward_cuda({&cuda.ctx(), r.sh, d.x.data(), d.w.data(), r.sh.has_bias ? d.b.data() : nullptr, d.y.data()});
+  dense_backward_cuda({&cuda.ctx(), r.sh, d.x.data(), d.w.data(), d.dy.data(), want_dx ? d.dx.data() : nullptr,
+                      want_dw ? d.dw.data() : nullptr, want_db ? d.db.data() : nullptr});
   cuda.synchronize();
   CHECK(compare(d.y.get(), r.y, kGpuVsCpu) == "");
   if (want_dx) CHECK(compare(d.dx.get(), r.dx, kGpuVsCpu) == "");
@@ -137,8 +137,8 @@ TEST_CASE("dense cuda repeats bit for bit", "[gpu]") {
   std::vector<float> first[4];
   for (int run = 0; run < 2; ++run) {
     DeviceDense d(r);
-    dense_forward_cuda(cuda.ctx(), sh, d.x.data(), d.w.data(), d.b.data(), d.y.data());
-    dense_backward_cuda(cuda.ctx(), sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data());
+    dense_forward_cuda({&cuda.ctx(), sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()});
+    dense_backward_cuda({&cuda.ctx(), sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()});
     cuda.synchronize();
     const std::vector<float> got[4] = {d.y.get(), d.dx.get(), d.dw.get(), d.db.get()};
     for (int i = 0; i < 4; ++i) {

@@ -40,11 +40,11 @@ TEST_CASE("dropout cuda drops the same elements as the cpu for the same seed and
           const DropoutParams prm{p, static_cast<uint64_t>(1234 + n), counter};
           const std::vector<float> x = test::random_floats(static_cast<size_t>(n), 40 + n, 0.5f, 1.5f);
           std::vector<float> y_ref(x.size()), dx_ref(x.size());
-          dropout_forward_cpu(cpu, prm, n, x.data(), y_ref.data());
-          dropout_backward_cpu(cpu, prm, n, x.data(), dx_ref.data());
+          dropout_forward_cpu({&cpu, prm, n, x.data(), y_ref.data()});
+          dropout_backward_cpu({&cpu, prm, n, x.data(), dx_ref.data()});
           DeviceFloats dx_in(x, offset), y = DeviceFloats::poisoned(n, offset), dx = DeviceFloats::poisoned(n, offset);
-          dropout_forward_cuda(cuda.ctx(), prm, n, dx_in.data(), y.data());
-          dropout_backward_cuda(cuda.ctx(), prm, n, dx_in.data(), dx.data());
+          dropout_forward_cuda({&cuda.ctx(), prm, n, dx_in.data(), y.data()});
+          dropout_backward_cuda({&cuda.ctx(), prm, n, dx_in.data(), dx.data()});
           cuda.synchronize();
           CHECK(bitwise_equal(y.get(), y_ref));
           CHECK(bitwise_equal(dx.get(), dx_ref));
@@ -64,10 +64,10 @@ TEST_CASE("dropout cuda works in place and is the identity for p = 0", "[gpu]") 
     INFO("p=" << p);
     const DropoutParams prm{p, 99, 6};
     std::vector<float> y_ref(n);
-    dropout_forward_cpu(cpu, prm, n, x.data(), y_ref.data());
+    dropout_forward_cpu({&cpu, prm, n, x.data(), y_ref.data()});
     DeviceFloats inplace(x), y = DeviceFloats::poisoned(n), dx_in(x);
-    dropout_forward_cuda(cuda.ctx(), prm, n, inplace.data(), inplace.data());
-    dropout_forward_cuda(cuda.ctx(), prm, n, dx_in.data(), y.data());
+    dropout_forward_cuda({&cuda.ctx(), prm, n, inplace.data(), inplace.data()});
+    dropout_forward_cuda({&cuda.ctx(), prm, n, dx_in.data(), y.data()});
     cuda.synchronize();
     CHECK(bitwise_equal(inplace.get(), y_ref));
     CHECK(bitwise_equal(y.get(), y_ref));
@@ -78,6 +78,6 @@ TEST_CASE("dropout cuda rejects a drop probability below 0 or from 1 up", "[gpu]
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
-  CHECK_THROWS_AS(dropout_forward_cuda(cuda.ctx(), DropoutParams{1.0f, 0, 0}, 4, v.data(), v.data()), Error);
-  CHECK_THROWS_AS(dropout_backward_cuda(cuda.ctx(), DropoutParams{-0.1f, 0, 0}, 4, v.data(), v.data()), Error);
+  CHECK_THROWS_AS(dropout_forward_cuda({&cuda.ctx(), DropoutParams{1.0f, 0, 0}, 4, v.data(), v.data()}), Error);
+  CHECK_THROWS_AS(dropout_backward_cuda({&cuda.ctx(), DropoutParams{-0.1f, 0, 0}, 4, v.data(), v.data()}), Error);
 }

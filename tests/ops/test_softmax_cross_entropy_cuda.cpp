@@ -21,6 +21,15 @@ using namespace cnn;
 using cnn::test::compare;
 using cnn::test::kGpuVsCpu;
 
+
+// The batch loss one forward call returns through batch_loss.
+static double forward_loss(void (*forward)(const SoftmaxCrossEntropyForward&), SoftmaxCrossEntropyForward a) {
+  double loss = 0.0;
+  a.batch_loss = &loss;
+  forward(a);
+  return loss;
+}
+
 namespace {
 
 using cnn::test::DeviceFloats;
@@ -60,19 +69,19 @@ TEST_CASE("softmax cross entropy cuda matches the cpu with smoothing and class w
             const std::vector<float> weights = test::random_floats(static_cast<size_t>(K), ++seed, 0.2f, 2.0f);
             const float* w_host = weighted ? weights.data() : nullptr;
             std::vector<float> probs_ref(N * K), loss_ref(N), dz_ref(N * K);
-            const double batch_ref = softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), w_host,
-                                                                       probs_ref.data(), loss_ref.data());
-            softmax_cross_entropy_backward_cpu(cpu, sh, probs_ref.data(), labels.data(), w_host, dz_ref.data());
+            const double batch_ref = forward_loss(softmax_cross_entropy_forward_cpu, {&cpu, sh, logits.data(), labels.data(), w_host,
+                                                                       probs_ref.data(), loss_ref.data()});
+            softmax_cross_entropy_backward_cpu({&cpu, sh, probs_ref.data(), labels.data(), w_host, dz_ref.data()});
 
             DeviceFloats z(logits), w(weights), probs = DeviceFloats::poisoned(N * K), loss = DeviceFloats::poisoned(N);
             DeviceFloats dz = DeviceFloats::poisoned(N * K), async_loss = DeviceFloats::poisoned(1);
             DeviceLabels y(labels);
             const float* w_dev = weighted ? w.data() : nullptr;
-            const double batch = softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), w_dev,
-                                                                    probs.data(), loss.data());
-            softmax_cross_entropy_backward_cuda(cuda.ctx(), sh, probs.data(), y.data(), w_dev, dz.data());
-            softmax_cross_entropy_forward_cuda_async(cuda.ctx(), sh, z.data(), y.data(), w_dev, probs.data(), nullptr,
-                                                     async_loss.data());
+            const double batch = forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), w_dev,
+                                                                    probs.data(), loss.data()});
+            softmax_cross_entropy_backward_cuda({&cuda.ctx(), sh, probs.data(), y.data(), w_dev, dz.data()});
+            softmax_cross_entropy_forward_cuda_async({&cuda.ctx(), sh, z.data(), y.data(), w_dev, probs.data(), nullptr,
+                                                     async_loss.data()});
             cuda.synchronize();
             CHECK(within(batch, batch_ref));
             CHECK(compare(probs.get(), probs_ref, kGpuVsCpu) == "");
@@ -99,9 +108,9 @@ TEST_CASE("softmax cross entropy cuda batch loss repeats bit for bit", "[gpu]") 
   DeviceLabels y(random_labels(sh.N, sh.K, 4));
   DeviceFloats probs = DeviceFloats::poisoned(sh.N * sh.K);
   const double a =
-      softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
+      forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr});
   const double b =
-      softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr);
+      forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr});
   CHECK(std::memcmp(&a, &b, sizeof(double)) == 0);
 }
 
@@ -120,10 +129,10 @@ TEST_CASE("softmax cross entropy cuda turns an out-of-range label into a NaN los
     DeviceFloats dz = DeviceFloats::poisoned(12), async_loss = DeviceFloats::poisoned(1);
     DeviceLabels y(labels);
     const double batch =
-        softmax_cross_entropy_forward_cuda(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), loss.data());
-    softmax_cross_entropy_forward_cuda_async(cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr,
-                                             async_loss.data());
-    softmax_cross_entropy_backward_cuda(cuda.ctx(), sh, probs.data(), y.data(), nullptr, dz.data());
+        forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), loss.data()});
+    softmax_cross_entropy_forward_cuda_async({&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr,
+                                             async_loss.data()});
+    softmax_cross_entropy_backward_cuda({&cuda.ctx(), sh, probs.data(), y.data(), nullptr, dz.data()});
     cuda.synchronize();
     CHECK(std::isnan(batch));
     CHECK(std::isnan(async_loss.get()[0]));
@@ -132,8 +141,8 @@ TEST_CASE("softmax cross entropy cuda turns an out-of-range label into a NaN los
     // The other samples are unaffected.
     labels[1] = 0;
     std::vector<float> probs_ref(12), loss_ref(4);
-    softmax_cross_entropy_forward_cpu(cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(),
-                                      loss_ref.data());
+    softmax_cross_entropy_forward_cpu({&cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(),
+                                      loss_ref.data()});
     CHECK(within(l[0], loss_ref[0]));
     CHECK(within(l[2], loss_ref[2]));
     CHECK(within(l[3], loss_ref[3]));
