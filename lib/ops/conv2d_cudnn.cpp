@@ -1,9 +1,9 @@
 // Conv2d through cuDNN's convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter,
 // bias by cudnnAddTensor and cudnnConvolutionBackwardBias), FP32 with CUDNN_FMA_MATH so no
 // algorithm may use tensor cores (TF32) for FP32 data. Every algorithm of every direction is one
-// ConvAlgo; conv2d_forward_cudnn / conv2d_backward_cudnn take the one cuDNN's heuristic ranks first
-// among those that fit the workspace limit and that we measured accurate (accurate_enough: no
-// WINOGRAD_NONFUSED on any filter).
+// ConvAlgo; the "cudnn" default rows take the one cuDNN's heuristic ranks first among those that
+// fit the workspace limit and that we measured accurate (accurate_enough: no WINOGRAD_NONFUSED on
+// any filter).
 // Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
 // descriptors, those answers and the heuristic's choice are memoised per shape in the context.
 #include <cudnn.h>
@@ -324,44 +324,57 @@ bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, i
   }
 }
 
-template <size_t N>
-void add_algos(std::vector<ConvAlgo>& out, ConvDir dir, const std::array<AlgoInfo, N>& table) {
-  for (const AlgoInfo& info : table) {
-    ConvAlgo a;
-    a.name = std::string("cudnn:") + info.name;
-    a.backend = Backend::cudnn;
-    a.dir = dir;
-    a.deterministic = info.deterministic;
-    const int id = info.id;
+// The rows of algorithm `id` of `dir` (-1: the heuristic's choice per call, the default row).
+ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic) {
+  ConvAlgo a;
+  a.name = std::move(name);
+  a.backend = Backend::cudnn;
+  a.dir = dir;
+  a.deterministic = deterministic;
+  if (id < 0) {
+    a.can_implement = [](const ExecContext&, const Conv2dShape& sh) { return conv2d_cudnn_supports(sh); };
+  } else {
     a.can_implement = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
       return can_implement(ctx, sh, dir, id);
     };
-    a.workspace_bytes = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
-      const char* what = "conv2d cudnn workspace_bytes";
-      cudnnHandle_t h = cudnn::handle(ctx, what);
-      return static_cast<size_t>(usable_workspace(h, descs(ctx, sh, what), dir, id, sh, what));
-    };
-    switch (dir) {
-      case ConvDir::forward:
-        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          run_forward(ctx, sh, id, op.x, op.w, op.b, op.y, "conv2d cudnn forward");
-        };
-        break;
-      case ConvDir::backward_data:
-        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          CNN_CHECK(op.dx, "conv2d cudnn backward_data: dx is null");
-          run_backward_data(ctx, sh, id, op.w, op.dy, op.dx, "conv2d cudnn backward_data");
-        };
-        break;
-      case ConvDir::backward_filter:
-        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          CNN_CHECK(op.dw, "conv2d cudnn backward_filter: dw is null");
-          run_backward_filter(ctx, sh, id, op.x, op.dy, op.dw, op.db, "conv2d cudnn backward_filter");
-        };
-        break;
-    }
-    out.push_back(std::move(a));
   }
+  a.workspace_bytes = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
+    const char* what = "conv2d cudnn workspace_bytes";
+    cudnnHandle_t h = cudnn::handle(ctx, what);
+    ConvDescs& d = descs(ctx, sh, what);
+    const int algo = id < 0 ? choose(ctx, h, d, dir, sh, what) : id;
+    return static_cast<size_t>(usable_workspace(h, d, dir, algo, sh, what));
+  };
+  switch (dir) {
+    case ConvDir::forward:
+      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+        const ConvOperandsF32 f = f32_operands(op);
+        run_forward(ctx, sh, id, f.x, f.w, f.b, f.y, "conv2d cudnn forward");
+      };
+      break;
+    case ConvDir::backward_data:
+      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+        const ConvOperandsF32 f = f32_operands(op);
+        CNN_CHECK(f.dx, "conv2d cudnn backward_data: dx is null");
+        run_backward_data(ctx, sh, id, f.w, f.dy, f.dx, "conv2d cudnn backward_data");
+      };
+      break;
+    case ConvDir::backward_filter:
+      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+        const ConvOperandsF32 f = f32_operands(op);
+        CNN_CHECK(f.dw, "conv2d cudnn backward_filter: dw is null");
+        run_backward_filter(ctx, sh, id, f.x, f.dy, f.dw, f.db, "conv2d cudnn backward_filter");
+      };
+      break;
+  }
+  return a;
+}
+
+template <size_t N>
+void add_algos(std::vector<ConvAlgo>& out, ConvDir dir, const std::array<AlgoInfo, N>& table) {
+  for (const AlgoInfo& info : table) out.push_back(make_row(dir, info.id, std::string("cudnn:") + info.name, info.deterministic));
+  // The heuristic's choice depends on the context (deterministic or not), so it is not called so.
+  out.push_back(make_row(dir, -1, "cudnn", false));
 }
 
 }  // namespace
@@ -373,25 +386,6 @@ bool conv2d_cudnn_supports(const Conv2dShape& sh) {
     return false;
   return cudnn::fits_nchw(sh.N, sh.C, sh.H, sh.W) && cudnn::fits_nchw(sh.N, sh.K, sh.P, sh.Q) &&
          cudnn::fits_nchw(sh.K, sh.C / sh.groups, sh.R, sh.S);
-}
-
-void conv2d_forward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
-                          const float* x,  // (N, C, H, W)
-                          const float* w,  // (K, C/groups, R, S)
-                          const float* b,  // (K) or null
-                          float* y) {      // (N, K, P, Q)
-  run_forward(ctx, sh, -1, x, w, b, y, "conv2d cudnn forward");
-}
-
-void conv2d_backward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
-                           const float* x,   // (N, C, H, W)
-                           const float* w,   // (K, C/groups, R, S)
-                           const float* dy,  // (N, K, P, Q)
-                           float* dx,        // (N, C, H, W) or null
-                           float* dw,        // (K, C/groups, R, S) or null
-                           float* db) {      // (K) or null
-  if (dx) run_backward_data(ctx, sh, -1, w, dy, dx, "conv2d cudnn backward_data");
-  if (dw || db) run_backward_filter(ctx, sh, -1, x, dy, dw, db, "conv2d cudnn backward_filter");
 }
 
 bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh) {

@@ -399,7 +399,7 @@ static void frequency_gemms(const ExecContext& ctx, const Gemm& g, int F, const 
 // write transposed to frequency-major through t. At each frequency, row-major matrices W (K, C),
 // X (cnt, C), Y (cnt, K); in cuBLAS's column-major terms their transposes, so forward is
 // Y^T (K x cnt) = conj(W) X^T.
-static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op,
+static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op,
                          const FftPlanDims& d, FftPlans& plans, float* real, float* wf, float* cspec, float* kspec,
                          float* t) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
@@ -455,7 +455,7 @@ static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir 
   }
 }
 
-static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const FftPlanDims d = plan_dims(sh);
   float* real = workspace_floats(ctx, d.total(), "fft");
@@ -523,7 +523,7 @@ size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir) {
   return plan_dims(sh).total() * sizeof(float);
 }
 
-void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op) {
   CNN_CHECK(conv2d_fft_shape_supported(sh, dir),
             "conv2d fft cannot implement {} for {} (needs stride 1, dilation 1, groups 1, H + 2 pad <= 1024)",
             to_string(dir), sh.to_string());

@@ -98,20 +98,33 @@ inline std::vector<float*> f32_pointers(const View* views, size_t count) {
   return out;
 }
 
-// Whether a row of backend b for dtype t exists here and supports `a`'s shape (operands and the
-// context may be null: the question layers ask before they have tensors). Never throws.
+// How the dispatcher calls a row and asks it about a shape; conv2d's rows (ConvAlgo) have their
+// own overloads in conv2d_algo.h, found by argument-dependent lookup.
 template <typename Args>
-bool op_supports(Backend b, DType t, const Args& a) noexcept {
-  const OpImpl<Args>* r = find_impl(Args::table(), b, t);
-  return r != nullptr && (r->supports == nullptr || r->supports(a));
+void invoke(const OpImpl<Args>& r, const Args& a) {
+  r.run(a);
+}
+template <typename Args>
+bool row_supports(const OpImpl<Args>& r, const Args& a) noexcept {
+  return r.supports == nullptr || r.supports(a);
 }
 
-// Runs the default row of backend b for the operands' dtype. Throws when this build has none.
+// Whether a row of backend b for dtype t (named `name`; empty: the backend's default) exists here
+// and supports `a`'s shape (operands and the context may be null: the question layers ask before
+// they have tensors). Never throws.
 template <typename Args>
-void run_op(Backend b, const Args& a) {
-  const OpTable<Args>& table = Args::table();
+bool op_supports(Backend b, DType t, const Args& a, std::string_view name = {}) noexcept {
+  const auto* r = find_impl(Args::table(), b, t, name);
+  return r != nullptr && row_supports(*r, a);
+}
+
+// Runs the row of backend b for the operands' dtype: the backend's default, or the one named
+// `name` (conv2d's algorithms). Throws when this build has none.
+template <typename Args>
+void run_op(Backend b, const Args& a, std::string_view name = {}) {
+  const auto& table = Args::table();
   CNN_CHECK(a.ctx != nullptr, "{}: called without an execution context", table.op);
-  impl_for(table, b, a.dtype()).run(a);
+  invoke(impl_for(table, b, a.dtype(), name), a);
 }
 
 }  // namespace cnn

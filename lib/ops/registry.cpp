@@ -4,12 +4,13 @@
 // walled files: a build without CUDA has no such rows (and no stand-ins), so asking for them
 // throws from the dispatcher. A BF16 row goes next to its f32 sibling in the same table, e.g.
 //   CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16))
-#include <type_traits>
+#include <algorithm>
 
 #include "ops/activation.h"
 #include "ops/add.h"
 #include "ops/batchnorm.h"
 #include "ops/concat.h"
+#include "ops/conv2d_algo.h"
 #include "ops/dense.h"
 #include "ops/dispatch.h"
 #include "ops/dropout.h"
@@ -122,5 +123,36 @@ CNN_OP_TABLE(SoftmaxCrossEntropyBackward, "softmax_cross_entropy backward",
                            row(kCudnn, softmax_cross_entropy_backward_cudnn, softmax_on_cudnn)))
 CNN_OP_TABLE(SoftmaxCrossEntropyForwardAsync, "softmax_cross_entropy forward_async",
              CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda_async)))
+
+// conv2d: the rows of one direction from the algorithm providers, named algorithms first (the
+// list conv2d_algos reads), then the backends' default rows.
+static ImplTable<ConvAlgo> conv2d_rows(ConvDir dir, const char* op) {
+  ImplTable<ConvAlgo> t{op, {}};
+  for (auto provider : {conv2d_cpu_algos, CNN_CUDA_ROWS(conv2d_cuda_algos, conv2d_cudnn_algos)}) {
+    for (ConvAlgo& a : provider()) {
+      if (a.dir != dir) continue;
+      CNN_CHECK(!find_impl(t, a.backend, a.dtype, a.name), "{}: '{}' ({}) is listed twice", op, a.name,
+                to_string(a.dtype));
+      CNN_CHECK(a.can_implement && a.workspace_bytes && a.run, "{}: '{}' lacks a function", op, a.name);
+      t.rows.push_back(std::move(a));
+    }
+  }
+  std::stable_partition(t.rows.begin(), t.rows.end(),
+                        [](const ConvAlgo& a) { return a.name.find(':') != std::string::npos; });
+  return t;
+}
+
+const ImplTable<ConvAlgo>& Conv2dForward::table() {
+  static const ImplTable<ConvAlgo> t = conv2d_rows(ConvDir::forward, "conv2d forward");
+  return t;
+}
+const ImplTable<ConvAlgo>& Conv2dBackwardData::table() {
+  static const ImplTable<ConvAlgo> t = conv2d_rows(ConvDir::backward_data, "conv2d backward_data");
+  return t;
+}
+const ImplTable<ConvAlgo>& Conv2dBackwardFilter::table() {
+  static const ImplTable<ConvAlgo> t = conv2d_rows(ConvDir::backward_filter, "conv2d backward_filter");
+  return t;
+}
 
 }  // namespace cnn

@@ -102,7 +102,10 @@ TEST_CASE("every cudnn conv2d algorithm matches the cpu reference in every direc
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   const ExecContext& ctx = cuda.ctx();
-  const std::vector<ConvAlgo> algos = conv2d_cudnn_algos();
+  std::vector<ConvAlgo> algos;
+  for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter})
+    for (const ConvAlgo& a : conv2d_algos(dir))
+      if (a.backend == Backend::cudnn) algos.push_back(a);
   REQUIRE(algos.size() == 20);
   const std::vector<Conv2dShape> shapes = conv_shapes();
   std::map<ConvDir, int> on_plain;  // algorithms run on the plain 3x3 shape, per direction
@@ -152,21 +155,22 @@ TEST_CASE("cudnn conv2d with the heuristic choice matches the cpu reference", "[
     DeviceFloats y = DeviceFloats::poisoned(int64_t(r.y.size())), dx = DeviceFloats::poisoned(int64_t(r.x.size())),
                  dw = DeviceFloats::poisoned(int64_t(r.w.size())), db = DeviceFloats::poisoned(sh.K);
     const float* bias = sh.has_bias ? b.data() : nullptr;
-    conv2d_forward_cudnn(ctx, sh, x.data(), w.data(), bias, y.data());
-    conv2d_backward_cudnn(ctx, sh, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+    run_op(Backend::cudnn, Conv2dForward{&ctx, sh, x.data(), w.data(), bias, y.data()});
+    run_op(Backend::cudnn, Conv2dBackwardData{&ctx, sh, w.data(), dy.data(), dx.data()});
+    run_op(Backend::cudnn, Conv2dBackwardFilter{&ctx, sh, x.data(), dy.data(), dw.data(), db.data()});
     cuda.synchronize();
     // The heuristic may pick FFT or Winograd.
     CHECK(compare(y.get(), r.y, test::kGpuTransformVsCpu) == "");
     CHECK(compare(dx.get(), r.dx, test::kGpuTransformVsCpu) == "");
     CHECK(compare(dw.get(), r.dw, test::kGpuTransformVsCpu) == "");
     CHECK(compare(db.get(), r.db, kGpuVsCpu) == "");
-    // Each gradient alone: the others stay unwritten.
+    // dw without db: db stays unwritten.
     dx.poison(), dw.poison(), db.poison();
-    conv2d_backward_cudnn(ctx, sh, x.data(), w.data(), dy.data(), nullptr, nullptr, db.data());
+    run_op(Backend::cudnn, Conv2dBackwardFilter{&ctx, sh, x.data(), dy.data(), dw.data(), nullptr});
     cuda.synchronize();
-    CHECK(compare(db.get(), r.db, kGpuVsCpu) == "");
+    CHECK(compare(dw.get(), r.dw, test::kGpuTransformVsCpu) == "");
     CHECK(std::isnan(dx.get()[0]));
-    CHECK(std::isnan(dw.get()[0]));
+    CHECK(std::isnan(db.get()[0]));
   }
 }
 
@@ -186,8 +190,8 @@ TEST_CASE("cudnn winograd_nonfused is refused in every direction, 3x3 filters in
     DeviceFloats x(r.x), w(r.w), b(r.b), dy(r.dy),
         y = DeviceFloats::poisoned(int64_t(r.y.size())), dx = DeviceFloats::poisoned(int64_t(r.x.size())),
         dw = DeviceFloats::poisoned(int64_t(r.w.size())), db = DeviceFloats::poisoned(sh.K);
-    for (const ConvAlgo& a : conv2d_cudnn_algos()) {
-      if (a.name != "cudnn:winograd_nonfused") continue;
+    for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
+      const ConvAlgo& a = conv2d_algo(dir, "cudnn:winograd_nonfused");
       INFO(to_string(a.dir) << " on " << sh.to_string());
       CHECK_FALSE(a.can_implement(ctx, sh));
       CHECK_THROWS_AS(a.workspace_bytes(ctx, sh), Error);
@@ -215,8 +219,9 @@ TEST_CASE("cudnn conv2d in deterministic mode repeats bitwise", "[gpu][cudnn]") 
   DeviceFloats x(r.x), w(r.w), dy(r.dy),
       dx1 = DeviceFloats::poisoned(int64_t(r.x.size())), dx2 = DeviceFloats::poisoned(int64_t(r.x.size())),
       dw1 = DeviceFloats::poisoned(int64_t(r.w.size())), dw2 = DeviceFloats::poisoned(int64_t(r.w.size()));
-  conv2d_backward_cudnn(ctx, sh, x.data(), w.data(), dy.data(), dx1.data(), dw1.data(), nullptr);
-  conv2d_backward_cudnn(ctx, sh, x.data(), w.data(), dy.data(), dx2.data(), dw2.data(), nullptr);
+  for (DeviceFloats* dx : {&dx1, &dx2}) run_op(Backend::cudnn, Conv2dBackwardData{&ctx, sh, w.data(), dy.data(), dx->data()});
+  for (DeviceFloats* dw : {&dw1, &dw2})
+    run_op(Backend::cudnn, Conv2dBackwardFilter{&ctx, sh, x.data(), dy.data(), dw->data(), nullptr});
   cuda.synchronize();
   CHECK(compare(dx1.get(), dx2.get(), test::kExact) == "");
   CHECK(compare(dw1.get(), dw2.get(), test::kExact) == "");

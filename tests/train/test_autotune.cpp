@@ -299,7 +299,7 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   auto run = off.run;
   off.run = [run](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
     run(c, s, op);
-    for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y[i] *= 1.01f;
+    for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y.f32()[i] *= 1.01f;
   };
   CHECK(probe.run_and_compare(off) == Approx(0.01).epsilon(1e-3));
   ConvAlgo idle = off;
@@ -316,9 +316,9 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   biased.run = [exact](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
     exact(c, s, op);
     bool nonnegative = true;
-    for (int64_t i = 0; i < s.N * s.C * s.H * s.W; ++i) nonnegative = nonnegative && op.x[i] >= 0;
+    for (int64_t i = 0; i < s.N * s.C * s.H * s.W; ++i) nonnegative = nonnegative && op.x.f32()[i] >= 0;
     if (nonnegative)
-      for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y[i] *= 1.02f;
+      for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y.f32()[i] *= 1.02f;
   };
   CHECK(probe.run_and_compare(biased) == Approx(0.02).epsilon(1e-3));
   probe.poison(ConvDir::forward);
@@ -338,7 +338,7 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   ConvOperands into = fwd;
   into.y = y.data();
   conv2d_algo(ConvDir::forward, "cpu:im2col_gemm").run(ctx, sh, into);
-  const float* dy = probe.operands(ConvDir::backward_filter).dy;
+  const float* dy = probe.operands(ConvDir::backward_filter).dy.f32();
   const int64_t PQ = sh.P * sh.Q;
   for (int64_t k = 0; k < sh.K; ++k) {
     double sum = 0, dot = 0, abs_sum = 0, y_norm = 0;
