@@ -47,8 +47,8 @@ struct ActivationBackward {
   const ExecContext* ctx = nullptr;
   ActivationParams p;
   int64_t n = 0;
-  ConstView x = nullptr;   // (n); null when the kind reads only y (sigmoid, tanh)
-  ConstView y = nullptr;   // (n); null when the kind reads only x (relu, leaky_relu)
+  ConstView x = nullptr;   // (n); the cpu and cuda rows read x for relu, leaky_relu and elu only,
+  ConstView y = nullptr;   // (n); and y for elu, sigmoid and tanh only (the other may be null there)
   ConstView dy = nullptr;  // (n)
   View dx = nullptr;       // (n)
   DType dtype() const { return dy.dtype(); }

@@ -78,8 +78,8 @@ struct BatchnormBackward {  // of the training forward
   const float* save_inv_std = nullptr;   // (C)
   ConstView dy = nullptr;                // (N, C, H, W)
   View dx = nullptr;                     // (N, C, H, W) or null
-  float* dgamma = nullptr;               // (C)
-  float* dbeta = nullptr;                // (C)
+  float* dgamma = nullptr;               // (C) or null
+  float* dbeta = nullptr;                // (C) or null
   DType dtype() const { return dy.dtype(); }
   static const OpTable<BatchnormBackward>& table();
 };
