@@ -67,18 +67,10 @@ struct ActivationBackwardFromOutput {
   static const OpTable<ActivationBackwardFromOutput>& table();
 };
 
-// Implementations: cpu (activation_cpu.cpp), cuda (activation_cuda.cu: the same operands on device
+// Rows (registry.cpp): cpu (activation_cpu.cpp), cuda (activation_cuda.cu: the same operands on device
 // memory, queued on ctx.cuda_stream), cudnn (activation_cudnn.cpp: relu, sigmoid, tanh, and elu
 // with alpha = 1 through cudnnActivation*, since cuDNN's elu derivative drops alpha; supports is
 // non-throwing and says which, the others throw).
-void activation_forward_cpu(const ActivationForward& a);
-void activation_backward_cpu(const ActivationBackward& a);
-void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& a);
-void activation_forward_cuda(const ActivationForward& a);
-void activation_backward_cuda(const ActivationBackward& a);
-void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& a);
 bool activation_cudnn_supports(const ActivationParams& p);
-void activation_forward_cudnn(const ActivationForward& a);
-void activation_backward_cudnn(const ActivationBackward& a);
 
 }  // namespace cnn

@@ -37,10 +37,6 @@ struct AddBackward {
   static const OpTable<AddBackward>& table();
 };
 
-// Implementations: cpu (add_cpu.cpp), cuda (add_cuda.cu, at most 64 inputs, device memory).
-void add_forward_cpu(const AddForward& a);
-void add_backward_cpu(const AddBackward& a);
-void add_forward_cuda(const AddForward& a);
-void add_backward_cuda(const AddBackward& a);
+// Rows (registry.cpp): cpu (add_cpu.cpp), cuda (add_cuda.cu, at most 64 inputs, device memory).
 
 }  // namespace cnn

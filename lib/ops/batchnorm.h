@@ -84,20 +84,11 @@ struct BatchnormBackward {  // of the training forward
   static const OpTable<BatchnormBackward>& table();
 };
 
-// Implementations: cpu (batchnorm_cpu.cpp), cuda (batchnorm_cuda.cu, device memory,
+// Rows (registry.cpp): cpu (batchnorm_cpu.cpp), cuda (batchnorm_cuda.cu, device memory,
 // ctx.cuda_stream), cudnn (batchnorm_cudnn.cpp: cuDNN's spatial batchnorm, whose momentum,
 // variance and saved-statistics conventions are ours). batchnorm_cudnn_supports: non-throwing; eps
 // at least cuDNN's minimum and C, H, W within its int sizes (N is checked per call).
-void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a);
-void batchnorm_forward_infer_cpu(const BatchnormForwardInfer& a);
-void batchnorm_backward_cpu(const BatchnormBackward& a);
-void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a);
-void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a);
-void batchnorm_backward_cuda(const BatchnormBackward& a);
 bool batchnorm_cudnn_supports(const BatchnormShape& sh);
-void batchnorm_forward_train_cudnn(const BatchnormForwardTrain& a);
-void batchnorm_forward_infer_cudnn(const BatchnormForwardInfer& a);
-void batchnorm_backward_cudnn(const BatchnormBackward& a);
 
 // Phased batchnorm, for statistics summed over the ranks of a data-parallel run (sync batchnorm)
 // and for a producer with a fused activation (act non-null: y = act(bn(x)), backward takes dy
@@ -110,7 +101,7 @@ void batchnorm_backward_cudnn(const BatchnormBackward& a);
 // The fused y must stay alive until backward (it is read there).
 //   stats (2C + 1): [sum_c d] (C), [sum_c d^2] (C), count N*H*W;  d = x - running_mean[c].
 //   sums (2C + 1): [sum_c g] (C), [sum_c g (x - mean)] (C), count N*H*W; g = act'(y) dy (or dy).
-// Implementations: cpu (batchnorm_phased_cpu.cpp), cuda (batchnorm_phased_cuda.cu).
+// Rows (registry.cpp): cpu (batchnorm_phased_cpu.cpp), cuda (batchnorm_phased_cuda.cu).
 struct BatchnormForwardStats {  // this rank's stats
   const ExecContext* ctx = nullptr;
   BatchnormShape sh;
@@ -185,15 +176,5 @@ struct BatchnormBackwardApply {
   static const OpTable<BatchnormBackwardApply>& table();
 };
 
-void batchnorm_forward_stats_cpu(const BatchnormForwardStats& a);
-void batchnorm_forward_apply_cpu(const BatchnormForwardApply& a);
-void batchnorm_forward_infer_act_cpu(const BatchnormForwardInferAct& a);
-void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a);
-void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a);
-void batchnorm_forward_stats_cuda(const BatchnormForwardStats& a);
-void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a);
-void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a);
-void batchnorm_backward_stats_cuda(const BatchnormBackwardStats& a);
-void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a);
 
 }  // namespace cnn

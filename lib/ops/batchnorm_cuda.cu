@@ -94,7 +94,7 @@ void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) {
 void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a) {
   // The phased path without an activation, after the stricter checks (N > 0, eps, momentum).
   check_shape("batchnorm inference", a.sh);
-  batchnorm_forward_infer_act_cuda({a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, nullptr, a.y});
+  run_op(Backend::cuda, BatchnormForwardInferAct{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, nullptr, a.y});
 }
 
 void batchnorm_backward_cuda(const BatchnormBackward& a) {

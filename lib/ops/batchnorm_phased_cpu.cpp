@@ -92,7 +92,7 @@ void batchnorm_forward_apply_cpu(const BatchnormForwardApply& a) {
 }
 
 void batchnorm_forward_infer_act_cpu(const BatchnormForwardInferAct& a) {
-  batchnorm_forward_infer_cpu({a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, a.y});
+  run_op(Backend::cpu, BatchnormForwardInfer{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, a.y});
   const ActivationParams* act = a.act;
   float* y = a.y.f32();
   const int64_t N = a.sh.N, C = a.sh.C, HW = a.sh.H * a.sh.W;

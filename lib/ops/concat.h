@@ -41,10 +41,6 @@ struct ConcatBackward {
   static const OpTable<ConcatBackward>& table();
 };
 
-// Implementations: cpu (concat_cpu.cpp), cuda (concat_cuda.cu, device memory, ctx.cuda_stream).
-void concat_forward_cpu(const ConcatForward& a);
-void concat_backward_cpu(const ConcatBackward& a);
-void concat_forward_cuda(const ConcatForward& a);
-void concat_backward_cuda(const ConcatBackward& a);
+// Rows (registry.cpp): cpu (concat_cpu.cpp), cuda (concat_cuda.cu, device memory, ctx.cuda_stream).
 
 }  // namespace cnn

@@ -50,11 +50,7 @@ struct DenseBackward {
   static const OpTable<DenseBackward>& table();
 };
 
-// Implementations: cpu (dense_cpu.cpp, OpenBLAS SGEMM), cuda (dense_cuda.cu, cuBLAS on
+// Rows (registry.cpp): cpu (dense_cpu.cpp, OpenBLAS SGEMM), cuda (dense_cuda.cu, cuBLAS on
 // ctx.cuda_stream, device memory).
-void dense_forward_cpu(const DenseForward& a);
-void dense_backward_cpu(const DenseBackward& a);
-void dense_forward_cuda(const DenseForward& a);
-void dense_backward_cuda(const DenseBackward& a);
 
 }  // namespace cnn

@@ -47,10 +47,6 @@ struct DropoutBackward {
   static const OpTable<DropoutBackward>& table();
 };
 
-// Implementations: cpu (dropout_cpu.cpp), cuda (dropout_cuda.cu, device memory, ctx.cuda_stream).
-void dropout_forward_cpu(const DropoutForward& a);
-void dropout_backward_cpu(const DropoutBackward& a);
-void dropout_forward_cuda(const DropoutForward& a);
-void dropout_backward_cuda(const DropoutBackward& a);
+// Rows (registry.cpp): cpu (dropout_cpu.cpp), cuda (dropout_cuda.cu, device memory, ctx.cuda_stream).
 
 }  // namespace cnn

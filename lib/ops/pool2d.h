@@ -57,15 +57,9 @@ struct Pool2dBackward {
   static const OpTable<Pool2dBackward>& table();
 };
 
-// Implementations: cpu (pool2d_cpu.cpp), cuda (pool2d_cuda.cu, device memory, ctx.cuda_stream),
+// Rows (registry.cpp): cpu (pool2d_cpu.cpp), cuda (pool2d_cuda.cu, device memory, ctx.cuda_stream),
 // cudnn (pool2d_cudnn.cpp, cudnnPooling*). pool2d_cudnn_supports: non-throwing; every shape
 // Pool2dShape::make accepts whose sizes fit cuDNN's int API.
-void pool2d_forward_cpu(const Pool2dForward& a);
-void pool2d_backward_cpu(const Pool2dBackward& a);
-void pool2d_forward_cuda(const Pool2dForward& a);
-void pool2d_backward_cuda(const Pool2dBackward& a);
 bool pool2d_cudnn_supports(const Pool2dShape& sh);
-void pool2d_forward_cudnn(const Pool2dForward& a);
-void pool2d_backward_cudnn(const Pool2dBackward& a);
 
 }  // namespace cnn

@@ -32,6 +32,65 @@
 
 namespace cnn {
 
+// The implementations the tables list, each defined in its <stem>_<backend> file (the only
+// callers are these tables: everything else runs an op through run_op).
+void activation_forward_cpu(const ActivationForward& a);
+void activation_backward_cpu(const ActivationBackward& a);
+void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& a);
+void activation_forward_cuda(const ActivationForward& a);
+void activation_backward_cuda(const ActivationBackward& a);
+void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& a);
+void activation_forward_cudnn(const ActivationForward& a);
+void activation_backward_cudnn(const ActivationBackward& a);
+void add_forward_cpu(const AddForward& a);
+void add_backward_cpu(const AddBackward& a);
+void add_forward_cuda(const AddForward& a);
+void add_backward_cuda(const AddBackward& a);
+void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a);
+void batchnorm_forward_infer_cpu(const BatchnormForwardInfer& a);
+void batchnorm_backward_cpu(const BatchnormBackward& a);
+void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a);
+void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a);
+void batchnorm_backward_cuda(const BatchnormBackward& a);
+void batchnorm_forward_train_cudnn(const BatchnormForwardTrain& a);
+void batchnorm_forward_infer_cudnn(const BatchnormForwardInfer& a);
+void batchnorm_backward_cudnn(const BatchnormBackward& a);
+void batchnorm_forward_stats_cpu(const BatchnormForwardStats& a);
+void batchnorm_forward_apply_cpu(const BatchnormForwardApply& a);
+void batchnorm_forward_infer_act_cpu(const BatchnormForwardInferAct& a);
+void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a);
+void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a);
+void batchnorm_forward_stats_cuda(const BatchnormForwardStats& a);
+void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a);
+void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a);
+void batchnorm_backward_stats_cuda(const BatchnormBackwardStats& a);
+void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a);
+void concat_forward_cpu(const ConcatForward& a);
+void concat_backward_cpu(const ConcatBackward& a);
+void concat_forward_cuda(const ConcatForward& a);
+void concat_backward_cuda(const ConcatBackward& a);
+void dense_forward_cpu(const DenseForward& a);
+void dense_backward_cpu(const DenseBackward& a);
+void dense_forward_cuda(const DenseForward& a);
+void dense_backward_cuda(const DenseBackward& a);
+void dropout_forward_cpu(const DropoutForward& a);
+void dropout_backward_cpu(const DropoutBackward& a);
+void dropout_forward_cuda(const DropoutForward& a);
+void dropout_backward_cuda(const DropoutBackward& a);
+void pool2d_forward_cpu(const Pool2dForward& a);
+void pool2d_backward_cpu(const Pool2dBackward& a);
+void pool2d_forward_cuda(const Pool2dForward& a);
+void pool2d_backward_cuda(const Pool2dBackward& a);
+void pool2d_forward_cudnn(const Pool2dForward& a);
+void pool2d_backward_cudnn(const Pool2dBackward& a);
+void softmax_cross_entropy_forward_cpu(const SoftmaxCrossEntropyForward& a);
+void softmax_cross_entropy_backward_cpu(const SoftmaxCrossEntropyBackward& a);
+void softmax_cross_entropy_forward_cuda(const SoftmaxCrossEntropyForward& a);
+void softmax_cross_entropy_backward_cuda(const SoftmaxCrossEntropyBackward& a);
+void softmax_cross_entropy_forward_cuda_async(const SoftmaxCrossEntropyForwardAsync& a);
+void softmax_cross_entropy_forward_cudnn(const SoftmaxCrossEntropyForward& a);
+void softmax_cross_entropy_backward_cudnn(const SoftmaxCrossEntropyBackward& a);
+
 bool backend_built(Backend b) {
 #ifdef CNN_WITH_CUDA
   return true;

@@ -72,17 +72,10 @@ struct SoftmaxCrossEntropyForwardAsync {
   static const OpTable<SoftmaxCrossEntropyForwardAsync>& table();
 };
 
-// Implementations: cpu (softmax_cross_entropy_cpu.cpp; a label outside [0, K) throws cnn::Error
+// Rows (registry.cpp): cpu (softmax_cross_entropy_cpu.cpp; a label outside [0, K) throws cnn::Error
 // naming the sample), cuda (softmax_cross_entropy_cuda.cu, device memory, ctx.cuda_stream), cudnn
 // (softmax_cross_entropy_cudnn.cpp: cuDNN's log-softmax, then the loss gathered and the gradient
 // taken by the CUDA kernels; same operands and results). The cudnn supports is non-throwing.
-void softmax_cross_entropy_forward_cpu(const SoftmaxCrossEntropyForward& a);
-void softmax_cross_entropy_backward_cpu(const SoftmaxCrossEntropyBackward& a);
-void softmax_cross_entropy_forward_cuda(const SoftmaxCrossEntropyForward& a);
-void softmax_cross_entropy_backward_cuda(const SoftmaxCrossEntropyBackward& a);
-void softmax_cross_entropy_forward_cuda_async(const SoftmaxCrossEntropyForwardAsync& a);
 bool softmax_cross_entropy_cudnn_supports(const SoftmaxCrossEntropyShape& sh);
-void softmax_cross_entropy_forward_cudnn(const SoftmaxCrossEntropyForward& a);
-void softmax_cross_entropy_backward_cudnn(const SoftmaxCrossEntropyBackward& a);
 
 }  // namespace cnn

@@ -54,7 +54,7 @@ void softmax_cross_entropy_forward_cudnn(const SoftmaxCrossEntropyForward& a) {
   SoftmaxCrossEntropyForward from_log_probs = a;
   from_log_probs.ctx = &loss_ctx;
   from_log_probs.logits = log_probs;
-  softmax_cross_entropy_forward_cuda(from_log_probs);
+  run_op(Backend::cuda, from_log_probs);
 }
 
 void softmax_cross_entropy_backward_cudnn(const SoftmaxCrossEntropyBackward& a) {
@@ -63,7 +63,7 @@ void softmax_cross_entropy_backward_cudnn(const SoftmaxCrossEntropyBackward& a) 
   if (!softmax_cross_entropy_cudnn_supports(sh))
     CNN_THROW("{}: N={} K={} label_smoothing={} is outside what cuDNN takes", what, sh.N, sh.K, sh.label_smoothing);
   cudnn::handle(*a.ctx, what);
-  softmax_cross_entropy_backward_cuda(a);
+  run_op(Backend::cuda, a);
 }
 
 }  // namespace cnn

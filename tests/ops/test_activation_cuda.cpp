@@ -38,10 +38,10 @@ TEST_CASE("activation cuda backward reads only the operand its kind needs", "[gp
     const bool needs_x = kind == ActivationKind::relu || kind == ActivationKind::leaky_relu;
     const ActivationParams prm{kind, 0.1f};
     std::vector<float> y_ref(n), dx_ref(n);
-    activation_forward_cpu({&cpu, prm, n, x.data(), y_ref.data()});
-    activation_backward_cpu({&cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
+    run_op(Backend::cpu, ActivationForward{&cpu, prm, n, x.data(), y_ref.data()});
+    run_op(Backend::cpu, ActivationBackward{&cpu, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
     DeviceFloats dx_in(x), dy_in(y_ref), g(dy), out = DeviceFloats::poisoned(n);
-    activation_backward_cuda({&cuda.ctx(), prm, n, needs_x ? dx_in.data() : nullptr, needs_x ? nullptr : dy_in.data(),
+    run_op(Backend::cuda, ActivationBackward{&cuda.ctx(), prm, n, needs_x ? dx_in.data() : nullptr, needs_x ? nullptr : dy_in.data(),
                              g.data(), out.data()});
     cuda.synchronize();
     CHECK(compare(out.get(), dx_ref, kGpuVsCpu) == "");

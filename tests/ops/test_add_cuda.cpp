@@ -26,6 +26,6 @@ TEST_CASE("add cuda rejects more than 64 inputs and an empty input list", "[gpu]
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
   std::vector<const float*> xs(65, v.data());
-  CHECK_THROWS_AS(add_forward_cuda({&cuda.ctx(), 4, 65, test::views(xs.data(), 65).data(), v.data()}), Error);
-  CHECK_THROWS_AS(add_forward_cuda({&cuda.ctx(), 4, 0, test::views(xs.data(), 0).data(), v.data()}), Error);
+  CHECK_THROWS_AS(run_op(Backend::cuda, AddForward{&cuda.ctx(), 4, 65, test::views(xs.data(), 65).data(), v.data()}), Error);
+  CHECK_THROWS_AS(run_op(Backend::cuda, AddForward{&cuda.ctx(), 4, 0, test::views(xs.data(), 0).data(), v.data()}), Error);
 }

@@ -59,11 +59,11 @@ Outputs run_gpu(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, i
   DeviceFloats dx = DeviceFloats::poisoned(n, offset), dg = DeviceFloats::poisoned(C), db = DeviceFloats::poisoned(C);
   DeviceFloats yi = DeviceFloats::poisoned(n, offset);
   const ExecContext& ctx = cuda.ctx();
-  batchnorm_forward_train_cuda({&ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), sm.data(),
+  run_op(Backend::cuda, BatchnormForwardTrain{&ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(), sm.data(),
                                sis.data()});
-  batchnorm_backward_cuda({&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
+  run_op(Backend::cuda, BatchnormBackward{&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
                           db.data()});
-  batchnorm_forward_infer_cuda({&ctx, sh, x.data(), gamma.data(), beta.data(), rm_infer.data(), rv_infer.data(),
+  run_op(Backend::cuda, BatchnormForwardInfer{&ctx, sh, x.data(), gamma.data(), beta.data(), rm_infer.data(), rv_infer.data(),
                                yi.data()});
   cuda.synchronize();
   return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), yi.get()};
@@ -93,7 +93,7 @@ TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
-  CHECK_THROWS_AS(batchnorm_forward_train_cuda({&cuda.ctx(), make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
+  CHECK_THROWS_AS(run_op(Backend::cuda, BatchnormForwardTrain{&cuda.ctx(), make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(),
                                                v.data(), v.data(), v.data(), v.data(), v.data()}),
                   Error);
 }
@@ -111,11 +111,11 @@ TEST_CASE("batchnorm, pooling and relu cuda benchmark on fer-sized activations",
     DeviceFloats y = DeviceFloats::poisoned(n), dx = DeviceFloats::poisoned(n), sm = DeviceFloats::poisoned(c.C),
                  sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C), db = DeviceFloats::poisoned(c.C);
     const double fwd = time_ms([&] {
-      batchnorm_forward_train_cuda({&cuda.ctx(), sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
+      run_op(Backend::cuda, BatchnormForwardTrain{&cuda.ctx(), sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
                                    sm.data(), sis.data()});
     });
     const double bwd = time_ms([&] {
-      batchnorm_backward_cuda({&cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(),
+      run_op(Backend::cuda, BatchnormBackward{&cuda.ctx(), sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(),
                               dg.data(), db.data()});
     });
     const double mb = n * 4.0 / 1e6;

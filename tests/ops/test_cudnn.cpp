@@ -112,8 +112,8 @@ TEST_CASE("cudnn activations refuse leaky relu and elu with alpha other than 1",
     CHECK_FALSE(activation_cudnn_supports(p));
     DeviceFloats xd(std::vector<float>(4, -1.0f)), yd = DeviceFloats::poisoned(4), dyd(std::vector<float>(4, 1.0f)),
                                                    dxd = DeviceFloats::poisoned(4);
-    CHECK_THROWS_AS(activation_forward_cudnn({&cuda.ctx(), p, 4, xd.data(), yd.data()}), Error);
-    CHECK_THROWS_AS(activation_backward_cudnn({&cuda.ctx(), p, 4, xd.data(), yd.data(), dyd.data(), dxd.data()}), Error);
+    CHECK_THROWS_AS(run_op(Backend::cudnn, ActivationForward{&cuda.ctx(), p, 4, xd.data(), yd.data()}), Error);
+    CHECK_THROWS_AS(run_op(Backend::cudnn, ActivationBackward{&cuda.ctx(), p, 4, xd.data(), yd.data(), dyd.data(), dxd.data()}), Error);
   }
 }
 

@@ -61,8 +61,8 @@ TEST_CASE("dense cuda repeats bit for bit", "[gpu]") {
   std::vector<float> first[4];
   for (int run = 0; run < 2; ++run) {
     DeviceDense d(r);
-    dense_forward_cuda({&cuda.ctx(), sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()});
-    dense_backward_cuda({&cuda.ctx(), sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()});
+    run_op(Backend::cuda, DenseForward{&cuda.ctx(), sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()});
+    run_op(Backend::cuda, DenseBackward{&cuda.ctx(), sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()});
     cuda.synchronize();
     const std::vector<float> got[4] = {d.y.get(), d.dx.get(), d.dw.get(), d.db.get()};
     for (int i = 0; i < 4; ++i) {

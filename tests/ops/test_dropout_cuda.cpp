@@ -23,6 +23,6 @@ TEST_CASE("dropout cuda rejects a drop probability below 0 or from 1 up", "[gpu]
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   DeviceFloats v(std::vector<float>(4, 1.0f));
-  CHECK_THROWS_AS(dropout_forward_cuda({&cuda.ctx(), DropoutParams{1.0f, 0, 0}, 4, v.data(), v.data()}), Error);
-  CHECK_THROWS_AS(dropout_backward_cuda({&cuda.ctx(), DropoutParams{-0.1f, 0, 0}, 4, v.data(), v.data()}), Error);
+  CHECK_THROWS_AS(run_op(Backend::cuda, DropoutForward{&cuda.ctx(), DropoutParams{1.0f, 0, 0}, 4, v.data(), v.data()}), Error);
+  CHECK_THROWS_AS(run_op(Backend::cuda, DropoutBackward{&cuda.ctx(), DropoutParams{-0.1f, 0, 0}, 4, v.data(), v.data()}), Error);
 }

@@ -34,11 +34,11 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
     const int64_t ny = sh.N * sh.C * sh.P * sh.Q;
     const std::vector<float> dy = test::random_floats(static_cast<size_t>(ny), 5);
     std::vector<float> y_ref(ny), dx_ref(x.size());
-    pool2d_forward_cpu({&cpu, sh, x.data(), y_ref.data()});
-    pool2d_backward_cpu({&cpu, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
+    run_op(Backend::cpu, Pool2dForward{&cpu, sh, x.data(), y_ref.data()});
+    run_op(Backend::cpu, Pool2dBackward{&cpu, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
     DeviceFloats dx_in(x), ddy(dy), y = DeviceFloats::poisoned(ny), dx = DeviceFloats::poisoned(x.size());
-    pool2d_forward_cuda({&cuda.ctx(), sh, dx_in.data(), y.data()});
-    pool2d_backward_cuda({&cuda.ctx(), sh, dx_in.data(), y.data(), ddy.data(), dx.data()});
+    run_op(Backend::cuda, Pool2dForward{&cuda.ctx(), sh, dx_in.data(), y.data()});
+    run_op(Backend::cuda, Pool2dBackward{&cuda.ctx(), sh, dx_in.data(), y.data(), ddy.data(), dx.data()});
     cuda.synchronize();
     const std::vector<float> y_gpu = y.get(), dx_gpu = dx.get();
     for (size_t i = 0; i < y_gpu.size(); ++i) {
@@ -67,8 +67,8 @@ TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]
     DeviceFloats x(test::random_floats(static_cast<size_t>(nx), 1)),
         dy(test::random_floats(static_cast<size_t>(ny), 2));
     DeviceFloats y = DeviceFloats::poisoned(ny), dx = DeviceFloats::poisoned(nx);
-    const double fwd = time_ms([&] { pool2d_forward_cuda({&cuda.ctx(), sh, x.data(), y.data()}); });
-    const double bwd = time_ms([&] { pool2d_backward_cuda({&cuda.ctx(), sh, x.data(), y.data(), dy.data(), dx.data()}); });
+    const double fwd = time_ms([&] { run_op(Backend::cuda, Pool2dForward{&cuda.ctx(), sh, x.data(), y.data()}); });
+    const double bwd = time_ms([&] { run_op(Backend::cuda, Pool2dBackward{&cuda.ctx(), sh, x.data(), y.data(), dy.data(), dx.data()}); });
     const double mx = nx * 4.0 / 1e6, my = ny * 4.0 / 1e6;
     WARN(sh.to_string() << ": forward " << fwd << " ms (" << (mx + my) / fwd << " GB/s), backward " << bwd << " ms ("
                         << (2 * mx + 2 * my) / bwd << " GB/s)");

@@ -23,10 +23,10 @@ using cnn::test::kGpuVsCpu;
 
 
 // The batch loss one forward call returns through batch_loss.
-static double forward_loss(void (*forward)(const SoftmaxCrossEntropyForward&), SoftmaxCrossEntropyForward a) {
+static double forward_loss(Backend backend, SoftmaxCrossEntropyForward a) {
   double loss = 0.0;
   a.batch_loss = &loss;
-  forward(a);
+  run_op(backend, a);
   return loss;
 }
 
@@ -62,10 +62,10 @@ TEST_CASE("softmax cross entropy cuda async loss is the synchronous one rounded 
       DeviceFloats probs = DeviceFloats::poisoned(sh.N * K), async_loss = DeviceFloats::poisoned(1);
       DeviceLabels y(random_labels(sh.N, K, 13));
       const float* w_dev = weighted ? w.data() : nullptr;
-      const double batch = forward_loss(softmax_cross_entropy_forward_cuda,
+      const double batch = forward_loss(Backend::cuda,
                                         {&cuda.ctx(), sh, z.data(), y.data(), w_dev, probs.data(), nullptr});
-      softmax_cross_entropy_forward_cuda_async(
-          {&cuda.ctx(), sh, z.data(), y.data(), w_dev, probs.data(), nullptr, async_loss.data()});
+      run_op(Backend::cuda, SoftmaxCrossEntropyForwardAsync{&cuda.ctx(), sh, z.data(), y.data(), w_dev, probs.data(),
+                                                            nullptr, async_loss.data()});
       cuda.synchronize();
       const float a = async_loss.get()[0], s = static_cast<float>(batch);
       CHECK(std::memcmp(&a, &s, sizeof(float)) == 0);
@@ -84,9 +84,9 @@ TEST_CASE("softmax cross entropy cuda batch loss repeats bit for bit", "[gpu]") 
   DeviceLabels y(random_labels(sh.N, sh.K, 4));
   DeviceFloats probs = DeviceFloats::poisoned(sh.N * sh.K);
   const double a =
-      forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr});
+      forward_loss(Backend::cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr});
   const double b =
-      forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr});
+      forward_loss(Backend::cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr});
   CHECK(std::memcmp(&a, &b, sizeof(double)) == 0);
 }
 
@@ -105,10 +105,10 @@ TEST_CASE("softmax cross entropy cuda turns an out-of-range label into a NaN los
     DeviceFloats dz = DeviceFloats::poisoned(12), async_loss = DeviceFloats::poisoned(1);
     DeviceLabels y(labels);
     const double batch =
-        forward_loss(softmax_cross_entropy_forward_cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), loss.data()});
-    softmax_cross_entropy_forward_cuda_async({&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr,
+        forward_loss(Backend::cuda, {&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), loss.data()});
+    run_op(Backend::cuda, SoftmaxCrossEntropyForwardAsync{&cuda.ctx(), sh, z.data(), y.data(), nullptr, probs.data(), nullptr,
                                              async_loss.data()});
-    softmax_cross_entropy_backward_cuda({&cuda.ctx(), sh, probs.data(), y.data(), nullptr, dz.data()});
+    run_op(Backend::cuda, SoftmaxCrossEntropyBackward{&cuda.ctx(), sh, probs.data(), y.data(), nullptr, dz.data()});
     cuda.synchronize();
     CHECK(std::isnan(batch));
     CHECK(std::isnan(async_loss.get()[0]));
@@ -117,7 +117,7 @@ TEST_CASE("softmax cross entropy cuda turns an out-of-range label into a NaN los
     // The other samples are unaffected.
     labels[1] = 0;
     std::vector<float> probs_ref(12), loss_ref(4);
-    softmax_cross_entropy_forward_cpu({&cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(),
+    run_op(Backend::cpu, SoftmaxCrossEntropyForward{&cpu, sh, logits.data(), labels.data(), nullptr, probs_ref.data(),
                                       loss_ref.data()});
     CHECK(within(l[0], loss_ref[0]));
     CHECK(within(l[2], loss_ref[2]));
