@@ -52,18 +52,22 @@ static __global__ void add_backward_broadcast_kernel(int64_t n, int count,
   });
 }
 
-static void check_args(const char* what, int64_t n, int count) {
-  if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
-  if (count < 1) CNN_THROW("{}: needs at least one input, got {}", what, count);
-  if (count > kMaxInputs) CNN_THROW("{}: the CUDA kernel takes at most {} inputs, got {}", what, kMaxInputs, count);
+// The context's stream, after checking the counts of a (AddForward or AddBackward).
+template <typename Args>
+static cudaStream_t stream_for(const Args& a, const char* what) {
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
+  if (a.n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, a.n);
+  if (a.count < 1) CNN_THROW("{}: needs at least one input, got {}", what, a.count);
+  if (a.count > kMaxInputs)
+    CNN_THROW("{}: the CUDA kernel takes at most {} inputs, got {}", what, kMaxInputs, a.count);
+  return stream;
 }
 
 void add_forward_cuda(const AddForward& a) {
   const char* what = "add forward";
+  cudaStream_t stream = stream_for(a, what);
   const int64_t n = a.n;
   const int count = a.count;
-  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
-  check_args(what, n, count);
   const std::vector<const float*> xs = f32_pointers(a.xs, size_t(count));
   float* y = a.y.f32();
   if (n == 0) return;
@@ -86,10 +90,9 @@ void add_forward_cuda(const AddForward& a) {
 
 void add_backward_cuda(const AddBackward& a) {
   const char* what = "add backward";
+  cudaStream_t stream = stream_for(a, what);
   const int64_t n = a.n;
   const int count = a.count;
-  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
-  check_args(what, n, count);
   const float* dy = a.dy.f32();
   const std::vector<float*> dxs = f32_pointers(a.dxs, size_t(count));
   if (n == 0) return;

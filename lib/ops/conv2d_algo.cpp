@@ -11,15 +11,8 @@
 namespace cnn {
 
 const char* to_string(ConvDir d) {
-  switch (d) {
-    case ConvDir::forward:
-      return "forward";
-    case ConvDir::backward_data:
-      return "backward_data";
-    case ConvDir::backward_filter:
-      return "backward_filter";
-  }
-  return "?";
+  static const char* const kNames[] = {"forward", "backward_data", "backward_filter"};
+  return size_t(d) < 3 ? kNames[size_t(d)] : "?";
 }
 
 ConvOperandsF32 f32_operands(const ConvOperands& op) {
@@ -31,14 +24,8 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                    std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes, ConvForwardF32 forward,
                    ConvBackwardF32 backward) {
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
-    ConvAlgo a;
-    a.name = name;
-    a.backend = backend;
-    a.dir = dir;
-    a.deterministic = deterministic;
-    a.can_implement = can_implement;
-    a.workspace_bytes = [bytes, dir](const ExecContext& ctx, const Conv2dShape& sh) { return bytes(ctx, sh, dir); };
-    a.run = [forward, backward, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+    auto workspace = [bytes, dir](const ExecContext& ctx, const Conv2dShape& sh) { return bytes(ctx, sh, dir); };
+    auto run = [forward, backward, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
       const ConvOperandsF32 f = f32_operands(op);
       if (dir == ConvDir::forward) return forward(ctx, sh, f.x, f.w, f.b, f.y);
       if (dir == ConvDir::backward_data) {
@@ -48,7 +35,7 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
       CNN_CHECK(f.dw, "{} backward_filter: dw is null", name);
       backward(ctx, sh, f.x, nullptr, f.dy, nullptr, f.dw, f.db);
     };
-    out.push_back(std::move(a));
+    out.push_back(ConvAlgo{name, backend, DType::f32, dir, deterministic, can_implement, workspace, run});
   }
 }
 
