@@ -116,6 +116,14 @@ class Conv2dLayer : public Layer, public ConvPlanned {
                 Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db});
   }
 
+  // The plan's algorithm of direction d when the autotuner (or `algo:`) resolved one, else the
+  // default row of the layer's backend.
+  template <typename Args>
+  void run_planned(ConvDir d, const Args& args) const {
+    const ConvAlgo* a = m_plan.algo(d);
+    run_op(a ? a->backend : backend(), args, a ? std::string_view(a->name) : std::string_view());
+  }
+
   std::string summary() const override {
     std::string s = fmt::format("{}x{}", m_shape.R, m_shape.S);
     if (m_shape.stride_h != 1 || m_shape.stride_w != 1) s += fmt::format(" s{}", m_shape.stride_h);
@@ -126,14 +134,6 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   }
 
  private:
-  // The plan's algorithm of direction d when the autotuner (or `algo:`) resolved one, else the
-  // default row of the layer's backend.
-  template <typename Args>
-  void run_planned(ConvDir d, const Args& args) const {
-    const ConvAlgo* a = m_plan.algo(d);
-    run_op(a ? a->backend : backend(), args, a ? std::string_view(a->name) : std::string_view());
-  }
-
   // `algo:` was read as a string or map by the model spec; a map is read (strictly) here.
   void read_algo(ConfigNode& n, const std::string& backend) {
     ConfigNode* a = n.find("algo");
