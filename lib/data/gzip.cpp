@@ -21,7 +21,7 @@ namespace cnn {
 
 namespace {
 
-constexpr size_t kInChunk = size_t{1} << 20;
+constexpr int64_t kInChunk = int64_t{1} << 20;
 constexpr size_t kOutChunk = size_t{4} << 20;
 
 // Reads up to n bytes into buf; 0 at the end. Throws on a read error.
@@ -93,8 +93,7 @@ std::string too_large(const std::string& name, int64_t limit, bool gz) {
 // `stop` bytes (head reads stop early and skip the integrity checks of what they don't read).
 void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>& first, size_t have, int64_t limit,
                  int64_t stop, std::vector<uint8_t>& out) {
-  std::vector<uint8_t>& buf = first;
-  buf.resize(std::max(buf.size(), kInChunk));
+  std::vector<uint8_t>& buf = first;  // at least 2 bytes (see read_source)
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) CNN_THROW("{}: zlib cannot start inflating", name);
   struct End {
@@ -124,7 +123,9 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
                 "download or copy it again", name, offset(), members, out.size());
     }
     size_t used = out.size();
-    const int64_t room = std::min<int64_t>(static_cast<int64_t>(kOutChunk), limit + 1 - static_cast<int64_t>(used));
+    // Output grows with what came out so far (small files stay small), 4 MiB at a time at most.
+    const int64_t grow = std::clamp<int64_t>(static_cast<int64_t>(used), 64 << 10, static_cast<int64_t>(kOutChunk));
+    const int64_t room = std::min<int64_t>(grow, limit + 1 - static_cast<int64_t>(used));
     out.resize(used + static_cast<size_t>(room));
     z.next_out = out.data() + used;
     z.avail_out = static_cast<uInt>(room);
@@ -166,7 +167,8 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
 // The shared body of every read: gzip when the first two bytes say so, else the bytes as they are.
 std::vector<uint8_t> read_source(const std::string& name, const Source& in, int64_t plain_size_hint, int64_t limit,
                                  int64_t stop, bool decompress) {
-  std::vector<uint8_t> first(kInChunk);
+  // The input buffer: the whole file when it is small (the size is a hint: a file may grow).
+  std::vector<uint8_t> first(static_cast<size_t>(std::clamp<int64_t>(plain_size_hint + 1, 2, kInChunk)));
   size_t have = 0;
   while (have < 2) {  // a read may return fewer bytes than asked
     size_t got = in(first.data() + have, first.size() - have);
