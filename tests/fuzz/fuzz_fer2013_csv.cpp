@@ -1,15 +1,13 @@
 // libFuzzer target for the FER2013 CSV reader behind data.format fer2013-csv, gzip layer included:
 // any bytes must parse or throw cnn::Error (anything else escaping, a crash or a sanitizer report is
 // a finding), and what it accepts must come back the same when written out as CSV and read again.
-// Trap: with CNN_FUZZ_WRITE_SEEDS=DIR the binary only writes its seed corpus into DIR and exits.
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "data/gzip.h"
 #include "data/sources.h"
+#include "fuzz_util.h"
 
 using namespace cnn;
 
@@ -18,10 +16,7 @@ namespace {
 constexpr int64_t kClasses = 7;
 constexpr int64_t kLimit = int64_t{4} << 20;  // decompressed bytes: keeps gzip bombs small
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "fuzz_fer2013_csv: %s\n", what);
-  std::abort();
-}
+[[noreturn]] void finding(const char* what) { fuzz::finding("fuzz_fer2013_csv", what); }
 
 std::string row(int64_t emotion, int seed, const std::string& usage) {
   std::vector<uint8_t> p(2304);
@@ -64,26 +59,14 @@ void check(const DataSplits& s) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("CNN_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+CNN_FUZZ_SEEDS(write_seeds)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> text;
-  try {
-    text = decode_file_bytes("fuzz.csv", data, size, kLimit);
-  } catch (const Error&) {
-    return 0;
-  }
+  if (!fuzz::accepted([&] { text = decode_file_bytes("fuzz.csv", data, size, kLimit); })) return 0;
   for (bool skip_bad : {false, true}) {
     DataSplits s;
-    try {
-      s = parse_fer2013_csv("fuzz.csv", text.data(), text.size(), kClasses, skip_bad);
-    } catch (const Error&) {
+    if (!fuzz::accepted([&] { s = parse_fer2013_csv("fuzz.csv", text.data(), text.size(), kClasses, skip_bad); })) {
       continue;
     }
     check(s);

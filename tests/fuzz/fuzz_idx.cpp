@@ -1,15 +1,13 @@
 // libFuzzer target for the IDX reader behind data.format idx, gzip layer included: any bytes must
 // parse (as images and/or labels) or throw cnn::Error, and an accepted file must be exactly what
 // idx_file_bytes writes for the values and dimensions it returned.
-// Trap: with CNN_FUZZ_WRITE_SEEDS=DIR the binary only writes its seed corpus into DIR and exits.
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "data/gzip.h"
 #include "data/sources.h"
+#include "fuzz_util.h"
 
 using namespace cnn;
 
@@ -17,10 +15,7 @@ namespace {
 
 constexpr int64_t kLimit = int64_t{4} << 20;  // decompressed bytes: keeps gzip bombs small
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "fuzz_idx: %s\n", what);
-  std::abort();
-}
+[[noreturn]] void finding(const char* what) { fuzz::finding("fuzz_idx", what); }
 
 void write_seeds(const std::string& dir) {
   std::vector<uint8_t> images(3 * 5 * 4), labels{0, 9, 4};
@@ -36,27 +31,15 @@ void write_seeds(const std::string& dir) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("CNN_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+CNN_FUZZ_SEEDS(write_seeds)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> bytes;
-  try {
-    bytes = decode_file_bytes("fuzz-idx-ubyte", data, size, kLimit);
-  } catch (const Error&) {
-    return 0;
-  }
+  if (!fuzz::accepted([&] { bytes = decode_file_bytes("fuzz-idx-ubyte", data, size, kLimit); })) return 0;
   for (bool images : {true, false}) {
     std::vector<int64_t> dims;
     std::vector<uint8_t> values;
-    try {
-      values = parse_idx("fuzz-idx-ubyte", bytes.data(), bytes.size(), images, dims);
-    } catch (const Error&) {
+    if (!fuzz::accepted([&] { values = parse_idx("fuzz-idx-ubyte", bytes.data(), bytes.size(), images, dims); })) {
       continue;
     }
     if (dims.size() != (images ? 3u : 1u)) finding("wrong number of dimensions");

@@ -1,21 +1,16 @@
 // libFuzzer target for the image header parser that guards decoding (data/image_header.h): any
 // bytes give a problem or a format with positive dimensions, without reading outside them.
-// Trap: with CNN_FUZZ_WRITE_SEEDS=DIR the binary only writes its seed corpus into DIR and exits.
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "data/gzip.h"
 #include "data/image_header.h"
+#include "fuzz_util.h"
 
 using namespace cnn;
 
 namespace {
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "fuzz_image_header: %s\n", what);
-  std::abort();
-}
+[[noreturn]] void finding(const char* what) { fuzz::finding("fuzz_image_header", what); }
 
 void write_seeds(const std::string& dir) {
   const std::string seeds[] = {
@@ -32,13 +27,7 @@ void write_seeds(const std::string& dir) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("CNN_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+CNN_FUZZ_SEEDS(write_seeds)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ImageHeader h;
