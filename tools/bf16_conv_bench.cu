@@ -171,6 +171,14 @@ struct CudnnResult {
   int algo = -1;
 };
 
+// The first (fastest) algorithm cudnnFind reported as run, within the workspace; -1 if none.
+template <class Perf>
+int fastest_algo(const Perf* perf, int n, size_t ws_bytes) {
+  for (int i = 0; i < n; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) return int(perf[i].algo);
+  return -1;
+}
+
 // One cuDNN configuration of one direction: cudnnFind*Ex on copy 0, then our timing of the
 // fastest algorithm that succeeded. Operands per copy: x, w, dy/y, dx/dw by direction.
 CudnnResult cudnn_time(cudnnHandle_t h, cudaStream_t st, const CudnnConv& d, ConvDir dir, int copies,
@@ -185,9 +193,7 @@ CudnnResult cudnn_time(cudnnHandle_t h, cudaStream_t st, const CudnnConv& d, Con
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws,
                                                ws_bytes) != CUDNN_STATUS_SUCCESS)
       return r;
-    for (int i = 0; i < n && r.algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) r.algo = int(perf[i].algo);
-    if (r.algo < 0) return r;
+    if ((r.algo = fastest_algo(perf, n, ws_bytes)) < 0) return r;
     const auto algo = cudnnConvolutionFwdAlgo_t(r.algo);
     r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) {
       CUDNN_OK(cudnnConvolutionForward(h, &one, d.x, in1[i], d.w, in2[i], d.conv, algo, ws, ws_bytes, &zero, d.y,
@@ -199,9 +205,7 @@ CudnnResult cudnn_time(cudnnHandle_t h, cudaStream_t st, const CudnnConv& d, Con
                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws,
                                                     ws_bytes) != CUDNN_STATUS_SUCCESS)
       return r;
-    for (int i = 0; i < n && r.algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) r.algo = int(perf[i].algo);
-    if (r.algo < 0) return r;
+    if ((r.algo = fastest_algo(perf, n, ws_bytes)) < 0) return r;
     const auto algo = cudnnConvolutionBwdDataAlgo_t(r.algo);
     r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) {
       CUDNN_OK(cudnnConvolutionBackwardData(h, &one, d.w, in1[i], d.y, in2[i], d.conv, algo, ws, ws_bytes, &zero,
@@ -213,9 +217,7 @@ CudnnResult cudnn_time(cudnnHandle_t h, cudaStream_t st, const CudnnConv& d, Con
                                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
                                                       ws_bytes) != CUDNN_STATUS_SUCCESS)
       return r;
-    for (int i = 0; i < n && r.algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) r.algo = int(perf[i].algo);
-    if (r.algo < 0) return r;
+    if ((r.algo = fastest_algo(perf, n, ws_bytes)) < 0) return r;
     const auto algo = cudnnConvolutionBwdFilterAlgo_t(r.algo);
     r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) {
       CUDNN_OK(cudnnConvolutionBackwardFilter(h, &one, d.x, in1[i], d.y, in2[i], d.conv, algo, ws, ws_bytes, &zero,

@@ -53,34 +53,27 @@ static __global__ void cast_bf16_to_float_kernel(int64_t n, const uint16_t* __re
   for (int64_t i = done + first; i < n; i += stride) y[i] = float_from_bf16_bits(x[i]);
 }
 
-void cast_float_to_bf16_cuda(const ExecContext& ctx, int64_t n, const float* x, bf16* y) {
-  const char* what = "cast float to bf16";
+// Launches the vector or the scalar variant of one conversion over n elements.
+template <class From, class To>
+static void launch_cast(const ExecContext& ctx, int64_t n, const From* x, To* y, const char* what,
+                        void (*vec_kernel)(int64_t, const From*, To*), void (*scalar_kernel)(int64_t, const From*, To*)) {
   cudaStream_t stream = cuda::stream_of(ctx, what);
   CNN_CHECK(n >= 0, "{}: element count must be non-negative, got {}", what, n);
   if (n == 0) return;
   const bool vec = cuda::aligned16(x) && cuda::aligned16(y);
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 8 + 1 : n, kThreads);
-  auto* out = reinterpret_cast<uint16_t*>(y);
-  if (vec)
-    cast_float_to_bf16_kernel<true><<<blocks, kThreads, 0, stream>>>(n, x, out);
-  else
-    cast_float_to_bf16_kernel<false><<<blocks, kThreads, 0, stream>>>(n, x, out);
+  (vec ? vec_kernel : scalar_kernel)<<<cuda::grid_blocks(vec ? n / 8 + 1 : n, kThreads), kThreads, 0, stream>>>(n, x,
+                                                                                                               y);
   CUDA_CHECK_LAUNCH(what);
 }
 
+void cast_float_to_bf16_cuda(const ExecContext& ctx, int64_t n, const float* x, bf16* y) {
+  launch_cast(ctx, n, x, reinterpret_cast<uint16_t*>(y), "cast float to bf16", cast_float_to_bf16_kernel<true>,
+              cast_float_to_bf16_kernel<false>);
+}
+
 void cast_bf16_to_float_cuda(const ExecContext& ctx, int64_t n, const bf16* x, float* y) {
-  const char* what = "cast bf16 to float";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  CNN_CHECK(n >= 0, "{}: element count must be non-negative, got {}", what, n);
-  if (n == 0) return;
-  const bool vec = cuda::aligned16(x) && cuda::aligned16(y);
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 8 + 1 : n, kThreads);
-  const auto* in = reinterpret_cast<const uint16_t*>(x);
-  if (vec)
-    cast_bf16_to_float_kernel<true><<<blocks, kThreads, 0, stream>>>(n, in, y);
-  else
-    cast_bf16_to_float_kernel<false><<<blocks, kThreads, 0, stream>>>(n, in, y);
-  CUDA_CHECK_LAUNCH(what);
+  launch_cast(ctx, n, reinterpret_cast<const uint16_t*>(x), y, "cast bf16 to float", cast_bf16_to_float_kernel<true>,
+              cast_bf16_to_float_kernel<false>);
 }
 
 }  // namespace cnn

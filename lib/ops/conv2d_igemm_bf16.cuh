@@ -137,7 +137,8 @@ struct RowsA {
 // ---- loaders: B gathered, tile [BK][BN] (reduction rows, columns contiguous in shared memory) ----
 // Element (red, col) = src[col.off + tap.off] where decode.valid(col, tap), else 0. Thread t keeps
 // the 8 columns of chunk t % (BN / 8) (decoded once) and loads reduction rows t / (BN / 8) + i * step.
-template <class T, class Decode>
+// kMask (R*S <= 32): validity is bit tap.rs of the column's window_mask, one AND per element.
+template <class T, class Decode, bool kMask>
 struct GatherKN {
   static constexpr int kColChunks = T::BN / 8;
   static constexpr int kRowStep = T::kThreads / kColChunks;
@@ -145,7 +146,9 @@ struct GatherKN {
   const uint16_t* src;
   const Decode& dec;  // in the kernel's (grid-constant) parameters
   int red_begin, red_end, c8;
-  Tap col[8];
+  Tap col[kMask ? 1 : 8];
+  int col_off[8];
+  uint32_t col_mask[8];
   uint32_t regs[kRows][4];
 
   __device__ __forceinline__ GatherKN(const uint16_t* src_, const Decode& dec_, int n0, int ncols, int red_begin_,
@@ -154,7 +157,12 @@ struct GatherKN {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int c = n0 + c8 * 8 + j;
-      col[j] = c < ncols ? dec.column(c) : invalid_tap();
+      const Tap t = c < ncols ? dec.column(c) : invalid_tap();
+      col_off[j] = t.off;
+      if constexpr (kMask)
+        col_mask[j] = c < ncols ? window_mask(dec, t) : 0u;
+      else
+        col[j] = t;
     }
   }
   __device__ __forceinline__ static int row(int i) { return int(threadIdx.x) / kColChunks + i * kRowStep; }
@@ -163,12 +171,19 @@ struct GatherKN {
     for (int i = 0; i < kRows; ++i) {
       const int red = red_begin + step * T::BK + row(i);
       const Tap t = red < red_end ? dec.tap(red) : invalid_tap();
+      const uint32_t bit = red < red_end ? 1u << t.rs : 0u;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const Tap& c0 = col[2 * j];
-        const Tap& c1 = col[2 * j + 1];
-        const uint32_t lo = load_bf16_or_zero(src + (c0.off + t.off), dec.valid(c0, t));
-        const uint32_t hi = load_bf16_or_zero(src + (c1.off + t.off), dec.valid(c1, t));
+        bool ok0, ok1;
+        if constexpr (kMask) {
+          ok0 = (col_mask[2 * j] & bit) != 0;
+          ok1 = (col_mask[2 * j + 1] & bit) != 0;
+        } else {
+          ok0 = dec.valid(col[2 * j], t);
+          ok1 = dec.valid(col[2 * j + 1], t);
+        }
+        const uint32_t lo = load_bf16_or_zero(src + (col_off[2 * j] + t.off), ok0);
+        const uint32_t hi = load_bf16_or_zero(src + (col_off[2 * j + 1] + t.off), ok1);
         regs[i][j] = lo | (hi << 16);
       }
     }
@@ -196,6 +211,17 @@ struct PairLoader {
     a.store(sA);
     b.store(sB);
   }
+};
+
+// This thread's warp position in the block tile and lane, and where its accumulator fragments sit:
+// rows row(mi, half) and columns col(ni), col(ni) + 1 of the block tile (the C layout of mma).
+template <class T>
+struct Fragments {
+  int lane, wm, wn;
+  __device__ __forceinline__ Fragments()
+      : lane(int(threadIdx.x) % 32), wm(int(threadIdx.x) / 32 / T::WARPS_N), wn(int(threadIdx.x) / 32 % T::WARPS_N) {}
+  __device__ __forceinline__ int row(int mi, int half) const { return wm * T::WTM + mi * 16 + (lane >> 2) + half * 8; }
+  __device__ __forceinline__ int col(int ni) const { return wn * T::WTN + ni * 8 + (lane & 3) * 2; }
 };
 
 // ---- main loop ----
@@ -235,8 +261,7 @@ template <class T, bool kKN, class L>
 __device__ __forceinline__ void mainloop(L& ld, int steps, float (&acc)[T::MI][T::NI][4], uint16_t* sA,
                                          uint16_t* sB) {
   constexpr int kBStage = kKN ? T::kBStageKN : T::kBStageNK;
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int wm = warp / T::WARPS_N, wn = warp % T::WARPS_N;
+  const Fragments<T> f;
 #pragma unroll
   for (int mi = 0; mi < T::MI; ++mi)
 #pragma unroll
@@ -267,7 +292,7 @@ __device__ __forceinline__ void mainloop(L& ld, int steps, float (&acc)[T::MI][T
       if (kt + 2 < steps) ld.load(kt + 2);
     }
     const int a_stage = L::kAsyncA ? kt % T::STAGES : (kt & 1);
-    mma_step<T, kKN>(sA + a_stage * T::kAStage, sB + (kt & 1) * kBStage, acc, wm, wn, lane);
+    mma_step<T, kKN>(sA + a_stage * T::kAStage, sB + (kt & 1) * kBStage, acc, f.wm, f.wn, f.lane);
   }
   if constexpr (L::kAsyncA) cp_async_wait<0>();
   __syncthreads();
@@ -279,17 +304,16 @@ __device__ __forceinline__ void mainloop(L& ld, int steps, float (&acc)[T::MI][T
 template <class T>
 __device__ __forceinline__ void store_rows_fp32(const float (&acc)[T::MI][T::NI][4], float* out, int M, int ncols,
                                                 int m0, int n0, bool pairs) {
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int wm = warp / T::WARPS_N, wn = warp % T::WARPS_N;
+  const Fragments<T> f;
 #pragma unroll
   for (int mi = 0; mi < T::MI; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int m = m0 + wm * T::WTM + mi * 16 + (lane >> 2) + half * 8;
+      const int m = m0 + f.row(mi, half);
       if (m >= M) continue;
 #pragma unroll
       for (int ni = 0; ni < T::NI; ++ni) {
-        const int n = n0 + wn * T::WTN + ni * 8 + (lane & 3) * 2;
+        const int n = n0 + f.col(ni);
         float* p = out + int64_t(m) * ncols + n;
         const float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
         if (pairs && n + 1 < ncols) {
@@ -315,17 +339,16 @@ template <class T>
 __device__ __forceinline__ void store_nchw_bf16(const float (&acc)[T::MI][T::NI][4], const float* bias,
                                                 uint16_t* out, int M, int ncols, const PlaneOut& po, int m0, int n0,
                                                 uint16_t* sC) {
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int wm = warp / T::WARPS_N, wn = warp % T::WARPS_N;
+  const Fragments<T> f;
 #pragma unroll
   for (int mi = 0; mi < T::MI; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int ml = wm * T::WTM + mi * 16 + (lane >> 2) + half * 8;
+      const int ml = f.row(mi, half);
       const float bv = (bias && m0 + ml < M) ? __ldg(bias + m0 + ml) : 0.0f;
 #pragma unroll
       for (int ni = 0; ni < T::NI; ++ni) {
-        const int nl = wn * T::WTN + ni * 8 + (lane & 3) * 2;
+        const int nl = f.col(ni);
         *reinterpret_cast<uint32_t*>(sC + ml * T::kLdC + nl) =
             pack_bf16x2(acc[mi][ni][2 * half] + bv, acc[mi][ni][2 * half + 1] + bv);
       }

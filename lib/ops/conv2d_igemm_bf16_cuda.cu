@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
-#include <type_traits>
 #include <utility>
 
 #include "core/cuda_check.h"
@@ -122,7 +121,7 @@ struct FilterLoader {
 
 // Forward and data gradient: out (N, M, plane) = A (M, R) * gathered B (R, N*plane) [+ bias], or
 // the split's FP32 partial (M, ncols) when the reduction is split (gridDim.z > 1).
-template <class T, bool kAsyncA, class Decode>
+template <class T, bool kAsyncA, bool kMask, class Decode>
 __device__ __forceinline__ void gather_gemm(const GatherParams<Decode>& p, const uint16_t* a_src,
                                             const uint16_t* b_src, const float* bias, uint16_t* out,
                                             float* parts) {
@@ -131,9 +130,9 @@ __device__ __forceinline__ void gather_gemm(const GatherParams<Decode>& p, const
   uint16_t* sB = sA + (kAsyncA ? T::STAGES : 2) * T::kAStage;
   const int m0 = int(blockIdx.y) * T::BM, n0 = int(blockIdx.x) * T::BN;
   const int red_begin = int(blockIdx.z) * p.chunk, red_end = min(p.red, red_begin + p.chunk);
-  PairLoader<RowsA<T, kAsyncA>, GatherKN<T, Decode>> ld{
+  PairLoader<RowsA<T, kAsyncA>, GatherKN<T, Decode, kMask>> ld{
       RowsA<T, kAsyncA>(a_src, p.lda, p.M, m0, red_begin, red_end),
-      GatherKN<T, Decode>(b_src, p.dec, n0, p.ncols, red_begin, red_end)};
+      GatherKN<T, Decode, kMask>(b_src, p.dec, n0, p.ncols, red_begin, red_end)};
   float acc[T::MI][T::NI][4];
   mainloop<T, true>(ld, (red_end - red_begin + T::BK - 1) / T::BK, acc, sA, sB);
   if (gridDim.z > 1)
@@ -142,7 +141,7 @@ __device__ __forceinline__ void gather_gemm(const GatherParams<Decode>& p, const
     store_nchw_bf16<T>(acc, bias, out, p.M, p.ncols, p.out, m0, n0, sA);
 }
 
-template <class T, bool kAsyncA>
+template <class T, bool kAsyncA, bool kMask>
 static __global__ void __launch_bounds__(T::kThreads, 1)
     conv2d_forward_igemm_bf16_kernel(const __grid_constant__ GatherParams<ForwardDecode> p,
                                      const uint16_t* __restrict__ x,  // (N, C, H, W)
@@ -150,17 +149,17 @@ static __global__ void __launch_bounds__(T::kThreads, 1)
                                      const float* __restrict__ b,     // (K) or null
                                      uint16_t* __restrict__ y,        // (N, K, P, Q)
                                      float* __restrict__ parts) {     // (splits, K, N*P*Q) if split
-  gather_gemm<T, kAsyncA>(p, w, x, b, y, parts);
+  gather_gemm<T, kAsyncA, kMask>(p, w, x, b, y, parts);
 }
 
-template <class T, bool kAsyncA, bool kStrided>
+template <class T, bool kAsyncA, bool kMask>
 static __global__ void __launch_bounds__(T::kThreads, 1)
-    conv2d_backward_data_igemm_bf16_kernel(const __grid_constant__ GatherParams<DataDecode<kStrided>> p,
+    conv2d_backward_data_igemm_bf16_kernel(const __grid_constant__ GatherParams<DataDecode> p,
                                            const uint16_t* __restrict__ wt,  // (C, K, R, S)
                                            const uint16_t* __restrict__ dy,  // (N, K, P, Q)
                                            uint16_t* __restrict__ dx,        // (N, C, H, W)
                                            float* __restrict__ parts) {      // (splits, C, N*H*W) if split
-  gather_gemm<T, kAsyncA>(p, wt, dy, nullptr, dx, parts);
+  gather_gemm<T, kAsyncA, kMask>(p, wt, dy, nullptr, dx, parts);
 }
 
 template <class T, bool kAsyncA>
@@ -208,32 +207,25 @@ static __global__ void conv2d_igemm_bf16_sum_splits_nchw_kernel(const float* __r
   }
 }
 
-// db partial (group g, channel k) = sum of dy over images [g * per_group, (g+1) * per_group) and
-// the plane, in a fixed order (thread-strided sums, then the block sum of reduce.cuh).
-template <int kThreads, bool kVec>
+// db partial (group g, channel k) = sum of dy[n, k, p, q] over the group's slice of the n*P*Q
+// positions, in a fixed order (thread-strided sums, then the block sum of reduce.cuh).
+template <int kThreads>
 static __global__ void __launch_bounds__(kThreads)
     conv2d_backward_bias_bf16_kernel(const uint16_t* __restrict__ dy,  // (N, K, P, Q)
-                                     int N, int K, int PQ, int per_group,
+                                     int K, Div div_pq, int total, int per_group,
                                      float* __restrict__ out) {  // (groups, K)
   __shared__ float scratch[kThreads / 32];
-  const int k = int(blockIdx.x), g = int(blockIdx.y);
-  const int n_end = min(N, (g + 1) * per_group);
+  const int k = int(blockIdx.x), begin = int(blockIdx.y) * per_group, end = min(total, begin + per_group);
+  const int PQ = int(div_pq.d);
   float s = 0.0f;
-  for (int n = g * per_group; n < n_end; ++n) {
-    const uint16_t* plane = dy + (int64_t(n) * K + k) * PQ;
-    if (kVec) {
-      for (int i = int(threadIdx.x); i < PQ / 8; i += kThreads) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(plane) + i);
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) s += float_from_bits(words[j] << 16) + float_from_bits(words[j] & 0xffff0000u);
-      }
-    } else {
-      for (int i = int(threadIdx.x); i < PQ; i += kThreads) s += float_from_bf16_bits(__ldg(plane + i));
-    }
+#pragma unroll 4
+  for (int j = begin + int(threadIdx.x); j < end; j += kThreads) {
+    int n, pq;
+    div_pq.divmod(j, n, pq);
+    s += float_from_bf16_bits(__ldg(dy + (n * K + k) * PQ + pq));
   }
   s = cuda::block_sum<kThreads>(s, scratch);
-  if (threadIdx.x == 0) out[int64_t(g) * K + k] = s;
+  if (threadIdx.x == 0) out[int64_t(blockIdx.y) * K + k] = s;
 }
 
 // wt (C, K, R*S) = w (K, C, R*S): the data gradient's A rows become contiguous.
@@ -355,14 +347,19 @@ void conv2d_forward_igemm_bf16_cuda(const ExecContext& ctx, const Conv2dShape& s
   const auto* ws = reinterpret_cast<const uint16_t*>(w);
   auto* ys = reinterpret_cast<uint16_t*>(y);
   float* parts = c.splits > 1 ? reinterpret_cast<float*>(c.ws + c.layout.partial) : nullptr;
+  const bool mask = sh.R * sh.S <= kMaxMaskTaps;
   with_tile(c.plan.tile, [&](auto t) {
     using T = decltype(t);
+    auto run = [&](auto kernel, bool a_async) {
+      launch(what, kernel, gemm_grid<T>(c), T::kThreads, T::smem_bytes(a_async, true), c.stream, p, xs, ws, b, ys,
+             parts);
+    };
     if (vec_a)
-      launch(what, conv2d_forward_igemm_bf16_kernel<T, true>, gemm_grid<T>(c), T::kThreads,
-             T::smem_bytes(true, true), c.stream, p, xs, ws, b, ys, parts);
+      mask ? run(conv2d_forward_igemm_bf16_kernel<T, true, true>, true)
+           : run(conv2d_forward_igemm_bf16_kernel<T, true, false>, true);
     else
-      launch(what, conv2d_forward_igemm_bf16_kernel<T, false>, gemm_grid<T>(c), T::kThreads,
-             T::smem_bytes(false, true), c.stream, p, xs, ws, b, ys, parts);
+      mask ? run(conv2d_forward_igemm_bf16_kernel<T, false, true>, false)
+           : run(conv2d_forward_igemm_bf16_kernel<T, false, false>, false);
   });
   if (c.splits > 1) sum_splits_nchw(c, po, b, ys, what);
 }
@@ -381,25 +378,22 @@ void conv2d_backward_data_igemm_bf16_cuda(const ExecContext& ctx, const Conv2dSh
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
   auto* dxs = reinterpret_cast<uint16_t*>(dx);
   float* parts = c.splits > 1 ? reinterpret_cast<float*>(c.ws + c.layout.partial) : nullptr;
-  auto run = [&](auto strided) {
-    constexpr bool kStrided = decltype(strided)::value;
-    const DataDecode<kStrided> dec = DataDecode<kStrided>::make(sh);
-    const GatherParams<DataDecode<kStrided>> p{int(c.g.m), int(c.g.n), int(c.g.red), int(c.chunk), int(c.g.red),
-                                               po, dec};
-    with_tile(c.plan.tile, [&](auto t) {
-      using T = decltype(t);
-      if (vec_a)
-        launch(what, conv2d_backward_data_igemm_bf16_kernel<T, true, kStrided>, gemm_grid<T>(c), T::kThreads,
-               T::smem_bytes(true, true), c.stream, p, wt, dys, dxs, parts);
-      else
-        launch(what, conv2d_backward_data_igemm_bf16_kernel<T, false, kStrided>, gemm_grid<T>(c), T::kThreads,
-               T::smem_bytes(false, true), c.stream, p, wt, dys, dxs, parts);
-    });
-  };
-  if (sh.stride_h > 1 || sh.stride_w > 1)
-    run(std::true_type{});
-  else
-    run(std::false_type{});
+  const GatherParams<DataDecode> p{int(c.g.m), int(c.g.n), int(c.g.red), int(c.chunk), int(c.g.red), po,
+                                   DataDecode::make(sh)};
+  const bool mask = sh.R * sh.S <= kMaxMaskTaps;
+  with_tile(c.plan.tile, [&](auto t) {
+    using T = decltype(t);
+    auto run = [&](auto kernel, bool a_async) {
+      launch(what, kernel, gemm_grid<T>(c), T::kThreads, T::smem_bytes(a_async, true), c.stream, p, wt, dys, dxs,
+             parts);
+    };
+    if (vec_a)
+      mask ? run(conv2d_backward_data_igemm_bf16_kernel<T, true, true>, true)
+           : run(conv2d_backward_data_igemm_bf16_kernel<T, true, false>, true);
+    else
+      mask ? run(conv2d_backward_data_igemm_bf16_kernel<T, false, true>, false)
+           : run(conv2d_backward_data_igemm_bf16_kernel<T, false, false>, false);
+  });
   if (c.splits > 1) sum_splits_nchw(c, po, nullptr, dxs, what);
 }
 
@@ -431,17 +425,10 @@ void conv2d_backward_filter_igemm_bf16_cuda(const ExecContext& ctx, const Conv2d
     }
   }
   if (db) {
-    const int groups = igemm_bf16_db_groups(sh);
-    const int per_group = int((sh.N + groups - 1) / groups);
+    const int groups = igemm_bf16_db_groups(sh), total = int(sh.N * sh.P * sh.Q);
     float* out = groups > 1 ? reinterpret_cast<float*>(c.ws + c.layout.db_partial) : db;
-    const int PQ = int(sh.P * sh.Q);
-    const dim3 grid(unsigned(sh.K), unsigned(groups));
-    if (PQ % 8 == 0 && cuda::aligned16(dy))
-      conv2d_backward_bias_bf16_kernel<256, true>
-          <<<grid, 256, 0, c.stream>>>(dys, int(sh.N), int(sh.K), PQ, per_group, out);
-    else
-      conv2d_backward_bias_bf16_kernel<256, false>
-          <<<grid, 256, 0, c.stream>>>(dys, int(sh.N), int(sh.K), PQ, per_group, out);
+    conv2d_backward_bias_bf16_kernel<256><<<dim3(unsigned(sh.K), unsigned(groups)), 256, 0, c.stream>>>(
+        dys, int(sh.K), Div(sh.P * sh.Q), total, (total + groups - 1) / groups, out);
     CUDA_CHECK_LAUNCH(what);
     if (groups > 1) {
       conv2d_igemm_bf16_sum_splits_kernel<<<1, 256, 0, c.stream>>>(out, groups, int(sh.K), db);

@@ -39,12 +39,23 @@ struct Div {
 
 // Where one gathered element lives: an offset, the (h, w) it lands on in its plane and, for
 // strided data gradients, the residues that must match. A column's and a tap's parts add up.
+// A reduction tap also carries rs = r * S + s, its place in the filter window.
 struct Tap {
-  int off, h, w, rh, rw;
+  int off, h, w, rh, rw, rs;
 };
 // Added to h, keeps every sum with a real tap negative: the element reads as zero.
 inline constexpr int kInvalidH = -(1 << 30);
-CNN_HD Tap invalid_tap() { return Tap{0, kInvalidH, 0, 0, 0}; }
+CNN_HD Tap invalid_tap() { return Tap{0, kInvalidH, 0, 0, 0, 0}; }
+
+// Reduction or column crs = (c, r, s) of a gathered x -> the tap (r, s) of channel c relative to
+// its window's top-left corner (forward rows, filter-gradient columns).
+CNN_HD Tap window_tap(const Div& div_rs, const Div& div_s, int HW, int W, int dh, int dw, int crs) {
+  int c, rs, r, s;
+  div_rs.divmod(crs, c, rs);
+  div_s.divmod(rs, r, s);
+  const int dr = r * dh, ds = s * dw;
+  return Tap{c * HW + dr * W + ds, dr, ds, 0, 0, rs};
+}
 
 // Forward B (C*R*S x N*P*Q) from x: column npq = (n, p, q) -> its window's top-left corner (may be
 // padding); reduction crs = (c, r, s) -> the tap inside the window.
@@ -60,15 +71,9 @@ struct ForwardDecode {
     div_pq.divmod(npq, n, pq);
     div_q.divmod(pq, p, q);
     const int h0 = p * sh - ph, w0 = q * sw - pw;
-    return Tap{n * CHW + h0 * W + w0, h0, w0, 0, 0};
+    return Tap{n * CHW + h0 * W + w0, h0, w0, 0, 0, 0};
   }
-  CNN_HD Tap tap(int crs) const {
-    int c, rs, r, s;
-    div_rs.divmod(crs, c, rs);
-    div_s.divmod(rs, r, s);
-    const int dr = r * dh, ds = s * dw;
-    return Tap{c * HW + dr * W + ds, dr, ds, 0, 0};
-  }
+  CNN_HD Tap tap(int crs) const { return window_tap(div_rs, div_s, HW, W, dh, dw, crs); }
   CNN_HD bool valid(const Tap& c, const Tap& t) const {
     return unsigned(c.h + t.h) < unsigned(H) && unsigned(c.w + t.w) < unsigned(W);
   }
@@ -77,42 +82,54 @@ struct ForwardDecode {
 // Data-gradient B (K*R*S x N*H*W) from dy: column nhw = (n, h, w) of dx, reduction krs = (k, r, s):
 // dy[n, k, p, q] with p * sh = h + ph - r * dh. Strided: h + ph = hq * sh + hm and
 // r * dh = dq * sh + dm, so the tap exists iff hm == dm, at p = hq - dq (the same along w).
-template <bool kStrided>
 struct DataDecode {
   Div div_hw, div_w, div_rs, div_s, div_sh, div_sw;
   int KPQ, PQ, P, Q, sh, sw, ph, pw, dh, dw;
+  bool strided;
   static DataDecode make(const Conv2dShape& s) {
     return {Div(s.H * s.W), Div(s.W), Div(s.R * s.S), Div(s.S), Div(s.stride_h), Div(s.stride_w),
             int(s.K * s.P * s.Q), int(s.P * s.Q), int(s.P), int(s.Q), s.stride_h, s.stride_w, s.pad_h, s.pad_w,
-            s.dilation_h, s.dilation_w};
+            s.dilation_h, s.dilation_w, s.stride_h > 1 || s.stride_w > 1};
   }
   CNN_HD Tap column(int nhw) const {
     int n, hw, h, w;
     div_hw.divmod(nhw, n, hw);
     div_w.divmod(hw, h, w);
     int hq = h + ph, wq = w + pw, hm = 0, wm = 0;
-    if (kStrided) {
+    if (strided) {
       div_sh.divmod(h + ph, hq, hm);
       div_sw.divmod(w + pw, wq, wm);
     }
-    return Tap{n * KPQ + hq * Q + wq, hq, wq, hm, wm};
+    return Tap{n * KPQ + hq * Q + wq, hq, wq, hm, wm, 0};
   }
   CNN_HD Tap tap(int krs) const {
     int k, rs, r, s;
     div_rs.divmod(krs, k, rs);
     div_s.divmod(rs, r, s);
     int dq = r * dh, eq = s * dw, dm = 0, em = 0;
-    if (kStrided) {
+    if (strided) {
       div_sh.divmod(r * dh, dq, dm);
       div_sw.divmod(s * dw, eq, em);
     }
-    return Tap{k * PQ - dq * Q - eq, -dq, -eq, dm, em};
+    return Tap{k * PQ - dq * Q - eq, -dq, -eq, dm, em, rs};
   }
   CNN_HD bool valid(const Tap& c, const Tap& t) const {
     const bool in = unsigned(c.h + t.h) < unsigned(P) && unsigned(c.w + t.w) < unsigned(Q);
-    return kStrided ? in && c.rh == t.rh && c.rw == t.rw : in;
+    return in && (!strided || (c.rh == t.rh && c.rw == t.rw));
   }
 };
+
+// Whether an element of a gathered forward or data-gradient operand exists depends on its column
+// and on the window place rs of its tap only (not on the channel): bit rs of window_mask(c) says
+// it for column c, so a kernel tests one bit per element. Needs R*S <= 32.
+inline constexpr int kMaxMaskTaps = 32;
+template <class Decode>
+CNN_HD uint32_t window_mask(const Decode& dec, const Tap& c) {
+  uint32_t mask = 0;
+  for (int rs = 0; rs < static_cast<int>(dec.div_rs.d); ++rs)
+    if (dec.valid(c, dec.tap(rs))) mask |= 1u << rs;
+  return mask;
+}
 
 // Filter gradient: A (K x N*P*Q) = dy at n*KPQ + k*PQ + p*Q + q; B (C*R*S x N*P*Q) = x gathered,
 // column crs = (c, r, s) -> the tap, reduction npq -> the window corner. Kernels walk the reduction
@@ -141,16 +158,10 @@ struct FilterDecode {
       if (++w.p == P) w.p = 0, ++w.n;
     }
   }
-  CNN_HD Tap column(int crs) const {
-    int c, rs, r, s;
-    div_rs.divmod(crs, c, rs);
-    div_s.divmod(rs, r, s);
-    const int dr = r * dh, ds = s * dw;
-    return Tap{c * HW + dr * W + ds, dr, ds, 0, 0};
-  }
+  CNN_HD Tap column(int crs) const { return window_tap(div_rs, div_s, HW, W, dh, dw, crs); }
   CNN_HD Tap corner(const Walk& w) const {  // the window corner of output position w in x
     const int h0 = w.p * sh - ph, w0 = w.q * sw - pw;
-    return Tap{w.n * CHW + h0 * W + w0, h0, w0, 0, 0};
+    return Tap{w.n * CHW + h0 * W + w0, h0, w0, 0, 0, 0};
   }
   CNN_HD int dy_offset(const Walk& w) const { return w.n * KPQ + w.p * Q + w.q; }  // + k * PQ
   CNN_HD bool valid(const Tap& c, const Tap& t) const {

@@ -20,11 +20,11 @@ inline int64_t igemm_bf16_split_chunk(int64_t red, int splits) {
   return (per + kIgemmBf16Step - 1) / kIgemmBf16Step * kIgemmBf16Step;
 }
 
-// Blocks per output channel of the bias-gradient sum: enough blocks to fill a large GPU when K is
-// small, never more than the images (each block sums whole planes of dy).
+// Blocks per output channel of the bias-gradient sum over N*P*Q: at least 4096 elements a block,
+// at most about 1024 blocks in all (more only adds partials to sum).
 inline int igemm_bf16_db_groups(const Conv2dShape& sh) {
-  const int64_t want = (512 + sh.K - 1) / sh.K;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, sh.N)));
+  const int64_t by_work = (sh.N * sh.P * sh.Q + 4095) / 4096, by_blocks = (1024 + sh.K - 1) / sh.K;
+  return static_cast<int>(std::max<int64_t>(1, std::min(by_work, by_blocks)));
 }
 
 // Byte offsets into the workspace: transposed weights (backward_data: (C, K, R, S) bf16), FP32
