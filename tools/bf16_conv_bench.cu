@@ -6,6 +6,7 @@
 // TF32, each with the fastest algorithm cudnnFind*Ex reports. Starts with the BF16 peak of a
 // plain cuBLAS GEMM (8192^3). Stops starting layers after --seconds; prints every row, then a
 // summary (model totals, NCHW against NHWC, rates of the largest layers against the peak, checks).
+// Depthwise and C == 1 layers run our direct BF16 kernels (conv2d_direct_bf16.h).
 // Trap: this tool includes cudnn.h and cublas_v2.h itself (a measurement tool, outside lib/'s
 // walls); cuDNN's BF16 filter gradient is BF16 while ours is FP32 (what the master weights need).
 #include <cublas_v2.h>
@@ -31,6 +32,7 @@
 #include "core/error.h"
 #include "ops/cast_bf16.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_direct_bf16.h"
 #include "ops/conv2d_igemm_bf16.h"
 
 namespace {
@@ -239,6 +241,7 @@ std::vector<Layer> layers() {
     const char* name;
     int C, H, K, R, stride, pad;
     bool bias;
+    int groups = 1;
   };
   // vgg_fer trains on 40x40 crops; mini_xception on 48x48 (`cnn-train validate` lists both).
   const Def vgg[] = {{"conv1a", 1, 40, 64, 3, 1, 1, true},     {"conv1b", 64, 40, 64, 3, 1, 1, true},
@@ -246,19 +249,23 @@ std::vector<Layer> layers() {
                      {"conv3a", 128, 10, 256, 3, 1, 1, true},  {"conv3b", 256, 10, 256, 3, 1, 1, true},
                      {"conv4a", 256, 5, 512, 3, 1, 1, true},   {"conv4b", 512, 5, 512, 3, 1, 1, true}};
   const Def mini[] = {{"conv1", 1, 48, 8, 3, 1, 0, false},     {"conv2", 8, 46, 8, 3, 1, 0, false},
-                      {"m1_res", 8, 44, 16, 1, 2, 0, false},   {"m1_pw1", 8, 44, 16, 1, 1, 0, false},
+                      {"m1_res", 8, 44, 16, 1, 2, 0, false},   {"m1_dw1", 8, 44, 8, 3, 1, 1, false, 8},
+                      {"m1_pw1", 8, 44, 16, 1, 1, 0, false},   {"m1_dw2", 16, 44, 16, 3, 1, 1, false, 16},
                       {"m1_pw2", 16, 44, 16, 1, 1, 0, false},  {"m2_res", 16, 22, 32, 1, 2, 0, false},
-                      {"m2_pw1", 16, 22, 32, 1, 1, 0, false},  {"m2_pw2", 32, 22, 32, 1, 1, 0, false},
-                      {"m3_res", 32, 11, 64, 1, 2, 0, false},  {"m3_pw1", 32, 11, 64, 1, 1, 0, false},
+                      {"m2_dw1", 16, 22, 16, 3, 1, 1, false, 16}, {"m2_pw1", 16, 22, 32, 1, 1, 0, false},
+                      {"m2_dw2", 32, 22, 32, 3, 1, 1, false, 32}, {"m2_pw2", 32, 22, 32, 1, 1, 0, false},
+                      {"m3_res", 32, 11, 64, 1, 2, 0, false},  {"m3_dw1", 32, 11, 32, 3, 1, 1, false, 32},
+                      {"m3_pw1", 32, 11, 64, 1, 1, 0, false},  {"m3_dw2", 64, 11, 64, 3, 1, 1, false, 64},
                       {"m3_pw2", 64, 11, 64, 1, 1, 0, false},  {"m4_res", 64, 6, 128, 1, 2, 0, false},
-                      {"m4_pw1", 64, 6, 128, 1, 1, 0, false},  {"m4_pw2", 128, 6, 128, 1, 1, 0, false},
+                      {"m4_dw1", 64, 6, 64, 3, 1, 1, false, 64}, {"m4_pw1", 64, 6, 128, 1, 1, 0, false},
+                      {"m4_dw2", 128, 6, 128, 3, 1, 1, false, 128}, {"m4_pw2", 128, 6, 128, 1, 1, 0, false},
                       {"conv_out", 128, 3, 7, 3, 1, 1, true}};
   std::vector<Layer> out;
   auto add = [&](const char* model, const auto& defs, int batch) {
     for (const Def& d : defs)
       out.push_back({model, d.name, batch,
                      Conv2dShape::make(batch, d.C, d.H, d.H, d.K, d.R, d.R, d.stride, d.stride, d.pad, d.pad, 1, 1,
-                                       1, d.bias)});
+                                       d.groups, d.bias)});
   };
   // The issue's four targets first, then vgg_fer 256.
   add("vgg_fer", vgg, 64);
@@ -367,18 +374,28 @@ void run_layer(const Layer& L, const Options& o, const ExecContext& ctx, cudnnHa
     r.layer = &L;
     r.dir = dir;
     r.gflop = s.flops_forward() / 1e9;
-    auto ours = [&](const IgemmBf16Plan& plan, int i) {
+    // Filters that read one input channel (depthwise, C == 1) run the direct kernels (plan null);
+    // C == 1 layers also sweep the implicit GEMM's tiles, depthwise ones have no GEMM.
+    auto ours = [&](const IgemmBf16Plan* plan, int i) {
+      float* db_out = s.has_bias ? db32->f() : nullptr;
       if (dir == ConvDir::forward)
-        conv2d_forward_igemm_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h(), &plan);
+        plan ? conv2d_forward_igemm_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h(), plan)
+             : conv2d_forward_direct_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h());
       else if (dir == ConvDir::backward_data)
-        conv2d_backward_data_igemm_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h(), &plan);
+        plan ? conv2d_backward_data_igemm_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h(), plan)
+             : conv2d_backward_data_direct_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h());
       else
-        conv2d_backward_filter_igemm_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(),
-                                               s.has_bias ? db32->f() : nullptr, &plan);
+        plan ? conv2d_backward_filter_igemm_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(), db_out,
+                                                      plan)
+             : conv2d_backward_filter_direct_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(), db_out);
     };
-    const IgemmBf16Plan plan = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes);
-    auto plan_name = [&](const IgemmBf16Plan& p) {
-      return conv2d_igemm_bf16_tile_name(p.tile) + "/" + std::to_string(conv2d_igemm_bf16_effective_splits(s, dir, p));
+    const bool direct = conv2d_direct_bf16_can_implement(s), gemm = conv2d_igemm_bf16_can_implement(s);
+    const IgemmBf16Plan chosen = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes);
+    const IgemmBf16Plan* plan = direct ? nullptr : &chosen;
+    auto plan_name = [&](const IgemmBf16Plan* p) {
+      return p ? conv2d_igemm_bf16_tile_name(p->tile) + "/" +
+                     std::to_string(conv2d_igemm_bf16_effective_splits(s, dir, *p))
+               : std::string("direct");
     };
     r.plan = plan_name(plan);
     const Buf& out0 = dir == ConvDir::forward ? *yb[0] : dir == ConvDir::backward_data ? *dxb[0] : *dw32[0];
@@ -394,16 +411,16 @@ void run_layer(const Layer& L, const Options& o, const ExecContext& ctx, cudnnHa
     r.ok = r.err <= r.limit;
     r.ours = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(plan, i); });
     r.best = r.ours, r.best_plan = r.plan;
-    for (int t = 0; o.sweep && t < kIgemmBf16Tiles; ++t)
+    for (int t = 0; o.sweep && gemm && t < kIgemmBf16Tiles; ++t)
       for (int one_split = 0; one_split < 2; ++one_split) {
         IgemmBf16Plan p = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, t);
         if (one_split) {
           if (p.splits == 1) continue;
           p.splits = 1;
         }
-        if (p.tile == plan.tile && p.splits == plan.splits) continue;
-        const double ms = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(p, i); });
-        if (ms < r.best) r.best = ms, r.best_plan = plan_name(p);
+        if (plan && p.tile == plan->tile && p.splits == plan->splits) continue;
+        const double ms = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(&p, i); });
+        if (ms < r.best) r.best = ms, r.best_plan = plan_name(&p);
       }
     // cuDNN: operands in the order of the direction's API call.
     const bool fwd = dir == ConvDir::forward, dgrad = dir == ConvDir::backward_data;

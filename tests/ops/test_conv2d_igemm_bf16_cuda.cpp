@@ -23,92 +23,23 @@
 #include "ops/cast_bf16.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_igemm_bf16.h"
+#include "support/bf16_conv.h"
 #include "support/catch.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
 
 using namespace cnn;
+using cnn::test::Bf16ConvOperands;
+using cnn::test::Bf16Reference;
 using cnn::test::compare;
+using cnn::test::DeviceBf16;
 using cnn::test::DeviceFloats;
 
 namespace {
 
-// A device buffer of n bf16 `offset` elements into its allocation (1 breaks 16-byte alignment).
-class DeviceBf16 {
-public:
-  DeviceBf16(const std::vector<bf16>& v, int64_t offset = 0)
-      : m_n(int64_t(v.size())),
-        m_offset(offset),
-        m_mem(device_malloc(Device::cuda, size_t(m_n + offset) * 2 + 16, "test bf16"),
-              [](void* p) { device_free(Device::cuda, p); }) {
-    set(v);
-  }
-  void set(const std::vector<bf16>& v) {
-    device_memcpy(data(), Device::cuda, v.data(), Device::cpu, v.size() * 2);
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  void poison() { set(std::vector<bf16>(size_t(m_n), bf16{0xffff})); }
-  bf16* data() { return static_cast<bf16*>(m_mem.get()) + m_offset; }
-  std::vector<float> get() const {
-    std::vector<bf16> v(static_cast<size_t>(m_n));
-    device_memcpy(v.data(), Device::cpu, static_cast<bf16*>(m_mem.get()) + m_offset, Device::cuda, v.size() * 2);
-    std::vector<float> f(v.size());
-    for (size_t i = 0; i < v.size(); ++i) f[i] = to_float(v[i]);
-    return f;
-  }
-
-private:
-  int64_t m_n, m_offset;
-  std::shared_ptr<void> m_mem;
-};
-
-std::vector<bf16> to_bf16_vector(const std::vector<float>& v) {
-  std::vector<bf16> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = to_bf16(v[i]);
-  return b;
-}
-std::vector<float> widen(const std::vector<bf16>& v) {
-  std::vector<float> f(v.size());
-  for (size_t i = 0; i < v.size(); ++i) f[i] = to_float(v[i]);
-  return f;
-}
-
-// Operands rounded to bf16 (bias stays FP32) and the double reference on those values.
-struct Bf16Reference {
-  Conv2dShape sh;
-  std::vector<bf16> x, w, dy;
-  std::vector<float> b, y, dx, dw, db;
-  Bf16Reference(const Conv2dShape& shape, uint64_t seed)
-      : sh(shape),
-        x(to_bf16_vector(test::random_floats(sh.N * sh.C * sh.H * sh.W, seed))),
-        w(to_bf16_vector(test::random_floats(sh.weight_numel(), seed + 1))),
-        dy(to_bf16_vector(test::random_floats(sh.N * sh.K * sh.P * sh.Q, seed + 2))),
-        b(test::random_floats(sh.K, seed + 3)) {
-    const ExecContext cpu = ExecContext::cpu();
-    auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
-    const std::vector<double> xd = dbl(widen(x)), wd = dbl(widen(w)), dyd = dbl(widen(dy)), bd = dbl(b);
-    std::vector<double> yd(dy.size()), dxd(x.size()), dwd(w.size()), dbd(b.size());
-    conv2d_forward_reference<double>(cpu, sh, xd.data(), wd.data(), sh.has_bias ? bd.data() : nullptr, yd.data());
-    conv2d_backward_reference<double>(cpu, sh, xd.data(), wd.data(), dyd.data(), dxd.data(), dwd.data(), dbd.data());
-    y.assign(yd.begin(), yd.end());
-    dx.assign(dxd.begin(), dxd.end());
-    dw.assign(dwd.begin(), dwd.end());
-    db.assign(dbd.begin(), dbd.end());
-  }
-};
-
-struct DeviceOperands {
-  DeviceBf16 x, w, dy, y, dx;
-  DeviceFloats b, dw, db;
-  DeviceOperands(const Bf16Reference& r, int64_t offset)
-      : x(r.x, offset), w(r.w, offset), dy(r.dy, offset), y(std::vector<bf16>(r.y.size()), offset),
-        dx(std::vector<bf16>(r.dx.size()), offset), b(r.b, offset),
-        dw(std::vector<float>(r.dw.size()), offset), db(std::vector<float>(r.db.size()), offset) {}
-};
-
 // Runs the three directions with `plan` (null: the chosen one) and checks each against r.
-void check_all(CudaContext& cuda, const Bf16Reference& r, DeviceOperands& d, const IgemmBf16Plan* plan) {
+void check_all(CudaContext& cuda, const Bf16Reference& r, Bf16ConvOperands& d, const IgemmBf16Plan* plan) {
   const ExecContext& ctx = cuda.ctx();
   d.y.poison();
   d.dx.poison();
@@ -152,7 +83,7 @@ TEST_CASE("conv2d igemm bf16 matches the cpu reference with every tile and split
   for (const Conv2dShape& sh : shapes()) {
     const Bf16Reference r(sh, seed += 10);
     for (int64_t offset : {0, 1}) {
-      DeviceOperands d(r, offset);
+      Bf16ConvOperands d(r, offset);
       {
         INFO(fmt::format("{}, offset {}, chosen plan", sh.to_string(), offset));
         check_all(cuda, r, d, nullptr);
@@ -173,7 +104,7 @@ TEST_CASE("conv2d igemm bf16 is deterministic and writes only what is asked", "[
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   const Bf16Reference r(Conv2dShape::make(4, 64, 20, 20, 128, 3, 3, 1, 1, 1, 1), 900);
-  DeviceOperands d(r, 0);
+  Bf16ConvOperands d(r, 0);
   const IgemmBf16Plan split{0, 7};
   check_all(cuda, r, d, &split);
   const std::vector<float> y1 = d.y.get(), dx1 = d.dx.get(), dw1 = d.dw.get(), db1 = d.db.get();
