@@ -12,8 +12,7 @@ bool conv2d_direct_bf16_can_implement(const Conv2dShape& sh) {
 }
 
 int conv2d_direct_bf16_filter_slices(const Conv2dShape& sh) {
-  const int64_t taps = sh.K * (sh.R * sh.S + 1);
-  const int64_t by_work = (sh.N * sh.P * sh.Q + 4095) / 4096, by_blocks = (2048 + taps - 1) / taps;
+  const int64_t by_work = (sh.N * sh.P * sh.Q + 4095) / 4096, by_blocks = (1024 + sh.K - 1) / sh.K;
   return static_cast<int>(std::max<int64_t>(1, std::min(by_work, by_blocks)));
 }
 

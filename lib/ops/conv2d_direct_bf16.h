@@ -4,8 +4,9 @@
 // bf16; bias, dw, db FP32; FP32 sums, each output rounded once (core/bf16.h).
 //   forward          one thread per output element, the window's taps in a loop
 //   backward_data    one thread per input element, over the output channels of its group
-//   backward_filter  one block per (channel, tap) and slice of the N*P*Q positions (a block sum in
-//                    a fixed order); db is one more tap whose input is 1; slices add up in order
+//   backward_filter  one block per channel (3x3: all taps in one pass over dy; else per tap) and
+//                    slice of the N*P*Q positions, block sums in a fixed order; db is one more
+//                    tap whose input is 1; slices add up in order
 // Trap: no atomics: results do not depend on scheduling. A call may take ctx.workspace (the
 // slices' partial sums of dw and db): conv2d_direct_bf16_workspace_bytes says how much.
 #pragma once
@@ -20,7 +21,7 @@ namespace cnn {
 // Non-throwing: C / groups == 1 and every tensor below 2^31 elements.
 bool conv2d_direct_bf16_can_implement(const Conv2dShape& sh);
 // Slices of the N*P*Q positions a backward-filter call sums separately (at least 4096 positions a
-// block, about 2048 blocks at most), and the bytes of ctx.workspace it takes for their partial sums
+// slice, about 1024 / K slices at most), and the bytes of ctx.workspace it takes for their partial sums
 // (forward and backward data take none).
 int conv2d_direct_bf16_filter_slices(const Conv2dShape& sh);
 size_t conv2d_direct_bf16_workspace_bytes(const Conv2dShape& sh);

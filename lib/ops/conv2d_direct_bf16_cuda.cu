@@ -115,6 +115,45 @@ static __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) parts[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = acc;
 }
 
+// The same partials for a kR x kS window (the FER models' 3x3), all taps and the bias of channel k
+// in one pass over the slice of dy: one block per (k, slice), kR*kS + 1 register sums.
+template <int kThreads, int kR, int kS>
+static __global__ void __launch_bounds__(kThreads)
+    conv2d_backward_filter_direct_bf16_window_kernel(const DirectBf16Params d, int npq, int per_slice,
+                                                     const uint16_t* __restrict__ x,   // (N, C, H, W)
+                                                     const uint16_t* __restrict__ dy,  // (N, K, P, Q)
+                                                     float* __restrict__ parts) {      // (slices, K, kR*kS + 1)
+  constexpr int kTaps = kR * kS + 1;
+  __shared__ float scratch[kThreads / 32];
+  const int k = int(blockIdx.x), begin = int(blockIdx.y) * per_slice, end = min(npq, begin + per_slice);
+  const int64_t xc = int64_t(k / d.mult) * d.H * d.W, CHW = int64_t(d.C) * d.H * d.W;
+  float acc[kTaps] = {};
+  for (int j = begin + int(threadIdx.x); j < end; j += kThreads) {
+    int n, pq, p, q;
+    d.div_pq.divmod(j, n, pq);
+    d.div_q.divmod(pq, p, q);
+    const float g = bf(__ldg(dy + (int64_t(n) * d.K + k) * d.P * d.Q + pq));
+    acc[kTaps - 1] += g;
+    const uint16_t* xp = x + n * CHW + xc;
+    const int h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int h = h0 + r * d.dh;
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        const int ww = w0 + s * d.dw;
+        if (unsigned(h) < unsigned(d.H) && unsigned(ww) < unsigned(d.W))
+          acc[r * kS + s] += g * bf(__ldg(xp + h * d.W + ww));
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTaps; ++t) {
+    const float v = cuda::block_sum<kThreads>(acc[t], scratch);
+    if (threadIdx.x == 0) parts[(int64_t(blockIdx.y) * d.K + k) * kTaps + t] = v;
+  }
+}
+
 // dw[k, tap] and db[k] = the sum over slices, in slice order, of parts (slices, K, R*S + 1).
 static __global__ void conv2d_backward_filter_direct_bf16_sum_kernel(const float* __restrict__ parts, int slices,
                                                                      Div div_taps, int count, float* __restrict__ dw,
@@ -175,9 +214,16 @@ void conv2d_backward_filter_direct_bf16_cuda(const ExecContext& ctx, const Conv2
   if (!dw && !db) return;
   const int slices = conv2d_direct_bf16_filter_slices(sh), taps = int(sh.R * sh.S) + 1, npq = int(sh.N * sh.P * sh.Q);
   auto* parts = static_cast<float*>(cuda::workspace_bytes(ctx, conv2d_direct_bf16_workspace_bytes(sh), what));
-  conv2d_backward_filter_direct_bf16_kernel<256><<<dim3(unsigned(sh.K * taps), unsigned(slices)), 256, 0, stream>>>(
-      direct_params(sh), npq, (npq + slices - 1) / slices, reinterpret_cast<const uint16_t*>(x),
-      reinterpret_cast<const uint16_t*>(dy), parts);
+  const DirectBf16Params d = direct_params(sh);
+  const auto* xs = reinterpret_cast<const uint16_t*>(x);
+  const auto* dys = reinterpret_cast<const uint16_t*>(dy);
+  const int per_slice = (npq + slices - 1) / slices;
+  if (sh.R == 3 && sh.S == 3)
+    conv2d_backward_filter_direct_bf16_window_kernel<256, 3, 3>
+        <<<dim3(unsigned(sh.K), unsigned(slices)), 256, 0, stream>>>(d, npq, per_slice, xs, dys, parts);
+  else
+    conv2d_backward_filter_direct_bf16_kernel<256>
+        <<<dim3(unsigned(sh.K * taps), unsigned(slices)), 256, 0, stream>>>(d, npq, per_slice, xs, dys, parts);
   CUDA_CHECK_LAUNCH(what);
   const int count = int(sh.K) * taps;
   conv2d_backward_filter_direct_bf16_sum_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
