@@ -117,8 +117,8 @@ struct RowsA {
         const uint16_t* p = src + int64_t(m < M ? m : 0) * ld + red;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t lo = load_bf16_or_zero(p + 2 * j, m < M && red + 2 * j < red_end);
-          const uint32_t hi = load_bf16_or_zero(p + 2 * j + 1, m < M && red + 2 * j + 1 < red_end);
+          const uint32_t lo = load_bf16_or_zero(p + 2 * j, (m < M) & (red + 2 * j < red_end));
+          const uint32_t hi = load_bf16_or_zero(p + 2 * j + 1, (m < M) & (red + 2 * j + 1 < red_end));
           regs[i][j] = lo | (hi << 16);
         }
       }
@@ -154,16 +154,15 @@ struct GatherKN {
   __device__ __forceinline__ GatherKN(const uint16_t* src_, const Decode& dec_, int n0, int ncols, int red_begin_,
                                       int red_end_)
       : src(src_), dec(dec_), red_begin(red_begin_), red_end(red_end_), c8(int(threadIdx.x) % kColChunks) {
+    Tap cols[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int c = n0 + c8 * 8 + j;
-      const Tap t = c < ncols ? dec.column(c) : invalid_tap();
-      col_off[j] = t.off;
-      if constexpr (kMask)
-        col_mask[j] = c < ncols ? window_mask(dec, t) : 0u;
-      else
-        col[j] = t;
+      cols[j] = c < ncols ? dec.column(c) : invalid_tap();
+      col_off[j] = cols[j].off;
+      if constexpr (!kMask) col[j] = cols[j];
     }
+    if constexpr (kMask) window_masks(dec, cols, col_mask);
   }
   __device__ __forceinline__ static int row(int i) { return int(threadIdx.x) / kColChunks + i * kRowStep; }
   __device__ __forceinline__ void load(int step) {

@@ -89,14 +89,15 @@ struct FilterLoader {
       const Tap corner = dec.corner(pos);
 #pragma unroll
       for (int i = 0; i < kBCols; ++i) {
-        const uint32_t v = load_bf16_or_zero(x + (bcol[i].off + corner.off), rv && dec.valid(bcol[i], corner));
+        // & rather than &&: both sides are cheap, and a short circuit here becomes a branch per load.
+        const uint32_t v = load_bf16_or_zero(x + (bcol[i].off + corner.off), rv & dec.valid(bcol[i], corner));
         bregs[i][j / 2] = (j & 1) ? (bregs[i][j / 2] | (v << 16)) : v;
       }
       if constexpr (!kAsync) {
         const int at = dec.dy_offset(pos);
 #pragma unroll
         for (int i = 0; i < kARows; ++i) {
-          const uint32_t v = load_bf16_or_zero(dy + (at + a_off[i]), rv && a_off[i] >= 0);
+          const uint32_t v = load_bf16_or_zero(dy + (at + a_off[i]), rv & (a_off[i] >= 0));
           aregs[i][j / 2] = (j & 1) ? (aregs[i][j / 2] | (v << 16)) : v;
         }
       }

@@ -120,15 +120,18 @@ struct DataDecode {
 };
 
 // Whether an element of a gathered forward or data-gradient operand exists depends on its column
-// and on the window place rs of its tap only (not on the channel): bit rs of window_mask(c) says
-// it for column c, so a kernel tests one bit per element. Needs R*S <= 32.
+// and on the window place rs of its tap only (not on the channel): bit rs of masks[j] says it for
+// column cols[j] (0 for a column past the end), so a kernel tests one bit per element. The tap of
+// each place is decoded once for all columns. Needs R*S <= 32.
 inline constexpr int kMaxMaskTaps = 32;
-template <class Decode>
-CNN_HD uint32_t window_mask(const Decode& dec, const Tap& c) {
-  uint32_t mask = 0;
-  for (int rs = 0; rs < static_cast<int>(dec.div_rs.d); ++rs)
-    if (dec.valid(c, dec.tap(rs))) mask |= 1u << rs;
-  return mask;
+template <int kCols, class Decode>
+CNN_HD void window_masks(const Decode& dec, const Tap (&cols)[kCols], uint32_t (&masks)[kCols]) {
+  for (int j = 0; j < kCols; ++j) masks[j] = 0;
+  for (int rs = 0; rs < static_cast<int>(dec.div_rs.d); ++rs) {
+    const Tap t = dec.tap(rs);
+    for (int j = 0; j < kCols; ++j)
+      if (dec.valid(cols[j], t)) masks[j] |= 1u << rs;
+  }
 }
 
 // Filter gradient: A (K x N*P*Q) = dy at n*KPQ + k*PQ + p*Q + q; B (C*R*S x N*P*Q) = x gathered,
@@ -152,11 +155,12 @@ struct FilterDecode {
     div_q.divmod(pq, w.p, w.q);
     return w;
   }
-  CNN_HD void next(Walk& w) const {
-    if (++w.q == Q) {
-      w.q = 0;
-      if (++w.p == P) w.p = 0, ++w.n;
-    }
+  CNN_HD void next(Walk& w) const {  // without branches: selects, not divergent code in the kernels
+    const bool row_end = w.q + 1 == Q;
+    w.q = row_end ? 0 : w.q + 1;
+    const bool image_end = row_end && w.p + 1 == P;
+    w.p = image_end ? 0 : w.p + row_end;
+    w.n += image_end;
   }
   CNN_HD Tap column(int crs) const { return window_tap(div_rs, div_s, HW, W, dh, dw, crs); }
   CNN_HD Tap corner(const Walk& w) const {  // the window corner of output position w in x
