@@ -155,9 +155,10 @@ struct CudnnConv {
     CUDNN_OK(cudnnCreateConvolutionDescriptor(&conv));
     CUDNN_OK(cudnnSetTensor4dDescriptor(x, f, t, int(s.N), int(s.C), int(s.H), int(s.W)));
     CUDNN_OK(cudnnSetTensor4dDescriptor(y, f, t, int(s.N), int(s.K), int(s.P), int(s.Q)));
-    CUDNN_OK(cudnnSetFilter4dDescriptor(w, t, f, int(s.K), int(s.C), int(s.R), int(s.S)));
+    CUDNN_OK(cudnnSetFilter4dDescriptor(w, t, f, int(s.K), int(s.C / s.groups), int(s.R), int(s.S)));
     CUDNN_OK(cudnnSetConvolution2dDescriptor(conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dilation_h,
                                              s.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_OK(cudnnSetConvolutionGroupCount(conv, s.groups));
     CUDNN_OK(cudnnSetConvolutionMathType(conv, math));
   }
   ~CudnnConv() {
@@ -374,80 +375,92 @@ void run_layer(const Layer& L, const Options& o, const ExecContext& ctx, cudnnHa
     r.layer = &L;
     r.dir = dir;
     r.gflop = s.flops_forward() / 1e9;
-    // Filters that read one input channel (depthwise, C == 1) run the direct kernels (plan null);
-    // C == 1 layers also sweep the implicit GEMM's tiles, depthwise ones have no GEMM.
-    auto ours = [&](const IgemmBf16Plan* plan, int i) {
-      float* db_out = s.has_bias ? db32->f() : nullptr;
-      if (dir == ConvDir::forward)
-        plan ? conv2d_forward_igemm_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h(), plan)
-             : conv2d_forward_direct_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h());
-      else if (dir == ConvDir::backward_data)
-        plan ? conv2d_backward_data_igemm_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h(), plan)
-             : conv2d_backward_data_direct_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h());
-      else
-        plan ? conv2d_backward_filter_igemm_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(), db_out,
-                                                      plan)
-             : conv2d_backward_filter_direct_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(), db_out);
-    };
-    const bool direct = conv2d_direct_bf16_can_implement(s), gemm = conv2d_igemm_bf16_can_implement(s);
-    const IgemmBf16Plan chosen = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes);
-    const IgemmBf16Plan* plan = direct ? nullptr : &chosen;
-    auto plan_name = [&](const IgemmBf16Plan* p) {
-      return p ? conv2d_igemm_bf16_tile_name(p->tile) + "/" +
-                     std::to_string(conv2d_igemm_bf16_effective_splits(s, dir, *p))
-               : std::string("direct");
-    };
-    r.plan = plan_name(plan);
-    const Buf& out0 = dir == ConvDir::forward ? *yb[0] : dir == ConvDir::backward_data ? *dxb[0] : *dw32[0];
-    CUDA_CHECK(cudaMemsetAsync(out0.p, 0xff, out0.bytes, st));
-    CUDA_CHECK(cudaMemsetAsync(db32->p, 0xff, db32->bytes, st));
-    ours(plan, 0);
-    if (dir == ConvDir::forward) r.err = rel_error(st, out0.p, true, yref->f(), ny), r.limit = 1e-2;
-    if (dir == ConvDir::backward_data) r.err = rel_error(st, out0.p, true, dxref->f(), nx), r.limit = 1e-2;
-    if (dir == ConvDir::backward_filter) {
-      r.err = rel_error(st, out0.p, false, dwref->f(), nw), r.limit = 1e-3;
-      if (s.has_bias) r.err = std::fmax(r.err, rel_error(st, db32->p, false, dbref->f(), s.K));
-    }
-    r.ok = r.err <= r.limit;
-    r.ours = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(plan, i); });
-    r.best = r.ours, r.best_plan = r.plan;
-    for (int t = 0; o.sweep && gemm && t < kIgemmBf16Tiles; ++t)
-      for (int one_split = 0; one_split < 2; ++one_split) {
-        IgemmBf16Plan p = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, t);
-        if (one_split) {
-          if (p.splits == 1) continue;
-          p.splits = 1;
-        }
-        if (plan && p.tile == plan->tile && p.splits == plan->splits) continue;
-        const double ms = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(&p, i); });
-        if (ms < r.best) r.best = ms, r.best_plan = plan_name(&p);
+    try {
+      // Filters that read one input channel (depthwise, C == 1) run the direct kernels (plan null);
+      // C == 1 layers also sweep the implicit GEMM's tiles, depthwise ones have no GEMM.
+      auto ours = [&](const IgemmBf16Plan* plan, int i) {
+        float* db_out = s.has_bias ? db32->f() : nullptr;
+        if (dir == ConvDir::forward)
+          plan ? conv2d_forward_igemm_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h(), plan)
+               : conv2d_forward_direct_bf16_cuda(ctx, s, xb[i]->h(), wb[i]->h(), bias, yb[i]->h());
+        else if (dir == ConvDir::backward_data)
+          plan ? conv2d_backward_data_igemm_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h(), plan)
+               : conv2d_backward_data_direct_bf16_cuda(ctx, s, wb[i]->h(), dyb[i]->h(), dxb[i]->h());
+        else
+          plan ? conv2d_backward_filter_igemm_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(), db_out,
+                                                        plan)
+               : conv2d_backward_filter_direct_bf16_cuda(ctx, s, xb[i]->h(), dyb[i]->h(), dw32[i]->f(), db_out);
+      };
+      const bool direct = conv2d_direct_bf16_can_implement(s), gemm = conv2d_igemm_bf16_can_implement(s);
+      const IgemmBf16Plan chosen = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes);
+      const IgemmBf16Plan* plan = direct ? nullptr : &chosen;
+      auto plan_name = [&](const IgemmBf16Plan* p) {
+        return p ? conv2d_igemm_bf16_tile_name(p->tile) + "/" +
+                       std::to_string(conv2d_igemm_bf16_effective_splits(s, dir, *p))
+                 : std::string("direct");
+      };
+      r.plan = plan_name(plan);
+      const Buf& out0 = dir == ConvDir::forward ? *yb[0] : dir == ConvDir::backward_data ? *dxb[0] : *dw32[0];
+      CUDA_CHECK(cudaMemsetAsync(out0.p, 0xff, out0.bytes, st));
+      CUDA_CHECK(cudaMemsetAsync(db32->p, 0xff, db32->bytes, st));
+      ours(plan, 0);
+      if (dir == ConvDir::forward) r.err = rel_error(st, out0.p, true, yref->f(), ny), r.limit = 1e-2;
+      if (dir == ConvDir::backward_data) r.err = rel_error(st, out0.p, true, dxref->f(), nx), r.limit = 1e-2;
+      if (dir == ConvDir::backward_filter) {
+        r.err = rel_error(st, out0.p, false, dwref->f(), nw), r.limit = 1e-3;
+        if (s.has_bias) r.err = std::fmax(r.err, rel_error(st, db32->p, false, dbref->f(), s.K));
       }
-    // cuDNN: operands in the order of the direction's API call.
-    const bool fwd = dir == ConvDir::forward, dgrad = dir == ConvDir::backward_data;
-    const auto in1b = cptrs(fwd ? xb : dgrad ? wb : xb), in2b = cptrs(fwd ? wb : dyb);
-    const auto outb = ptrs(fwd ? yb : dgrad ? dxb : dwb);
-    const auto in1f = cptrs(fwd ? x32c : dgrad ? w32c : x32c), in2f = cptrs(fwd ? w32c : dy32c);
-    const auto outf = ptrs(fwd ? y32 : dgrad ? dx32 : dw32f);
-    auto run_cudnn = [&](cudnnDataType_t t, cudnnTensorFormat_t f, cudnnMathType_t m, int* algo) {
-      const CudnnConv d(s, t, f, m);
-      const bool b16 = t == CUDNN_DATA_BFLOAT16;
-      const CudnnResult res = cudnn_time(dnn, st, d, dir, copies, b16 ? in1b : in1f, b16 ? in2b : in2f,
-                                         b16 ? outb : outf, ws.p, ws.bytes, o.max_reps, o.budget_ms);
-      if (algo) *algo = res.algo;
-      return res.ms;
-    };
-    r.nchw = run_cudnn(CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NCHW, CUDNN_TENSOR_OP_MATH, &r.algo_nchw);
-    r.nhwc = run_cudnn(CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, CUDNN_TENSOR_OP_MATH, &r.algo_nhwc);
-    r.fp32 = run_cudnn(CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_FMA_MATH, nullptr);
-    r.tf32 = run_cudnn(CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_DEFAULT_MATH, nullptr);
-    CUDA_CHECK(cudaStreamSynchronize(st));
-    const double tflops = r.gflop / r.ours;
-    std::printf("%-13s b%-3d %-8s %-5s %6.2f GF | ours %7.4f %-9s best %7.4f %-9s | cudnn nchw %7.4f nhwc %7.4f "
-                "| fp32 %7.4f tf32 %7.4f | %5.0f TF/s %3.0f%% | cudnn/ours %5.2f | err %.1e %s\n",
-                L.model.c_str(), L.batch, L.name.c_str(), short_name(dir), r.gflop, r.ours, r.plan.c_str(), r.best,
-                r.best_plan.c_str(), r.nchw, r.nhwc, r.fp32, r.tf32, tflops, 100 * tflops / peak,
-                r.cudnn_bf16() / r.ours, r.err, r.ok ? "ok" : "FAIL");
-    std::fflush(stdout);
+      r.ok = r.err <= r.limit;
+      r.ours = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(plan, i); });
+      r.best = r.ours, r.best_plan = r.plan;
+      for (int t = 0; o.sweep && gemm && t < kIgemmBf16Tiles; ++t)
+        for (int one_split = 0; one_split < 2; ++one_split) {
+          IgemmBf16Plan p = conv2d_igemm_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, t);
+          if (one_split) {
+            if (p.splits == 1) continue;
+            p.splits = 1;
+          }
+          if (plan && p.tile == plan->tile && p.splits == plan->splits) continue;
+          const double ms = time_ms(st, copies, o.max_reps, o.budget_ms, [&](int i) { ours(&p, i); });
+          if (ms < r.best) r.best = ms, r.best_plan = plan_name(&p);
+        }
+      // cuDNN: operands in the order of the direction's API call.
+      const bool fwd = dir == ConvDir::forward, dgrad = dir == ConvDir::backward_data;
+      const auto in1b = cptrs(fwd ? xb : dgrad ? wb : xb), in2b = cptrs(fwd ? wb : dyb);
+      const auto outb = ptrs(fwd ? yb : dgrad ? dxb : dwb);
+      const auto in1f = cptrs(fwd ? x32c : dgrad ? w32c : x32c), in2f = cptrs(fwd ? w32c : dy32c);
+      const auto outf = ptrs(fwd ? y32 : dgrad ? dx32 : dw32f);
+      // A configuration cuDNN refuses (or fails in) is reported as nan and the run goes on.
+      auto run_cudnn = [&](cudnnDataType_t t, cudnnTensorFormat_t f, cudnnMathType_t m, int* algo) {
+        try {
+          const CudnnConv d(s, t, f, m);
+          const bool b16 = t == CUDNN_DATA_BFLOAT16;
+          const CudnnResult res = cudnn_time(dnn, st, d, dir, copies, b16 ? in1b : in1f, b16 ? in2b : in2f,
+                                             b16 ? outb : outf, ws.p, ws.bytes, o.max_reps, o.budget_ms);
+          if (algo) *algo = res.algo;
+          return res.ms;
+        } catch (const Error& e) {
+          std::fprintf(stderr, "cudnn %s %s: %s\n", L.name.c_str(), short_name(dir), e.what());
+          return double(NAN);
+        }
+      };
+      r.nchw = run_cudnn(CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NCHW, CUDNN_TENSOR_OP_MATH, &r.algo_nchw);
+      r.nhwc = run_cudnn(CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, CUDNN_TENSOR_OP_MATH, &r.algo_nhwc);
+      r.fp32 = run_cudnn(CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_FMA_MATH, nullptr);
+      r.tf32 = run_cudnn(CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CUDNN_DEFAULT_MATH, nullptr);
+      CUDA_CHECK(cudaStreamSynchronize(st));
+      const double tflops = r.gflop / r.ours;
+      std::printf("%-13s b%-3d %-8s %-5s %6.2f GF | ours %7.4f %-9s best %7.4f %-9s | cudnn nchw %7.4f nhwc %7.4f "
+                  "| fp32 %7.4f tf32 %7.4f | %5.0f TF/s %3.0f%% | cudnn/ours %5.2f | err %.1e %s\n",
+                  L.model.c_str(), L.batch, L.name.c_str(), short_name(dir), r.gflop, r.ours, r.plan.c_str(), r.best,
+                  r.best_plan.c_str(), r.nchw, r.nhwc, r.fp32, r.tf32, tflops, 100 * tflops / peak,
+                  r.cudnn_bf16() / r.ours, r.err, r.ok ? "ok" : "FAIL");
+      std::fflush(stdout);
+    } catch (const Error& e) {  // a refused or failed call fails its row; the run goes on
+      std::printf("%-13s b%-3d %-8s %-5s FAIL: %s\n", L.model.c_str(), L.batch, L.name.c_str(), short_name(dir),
+                  e.what());
+      r.ok = false;
+    }
     rows.push_back(r);
   }
 }
@@ -558,7 +571,7 @@ int main(int argc, char** argv) {
     const Buf ws(size_t(1) << 30);
     std::vector<Row> rows;
     const std::vector<Layer> all = layers();
-    int skipped = 0;
+    int skipped = 0, failed_layers = 0;
     for (const Layer& L : all) {
       const std::string id = fmt::format("{}/{}/{}", L.model, L.batch, L.name);
       if (!o.filter.empty() && id.find(o.filter) == std::string::npos) continue;
@@ -566,14 +579,21 @@ int main(int argc, char** argv) {
         ++skipped;
         continue;
       }
-      run_layer(L, o, ctx, dnn, ws, prop.multiProcessorCount, size_t(prop.l2CacheSize), peak, rows);
+      try {
+        run_layer(L, o, ctx, dnn, ws, prop.multiProcessorCount, size_t(prop.l2CacheSize), peak, rows);
+      } catch (const Error& e) {  // its operands or reference failed: count it, go on
+        std::printf("%s FAIL: %s\n", id.c_str(), e.what());
+        ++failed_layers;
+      }
     }
     if (!o.csv.empty()) write_csv(o.csv, rows, peak);
     print_summary(rows, peak, skipped);
     std::printf("wall %.1f s\n", elapsed());
     cudnnDestroy(dnn);
+    if (failed_layers) std::printf("%d layers failed before their rows\n", failed_layers);
     for (const Row& r : rows)
       if (!r.ok) return 1;
+    if (failed_layers) return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cnn-bf16-conv-bench: error: %s\n", e.what());
     return 1;
