@@ -585,8 +585,8 @@ int main(int argc, char** argv) {
         std::printf("%s FAIL: %s\n", id.c_str(), e.what());
         ++failed_layers;
       }
+      if (!o.csv.empty()) write_csv(o.csv, rows, peak);  // after every layer: a crash keeps what was measured
     }
-    if (!o.csv.empty()) write_csv(o.csv, rows, peak);
     print_summary(rows, peak, skipped);
     std::printf("wall %.1f s\n", elapsed());
     cudnnDestroy(dnn);
