@@ -174,60 +174,60 @@ struct CudnnResult {
   int algo = -1;
 };
 
-// The first (fastest) algorithm cudnnFind reported as run, within the workspace; -1 if none.
-template <class Perf>
-int fastest_algo(const Perf* perf, int n, size_t ws_bytes) {
-  for (int i = 0; i < n; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) return int(perf[i].algo);
-  return -1;
+// cudnnFind*Ex (find(perf, count, &n) on copy 0), then our timing of the fastest algorithm that ran
+// within the workspace (run(algo, copy)); ms stays nan where none did.
+template <class Perf, int kCount, class Find, class Run>
+CudnnResult find_then_time(cudaStream_t st, int copies, size_t ws_bytes, int max_reps, double budget_ms, Find find,
+                           Run run) {
+  CudnnResult r;
+  Perf perf[kCount];
+  int n = 0;
+  if (find(perf, kCount, &n) != CUDNN_STATUS_SUCCESS) return r;
+  for (int i = 0; i < n && r.algo < 0; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_bytes) r.algo = int(perf[i].algo);
+  if (r.algo < 0) return r;
+  r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) { run(r.algo, i); });
+  return r;
 }
 
-// One cuDNN configuration of one direction: cudnnFind*Ex on copy 0, then our timing of the
-// fastest algorithm that succeeded. Operands per copy: x, w, dy/y, dx/dw by direction.
+// One cuDNN configuration of one direction. Operands per copy: in1, in2, out in the order of the
+// direction's API call (forward x, w -> y; data w, dy -> dx; filter x, dy -> dw).
 CudnnResult cudnn_time(cudnnHandle_t h, cudaStream_t st, const CudnnConv& d, ConvDir dir, int copies,
                        const std::vector<const void*>& in1, const std::vector<const void*>& in2,
-                       const std::vector<void*>& out, void* ws, size_t ws_bytes, int max_reps, double budget_ms) {
+                       const std::vector<void*>& out, void* ws, size_t wsb, int max_reps, double budget_ms) {
   const float one = 1.0f, zero = 0.0f;
-  CudnnResult r;
-  int n = 0;
-  if (dir == ConvDir::forward) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if (cudnnFindConvolutionForwardAlgorithmEx(h, d.x, in1[0], d.w, in2[0], d.conv, d.y, out[0],
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws,
-                                               ws_bytes) != CUDNN_STATUS_SUCCESS)
-      return r;
-    if ((r.algo = fastest_algo(perf, n, ws_bytes)) < 0) return r;
-    const auto algo = cudnnConvolutionFwdAlgo_t(r.algo);
-    r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) {
-      CUDNN_OK(cudnnConvolutionForward(h, &one, d.x, in1[i], d.w, in2[i], d.conv, algo, ws, ws_bytes, &zero, d.y,
-                                       out[i]));
-    });
-  } else if (dir == ConvDir::backward_data) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    if (cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, in1[0], d.y, in2[0], d.conv, d.x, out[0],
-                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws,
-                                                    ws_bytes) != CUDNN_STATUS_SUCCESS)
-      return r;
-    if ((r.algo = fastest_algo(perf, n, ws_bytes)) < 0) return r;
-    const auto algo = cudnnConvolutionBwdDataAlgo_t(r.algo);
-    r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) {
-      CUDNN_OK(cudnnConvolutionBackwardData(h, &one, d.w, in1[i], d.y, in2[i], d.conv, algo, ws, ws_bytes, &zero,
-                                            d.x, out[i]));
-    });
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if (cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, in1[0], d.y, in2[0], d.conv, d.w, out[0],
-                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws,
-                                                      ws_bytes) != CUDNN_STATUS_SUCCESS)
-      return r;
-    if ((r.algo = fastest_algo(perf, n, ws_bytes)) < 0) return r;
-    const auto algo = cudnnConvolutionBwdFilterAlgo_t(r.algo);
-    r.ms = time_ms(st, copies, max_reps, budget_ms, [&](int i) {
-      CUDNN_OK(cudnnConvolutionBackwardFilter(h, &one, d.x, in1[i], d.y, in2[i], d.conv, algo, ws, ws_bytes, &zero,
-                                              d.w, out[i]));
-    });
-  }
-  return r;
+  if (dir == ConvDir::forward)
+    return find_then_time<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        st, copies, wsb, max_reps, budget_ms,
+        [&](auto* perf, int count, int* n) {
+          return cudnnFindConvolutionForwardAlgorithmEx(h, d.x, in1[0], d.w, in2[0], d.conv, d.y, out[0], count, n,
+                                                        perf, ws, wsb);
+        },
+        [&](int algo, int i) {
+          CUDNN_OK(cudnnConvolutionForward(h, &one, d.x, in1[i], d.w, in2[i], d.conv, cudnnConvolutionFwdAlgo_t(algo),
+                                           ws, wsb, &zero, d.y, out[i]));
+        });
+  if (dir == ConvDir::backward_data)
+    return find_then_time<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        st, copies, wsb, max_reps, budget_ms,
+        [&](auto* perf, int count, int* n) {
+          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, in1[0], d.y, in2[0], d.conv, d.x, out[0], count,
+                                                             n, perf, ws, wsb);
+        },
+        [&](int algo, int i) {
+          CUDNN_OK(cudnnConvolutionBackwardData(h, &one, d.w, in1[i], d.y, in2[i], d.conv,
+                                                cudnnConvolutionBwdDataAlgo_t(algo), ws, wsb, &zero, d.x, out[i]));
+        });
+  return find_then_time<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+      st, copies, wsb, max_reps, budget_ms,
+      [&](auto* perf, int count, int* n) {
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, in1[0], d.y, in2[0], d.conv, d.w, out[0], count,
+                                                             n, perf, ws, wsb);
+      },
+      [&](int algo, int i) {
+        CUDNN_OK(cudnnConvolutionBackwardFilter(h, &one, d.x, in1[i], d.y, in2[i], d.conv,
+                                                cudnnConvolutionBwdFilterAlgo_t(algo), ws, wsb, &zero, d.w, out[i]));
+      });
 }
 
 // ---- the layers ----

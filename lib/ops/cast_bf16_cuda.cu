@@ -9,48 +9,44 @@ namespace cnn {
 
 static constexpr int kThreads = 256;
 
+// Grid-stride loop over n elements: chunk(i) for the n / 8 chunks of 8 when kVec, then one(i) for
+// every element after them (all of them when !kVec).
+template <bool kVec, class Chunk, class One>
+__device__ __forceinline__ void grid_stride_by_8(int64_t n, Chunk chunk, One one) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t n8 = kVec ? n / 8 : 0;
+  for (int64_t i = first; i < n8; i += stride) chunk(i);
+  for (int64_t i = 8 * n8 + first; i < n; i += stride) one(i);
+}
+
 template <bool kVec>
 static __global__ void cast_float_to_bf16_kernel(int64_t n, const float* __restrict__ x,  // (n)
                                                  uint16_t* __restrict__ y) {              // (n) bf16 bits
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    const int64_t n8 = n / 8;
-    for (int64_t i = first; i < n8; i += stride) {
-      const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
-      const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
-      reinterpret_cast<uint4*>(y)[i] =
-          make_uint4(pack_bf16x2(a.x, a.y), pack_bf16x2(a.z, a.w), pack_bf16x2(b.x, b.y), pack_bf16x2(b.z, b.w));
-    }
-    done = 8 * n8;
-  }
-  for (int64_t i = done + first; i < n; i += stride) y[i] = bf16_bits_from_float(x[i]);
+  grid_stride_by_8<kVec>(
+      n,
+      [&](int64_t i) {
+        const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
+        const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
+        reinterpret_cast<uint4*>(y)[i] =
+            make_uint4(pack_bf16x2(a.x, a.y), pack_bf16x2(a.z, a.w), pack_bf16x2(b.x, b.y), pack_bf16x2(b.z, b.w));
+      },
+      [&](int64_t i) { y[i] = bf16_bits_from_float(x[i]); });
 }
 
 template <bool kVec>
 static __global__ void cast_bf16_to_float_kernel(int64_t n, const uint16_t* __restrict__ x,  // (n) bf16 bits
                                                  float* __restrict__ y) {                   // (n)
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    const int64_t n8 = n / 8;
-    for (int64_t i = first; i < n8; i += stride) {
-      const uint4 v = reinterpret_cast<const uint4*>(x)[i];
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-      float f[8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        f[2 * j] = float_from_bits(w[j] << 16);
-        f[2 * j + 1] = float_from_bits(w[j] & 0xffff0000u);
-      }
-      reinterpret_cast<float4*>(y)[2 * i] = make_float4(f[0], f[1], f[2], f[3]);
-      reinterpret_cast<float4*>(y)[2 * i + 1] = make_float4(f[4], f[5], f[6], f[7]);
-    }
-    done = 8 * n8;
-  }
-  for (int64_t i = done + first; i < n; i += stride) y[i] = float_from_bf16_bits(x[i]);
+  grid_stride_by_8<kVec>(
+      n,
+      [&](int64_t i) {
+        const uint4 v = reinterpret_cast<const uint4*>(x)[i];
+        auto lo = [](uint32_t w) { return float_from_bits(w << 16); };
+        auto hi = [](uint32_t w) { return float_from_bits(w & 0xffff0000u); };
+        reinterpret_cast<float4*>(y)[2 * i] = make_float4(lo(v.x), hi(v.x), lo(v.y), hi(v.y));
+        reinterpret_cast<float4*>(y)[2 * i + 1] = make_float4(lo(v.z), hi(v.z), lo(v.w), hi(v.w));
+      },
+      [&](int64_t i) { y[i] = float_from_bf16_bits(x[i]); });
 }
 
 // Launches the vector or the scalar variant of one conversion over n elements.

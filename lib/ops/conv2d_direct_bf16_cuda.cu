@@ -22,16 +22,22 @@ struct DirectBf16Params {
 
 __device__ __forceinline__ float bf(uint16_t v) { return float_from_bf16_bits(v); }
 
+// i = ((d * C + c) * B + b) * A + a -> a, b, c, d (da, db, dc divide by A, B, C).
+__device__ __forceinline__ void unflatten(const Div& da, const Div& db, const Div& dc, int i, int& a, int& b, int& c,
+                                          int& d) {
+  da.divmod(i, i, a);
+  db.divmod(i, i, b);
+  dc.divmod(i, d, c);
+}
+
 static __global__ void conv2d_forward_direct_bf16_kernel(const DirectBf16Params d, int total,
                                                          const uint16_t* __restrict__ x,  // (N, C, H, W)
                                                          const uint16_t* __restrict__ w,  // (K, 1, R, S)
                                                          const float* __restrict__ b,     // (K) or null
                                                          uint16_t* __restrict__ y) {      // (N, K, P, Q)
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += int(gridDim.x * blockDim.x)) {
-    int t, q, p, n, k;
-    d.div_q.divmod(i, t, q);
-    d.div_p.divmod(t, t, p);
-    d.div_k.divmod(t, n, k);
+    int q, p, k, n;
+    unflatten(d.div_q, d.div_p, d.div_k, i, q, p, k, n);
     const uint16_t* xp = x + (int64_t(n) * d.C + k / d.mult) * d.H * d.W;
     const uint16_t* wp = w + k * d.R * d.S;
     const int h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
@@ -54,10 +60,8 @@ static __global__ void conv2d_backward_data_direct_bf16_kernel(const DirectBf16P
                                                                const uint16_t* __restrict__ dy,  // (N, K, P, Q)
                                                                uint16_t* __restrict__ dx) {      // (N, C, H, W)
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < total; i += int(gridDim.x * blockDim.x)) {
-    int t, ww, h, n, c;
-    d.div_w.divmod(i, t, ww);
-    d.div_h.divmod(t, t, h);
-    d.div_c.divmod(t, n, c);
+    int ww, h, c, n;
+    unflatten(d.div_w, d.div_h, d.div_c, i, ww, h, c, n);
     float acc = 0.0f;
     for (int m = 0; m < d.mult; ++m) {
       const int k = c * d.mult + m;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "core/cuda_check.h"
@@ -326,6 +327,22 @@ static dim3 gemm_grid(const Call& c) {
   return dim3(unsigned((c.g.n + T::BN - 1) / T::BN), unsigned((c.g.m + T::BM - 1) / T::BM), unsigned(c.splits));
 }
 
+// Forward or data gradient with tile T: kernel(a_async, mask) picks the instantiation for the
+// weights' load path and the window masks (R*S <= 32).
+template <class T, class Kernel, class... Args>
+static void launch_gather(const char* what, const Call& c, bool vec_a, const Conv2dShape& sh, Kernel kernel,
+                          Args... args) {
+  auto go = [&](auto a, auto m) {
+    launch(what, kernel(a, m), gemm_grid<T>(c), T::kThreads, T::smem_bytes(decltype(a)::value, true), c.stream,
+           args...);
+  };
+  const bool mask = sh.R * sh.S <= kMaxMaskTaps;
+  if (vec_a)
+    mask ? go(std::true_type{}, std::true_type{}) : go(std::true_type{}, std::false_type{});
+  else
+    mask ? go(std::false_type{}, std::true_type{}) : go(std::false_type{}, std::false_type{});
+}
+
 static void sum_splits_nchw(const Call& c, const PlaneOut& po, const float* bias, uint16_t* out, const char* what) {
   const int count = int(c.g.m * c.g.n);
   conv2d_igemm_bf16_sum_splits_nchw_kernel<<<cuda::grid_blocks(count, 256), 256, 0, c.stream>>>(
@@ -348,19 +365,11 @@ void conv2d_forward_igemm_bf16_cuda(const ExecContext& ctx, const Conv2dShape& s
   const auto* ws = reinterpret_cast<const uint16_t*>(w);
   auto* ys = reinterpret_cast<uint16_t*>(y);
   float* parts = c.splits > 1 ? reinterpret_cast<float*>(c.ws + c.layout.partial) : nullptr;
-  const bool mask = sh.R * sh.S <= kMaxMaskTaps;
   with_tile(c.plan.tile, [&](auto t) {
     using T = decltype(t);
-    auto run = [&](auto kernel, bool a_async) {
-      launch(what, kernel, gemm_grid<T>(c), T::kThreads, T::smem_bytes(a_async, true), c.stream, p, xs, ws, b, ys,
-             parts);
-    };
-    if (vec_a)
-      mask ? run(conv2d_forward_igemm_bf16_kernel<T, true, true>, true)
-           : run(conv2d_forward_igemm_bf16_kernel<T, true, false>, true);
-    else
-      mask ? run(conv2d_forward_igemm_bf16_kernel<T, false, true>, false)
-           : run(conv2d_forward_igemm_bf16_kernel<T, false, false>, false);
+    launch_gather<T>(what, c, vec_a, sh, [](auto a, auto m) {
+      return conv2d_forward_igemm_bf16_kernel<T, decltype(a)::value, decltype(m)::value>;
+    }, p, xs, ws, b, ys, parts);
   });
   if (c.splits > 1) sum_splits_nchw(c, po, b, ys, what);
 }
@@ -381,19 +390,11 @@ void conv2d_backward_data_igemm_bf16_cuda(const ExecContext& ctx, const Conv2dSh
   float* parts = c.splits > 1 ? reinterpret_cast<float*>(c.ws + c.layout.partial) : nullptr;
   const GatherParams<DataDecode> p{int(c.g.m), int(c.g.n), int(c.g.red), int(c.chunk), int(c.g.red), po,
                                    DataDecode::make(sh)};
-  const bool mask = sh.R * sh.S <= kMaxMaskTaps;
   with_tile(c.plan.tile, [&](auto t) {
     using T = decltype(t);
-    auto run = [&](auto kernel, bool a_async) {
-      launch(what, kernel, gemm_grid<T>(c), T::kThreads, T::smem_bytes(a_async, true), c.stream, p, wt, dys, dxs,
-             parts);
-    };
-    if (vec_a)
-      mask ? run(conv2d_backward_data_igemm_bf16_kernel<T, true, true>, true)
-           : run(conv2d_backward_data_igemm_bf16_kernel<T, true, false>, true);
-    else
-      mask ? run(conv2d_backward_data_igemm_bf16_kernel<T, false, true>, false)
-           : run(conv2d_backward_data_igemm_bf16_kernel<T, false, false>, false);
+    launch_gather<T>(what, c, vec_a, sh, [](auto a, auto m) {
+      return conv2d_backward_data_igemm_bf16_kernel<T, decltype(a)::value, decltype(m)::value>;
+    }, p, wt, dys, dxs, parts);
   });
   if (c.splits > 1) sum_splits_nchw(c, po, nullptr, dxs, what);
 }
