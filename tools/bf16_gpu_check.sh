@@ -11,10 +11,11 @@ echo "== build ($(date +%T))"
   { grep -E "error|FAILED" "$out/bf16_build.log" | head -40; exit 1; }
 echo "== sass ($(date +%T))"
 obj=$(find "$b" -name 'conv2d_igemm_bf16_cuda.cu.o' | head -1)
-if command -v cuobjdump > /dev/null && [ -n "$obj" ]; then
-  cuobjdump --dump-sass "$obj" > "$out/igemm_sass.txt" 2>&1
-  echo "conv2d_igemm_bf16_cuda.cu.o: $(grep -c 'HMMA' "$out/igemm_sass.txt") HMMA, $(grep -c 'LDSM' "$out/igemm_sass.txt") LDSM," \
-    "$(grep -c 'LDGSTS' "$out/igemm_sass.txt") LDGSTS, $(grep -cE '\b(LDL|STL)\b' "$out/igemm_sass.txt") LDL/STL"
+cuobj=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+if [ -x "$cuobj" ] && [ -n "$obj" ]; then
+  sass=/tmp/igemm_sass.txt; "$cuobj" --dump-sass "$obj" > "$sass" 2>&1
+  echo "conv2d_igemm_bf16_cuda.cu.o: $(grep -c HMMA "$sass") HMMA, $(grep -c LDSM "$sass") LDSM," \
+    "$(grep -c LDGSTS "$sass") LDGSTS, $(grep -cE "\\b(LDL|STL)\\b" "$sass") LDL/STL"
 else
   echo "no cuobjdump or object: SASS not checked"
 fi
