@@ -550,7 +550,22 @@ int main(int argc, char** argv) {
   app.add_option("--budget-ms", o.budget_ms, "timed work per measurement (sets the repeats)")->check(CLI::PositiveNumber);
   app.add_option("--peak-n", o.peak_n, "size of the cuBLAS BF16 GEMM for the peak")->check(CLI::PositiveNumber);
   app.add_flag("!--no-sweep", o.sweep, "time only the cost model's plan, not every tile");
+  bool list = false;
+  app.add_flag("--list", list, "print the layers (and the cost model's plans for 132 SMs) and exit");
   CLI11_PARSE(app, argc, argv);
+  if (list) {
+    for (const Layer& L : layers()) {
+      std::printf("%s/%d/%s: %s |", L.model.c_str(), L.batch, L.name.c_str(), L.sh.to_string().c_str());
+      for (ConvDir d : kDirs) {
+        const IgemmBf16Plan p = conv2d_igemm_bf16_choose_plan(L.sh, d, 132, size_t(1) << 30);
+        std::printf(" %s %s/%d", short_name(d),
+                    conv2d_direct_bf16_can_implement(L.sh) ? "direct" : conv2d_igemm_bf16_tile_name(p.tile).c_str(),
+                    conv2d_direct_bf16_can_implement(L.sh) ? 0 : p.splits);
+      }
+      std::printf("\n");
+    }
+    return 0;
+  }
   try {
     const auto t0 = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };

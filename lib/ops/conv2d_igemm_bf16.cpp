@@ -89,9 +89,10 @@ IgemmBf16Plan conv2d_igemm_bf16_choose_plan(const Conv2dShape& sh, ConvDir dir, 
       if (s != splits) continue;  // the same as a smaller candidate
       if (s > 1 && conv2d_igemm_bf16_workspace_bytes(sh, dir, plan, false) > workspace_limit) continue;
       const int64_t chunk = igemm_bf16_split_chunk(g.red, s);
-      const double waves = std::ceil(double(tiles * s) / (sms * kBlocksPerSm[tile]));
-      double seconds =
-          waves * (2.0 * t.bm * t.bn * double(chunk)) * kBlocksPerSm[tile] / (kTileEfficiency[tile] * kSmFlops);
+      const double blocks = double(tiles * s), waves = std::ceil(blocks / (sms * kBlocksPerSm[tile]));
+      // Blocks sharing a multiprocessor split its rate; fewer blocks than multiprocessors share none.
+      const double sharing = std::min<double>(kBlocksPerSm[tile], std::ceil(blocks / sms));
+      double seconds = waves * (2.0 * t.bm * t.bn * double(chunk)) * sharing / (kTileEfficiency[tile] * kSmFlops);
       if (s > 1) seconds += 2.0 * s * double(g.m) * double(g.n) * sizeof(float) / kBandwidth + kLaunchSeconds;
       if (seconds < best_seconds * 0.999) {
         best_seconds = seconds;
