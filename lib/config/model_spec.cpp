@@ -12,7 +12,6 @@ namespace cnn {
 namespace {
 
 constexpr int64_t kMaxEpochs = 1000000;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using SchemaPtr = std::shared_ptr<Schema>;
 

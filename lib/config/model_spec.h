@@ -20,7 +20,7 @@
 namespace cnn {
 
 // Most layers a model may have, most classes (the final layer's width is capped the same way).
-constexpr int64_t kMaxLayers = int64_t(1) << 16;
+constexpr int64_t kMaxLayers = 4096;
 
 struct InputSpec {
   int64_t channels = 1;

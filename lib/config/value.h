@@ -98,7 +98,7 @@ std::string item_path(const std::string& parent, size_t index);
 // than kMaxYamlNodes nodes (aliases counted expanded), aliases expanding to more than
 // kMaxAliasNodes nodes in all, or nesting deeper than kMaxYamlDepth is a ConfigError.
 constexpr size_t kMaxYamlBytes = size_t(4) << 20;
-constexpr size_t kMaxYamlNodes = size_t(1) << 20;
+constexpr size_t kMaxYamlNodes = size_t(1) << 18;
 constexpr size_t kMaxAliasNodes = size_t(1) << 16;
 constexpr int kMaxYamlDepth = 64;
 

@@ -151,7 +151,7 @@ public:
     Frame* f = m_stack.empty() ? nullptr : &top();
     // "key:" has no value to point at: locate it at its key.
     v.set_where(f && f->node.is_map() ? f->key_where : at(mark, parent_where()));
-    attach(std::move(v), anchor);
+    attach(std::move(v), anchor, true);
   }
 
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
@@ -166,7 +166,7 @@ public:
                         fmt::format("aliases expand to more than {} nodes in all (an alias bomb?); write the values out",
                                     kMaxAliasNodes));
     count(it->second.nodes, where);
-    attach(*it->second.value, 0);
+    attach(*it->second.value, 0, true);
   }
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
@@ -183,11 +183,12 @@ public:
       f.key = text;
       f.key_where = where;
       f.expect_key = false;
+      if (anchor != 0) m_anchors[anchor] = Anchored{std::make_shared<const Value>(Value::scalar(plain_kind(text), text, where)), 1};
       return;
     }
     // yaml-cpp tags quoted scalars "!" and plain ones "?"; an explicit !!str is a string too.
     const bool quoted = tag == "!" || tag == "tag:yaml.org,2002:str";
-    attach(Value::scalar(quoted ? Value::Kind::string : plain_kind(text), text, where, quoted), anchor);
+    attach(Value::scalar(quoted ? Value::Kind::string : plain_kind(text), text, where, quoted), anchor, true);
   }
 
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
@@ -258,26 +259,29 @@ private:
     m_stack.pop_back();
     const size_t nodes = m_nodes - f.nodes_at_start;
     if (f.anchor != 0) m_anchors[f.anchor] = Anchored{std::make_shared<const Value>(f.node), nodes};
-    attach(std::move(f.node), 0);
+    attach(std::move(f.node), 0, false);
   }
 
-  // Puts a complete value where the parser is: the root, the next list item or the pending key's value.
-  void attach(Value v, YAML::anchor_t anchor) {
+  // Puts a complete value where the parser is: the root, the next list item or the pending key's
+  // value. A collection got its path when it was opened; leaves and alias copies get theirs here
+  // (so building stays linear in the nodes, not nodes x depth).
+  void attach(Value v, YAML::anchor_t anchor, bool set_paths) {
     if (anchor != 0) m_anchors[anchor] = Anchored{std::make_shared<const Value>(v), 1};
     if (m_stack.empty()) {
+      if (set_paths) v.set_path_recursive("");
       m_root = std::move(v);
-      m_root.set_path_recursive("");
       m_has_root = true;
       return;
     }
     Frame& f = top();
     if (f.node.is_list()) {
-      f.node.push_back(std::move(v));
+      if (set_paths) v.set_path_recursive(item_path(f.node.path(), f.node.size()));
+      f.node.mutable_items().push_back(std::move(v));
       return;
     }
-    Location key_where = f.key_where;
-    Value& placed = f.node.set(f.key, std::move(v));
-    placed.set_where(placed.where(), key_where);
+    if (set_paths) v.set_path_recursive(child_path(f.node.path(), f.key));
+    v.set_where(v.where(), f.key_where);
+    f.node.mutable_entries().emplace_back(f.key, std::move(v));
     f.expect_key = true;
   }
 

@@ -64,7 +64,7 @@ TEST_CASE("hostile input sizes and layer counts are refused", "[cpu]") {
   CHECK(parse_error(model(relu, "{channels: 0, height: 8, width: 8}")).find("'input.channels'") != std::string::npos);
   std::string many;
   for (int64_t i = 0; i <= kMaxLayers; ++i) many += "  - {name: r" + std::to_string(i) + ", type: relu}\n";
-  CHECK(parse_error(model(many)) == "m.yaml:4:3: 'layers': expected at most 65536 layers, found 65537");
+  CHECK(parse_error(model(many)) == "m.yaml:4:3: 'layers': expected at most 4096 layers, found 4097");
 }
 
 TEST_CASE("a key of another layer type names the types that take it", "[cpu]") {
