@@ -197,7 +197,7 @@ SchemaPtr train_schema() {
 SchemaPtr eval_schema() {
   const EvalSpec d;
   auto s = std::make_shared<Schema>("eval");
-  s->key("ten_crop", Type::boolean(), "average 10 crops (corners, centre, flipped) per image; needs a random_crop")
+  s->key("ten_crop", Type::boolean(), "average the predictions of 10 crops of the random_crop size (corners, centre, mirrored)")
       .defaults_to(d.ten_crop);
   s->key("batch_size", dimension(), "images per evaluation batch").defaults_to(d.batch_size);
   s->key("test_every_epoch", Type::boolean(), "also evaluate the test split after every epoch (logged only)")

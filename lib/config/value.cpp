@@ -64,22 +64,23 @@ bool Value::boolean() const {
   return m_text[0] == 't' || m_text[0] == 'T';
 }
 
+// Decimal text with an optional sign ("+7" too), checked by the validator to fit T.
+template <typename T>
+static T parse_integer(const std::string& text, const std::string& path) {
+  T v = 0;
+  auto r = std::from_chars(text.data() + (text[0] == '+' ? 1 : 0), text.data() + text.size(), v);
+  CNN_CHECK(r.ec == std::errc(), "'{}': '{}' does not fit its integer type", path, text);
+  return v;
+}
+
 int64_t Value::integer() const {
   CNN_VALUE_EXPECT(m_kind == Kind::integer, "an integer");
-  const char* first = m_text.data() + (m_text[0] == '+' ? 1 : 0);
-  int64_t v = 0;
-  auto r = std::from_chars(first, m_text.data() + m_text.size(), v);
-  CNN_CHECK(r.ec == std::errc(), "'{}': '{}' is no int64", m_path, m_text);
-  return v;
+  return parse_integer<int64_t>(m_text, m_path);
 }
 
 uint64_t Value::uinteger() const {
   CNN_VALUE_EXPECT(m_kind == Kind::integer && m_text[0] != '-', "an unsigned integer");
-  const char* first = m_text.data() + (m_text[0] == '+' ? 1 : 0);
-  uint64_t v = 0;
-  auto r = std::from_chars(first, m_text.data() + m_text.size(), v);
-  CNN_CHECK(r.ec == std::errc(), "'{}': '{}' is no uint64", m_path, m_text);
-  return v;
+  return parse_integer<uint64_t>(m_text, m_path);
 }
 
 double Value::real() const {
