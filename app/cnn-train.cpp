@@ -1,6 +1,6 @@
 // cnn-train: trains a model from its YAML file (`cnn-train MODEL.yaml [options]`, data-parallel
 // under mpirun/srun); `cnn-train validate MODEL.yaml...` checks models and prints their per-layer
-// tables; `cnn-train doctor` reports every rank's libraries, GPU and all-reduce bandwidth.
+// tables (`validate --keys` prints the reference of every model-file key); `cnn-train doctor` reports every rank's libraries, GPU and all-reduce bandwidth.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -18,7 +18,13 @@
 
 using namespace cnn;
 
-static int run_validate(const std::vector<std::string>& files, int64_t batch, const std::vector<std::string>& sets) {
+static int run_validate(const std::vector<std::string>& files, int64_t batch, const std::vector<std::string>& sets,
+                        bool keys) {
+  if (keys) {
+    std::cout << model_reference_markdown(LayerRegistry::builtin().schemas());
+    if (files.empty()) return 0;
+  }
+  if (files.empty()) throw ConfigError({"<command line>"}, "", "give MODEL.yaml file(s) to validate, or --keys");
   for (const std::string& f : files) {
     ModelSpec spec = load_model_spec(f, sets);
     auto graph = Graph::build(spec);
@@ -131,8 +137,10 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> val_files, val_sets;
   int64_t val_batch = 0;
+  bool val_keys = false;
   CLI::App* validate = cli.add_subcommand("validate", "check model files and print their per-layer tables");
-  validate->add_option("model", val_files, "model YAML file(s)")->required();
+  validate->add_option("model", val_files, "model YAML file(s)");
+  validate->add_flag("--keys", val_keys, "print the reference of every model-file key (Markdown)");
   validate->add_option("--batch", val_batch, "batch size for the memory estimate (default: train.batch_size)");
   validate->add_option("--set", val_sets, "override a config key: KEY=VALUE (repeatable)");
 
@@ -145,7 +153,7 @@ int main(int argc, char** argv) {
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
     app::export_autotune_flags(tune);
-    if (*validate) return run_validate(val_files, val_batch, val_sets);
+    if (*validate) return run_validate(val_files, val_batch, val_sets, val_keys);
     if (*doctor) return run_doctor(doc);
     return run_train(t);
   });

@@ -13,12 +13,12 @@
 namespace cnn {
 
 // "a.b[2].c" -> scalar text, for every scalar of the tree.
-std::map<std::string, std::string> flatten_config(const ConfigNode& node);
+std::map<std::string, std::string> flatten_config(const Value& node);
 
 struct ConfigDifference {
   std::string key, before, after;  // before/after "<absent>" when missing
 };
-std::vector<ConfigDifference> diff_configs(const ConfigNode& before, const ConfigNode& after);
+std::vector<ConfigDifference> diff_configs(const Value& before, const Value& after);
 
 // Throws ConfigError listing the incompatible differences; logs the safe ones.
 void check_resume_compatible(const std::string& checkpoint_config_yaml, const ModelSpec& now);

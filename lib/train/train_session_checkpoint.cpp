@@ -57,7 +57,7 @@ void TrainSession::resume_or_init() {
 
 CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   CheckpointMeta m;
-  m.config_yaml = to_yaml(*m_spec.root);
+  m.config_yaml = to_yaml(m_spec.config);
   m.epoch = epoch;
   m.next_batch = next_batch;
   m.step = m_step;

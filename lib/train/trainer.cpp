@@ -83,10 +83,7 @@ void TrainSession::setup_data() {
   if (m_spec.classes.empty() && !m_data.class_names.empty()) {
     // Class names found by the data (image-folder folders): use them and record them in config.yaml.
     m_graph->set_class_names(m_data.class_names);
-    m_spec.classes = m_data.class_names;
-    ConfigNode seq = ConfigNode::sequence({}, "classes");
-    for (const auto& c : m_data.class_names) seq.push_back(ConfigNode::scalar(c));
-    m_spec.root->set("classes", std::move(seq));
+    set_classes(m_spec, m_data.class_names);
   }
   m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
   spdlog::info("normalisation: {}{}", m_norm.to_string(), m_spec.data.normalize.automatic ? " (auto, from train)" : "");
@@ -425,7 +422,7 @@ TrainResult TrainSession::run() {
   }
   setup_data();
   setup_model();
-  m_run->write_config(to_yaml(*m_spec.root));
+  m_run->write_config(to_yaml(m_spec.config));
   resume_or_init();
   if (m_comm) start_data_parallel();
   install_stop_handlers();

@@ -49,7 +49,7 @@ std::string write_unit_checkpoint(const test::TempDir& dir, const std::string& n
   auto opt = make_optimizer(spec.train.optimizer, segs, graph->params_size());
   opt->set_step_count(5);
   CheckpointMeta meta;
-  meta.config_yaml = to_yaml(*spec.root);
+  meta.config_yaml = to_yaml(spec.config);
   meta.epoch = 1;
   meta.next_batch = 2;
   meta.step = 5;

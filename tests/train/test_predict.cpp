@@ -3,7 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "config/node.h"
+#include "config/value.h"
 #include "data/face_detect.h"
 #include "data/image_io.h"
 #include "data/loader.h"
@@ -108,7 +108,7 @@ TEST_CASE("a checkpoint written by the trainer's writer loads into the same pred
   Normalization norm = compute_normalization(d);
   std::vector<float> expected = Predictor(ex, spec, norm, false).probabilities(d.pixels.data(), d.size());
   CheckpointMeta meta;
-  meta.config_yaml = to_yaml(*spec.root);
+  meta.config_yaml = to_yaml(spec.config);
   write_checkpoint((dir / "run" / "checkpoints" / "last.safetensors").string(), ex, nullptr, meta);
 
   TrainedModel m = load_trained_model((dir / "run").string(), "cpu", {"eval.batch_size=25", "eval.ten_crop=true"});
