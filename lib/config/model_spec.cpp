@@ -309,7 +309,12 @@ void read_train(ConfigNode& root, TrainSpec& t) {
   ConfigNode& c = section(s, "checkpoint");
   t.checkpoint.every_epochs = int_at_least(c, "every_epochs", t.checkpoint.every_epochs, 0);
   t.checkpoint.keep_last = int_at_least(c, "keep_last", t.checkpoint.keep_last, 0);
-  t.checkpoint.best_metric = c.get_choice("best_metric", {"val_acc", "val_loss"}, t.checkpoint.best_metric);
+  t.checkpoint.best_metric =
+      c.get_choice("best_metric", {"val_acc", "val_loss", "val_macro_f1"}, t.checkpoint.best_metric);
+  ConfigNode& es = section(s, "early_stopping");
+  t.early_stopping.metric = es.get_choice("metric", {"val_loss", "val_acc", "val_macro_f1"}, t.early_stopping.metric);
+  t.early_stopping.patience = int_at_least(es, "patience", t.early_stopping.patience, 0);
+  t.early_stopping.min_delta = non_negative(es, "min_delta", t.early_stopping.min_delta);
   s.check_unknown_keys();
 }
 
@@ -340,7 +345,7 @@ void check_top_level_keys(ConfigNode& root) {
       "input.channels", "input.height", "input.width", "loss.label_smoothing", "loss.class_weights",
       "data.format", "data.path", "data.normalize", "data.augment", "data.val_split", "data.workers",
       "train.epochs", "train.batch_size", "train.seed", "train.deterministic", "train.max_steps",
-      "train.optimizer", "train.schedule", "train.checkpoint", "eval.ten_crop", "dist.sync_batchnorm"};
+      "train.optimizer", "train.schedule", "train.checkpoint", "train.early_stopping", "eval.ten_crop", "dist.sync_batchnorm"};
   root.mark_known(top);
   for (const auto& [key, value] : root.entries()) {
     if (std::find(top.begin(), top.end(), key) != top.end()) continue;

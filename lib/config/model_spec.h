@@ -102,7 +102,13 @@ struct ScheduleSpec {
 struct CheckpointSpec {
   int64_t every_epochs = 1;     // epoch-NNNN.safetensors every N epochs (0 = never)
   int64_t keep_last = 3;        // keep the last K epoch-NNNN files (0 = keep all)
-  std::string best_metric = "val_acc";  // val_acc | val_loss
+  std::string best_metric = "val_acc";  // val_acc | val_loss | val_macro_f1
+};
+
+struct EarlyStoppingSpec {
+  std::string metric = "val_loss";  // val_loss | val_acc | val_macro_f1
+  int64_t patience = 0;             // epochs without an improvement before stopping (0 = off)
+  double min_delta = 0.0;           // an improvement is a change by more than this
 };
 
 struct TrainSpec {
@@ -120,6 +126,7 @@ struct TrainSpec {
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   CheckpointSpec checkpoint;
+  EarlyStoppingSpec early_stopping;
 };
 
 struct EvalSpec {
