@@ -46,18 +46,22 @@ static bool must_match(const std::string& key) {
   return false;
 }
 
-void check_resume_compatible(const std::string& checkpoint_config_yaml, const ModelSpec& now) {
+void check_resume_compatible(const std::string& checkpoint_config_yaml, const ModelSpec& now, ResumeCheck when) {
   Value before = parse_yaml(checkpoint_config_yaml, "<checkpoint config>");
   std::vector<ConfigDifference> diffs = diff_configs(before, now.config);
   std::string refused;
   for (const auto& d : diffs) {
+    const bool from_data = now.classes.empty() && d.after == "<absent>" && d.key.rfind("classes", 0) == 0;
+    if (when == ResumeCheck::before_data && from_data) continue;
     if (must_match(d.key)) refused += fmt::format("\n  {}: checkpoint {}, now {}", d.key, d.before, d.after);
   }
   if (!refused.empty())
     throw ConfigError({now.file}, "",
                       "cannot resume: the model or optimizer differs from the checkpoint's (use --init-from to "
                       "start a new run from its weights):" + refused);
+  if (when == ResumeCheck::after_data) return;
   for (const auto& d : diffs) {
+    if (now.classes.empty() && d.key.rfind("classes", 0) == 0) continue;
     spdlog::info("resume: overriding {}: {} -> {}", d.key, d.before, d.after);
     if (d.key == "train.epochs" && now.train.schedule.type == "cosine")
       spdlog::warn(
