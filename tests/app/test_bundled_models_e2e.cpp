@@ -40,7 +40,7 @@ std::vector<std::string> narrowing(const std::string& model) {
     if (l.type == "dense") last_dense = &l;
   for (const LayerSpec& l : spec.layers) {
     if (l.type == "conv2d") {
-      if (l.node->has("groups") && l.node->at("groups").as_int() != 1) return {};
+      if (l.attrs.has("groups") && l.attrs["groups"].integer() != 1) return {};
       sets.push_back(fmt::format("layers.{}.filters=4", l.name));
     } else if (l.type == "dense" && &l != last_dense) {
       sets.push_back(fmt::format("layers.{}.units=8", l.name));
