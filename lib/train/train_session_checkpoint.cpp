@@ -48,7 +48,7 @@ void TrainSession::resume_or_init() {
   }
   m_ex->init_params(m_spec.train.seed);
   if (!m_opt.init_from.empty()) {
-    LoadedCheckpoint c = read_checkpoint(m_opt.init_from);
+    LoadedCheckpoint c = read_weights_checkpoint(m_opt.init_from);
     std::vector<std::string> problems = load_weights(*m_ex, c.file, false);
     spdlog::info("initialised weights from '{}'", c.path);
     for (const auto& p : problems) spdlog::warn("--init-from: {} (left at their initial values / ignored)", p);

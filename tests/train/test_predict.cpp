@@ -109,6 +109,7 @@ TEST_CASE("a checkpoint written by the trainer's writer loads into the same pred
   std::vector<float> expected = Predictor(ex, spec, norm, false).probabilities(d.pixels.data(), d.size());
   CheckpointMeta meta;
   meta.config_yaml = to_yaml(*spec.root);
+  meta.seed = spec.train.seed;
   write_checkpoint((dir / "run" / "checkpoints" / "last.safetensors").string(), ex, nullptr, meta);
 
   TrainedModel m = load_trained_model((dir / "run").string(), "cpu", {"eval.batch_size=25", "eval.ten_crop=true"});
