@@ -48,7 +48,7 @@ std::vector<std::pair<std::string, double>> printed_probabilities(const std::str
 
 }  // namespace
 
-TEST_CASE("cnn-eval writes the DESIGN.md report, consistent with itself and with the trainer's test result", "[cpu]") {
+TEST_CASE("cnn-eval writes the JSON report of the README, consistent with itself and with the trainer's test result", "[cpu]") {
   TempDir dir;
   train_fer_run(dir);
   ProgramResult r = eval(dir, {"run", "--json", "report.json", "--quiet"});
