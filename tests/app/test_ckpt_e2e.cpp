@@ -340,7 +340,7 @@ TEST_CASE("impossible or hostile checkpoint metadata is refused by every reader 
   }
 }
 
-TEST_CASE("--init-from takes a plain safetensors file with a warning that it has no checksums", "[cpu]") {
+TEST_CASE("cnn-train --init-from takes a plain safetensors file with a warning that it has no checksums", "[cpu]") {
   test::TempDir dir("cnn-ckpt-e2e");
   const std::string last = train_tiny(dir, "run") + "/checkpoints/last.safetensors";
   // The tensors alone, as another program would write them: no format metadata, no checksums.
