@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fuzz_seeds.h"
 #include "train/checkpoint_meta.h"
 
 using namespace cnn;
@@ -79,10 +80,7 @@ void write_seeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("CNN_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  fuzz::write_seeds_if_asked(write_seeds);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "fuzz_seeds.h"
 
 using namespace cnn;
 
@@ -50,10 +51,7 @@ bool same_info(const TensorInfo& a, const TensorInfo& b) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("CNN_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
+  fuzz::write_seeds_if_asked(write_seeds);
   return 0;
 }
 
