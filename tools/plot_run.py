@@ -48,6 +48,19 @@ def read_metrics(run_dir):
     return path, lines
 
 
+def run_title(run_dir):
+    """"<model name> (<run dir>)" from config.yaml's top-level `name:`, else the run dir's name."""
+    base = os.path.basename(os.path.normpath(run_dir))
+    try:
+        with open(os.path.join(run_dir, "config.yaml"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("name:"):
+                    return f"{line[5:].strip()} ({base})"
+    except OSError:
+        pass
+    return base
+
+
 def epoch_series(lines):
     """{epoch: line} of the epoch lines, the last line of an epoch number winning."""
     epochs = {}
@@ -156,7 +169,7 @@ def main(argv):
         if not epochs:
             raise RunError(f"'{metrics_path}' has no epoch lines: nothing to plot")
         os.makedirs(out, exist_ok=True)
-        name = os.path.basename(os.path.normpath(args.run_dir))
+        name = run_title(args.run_dir)
         curves = os.path.join(out, "curves.png")
         plot_curves(epochs, f"{name}: {len(epochs)} epoch(s)", curves)
         print(f"wrote {curves}")
