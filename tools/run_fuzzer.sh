@@ -2,7 +2,7 @@
 # Builds one libFuzzer target with clang (ASan + UBSan) and fuzzes it for SECONDS (default 60),
 # starting from seed files the target writes itself (valid inputs made by our own writers).
 # Usage: tools/run_fuzzer.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
-#   TARGET: safetensors (default), fer2013_csv, idx, image_header, model_yaml (the fuzz_<TARGET>
+#   TARGET: safetensors (default), checkpoint_meta, fer2013_csv, idx, image_header, model_yaml (the fuzz_<TARGET>
 #   executable). model_yaml's seeds are the bundled models, its dictionary every declared key and choice.
 #   A first argument that is a number is SECONDS for the safetensors target (the old usage).
 #   CNN_FUZZ_BUILD_DIR overrides build-fuzz.
@@ -17,8 +17,8 @@ fi
 seconds=${1:-60}
 [[ $# -gt 0 ]] && shift
 case $target in
-  safetensors | fer2013_csv | idx | image_header | model_yaml) ;;
-  *) echo "run_fuzzer.sh: unknown target '$target' (safetensors, fer2013_csv, idx, image_header, model_yaml)" >&2; exit 2 ;;
+  safetensors | checkpoint_meta | fer2013_csv | idx | image_header | model_yaml) ;;
+  *) echo "run_fuzzer.sh: unknown target '$target' (safetensors, checkpoint_meta, fer2013_csv, idx, image_header, model_yaml)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CNN_FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -41,6 +41,12 @@ case $target in
             '"F64"' '"F32"' '"F16"' '"BF16"' '"F8_E4M3"' '"F8_E5M2"' '"I64"' '"I32"' '"I16"' '"I8"'
             '"U64"' '"U32"' '"U16"' '"U8"' '"BOOL"' '-1' '0' '4294967296' '9223372036854775807'
             '18446744073709551615' '1.5' 'null' 'true') ;;
+  checkpoint_meta)
+    tokens=('format' 'format_version' 'config' 'epoch' 'next_batch' 'step' 'optimizer_steps' 'schedule' 'rng'
+            'dataset_fingerprint' 'world_size' 'metrics' 'epoch_progress' 'normalization' 'elapsed_s'
+            'best_metric' '"seed"' '"loss_sum"' '"correct"' '"seen"' '"mean"' '"std"' '{' '}' '[' ']' ':' ','
+            '-1' '0' '1e308' 'nan' 'inf' '4294967296' '281474976710656' '9223372036854775807'
+            '18446744073709551615' 'null' 'true') ;;
   fer2013_csv)
     tokens=('emotion' 'pixels' 'Usage' 'Training' 'PublicTest' 'PrivateTest' ',' ' ' '"' '255' '256' '0'
             '-1' '99999999999' '00000000000000000000007') ;;

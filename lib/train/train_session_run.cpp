@@ -127,7 +127,7 @@ void TrainSession::check_before_touching_anything() {
     check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)",
                             to_string(m_device));
   if (m_opt.init_from.empty()) return;
-  m_init = read_checkpoint(m_opt.init_from);
+  m_init = read_weights_checkpoint(m_opt.init_from);
   std::string ours, theirs;
   int matched = 0;
   for (const ParamEntry& e : m_graph->params()) {
