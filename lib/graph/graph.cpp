@@ -17,19 +17,15 @@ Shape network_input_shape(const ModelSpec& spec) {
   return Shape{spec.input.channels, h, w};
 }
 
-std::unique_ptr<Graph> Graph::build(ModelSpec& spec) { return build(spec, LayerRegistry::builtin()); }
+std::unique_ptr<Graph> Graph::build(const ModelSpec& spec) { return build(spec, LayerRegistry::builtin()); }
 
+// An error at a layer's key (its value's location), or at the layer when the key is absent.
 static ConfigError located(const LayerSpec& ls, const std::string& key, const std::string& msg) {
-  Location where = ls.where;
-  std::string path = ls.node ? ls.node->path() : "layers";
-  if (ls.node) {
-    if (ConfigNode* k = ls.node->find(key)) where = k->where();
-    path += "." + key;
-  }
-  return ConfigError(where, path, msg);
+  if (const Value* v = ls.attrs.find(key)) return ConfigError(v->where(), v->path(), msg);
+  return ConfigError(ls.where, child_path(ls.attrs.path().empty() ? "layers" : ls.attrs.path(), key), msg);
 }
 
-std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& registry) {
+std::unique_ptr<Graph> Graph::build(const ModelSpec& spec, const LayerRegistry& registry) {
   auto g = std::make_unique<Graph>();
   g->m_input_shape = network_input_shape(spec);
   const size_t L = spec.layers.size();
@@ -100,7 +96,7 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
   for (size_t k = 0; k < L; ++k) position[static_cast<size_t>(order[k])] = static_cast<int>(k);
   for (size_t k = 0; k < L; ++k) {
     int i = order[k];
-    LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
+    const LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
     GraphNode node;
     node.layer = registry.create(ls);
     int n_in = static_cast<int>(inputs[static_cast<size_t>(i)].size());
@@ -147,6 +143,14 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
                       fmt::format("the final layer '{}' outputs {} class scores but `classes` names {}",
                                   last.layer->name(), K, spec.classes.size()));
   }
+  if (spec.loss.class_weights == "list" && static_cast<int64_t>(spec.loss.class_weight_values.size()) != K) {
+    const Value* w = spec.loss.config.find("class_weights");
+    const std::string msg = fmt::format("expected one weight per class ({} classes: the final layer '{}' outputs {}), "
+                                        "found {} weights",
+                                        K, last.layer->name(), K, spec.loss.class_weight_values.size());
+    if (w) w->fail(msg);
+    throw ConfigError(last.layer->where(), "loss.class_weights", msg);
+  }
   g->m_class_names = spec.classes;
   if (g->m_class_names.empty())
     for (int64_t c = 0; c < K; ++c) g->m_class_names.push_back(fmt::format("class{}", c));
@@ -170,8 +174,6 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
     }
   }
 
-  // Every layer factory has read its keys: now nothing unread may remain anywhere.
-  if (spec.root) spec.root->check_unknown_keys(true);
   g->fuse_activations(spec.train.fuse_activations);
   return g;
 }

@@ -1,8 +1,8 @@
 // The network as a DAG of layers wired by name: built from a ModelSpec, topologically ordered,
 // shape-inferred, with a flat parameter layout. Owns no activation or parameter memory (the
 // Executor does), so one Graph can be validated without allocating anything.
-// Trap: Graph::build runs the layer factories and then the final strict check of the whole
-// config tree, so unknown layer keys are reported here, not by the config parser.
+// Trap: the layer keys were checked when the spec was parsed; Graph::build checks what needs
+// shapes (inputs that exist, shapes that fit, one class score per class).
 #pragma once
 
 #include <memory>
@@ -11,10 +11,9 @@
 
 #include "config/model_spec.h"
 #include "layers/layer.h"
+#include "layers/registry.h"
 
 namespace cnn {
-
-class LayerRegistry;
 
 struct GraphNode {
   std::unique_ptr<Layer> layer;
@@ -47,8 +46,8 @@ public:
   // Offsets in the flat buffers are aligned to this many floats (64 bytes).
   static constexpr int64_t kAlign = 16;
 
-  static std::unique_ptr<Graph> build(ModelSpec& spec, const LayerRegistry& registry);
-  static std::unique_ptr<Graph> build(ModelSpec& spec);  // built-in registry
+  static std::unique_ptr<Graph> build(const ModelSpec& spec, const LayerRegistry& registry);
+  static std::unique_ptr<Graph> build(const ModelSpec& spec);  // built-in registry
 
   // Per-sample network input: (C, crop, crop) when the data has a random crop, else (C, H, W).
   const Shape& input_shape() const { return m_input_shape; }

@@ -6,9 +6,9 @@
 namespace cnn {
 
 Layer::Layer(const LayerSpec& spec)
-    : m_node(spec.node),
-      m_name(spec.name),
+    : m_name(spec.name),
       m_type(spec.type),
+      m_path(spec.attrs.path().empty() ? "layers." + spec.name : spec.attrs.path()),
       m_where(spec.where),
       m_index(spec.index),
       m_requested_backend(spec.backend),
@@ -17,7 +17,7 @@ Layer::Layer(const LayerSpec& spec)
 bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && backend_built(b)); }
 
 void Layer::fail(const std::string& message) const {
-  throw ConfigError(m_where, m_node ? m_node->path() : "layers." + m_name,
+  throw ConfigError(m_where, m_path,
                     fmt::format("layer '{}' ({}): {}", m_name, m_type, message));
 }
 

@@ -1,4 +1,5 @@
-// The Layer interface: a layer owns its attributes (read strictly from its YAML map), infers
+// The Layer interface: a layer owns its attributes (read from its validated map, LayerSpec::attrs:
+// the layer registry holds each type's key declarations and the config checks them), infers
 // its output shape, declares its parameters, and runs forward/backward on one backend.
 // Parameter memory is not owned by layers: the graph binds views into its flat buffers.
 // Trap: shapes given to infer_shape are per sample (no batch dim); tensors at run time have N first.
@@ -111,8 +112,7 @@ public:
   virtual bool set_stats_reducer(StatsReducer* sync) { return false; }
   virtual void join_sync_idle(const RunContext& rc, bool backward) {}
 
-  // Writes attributes the layer resolved (defaults) back into its config node is done by the
-  // getters themselves; this returns a short human summary for tables ("3x3/1 p1, 64").
+  // A short human summary for tables ("3x3/1 p1, 64").
   virtual std::string summary() const { return ""; }
 
 protected:
@@ -120,11 +120,11 @@ protected:
   void expect_rank(const Shape& s, int rank, const char* what) const;
   std::vector<Tensor> m_params;
   std::vector<Tensor> m_grads;
-  ConfigNode* m_node = nullptr;
 
 private:
   std::string m_name;
   std::string m_type;
+  std::string m_path;  // "layers[3]"
   Location m_where;
   int m_index = 0;
   std::string m_requested_backend;
