@@ -9,6 +9,8 @@
 #include <cmath>
 #include <map>
 
+#include "core/checked.h"
+
 namespace cnn {
 
 namespace {
@@ -196,7 +198,14 @@ void read_augment(ConfigNode& data, AugmentSpec& aug, const InputSpec& input) {
   ConfigNode& crop = section(s, "random_crop");
   aug.crop_size = int_at_least(crop, "size", aug.crop_size, 0);
   aug.crop_padding = int_at_least(crop, "padding", aug.crop_padding, 0);
-  int64_t largest = std::min(input.height, input.width) + 2 * aug.crop_padding;
+  // The padded image is one tensor: within the per-tensor cap (core/checked.h), so its sizes fit.
+  const Checked padded_h = Checked(aug.crop_padding) * 2 + input.height;
+  const Checked padded_w = Checked(aug.crop_padding) * 2 + input.width;
+  require(crop, "padding", aug.crop_padding == 0 || within_tensor_cap(padded_h * padded_w * input.channels),
+          fmt::format("a padding that keeps the padded image within the per-tensor cap of {} elements",
+                      kMaxTensorElements));
+  const int64_t largest = aug.crop_padding == 0 ? std::min(input.height, input.width)
+                                                : std::min(padded_h.value(""), padded_w.value(""));
   require(crop, "size", aug.crop_size <= largest,
           fmt::format("a crop size <= {} (the input plus twice the padding)", largest));
   aug.hflip = s.get<bool>("hflip", aug.hflip);
