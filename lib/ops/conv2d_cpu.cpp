@@ -180,10 +180,11 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
   const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups, PQ = sh.P * sh.Q, HW = sh.H * sh.W;
   const int64_t rows = Cg * sh.R * sh.S;  // of one group's column matrix
   const int slices = static_cast<int>(std::min<int64_t>(ctx.threads(), sh.N));
-  // One column buffer per slice: workspace is bounded by the thread count, not the batch.
-  const size_t col_size = direct ? 0 : static_cast<size_t>(rows * PQ);
+  // One column buffer per slice: workspace is bounded by the thread count, not the batch. rows and
+  // PQ are each within the tensor cap, their product and the slices' are checked.
+  const size_t col_size = direct ? 0 : size_t((Checked(rows) * PQ).value("conv2d: the column buffer"));
   std::vector<float> local;
-  float* cols = scratch(ctx, col_size * slices, local);
+  float* cols = scratch(ctx, size_t((Checked(int64_t(col_size)) * slices).value("conv2d: the column buffers")), local);
   BlasSerialScope blas;
   ParallelErrors errors;  // sgemm_serial checks its sizes
 #pragma omp parallel num_threads(slices)
@@ -244,10 +245,11 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
   const bool columns = !direct && (dx || dw);
   // Per slice: one column buffer (im2col for dw, then reused for dx's columns) and, except for
   // slice 0 which sums straight into dw, a partial dw.
-  const size_t col_size = columns ? static_cast<size_t>(rows * PQ) : 0;
+  const size_t col_size = columns ? size_t((Checked(rows) * PQ).value("conv2d: the column buffer")) : 0;
   const size_t part_size = dw ? static_cast<size_t>(sh.weight_numel()) : 0;
   std::vector<float> local;
-  float* scratch_base = scratch(ctx, col_size * slices + part_size * (slices - 1), local);
+  const Checked scratch_floats = Checked(int64_t(col_size)) * slices + Checked(int64_t(part_size)) * (slices - 1);
+  float* scratch_base = scratch(ctx, size_t(scratch_floats.value("conv2d: the backward scratch")), local);
   float* parts = scratch_base ? scratch_base + col_size * slices : nullptr;
   BlasSerialScope blas;
   ParallelErrors errors;  // sgemm_serial checks its sizes; the worksharing parts stay outside run()

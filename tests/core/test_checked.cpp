@@ -7,6 +7,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/exec_context.h"
 #include "core/parallel_errors.h"
 #include "core/shape.h"
 #include "core/tensor.h"
@@ -56,6 +57,15 @@ TEST_CASE("shape element counts are checked and the per-tensor cap is 2^31 eleme
   CHECK(checked_bytes(5, 4, "b") == 20);
   CHECK_THROWS_WITH(checked_bytes(INT64_MAX / 2, 8, "the arena"), Catch::Matchers::Contains("the arena"));
   CHECK_THROWS(Tensor::empty(Shape{int64_t{1} << 62, 4}));
+}
+
+TEST_CASE("the shared op workspace refuses a float count whose byte size would wrap", "[cpu]") {
+  Workspace ws;
+  // 1.5 * count * 4 bytes wrapped to a small allocation with a huge recorded capacity.
+  CHECK_THROWS_WITH(ws.get(SIZE_MAX / 4), Catch::Matchers::Contains("do not fit a byte count"));
+  CHECK(ws.capacity_bytes() == 0);
+  CHECK(ws.get(10) != nullptr);
+  CHECK(ws.capacity_bytes() >= 40);
 }
 
 TEST_CASE("an exception thrown in an OpenMP loop is rethrown after it, not a terminate", "[cpu]") {
