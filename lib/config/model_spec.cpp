@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/checked.h"
+
 namespace cnn {
 
 namespace {
@@ -333,6 +335,12 @@ void read_data(const Value& s, DataSpec& d, const InputSpec& input) {
   AugmentSpec& a = d.augment;
   a.crop_size = crop["size"].integer();
   a.crop_padding = crop["padding"].integer();
+  // The padded image is one tensor: within the per-tensor cap (core/checked.h), so its sizes fit.
+  const Checked padded_h = Checked(a.crop_padding) * 2 + input.height;
+  const Checked padded_w = Checked(a.crop_padding) * 2 + input.width;
+  if (a.crop_padding != 0 && !within_tensor_cap(padded_h * padded_w * input.channels))
+    crop["padding"].fail_expected(fmt::format(
+        "a padding that keeps the padded image within the per-tensor cap of {} elements", kMaxTensorElements));
   const int64_t largest = std::min(input.height, input.width) + 2 * a.crop_padding;
   if (a.crop_size > largest)
     crop["size"].fail_expected(fmt::format("a crop size <= {} (the input plus twice the padding)", largest));

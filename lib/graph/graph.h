@@ -2,7 +2,9 @@
 // shape-inferred, with a flat parameter layout. Owns no activation or parameter memory (the
 // Executor does), so one Graph can be validated without allocating anything.
 // Trap: the layer keys were checked when the spec was parsed; Graph::build checks what needs
-// shapes (inputs that exist, shapes that fit, one class score per class).
+// shapes (inputs that exist, shapes that fit, one class score per class). It also holds the model
+// input, every layer output and every parameter to the per-tensor cap (core/checked.h), so a
+// layer's infer_shape only ever sees shapes whose dimension products fit.
 #pragma once
 
 #include <memory>
@@ -45,6 +47,9 @@ public:
   static constexpr int kModelInput = -1;
   // Offsets in the flat buffers are aligned to this many floats (64 bytes).
   static constexpr int64_t kAlign = 16;
+  // The most class scores the final layer may output: evaluation keeps a K x K confusion matrix of
+  // 64-bit counts (512 MiB at the cap) and one name per class.
+  static constexpr int64_t kMaxClasses = int64_t{1} << 13;
 
   static std::unique_ptr<Graph> build(const ModelSpec& spec, const LayerRegistry& registry);
   static std::unique_ptr<Graph> build(const ModelSpec& spec);  // built-in registry

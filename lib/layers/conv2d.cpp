@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "layers/conv_plan.h"
 #include "layers/registry.h"
 #include "ops/conv2d.h"
@@ -56,16 +57,20 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     expect_rank(in[0], 3, "a (C, H, W)");
     int64_t C = in[0][0], H = in[0][1], W = in[0][2];
     if (m_same) {
-      int64_t eh = m_dilation.first * (m_kernel.first - 1), ew = m_dilation.second * (m_kernel.second - 1);
-      if (eh % 2 || ew % 2) fail("padding 'same' needs an odd (dilated) kernel size");
-      m_padding = {eh / 2, ew / 2};
+      const Checked eh = Checked(m_dilation.first) * (m_kernel.first - 1);
+      const Checked ew = Checked(m_dilation.second) * (m_kernel.second - 1);
+      if (!eh.ok() || !ew.ok())
+        fail(fmt::format("padding 'same': dilation {}x{} times (kernel {}x{} - 1) does not fit a 64-bit integer",
+                         m_dilation.first, m_dilation.second, m_kernel.first, m_kernel.second));
+      if (eh.value("") % 2 || ew.value("") % 2) fail("padding 'same' needs an odd (dilated) kernel size");
+      m_padding = {eh.value("") / 2, ew.value("") / 2};
     }
     if (C % m_groups != 0) fail(fmt::format("input has {} channels, not divisible by groups {}", C, m_groups));
     if (m_filters % m_groups != 0) fail(fmt::format("filters {} not divisible by groups {}", m_filters, m_groups));
     try {
-      m_shape = Conv2dShape::make(1, C, H, W, m_filters, m_kernel.first, m_kernel.second, int(m_stride.first),
-                                  int(m_stride.second), int(m_padding.first), int(m_padding.second),
-                                  int(m_dilation.first), int(m_dilation.second), int(m_groups), m_bias);
+      m_shape = Conv2dShape::make(1, C, H, W, m_filters, m_kernel.first, m_kernel.second, m_stride.first,
+                                  m_stride.second, m_padding.first, m_padding.second, m_dilation.first,
+                                  m_dilation.second, m_groups, m_bias);
     } catch (const Error& e) {
       fail(fmt::format("input {} does not fit: {}", in[0].to_string(), e.what()));
     }

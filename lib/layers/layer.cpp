@@ -29,8 +29,10 @@ std::string Layer::choose_backend(Device device) {
   // train.backend (--backend): on a GPU, a layer left auto takes that backend where it supports it
   // (so `cuda` times our kernels alone); the others stay auto.
   if ((m_requested_backend == "auto" || m_requested_backend.empty()) && m_preferred_backend != "auto" &&
-      device == Device::cuda && supports(parse_backend(m_preferred_backend)))
+      device == Device::cuda && supports(parse_backend(m_preferred_backend))) {
     m_requested_backend = m_preferred_backend;
+    m_backend_from_train = true;
+  }
   const std::string& req = m_requested_backend;
   m_measure_backend = false;
   if (req == "auto" || req.empty()) {

@@ -83,6 +83,9 @@ public:
   std::string choose_backend(Device device);
   Backend backend() const { return m_backend; }
   const std::string& requested_backend() const { return m_requested_backend; }
+  // Whether the request came from train.backend (the layer said auto), not the layer's own
+  // `backend:` key: the accuracy guard refuses the former with a warning, the latter with an error.
+  bool backend_from_train() const { return m_backend_from_train; }
   // `auto` on a GPU where both cuda and cudnn support the layer: choose_backend takes cuda for now
   // and leaves the choice to the autotuner (train/autotune.h), which measures both, then calls
   // set_backend. A choice is measured, never assumed.
@@ -129,6 +132,7 @@ private:
   int m_index = 0;
   std::string m_requested_backend;
   std::string m_preferred_backend = "auto";  // train.backend
+  bool m_backend_from_train = false;
   Backend m_backend = Backend::cpu;
   DType m_dtype = DType::f32;
   bool m_measure_backend = false;

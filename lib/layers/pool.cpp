@@ -23,8 +23,8 @@ class PoolLayer : public Layer {
     std::pair<int64_t, int64_t> k = m_global ? std::pair{H, W} : m_kernel;
     std::pair<int64_t, int64_t> s = m_global ? std::pair{H, W} : m_stride;
     try {
-      m_shape = Pool2dShape::make(m_kind, 1, C, H, W, k.first, k.second, int(s.first), int(s.second),
-                                  int(m_padding.first), int(m_padding.second));
+      m_shape = Pool2dShape::make(m_kind, 1, C, H, W, k.first, k.second, s.first, s.second, m_padding.first,
+                                  m_padding.second);
     } catch (const Error& e) {
       fail(fmt::format("input {} does not fit: {}", in[0].to_string(), e.what()));
     }
