@@ -10,6 +10,7 @@
 #include "core/cuda_context.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_algo.h"
+#include "support/conv_sweep.h"
 #include "support/op_harness.h"
 
 namespace cnn {
@@ -37,20 +38,7 @@ namespace {
 // non-square inputs, N alternating 1 and 3; then shapes for the direct kernels (C == 1 first layers,
 // depthwise with a channel multiplier, 5x5 windows) and the shapes the transforms and cuDNN take.
 std::vector<Conv2dShape> conv_shapes() {
-  std::vector<Conv2dShape> shapes;
-  const int kernels[][2] = {{1, 1}, {3, 3}, {2, 3}};
-  int i = 0;
-  for (auto& rs : kernels)
-    for (int stride : {1, 2, 3})
-      for (int pad : {0, 1, 2})
-        for (int dil : {1, 2})
-          for (int groups : {1, 2, 4})  // 4 == C == K: depthwise
-            for (bool bias : {true, false}) {
-              const int64_t N = (i++ % 2) ? 1 : 3, C = 4, K = groups == 4 ? 4 : 6;
-              const int64_t H = 7 + i % 3, W = 9 - i % 2;
-              shapes.push_back(Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], stride, stride == 3 ? 2 : stride, pad,
-                                                 pad == 2 ? 1 : pad, dil, dil, groups, bias));
-            }
+  std::vector<Conv2dShape> shapes = conv_sweep_shapes(4, 6, true);
   for (int stride : {1, 2})
     for (int pad : {0, 1}) {
       shapes.push_back(Conv2dShape::make(3, 1, 11, 13, 5, 3, 3, stride, stride, pad, pad));          // C == 1

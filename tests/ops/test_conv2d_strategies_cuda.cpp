@@ -22,6 +22,7 @@
 #include "ops/conv2d_strategies.h"
 #include "support/catch.h"
 #include "support/conv_operands.h"
+#include "support/conv_sweep.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -175,19 +176,7 @@ std::vector<Conv2dShape> winograd_shapes() {
 // Every stride, padding, dilation and groups mix for 1x1, 3x3 and 2x3 windows on odd sizes (the
 // conv2d cuda sweep), channels off multiples of 4.
 std::vector<Conv2dShape> im2col_shapes() {
-  std::vector<Conv2dShape> shapes;
-  const int kernels[][2] = {{1, 1}, {3, 3}, {2, 3}};
-  int i = 0;
-  for (auto& rs : kernels)
-    for (int stride : {1, 2, 3})
-      for (int pad : {0, 1, 2})
-        for (int dil : {1, 2})
-          for (int groups : {1, 2, 6}) {  // 6 == C == K: depthwise
-            const int64_t N = (i++ % 2) ? 1 : 3, C = 6, K = groups == 6 ? 6 : 10;
-            const int64_t H = 7 + i % 3, W = 9 - i % 2;
-            shapes.push_back(Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], stride, stride == 3 ? 2 : stride, pad,
-                                               pad == 2 ? 1 : pad, dil, dil, groups, i % 3 != 0));
-          }
+  std::vector<Conv2dShape> shapes = test::conv_sweep_shapes(6, 10, false);
   shapes.push_back(Conv2dShape::make(2, 35, 15, 13, 37, 3, 3, 1, 1, 1, 1));  // C and K past 32
   return shapes;
 }

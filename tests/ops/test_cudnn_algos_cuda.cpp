@@ -10,24 +10,12 @@
 #include "ops/conv2d.h"
 #include "ops/conv2d_algo.h"
 #include "support/catch.h"
+#include "support/conv_sweep.h"
 
 using namespace cnn;
 
-namespace {
-
-// The named cuDNN algorithms of every direction.
-std::vector<ConvAlgo> cudnn_algos() {
-  std::vector<ConvAlgo> algos;
-  for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter})
-    for (const ConvAlgo& a : conv2d_algos(dir))
-      if (a.backend == Backend::cudnn) algos.push_back(a);
-  return algos;
-}
-
-}  // namespace
-
 TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinism and accuracy rule", "[cpu]") {
-  const std::vector<ConvAlgo> algos = cudnn_algos();
+  const std::vector<ConvAlgo> algos = test::named_conv_algos(Backend::cudnn);
   REQUIRE(algos.size() == 20);
   const auto accurate = conv2d_cudnn_algo_accurate;
   std::map<ConvDir, std::set<std::string>> names, nondeterministic;

@@ -12,26 +12,14 @@
 #include "ops/pool2d.h"
 #include "ops/softmax_cross_entropy.h"
 #include "support/catch.h"
+#include "support/conv_sweep.h"
 
 using namespace cnn;
-
-namespace {
-
-// The named cuDNN algorithms of every direction.
-std::vector<ConvAlgo> cudnn_algos() {
-  std::vector<ConvAlgo> algos;
-  for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter})
-    for (const ConvAlgo& a : conv2d_algos(dir))
-      if (a.backend == Backend::cudnn) algos.push_back(a);
-  return algos;
-}
-
-}  // namespace
 
 TEST_CASE("cudnn can_implement says no on a cpu context instead of throwing", "[cpu]") {
   const ExecContext cpu = ExecContext::cpu(1);
   const Conv2dShape sh = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1);
-  for (const ConvAlgo& a : cudnn_algos()) {
+  for (const ConvAlgo& a : test::named_conv_algos(Backend::cudnn)) {
     INFO(a.name << " " << to_string(a.dir));
     CHECK_FALSE(a.can_implement(cpu, sh));
   }
