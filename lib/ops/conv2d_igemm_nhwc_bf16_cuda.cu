@@ -1,0 +1,126 @@
+// NHWC BF16 implicit-GEMM convolution on tensor cores (conv2d_igemm_nhwc_bf16.h): forward and
+// backward data. Both are one kernel: A = the gathered activation rows (x for forward, dy for the
+// data gradient), B = the packed weight rows (krsc, crsk), out = the NHWC output, which is the
+// GEMM's row-major (M, N) result. A split reduction writes FP32 partials (split, M, N) and a
+// second kernel adds them in split order (+ bias, ReLU, rounding).
+// Trap: a plan's tile is honoured only for the 16-byte kernels; the scalar ones have tile 7.
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/conv2d_igemm_nhwc_bf16.cuh"
+#include "ops/conv2d_igemm_nhwc_bf16.h"
+#include "ops/conv2d_igemm_nhwc_bf16_layout.h"
+#include "ops/reduce.cuh"
+
+namespace cnn {
+
+using namespace igemm_nhwc_bf16_detail;
+
+struct GatherGemmParams {
+  NhwcGather g;
+  int M, N, red, chunk;  // GEMM view; chunk: reduction per split
+  bool vec_out, relu;    // vec_out: N % 8 == 0 and a 16-byte aligned output
+};
+
+// out (M, N) = gathered A (M, red) * B (N, red)^T [+ bias, relu], or the split's FP32 partials.
+template <class T, bool kVec, bool kData>
+static __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
+    conv2d_gather_igemm_nhwc_bf16_kernel(const __grid_constant__ GatherGemmParams p,
+                                         const uint16_t* __restrict__ a_src,  // x (N,H,W,C) or dy (N,P,Q,K)
+                                         const uint16_t* __restrict__ b_src,  // w (K,R,S,C) or wt (C,R,S,K)
+                                         const float* __restrict__ bias,      // (N) or null
+                                         uint16_t* __restrict__ out,          // (M, N): y or dx
+                                         float* __restrict__ parts) {         // (splits, M, N) if split
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t* smem = reinterpret_cast<uint16_t*>(smem_raw);
+  int m0, n0;
+  block_origin<T>(p.N, m0, n0);
+  const int red_begin = int(blockIdx.z) * p.chunk, red_end = min(p.red, red_begin + p.chunk);
+  const PairLoader<GatherRows<T, kVec, kData>, PlainRows<T, kVec>> ld{
+      GatherRows<T, kVec, kData>(p.g, a_src, p.M, m0, red_begin, red_end),
+      PlainRows<T, kVec>(b_src, p.red, p.N, n0, red_begin, red_end)};
+  float acc[T::MI][T::NI][4];
+  mainloop<T, false, false>(ld, (red_end - red_begin + T::BK - 1) / T::BK, acc, smem);
+  if (gridDim.z > 1)
+    igemm_bf16_detail::store_rows_fp32<T>(acc, parts + int64_t(blockIdx.z) * p.M * p.N, p.M, p.N, m0, n0, p.N % 2 == 0);
+  else
+    store_rows_bf16<T>(acc, bias, p.relu, out, p.M, p.N, m0, n0, p.vec_out, smem);
+}
+
+// out[m, n] = relu?(sum over splits s = 0, 1, ... of parts[s, m, n] + bias[n]), rounded once.
+static __global__ void conv2d_igemm_nhwc_bf16_sum_splits_kernel(const float* __restrict__ parts,  // (splits, M, N)
+                                                                int splits, int64_t count, int N,
+                                                                const float* __restrict__ bias,  // (N) or null
+                                                                bool relu,
+                                                                uint16_t* __restrict__ out) {  // (M, N)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (int j = 0; j < splits; ++j) s += parts[j * count + i];
+    if (bias) s += __ldg(bias + i % N);
+    if (relu) s = fmaxf(s, 0.0f);
+    out[i] = bf16_bits_from_float(s);
+  }
+}
+
+// ---- launch ----
+
+// One forward or data-gradient call: the plan, its workspace, the kernel of its tile.
+template <bool kData>
+static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const uint16_t* a_src,
+                       const uint16_t* b_src, const float* bias, bool relu, uint16_t* out,
+                       const IgemmNhwcBf16Plan* plan_in, const char* what) {
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
+    CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
+  const IgemmNhwcBf16Plan plan =
+      plan_in ? *plan_in : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes);
+  conv2d_igemm_nhwc_bf16_tile_info(plan.tile);  // throws for a bad index
+  CNN_CHECK(plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, plan.splits);
+  const IgemmBf16Gemm g = conv2d_igemm_nhwc_bf16_gemm(sh, dir);
+  const int splits = conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, plan);
+  const IgemmNhwcBf16WorkspaceLayout layout = igemm_nhwc_bf16_workspace_layout(sh, dir, splits, false);
+  auto* ws = layout.total ? static_cast<unsigned char*>(cuda::workspace_bytes(ctx, layout.total, what)) : nullptr;
+  float* parts = splits > 1 ? reinterpret_cast<float*>(ws + layout.partial) : nullptr;
+  const GatherGemmParams p{kData ? NhwcGather::backward_data(sh) : NhwcGather::forward(sh),
+                           int(g.m),
+                           int(g.n),
+                           int(g.red),
+                           int(igemm_nhwc_bf16_split_chunk(g.red, splits)),
+                           g.n % 8 == 0 && cuda::aligned16(out),
+                           relu};
+  const bool vec = conv2d_igemm_nhwc_bf16_vectorized(sh, dir) && cuda::aligned16(a_src) && cuda::aligned16(b_src);
+  auto go = [&](auto vec_tag) {
+    constexpr bool kVec = decltype(vec_tag)::value;
+    with_tile<kVec>(plan.tile, [&](auto t) {
+      using T = decltype(t);
+      launch(what, conv2d_gather_igemm_nhwc_bf16_kernel<T, kVec, kData>, gemm_grid<T>(g.m, g.n, splits), T::kThreads,
+             T::template smem_bytes<false, false>(), stream, p, a_src, b_src, bias, out, parts);
+    });
+  };
+  vec ? go(std::true_type{}) : go(std::false_type{});
+  if (splits > 1) {
+    const int64_t count = g.m * g.n;
+    conv2d_igemm_nhwc_bf16_sum_splits_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
+        parts, splits, count, int(g.n), bias, relu, out);
+    CUDA_CHECK_LAUNCH(what);
+  }
+}
+
+// ---- entry points ----
+
+void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                         const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {
+  run_gather<false>(ctx, sh, ConvDir::forward, reinterpret_cast<const uint16_t*>(x),
+                    reinterpret_cast<const uint16_t*>(w), b, relu, reinterpret_cast<uint16_t*>(y), plan,
+                    "conv2d forward igemm nhwc bf16");
+}
+
+void conv2d_backward_data_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* wt,
+                                               const bf16* dy, bf16* dx, const IgemmNhwcBf16Plan* plan) {
+  run_gather<true>(ctx, sh, ConvDir::backward_data, reinterpret_cast<const uint16_t*>(dy),
+                   reinterpret_cast<const uint16_t*>(wt), nullptr, false, reinterpret_cast<uint16_t*>(dx), plan,
+                   "conv2d backward data igemm nhwc bf16");
+}
+
+}  // namespace cnn
