@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,8 +91,9 @@ std::vector<Layer> layers() {
 // the relative error of the checked run.
 struct Ours {
   double ms = NAN, best = NAN, err = NAN;
-  std::string plan, best_plan;
-  bool ok = true;  // also when not run
+  std::string plan, best_plan, failed;  // failed: the plans of the sweep that failed their check
+  bool ok = true;                       // also when not run
+  std::vector<std::pair<std::string, std::array<double, 2>>> timed;  // every plan: ms, error
 };
 
 struct Row {
@@ -116,7 +118,7 @@ struct Options {
   double seconds = 150, budget_ms = 20;
   int max_reps = 50, peak_n = 8192;
   bool sweep = true, nchw = true;
-  std::string filter, csv;
+  std::string filter, csv, plans_csv;
 };
 
 std::vector<void*> ptrs(const std::vector<BufPtr>& v) {
@@ -198,20 +200,26 @@ Ours time_ours(const Options& o, const ExecContext& ctx, const Operands& d, cons
   const Buf& out = r.dir == ConvDir::forward         ? *(nhwc ? d.yh : d.yb)[0]
                    : r.dir == ConvDir::backward_data ? *(nhwc ? d.dxh : d.dxb)[0]
                                                      : *d.dw32[0];
+  // Poisoned outputs, one run of copy 0, the relative error against the reference.
+  auto check = [&](const Plan* plan) {
+    CUDA_CHECK(cudaMemsetAsync(out.p, 0xff, out.bytes, st));
+    CUDA_CHECK(cudaMemsetAsync(d.db32->p, 0xff, d.db32->bytes, st));
+    run(plan, 0);
+    if (r.dir == ConvDir::forward) return rel_error(st, out.p, true, (nhwc ? d.yref_h : d.yref)->f(), ny);
+    if (r.dir == ConvDir::backward_data) return rel_error(st, out.p, true, (nhwc ? d.dxref_h : d.dxref)->f(), nx);
+    double err = rel_error(st, out.p, false, d.dwref->f(), nw);
+    if (s.has_bias) err = std::fmax(err, rel_error(st, d.db32->p, false, d.dbref->f(), s.K));
+    return err;
+  };
   Ours u;
-  CUDA_CHECK(cudaMemsetAsync(out.p, 0xff, out.bytes, st));
-  CUDA_CHECK(cudaMemsetAsync(d.db32->p, 0xff, d.db32->bytes, st));
-  run(chosen, 0);
-  if (r.dir == ConvDir::forward) u.err = rel_error(st, out.p, true, (nhwc ? d.yref_h : d.yref)->f(), ny);
-  if (r.dir == ConvDir::backward_data) u.err = rel_error(st, out.p, true, (nhwc ? d.dxref_h : d.dxref)->f(), nx);
-  if (r.dir == ConvDir::backward_filter) {
-    u.err = rel_error(st, out.p, false, d.dwref->f(), nw);
-    if (s.has_bias) u.err = std::fmax(u.err, rel_error(st, d.db32->p, false, d.dbref->f(), s.K));
-  }
+  u.err = check(chosen);
   u.ok = u.err <= r.limit;
   u.plan = name(chosen);
   u.ms = time_ms(st, d.copies, o.max_reps, o.budget_ms, [&](int i) { run(chosen, i); });
   u.best = u.ms, u.best_plan = u.plan;
+  u.timed.push_back({u.plan, {u.ms, u.err}});
+  std::set<std::pair<int, int>> seen;
+  if (chosen) seen.insert({chosen->tile, chosen->splits});
   for (int t = 0; o.sweep && t < tiles; ++t)
     for (int variant = 0; variant < 3; ++variant) {  // the tile's chosen split, one slice, twice the split
       Plan p = choose(t);
@@ -219,8 +227,16 @@ Ours time_ours(const Options& o, const ExecContext& ctx, const Operands& d, cons
         if (p.splits == 1) continue;
         p.splits = variant == 1 ? 1 : 2 * p.splits;
       }
-      if (chosen && p.tile == chosen->tile && p.splits == chosen->splits) continue;
+      if (!seen.insert({p.tile, p.splits}).second) continue;
+      const double err = check(&p);  // every plan of the sweep is checked too
+      if (!(err <= r.limit)) {
+        u.ok = false;
+        u.failed += name(&p) + fmt::format(" err {:.1e} ", err);
+        u.timed.push_back({name(&p), {NAN, err}});
+        continue;
+      }
       const double ms = time_ms(st, d.copies, o.max_reps, o.budget_ms, [&](int i) { run(&p, i); });
+      u.timed.push_back({name(&p), {ms, err}});
       if (ms < u.best) u.best = ms, u.best_plan = name(&p);
     }
   return u;
@@ -277,12 +293,13 @@ Ours run_ours_nhwc(const Options& o, const ExecContext& ctx, const Operands& d, 
   };
   const bool direct = conv2d_direct_nhwc_bf16_can_implement(s);
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(s, dir);
-  const IgemmNhwcBf16Plan chosen = conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes);
+  const bool wgmma = conv2d_igemm_nhwc_bf16_wgmma_usable();
+  const IgemmNhwcBf16Plan chosen = conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, wgmma);
   return time_ours(
       o, ctx, d, r, true, direct ? 0 : kIgemmNhwcBf16Tiles, direct ? nullptr : &chosen, run,
       [&](int t) {
-        return conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes,
-                                                  vec ? t : kIgemmNhwcBf16ScalarTile);
+        return conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, wgmma,
+                                                  vec ? t : kIgemmNhwcBf16ScalarTile);  // duplicates skipped
       },
       [&](const IgemmNhwcBf16Plan* p) {
         return p ? conv2d_igemm_nhwc_bf16_tile_name(vec ? p->tile : kIgemmNhwcBf16ScalarTile) + "/" +
@@ -387,6 +404,20 @@ void write_csv(const std::string& path, const std::vector<Row>& rows, double pea
   std::fclose(f);
 }
 
+// Every timed plan of our kernels: model, batch, layer, dir, layout, plan, ms, error, chosen.
+void write_plans_csv(const std::string& path, const std::vector<Row>& rows) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) CNN_THROW("cannot write {}", path);
+  std::fprintf(f, "model,batch,layer,dir,layout,plan,ms,err,chosen\n");
+  for (const Row& r : rows)
+    for (const Ours* u : {&r.ours, &r.ours_nhwc})
+      for (size_t i = 0; i < u->timed.size(); ++i)
+        std::fprintf(f, "%s,%d,%s,%s,%s,%s,%.5f,%.3e,%d\n", r.layer->model.c_str(), r.layer->batch,
+                     r.layer->name.c_str(), short_name(r.dir), u == &r.ours ? "nchw" : "nhwc",
+                     u->timed[i].first.c_str(), u->timed[i].second[0], u->timed[i].second[1], i == 0 ? 1 : 0);
+  std::fclose(f);
+}
+
 void print_model_totals(const std::vector<Row>& rows) {
   std::printf(
       "\n== summary (times in ms, summed over a model's conv layers and directions, the first layer's\n"
@@ -445,8 +476,9 @@ void print_summary(const std::vector<Row>& rows, double peak, int skipped) {
               far);
   for (const Row& r : rows)
     if (!r.ok())
-      std::printf("FAIL %s b%d %s %s: err nchw %.3e nhwc %.3e > %.0e\n", r.layer->model.c_str(), r.layer->batch,
-                  r.layer->name.c_str(), short_name(r.dir), r.ours.err, r.ours_nhwc.err, r.limit);
+      std::printf("FAIL %s b%d %s %s: err nchw %.3e nhwc %.3e > %.0e; sweep: %s%s\n", r.layer->model.c_str(),
+                  r.layer->batch, r.layer->name.c_str(), short_name(r.dir), r.ours.err, r.ours_nhwc.err, r.limit,
+                  r.ours.failed.c_str(), r.ours_nhwc.failed.c_str());
   if (skipped) std::printf("%d layers skipped: over the time box\n", skipped);
   std::printf("checks: %d passed, %d failed\n", passed, failed);
 }
@@ -456,7 +488,7 @@ void list_layers() {
     std::printf("%s/%d/%s: %s | nhwc", L.model.c_str(), L.batch, L.name.c_str(), L.sh.to_string().c_str());
     const bool direct = conv2d_direct_nhwc_bf16_can_implement(L.sh);
     for (ConvDir d : kDirs) {
-      const IgemmNhwcBf16Plan p = conv2d_igemm_nhwc_bf16_choose_plan(L.sh, d, 132, size_t(1) << 30);
+      const IgemmNhwcBf16Plan p = conv2d_igemm_nhwc_bf16_choose_plan(L.sh, d, 132, size_t(1) << 30, true);
       std::printf(" %s %s/%d", short_name(d), direct ? "direct" : conv2d_igemm_nhwc_bf16_tile_name(p.tile).c_str(),
                   direct ? 0 : p.splits);
     }
@@ -471,6 +503,7 @@ int main(int argc, char** argv) {
   Options o;
   app.add_option("--seconds", o.seconds, "start no layer after this many seconds")->check(CLI::PositiveNumber);
   app.add_option("--csv", o.csv, "write every row to this CSV file");
+  app.add_option("--plans-csv", o.plans_csv, "write every timed plan of our kernels to this CSV file");
   app.add_option("--filter", o.filter, "only layers whose 'model/batch/layer' contains this text");
   app.add_option("--max-repeats", o.max_reps, "timed runs per measurement at most")->check(CLI::PositiveNumber);
   app.add_option("--budget-ms", o.budget_ms, "timed work per measurement (sets the repeats)")
@@ -520,6 +553,7 @@ int main(int argc, char** argv) {
         ++failed_layers;
       }
       if (!o.csv.empty()) write_csv(o.csv, rows, peak);  // after every layer: a crash keeps what was measured
+      if (!o.plans_csv.empty()) write_plans_csv(o.plans_csv, rows);
     }
     print_summary(rows, peak, skipped);
     std::printf("wall %.1f s\n", elapsed());

@@ -17,11 +17,12 @@ echo "== build ($(date +%T))"
 echo "== sass ($(date +%T))"
 cuobj=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 for stem in conv2d_igemm_bf16_cuda conv2d_igemm_nhwc_bf16_cuda conv2d_igemm_nhwc_bf16_filter_cuda \
-            conv2d_direct_nhwc_bf16_cuda; do
+            conv2d_igemm_nhwc_bf16_wgmma_sm90a conv2d_direct_nhwc_bf16_cuda; do
   obj=$(find "$b" -name "$stem.cu.o" | head -1)
   if [ -x "$cuobj" ] && [ -n "$obj" ]; then
     sass=/tmp/$stem.sass; "$cuobj" --dump-sass "$obj" > "$sass" 2>&1
-    echo "$stem: $(grep -c HMMA "$sass") HMMA, $(grep -c LDSM "$sass") LDSM, $(grep -c LDGSTS "$sass") LDGSTS," \
+    echo "$stem: $(grep -c HMMA "$sass") HMMA, $(grep -c HGMMA "$sass") HGMMA, $(grep -c LDSM "$sass") LDSM," \
+      "$(grep -c LDGSTS "$sass") LDGSTS, $(grep -c "WARPGROUP.ARRIVE\|WARPSYNC" "$sass") arrive/warpsync," \
       "$(grep -cE "\\b(LDL|STL)\\b" "$sass") LDL/STL"
   else
     echo "$stem: no cuobjdump or object, SASS not checked"
@@ -35,7 +36,8 @@ if [ -n "$tests" ]; then
 fi
 echo "== cnn-bf16-conv-bench --seconds $secs ${BF16_BENCH_ARGS:-} ($(date +%T))"
 # shellcheck disable=SC2086
-timeout $((secs + 90)) "$b/tools/cnn-bf16-conv-bench" --seconds "$secs" --csv "$out/bf16.csv" ${BF16_BENCH_ARGS:-} \
+timeout $((secs + 90)) "$b/tools/cnn-bf16-conv-bench" --seconds "$secs" --csv "$out/bf16.csv" \
+  --plans-csv "$out/plans.csv" ${BF16_BENCH_ARGS:-} \
   > "$out/bf16_bench.log" 2>&1
 rc=$?
 sed -n '/^== summary/,$p' "$out/bf16_bench.log" | head -80

@@ -16,18 +16,22 @@ namespace {
 
 constexpr IgemmNhwcBf16TileInfo kTiles[kIgemmNhwcBf16Tiles] = {
     {256, 128, 256, 4}, {128, 256, 256, 4}, {128, 128, 128, 4}, {256, 64, 128, 4},
-    {64, 256, 128, 4},  {128, 64, 128, 4},  {64, 128, 128, 4},  {64, 64, 128, 4}};
-// Relative mma throughput of a multiprocessor full of each tile (a 64 x 64 warp tile reads 1/32
-// byte of shared memory per FLOP, the most mma.sync can be fed from ldmatrix; 64 x 32 needs 1.5x
-// that, 32 x 32 2x) and blocks of it resident per multiprocessor (shared memory of 4 stages;
-// registers: 64 x 64 warp tiles take ~230 a thread). Leads, to be checked against the sweep.
-constexpr double kTileEfficiency[kIgemmNhwcBf16Tiles] = {1.0, 1.0, 0.95, 0.95, 0.95, 0.75, 0.75, 0.55};
-constexpr int kBlocksPerSm[kIgemmNhwcBf16Tiles] = {1, 1, 2, 2, 2, 3, 3, 4};
+    {64, 256, 128, 4},  {128, 64, 128, 4},  {64, 128, 128, 4},  {64, 64, 128, 4},
+    {128, 256, 256, 4}, {128, 128, 256, 5}, {128, 64, 256, 4},  {64, 256, 128, 4}};
+// Relative tensor-core throughput of a multiprocessor full of each tile, from the sweep of the
+// first H200 run (2025 bench/RESULTS.md: 128 x 128 peaks, 256 x 128 at one block a multiprocessor
+// runs ~0.85 of it; a 64 x 64 warp tile reads 1/32 byte of shared memory per FLOP, the most
+// mma.sync can be fed from ldmatrix, 64 x 32 needs 1.5x that, 32 x 32 2x); the wgmma tiles read B
+// once per warpgroup and issue one instruction per 64 x N x 16 (leads until measured). Blocks of
+// each tile resident per multiprocessor (shared memory; registers: 64 x 64 warp tiles ~230).
+constexpr double kTileEfficiency[kIgemmNhwcBf16Tiles] = {0.85, 0.85, 1.0, 0.9, 0.9, 0.75,
+                                                         0.75, 0.55, 1.8, 1.6, 1.3, 1.5};
+constexpr int kBlocksPerSm[kIgemmNhwcBf16Tiles] = {1, 1, 2, 2, 2, 3, 3, 4, 1, 1, 2, 1};
 // mma.sync BF16 rate of one H100/H200 multiprocessor (about 2/3 of the wgmma peak), device memory
-// bandwidth, the cost of one more launch, and the steps a block spends filling its pipeline and
-// writing its tile (charged as extra reduction steps).
+// bandwidth, the cost of one more launch, and the time a block spends filling its pipeline and
+// writing its tile (charged as extra reduction elements).
 constexpr double kSmFlops = 4.0e12, kBandwidth = 3.5e12, kLaunchSeconds = 4e-6;
-constexpr int kFillSteps = 4;
+constexpr int kFillElements = 128;
 // Rate of a multiprocessor with few warps, extrapolated to none (4 warps: 0.5 + 0.5 / 2).
 constexpr double kLoneWarpsRate = 0.5;
 constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
@@ -45,7 +49,7 @@ IgemmNhwcBf16TileInfo conv2d_igemm_nhwc_bf16_tile_info(int tile) {
 
 std::string conv2d_igemm_nhwc_bf16_tile_name(int tile) {
   const IgemmNhwcBf16TileInfo t = conv2d_igemm_nhwc_bf16_tile_info(tile);
-  return std::to_string(t.bm) + "x" + std::to_string(t.bn);
+  return (tile >= kIgemmNhwcBf16WgmmaFirst ? "wg" : "") + std::to_string(t.bm) + "x" + std::to_string(t.bn);
 }
 
 IgemmBf16Gemm conv2d_igemm_nhwc_bf16_gemm(const Conv2dShape& sh, ConvDir dir, bool db) {
@@ -93,7 +97,7 @@ size_t conv2d_igemm_nhwc_bf16_workspace_bytes(const Conv2dShape& sh, ConvDir dir
 }
 
 IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_choose_plan(const Conv2dShape& sh, ConvDir dir, int num_sms,
-                                                     size_t workspace_limit, int only_tile) {
+                                                     size_t workspace_limit, bool wgmma, int only_tile) {
   const IgemmBf16Gemm g = conv2d_igemm_nhwc_bf16_gemm(sh, dir, dir == ConvDir::backward_filter && sh.has_bias);
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(sh, dir);
   const double sms = std::max(1, num_sms);
@@ -102,6 +106,7 @@ IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_choose_plan(const Conv2dShape& sh, Conv
   for (int tile = 0; tile < kIgemmNhwcBf16Tiles; ++tile) {
     if (only_tile >= 0 && tile != only_tile) continue;
     if (!vec && tile != kIgemmNhwcBf16ScalarTile && only_tile < 0) continue;  // the scalar kernels have one tile
+    if (!wgmma && tile >= kIgemmNhwcBf16WgmmaFirst && only_tile < 0) continue;
     const IgemmNhwcBf16TileInfo t = kTiles[tile];
     const int64_t tiles = ceil_div(g.m, t.bm) * ceil_div(g.n, t.bn);
     for (int splits : kSplitCandidates) {
@@ -116,7 +121,7 @@ IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_choose_plan(const Conv2dShape& sh, Conv
       const double resident = std::min<double>(kBlocksPerSm[tile], std::ceil(blocks / sms));
       const double waves = std::ceil(blocks / (sms * resident));
       const double util = std::min(1.0, kLoneWarpsRate + (1.0 - kLoneWarpsRate) * resident * t.threads / 32 / 8);
-      const double steps = double(ceil_div(chunk, kIgemmNhwcBf16Step) + kFillSteps) * kIgemmNhwcBf16Step;
+      const double steps = double(chunk + kFillElements);
       double seconds = waves * resident * (2.0 * t.bm * t.bn * steps) / (kTileEfficiency[tile] * util * kSmFlops);
       if (s > 1) seconds += 2.0 * s * double(g.m) * double(g.n) * sizeof(float) / kBandwidth + kLaunchSeconds;
       if (seconds < best_seconds * 0.999) {

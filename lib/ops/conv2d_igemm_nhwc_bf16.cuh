@@ -22,6 +22,7 @@
 #include "core/cuda_check.h"
 #include "ops/conv2d_igemm_bf16.cuh"
 #include "ops/conv2d_igemm_nhwc_bf16_decode.h"
+#include "ops/conv2d_igemm_nhwc_bf16_params.h"
 
 namespace cnn::igemm_nhwc_bf16_detail {
 
@@ -33,8 +34,8 @@ using igemm_bf16_detail::ldmatrix_x4;
 using igemm_bf16_detail::ldmatrix_x4_trans;
 using igemm_bf16_detail::mma_bf16_16816;
 
-// BM x BN block tile of WARPS_M x WARPS_N warps, reduction step 32, STAGES-deep ring; MIN_BLOCKS
-// resident blocks a multiprocessor asked of the register allocator.
+// BM x BN block tile of WARPS_M x WARPS_N warps (mma.sync), reduction step 32, STAGES-deep ring;
+// MIN_BLOCKS resident blocks a multiprocessor asked of the register allocator. Shared tiles padded.
 template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, int MIN_BLOCKS_>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = 32, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, STAGES = STAGES_;
@@ -53,12 +54,12 @@ struct Tile {
   static constexpr int b_elems() {
     return kMN ? BK * kLdBn : BN * kLdK;
   }
+  // Element offsets of 16-byte chunk c8 of a tile row: reduction-contiguous (row = M or N index,
+  // c8 along the reduction) and pixel-major (row = reduction index, c8 along M or N).
+  __device__ __forceinline__ static int k_off(int row, int c8) { return row * kLdK + c8 * 8; }
+  __device__ __forceinline__ static int am_off(int row, int c8) { return row * kLdAm + c8 * 8; }
+  __device__ __forceinline__ static int bn_off(int row, int c8) { return row * kLdBn + c8 * 8; }
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are whole 16 x 16 ldmatrix blocks");
-  static_assert(kThreads % 4 == 0 && BM % (kThreads / 4) == 0 && BN % (kThreads / 4) == 0,
-                "reduction-contiguous tiles: 4 chunks a row, rows split evenly over the threads");
-  static_assert(kThreads % (BM / 8) == 0 && kThreads % (BN / 8) == 0 && BK % (kThreads / (BM / 8)) == 0 &&
-                    BK % (kThreads / (BN / 8)) == 0,
-                "pixel-major tiles: BM / 8 (BN / 8) chunks a row, rows split evenly over the threads");
   static_assert(STAGES >= 2, "a ring needs two stages");
   // Dynamic shared memory: the ring, or the bf16 output tile of the epilogue, whichever is larger.
   template <bool kAmn, bool kBmn>
@@ -75,12 +76,19 @@ __device__ __forceinline__ void store_chunk(uint16_t* dst, const uint16_t (&v)[8
                                               v[4] | (uint32_t(v[5]) << 16), v[6] | (uint32_t(v[7]) << 16));
 }
 
-// ---- loaders: A gathered rows (forward: x; backward data: dy), reduction contiguous ----
-// Thread t copies chunk t % 4 (8 reduction elements) of rows t / 4 + i * (threads / 4); each row's
+// The filter gradient's bias column chunk: 1.0 then seven zeros (the columns past the last).
+static __device__ __align__(16) const uint16_t kOnesChunk[8] = {0x3f80, 0, 0, 0, 0, 0, 0, 0};
+
+// Loaders copy reduction step `step` (T::BK elements) of one operand into a stage. T gives the
+// tile sizes and where chunk c8 of a row goes (k_off, am_off, bn_off: padded or swizzled).
+
+// ---- A gathered rows (forward: x; backward data: dy), reduction contiguous ----
+// Thread t copies chunk t % (BK / 8) of rows t / (BK / 8) + i * (threads / (BK / 8)); each row's
 // window origin is decoded once, each step's tap once per thread.
 template <class T, bool kVec, bool kData>
 struct GatherRows {
-  static constexpr int kRowStep = T::kThreads / 4, kRows = T::BM / kRowStep;
+  static constexpr int kPerRow = T::BK / 8, kRowStep = T::kThreads / kPerRow, kRows = T::BM / kRowStep;
+  static_assert(T::kThreads % kPerRow == 0 && T::BM % kRowStep == 0, "rows split evenly over the threads");
   const NhwcGather& g;
   const uint16_t* src;
   int red_begin, red_end, k8;
@@ -88,14 +96,14 @@ struct GatherRows {
 
   __device__ __forceinline__ GatherRows(const NhwcGather& g_, const uint16_t* src_, int M, int m0, int red_begin_,
                                         int red_end_)
-      : g(g_), src(src_), red_begin(red_begin_), red_end(red_end_), k8(int(threadIdx.x) % 4) {
+      : g(g_), src(src_), red_begin(red_begin_), red_end(red_end_), k8(int(threadIdx.x) % kPerRow) {
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const int m = m0 + line(i);
       rows[i] = m < M ? g.template row_as<kData>(m) : nhwc_invalid_row();
     }
   }
-  __device__ __forceinline__ static int line(int i) { return int(threadIdx.x) / 4 + i * kRowStep; }
+  __device__ __forceinline__ static int line(int i) { return int(threadIdx.x) / kPerRow + i * kRowStep; }
   __device__ __forceinline__ void load(int step, uint16_t* s) const {
     const int red = red_begin + step * T::BK + k8 * 8;
     if constexpr (kVec) {  // Cs % 8 == 0: the chunk is one tap's 8 channels
@@ -104,7 +112,7 @@ struct GatherRows {
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         const bool ok = in && g.template valid_as<kData>(rows[i], tap);
-        cp_async_16(s + line(i) * T::kLdK + k8 * 8, ok ? src + (rows[i].off + tap.off) : src, ok);
+        cp_async_16(s + T::k_off(line(i), k8), ok ? src + (rows[i].off + tap.off) : src, ok);
       }
     } else {
       NhwcPos taps[8];
@@ -118,22 +126,23 @@ struct GatherRows {
           const bool ok = red + e < red_end && g.template valid_as<kData>(rows[i], taps[e]);
           v[e] = ok ? __ldg(src + (rows[i].off + taps[e].off)) : uint16_t(0);
         }
-        store_chunk(s + line(i) * T::kLdK + k8 * 8, v);
+        store_chunk(s + T::k_off(line(i), k8), v);
       }
     }
   }
 };
 
-// ---- loaders: B rows of a row-major (N, red) matrix (the packed weights), reduction contiguous ----
+// ---- B rows of a row-major (N, red) matrix (the packed weights), reduction contiguous ----
 template <class T, bool kVec>
 struct PlainRows {
-  static constexpr int kRowStep = T::kThreads / 4, kRows = T::BN / kRowStep;
+  static constexpr int kPerRow = T::BK / 8, kRowStep = T::kThreads / kPerRow, kRows = T::BN / kRowStep;
+  static_assert(T::kThreads % kPerRow == 0 && T::BN % kRowStep == 0, "rows split evenly over the threads");
   const uint16_t* src;
   int ld, N, n0, red_begin, red_end, k8;
 
   __device__ __forceinline__ PlainRows(const uint16_t* src_, int ld_, int N_, int n0_, int red_begin_, int red_end_)
-      : src(src_), ld(ld_), N(N_), n0(n0_), red_begin(red_begin_), red_end(red_end_), k8(int(threadIdx.x) % 4) {}
-  __device__ __forceinline__ static int line(int i) { return int(threadIdx.x) / 4 + i * kRowStep; }
+      : src(src_), ld(ld_), N(N_), n0(n0_), red_begin(red_begin_), red_end(red_end_), k8(int(threadIdx.x) % kPerRow) {}
+  __device__ __forceinline__ static int line(int i) { return int(threadIdx.x) / kPerRow + i * kRowStep; }
   __device__ __forceinline__ void load(int step, uint16_t* s) const {
     const int red = red_begin + step * T::BK + k8 * 8;
 #pragma unroll
@@ -141,12 +150,102 @@ struct PlainRows {
       const int n = n0 + line(i);
       if constexpr (kVec) {  // ld % 8 == 0
         const bool ok = n < N && red < red_end;
-        cp_async_16(s + line(i) * T::kLdK + k8 * 8, ok ? src + (n * ld + red) : src, ok);
+        cp_async_16(s + T::k_off(line(i), k8), ok ? src + (n * ld + red) : src, ok);
       } else {
         uint16_t v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[e] = n < N && red + e < red_end ? __ldg(src + (n * ld + red + e)) : uint16_t(0);
-        store_chunk(s + line(i) * T::kLdK + k8 * 8, v);
+        store_chunk(s + T::k_off(line(i), k8), v);
+      }
+    }
+  }
+};
+
+// ---- filter gradient A: dy (npq, k), pixel-major ----
+// Thread t copies chunk t % (BM / 8) (8 channels) of pixel rows t / (BM / 8) + i * (threads / (BM / 8)).
+template <class T, bool kVec>
+struct DyRows {
+  static constexpr int kChunks = T::BM / 8, kRowStep = T::kThreads / kChunks, kRows = T::BK / kRowStep;
+  static_assert(T::kThreads % kChunks == 0 && T::BK % kRowStep == 0, "rows split evenly over the threads");
+  const uint16_t* dy;
+  int K, k0, red_begin, red_end, r0, c8;
+  __device__ __forceinline__ DyRows(const uint16_t* dy_, int K_, int m0, int red_begin_, int red_end_)
+      : dy(dy_),
+        K(K_),
+        k0(m0 + int(threadIdx.x) % kChunks * 8),
+        red_begin(red_begin_),
+        red_end(red_end_),
+        r0(int(threadIdx.x) / kChunks),
+        c8(int(threadIdx.x) % kChunks) {}
+  __device__ __forceinline__ void load(int step, uint16_t* s) const {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int row = r0 + i * kRowStep, npq = red_begin + step * T::BK + row;
+      uint16_t* dst = s + T::am_off(row, c8);
+      if constexpr (kVec) {  // K % 8 == 0: the chunk is in or out whole
+        const bool ok = k0 < K && npq < red_end;
+        cp_async_16(dst, ok ? dy + (npq * K + k0) : dy, ok);
+      } else {
+        uint16_t v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = k0 + e < K && npq < red_end ? __ldg(dy + (npq * K + k0 + e)) : uint16_t(0);
+        store_chunk(dst, v);
+      }
+    }
+  }
+};
+
+// ---- filter gradient B: x gathered, pixel-major ----
+// Thread t copies chunk t % (BN / 8) (8 columns, decoded once) of pixel rows t / (BN / 8) + i *
+// (threads / (BN / 8)); each row's window is decoded per step.
+template <class T, bool kVec>
+struct XRows {
+  static constexpr int kChunks = T::BN / 8, kRowStep = T::kThreads / kChunks, kRows = T::BK / kRowStep;
+  static_assert(T::kThreads % kChunks == 0 && T::BK % kRowStep == 0, "rows split evenly over the threads");
+  const NhwcGather& g;
+  const uint16_t* x;
+  int red_begin, red_end, r0, c8;
+  NhwcPos taps[kVec ? 1 : 8];
+  uint32_t gather_mask = 0, ones_mask = 0;  // per column of the chunk (kVec: bit 0 for the chunk)
+
+  __device__ __forceinline__ XRows(const FilterGemmParams& p, const uint16_t* x_, int n0, int red_begin_, int red_end_)
+      : g(p.g),
+        x(x_),
+        red_begin(red_begin_),
+        red_end(red_end_),
+        r0(int(threadIdx.x) / kChunks),
+        c8(int(threadIdx.x) % kChunks) {
+    const int col0 = n0 + c8 * 8;
+#pragma unroll
+    for (int e = 0; e < (kVec ? 1 : 8); ++e) {
+      const int col = col0 + e;
+      taps[e] = g.template tap_as<false>(col < p.rsc ? col : 0);
+      if (col < p.rsc) gather_mask |= 1u << e;
+      if (p.db && col == p.rsc) ones_mask |= 1u << e;
+    }
+  }
+  __device__ __forceinline__ void load(int step, uint16_t* s) const {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int row = r0 + i * kRowStep, npq = red_begin + step * T::BK + row;
+      const bool in = npq < red_end;
+      const NhwcPos pos = g.template row_as<false>(in ? npq : 0);
+      uint16_t* dst = s + T::bn_off(row, c8);
+      if constexpr (kVec) {  // C % 8 == 0: the chunk is one tap's 8 channels, or the ones chunk
+        const bool ones = ones_mask != 0;
+        const bool ok = in && (ones || (gather_mask != 0 && g.template valid_as<false>(pos, taps[0])));
+        const uint16_t* src = ones ? kOnesChunk : x + (pos.off + taps[0].off);
+        cp_async_16(dst, ok ? src : x, ok);
+      } else {
+        uint16_t v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const bool gather = in && ((gather_mask >> e) & 1u) && g.template valid_as<false>(pos, taps[e]);
+          v[e] = gather                          ? __ldg(x + (pos.off + taps[e].off))
+                 : in && ((ones_mask >> e) & 1u) ? uint16_t(0x3f80)
+                                                 : uint16_t(0);
+        }
+        store_chunk(dst, v);
       }
     }
   }
@@ -233,34 +332,42 @@ __device__ __forceinline__ void mainloop(const L& ld, int steps, float (&acc)[T:
 }
 
 // ---- epilogues ----
-// out (M, N) bf16 row-major = relu?(acc + bias[n]), rounded once. The tile goes through shared
-// memory ([BM][BN + 8]) so each thread writes 8 contiguous columns; vec: N % 8 == 0 and a 16-byte
-// aligned out, so those 8 are one 16-byte store.
-template <class T>
-__device__ __forceinline__ void store_rows_bf16(const float (&acc)[T::MI][T::NI][4], const float* bias, bool relu,
-                                                uint16_t* out, int M, int N, int m0, int n0, bool vec, uint16_t* sC) {
+// Every accumulator pair (row, col), (row, col + 1) of an mma.sync block tile: fn(row, col, v0, v1)
+// in block-tile coordinates (the C fragment layout of mma.m16n8k16).
+template <class T, class Fn>
+__device__ __forceinline__ void for_each_pair(const float (&acc)[T::MI][T::NI][4], Fn&& fn) {
   const Fragments<T> f;
 #pragma unroll
-  for (int ni = 0; ni < T::NI; ++ni) {
-    const int nl = f.col(ni);
-    const float b0 = bias && n0 + nl < N ? __ldg(bias + n0 + nl) : 0.0f;
-    const float b1 = bias && n0 + nl + 1 < N ? __ldg(bias + n0 + nl + 1) : 0.0f;
+  for (int mi = 0; mi < T::MI; ++mi)
 #pragma unroll
-    for (int mi = 0; mi < T::MI; ++mi)
+    for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float v0 = acc[mi][ni][2 * half] + b0, v1 = acc[mi][ni][2 * half + 1] + b1;
-        if (relu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
-        *reinterpret_cast<uint32_t*>(sC + f.row(mi, half) * T::kLdC + nl) = pack_bf16x2(v0, v1);
-      }
-  }
+      for (int ni = 0; ni < T::NI; ++ni)
+        fn(f.row(mi, half), f.col(ni), acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]);
+}
+
+// out (M, N) bf16 row-major = relu?(acc + bias[n]), rounded once, for a BM x BN block tile whose
+// pairs `each` visits. The tile goes through shared memory ([BM][BN + 8]) so each thread writes 8
+// contiguous columns; vec: N % 8 == 0 and a 16-byte aligned out, so those 8 are one 16-byte store.
+template <int BM, int BN, int kThreads, class Each>
+__device__ __forceinline__ void store_rows_bf16(Each&& each, const float* bias, bool relu, uint16_t* out, int M, int N,
+                                                int m0, int n0, bool vec, uint16_t* sC) {
+  constexpr int kLdC = BN + 8;
+  each([&](int ml, int nl, float v0, float v1) {
+    if (bias) {
+      v0 += n0 + nl < N ? __ldg(bias + n0 + nl) : 0.0f;
+      v1 += n0 + nl + 1 < N ? __ldg(bias + n0 + nl + 1) : 0.0f;
+    }
+    if (relu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
+    *reinterpret_cast<uint32_t*>(sC + ml * kLdC + nl) = pack_bf16x2(v0, v1);
+  });
   __syncthreads();
-  constexpr int kChunksPerRow = T::BN / 8;
-  for (int id = int(threadIdx.x); id < T::BM * kChunksPerRow; id += T::kThreads) {
+  constexpr int kChunksPerRow = BN / 8;
+  for (int id = int(threadIdx.x); id < BM * kChunksPerRow; id += kThreads) {
     const int ml = id / kChunksPerRow, c8 = id % kChunksPerRow;
     const int m = m0 + ml, n = n0 + c8 * 8;
     if (m >= M || n >= N) continue;
-    const uint16_t* s = sC + ml * T::kLdC + c8 * 8;
+    const uint16_t* s = sC + ml * kLdC + c8 * 8;
     uint16_t* o = out + (int64_t(m) * N + n);
     if (vec && n + 8 <= N) {
       *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(s);
@@ -268,6 +375,44 @@ __device__ __forceinline__ void store_rows_bf16(const float (&acc)[T::MI][T::NI]
       for (int j = 0; j < 8 && n + j < N; ++j) o[j] = s[j];
     }
   }
+}
+
+// out (M, N) FP32 row-major = acc: a split's partial sums (pairs as one float2 where N is even).
+template <class Each>
+__device__ __forceinline__ void store_rows_fp32(Each&& each, float* out, int M, int N, int m0, int n0) {
+  each([&](int ml, int nl, float v0, float v1) {
+    const int m = m0 + ml, n = n0 + nl;
+    if (m >= M) return;
+    float* p = out + (int64_t(m) * N + n);
+    if (N % 2 == 0 && n + 1 < N) {
+      *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+    } else {
+      if (n < N) p[0] = v0;
+      if (n + 1 < N) p[1] = v1;
+    }
+  });
+}
+
+// The filter gradient's tile: column (r, s, c) of row k to dw[k, c, r, s], the ones column to db[k].
+template <class Each>
+__device__ __forceinline__ void store_filter(Each&& each, const FilterGemmParams& p, float* dw, float* db, int m0,
+                                             int n0) {
+  each([&](int ml, int nl, float v0, float v1) {
+    const int k = m0 + ml;
+    if (k >= p.M) return;
+    const float v[2] = {v0, v1};
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = n0 + nl + e;
+      if (col < p.rsc) {
+        int rs, c;
+        p.div_c.divmod(col, rs, c);
+        dw[k * p.CRS + c * p.RS + rs] = v[e];
+      } else if (col == p.rsc && p.db) {
+        db[k] = v[e];
+      }
+    }
+  });
 }
 
 // ---- launch helpers ----
@@ -309,7 +454,8 @@ using Tile5 = Tile<128, 64, 2, 2, 4, 3>;
 using Tile6 = Tile<64, 128, 2, 2, 4, 3>;
 using Tile7 = Tile<64, 64, 2, 2, 4, 4>;
 
-// fn(TileN{}) for tile index `tile`; kVec false instantiates the scalar tile only.
+// fn(TileN{}) for tile index `tile` (a wgmma tile: the mma.sync tile of its size); kVec false
+// instantiates the scalar tile only.
 template <bool kVec, class Fn>
 inline void with_tile(int tile, Fn&& fn) {
   if constexpr (!kVec) {
@@ -319,14 +465,18 @@ inline void with_tile(int tile, Fn&& fn) {
       case 0:
         return fn(Tile0{});
       case 1:
+      case 8:
         return fn(Tile1{});
       case 2:
+      case 9:
         return fn(Tile2{});
       case 3:
         return fn(Tile3{});
       case 4:
+      case 11:
         return fn(Tile4{});
       case 5:
+      case 10:
         return fn(Tile5{});
       case 6:
         return fn(Tile6{});

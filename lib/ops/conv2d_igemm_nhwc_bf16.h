@@ -33,22 +33,27 @@
 
 namespace cnn {
 
-// Block tiles (M x N of the GEMM view, reduction step 32), by index; warp tile in brackets.
-//   0  256 x 128  8 warps [64 x 64]   large M and N (1 block a multiprocessor)
-//   1  128 x 256  8 warps [64 x 64]   large N
-//   2  128 x 128  4 warps [64 x 64]   (2 blocks a multiprocessor)
-//   3  256 x  64  4 warps [64 x 64]   N = 64 (forward and data gradient of 64-channel layers)
-//   4   64 x 256  4 warps [64 x 64]   M = 64 (filter gradient of 64-channel layers)
+// Block tiles (M x N of the GEMM view), by index; warp tile in brackets. 0-7: mma.sync, reduction
+// step 32, padded shared tiles; 8-11: wgmma (sm_90a), reduction step 64, 128-byte swizzled tiles,
+// one warpgroup per 64 rows (conv2d_igemm_nhwc_bf16_wgmma_sm90a.cu).
+//   0  256 x 128  8 warps [64 x 64]      8  128 x 256  2 warpgroups [64 x 256]
+//   1  128 x 256  8 warps [64 x 64]      9  128 x 128  2 warpgroups [64 x 128]
+//   2  128 x 128  4 warps [64 x 64]     10  128 x  64  2 warpgroups [64 x 64]
+//   3  256 x  64  4 warps [64 x 64]     11   64 x 256  1 warpgroup  [64 x 256]
+//   4   64 x 256  4 warps [64 x 64]
 //   5  128 x  64  4 warps [64 x 32]
 //   6   64 x 128  4 warps [32 x 64]
 //   7   64 x  64  4 warps [32 x 32]   small problems; also the only tile of the scalar kernels
-inline constexpr int kIgemmNhwcBf16Tiles = 8;
+// A wgmma tile on a device without wgmma (compute capability other than 9.0, or a build without
+// sm_90) runs the mma.sync tile of its size (8 -> 1, 9 -> 2, 10 -> 5, 11 -> 4).
+inline constexpr int kIgemmNhwcBf16Tiles = 12;
+inline constexpr int kIgemmNhwcBf16WgmmaFirst = 8;
 inline constexpr int kIgemmNhwcBf16ScalarTile = 7;
 struct IgemmNhwcBf16TileInfo {
   int bm, bn, threads, stages;
 };
 IgemmNhwcBf16TileInfo conv2d_igemm_nhwc_bf16_tile_info(int tile);  // throws for an unknown index
-std::string conv2d_igemm_nhwc_bf16_tile_name(int tile);            // "256x128" ...
+std::string conv2d_igemm_nhwc_bf16_tile_name(int tile);            // "256x128" ..., "wg128x256" ...
 
 // How one call runs: the block tile and the slices the reduction is cut into (each slice writes
 // FP32 partials to the workspace; a second kernel adds them in slice order).
@@ -68,17 +73,21 @@ bool conv2d_igemm_nhwc_bf16_vectorized(const Conv2dShape& sh, ConvDir dir);
 
 // The plan the entry points use when given none: a cost model over tiles and splits (waves of
 // blocks on `num_sms` multiprocessors, the tile's measured efficiency, the partials' traffic),
-// within `workspace_limit` bytes; only_tile >= 0 keeps that tile (the benchmark's sweep). Pure.
+// within `workspace_limit` bytes; wgmma: the wgmma tiles may be chosen (the device runs them:
+// conv2d_igemm_nhwc_bf16_wgmma_usable); only_tile >= 0 keeps that tile (the benchmark's sweep). Pure.
 IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_choose_plan(const Conv2dShape& sh, ConvDir dir, int num_sms,
-                                                     size_t workspace_limit, int only_tile = -1);
+                                                     size_t workspace_limit, bool wgmma, int only_tile = -1);
 // Splits that `plan` really runs with (each slice at least one reduction step).
 int conv2d_igemm_nhwc_bf16_effective_splits(const Conv2dShape& sh, ConvDir dir, const IgemmNhwcBf16Plan& plan);
 // Bytes of ctx.workspace one call takes with `plan` (db: the bias gradient is wanted too).
 size_t conv2d_igemm_nhwc_bf16_workspace_bytes(const Conv2dShape& sh, ConvDir dir, const IgemmNhwcBf16Plan& plan,
                                               bool db = false);
 
+// Whether the current device runs the wgmma tiles (compute capability 9.0 and a build with sm_90).
+bool conv2d_igemm_nhwc_bf16_wgmma_usable();
+
 // CUDA entry points: device memory, queued on ctx.cuda_stream; `plan` null = choose_plan with the
-// device's multiprocessor count and ctx.workspace_limit_bytes. Throw where !can_implement. A plan
+// device's multiprocessor count, ctx.workspace_limit_bytes and wgmma where usable. Throw where !can_implement. A plan
 // whose tile the shape cannot run (a scalar shape with a tile other than 7) runs tile 7.
 // x (N, H, W, C), w (K, R, S, C), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
 void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,

@@ -3,7 +3,9 @@
 // data gradient), B = the packed weight rows (krsc, crsk), out = the NHWC output, which is the
 // GEMM's row-major (M, N) result. A split reduction writes FP32 partials (split, M, N) and a
 // second kernel adds them in split order (+ bias, ReLU, rounding).
-// Trap: a plan's tile is honoured only for the 16-byte kernels; the scalar ones have tile 7.
+// Tiles kIgemmNhwcBf16WgmmaFirst.. run the sm_90a wgmma kernels (conv2d_igemm_nhwc_bf16_wgmma.h).
+// Trap: a plan's tile is honoured only for the 16-byte kernels; the scalar ones have tile 7, and
+// a wgmma tile on a device without wgmma runs its mma.sync stand-in (with_tile).
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"
@@ -11,17 +13,12 @@
 #include "ops/conv2d_igemm_nhwc_bf16.cuh"
 #include "ops/conv2d_igemm_nhwc_bf16.h"
 #include "ops/conv2d_igemm_nhwc_bf16_layout.h"
+#include "ops/conv2d_igemm_nhwc_bf16_wgmma.h"
 #include "ops/reduce.cuh"
 
 namespace cnn {
 
 using namespace igemm_nhwc_bf16_detail;
-
-struct GatherGemmParams {
-  NhwcGather g;
-  int M, N, red, chunk;  // GEMM view; chunk: reduction per split
-  bool vec_out, relu;    // vec_out: N % 8 == 0 and a 16-byte aligned output
-};
 
 // out (M, N) = gathered A (M, red) * B (N, red)^T [+ bias, relu], or the split's FP32 partials.
 template <class T, bool kVec, bool kData>
@@ -42,10 +39,11 @@ static __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
       PlainRows<T, kVec>(b_src, p.red, p.N, n0, red_begin, red_end)};
   float acc[T::MI][T::NI][4];
   mainloop<T, false, false>(ld, (red_end - red_begin + T::BK - 1) / T::BK, acc, smem);
+  auto each = [&](auto&& fn) { for_each_pair<T>(acc, fn); };
   if (gridDim.z > 1)
-    igemm_bf16_detail::store_rows_fp32<T>(acc, parts + int64_t(blockIdx.z) * p.M * p.N, p.M, p.N, m0, n0, p.N % 2 == 0);
+    store_rows_fp32(each, parts + int64_t(blockIdx.z) * p.M * p.N, p.M, p.N, m0, n0);
   else
-    store_rows_bf16<T>(acc, bias, p.relu, out, p.M, p.N, m0, n0, p.vec_out, smem);
+    store_rows_bf16<T::BM, T::BN, T::kThreads>(each, bias, p.relu, out, p.M, p.N, m0, n0, p.vec_out, smem);
 }
 
 // out[m, n] = relu?(sum over splits s = 0, 1, ... of parts[s, m, n] + bias[n]), rounded once.
@@ -74,7 +72,9 @@ static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
   if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
     CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
   const IgemmNhwcBf16Plan plan =
-      plan_in ? *plan_in : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes);
+      plan_in ? *plan_in
+              : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
+                                                   igemm_nhwc_bf16_wgmma_usable());
   conv2d_igemm_nhwc_bf16_tile_info(plan.tile);  // throws for a bad index
   CNN_CHECK(plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, plan.splits);
   const IgemmBf16Gemm g = conv2d_igemm_nhwc_bf16_gemm(sh, dir);
@@ -90,15 +90,19 @@ static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
                            g.n % 8 == 0 && cuda::aligned16(out),
                            relu};
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(sh, dir) && cuda::aligned16(a_src) && cuda::aligned16(b_src);
-  auto go = [&](auto vec_tag) {
-    constexpr bool kVec = decltype(vec_tag)::value;
-    with_tile<kVec>(plan.tile, [&](auto t) {
-      using T = decltype(t);
-      launch(what, conv2d_gather_igemm_nhwc_bf16_kernel<T, kVec, kData>, gemm_grid<T>(g.m, g.n, splits), T::kThreads,
-             T::template smem_bytes<false, false>(), stream, p, a_src, b_src, bias, out, parts);
-    });
-  };
-  vec ? go(std::true_type{}) : go(std::false_type{});
+  if (vec && plan.tile >= kIgemmNhwcBf16WgmmaFirst && igemm_nhwc_bf16_wgmma_usable()) {
+    igemm_nhwc_bf16_wgmma_gather(stream, plan.tile, kData, splits, p, a_src, b_src, bias, out, parts);
+  } else {
+    auto go = [&](auto vec_tag) {
+      constexpr bool kVec = decltype(vec_tag)::value;
+      with_tile<kVec>(plan.tile, [&](auto t) {
+        using T = decltype(t);
+        launch(what, conv2d_gather_igemm_nhwc_bf16_kernel<T, kVec, kData>, gemm_grid<T>(g.m, g.n, splits), T::kThreads,
+               T::template smem_bytes<false, false>(), stream, p, a_src, b_src, bias, out, parts);
+      });
+    };
+    vec ? go(std::true_type{}) : go(std::false_type{});
+  }
   if (splits > 1) {
     const int64_t count = g.m * g.n;
     conv2d_igemm_nhwc_bf16_sum_splits_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
@@ -108,6 +112,8 @@ static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
 }
 
 // ---- entry points ----
+
+bool conv2d_igemm_nhwc_bf16_wgmma_usable() { return igemm_nhwc_bf16_wgmma_usable(); }
 
 void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
                                          const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {

@@ -13,109 +13,12 @@
 #include "ops/conv2d_igemm_nhwc_bf16.cuh"
 #include "ops/conv2d_igemm_nhwc_bf16.h"
 #include "ops/conv2d_igemm_nhwc_bf16_layout.h"
+#include "ops/conv2d_igemm_nhwc_bf16_wgmma.h"
 #include "ops/reduce.cuh"
 
 namespace cnn {
 
 using namespace igemm_nhwc_bf16_detail;
-
-// The bias column's chunk: 1.0 then seven zeros (the columns past the last, which read as zero).
-__device__ __align__(16) const uint16_t kOnesChunk[8] = {0x3f80, 0, 0, 0, 0, 0, 0, 0};
-
-struct FilterGemmParams {
-  NhwcGather g;               // forward decoder: B(column crs, reduction npq) = x at row npq, tap crs
-  Div div_c;                  // column -> (rs, c)
-  int M, N, rsc, red, chunk;  // M = K, N = rsc (+ 1 with db), rsc = R*S*C, red = N*P*Q; chunk per split
-  int RS, CRS;
-  bool db;  // column rsc is the ones column
-};
-
-// A: dy (npq, k) -> tile [BK][BM + 8]. Thread t copies chunk t % (BM / 8) (8 channels) of
-// pixel rows t / (BM / 8) + i * (threads / (BM / 8)).
-template <class T, bool kVec>
-struct DyRows {
-  static constexpr int kChunks = T::BM / 8, kRowStep = T::kThreads / kChunks, kRows = T::BK / kRowStep;
-  const uint16_t* dy;
-  int K, k0, red_begin, red_end, r0, c8;
-  __device__ __forceinline__ DyRows(const uint16_t* dy_, int K_, int m0, int red_begin_, int red_end_)
-      : dy(dy_),
-        K(K_),
-        k0(m0 + int(threadIdx.x) % kChunks * 8),
-        red_begin(red_begin_),
-        red_end(red_end_),
-        r0(int(threadIdx.x) / kChunks),
-        c8(int(threadIdx.x) % kChunks) {}
-  __device__ __forceinline__ void load(int step, uint16_t* s) const {
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = r0 + i * kRowStep, npq = red_begin + step * T::BK + row;
-      uint16_t* dst = s + row * T::kLdAm + c8 * 8;
-      if constexpr (kVec) {  // K % 8 == 0: the chunk is in or out whole
-        const bool ok = k0 < K && npq < red_end;
-        cp_async_16(dst, ok ? dy + (npq * K + k0) : dy, ok);
-      } else {
-        uint16_t v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = k0 + e < K && npq < red_end ? __ldg(dy + (npq * K + k0 + e)) : uint16_t(0);
-        store_chunk(dst, v);
-      }
-    }
-  }
-};
-
-// B: x gathered -> tile [BK][BN + 8]. Thread t copies chunk t % (BN / 8) (8 columns, decoded
-// once) of pixel rows t / (BN / 8) + i * (threads / (BN / 8)); each row's window is decoded per step.
-template <class T, bool kVec>
-struct XRows {
-  static constexpr int kChunks = T::BN / 8, kRowStep = T::kThreads / kChunks, kRows = T::BK / kRowStep;
-  const NhwcGather& g;
-  const uint16_t* x;
-  int red_begin, red_end, r0, c8;
-  NhwcPos taps[kVec ? 1 : 8];
-  uint32_t gather_mask = 0, ones_mask = 0;  // per column of the chunk (kVec: bit 0 for the chunk)
-
-  __device__ __forceinline__ XRows(const FilterGemmParams& p, const uint16_t* x_, int n0, int red_begin_, int red_end_)
-      : g(p.g),
-        x(x_),
-        red_begin(red_begin_),
-        red_end(red_end_),
-        r0(int(threadIdx.x) / kChunks),
-        c8(int(threadIdx.x) % kChunks) {
-    const int col0 = n0 + c8 * 8;
-#pragma unroll
-    for (int e = 0; e < (kVec ? 1 : 8); ++e) {
-      const int col = col0 + e;
-      taps[e] = g.template tap_as<false>(col < p.rsc ? col : 0);
-      if (col < p.rsc) gather_mask |= 1u << e;
-      if (p.db && col == p.rsc) ones_mask |= 1u << e;
-    }
-  }
-  __device__ __forceinline__ void load(int step, uint16_t* s) const {
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = r0 + i * kRowStep, npq = red_begin + step * T::BK + row;
-      const bool in = npq < red_end;
-      const NhwcPos pos = g.template row_as<false>(in ? npq : 0);
-      uint16_t* dst = s + row * T::kLdBn + c8 * 8;
-      if constexpr (kVec) {  // C % 8 == 0: the chunk is one tap's 8 channels, or the ones chunk
-        const bool ones = ones_mask != 0;
-        const bool ok = in && (ones || (gather_mask != 0 && g.template valid_as<false>(pos, taps[0])));
-        const uint16_t* src = ones ? kOnesChunk : x + (pos.off + taps[0].off);
-        cp_async_16(dst, ok ? src : x, ok);
-      } else {
-        uint16_t v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const bool gather = in && ((gather_mask >> e) & 1u) && g.template valid_as<false>(pos, taps[e]);
-          v[e] = gather                          ? __ldg(x + (pos.off + taps[e].off))
-                 : in && ((ones_mask >> e) & 1u) ? uint16_t(0x3f80)
-                                                 : uint16_t(0);
-        }
-        store_chunk(dst, v);
-      }
-    }
-  }
-};
 
 template <class T, bool kVec>
 static __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
@@ -134,32 +37,11 @@ static __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                        XRows<T, kVec>(p, x, n0, red_begin, red_end)};
   float acc[T::MI][T::NI][4];
   mainloop<T, true, true>(ld, (red_end - red_begin + T::BK - 1) / T::BK, acc, smem);
-  if (gridDim.z > 1) {
-    igemm_bf16_detail::store_rows_fp32<T>(acc, parts + int64_t(blockIdx.z) * p.M * p.N, p.M, p.N, m0, n0, p.N % 2 == 0);
-    return;
-  }
-  const Fragments<T> f;
-#pragma unroll
-  for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int k = m0 + f.row(mi, half);
-      if (k >= p.M) continue;
-#pragma unroll
-      for (int ni = 0; ni < T::NI; ++ni)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = n0 + f.col(ni) + e;
-          const float v = acc[mi][ni][2 * half + e];
-          if (col < p.rsc) {
-            int rs, c;
-            p.div_c.divmod(col, rs, c);
-            dw[k * p.CRS + c * p.RS + rs] = v;
-          } else if (col == p.rsc && p.db) {
-            db[k] = v;
-          }
-        }
-    }
+  auto each = [&](auto&& fn) { for_each_pair<T>(acc, fn); };
+  if (gridDim.z > 1)
+    store_rows_fp32(each, parts + int64_t(blockIdx.z) * p.M * p.N, p.M, p.N, m0, n0);
+  else
+    store_filter(each, p, dw, db, m0, n0);
 }
 
 // dw[k, c, r, s] / db[k] = the sum over splits, in split order, of parts (splits, K, N).
@@ -222,7 +104,9 @@ void conv2d_backward_filter_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const C
   if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
     CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
   const IgemmNhwcBf16Plan plan =
-      plan_in ? *plan_in : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes);
+      plan_in ? *plan_in
+              : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
+                                                   igemm_nhwc_bf16_wgmma_usable());
   conv2d_igemm_nhwc_bf16_tile_info(plan.tile);  // throws for a bad index
   CNN_CHECK(plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, plan.splits);
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
@@ -256,15 +140,19 @@ void conv2d_backward_filter_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const C
                            want_db};
   float* parts = splits > 1 ? reinterpret_cast<float*>(ws + layout.partial) : nullptr;
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(sh, dir) && cuda::aligned16(x) && cuda::aligned16(dy);
-  auto go = [&](auto vec_tag) {
-    constexpr bool kVec = decltype(vec_tag)::value;
-    with_tile<kVec>(plan.tile, [&](auto t) {
-      using T = decltype(t);
-      launch(what, conv2d_backward_filter_igemm_nhwc_bf16_kernel<T, kVec>, gemm_grid<T>(g.m, g.n, splits), T::kThreads,
-             T::template smem_bytes<true, true>(), stream, p, xs, dys, dw, db, parts);
-    });
-  };
-  vec ? go(std::true_type{}) : go(std::false_type{});
+  if (vec && plan.tile >= kIgemmNhwcBf16WgmmaFirst && igemm_nhwc_bf16_wgmma_usable()) {
+    igemm_nhwc_bf16_wgmma_filter(stream, plan.tile, splits, p, xs, dys, dw, db, parts);
+  } else {
+    auto go = [&](auto vec_tag) {
+      constexpr bool kVec = decltype(vec_tag)::value;
+      with_tile<kVec>(plan.tile, [&](auto t) {
+        using T = decltype(t);
+        launch(what, conv2d_backward_filter_igemm_nhwc_bf16_kernel<T, kVec>, gemm_grid<T>(g.m, g.n, splits),
+               T::kThreads, T::template smem_bytes<true, true>(), stream, p, xs, dys, dw, db, parts);
+      });
+    };
+    vec ? go(std::true_type{}) : go(std::false_type{});
+  }
   if (splits > 1) {
     conv2d_backward_filter_igemm_nhwc_bf16_sum_kernel<<<cuda::grid_blocks(g.m * g.n, 256), 256, 0, stream>>>(
         p, parts, splits, dw, db);

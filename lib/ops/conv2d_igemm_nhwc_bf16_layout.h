@@ -11,9 +11,11 @@
 
 namespace cnn {
 
-inline constexpr int kIgemmNhwcBf16Step = 32;  // reduction elements per main-loop step (BK)
+// Reduction elements per main-loop step of the wgmma tiles (the mma.sync tiles take 32).
+inline constexpr int kIgemmNhwcBf16Step = 64;
 
-// Reduction length of one slice: a whole number of steps, so every slice starts 16-byte aligned.
+// Reduction length of one slice: a whole number of the longest step, so every slice starts 16-byte
+// aligned and only the last slice has a partial step.
 inline int64_t igemm_nhwc_bf16_split_chunk(int64_t red, int splits) {
   const int64_t s = std::max(1, splits);
   const int64_t per = std::max<int64_t>(1, (red + s - 1) / s);

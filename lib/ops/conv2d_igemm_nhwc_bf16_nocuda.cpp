@@ -5,6 +5,8 @@
 
 namespace cnn {
 
+bool conv2d_igemm_nhwc_bf16_wgmma_usable() { return false; }
+
 void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
                                          const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_forward_igemm_nhwc_bf16_cuda");

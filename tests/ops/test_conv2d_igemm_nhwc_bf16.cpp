@@ -148,32 +148,35 @@ TEST_CASE("igemm nhwc bf16 plans fit the shape, the kernels and the workspace li
   const Conv2dShape pw = Conv2dShape::make(32, 8, 44, 44, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, false);
   const Conv2dShape out7 = Conv2dShape::make(32, 128, 3, 3, 7, 3, 3, 1, 1, 1, 1);  // K = 7: data, filter scalar
   const Conv2dShape rgb = Conv2dShape::make(8, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1);   // C = 3: forward scalar
-  for (const Conv2dShape& sh : {conv1b, conv4b, pw, out7, rgb})
-    for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
-      INFO(sh.to_string() << " " << to_string(dir));
-      CHECK(conv2d_igemm_nhwc_bf16_can_implement(sh));
-      const IgemmNhwcBf16Plan plan = conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, 132, size_t(1) << 30);
-      CHECK(plan.tile >= 0);
-      CHECK(plan.tile < kIgemmNhwcBf16Tiles);
-      if (!conv2d_igemm_nhwc_bf16_vectorized(sh, dir)) CHECK(plan.tile == kIgemmNhwcBf16ScalarTile);
-      CHECK(conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, plan) == plan.splits);
-      CHECK(conv2d_igemm_nhwc_bf16_workspace_bytes(sh, dir, plan) <= size_t(1) << 30);
-      CHECK(conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, 132, 0).splits == 1);  // partials need workspace
-    }
+  for (bool wgmma : {false, true})
+    for (const Conv2dShape& sh : {conv1b, conv4b, pw, out7, rgb})
+      for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
+        INFO(sh.to_string() << " " << to_string(dir) << " wgmma " << wgmma);
+        CHECK(conv2d_igemm_nhwc_bf16_can_implement(sh));
+        const IgemmNhwcBf16Plan plan = conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, 132, size_t(1) << 30, wgmma);
+        CHECK(plan.tile >= 0);
+        CHECK(plan.tile < kIgemmNhwcBf16Tiles);
+        if (!conv2d_igemm_nhwc_bf16_vectorized(sh, dir)) CHECK(plan.tile == kIgemmNhwcBf16ScalarTile);
+        if (!wgmma) CHECK(plan.tile < kIgemmNhwcBf16WgmmaFirst);
+        CHECK(conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, plan) == plan.splits);
+        CHECK(conv2d_igemm_nhwc_bf16_workspace_bytes(sh, dir, plan) <= size_t(1) << 30);
+        CHECK(conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, 132, 0, wgmma).splits == 1);  // partials need workspace
+      }
   CHECK(conv2d_igemm_nhwc_bf16_vectorized(conv1b, ConvDir::backward_filter));
   CHECK_FALSE(conv2d_igemm_nhwc_bf16_vectorized(out7, ConvDir::backward_data));
   CHECK(conv2d_igemm_nhwc_bf16_vectorized(out7, ConvDir::forward));
   CHECK_FALSE(conv2d_igemm_nhwc_bf16_vectorized(rgb, ConvDir::forward));
   CHECK(conv2d_igemm_nhwc_bf16_vectorized(rgb, ConvDir::backward_data));
   // The filter gradient of conv1b reduces over 1M positions into 64 x 577: only a split fills 132 SMs.
-  CHECK(conv2d_igemm_nhwc_bf16_choose_plan(conv1b, ConvDir::backward_filter, 132, size_t(1) << 30).splits > 8);
-  // Its forward has 1M rows of 64 channels: a tile 64 wide.
-  CHECK(conv2d_igemm_nhwc_bf16_tile_info(
-            conv2d_igemm_nhwc_bf16_choose_plan(conv1b, ConvDir::forward, 132, size_t(1) << 30).tile)
-            .bn == 64);
+  CHECK(conv2d_igemm_nhwc_bf16_choose_plan(conv1b, ConvDir::backward_filter, 132, size_t(1) << 30, false).splits > 8);
+  // Its forward has 1M rows of 64 channels: a tile 64 wide, wgmma or not.
+  for (bool wgmma : {false, true})
+    CHECK(conv2d_igemm_nhwc_bf16_tile_info(
+              conv2d_igemm_nhwc_bf16_choose_plan(conv1b, ConvDir::forward, 132, size_t(1) << 30, wgmma).tile)
+              .bn == 64);
   CHECK_FALSE(conv2d_igemm_nhwc_bf16_can_implement(Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8)));
   const IgemmNhwcBf16Plan many{0, 1000000};
-  CHECK(conv2d_igemm_nhwc_bf16_effective_splits(conv4b, ConvDir::forward, many) == 512 * 9 / 32);
+  CHECK(conv2d_igemm_nhwc_bf16_effective_splits(conv4b, ConvDir::forward, many) == 512 * 9 / 64);  // 64 a slice
   // Split partials (splits, M, N) and, for the filter gradient with db, the bias-only partials.
   const IgemmNhwcBf16Plan split3{2, 3};
   CHECK(conv2d_igemm_nhwc_bf16_workspace_bytes(conv4b, ConvDir::forward, split3) == 3 * 1600 * 512 * 4);

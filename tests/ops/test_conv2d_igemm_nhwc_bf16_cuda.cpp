@@ -122,6 +122,7 @@ TEST_CASE("conv2d igemm nhwc bf16 fuses relu and is deterministic", "[gpu]") {
     cuda.synchronize();
     CHECK(compare(d.db.get(), r.db, test::kGpuVsCpu) == "");
     for (float v : d.dw.get()) REQUIRE(std::isnan(v));
+    d.db.poison();
     conv2d_backward_filter_igemm_nhwc_bf16_cuda(cuda.ctx(), r.sh, d.x.data(), d.dy.data(), d.dw.data(), nullptr, &plan);
     cuda.synchronize();
     CHECK(compare(d.dw.get(), r.dw, test::kGpuVsCpu) == "");
