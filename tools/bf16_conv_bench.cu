@@ -189,8 +189,9 @@ Operands make_operands(const Conv2dShape& s, const ExecContext& ctx, size_t l2, 
 }
 
 // Checks run(plan, copy 0) against the direction's reference (poisoned outputs), then times the
-// cost model's plan and, with the sweep, every tile at its chosen split, at one slice and at twice
-// the split (the checked output is copy 0's, NCHW or NHWC by `nhwc`).
+// cost model's plan and, with the sweep, every tile at its chosen split, at the fewest slices the
+// filter gradient's accuracy allows (one elsewhere) and at twice the split (the checked output is copy 0's, NCHW or
+// NHWC by `nhwc`).
 template <class Plan, class Run, class ChoosePlan, class Name>
 Ours time_ours(const Options& o, const ExecContext& ctx, const Operands& d, const Row& r, bool nhwc, int tiles,
                const Plan* chosen, Run run, ChoosePlan choose, Name name) {
@@ -223,9 +224,10 @@ Ours time_ours(const Options& o, const ExecContext& ctx, const Operands& d, cons
   for (int t = 0; o.sweep && t < tiles; ++t)
     for (int variant = 0; variant < 3; ++variant) {  // the tile's chosen split, one slice, twice the split
       Plan p = choose(t);
-      if (variant > 0) {
-        if (p.splits == 1) continue;
-        p.splits = variant == 1 ? 1 : 2 * p.splits;
+      if (variant > 0) {  // "one slice": as few as the filter gradient's accuracy allows
+        const int fewest = conv2d_igemm_nhwc_bf16_min_splits(s, r.dir);
+        if (p.splits == fewest) continue;
+        p.splits = variant == 1 ? fewest : 2 * p.splits;
       }
       if (!seen.insert({p.tile, p.splits}).second) continue;
       const double err = check(&p);  // every plan of the sweep is checked too
@@ -483,6 +485,18 @@ void print_summary(const std::vector<Row>& rows, double peak, int skipped) {
   std::printf("checks: %d passed, %d failed\n", passed, failed);
 }
 
+// Whether `id` contains one of the comma-separated parts of `filter` (every id when it is empty).
+bool matches(const std::string& filter, const std::string& id) {
+  if (filter.empty()) return true;
+  size_t begin = 0;
+  while (begin <= filter.size()) {
+    const size_t end = std::min(filter.find(',', begin), filter.size());
+    if (end > begin && id.find(filter.substr(begin, end - begin)) != std::string::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 void list_layers() {
   for (const Layer& L : layers()) {
     std::printf("%s/%d/%s: %s | nhwc", L.model.c_str(), L.batch, L.name.c_str(), L.sh.to_string().c_str());
@@ -504,7 +518,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", o.seconds, "start no layer after this many seconds")->check(CLI::PositiveNumber);
   app.add_option("--csv", o.csv, "write every row to this CSV file");
   app.add_option("--plans-csv", o.plans_csv, "write every timed plan of our kernels to this CSV file");
-  app.add_option("--filter", o.filter, "only layers whose 'model/batch/layer' contains this text");
+  app.add_option("--filter", o.filter,
+                 "only layers whose 'model/batch/layer' contains one of these comma-separated texts");
   app.add_option("--max-repeats", o.max_reps, "timed runs per measurement at most")->check(CLI::PositiveNumber);
   app.add_option("--budget-ms", o.budget_ms, "timed work per measurement (sets the repeats)")
       ->check(CLI::PositiveNumber);
@@ -541,7 +556,7 @@ int main(int argc, char** argv) {
     int skipped = 0, failed_layers = 0;
     for (const Layer& L : all) {
       const std::string id = fmt::format("{}/{}/{}", L.model, L.batch, L.name);
-      if (!o.filter.empty() && id.find(o.filter) == std::string::npos) continue;
+      if (!matches(o.filter, id)) continue;
       if (elapsed() > o.seconds) {
         ++skipped;
         continue;

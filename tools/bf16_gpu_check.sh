@@ -7,6 +7,7 @@
 #   BF16_BENCH_SECONDS=150  stop starting layers after this many seconds
 #   BF16_BENCH_ARGS="..."   more cnn-bf16-conv-bench options (--no-nchw, --filter vgg_fer/640, ...)
 #   BF16_TESTS="*bf16*"     the Catch2 filter of the tests to run ("" skips them)
+#   BF16_SASS=0             skip the SASS counts
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"; b="${1:-build-gpu}"; secs="${BF16_BENCH_SECONDS:-150}"
 tests="${BF16_TESTS-*bf16*}"
@@ -14,10 +15,11 @@ echo "== build ($(date +%T))"
 { cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCNN_WITH_OPENCV=OFF &&
   cmake --build "$b" -j16 --target cnn-bf16-conv-bench test_ops; } > "$out/bf16_build.log" 2>&1 ||
   { grep -E "error|FAILED" "$out/bf16_build.log" | head -40; exit 1; }
-echo "== sass ($(date +%T))"
+[ "${BF16_SASS:-1}" = 0 ] || echo "== sass ($(date +%T))"
 cuobj=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 for stem in conv2d_igemm_bf16_cuda conv2d_igemm_nhwc_bf16_cuda conv2d_igemm_nhwc_bf16_filter_cuda \
             conv2d_igemm_nhwc_bf16_wgmma_sm90a conv2d_direct_nhwc_bf16_cuda; do
+  [ "${BF16_SASS:-1}" = 0 ] && break
   obj=$(find "$b" -name "$stem.cu.o" | head -1)
   if [ -x "$cuobj" ] && [ -n "$obj" ]; then
     sass=/tmp/$stem.sass; "$cuobj" --dump-sass "$obj" > "$sass" 2>&1

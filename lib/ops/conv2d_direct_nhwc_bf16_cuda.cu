@@ -165,10 +165,10 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
                                                    const uint16_t* __restrict__ dy,  // (N, P, Q, K)
                                                    float* __restrict__ parts) {      // (slices, K, R*S + 1)
   constexpr int kTaps = kDirectNhwcTaps;
-  __shared__ float lanes[kDirectNhwcThreads][kWidth];
+  __shared__ float lanes[kDirectNhwcThreads / 32][32][kWidth];
   const int t = int(threadIdx.x), lk = t % g.lanes_k, lp = t / g.lanes_k;
   const int chunk = int(blockIdx.x) * g.lanes_k + lk, k0 = chunk * kWidth, RS = d.R * d.S, taps = RS + 1;
-  const bool active = lp < g.lanes_p && k0 < d.K;
+  const bool active = k0 < d.K;  // lanes_p * lanes_k == the block's threads
   const int tap0 = int(blockIdx.z) * kTaps;
   int th[kTaps], tw[kTaps];
 #pragma unroll
@@ -219,20 +219,26 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
       }
     }
   }
-  // Block sums over the pixel lanes in lane order, one tap at a time.
+  // Block sums over the pixel lanes, one tap at a time, in a fixed order: a butterfly over the
+  // lanes of each warp (lanes_k apart, lanes_k a power of two), then the 8 warps in order.
+  constexpr int kWarps = kDirectNhwcThreads / 32;
   for (int tj = 0; tj < kTaps && tap0 + tj < taps; ++tj) {
-    __syncthreads();
 #pragma unroll
-    for (int v = 0; v < kWidth; ++v) lanes[t][v] = acc[tj][v];
+    for (int v = 0; v < kWidth; ++v) {
+      float a = acc[tj][v];
+      for (int off = g.lanes_k; off < 32; off *= 2) a += __shfl_xor_sync(0xffffffffu, a, off);
+      if (t % 32 < g.lanes_k) lanes[t / 32][t % 32][v] = a;
+    }
     __syncthreads();
     if (t < g.lanes_k * kWidth) {
       const int ok = t / kWidth, v = t % kWidth, k = (int(blockIdx.x) * g.lanes_k + ok) * kWidth + v;
       if (k < d.K) {
         float s = 0.0f;
-        for (int l = 0; l < g.lanes_p; ++l) s += lanes[l * g.lanes_k + ok][v];
+        for (int w = 0; w < kWarps; ++w) s += lanes[w][ok][v];
         parts[(int64_t(blockIdx.y) * d.K + k) * taps + tap0 + tj] = s;
       }
     }
+    __syncthreads();
   }
 }
 

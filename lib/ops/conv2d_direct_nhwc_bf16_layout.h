@@ -22,17 +22,19 @@ inline int direct_nhwc_channel_width(const Conv2dShape& sh) {
 struct DirectNhwcFilterGrid {
   int lanes_k, lanes_p, groups_k, tap_groups, slices;
 };
-// Channel chunks of `width` across at most 32 lanes, the rest of the block's threads over pixels;
-// slices so the grid has about 4 blocks a multiprocessor of a large GPU, each thread 16+ pixels.
+// Channel chunks of `width` across a power of two of lanes (at most 32, so the lanes of one chunk
+// sit lanes_k apart in every warp), the rest of the block's threads over pixels; slices so the
+// grid has about 4 blocks a multiprocessor of a large GPU, each thread 4+ pixels.
 inline DirectNhwcFilterGrid direct_nhwc_filter_grid(const Conv2dShape& sh, int width) {
   DirectNhwcFilterGrid g;
   const int64_t chunks = sh.K / width;
-  g.lanes_k = int(std::min<int64_t>(chunks, 32));
+  g.lanes_k = 1;
+  while (g.lanes_k * 2 <= std::min<int64_t>(chunks, 32)) g.lanes_k *= 2;
   g.lanes_p = kDirectNhwcThreads / g.lanes_k;
   g.groups_k = int((chunks + g.lanes_k - 1) / g.lanes_k);
   g.tap_groups = int((sh.R * sh.S + 1 + kDirectNhwcTaps - 1) / kDirectNhwcTaps);
   const int64_t npq = sh.N * sh.P * sh.Q, others = int64_t(g.groups_k) * g.tap_groups;
-  const int64_t by_gpu = (528 + others - 1) / others, by_work = npq / (int64_t(g.lanes_p) * 16);
+  const int64_t by_gpu = (528 + others - 1) / others, by_work = npq / (int64_t(g.lanes_p) * 4);
   g.slices = int(std::clamp<int64_t>(std::min(by_gpu, by_work), 1, 4096));
   return g;
 }

@@ -196,56 +196,69 @@ struct DyRows {
 };
 
 // ---- filter gradient B: x gathered, pixel-major ----
-// Thread t copies chunk t % (BN / 8) (8 columns, decoded once) of pixel rows t / (BN / 8) + i *
-// (threads / (BN / 8)); each row's window is decoded per step.
+// A row (pixel) of the tile is shared by kLanes threads, each copying kCols of its 16-byte chunks
+// (chunks lane + j * kLanes, their taps decoded once): the row's window is decoded once per thread
+// and step, not once per chunk. Thread t: lane t % kLanes, rows t / kLanes + i * (threads / kLanes).
 template <class T, bool kVec>
 struct XRows {
-  static constexpr int kChunks = T::BN / 8, kRowStep = T::kThreads / kChunks, kRows = T::BK / kRowStep;
-  static_assert(T::kThreads % kChunks == 0 && T::BK % kRowStep == 0, "rows split evenly over the threads");
+  static constexpr int kChunks = T::BN / 8, kPerThread = kChunks * T::BK / T::kThreads;
+  static constexpr int kCols = kPerThread < 8 ? kPerThread : 8;
+  static constexpr int kLanes = kChunks / kCols, kRowStep = T::kThreads / kLanes, kRows = T::BK / kRowStep;
+  static_assert(kCols >= 1 && kChunks % kCols == 0 && T::kThreads % kLanes == 0 && T::BK % kRowStep == 0,
+                "rows and chunks split evenly over the threads");
   const NhwcGather& g;
   const uint16_t* x;
-  int red_begin, red_end, r0, c8;
-  NhwcPos taps[kVec ? 1 : 8];
-  uint32_t gather_mask = 0, ones_mask = 0;  // per column of the chunk (kVec: bit 0 for the chunk)
+  int red_begin, red_end, r0, lane, n0, rsc;
+  bool db;
+  NhwcPos taps[kVec ? kCols : 1];
+  uint32_t gather_mask = 0, ones_mask = 0;  // kVec: bit j for chunk j of this thread
 
-  __device__ __forceinline__ XRows(const FilterGemmParams& p, const uint16_t* x_, int n0, int red_begin_, int red_end_)
+  __device__ __forceinline__ XRows(const FilterGemmParams& p, const uint16_t* x_, int n0_, int red_begin_, int red_end_)
       : g(p.g),
         x(x_),
         red_begin(red_begin_),
         red_end(red_end_),
-        r0(int(threadIdx.x) / kChunks),
-        c8(int(threadIdx.x) % kChunks) {
-    const int col0 = n0 + c8 * 8;
+        r0(int(threadIdx.x) / kLanes),
+        lane(int(threadIdx.x) % kLanes),
+        n0(n0_),
+        rsc(p.rsc),
+        db(p.db) {
+    if constexpr (kVec) {
 #pragma unroll
-    for (int e = 0; e < (kVec ? 1 : 8); ++e) {
-      const int col = col0 + e;
-      taps[e] = g.template tap_as<false>(col < p.rsc ? col : 0);
-      if (col < p.rsc) gather_mask |= 1u << e;
-      if (p.db && col == p.rsc) ones_mask |= 1u << e;
+      for (int j = 0; j < kCols; ++j) {
+        const int col = n0 + chunk(j) * 8;
+        taps[j] = g.template tap_as<false>(col < rsc ? col : 0);
+        if (col < rsc) gather_mask |= 1u << j;
+        if (db && col == rsc) ones_mask |= 1u << j;
+      }
     }
   }
+  __device__ __forceinline__ int chunk(int j) const { return lane + j * kLanes; }
   __device__ __forceinline__ void load(int step, uint16_t* s) const {
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const int row = r0 + i * kRowStep, npq = red_begin + step * T::BK + row;
       const bool in = npq < red_end;
       const NhwcPos pos = g.template row_as<false>(in ? npq : 0);
-      uint16_t* dst = s + T::bn_off(row, c8);
-      if constexpr (kVec) {  // C % 8 == 0: the chunk is one tap's 8 channels, or the ones chunk
-        const bool ones = ones_mask != 0;
-        const bool ok = in && (ones || (gather_mask != 0 && g.template valid_as<false>(pos, taps[0])));
-        const uint16_t* src = ones ? kOnesChunk : x + (pos.off + taps[0].off);
-        cp_async_16(dst, ok ? src : x, ok);
-      } else {
-        uint16_t v[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const bool gather = in && ((gather_mask >> e) & 1u) && g.template valid_as<false>(pos, taps[e]);
-          v[e] = gather                          ? __ldg(x + (pos.off + taps[e].off))
-                 : in && ((ones_mask >> e) & 1u) ? uint16_t(0x3f80)
-                                                 : uint16_t(0);
+      for (int j = 0; j < kCols; ++j) {
+        uint16_t* dst = s + T::bn_off(row, chunk(j));
+        if constexpr (kVec) {  // C % 8 == 0: the chunk is one tap's 8 channels, or the ones chunk
+          const bool ones = (ones_mask >> j) & 1u;
+          const bool ok = in && (ones || (((gather_mask >> j) & 1u) && g.template valid_as<false>(pos, taps[j])));
+          const uint16_t* src = ones ? kOnesChunk : x + (pos.off + taps[j].off);
+          cp_async_16(dst, ok ? src : x, ok);
+        } else {
+          uint16_t v[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const int col = n0 + chunk(j) * 8 + e;
+            const NhwcPos tap = g.template tap_as<false>(col < rsc ? col : 0);
+            const bool gather = in && col < rsc && g.template valid_as<false>(pos, tap);
+            v[e] = gather ? __ldg(x + (pos.off + tap.off)) : in && db && col == rsc ? uint16_t(0x3f80) : uint16_t(0);
+          }
+          store_chunk(dst, v);
         }
-        store_chunk(dst, v);
       }
     }
   }

@@ -77,6 +77,9 @@ bool conv2d_igemm_nhwc_bf16_vectorized(const Conv2dShape& sh, ConvDir dir);
 // conv2d_igemm_nhwc_bf16_wgmma_usable); only_tile >= 0 keeps that tile (the benchmark's sweep). Pure.
 IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_choose_plan(const Conv2dShape& sh, ConvDir dir, int num_sms,
                                                      size_t workspace_limit, bool wgmma, int only_tile = -1);
+// Fewest splits choose_plan gives a direction: the filter gradient's slices sum at most 64K pixels
+// (the tensor cores' FP32 accumulation drifts ~1e-9 relative per term), others 1.
+int conv2d_igemm_nhwc_bf16_min_splits(const Conv2dShape& sh, ConvDir dir);
 // Splits that `plan` really runs with (each slice at least one reduction step).
 int conv2d_igemm_nhwc_bf16_effective_splits(const Conv2dShape& sh, ConvDir dir, const IgemmNhwcBf16Plan& plan);
 // Bytes of ctx.workspace one call takes with `plan` (db: the bias gradient is wanted too).

@@ -11,8 +11,9 @@
 // from one 64-column atom to the next; unused K-major), stride byte offset (1024: 8 rows of 128
 // bytes), swizzle mode 1 (128 bytes). A k16 slice starts 32 bytes (K-major) or 16 rows (MN-major)
 // further; every tile starts 1024-byte aligned, as the swizzle needs.
-// Ring: with S stages, S - 2 steps of copies in flight; step kt's copies land in the buffer of step
-// kt - 2, whose wgmma every warpgroup has waited for before the barrier of step kt - 1 ... kt.
+// Ring: with S stages, S - 2 steps of copies in flight. After the barrier of step kt a warpgroup
+// issues step kt's wgmma, then the copies of step kt + S - 2 into the buffer of step kt - 2 (every
+// warpgroup waited for that step's wgmma before the barrier), then waits for step kt - 1's wgmma.
 // Trap: cp.async writes through the generic proxy and wgmma reads through the async proxy: each
 // thread fences (fence.proxy.async) after its copies land and before the barrier.
 // Trap: this file is compiled for sm_90a alone (lib/CMakeLists.txt); the mma.sync tiles serve
@@ -196,9 +197,8 @@ __device__ __forceinline__ void wg_mainloop(const L& ld, int steps, float (&acc)
     cp_async_wait<W::STAGES - 3>();
     fence_proxy_async();
     __syncthreads();  // step kt is in shared memory; every warpgroup is done with step kt - 2
-    if (kt + W::STAGES - 2 < steps)
-      ld.load(kt + W::STAGES - 2, smem + write * kStage, smem + write * kStage + W::kAElems);
-    cp_async_commit();
+    // The tensor cores first, then the copies of step kt + S - 2 into step kt - 2's buffer, whose
+    // issue (address arithmetic for every chunk) then overlaps step kt's wgmma.
     const uint16_t* sA = smem + read * kStage + a_off;
     const uint16_t* sB = smem + read * kStage + W::kAElems;
     fence_acc(acc);
@@ -211,6 +211,9 @@ __device__ __forceinline__ void wg_mainloop(const L& ld, int steps, float (&acc)
     }
     wgmma_commit();
     fence_acc(acc);
+    if (kt + W::STAGES - 2 < steps)
+      ld.load(kt + W::STAGES - 2, smem + write * kStage, smem + write * kStage + W::kAElems);
+    cp_async_commit();
     wgmma_wait<1>();  // step kt - 1's group is done: its buffer is free after the next barrier
     fence_acc(acc);
     read = read + 1 == W::STAGES ? 0 : read + 1;

@@ -161,6 +161,7 @@ TEST_CASE("igemm nhwc bf16 plans fit the shape, the kernels and the workspace li
         CHECK(conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, plan) == plan.splits);
         CHECK(conv2d_igemm_nhwc_bf16_workspace_bytes(sh, dir, plan) <= size_t(1) << 30);
         CHECK(conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, 132, 0, wgmma).splits == 1);  // partials need workspace
+        CHECK(plan.splits >= conv2d_igemm_nhwc_bf16_min_splits(sh, dir));
       }
   CHECK(conv2d_igemm_nhwc_bf16_vectorized(conv1b, ConvDir::backward_filter));
   CHECK_FALSE(conv2d_igemm_nhwc_bf16_vectorized(out7, ConvDir::backward_data));
@@ -169,6 +170,9 @@ TEST_CASE("igemm nhwc bf16 plans fit the shape, the kernels and the workspace li
   CHECK(conv2d_igemm_nhwc_bf16_vectorized(rgb, ConvDir::backward_data));
   // The filter gradient of conv1b reduces over 1M positions into 64 x 577: only a split fills 132 SMs.
   CHECK(conv2d_igemm_nhwc_bf16_choose_plan(conv1b, ConvDir::backward_filter, 132, size_t(1) << 30, false).splits > 8);
+  // Slices of at most 64K pixels: 1M / 64K = 16 at least.
+  CHECK(conv2d_igemm_nhwc_bf16_min_splits(conv1b, ConvDir::backward_filter) == 16);
+  CHECK(conv2d_igemm_nhwc_bf16_min_splits(conv1b, ConvDir::forward) == 1);
   // Its forward has 1M rows of 64 channels: a tile 64 wide, wgmma or not.
   for (bool wgmma : {false, true})
     CHECK(conv2d_igemm_nhwc_bf16_tile_info(
