@@ -12,7 +12,7 @@
 // bytes), swizzle mode 1 (128 bytes). A k16 slice starts 32 bytes (K-major) or 16 rows (MN-major)
 // further; every tile starts 1024-byte aligned, as the swizzle needs.
 // Ring: with S stages, S - 2 steps of copies in flight. After the barrier of step kt a warpgroup
-// issues step kt's wgmma, then the copies of step kt + S - 2 into the buffer of step kt - 2 (every
+// issues step kt's wgmma and the copies of step kt + S - 2 into the buffer of step kt - 2 (every
 // warpgroup waited for that step's wgmma before the barrier), then waits for step kt - 1's wgmma.
 // Trap: cp.async writes through the generic proxy and wgmma reads through the async proxy: each
 // thread fences (fence.proxy.async) after its copies land and before the barrier.
@@ -197,8 +197,15 @@ __device__ __forceinline__ void wg_mainloop(const L& ld, int steps, float (&acc)
     cp_async_wait<W::STAGES - 3>();
     fence_proxy_async();
     __syncthreads();  // step kt is in shared memory; every warpgroup is done with step kt - 2
-    // The tensor cores first, then the copies of step kt + S - 2 into step kt - 2's buffer, whose
-    // issue (address arithmetic for every chunk) then overlaps step kt's wgmma.
+    // The copies of step kt + S - 2 go into step kt - 2's buffer. The filter gradient issues them
+    // after step kt's wgmma, so their address arithmetic (a window decoded per pixel row) overlaps
+    // the tensor cores; forward and data gradient issue them first: on the H200 that order ran
+    // their large layers 4-8% faster than wgmma first (bench/RESULTS.md, 2026-12-02).
+    if constexpr (!kAmn) {
+      if (kt + W::STAGES - 2 < steps)
+        ld.load(kt + W::STAGES - 2, smem + write * kStage, smem + write * kStage + W::kAElems);
+      cp_async_commit();
+    }
     const uint16_t* sA = smem + read * kStage + a_off;
     const uint16_t* sB = smem + read * kStage + W::kAElems;
     fence_acc(acc);
@@ -211,9 +218,11 @@ __device__ __forceinline__ void wg_mainloop(const L& ld, int steps, float (&acc)
     }
     wgmma_commit();
     fence_acc(acc);
-    if (kt + W::STAGES - 2 < steps)
-      ld.load(kt + W::STAGES - 2, smem + write * kStage, smem + write * kStage + W::kAElems);
-    cp_async_commit();
+    if constexpr (kAmn) {
+      if (kt + W::STAGES - 2 < steps)
+        ld.load(kt + W::STAGES - 2, smem + write * kStage, smem + write * kStage + W::kAElems);
+      cp_async_commit();
+    }
     wgmma_wait<1>();  // step kt - 1's group is done: its buffer is free after the next barrier
     fence_acc(acc);
     read = read + 1 == W::STAGES ? 0 : read + 1;
