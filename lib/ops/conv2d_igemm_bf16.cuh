@@ -1,5 +1,6 @@
 // Device building blocks of conv2d_igemm_bf16_cuda.cu: PTX wrappers (cp.async, ldmatrix,
-// mma.sync m16n8k16 BF16 -> FP32), the block tiles, the main loop, and the epilogues.
+// mma.sync m16n8k16 BF16 -> FP32), the block tiles, the main loop, the epilogues, and the launch
+// helpers (also used by the NHWC kernels, conv2d_igemm_nhwc_bf16.cuh).
 // Main loop: A (M x 32 per step, reduction contiguous) comes either by cp.async 16-byte copies into
 // a STAGES-deep ring, or through registers; the gathered B operand always comes through registers
 // (NCHW gathers are 2-byte elements, which cp.async cannot copy), loaded one step ahead of its
@@ -18,8 +19,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/bf16.h"
+#include "core/cuda_check.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
 
 namespace cnn::igemm_bf16_detail {
@@ -370,6 +375,35 @@ __device__ __forceinline__ void store_nchw_bf16(const float (&acc)[T::MI][T::NI]
       if (++pos == po.plane) pos = 0, ++n;
     }
   }
+}
+
+// ---- launch helpers (host) ----
+// Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit first
+// where it is above the default 48 KB (once per kernel and device).
+template <class Kernel, class... Args>
+inline void launch(const char* what, Kernel* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
+                   Args... args) {
+  if (smem > 48 * 1024) {
+    static std::mutex mutex;
+    static std::set<std::pair<const void*, int>> raised;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(mutex);
+    const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+    if (!raised.count(key)) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      raised.insert(key);
+    }
+  }
+  kernel<<<grid, threads, smem, stream>>>(args...);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+inline int multiprocessors() {
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
 }
 
 }  // namespace cnn::igemm_bf16_detail

@@ -1,7 +1,8 @@
 // Device building blocks of the NHWC BF16 implicit GEMM (conv2d_igemm_nhwc_bf16_cuda.cu and
 // ..._filter_cuda.cu): block tiles, the operand loaders, the multi-stage main loop and the
-// epilogues, plus the launch helpers both files share. PTX wrappers (cp.async, ldmatrix, mma.sync)
-// and the accumulator fragment layout are conv2d_igemm_bf16.cuh's.
+// epilogues, plus the call preparation both files share (prepare_call). PTX wrappers (cp.async,
+// ldmatrix, mma.sync), the accumulator fragment layout and the launch helpers (launch,
+// multiprocessors) are conv2d_igemm_bf16.cuh's.
 // Main loop: every operand comes by cp.async into a STAGES-deep ring (one commit group per step,
 // one barrier per step); the scalar loaders (kVec false: channel counts not multiples of 8 or
 // unaligned buffers) fill the same ring through registers, synchronously.
@@ -14,15 +15,17 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
-#include <set>
-#include <utility>
 
 #include "core/bf16.h"
 #include "core/cuda_check.h"
+#include "core/error.h"
 #include "ops/conv2d_igemm_bf16.cuh"
+#include "ops/conv2d_igemm_nhwc_bf16.h"
+#include "ops/conv2d_igemm_nhwc_bf16_layout.h"
 #include "ops/conv2d_igemm_nhwc_bf16_decode.h"
 #include "ops/conv2d_igemm_nhwc_bf16_params.h"
+#include "ops/conv2d_igemm_nhwc_bf16_wgmma.h"
+#include "ops/reduce.cuh"
 
 namespace cnn::igemm_nhwc_bf16_detail {
 
@@ -32,7 +35,9 @@ using igemm_bf16_detail::cp_async_wait;
 using igemm_bf16_detail::Fragments;
 using igemm_bf16_detail::ldmatrix_x4;
 using igemm_bf16_detail::ldmatrix_x4_trans;
+using igemm_bf16_detail::launch;
 using igemm_bf16_detail::mma_bf16_16816;
+using igemm_bf16_detail::multiprocessors;
 
 // BM x BN block tile of WARPS_M x WARPS_N warps (mma.sync), reduction step 32, STAGES-deep ring;
 // MIN_BLOCKS resident blocks a multiprocessor asked of the register allocator. Shared tiles padded.
@@ -428,33 +433,32 @@ __device__ __forceinline__ void store_filter(Each&& each, const FilterGemmParams
   });
 }
 
-// ---- launch helpers ----
-// Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit first
-// where it is above the default 48 KB (once per kernel and device).
-template <class Kernel, class... Args>
-inline void launch(const char* what, Kernel* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                   Args... args) {
-  if (smem > 48 * 1024) {
-    static std::mutex mutex;
-    static std::set<std::pair<const void*, int>> raised;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    const std::lock_guard<std::mutex> lock(mutex);
-    const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-    if (!raised.count(key)) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      raised.insert(key);
-    }
-  }
-  kernel<<<grid, threads, smem, stream>>>(args...);
-  CUDA_CHECK_LAUNCH(what);
-}
-
-inline int multiprocessors() {
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
+// ---- call preparation (host) ----
+// What one entry-point call runs with: the checks, the plan (chosen where not given), its
+// effective splits, the workspace carved for them (db: the filter gradient's bias too).
+struct NhwcCall {
+  cudaStream_t stream;
+  IgemmNhwcBf16Plan plan;
+  int splits;
+  IgemmNhwcBf16WorkspaceLayout layout;
+  unsigned char* ws;
+};
+inline NhwcCall prepare_call(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir,
+                             const IgemmNhwcBf16Plan* plan, bool db, const char* what) {
+  NhwcCall c{};
+  c.stream = cuda::stream_of(ctx, what);
+  if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
+    CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what,
+              sh.to_string());
+  c.plan = plan ? *plan
+                : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
+                                                     igemm_nhwc_bf16_wgmma_usable());
+  conv2d_igemm_nhwc_bf16_tile_info(c.plan.tile);  // throws for a bad index
+  CNN_CHECK(c.plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, c.plan.splits);
+  c.splits = conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, c.plan);
+  c.layout = igemm_nhwc_bf16_workspace_layout(sh, dir, c.splits, db);
+  c.ws = c.layout.total ? static_cast<unsigned char*>(cuda::workspace_bytes(ctx, c.layout.total, what)) : nullptr;
+  return c;
 }
 
 // The tiles of conv2d_igemm_nhwc_bf16.h, by index.

@@ -68,20 +68,12 @@ template <bool kData>
 static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const uint16_t* a_src,
                        const uint16_t* b_src, const float* bias, bool relu, uint16_t* out,
                        const IgemmNhwcBf16Plan* plan_in, const char* what) {
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
-    CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
-  const IgemmNhwcBf16Plan plan =
-      plan_in ? *plan_in
-              : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
-                                                   igemm_nhwc_bf16_wgmma_usable());
-  conv2d_igemm_nhwc_bf16_tile_info(plan.tile);  // throws for a bad index
-  CNN_CHECK(plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, plan.splits);
+  const NhwcCall c = prepare_call(ctx, sh, dir, plan_in, false, what);
+  const IgemmNhwcBf16Plan plan = c.plan;
+  const int splits = c.splits;
+  cudaStream_t stream = c.stream;
   const IgemmBf16Gemm g = conv2d_igemm_nhwc_bf16_gemm(sh, dir);
-  const int splits = conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, plan);
-  const IgemmNhwcBf16WorkspaceLayout layout = igemm_nhwc_bf16_workspace_layout(sh, dir, splits, false);
-  auto* ws = layout.total ? static_cast<unsigned char*>(cuda::workspace_bytes(ctx, layout.total, what)) : nullptr;
-  float* parts = splits > 1 ? reinterpret_cast<float*>(ws + layout.partial) : nullptr;
+  float* parts = splits > 1 ? reinterpret_cast<float*>(c.ws + c.layout.partial) : nullptr;
   const GatherGemmParams p{kData ? NhwcGather::backward_data(sh) : NhwcGather::forward(sh),
                            int(g.m),
                            int(g.n),

@@ -100,21 +100,15 @@ void conv2d_backward_filter_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const C
                                                  const IgemmNhwcBf16Plan* plan_in) {
   const char* what = "conv2d backward filter igemm nhwc bf16";
   const ConvDir dir = ConvDir::backward_filter;
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
-    CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
-  const IgemmNhwcBf16Plan plan =
-      plan_in ? *plan_in
-              : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
-                                                   igemm_nhwc_bf16_wgmma_usable());
-  conv2d_igemm_nhwc_bf16_tile_info(plan.tile);  // throws for a bad index
-  CNN_CHECK(plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, plan.splits);
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
   const bool want_db = db != nullptr;
-  const int splits = conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, plan);
-  const IgemmNhwcBf16WorkspaceLayout layout = igemm_nhwc_bf16_workspace_layout(sh, dir, splits, want_db);
-  auto* ws = layout.total ? static_cast<unsigned char*>(cuda::workspace_bytes(ctx, layout.total, what)) : nullptr;
+  const NhwcCall c = prepare_call(ctx, sh, dir, plan_in, want_db, what);
+  const IgemmNhwcBf16Plan plan = c.plan;
+  const int splits = c.splits;
+  cudaStream_t stream = c.stream;
+  unsigned char* ws = c.ws;
+  const IgemmNhwcBf16WorkspaceLayout& layout = c.layout;
   if (!dw) {
     if (!db) return;
     const int rows = int(sh.N * sh.P * sh.Q), slices = igemm_nhwc_bf16_db_slices(sh);

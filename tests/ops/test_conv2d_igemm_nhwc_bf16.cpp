@@ -14,32 +14,12 @@
 #include "ops/conv2d_igemm_nhwc_bf16_decode.h"
 #include "ops/conv2d_weights_bf16.h"
 #include "support/catch.h"
+#include "support/decoder_shapes.h"
 #include "support/nhwc.h"
 #include "support/test_util.h"
 
 using namespace cnn;
 using namespace cnn::igemm_nhwc_bf16_detail;
-
-namespace {
-
-// Every stride, padding and dilation mix, odd sizes, N = 1, channel counts that are not multiples of 8.
-std::vector<Conv2dShape> decoder_shapes() {
-  return {Conv2dShape::make(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1),
-          Conv2dShape::make(1, 2, 11, 10, 3, 3, 2, 2, 3, 1, 0, 2, 1),
-          Conv2dShape::make(3, 4, 8, 8, 5, 1, 1, 2, 2, 0, 0),
-          Conv2dShape::make(1, 1, 12, 12, 6, 3, 3),
-          Conv2dShape::make(2, 5, 9, 9, 2, 5, 5, 3, 3, 2, 2),
-          Conv2dShape::make(1, 3, 10, 13, 4, 3, 3, 2, 1, 2, 2, 2, 3),
-          Conv2dShape::make(2, 2, 6, 5, 3, 2, 3, 3, 2, 1, 2, 1, 1)};
-}
-
-double rel_error(const std::vector<double>& a, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
-  return std::sqrt(num / std::max(den, 1e-300));
-}
-
-}  // namespace
 
 TEST_CASE("bf16 weight packing puts every master weight where its layout says", "[cpu]") {
   const ExecContext cpu = ExecContext::cpu(1);
@@ -73,7 +53,7 @@ TEST_CASE("bf16 weight packing puts every master weight where its layout says", 
 TEST_CASE("igemm nhwc bf16 decoders rebuild every direction's GEMM", "[cpu]") {
   const ExecContext cpu = ExecContext::cpu(1);
   uint64_t seed = 300;
-  for (Conv2dShape sh : decoder_shapes()) {
+  for (Conv2dShape sh : test::decoder_shapes()) {
     INFO(sh.to_string());
     seed += 10;
     const std::vector<double> x = test::random_doubles(sh.N * sh.C * sh.H * sh.W, seed);
@@ -100,7 +80,7 @@ TEST_CASE("igemm nhwc bf16 decoders rebuild every direction's GEMM", "[cpu]") {
         for (int k = 0; k < K; ++k) y2[size_t(m * K + k)] += xh[size_t(row.off + tap.off)] * w_at(k, red % C, red / C);
       }
     }
-    CHECK(rel_error(y2, test::nchw_to_nhwc(y, sh.N, sh.K, sh.P, sh.Q)) < 1e-12);
+    CHECK(test::rel_l2_error(y2, test::nchw_to_nhwc(y, sh.N, sh.K, sh.P, sh.Q)) < 1e-12);
 
     // backward data: dx (NHW, C) = A (NHW, RSK) gathered from dy * wt_crsk (C, RSK)^T
     const NhwcGather dg = NhwcGather::backward_data(sh);
@@ -114,7 +94,7 @@ TEST_CASE("igemm nhwc bf16 decoders rebuild every direction's GEMM", "[cpu]") {
           dx2[size_t(m * C + c)] += dyh[size_t(row.off + tap.off)] * w_at(red % K, c, red / K);
       }
     }
-    CHECK(rel_error(dx2, test::nchw_to_nhwc(dx, sh.N, sh.C, sh.H, sh.W)) < 1e-12);
+    CHECK(test::rel_l2_error(dx2, test::nchw_to_nhwc(dx, sh.N, sh.C, sh.H, sh.W)) < 1e-12);
 
     // backward filter: dw (K, RSC + 1) = dy (NPQ, K)^T * B (NPQ, RSC + 1), B's last column all ones;
     // column (r, s, c) lands at dw[k, c, r, s], the ones column at db[k]
@@ -137,8 +117,8 @@ TEST_CASE("igemm nhwc bf16 decoders rebuild every direction's GEMM", "[cpu]") {
         }
       }
     }
-    CHECK(rel_error(dw2, dw) < 1e-12);
-    CHECK(rel_error(db2, db) < 1e-12);
+    CHECK(test::rel_l2_error(dw2, dw) < 1e-12);
+    CHECK(test::rel_l2_error(db2, db) < 1e-12);
   }
 }
 
