@@ -9,6 +9,7 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/conv2d_direct_bf16_sum.h"
 #include "ops/conv2d_direct_nhwc_bf16.h"
 #include "ops/conv2d_direct_nhwc_bf16_layout.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
@@ -17,6 +18,7 @@
 namespace cnn {
 
 using igemm_bf16_detail::Div;
+using igemm_bf16_detail::for_each_data_tap;
 
 struct DirectNhwcParams {
   Div div_chunks, div_q, div_p, div_w, div_h, div_sh, div_sw;
@@ -119,32 +121,20 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
     const int c0 = chunk * kWidth, k0 = c0 * d.mult;
     const uint16_t* dyn = dy + int64_t(n) * d.P * d.Q * d.K + k0;
     float acc[kWidth] = {};
-    for (int r = 0; r < d.R; ++r) {
-      const int hp = h + d.ph - r * d.dh;  // p * sh
-      if (hp < 0) continue;
-      int p, hm;
-      d.div_sh.divmod(hp, p, hm);
-      if (hm != 0 || p >= d.P) continue;
-      for (int s = 0; s < d.S; ++s) {
-        const int wq = ww + d.pw - s * d.dw;  // q * sw
-        if (wq < 0) continue;
-        int q, wm;
-        d.div_sw.divmod(wq, q, wm);
-        if (wm != 0 || q >= d.Q) continue;
-        const uint16_t* dyp = dyn + (p * d.Q + q) * d.K;
-        const uint16_t* wp = w + (r * d.S + s) * d.K + k0;
-        if constexpr (kWidth == 8) {
-          fma8(acc, ld16(dyp), ld16(wp));
-        } else if constexpr (kVec8) {  // mult % 8 == 0
-          float part[8] = {};
-          for (int j = 0; j < d.mult; j += 8) fma8(part, ld16(dyp + j), ld16(wp + j));
+    for_each_data_tap(d, h, ww, [&](int r, int s, int p, int q) {
+      const uint16_t* dyp = dyn + (p * d.Q + q) * d.K;
+      const uint16_t* wp = w + (r * d.S + s) * d.K + k0;
+      if constexpr (kWidth == 8) {
+        fma8(acc, ld16(dyp), ld16(wp));
+      } else if constexpr (kVec8) {  // mult % 8 == 0
+        float part[8] = {};
+        for (int j = 0; j < d.mult; j += 8) fma8(part, ld16(dyp + j), ld16(wp + j));
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[0] += part[j];
-        } else {
-          for (int j = 0; j < d.mult; ++j) acc[0] += bf(__ldg(dyp + j)) * bf(__ldg(wp + j));
-        }
+        for (int j = 0; j < 8; ++j) acc[0] += part[j];
+      } else {
+        for (int j = 0; j < d.mult; ++j) acc[0] += bf(__ldg(dyp + j)) * bf(__ldg(wp + j));
       }
-    }
+    });
     uint16_t* dxp = dx + int64_t(pix) * d.C + c0;
     if constexpr (kWidth == 8)
       *reinterpret_cast<uint4*>(dxp) = make_uint4(pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]),
@@ -242,22 +232,6 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
   }
 }
 
-// dw[k, tap] and db[k] = the sum over slices, in slice order, of parts (slices, K, R*S + 1).
-static __global__ void conv2d_backward_filter_direct_nhwc_bf16_sum_kernel(const float* __restrict__ parts, int slices,
-                                                                          Div div_taps, int count,
-                                                                          float* __restrict__ dw,
-                                                                          float* __restrict__ db) {
-  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
-    float sum = 0.0f;
-    for (int j = 0; j < slices; ++j) sum += parts[int64_t(j) * count + i];
-    int k, tap;
-    div_taps.divmod(i, k, tap);
-    const int taps = int(div_taps.d) - 1;
-    if (tap < taps && dw) dw[k * taps + tap] = sum;
-    if (tap == taps && db) db[k] = sum;
-  }
-}
-
 static DirectNhwcParams direct_nhwc_params(const Conv2dShape& sh, int chunks) {
   return {Div(chunks),      Div(sh.Q),     Div(sh.P),     Div(sh.W),       Div(sh.H),   Div(sh.stride_h),
           Div(sh.stride_w), int(sh.C),     int(sh.H),     int(sh.W),       int(sh.K),   int(sh.P),
@@ -340,10 +314,7 @@ void conv2d_backward_filter_direct_nhwc_bf16_cuda(const ExecContext& ctx, const 
     conv2d_backward_filter_direct_nhwc_bf16_kernel<1>
         <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
   CUDA_CHECK_LAUNCH(what);
-  const int taps = int(sh.R * sh.S) + 1, count = int(sh.K) * taps;
-  conv2d_backward_filter_direct_nhwc_bf16_sum_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
-      parts, g.slices, Div(taps), count, dw, db);
-  CUDA_CHECK_LAUNCH(what);
+  conv2d_direct_bf16_sum_slices_cuda(stream, parts, g.slices, int(sh.K), int(sh.R * sh.S) + 1, dw, db, what);
 }
 
 }  // namespace cnn

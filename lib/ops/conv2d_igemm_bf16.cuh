@@ -62,6 +62,36 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+// A warp tile's accumulators (MI x NI fragments of m16n8), all zero.
+template <int MI, int NI>
+__device__ __forceinline__ void zero_acc(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+}
+
+// One ldmatrix.x4 r of B holds the fragments of two n8 columns: b[2 nj] and b[2 nj + 1].
+template <int NI>
+__device__ __forceinline__ void split_b_x4(uint32_t (&b)[NI][2], int nj, const uint32_t (&r)[4]) {
+  b[2 * nj][0] = r[0];
+  b[2 * nj][1] = r[1];
+  b[2 * nj + 1][0] = r[2];
+  b[2 * nj + 1][1] = r[3];
+}
+
+// acc[mi][ni] += a[mi] * b[ni] for every fragment pair of a warp tile.
+template <int MI, int NI>
+__device__ __forceinline__ void mma_tile(float (&acc)[MI][NI][4], const uint32_t (&a)[MI][4],
+                                         const uint32_t (&b)[NI][2]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+}
 // One bf16 (as its bits) through the read-only path; 0 (+0.0) where !ok, without touching p.
 __device__ __forceinline__ uint32_t load_bf16_or_zero(const uint16_t* p, bool ok) { return ok ? __ldg(p) : 0u; }
 
@@ -247,15 +277,9 @@ __device__ __forceinline__ void mma_step(const uint16_t* sA, const uint16_t* sB,
       else
         ldmatrix_x4(r, sB + (wn * T::WTN + nj * 16 + (lane & 7) + (lane >> 4) * 8) * T::kLdBnk + kk +
                            ((lane >> 3) & 1) * 8);
-      b[2 * nj][0] = r[0];
-      b[2 * nj][1] = r[1];
-      b[2 * nj + 1][0] = r[2];
-      b[2 * nj + 1][1] = r[3];
+      split_b_x4(b, nj, r);
     }
-#pragma unroll
-    for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < T::NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    mma_tile(acc, a, b);
   }
 }
 
@@ -266,12 +290,7 @@ __device__ __forceinline__ void mainloop(L& ld, int steps, float (&acc)[T::MI][T
                                          uint16_t* sB) {
   constexpr int kBStage = kKN ? T::kBStageKN : T::kBStageNK;
   const Fragments<T> f;
-#pragma unroll
-  for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < T::NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+  zero_acc(acc);
   if (steps <= 0) return;
   if constexpr (L::kAsyncA) {
 #pragma unroll

@@ -36,8 +36,10 @@ using igemm_bf16_detail::Fragments;
 using igemm_bf16_detail::ldmatrix_x4;
 using igemm_bf16_detail::ldmatrix_x4_trans;
 using igemm_bf16_detail::launch;
-using igemm_bf16_detail::mma_bf16_16816;
+using igemm_bf16_detail::mma_tile;
 using igemm_bf16_detail::multiprocessors;
+using igemm_bf16_detail::split_b_x4;
+using igemm_bf16_detail::zero_acc;
 
 // BM x BN block tile of WARPS_M x WARPS_N warps (mma.sync), reduction step 32, STAGES-deep ring;
 // MIN_BLOCKS resident blocks a multiprocessor asked of the register allocator. Shared tiles padded.
@@ -306,15 +308,9 @@ __device__ __forceinline__ void mma_step(const uint16_t* sA, const uint16_t* sB,
       else
         ldmatrix_x4(r,
                     sB + (wn * T::WTN + nj * 16 + (lane & 7) + (lane >> 4) * 8) * T::kLdK + kk + ((lane >> 3) & 1) * 8);
-      b[2 * nj][0] = r[0];
-      b[2 * nj][1] = r[1];
-      b[2 * nj + 1][0] = r[2];
-      b[2 * nj + 1][1] = r[3];
+      split_b_x4(b, nj, r);
     }
-#pragma unroll
-    for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < T::NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    mma_tile(acc, a, b);
   }
 }
 
@@ -324,12 +320,7 @@ template <class T, bool kAmn, bool kBmn, class L>
 __device__ __forceinline__ void mainloop(const L& ld, int steps, float (&acc)[T::MI][T::NI][4], uint16_t* smem) {
   constexpr int kA = T::template a_elems<kAmn>(), kStage = kA + T::template b_elems<kBmn>();
   const Fragments<T> f;
-#pragma unroll
-  for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < T::NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+  zero_acc(acc);
 #pragma unroll
   for (int s = 0; s < T::STAGES - 1; ++s) {
     if (s < steps) ld.load(s, smem + s * kStage, smem + s * kStage + kA);
@@ -443,13 +434,12 @@ struct NhwcCall {
   IgemmNhwcBf16WorkspaceLayout layout;
   unsigned char* ws;
 };
-inline NhwcCall prepare_call(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir,
-                             const IgemmNhwcBf16Plan* plan, bool db, const char* what) {
+inline NhwcCall prepare_call(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const IgemmNhwcBf16Plan* plan,
+                             bool db, const char* what) {
   NhwcCall c{};
   c.stream = cuda::stream_of(ctx, what);
   if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
-    CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what,
-              sh.to_string());
+    CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
   c.plan = plan ? *plan
                 : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
                                                      igemm_nhwc_bf16_wgmma_usable());

@@ -21,6 +21,7 @@
 using namespace cnn;
 using cnn::test::Bf16NhwcOperands;
 using cnn::test::Bf16Reference;
+using cnn::test::check_outputs;
 using cnn::test::compare;
 
 TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
@@ -52,10 +53,7 @@ TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and on
       conv2d_backward_data_direct_nhwc_bf16_cuda(ctx, sh, d.w[0].data(), d.dy.data(), d.dx.data());
       conv2d_backward_filter_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data());
       cuda.synchronize();
-      CHECK(compare(d.y.get(), d.y_ref, test::kBf16OutputVsCpu) == "");
-      CHECK(compare(d.dx.get(), d.dx_ref, test::kBf16OutputVsCpu) == "");
-      CHECK(compare(d.dw.get(), r.dw, test::kGpuVsCpu) == "");
-      CHECK(compare(d.db.get(), r.db, test::kGpuVsCpu) == "");
+      check_outputs(outputs_of(d), reference_of(r, d));
       d.y.poison();
       conv2d_forward_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.w[0].data(), d.b.data(), d.y.data(), true);
       cuda.synchronize();

@@ -1,8 +1,9 @@
 // CPU tests of the BF16 tensor-core convolution's host side: BF16 rounding (core/bf16.h) against an
 // independent nearest-even rule in double, the CPU casts, the index decoders of the implicit GEMM
 // (each direction's GEMM rebuilt through them must equal the double reference convolution), the
-// reduction walk of the filter gradient, and the plan's cost model. The kernels themselves are
-// tested on the GPU in test_conv2d_igemm_bf16_cuda.cpp.
+// reduction walk of the filter gradient, the direct kernels' data-gradient tap walk, and the plan's
+// cost model. The kernels themselves are tested on the GPU in test_conv2d_igemm_bf16_cuda.cpp.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -186,6 +187,33 @@ TEST_CASE("igemm bf16 decoders rebuild every direction's GEMM", "[cpu]") {
       }
     }
     CHECK(test::rel_l2_error(dw2, dw) < 1e-12);
+  }
+}
+
+TEST_CASE("for_each_data_tap visits exactly the taps through which an input pixel feeds an output", "[cpu]") {
+  struct Params {  // the fields the direct kernels' parameters carry
+    Div div_sh, div_sw;
+    int R, S, P, Q, ph, pw, dh, dw;
+  };
+  for (const Conv2dShape& sh : test::decoder_shapes()) {
+    INFO(sh.to_string());
+    const Params d{Div(sh.stride_h), Div(sh.stride_w), int(sh.R), int(sh.S),     int(sh.P),
+                   int(sh.Q),        sh.pad_h,         sh.pad_w,  sh.dilation_h, sh.dilation_w};
+    int mismatches = 0;
+    for (int h = 0; h < sh.H; ++h)
+      for (int w = 0; w < sh.W; ++w) {
+        std::vector<std::array<int, 4>> got, want;
+        for_each_data_tap(d, h, w, [&](int r, int s, int p, int q) { got.push_back({r, s, p, q}); });
+        for (int r = 0; r < sh.R; ++r)  // every (tap, output) pair whose window puts tap (r, s) on (h, w)
+          for (int s = 0; s < sh.S; ++s)
+            for (int p = 0; p < sh.P; ++p)
+              for (int q = 0; q < sh.Q; ++q)
+                if (p * sh.stride_h - sh.pad_h + r * sh.dilation_h == h &&
+                    q * sh.stride_w - sh.pad_w + s * sh.dilation_w == w)
+                  want.push_back({r, s, p, q});
+        mismatches += got != want;
+      }
+    CHECK(mismatches == 0);
   }
 }
 

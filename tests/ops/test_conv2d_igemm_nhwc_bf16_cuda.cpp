@@ -25,6 +25,7 @@
 using namespace cnn;
 using cnn::test::Bf16NhwcOperands;
 using cnn::test::Bf16Reference;
+using cnn::test::check_outputs;
 using cnn::test::compare;
 using cnn::test::DeviceBf16;
 using cnn::test::DeviceFloats;
@@ -42,10 +43,7 @@ void check_all(CudaContext& cuda, const Bf16Reference& r, Bf16NhwcOperands& d, c
   conv2d_backward_data_igemm_nhwc_bf16_cuda(ctx, r.sh, d.w[1].data(), d.dy.data(), d.dx.data(), plan);
   conv2d_backward_filter_igemm_nhwc_bf16_cuda(ctx, r.sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data(), plan);
   cuda.synchronize();
-  CHECK(compare(d.y.get(), d.y_ref, test::kBf16OutputVsCpu) == "");
-  CHECK(compare(d.dx.get(), d.dx_ref, test::kBf16OutputVsCpu) == "");
-  CHECK(compare(d.dw.get(), r.dw, test::kGpuVsCpu) == "");
-  CHECK(compare(d.db.get(), r.db, test::kGpuVsCpu) == "");
+  check_outputs(outputs_of(d), reference_of(r, d));
 }
 
 // Odd sizes, N = 1, every stride / padding / dilation mix, C or K not multiples of 8 (scalar
@@ -99,12 +97,9 @@ TEST_CASE("conv2d igemm nhwc bf16 fuses relu and is deterministic", "[gpu]") {
   Bf16NhwcOperands d(r, 0, kLayouts);
   const IgemmNhwcBf16Plan split{0, 7};
   check_all(cuda, r, d, &split);
-  const std::vector<float> y1 = d.y.get(), dx1 = d.dx.get(), dw1 = d.dw.get(), db1 = d.db.get();
+  const test::Bf16ConvOutputs first = outputs_of(d);
   check_all(cuda, r, d, &split);
-  CHECK(compare(d.y.get(), y1, test::kExact) == "");
-  CHECK(compare(d.dx.get(), dx1, test::kExact) == "");
-  CHECK(compare(d.dw.get(), dw1, test::kExact) == "");
-  CHECK(compare(d.db.get(), db1, test::kExact) == "");
+  check_outputs(outputs_of(d), first, test::kExact, test::kExact);
   std::vector<float> relu_ref = d.y_ref;
   for (float& v : relu_ref) v = std::fmax(v, 0.0f);
   for (const IgemmNhwcBf16Plan& plan : {IgemmNhwcBf16Plan{2, 1}, split}) {

@@ -1,7 +1,7 @@
 // BF16 operands of one convolution for the GPU tests of the BF16 kernels (include only from
 // *_cuda.cpp tests): bf16 buffers on the device, and a reference in double computed on exactly
 // the bf16-rounded inputs, so what remains is the kernels' FP32 summation and output rounding.
-// Trap: poison() fills bf16 0xffff (a NaN), so an element a kernel forgets to write fails.
+// Trap: poison() fills bf16 0xffff and float NaN, so an element a kernel forgets to write fails.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,9 +15,11 @@
 #include "core/exec_context.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_weights_bf16.h"
+#include "support/catch.h"
 #include "support/device_floats.h"
 #include "support/nhwc.h"
 #include "support/test_util.h"
+#include "support/tolerance.h"
 
 namespace cnn::test {
 
@@ -97,6 +99,12 @@ struct Bf16ConvOperands {
         b(r.b, offset),
         dw(std::vector<float>(r.dw.size()), offset),
         db(std::vector<float>(r.db.size()), offset) {}
+  void poison() {
+    y.poison();
+    dx.poison();
+    dw.poison();
+    db.poison();
+  }
 };
 
 // The same operands channels-last for the NHWC kernels: x, dy and the references y, dx permuted to
@@ -131,5 +139,30 @@ struct Bf16NhwcOperands {
     db.poison();
   }
 };
+
+// One run's four outputs on the host: y and dx widened from bf16, dw and db.
+struct Bf16ConvOutputs {
+  std::vector<float> y, dx, dw, db;
+};
+template <class Operands>
+Bf16ConvOutputs outputs_of(const Operands& d) {
+  return {d.y.get(), d.dx.get(), d.dw.get(), d.db.get()};
+}
+// What r says the NCHW kernels give.
+inline Bf16ConvOutputs reference_of(const Bf16Reference& r) { return {r.y, r.dx, r.dw, r.db}; }
+// What r says the NHWC kernels give (y, dx permuted; dw, db as in NCHW).
+inline Bf16ConvOutputs reference_of(const Bf16Reference& r, const Bf16NhwcOperands& d) {
+  return {d.y_ref, d.dx_ref, r.dw, r.db};
+}
+
+// Checks got against want: y and dx within `out` (defaults to one bf16 rounding of the output),
+// dw and db within `grad` (FP32 results).
+inline void check_outputs(const Bf16ConvOutputs& got, const Bf16ConvOutputs& want, Tolerance out = kBf16OutputVsCpu,
+                          Tolerance grad = kGpuVsCpu) {
+  CHECK(compare(got.y, want.y, out) == "");
+  CHECK(compare(got.dx, want.dx, out) == "");
+  CHECK(compare(got.dw, want.dw, grad) == "");
+  CHECK(compare(got.db, want.db, grad) == "");
+}
 
 }  // namespace cnn::test
