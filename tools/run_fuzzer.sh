@@ -2,7 +2,8 @@
 # Builds one libFuzzer target with clang (ASan + UBSan) and fuzzes it for SECONDS (default 60),
 # starting from seed files the target writes itself (valid inputs made by our own writers).
 # Usage: tools/run_fuzzer.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
-#   TARGET: safetensors (default), fer2013_csv, idx, image_header (the fuzz_<TARGET> executable).
+#   TARGET: safetensors (default), checkpoint_meta, fer2013_csv, idx, image_header, model_yaml (the fuzz_<TARGET>
+#   executable). model_yaml's seeds are the bundled models, its dictionary every declared key and choice.
 #   A first argument that is a number is SECONDS for the safetensors target (the old usage).
 #   CNN_FUZZ_BUILD_DIR overrides build-fuzz.
 # Trap: the corpus in <build>/corpus/<TARGET> keeps growing across runs; findings land in
@@ -16,8 +17,8 @@ fi
 seconds=${1:-60}
 [[ $# -gt 0 ]] && shift
 case $target in
-  safetensors | fer2013_csv | idx | image_header) ;;
-  *) echo "run_fuzzer.sh: unknown target '$target' (safetensors, fer2013_csv, idx, image_header)" >&2; exit 2 ;;
+  safetensors | checkpoint_meta | fer2013_csv | idx | image_header | model_yaml) ;;
+  *) echo "run_fuzzer.sh: unknown target '$target' (safetensors, checkpoint_meta, fer2013_csv, idx, image_header, model_yaml)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CNN_FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -31,7 +32,7 @@ corpus=$build/corpus/$target
 seeds=$build/seeds/$target
 crashes=$build/crashes/$target
 mkdir -p "$corpus" "$seeds" "$crashes"
-CNN_FUZZ_WRITE_SEEDS=$seeds "$fuzzer"
+if [[ $target == model_yaml ]]; then cp "$root"/models/*.yaml "$seeds"/; else CNN_FUZZ_WRITE_SEEDS=$seeds "$fuzzer"; fi
 
 # Tokens of each format, so mutations reach the checks past the first bytes.
 case $target in
@@ -40,10 +41,16 @@ case $target in
             '"F64"' '"F32"' '"F16"' '"BF16"' '"F8_E4M3"' '"F8_E5M2"' '"I64"' '"I32"' '"I16"' '"I8"'
             '"U64"' '"U32"' '"U16"' '"U8"' '"BOOL"' '-1' '0' '4294967296' '9223372036854775807'
             '18446744073709551615' '1.5' 'null' 'true') ;;
+  checkpoint_meta)
+    tokens=('format' 'format_version' 'config' 'epoch' 'next_batch' 'step' 'optimizer_steps' 'schedule' 'rng'
+            'dataset_fingerprint' 'world_size' 'metrics' 'epoch_progress' 'normalization' 'elapsed_s'
+            'best_metric' '"seed"' '"loss_sum"' '"correct"' '"seen"' '"mean"' '"std"' '{' '}' '[' ']' ':' ','
+            '-1' '0' '1e308' 'nan' 'inf' '4294967296' '281474976710656' '9223372036854775807'
+            '18446744073709551615' 'null' 'true') ;;
   fer2013_csv)
     tokens=('emotion' 'pixels' 'Usage' 'Training' 'PublicTest' 'PrivateTest' ',' ' ' '"' '255' '256' '0'
             '-1' '99999999999' '00000000000000000000007') ;;
-  idx | image_header) tokens=() ;;
+  idx | image_header | model_yaml) tokens=() ;;
 esac
 # Binary tokens, written with libFuzzer's \xNN escapes.
 case $target in
@@ -57,12 +64,14 @@ case $target in
   *) binary=() ;;
 esac
 dict=$build/$target.dict
+if [[ $target == model_yaml ]]; then CNN_FUZZ_WRITE_DICT=$dict "$fuzzer"; else
 {
   for tok in "${tokens[@]}"; do
     printf '"%s"\n' "$(printf '%s' "$tok" | sed 's/\\/\\\\/g; s/"/\\"/g')"
   done
   for tok in "${binary[@]}"; do printf '"%s"\n' "$tok"; done
 } >"$dict"
+fi
 
 echo "fuzzing $fuzzer for ${seconds}s: corpus $corpus, seeds $seeds, findings in $crashes/"
 exec "$fuzzer" "$corpus" "$seeds" -dict="$dict" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
