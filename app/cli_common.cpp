@@ -37,11 +37,28 @@ void add_version_flag(CLI::App& cli, const char* program) {
   cli.set_version_flag("--version", version_text(program));
 }
 
+static bool g_verbose = false;  // app-level: set once by guarded_main's parse
+
+bool verbose() { return g_verbose; }
+
 void setup_logging(bool quiet) {
   auto logger = spdlog::stderr_color_mt("cnn");
   logger->set_pattern("%^%l%$: %v");
-  logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);
+  const auto all = g_verbose ? spdlog::level::debug : spdlog::level::info;
+  logger->set_level(all);
+  logger->sinks().front()->set_level(quiet ? spdlog::level::warn : all);
   spdlog::set_default_logger(logger);
+}
+
+CLI::Validator at_least(long long lowest) {
+  return CLI::Validator(
+      [lowest](std::string& text) -> std::string {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return fmt::format("expected an integer, found '{}'", text);
+        if (v < lowest) return fmt::format("expected an integer >= {}, found {}", lowest, v);
+        return "";
+      },
+      fmt::format("INT>={}", lowest));
 }
 
 void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags) {
@@ -61,7 +78,28 @@ void export_autotune_flags(const AutotuneFlags& flags) {
   if (flags.tolerance > 0) setenv("CNN_AUTOTUNE_TOLERANCE", fmt::format("{}", flags.tolerance).c_str(), 1);
 }
 
+// The library's source location ("(gzip.cpp:18)") of an error, with --verbose only.
+static std::string location_suffix(const std::exception& e) {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  if (!g_verbose || !err || err->source_location().empty()) return "";
+  return " (" + err->source_location() + ")";
+}
+
+CLI::Validator not_negative() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const size_t first = text.find_first_not_of(" \t");
+        if (first != std::string::npos && text[first] == '-')
+          return fmt::format("expected an integer >= 0, found {}", text);
+        return "";
+      },
+      "INT>=0");
+}
+
 int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, const std::function<int()>& body) {
+  const char* help = "debug logging; error messages end with the source location that raised them";
+  cli.add_flag("--verbose", g_verbose, help);
+  for (CLI::App* sub : cli.get_subcommands([](CLI::App*) { return true; })) sub->add_flag("--verbose", g_verbose, help);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -80,7 +118,7 @@ int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, cons
     std::cerr << program << ": error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
+    std::cerr << program << ": error: " << e.what() << location_suffix(e) << "\n";
     return 1;
   }
 }

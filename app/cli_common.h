@@ -1,22 +1,30 @@
 // What every program shares: the exception-to-exit-code mapping ("<program>: error: ..."; 2 for
-// usage and config errors, 1 for runtime failures), version text and logging set-up.
+// usage and config errors, 1 for runtime failures), `--verbose` (debug logging and the library's
+// source location after an error message), version text, logging set-up, option validators.
 #pragma once
 
 #include <functional>
 #include <string>
 
-namespace CLI {
-class App;
-}
+#include <CLI/CLI.hpp>
 
 namespace cnn::app {
 
-// Parses argv with `cli`, then runs body; every exception becomes a message and an exit code.
+// Adds --verbose to `cli` and each of its subcommands, parses argv, then runs body; every
+// exception becomes a message and an exit code.
 int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, const std::function<int()>& body);
 std::string version_text(const char* program);
 void add_version_flag(CLI::App& cli, const char* program);
-// spdlog to stderr; quiet shows warnings and errors only.
+// The default logger writes to stderr. The logger passes info (debug with --verbose), so a file
+// sink added later (a run's train.log) gets every line; quiet raises the console's threshold to
+// warnings only.
 void setup_logging(bool quiet);
+bool verbose();  // --verbose was given
+
+// An integer option's check: at least `lowest` ("--epochs: expected an integer >= 1, found 0").
+CLI::Validator at_least(long long lowest);
+// An unsigned option's check (CLI11 would wrap "-1" to 2^64-1): "expected an integer >= 0, found -1".
+CLI::Validator not_negative();
 
 // --autotune-cache PATH|none, --workspace-mb N and --autotune-tolerance X on `cli`;
 // export_autotune_flags() (after parsing) passes them to the library as CNN_AUTOTUNE_CACHE /

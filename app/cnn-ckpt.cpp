@@ -1,6 +1,8 @@
-// cnn-ckpt: reads checkpoints. `inspect CKPT` (metadata and a per-tensor table), `verify CKPT`
-// (exit 1 with the first problem when a resume would fail or the file is damaged) and
-// `diff A B` (config and tensor differences); --json prints the same as one JSON object.
+// cnn-ckpt: reads checkpoints. `inspect CKPT` (metadata and a per-tensor table; exit 1 when a
+// checksum fails or a reader would refuse the metadata), `verify CKPT` (exit 1 with the first
+// problem when a resume would fail or the file is damaged) and `diff A B` (exit 0 when the tensors
+// are equal, 1 when they differ; metadata differences are listed, not counted); --json prints the
+// same as one JSON object.
 // CKPT may be a run directory (its checkpoints/last.safetensors). The logic is lib/train/ckpt_tools.
 #include <CLI/CLI.hpp>
 
@@ -20,7 +22,7 @@ int main(int argc, char** argv) {
   bool json = false, show_config = false;
   CLI::App* inspect = cli.add_subcommand("inspect", "print a checkpoint's metadata and a table of its tensors");
   inspect->add_option("checkpoint", path, "checkpoint file, or a run directory")->required();
-  inspect->add_flag("--json", json, "print one JSON object instead of text");
+  inspect->add_flag("--json", json, "print one JSON object instead of text (exit 1 still when a check fails)");
   inspect->add_flag("--config", show_config,
                     "print the resolved config (YAML) the checkpoint carries and nothing else");
 
@@ -31,7 +33,10 @@ int main(int argc, char** argv) {
   verify->add_option("checkpoint", path, "checkpoint file, or a run directory")->required();
   verify->add_flag("--json", json, "print one JSON object instead of text");
 
-  CLI::App* diff = cli.add_subcommand("diff", "compare two checkpoints: config, metadata and every tensor");
+  CLI::App* diff = cli.add_subcommand(
+      "diff",
+      "compare two checkpoints: every tensor, then config and metadata; exit 0 when the tensors are equal, 1 when "
+      "they differ (metadata differences are listed but do not count)");
   diff->add_option("a", path, "first checkpoint or run directory")->required();
   diff->add_option("b", path_b, "second checkpoint or run directory")->required();
   diff->add_flag("--json", json, "print one JSON object instead of text");
@@ -45,7 +50,12 @@ int main(int argc, char** argv) {
         return 0;
       }
       std::cout << (json ? to_json(r).dump(2) + "\n" : to_text(r));
-      return 0;
+      if (r.ok()) return 0;
+      std::cerr << "cnn-ckpt: error: "
+                << (r.checksum_problem.empty() ? r.metadata_problem
+                                               : "checkpoint '" + r.path + "' fails its checksums: " + r.checksum_problem)
+                << "\n";
+      return 1;
     }
     if (*verify) {
       VerifyReport r = verify_checkpoint(path);
@@ -56,6 +66,6 @@ int main(int argc, char** argv) {
     }
     DiffReport r = diff_checkpoints(path, path_b);
     std::cout << (json ? to_json(r).dump(2) + "\n" : to_text(r));
-    return 0;
+    return r.tensors_equal() ? 0 : 1;
   });
 }

@@ -1,7 +1,7 @@
 // cnn-eval: evaluates a trained checkpoint on a data split (`cnn-eval RUN_DIR|CKPT [--split test]`),
 // or classifies image files (`--predict IMAGE...`, optionally on the largest face: --detect-faces).
-// Trap: `normalize: auto` is recomputed from the train split, so the data must be readable even
-// for --predict; a run directory means its best checkpoint (last when there is no best).
+// The checkpoint is self-contained (classes, input shape, normalisation): only a split evaluation
+// reads data. Trap: a run directory means its best checkpoint (last when there is no best).
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -22,7 +22,7 @@ struct EvalArgs {
   std::vector<std::string> predict;
   int64_t batch = 0;
   double face_margin = 0.1;
-  bool ten_crop = false, detect_faces = false, quiet = false;
+  bool ten_crop = false, detect_faces = false, quiet = false, face_margin_given = false;
 };
 
 static void write_json(const std::string& path, const std::string& text) {
@@ -36,6 +36,9 @@ static int run_eval(const EvalArgs& a) {
   if (a.detect_faces && a.predict.empty())
     throw ConfigError({"<command line>"}, "--detect-faces",
                       "--detect-faces needs images to classify: add --predict IMAGE...");
+  if (a.face_margin_given && !a.detect_faces)
+    throw ConfigError({"<command line>"}, "--face-margin",
+                      "--face-margin sets the margin around a detected face: it needs --detect-faces");
   std::vector<std::string> sets;
   if (a.batch > 0) sets.push_back(fmt::format("eval.batch_size={}", a.batch));
   if (a.ten_crop) sets.push_back("eval.ten_crop=true");
@@ -45,18 +48,19 @@ static int run_eval(const EvalArgs& a) {
                     : m.which == "last" ? " (the run's last checkpoint: it has no best.safetensors)"
                                         : "";
   std::cout << "checkpoint: " << m.checkpoint << why << "\n";
+  std::cout << "evaluation: " << describe_eval_crops(m.spec, m.ten_crop) << "\n";
 
-  // Only --predict with fixed mean/std can do without the data.
+  // Only a split evaluation reads data (and a checkpoint too old to record its normalisation).
   DataSplits data;
-  const bool need_data = a.predict.empty() || m.spec.data.normalize.automatic;
+  const bool need_data = a.predict.empty() || needs_training_data(m);
   if (need_data) {
     data = load_dataset(m.spec.data, m.spec.input, m.spec.classes);
     for (const auto& note : data.notes) spdlog::info("data: {}", note);
     use_data_class_names(m, data);
   }
-  Normalization norm = training_normalization(m.spec, need_data ? &data : nullptr);
-  spdlog::info("normalisation: {}{}", norm.to_string(),
-               m.spec.data.normalize.automatic ? " (auto, recomputed from the train split)" : "");
+  std::string norm_source;
+  Normalization norm = eval_normalization(m, need_data ? &data : nullptr, &norm_source);
+  spdlog::info("normalisation: {} ({})", norm.to_string(), norm_source);
 
   if (!a.predict.empty()) {
     std::unique_ptr<FaceDetector> faces;
@@ -67,13 +71,13 @@ static int run_eval(const EvalArgs& a) {
     Predictor predictor(*m.ex, m.spec, norm, m.ten_crop, m.class_names);
     std::vector<ImagePrediction> preds = predictor.predict_files(a.predict, faces.get(), a.face_margin);
     for (const ImagePrediction& p : preds) std::cout << p.to_text();
-    if (!a.json.empty()) write_json(a.json, predictions_to_json(preds, m.checkpoint));
+    if (!a.json.empty()) write_json(a.json, predictions_to_json(preds, m));
     return 0;
   }
   EvalReport report = evaluate_split(m, data, norm, a.split);
   std::cout << report.to_table();
   if (!a.json.empty()) {
-    write_json(a.json, report.to_json());
+    write_json(a.json, eval_report_json(report, m));
     std::cout << "report written to " << a.json << "\n";
   }
   return 0;
@@ -93,12 +97,14 @@ int main(int argc, char** argv) {
   cli.add_option("--json", a.json, "write the report (or the predictions) as JSON to this file");
   cli.add_option("--batch", a.batch, "rows per forward pass (overrides eval.batch_size)")->check(CLI::PositiveNumber);
   cli.add_option("--device", a.device, "auto | cpu | cuda (auto: the GPU when one is usable)");
-  cli.add_flag("--ten-crop", a.ten_crop, "average the predictions over ten crops (as eval.ten_crop: true)");
+  cli.add_flag("--ten-crop", a.ten_crop,
+               "average the predictions over ten crops (as eval.ten_crop: true); needs a crop smaller than the input");
   cli.add_option("--predict", a.predict, "classify these image files instead of evaluating a split");
   cli.add_flag("--detect-faces", a.detect_faces, "with --predict: crop the largest face first (Haar cascade)");
   cli.add_option("--cascade", a.cascade, "Haar cascade XML for --detect-faces (default: searched)");
   cli.add_option("--face-margin", a.face_margin, "with --detect-faces: margin around the face, fraction of its side")
-      ->check(CLI::Range(0.0, 2.0));
+      ->check(CLI::Range(0.0, 2.0))
+      ->each([&](const std::string&) { a.face_margin_given = true; });
   cli.add_flag("--quiet", a.quiet, "only warnings and errors on stderr");
   return app::guarded_main("cnn-eval", cli, argc, argv, [&]() -> int {
     app::setup_logging(a.quiet);

@@ -1,6 +1,6 @@
 // cnn-train: trains a model from its YAML file (`cnn-train MODEL.yaml [options]`, data-parallel
 // under mpirun/srun); `cnn-train validate MODEL.yaml...` checks models and prints their per-layer
-// tables; `cnn-train doctor` reports every rank's libraries, GPU and all-reduce bandwidth.
+// tables (`validate --keys` prints the reference of every model-file key); `cnn-train doctor` reports every rank's libraries, GPU and all-reduce bandwidth.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -14,11 +14,18 @@
 #include "graph/graph.h"
 #include "graph/summary.h"
 #include "train/checkpoint_state.h"
+#include "train/run_summary.h"
 #include "train/trainer.h"
 
 using namespace cnn;
 
-static int run_validate(const std::vector<std::string>& files, int64_t batch, const std::vector<std::string>& sets) {
+static int run_validate(const std::vector<std::string>& files, int64_t batch, const std::vector<std::string>& sets,
+                        bool keys) {
+  if (keys) {
+    std::cout << model_reference_markdown(LayerRegistry::builtin().schemas());
+    if (files.empty()) return 0;
+  }
+  if (files.empty()) throw ConfigError({"<command line>"}, "", "give MODEL.yaml file(s) to validate, or --keys");
   for (const std::string& f : files) {
     ModelSpec spec = load_model_spec(f, sets);
     auto graph = Graph::build(spec);
@@ -32,7 +39,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   int64_t epochs = 0, batch = 0, max_steps = -1;
   uint64_t seed = 0;
-  bool has_seed = false, deterministic = false, quiet = false, no_cuda_graph = false;
+  bool has_seed = false, deterministic = false, quiet = false, no_cuda_graph = false, overwrite = false;
 };
 
 // Ranks other than 0 log warnings and errors only, each line naming the rank.
@@ -59,8 +66,15 @@ static int run_doctor(const DoctorOptions& o) {
   return r.mismatches.empty() ? 0 : 1;
 }
 
+static bool sets_key(const std::vector<std::string>& sets, const std::string& key) {
+  for (const auto& s : sets)
+    if (s.rfind(key + "=", 0) == 0) return true;
+  return false;
+}
+
 static int run_train(TrainArgs& a) {
-  // Command-line options are --set overrides, so the resolved config records them.
+  // Command-line options are --set overrides, so the resolved config records them. The options
+  // were range-checked when parsed (exit 2 before anything is read or created).
   std::vector<std::string> sets;
   if (a.epochs > 0) sets.push_back(fmt::format("train.epochs={}", a.epochs));
   if (a.batch > 0) sets.push_back(fmt::format("train.batch_size={}", a.batch));
@@ -74,6 +88,8 @@ static int run_train(TrainArgs& a) {
   if (!a.model.empty()) {
     spec = load_model_spec(a.model, sets);
   } else if (!a.resume.empty()) {
+    // A --max-steps stop is a pause like a signal's: the resumed run trains on unless given a new limit.
+    if (!sets_key(sets, "train.max_steps")) sets.push_back("train.max_steps=0");
     LoadedCheckpoint c = read_checkpoint(a.resume);
     spec = parse_model_text(c.meta.config_yaml, c.path + " (config)", sets);
   } else {
@@ -91,17 +107,11 @@ static int run_train(TrainArgs& a) {
   opt.device = a.device;
   opt.quiet = a.quiet;
   opt.resume = a.resume;
+  opt.overwrite = a.overwrite;
   opt.init_from = a.init_from;
   TrainResult r = train_model(std::move(spec), opt);
   if (r.exit_code) return r.exit_code;
-  if (comm->rank() != 0) return 0;
-  if (r.has_test) {
-    std::cout << r.test.to_table();
-    std::cout << fmt::format("test accuracy: {:.2f}% ({} images)\n", 100 * r.test.top1, r.test.n);
-  }
-  std::cout << "run directory: " << r.run_dir << "\n";
-  if (!r.last_checkpoint.empty()) std::cout << "checkpoint: " << r.last_checkpoint << "\n";
-  if (!r.best_checkpoint.empty()) std::cout << "best checkpoint: " << r.best_checkpoint << "\n";
+  if (comm->rank() == 0) std::cout << format_train_result(r);
   return 0;
 }
 
@@ -114,38 +124,49 @@ int main(int argc, char** argv) {
 
   TrainArgs t;
   cli.add_option("model", t.model, "model YAML file");
+  const auto devices = CLI::IsMember({"auto", "cpu", "cuda"});
   cli.add_option("--out", t.out, "run directory (default runs/<model>-<timestamp>)");
-  cli.add_option("--device", t.device, "auto | cpu | cuda (auto: the GPU when one is usable)");
-  cli.add_option("--epochs", t.epochs, "override train.epochs");
-  cli.add_option("--batch", t.batch, "override train.batch_size");
-  cli.add_option("--seed", t.seed, "override train.seed")->each([&](const std::string&) { t.has_seed = true; });
+  cli.add_flag("--overwrite", t.overwrite, "replace the run in --out (its files are removed first)");
+  cli.add_option("--device", t.device, "auto | cpu | cuda (auto: the GPU when one is usable)")->check(devices);
+  cli.add_option("--epochs", t.epochs, "override train.epochs")->check(app::at_least(1));
+  cli.add_option("--batch", t.batch, "override train.batch_size")->check(app::at_least(1));
+  cli.add_option("--seed", t.seed, "override train.seed")
+      ->check(app::not_negative())
+      ->each([&](const std::string&) { t.has_seed = true; });
   cli.add_flag("--deterministic", t.deterministic, "reproducible results (same numbers on every run)");
-  cli.add_option("--max-steps", t.max_steps, "stop after this many optimizer steps");
+  cli.add_option("--max-steps", t.max_steps, "stop after this many optimizer steps in all (0: no limit)")
+      ->check(app::at_least(0));
   cli.add_flag("--no-cuda-graph", t.no_cuda_graph, "run the GPU training step uncaptured (train.cuda_graph=false)");
   cli.add_option("--backend", t.backend,
-                 "on a GPU, layers left auto use this backend where they can: auto | cuda | cudnn (train.backend)");
-  cli.add_option("--resume", t.resume, "continue a run from RUN_DIR or a checkpoint");
-  cli.add_option("--init-from", t.init_from, "start from a checkpoint's weights (fine-tuning)");
+                 "on a GPU, layers left auto use this backend where they can: auto | cuda | cudnn (train.backend)")
+      ->check(CLI::IsMember({"auto", "cuda", "cudnn"}));
+  cli.add_option("--resume", t.resume, "continue a run from RUN_DIR or a checkpoint")->check(CLI::ExistingPath);
+  cli.add_option("--init-from", t.init_from, "start from a checkpoint's weights (fine-tuning)")
+      ->check(CLI::ExistingPath);
   cli.add_option("--set", t.sets, "override a config key: KEY=VALUE (repeatable)");
   cli.add_flag("--quiet", t.quiet, "only warnings and errors");
 
   std::vector<std::string> val_files, val_sets;
   int64_t val_batch = 0;
+  bool val_keys = false;
   CLI::App* validate = cli.add_subcommand("validate", "check model files and print their per-layer tables");
-  validate->add_option("model", val_files, "model YAML file(s)")->required();
-  validate->add_option("--batch", val_batch, "batch size for the memory estimate (default: train.batch_size)");
+  validate->add_option("model", val_files, "model YAML file(s)");
+  validate->add_flag("--keys", val_keys, "print the reference of every model-file key (Markdown)");
+  validate->add_option("--batch", val_batch, "batch size for the memory estimate (default: train.batch_size)")
+      ->check(app::at_least(1));
   validate->add_option("--set", val_sets, "override a config key: KEY=VALUE (repeatable)");
 
   DoctorOptions doc;
   CLI::App* doctor = cli.add_subcommand("doctor", "every rank's CUDA/cuDNN/NCCL/MPI versions, GPU and all-reduce bandwidth");
-  doctor->add_option("--device", doc.device, "auto | cpu | cuda: where the probe's buffer lives");
-  doctor->add_option("--size-mb", doc.size_mb, "MiB all-reduced per probe iteration (default 64)");
-  doctor->add_option("--iters", doc.iterations, "timed probe iterations (default 5)");
+  doctor->add_option("--device", doc.device, "auto | cpu | cuda: where the probe's buffer lives")->check(devices);
+  doctor->add_option("--size-mb", doc.size_mb, "MiB all-reduced per probe iteration (default 64)")
+      ->check(CLI::PositiveNumber);
+  doctor->add_option("--iters", doc.iterations, "timed probe iterations (default 5)")->check(app::at_least(1));
 
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
     app::export_autotune_flags(tune);
-    if (*validate) return run_validate(val_files, val_batch, val_sets);
+    if (*validate) return run_validate(val_files, val_batch, val_sets, val_keys);
     if (*doctor) return run_doctor(doc);
     return run_train(t);
   });

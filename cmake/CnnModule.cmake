@@ -1,6 +1,6 @@
 # cnn_add_module(NAME <dir> [DEPS cnn_x ...] [PUBLIC_LIBS ...] [PRIVATE_LIBS ...] [PRIVATE_INCLUDES ...])
 # Builds lib/<dir>/ into the static library cnn_<dir>. Files are selected by suffix, so the
-# walls of STYLE.md hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
+# layering rules of the README's Building section hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
 # <base>_nocuda.cpp stands in for <base>_cuda.cu/.cpp without CUDA (or while that file is absent), *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
 function(cnn_filter_sources out)
   set(kept)

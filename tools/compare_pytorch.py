@@ -14,6 +14,7 @@ names its tensors like our checkpoints: state_dict keys are "conv1.weight", "bn1
     graph, next to `cnn-bench model --json`; one table, and everything in --json.
 Needs torch, safetensors and pyyaml, and a CUDA build of cnn-bench. Example:
     python3 tools/compare_pytorch.py models/fashion_cnn.yaml --batch 64 --batch 256 --json cmp.json
+    python3 tools/compare_pytorch.py models/fer_cnn.yaml --batch 64 --backend cudnn --modes eager
 Trap: our step reads the loss back every step (one host sync); the PyTorch steps never sync, as
 PyTorch users write them. Both update with lr * 1e-3 (cnn-bench's choice: the weights stay sane).
 """
@@ -467,11 +468,16 @@ def parse_args(argv):
     p.add_argument("--json", help="write everything (check, timings, versions) to this file")
     p.add_argument("--no-check", action="store_true", help="skip the logits/loss/gradient check")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override, repeatable")
+    p.add_argument("--backend", choices=("auto", "cuda", "cudnn"),
+                   help="our side's train.backend (the same as --set train.backend=X), e.g. cudnn to check the "
+                        "accuracy-guarded cuDNN choices")
     p.add_argument("--tf32", choices=("off", "on"), default="off", help="TF32 in the PyTorch timings (the check: off)")
     p.add_argument("--ddp", type=int, metavar="N",
                    help="instead: PyTorch DistributedDataParallel on N local GPUs at the per-GPU --batch "
                         "(tools/pytorch_ddp.py; what tools/scaling.sh compares against)")
     args = p.parse_args(argv)
+    if args.backend:
+        args.set.append(f"train.backend={args.backend}")
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.modes or any(m not in MODES for m in args.modes):
         p.error(f"--modes: a comma-separated list of {','.join(MODES)}")

@@ -26,7 +26,7 @@ bench() { timeout 60 "$b/app/cnn-bench" --quiet model "models/$1.yaml" --device 
 bench mini_xception 32; bench mini_xception 256; bench fer_cnn 64; bench fashion_cnn 256; bench vgg_fer 64 --layers
 step "gpu training: fashion_cnn 5 epochs"
 s0=$(date +%s%N); timeout 120 "$b/app/cnn-train" models/fashion_cnn.yaml --device cuda --quiet \
-  --out "$logs/run-fashion" > "$logs/train_fashion.txt" 2>&1; rc=$?
+  --out "$logs/run-fashion" --overwrite > "$logs/train_fashion.txt" 2>&1; rc=$?
 echo "rc $rc, wall $(( ($(date +%s%N) - s0) / 1000000 )) ms" | tee -a "$sum"; grep -E "accuracy|error" "$logs/train_fashion.txt" | tee -a "$sum"
 cp "$logs/run-fashion/metrics.jsonl" "$out/metrics_fashion.jsonl" 2>/dev/null
 step "pytorch comparison"

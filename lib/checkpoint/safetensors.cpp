@@ -2,7 +2,8 @@
 // against the file before anything is allocated, the header is fully validated (types, integer
 // ranges, overflow, duplicate keys, exact gap-free coverage of the data section) before the
 // data is read, and every problem is a cnn::Error naming the source and the tensor.
-// Trap: nlohmann keeps the last of duplicate keys silently; the parser callback below rejects them.
+// Trap: nlohmann keeps the last of duplicate keys silently, and its callback parser is quadratic in
+// the number of tensors; parse_bounded_json rejects duplicates in linear time.
 #include "checkpoint/safetensors.h"
 
 #include <fcntl.h>
@@ -16,9 +17,9 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <tuple>
 
+#include "checkpoint/bounded_json.h"
 #include "core/error.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -101,43 +102,6 @@ uint64_t read_u64_le(const uint8_t* p) {
 
 // Deeper nesting than a valid header needs (object > entry > shape array) plus slack.
 constexpr int kMaxJsonDepth = 8;
-
-// Parses the header JSON, rejecting duplicate keys at any level and absurd nesting.
-json parse_header_json(const std::string& text, const std::string& source) {
-  std::vector<std::set<std::string>> open_objects;
-  int depth = 0;
-  auto callback = [&](int, json::parse_event_t event, json& parsed) -> bool {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (++depth > kMaxJsonDepth)
-          CNN_THROW("{}: header nests deeper than {} levels", source, kMaxJsonDepth);
-        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        --depth;
-        open_objects.pop_back();
-        break;
-      case json::parse_event_t::array_end:
-        --depth;
-        break;
-      case json::parse_event_t::key: {
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (!open_objects.empty() && !open_objects.back().insert(key).second)
-          CNN_THROW("{}: header has the duplicate key '{}' (at nesting level {})", source, clip(key), depth);
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text, callback);
-  } catch (const json::exception& e) {
-    CNN_THROW("{}: header is not valid JSON: {}", source, e.what());
-  }
-}
 
 std::map<std::string, std::string> parse_metadata(const json& v, const std::string& source) {
   std::map<std::string, std::string> out;
@@ -248,7 +212,7 @@ SafetensorsFile SafetensorsFile::from_header(const std::string& header, uint64_t
   if (header.empty() || header[0] != '{')
     CNN_THROW("{}: header must be a JSON object starting with '{{', got {} bytes starting with 0x{:02x}", source,
               header.size(), header.empty() ? 0 : static_cast<unsigned char>(header[0]));
-  json root = parse_header_json(header, source);
+  json root = parse_bounded_json(header, kMaxJsonDepth, source + ": header");
   if (!root.is_object()) CNN_THROW("{}: header must be a JSON object, got {}", source, root.type_name());
 
   SafetensorsFile file;

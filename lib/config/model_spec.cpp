@@ -1,398 +1,485 @@
-// Reads the model file of DESIGN.md into ModelSpec: every section but the layers' own attributes.
-// Trap: defaults come only from model_spec.h (each member's initial value is the getter's
-// fallback, written into the tree); never type a default here. Unknown keys of the sections are
-// rejected here; the root and the layer maps get their final check in the graph builder.
+// The model file's schema (every section's keys, declared once) and the reading of a validated
+// tree into ModelSpec, with the rules that span keys (crop within the input, one weight per class).
+// Trap: defaults come only from model_spec.h (each declaration takes a default-constructed spec's
+// member); never type a default here.
 #include "config/model_spec.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <map>
+
+#include "core/checked.h"
 
 namespace cnn {
 
 namespace {
 
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) out += (i ? ", " : "") + words[i];
-  return out;
+constexpr int64_t kMaxEpochs = 1000000;
+
+using SchemaPtr = std::shared_ptr<Schema>;
+
+Type in_0_1_open() { return Type::real(0.0, 1.0, false, true); }  // [0, 1)
+Type dimension(int64_t lo = 1) { return Type::integer(lo, kMaxDimension); }
+Type count(int64_t lo, int64_t hi = kMaxEpochs) { return Type::integer(lo, hi); }
+
+SchemaPtr input_schema() {
+  const InputSpec d;
+  auto s = std::make_shared<Schema>("input");
+  s->key("channels", dimension(), "image channels: 1 gray, 3 colour").defaults_to(d.channels);
+  s->key("height", dimension(), "image height in pixels; images are resized to it").required();
+  s->key("width", dimension(), "image width in pixels").required();
+  return s;
 }
 
-// Fails at `key`'s value unless ok: "expected <expected>, found the number 0".
-void require(ConfigNode& map, const std::string& key, bool ok, const std::string& expected) {
-  if (ok) return;
-  ConfigNode* n = map.find(key);
-  CNN_CHECK(n != nullptr, "require('{}') before the key was read", key);
-  n->fail(fmt::format("expected {}, found {}", expected, n->describe()));
+SchemaPtr loss_schema() {
+  const LossSpec d;
+  auto s = std::make_shared<Schema>("loss");
+  s->key("type", Type::choice({"softmax_cross_entropy"}), "the loss").defaults_to(d.type);
+  s->key("label_smoothing", in_0_1_open(), "targets (1 - s) one-hot + s/K over the K classes (PyTorch's convention)")
+      .defaults_to(d.label_smoothing);
+  s->key("class_weights",
+         Type::any_of({Type::choice({"none", "balanced"}),
+                       Type::list(Type::real(0.0), 1, static_cast<size_t>(kMaxDimension), "class weight")})
+             .expect("none, balanced or a list of class weights"),
+         "per-class loss weights: `balanced` is N / (K count_k) from the training split; a list gives one per class")
+      .defaults_to(d.class_weights);
+  return s;
 }
 
-int64_t int_at_least(ConfigNode& map, const std::string& key, int64_t fallback, int64_t lo) {
-  int64_t v = map.get<int64_t>(key, fallback);
-  require(map, key, v >= lo, fmt::format("an integer >= {}", lo));
-  return v;
+SchemaPtr augment_schema() {
+  const AugmentSpec d;
+  auto crop = std::make_shared<Schema>("random_crop");
+  crop->key("size", dimension(0), "crop size, 0 = off; the network input becomes size x size").defaults_to(d.crop_size);
+  crop->key("padding", dimension(0), "zero padding added on every side before cropping").defaults_to(d.crop_padding);
+  auto s = std::make_shared<Schema>("augment");
+  s->key("random_crop", Type::map(crop), "a random crop of each training image (evaluation takes the centre)");
+  s->key("hflip", Type::boolean(), "random horizontal flip").defaults_to(d.hflip);
+  s->key("rotate", Type::real(0.0, 180.0), "random rotation, uniform in [-rotate, +rotate] degrees").defaults_to(d.rotate);
+  s->key("brightness", Type::real(0.0, 1.0), "random additive brightness, up to this fraction of full scale")
+      .defaults_to(d.brightness);
+  s->key("contrast", Type::real(0.0, 1.0), "random contrast scaling around the image mean, up to this fraction")
+      .defaults_to(d.contrast);
+  return s;
 }
 
-double positive(ConfigNode& map, const std::string& key, double fallback) {
-  double v = map.get<double>(key, fallback);
-  require(map, key, v > 0 && std::isfinite(v), "a positive number");
-  return v;
+SchemaPtr data_schema() {
+  const DataSpec d;
+  auto norm = std::make_shared<Schema>("normalize");
+  norm->key("mean", Type::list(Type::real(), 1, 4096, "value"), "per-channel mean, in 0..1 pixel units").required();
+  norm->key("std", Type::list(Type::positive(), 1, 4096, "value"), "per-channel standard deviation").required();
+  auto s = std::make_shared<Schema>("data");
+  s->key("format", Type::choice({"fer2013-csv", "image-folder", "idx", "synthetic"}),
+         "the data source (formats below)").defaults_to(d.format);
+  s->key("path", Type::string(), "the file or folder of the data, relative to the working directory").defaults_to(d.path);
+  s->key("normalize",
+         Type::any_of({Type::choice({"auto"}), Type::map(norm)}).expect("'auto' or a map {mean: [...], std: [...]}"),
+         "`auto`: mean and std of the training split; or `{mean: [...], std: [...]}`, one value per channel")
+      .defaults_to("auto");
+  s->key("augment", Type::map(augment_schema()), "training-time augmentation");
+  s->key("val_split", in_0_1_open(), "fraction of train carved out as val when the source has no val split")
+      .defaults_to(d.val_split);
+  s->key("split_seed", Type::uinteger(), "seed of that carve (fixed: the same val in every run)").defaults_to(d.split_seed);
+  s->key("on_bad_row", Type::choice({"error", "skip"}),
+         "a malformed fer2013-csv row or unreadable image: `error` stops, `skip` counts and logs it")
+      .defaults_to(d.on_bad_row);
+  s->key("workers", Type::integer(0, 256), "background loader threads").defaults_to(d.workers);
+  s->key("prefetch", Type::integer(1, 1024), "batches prepared ahead").defaults_to(d.prefetch);
+  s->key("drop_last", Type::boolean(), "drop the last, short batch of each epoch").defaults_to(d.drop_last);
+  s->key("synthetic_size", Type::integer(1, int64_t(1) << 24), "images per split for `format: synthetic`")
+      .defaults_to(d.synthetic_size);
+  s->key("color", Type::choice({"auto", "gray", "rgb"}), "how image-folder files are read; auto: gray for 1 channel, rgb for 3")
+      .defaults_to(d.color);
+  s->key("gpu_resident", Type::choice({"auto", "on", "off"}),
+         "keep the training images on the GPU and augment there (auto: when they fit)")
+      .defaults_to(d.gpu_resident);
+  s->set_note(
+      "Data formats: `fer2013-csv` is a CSV with header `emotion,pixels,Usage` (2304 space-separated 0-255 "
+      "values per 48x48 image; Usage `Training`, `PublicTest`, `PrivateTest` are train, val, test); "
+      "`image-folder` is `path/{train,val,test}/<class>/<image>` with class names from the folder names "
+      "(they must equal `classes` when it is given), any image OpenCV reads, resized to the input; files "
+      "whose extension is not an image's are skipped and counted; `idx` is a folder with "
+      "`train-images-idx3-ubyte`, `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte`, "
+      "`t10k-labels-idx1-ubyte` (each may be `.gz`); `synthetic` makes random images of the input size. A "
+      "source without a val split gets one carved by `val_split`; test never chooses anything.");
+  return s;
 }
 
-double non_negative(ConfigNode& map, const std::string& key, double fallback) {
-  double v = map.get<double>(key, fallback);
-  require(map, key, v >= 0 && std::isfinite(v), "a number >= 0");
-  return v;
+SchemaPtr optimizer_schema() {
+  const OptimizerSpec d;
+  auto s = std::make_shared<Schema>("optimizer");
+  s->key("type", Type::choice({"sgd", "adam", "adamw", "rmsprop"}), "the optimizer").defaults_to(d.type);
+  s->key("lr", Type::positive(), "base learning rate (before warmup, schedule and lr_scaling)").defaults_to(d.lr);
+  s->key("weight_decay", Type::real(0.0), "L2 penalty (sgd, adam, rmsprop) or decoupled decay (adamw)")
+      .defaults_to(d.weight_decay);
+  s->discriminate_by("type");
+  const Key momentum = Key("momentum", in_0_1_open(), "momentum factor").defaults_to(d.momentum);
+  const Key eps = Key("eps", Type::positive(), "added to the denominator").defaults_to(d.eps);
+  const Key beta1 = Key("beta1", in_0_1_open(), "decay of the gradient average").defaults_to(d.beta1);
+  const Key beta2 = Key("beta2", in_0_1_open(), "decay of the squared-gradient average").defaults_to(d.beta2);
+  s->variant("sgd", {momentum, Key("nesterov", Type::boolean(), "Nesterov momentum (needs momentum > 0)").defaults_to(d.nesterov)});
+  s->variant("adam", {beta1, beta2, eps});
+  s->variant("adamw", {beta1, beta2, eps});
+  s->variant("rmsprop",
+             {Key("alpha", in_0_1_open(), "smoothing of the squared-gradient average").defaults_to(d.alpha), momentum, eps});
+  return s;
 }
 
-// A number in [lo, hi) (or [lo, hi] when hi_inclusive).
-double in_range(ConfigNode& map, const std::string& key, double fallback, double lo, double hi,
-                bool hi_inclusive = false) {
-  double v = map.get<double>(key, fallback);
-  bool ok = v >= lo && (hi_inclusive ? v <= hi : v < hi);
-  require(map, key, ok, fmt::format("a number in [{}, {}{}", lo, hi, hi_inclusive ? "]" : ")"));
-  return v;
+SchemaPtr schedule_schema() {
+  const ScheduleSpec d;
+  auto s = std::make_shared<Schema>("schedule");
+  s->key("type", Type::choice({"constant", "step", "multistep", "exponential", "cosine", "plateau"}),
+         "learning-rate schedule, per epoch").defaults_to(d.type);
+  s->key("warmup_epochs", Type::real(0.0, double(kMaxEpochs)), "linear warmup length in epochs (fractions allowed)")
+      .defaults_to(d.warmup_epochs);
+  s->key("warmup_start_factor", Type::real(0.0, 1.0), "warmup starts at this fraction of lr")
+      .defaults_to(d.warmup_start_factor);
+  s->discriminate_by("type");
+  const Key gamma =
+      Key("gamma", Type::real(0.0, 1.0, true, false), "decay factor (step: every step_size epochs; multistep: at "
+                                                      "each milestone; exponential: every epoch)")
+          .defaults_to(d.gamma);
+  s->variant("constant", {});
+  s->variant("step", {Key("step_size", count(1), "epochs between decays").defaults_to(d.step_size), gamma});
+  s->variant("multistep",
+             {Key("milestones", Type::list(count(1), 1, 1000, "epoch").expect("a list of epochs"),
+                  "increasing epochs at which lr is multiplied by gamma")
+                  .required(),
+              gamma});
+  s->variant("exponential", {gamma});
+  s->variant("cosine", {Key("min_lr", Type::real(0.0), "floor of the cosine decay").defaults_to(d.min_lr)});
+  s->variant("plateau",
+             {Key("monitor", Type::choice({"val_loss", "val_acc"}), "the val metric watched").defaults_to(d.monitor),
+              Key("factor", Type::real(0.0, 1.0, true, true), "lr is multiplied by this on a plateau").defaults_to(d.factor),
+              Key("patience", count(0), "epochs without improvement before decaying").defaults_to(d.patience),
+              Key("threshold", Type::real(0.0), "smallest change that counts as an improvement").defaults_to(d.threshold)});
+  return s;
 }
 
-// An optional section: absent or empty becomes an empty map that the readers fill with defaults.
-ConfigNode& section(ConfigNode& parent, const std::string& key) {
-  ConfigNode* n = parent.find(key);
-  if (n == nullptr || n->is_null()) return parent.set(key, ConfigNode::map(n ? n->where() : parent.where()));
-  n->expect_map();
-  return *n;
+SchemaPtr train_schema() {
+  const TrainSpec d;
+  auto ckpt = std::make_shared<Schema>("checkpoint");
+  ckpt->key("every_epochs", count(0), "write checkpoints/epoch-NNNN.safetensors every N epochs (0: never)")
+      .defaults_to(d.checkpoint.every_epochs);
+  ckpt->key("keep_last", count(0), "keep the last K epoch-NNNN files (0: keep all)").defaults_to(d.checkpoint.keep_last);
+  ckpt->key("best_metric", Type::choice({"val_acc", "val_loss", "val_macro_f1"}),
+            "the val metric that chooses checkpoints/best.safetensors")
+      .defaults_to(d.checkpoint.best_metric);
+  auto stop = std::make_shared<Schema>("early_stopping");
+  stop->key("metric", Type::choice({"val_loss", "val_acc", "val_macro_f1"}), "the val metric watched")
+      .defaults_to(d.early_stopping.metric);
+  stop->key("patience", count(0), "stop after this many epochs without improvement (0: off)")
+      .defaults_to(d.early_stopping.patience);
+  stop->key("min_delta", Type::real(0.0), "smallest change that counts as an improvement")
+      .defaults_to(d.early_stopping.min_delta);
+
+  auto s = std::make_shared<Schema>("train");
+  s->key("epochs", count(1), "passes over the training split").defaults_to(d.epochs);
+  s->key("batch_size", dimension(), "images per step on each rank").defaults_to(d.batch_size);
+  s->key("seed", Type::uinteger(), "seed of initialisation, shuffling, augmentation and dropout").defaults_to(d.seed);
+  s->key("deterministic", Type::boolean(), "the same numbers on every run (deterministic algorithms only)")
+      .defaults_to(d.deterministic);
+  s->key("fuse_activations", Type::boolean(), "batchnorm and dense apply a following activation in their own kernels")
+      .defaults_to(d.fuse_activations);
+  s->key("max_steps", Type::integer(0, int64_t(1) << 53), "stop after this many optimizer steps (0: no limit)")
+      .defaults_to(d.max_steps);
+  s->key("cuda_graph", Type::boolean(), "capture the GPU training step in a CUDA graph").defaults_to(d.cuda_graph);
+  s->key("backend", Type::choice({"auto", "cuda", "cudnn"}), "on a GPU, layers left auto use this backend where they can")
+      .defaults_to(d.backend);
+  s->key("clip_grad_norm", Type::real(0.0), "clip the global gradient L2 norm to this (0: off)").defaults_to(d.clip_grad_norm);
+  s->key("lr_scaling", Type::choice({"none", "linear", "sqrt"}), "data-parallel: lr times 1, ranks or sqrt(ranks)")
+      .defaults_to(d.lr_scaling);
+  s->key("log_every", Type::integer(1, int64_t(1) << 40), "steps between progress lines when not on a terminal")
+      .defaults_to(d.log_every);
+  s->key("optimizer", Type::map(optimizer_schema()), "the optimizer");
+  s->key("schedule", Type::map(schedule_schema()), "the learning-rate schedule");
+  s->key("checkpoint", Type::map(ckpt), "checkpoint policy");
+  s->key("early_stopping", Type::map(stop), "stop when a val metric stops improving");
+  return s;
 }
 
-// Keys that belong to another `type` of the same section get a message naming who uses them,
-// before the generic unknown-key check (which would only say "unknown key").
-void check_type_keys(const ConfigNode& sec, const std::string& what, const std::string& type,
-                     const std::vector<std::string>& common,
-                     const std::map<std::string, std::vector<std::string>>& keys_by_type) {
-  std::vector<std::string> accepted = common;
-  const auto& own = keys_by_type.at(type);
-  accepted.insert(accepted.end(), own.begin(), own.end());
-  for (const auto& [key, value] : sec.entries()) {
-    if (std::find(accepted.begin(), accepted.end(), key) != accepted.end()) continue;
-    std::vector<std::string> users;
-    for (const auto& [t, keys] : keys_by_type)
-      if (std::find(keys.begin(), keys.end(), key) != keys.end()) users.push_back(t);
-    if (users.empty()) continue;
-    throw ConfigError(value.key_where(), value.path(),
-                      fmt::format("unknown key '{}' for {} type '{}' (it applies to {}; '{}' takes {})", key,
-                                  what, type, join(users), type, join(accepted)));
-  }
+SchemaPtr eval_schema() {
+  const EvalSpec d;
+  auto s = std::make_shared<Schema>("eval");
+  s->key("ten_crop", Type::boolean(), "average the predictions of 10 crops of the random_crop size (corners, centre, mirrored)")
+      .defaults_to(d.ten_crop);
+  s->key("batch_size", dimension(), "images per evaluation batch").defaults_to(d.batch_size);
+  s->key("test_every_epoch", Type::boolean(), "also evaluate the test split after every epoch (logged only)")
+      .defaults_to(d.test_every_epoch);
+  return s;
 }
 
-void read_input(ConfigNode& root, InputSpec& in) {
-  ConfigNode& s = root.at("input");
-  s.expect_map("a map {channels, height, width}");
-  in.channels = int_at_least(s, "channels", in.channels, 1);
-  in.height = s.get<int64_t>("height");
-  require(s, "height", in.height >= 1, "an integer >= 1");
-  in.width = s.get<int64_t>("width");
-  require(s, "width", in.width >= 1, "an integer >= 1");
-  s.check_unknown_keys();
+SchemaPtr dist_schema() {
+  const DistSpec d;
+  auto s = std::make_shared<Schema>("dist");
+  s->key("bucket_mb", Type::real(0.0, 65536.0, true), "gradients are all-reduced in buckets of this many MB")
+      .defaults_to(d.bucket_mb);
+  s->key("timeout_s", Type::real(0.0, 1e7, true), "a rank silent this many seconds stops the job").defaults_to(d.timeout_s);
+  s->key("compress", Type::choice({"none", "bf16"}), "gradients sent as bf16 (half the bytes)").defaults_to(d.compress);
+  s->key("sync_batchnorm", Type::boolean(), "batchnorm statistics over the global batch (PyTorch's SyncBatchNorm)")
+      .defaults_to(d.sync_batchnorm);
+  return s;
 }
 
-void read_classes(ConfigNode& root, std::vector<std::string>& classes) {
-  classes = root.get_list<std::string>("classes", classes);
-  ConfigNode& list = root.at("classes");
+// Every layer's own map: the keys all layers share, then the keys of its `type`.
+SchemaPtr layer_schema(const LayerSchemas& layers) {
+  const LayerSpec d;
+  auto s = std::make_shared<Schema>("layer");
+  s->key("name", Type::name().expect("a layer name of letters, digits, '_' and '-'"),
+         "unique; names the layer's tensors (conv1.weight) and --set paths (layers.conv1.filters)")
+      .required();
+  s->key("type", Type::string(true).expect("a layer type"), "the layer type (below)").required();
+  s->key("inputs",
+         Type::any_of({Type::name(), Type::list(Type::name(), 1, 64, "input layer name")})
+             .expect("a layer name or a list of layer names"),
+         "input layers by name (`input`: the model input); default: the layer before")
+      .shown_default("the layer before");
+  s->key("backend", Type::choice({"auto", "cpu", "cuda", "cudnn"}),
+         "where the layer runs; auto: the run's device, the faster GPU backend measured")
+      .defaults_to(d.backend);
+  s->key("algo", Type::choice({"auto"}), "convolution algorithm (conv2d only)").defaults_to("auto");
+  s->discriminate_by("type");
+  for (const auto& [type, own] : layers) s->variant(type, own.keys(), own.summary());
+  return s;
+}
+
+// Top-level order is the order of the reference and of "the top level takes ..." messages.
+SchemaPtr top_schema(const LayerSchemas& layers) {
+  auto s = std::make_shared<Schema>("model");
+  s->key("name", Type::string(true).expect("a model name"), "names the run directory (runs/<name>-<time>) and reports")
+      .required();
+  s->key("input", Type::map(input_schema()).expect("a map {channels, height, width}"), "the network input").required();
+  s->key("classes", Type::list(Type::string(true).expect("a class name"), 0, kMaxDimension, "class name"),
+         "class names in label order; empty: the image folders' names, else class0..classK-1")
+      .defaults_to(std::vector<std::string>{});
+  s->key("layers",
+         Type::list(Type::map(layer_schema(layers)).expect("a layer map {name: ..., type: ...}"), 1,
+                    static_cast<size_t>(kMaxLayers), "layer")
+             .expect("a list of layers"),
+         "the network, in order unless a layer names its inputs")
+      .required();
+  s->key("loss", Type::map(loss_schema()), "the loss");
+  s->key("data", Type::map(data_schema()), "the data");
+  s->key("train", Type::map(train_schema()), "training");
+  s->key("eval", Type::map(eval_schema()), "evaluation");
+  s->key("dist", Type::map(dist_schema()), "data-parallel training");
+  return s;
+}
+
+// ---- reading the validated tree
+
+void read_input(const Value& s, InputSpec& in) {
+  in.channels = s["channels"].integer();
+  in.height = s["height"].integer();
+  in.width = s["width"].integer();
+  in.config = s;
+}
+
+void read_classes(const Value& list, std::vector<std::string>& classes) {
+  classes = list.strings();
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < classes.size(); ++i) {
-    if (classes[i].empty()) list[i].fail("expected a class name, found an empty string");
     auto [first, fresh] = seen.emplace(classes[i], i);
     if (!fresh) list[i].fail(fmt::format("duplicate class name '{}' (also classes[{}])", classes[i], first->second));
   }
 }
 
-void read_layers(ConfigNode& root, std::vector<LayerSpec>& layers) {
-  ConfigNode& list = root.at("layers");
-  list.expect_sequence("a list of layers");
-  if (list.size() == 0) list.fail("expected at least one layer, found an empty list");
-  std::map<std::string, const ConfigNode*> names;  // the layer maps (stable: the list never grows)
+void read_layers(const Value& list, std::vector<LayerSpec>& layers) {
+  std::map<std::string, const Value*> names;
   for (size_t i = 0; i < list.size(); ++i) {
-    ConfigNode& ln = list[i];
-    ln.expect_map("a layer map {name: ..., type: ...}");
+    const Value& ln = list[i];
     LayerSpec l;
     l.index = static_cast<int>(i);
-    l.node = &ln;
     l.where = ln.where();
-    l.name = ln.get<std::string>("name");
-    // Names become tensor names ("conv1.weight") and --set paths ("layers.conv1.filters").
-    bool plain = !l.name.empty() && std::all_of(l.name.begin(), l.name.end(), [](unsigned char c) {
-      return std::isalnum(c) || c == '_' || c == '-';
-    });
-    if (!plain)
-      ln.at("name").fail(fmt::format("expected a layer name of letters, digits, '_' and '-', found {}",
-                                     ln.at("name").describe()));
+    l.name = ln["name"].string();
     auto [first, fresh] = names.emplace(l.name, &ln);
     if (!fresh)
-      ln.at("name").fail(fmt::format("duplicate layer name '{}': {} at line {} has it already", l.name,
-                                     first->second->path(), first->second->where().line));
-    l.type = ln.get<std::string>("type");
-    if (l.type.empty()) ln.at("type").fail("expected a layer type, found an empty string");
-    if (ln.has("inputs")) {
-      ConfigNode& in = ln.at("inputs");
-      if (in.is_scalar()) l.inputs = {in.as_string()};
-      else if (in.is_sequence()) l.inputs = ln.get_list<std::string>("inputs");
-      else in.fail(fmt::format("expected a layer name or a list of layer names, found {}", in.describe()));
-      if (l.inputs.empty()) in.fail("expected at least one input layer name, found an empty list");
-    }
-    l.backend = ln.get_choice("backend", {"auto", "cpu", "cuda", "cudnn"}, l.backend);
-    ConfigNode* algo = ln.find("algo");
-    if (algo != nullptr && algo->is_map())
-      l.algo = "per_direction";  // {forward: .., backward_data: .., backward_filter: ..}, read by the layer
-    else
-      l.algo = ln.get<std::string>("algo", l.algo);
+      ln["name"].fail(fmt::format("duplicate layer name '{}': {} at line {} has it already", l.name, first->second->path(),
+                                  first->second->where().line));
+    l.type = ln["type"].string();
+    if (const Value* in = ln.find("inputs")) l.inputs = in->is_list() ? in->strings() : std::vector<std::string>{in->string()};
+    l.backend = ln["backend"].string();
+    l.attrs = ln;
     layers.push_back(std::move(l));
   }
 }
 
-void read_loss(ConfigNode& root, LossSpec& loss, size_t n_classes) {
-  ConfigNode& s = section(root, "loss");
-  loss.type = s.get_choice("type", {"softmax_cross_entropy"}, loss.type);
-  loss.label_smoothing = in_range(s, "label_smoothing", loss.label_smoothing, 0.0, 1.0);
-  ConfigNode* w = s.find("class_weights");
-  if (w != nullptr && w->is_sequence()) {
-    loss.class_weight_values = s.get_list<double>("class_weights");
+void read_loss(const Value& s, LossSpec& loss, size_t n_classes) {
+  loss.type = s["type"].string();
+  loss.label_smoothing = s["label_smoothing"].real();
+  const Value& w = s["class_weights"];
+  if (w.is_list()) {
     loss.class_weights = "list";
-    if (loss.class_weight_values.empty()) w->fail("expected a list of class weights, found an empty list");
-    for (size_t i = 0; i < w->size(); ++i)
-      if (!(loss.class_weight_values[i] >= 0) || !std::isfinite(loss.class_weight_values[i]))
-        (*w)[i].fail(fmt::format("expected a class weight >= 0, found {}", (*w)[i].describe()));
+    loss.class_weight_values = w.reals();
     if (n_classes > 0 && loss.class_weight_values.size() != n_classes)
-      w->fail(fmt::format("expected one weight per class ({} classes), found {} weights", n_classes,
-                          loss.class_weight_values.size()));
+      w.fail(fmt::format("expected one weight per class ({} classes), found {} weights", n_classes,
+                         loss.class_weight_values.size()));
   } else {
-    loss.class_weights = s.get_choice("class_weights", {"none", "balanced"}, loss.class_weights);
+    loss.class_weights = w.string();
   }
-  s.check_unknown_keys();
+  loss.config = s;
 }
 
-void read_normalize(ConfigNode& data, NormalizeSpec& norm, int64_t channels) {
-  ConfigNode* n = data.find("normalize");
-  if (n == nullptr || n->is_null() || n->is_scalar()) {
-    if (n != nullptr && n->is_scalar() && n->as_string() != "auto")
-      n->fail(fmt::format("expected 'auto' or a map {{mean: [...], std: [...]}}, found {}", n->describe()));
-    data.get_choice("normalize", {"auto"}, "auto");
-    norm.automatic = true;
-    return;
+void read_data(const Value& s, DataSpec& d, const InputSpec& input) {
+  d.format = s["format"].string();
+  d.path = s["path"].string();
+  const Value& norm = s["normalize"];
+  d.normalize.automatic = !norm.is_map();
+  if (norm.is_map()) {
+    d.normalize.mean = norm["mean"].reals();
+    d.normalize.std = norm["std"].reals();
+    for (const char* key : {"mean", "std"})
+      if (static_cast<int64_t>(norm[key].size()) != input.channels)
+        norm[key].fail(fmt::format("expected {} values (one per input channel), found {}", input.channels, norm[key].size()));
   }
-  n->expect_map("'auto' or a map {mean: [...], std: [...]}");
-  norm.automatic = false;
-  norm.mean = n->get_list<double>("mean");
-  norm.std = n->get_list<double>("std");
-  auto per_channel = [&](const std::string& key, size_t size) {
-    if (static_cast<int64_t>(size) != channels)
-      n->at(key).fail(fmt::format("expected {} values (one per input channel), found {}", channels, size));
-  };
-  per_channel("mean", norm.mean.size());
-  per_channel("std", norm.std.size());
-  for (size_t i = 0; i < norm.std.size(); ++i)
-    if (!(norm.std[i] > 0)) n->at("std")[i].fail(fmt::format("expected a positive number, found {}", n->at("std")[i].describe()));
+  const Value& aug = s["augment"];
+  const Value& crop = aug["random_crop"];
+  AugmentSpec& a = d.augment;
+  a.crop_size = crop["size"].integer();
+  a.crop_padding = crop["padding"].integer();
+  // The padded image is one tensor: within the per-tensor cap (core/checked.h), so its sizes fit.
+  const Checked padded_h = Checked(a.crop_padding) * 2 + input.height;
+  const Checked padded_w = Checked(a.crop_padding) * 2 + input.width;
+  if (a.crop_padding != 0 && !within_tensor_cap(padded_h * padded_w * input.channels))
+    crop["padding"].fail_expected(fmt::format(
+        "a padding that keeps the padded image within the per-tensor cap of {} elements", kMaxTensorElements));
+  const int64_t largest = std::min(input.height, input.width) + 2 * a.crop_padding;
+  if (a.crop_size > largest)
+    crop["size"].fail_expected(fmt::format("a crop size <= {} (the input plus twice the padding)", largest));
+  a.hflip = aug["hflip"].boolean();
+  a.rotate = aug["rotate"].real();
+  a.brightness = aug["brightness"].real();
+  a.contrast = aug["contrast"].real();
+  d.val_split = s["val_split"].real();
+  d.split_seed = s["split_seed"].uinteger();
+  d.on_bad_row = s["on_bad_row"].string();
+  d.workers = s["workers"].integer();
+  d.prefetch = s["prefetch"].integer();
+  d.drop_last = s["drop_last"].boolean();
+  d.synthetic_size = s["synthetic_size"].integer();
+  d.color = s["color"].string();
+  if (d.color == "rgb" && input.channels != 3)
+    s["color"].fail(fmt::format("rgb needs input.channels 3, the model has {}", input.channels));
+  d.gpu_resident = s["gpu_resident"].string();
+  d.config = s;
 }
 
-void read_augment(ConfigNode& data, AugmentSpec& aug, const InputSpec& input) {
-  ConfigNode& s = section(data, "augment");
-  ConfigNode& crop = section(s, "random_crop");
-  aug.crop_size = int_at_least(crop, "size", aug.crop_size, 0);
-  aug.crop_padding = int_at_least(crop, "padding", aug.crop_padding, 0);
-  int64_t largest = std::min(input.height, input.width) + 2 * aug.crop_padding;
-  require(crop, "size", aug.crop_size <= largest,
-          fmt::format("a crop size <= {} (the input plus twice the padding)", largest));
-  aug.hflip = s.get<bool>("hflip", aug.hflip);
-  aug.rotate = in_range(s, "rotate", aug.rotate, 0.0, 180.0, true);
-  aug.brightness = in_range(s, "brightness", aug.brightness, 0.0, 1.0, true);
-  aug.contrast = in_range(s, "contrast", aug.contrast, 0.0, 1.0, true);
+void read_optimizer(const Value& s, OptimizerSpec& o) {
+  o.type = s["type"].string();
+  o.lr = s["lr"].real();
+  o.weight_decay = s["weight_decay"].real();
+  if (s.has("momentum")) o.momentum = s["momentum"].real();
+  if (s.has("nesterov")) o.nesterov = s["nesterov"].boolean();
+  if (o.nesterov && o.momentum <= 0) s["nesterov"].fail_expected("false (Nesterov needs momentum > 0)");
+  if (s.has("alpha")) o.alpha = s["alpha"].real();
+  if (s.has("beta1")) o.beta1 = s["beta1"].real();
+  if (s.has("beta2")) o.beta2 = s["beta2"].real();
+  if (s.has("eps")) o.eps = s["eps"].real();
 }
 
-void read_data(ConfigNode& root, DataSpec& d, const InputSpec& input) {
-  ConfigNode& s = section(root, "data");
-  d.format = s.get_choice("format", {"fer2013-csv", "image-folder", "idx", "synthetic"}, d.format);
-  d.path = s.get<std::string>("path", d.path);  // an empty path is the data loader's error
-  read_normalize(s, d.normalize, input.channels);
-  read_augment(s, d.augment, input);
-  d.val_split = in_range(s, "val_split", d.val_split, 0.0, 1.0);
-  d.split_seed = s.get<uint64_t>("split_seed", d.split_seed);
-  d.on_bad_row = s.get_choice("on_bad_row", {"error", "skip"}, d.on_bad_row);
-  d.workers = int_at_least(s, "workers", d.workers, 0);
-  d.prefetch = int_at_least(s, "prefetch", d.prefetch, 1);
-  d.drop_last = s.get<bool>("drop_last", d.drop_last);
-  d.synthetic_size = int_at_least(s, "synthetic_size", d.synthetic_size, 1);
-  d.color = s.get_choice("color", {"auto", "gray", "rgb"}, d.color);
-  d.gpu_resident = s.get_choice("gpu_resident", {"auto", "on", "off"}, d.gpu_resident);
-  s.check_unknown_keys();
-}
-
-void read_optimizer(ConfigNode& train, OptimizerSpec& o) {
-  ConfigNode& s = section(train, "optimizer");
-  o.type = s.get_choice("type", {"sgd", "adam", "adamw", "rmsprop"}, o.type);
-  o.lr = positive(s, "lr", o.lr);
-  o.weight_decay = non_negative(s, "weight_decay", o.weight_decay);
-  if (o.type == "sgd") {
-    o.momentum = in_range(s, "momentum", o.momentum, 0.0, 1.0);
-    o.nesterov = s.get<bool>("nesterov", o.nesterov);
-    require(s, "nesterov", !o.nesterov || o.momentum > 0, "false (Nesterov needs momentum > 0)");
-  } else if (o.type == "rmsprop") {
-    o.alpha = in_range(s, "alpha", o.alpha, 0.0, 1.0);
-    o.momentum = in_range(s, "momentum", o.momentum, 0.0, 1.0);
-    o.eps = positive(s, "eps", o.eps);
-  } else {
-    o.beta1 = in_range(s, "beta1", o.beta1, 0.0, 1.0);
-    o.beta2 = in_range(s, "beta2", o.beta2, 0.0, 1.0);
-    o.eps = positive(s, "eps", o.eps);
+void read_schedule(const Value& s, ScheduleSpec& sc) {
+  sc.type = s["type"].string();
+  sc.warmup_epochs = s["warmup_epochs"].real();
+  sc.warmup_start_factor = s["warmup_start_factor"].real();
+  if (s.has("step_size")) sc.step_size = s["step_size"].integer();
+  if (s.has("gamma")) sc.gamma = s["gamma"].real();
+  if (s.has("milestones")) {
+    const Value& list = s["milestones"];
+    sc.milestones = list.integers();
+    for (size_t i = 1; i < sc.milestones.size(); ++i)
+      if (sc.milestones[i] <= sc.milestones[i - 1])
+        list[i].fail_expected(fmt::format("an increasing epoch >= {}", sc.milestones[i - 1] + 1));
   }
-  check_type_keys(s, "optimizer", o.type, {"type", "lr", "weight_decay"},
-                  {{"sgd", {"momentum", "nesterov"}},
-                   {"adam", {"beta1", "beta2", "eps"}},
-                   {"adamw", {"beta1", "beta2", "eps"}},
-                   {"rmsprop", {"alpha", "momentum", "eps"}}});
+  if (s.has("min_lr")) sc.min_lr = s["min_lr"].real();
+  if (s.has("monitor")) sc.monitor = s["monitor"].string();
+  if (s.has("factor")) sc.factor = s["factor"].real();
+  if (s.has("patience")) sc.patience = s["patience"].integer();
+  if (s.has("threshold")) sc.threshold = s["threshold"].real();
 }
 
-void read_schedule(ConfigNode& train, ScheduleSpec& sc) {
-  ConfigNode& s = section(train, "schedule");
-  sc.type = s.get_choice("type", {"constant", "step", "multistep", "exponential", "cosine", "plateau"}, sc.type);
-  sc.warmup_epochs = non_negative(s, "warmup_epochs", sc.warmup_epochs);
-  sc.warmup_start_factor = in_range(s, "warmup_start_factor", sc.warmup_start_factor, 0.0, 1.0, true);
-  auto decay = [&] {
-    double g = s.get<double>("gamma", sc.gamma);
-    require(s, "gamma", g > 0 && g <= 1, "a decay factor in (0, 1]");
-    return g;
-  };
-  if (sc.type == "step") {
-    sc.step_size = int_at_least(s, "step_size", sc.step_size, 1);
-    sc.gamma = decay();
-  } else if (sc.type == "multistep") {
-    sc.milestones = s.get_list<int64_t>("milestones");
-    ConfigNode& list = s.at("milestones");
-    if (sc.milestones.empty()) list.fail("expected a list of epochs, found an empty list");
-    for (size_t i = 0; i < sc.milestones.size(); ++i) {
-      int64_t lo = i == 0 ? 1 : sc.milestones[i - 1] + 1;
-      if (sc.milestones[i] < lo)
-        list[i].fail(fmt::format("expected an increasing epoch >= {}, found {}", lo, list[i].describe()));
-    }
-    sc.gamma = decay();
-  } else if (sc.type == "exponential") {
-    sc.gamma = decay();
-  } else if (sc.type == "cosine") {
-    sc.min_lr = non_negative(s, "min_lr", sc.min_lr);
-  } else if (sc.type == "plateau") {
-    sc.monitor = s.get_choice("monitor", {"val_loss", "val_acc"}, sc.monitor);
-    sc.factor = s.get<double>("factor", sc.factor);
-    require(s, "factor", sc.factor > 0 && sc.factor < 1, "a factor in (0, 1)");
-    sc.patience = int_at_least(s, "patience", sc.patience, 0);
-    sc.threshold = non_negative(s, "threshold", sc.threshold);
-  }
-  check_type_keys(s, "schedule", sc.type, {"type", "warmup_epochs", "warmup_start_factor"},
-                  {{"constant", {}},
-                   {"step", {"step_size", "gamma"}},
-                   {"multistep", {"milestones", "gamma"}},
-                   {"exponential", {"gamma"}},
-                   {"cosine", {"min_lr"}},
-                   {"plateau", {"monitor", "factor", "patience", "threshold"}}});
+void read_train(const Value& s, TrainSpec& t) {
+  t.epochs = s["epochs"].integer();
+  t.batch_size = s["batch_size"].integer();
+  t.seed = s["seed"].uinteger();
+  t.deterministic = s["deterministic"].boolean();
+  t.fuse_activations = s["fuse_activations"].boolean();
+  t.max_steps = s["max_steps"].integer();
+  t.cuda_graph = s["cuda_graph"].boolean();
+  t.backend = s["backend"].string();
+  t.clip_grad_norm = s["clip_grad_norm"].real();
+  t.lr_scaling = s["lr_scaling"].string();
+  t.log_every = s["log_every"].integer();
+  read_optimizer(s["optimizer"], t.optimizer);
+  read_schedule(s["schedule"], t.schedule);
+  const Value& c = s["checkpoint"];
+  t.checkpoint.every_epochs = c["every_epochs"].integer();
+  t.checkpoint.keep_last = c["keep_last"].integer();
+  t.checkpoint.best_metric = c["best_metric"].string();
+  const Value& e = s["early_stopping"];
+  t.early_stopping.metric = e["metric"].string();
+  t.early_stopping.patience = e["patience"].integer();
+  t.early_stopping.min_delta = e["min_delta"].real();
+  t.config = s;
 }
 
-void read_train(ConfigNode& root, TrainSpec& t) {
-  ConfigNode& s = section(root, "train");
-  t.epochs = int_at_least(s, "epochs", t.epochs, 1);
-  t.batch_size = int_at_least(s, "batch_size", t.batch_size, 1);
-  t.seed = s.get<uint64_t>("seed", t.seed);
-  t.deterministic = s.get<bool>("deterministic", t.deterministic);
-  t.fuse_activations = s.get<bool>("fuse_activations", t.fuse_activations);
-  t.max_steps = int_at_least(s, "max_steps", t.max_steps, 0);
-  t.cuda_graph = s.get<bool>("cuda_graph", t.cuda_graph);
-  t.backend = s.get_choice("backend", {"auto", "cuda", "cudnn"}, t.backend);
-  t.clip_grad_norm = non_negative(s, "clip_grad_norm", t.clip_grad_norm);
-  t.lr_scaling = s.get_choice("lr_scaling", {"none", "linear", "sqrt"}, t.lr_scaling);
-  t.log_every = int_at_least(s, "log_every", t.log_every, 1);
-  read_optimizer(s, t.optimizer);
-  read_schedule(s, t.schedule);
-  ConfigNode& c = section(s, "checkpoint");
-  t.checkpoint.every_epochs = int_at_least(c, "every_epochs", t.checkpoint.every_epochs, 0);
-  t.checkpoint.keep_last = int_at_least(c, "keep_last", t.checkpoint.keep_last, 0);
-  t.checkpoint.best_metric = c.get_choice("best_metric", {"val_acc", "val_loss"}, t.checkpoint.best_metric);
-  s.check_unknown_keys();
+void read_eval(const Value& s, EvalSpec& e) {
+  e.ten_crop = s["ten_crop"].boolean();
+  e.batch_size = s["batch_size"].integer();
+  e.test_every_epoch = s["test_every_epoch"].boolean();
+  e.config = s;
 }
 
-void read_eval(ConfigNode& root, EvalSpec& e) {
-  ConfigNode& s = section(root, "eval");
-  e.ten_crop = s.get<bool>("ten_crop", e.ten_crop);
-  e.batch_size = int_at_least(s, "batch_size", e.batch_size, 1);
-  e.test_every_epoch = s.get<bool>("test_every_epoch", e.test_every_epoch);
-  s.check_unknown_keys();
-}
-
-void read_dist(ConfigNode& root, DistSpec& d) {
-  ConfigNode& s = section(root, "dist");
-  d.bucket_mb = positive(s, "bucket_mb", d.bucket_mb);
-  d.timeout_s = positive(s, "timeout_s", d.timeout_s);
-  d.compress = s.get_choice("compress", {"none", "bf16"}, d.compress);
-  d.sync_batchnorm = s.get<bool>("sync_batchnorm", d.sync_batchnorm);
-  s.check_unknown_keys();
-}
-
-// A top-level key that is no section: suggest a section name, or a key of a section when the
-// user put it at the wrong level ("optimiser:" -> 'train.optimizer'). Only names suggestions;
-// the sections' readers stay the authority on what they accept.
-void check_top_level_keys(ConfigNode& root) {
-  static const std::vector<std::string> top = {"name", "input", "classes", "layers", "loss",
-                                               "data", "train", "eval", "dist"};
-  static const std::vector<std::string> nested = {
-      "input.channels", "input.height", "input.width", "loss.label_smoothing", "loss.class_weights",
-      "data.format", "data.path", "data.normalize", "data.augment", "data.val_split", "data.workers",
-      "train.epochs", "train.batch_size", "train.seed", "train.deterministic", "train.max_steps",
-      "train.optimizer", "train.schedule", "train.checkpoint", "eval.ten_crop", "dist.sync_batchnorm"};
-  root.mark_known(top);
-  for (const auto& [key, value] : root.entries()) {
-    if (std::find(top.begin(), top.end(), key) != top.end()) continue;
-    std::string hint = did_you_mean(key, top);
-    if (hint.empty()) {
-      std::vector<std::string> last;
-      for (const auto& n : nested) last.push_back(n.substr(n.find('.') + 1));
-      std::string m = closest_match(key, last);
-      if (!m.empty()) hint = fmt::format(", did you mean '{}'?", nested[std::find(last.begin(), last.end(), m) - last.begin()]);
-    }
-    if (hint.empty()) hint = fmt::format(" (the top level takes {})", join(top));
-    throw ConfigError(value.key_where(), value.path(), fmt::format("unknown key '{}'{}", key, hint));
-  }
+void read_dist(const Value& s, DistSpec& d) {
+  d.bucket_mb = s["bucket_mb"].real();
+  d.timeout_s = s["timeout_s"].real();
+  d.compress = s["compress"].string();
+  d.sync_batchnorm = s["sync_batchnorm"].boolean();
+  d.config = s;
 }
 
 }  // namespace
 
-ModelSpec parse_model_spec(std::shared_ptr<ConfigNode> root, const std::string& file) {
-  CNN_CHECK(root != nullptr, "parse_model_spec: no tree");
-  ConfigNode& r = *root;
-  r.expect_map("a model description (a map with name, input, layers, ...)");
-  // Top-level typos first: "optimiser:" should not surface as some later, unrelated error.
-  check_top_level_keys(r);
+std::shared_ptr<const Schema> model_schema(const LayerSchemas& layers) { return top_schema(layers); }
 
+ModelSpec parse_model_spec(const Value& root, const std::string& file, const LayerSchemas& layers) {
+  const Value doc =
+      check(root, Type::map(top_schema(layers)).expect("a model description (a map with name, input, layers, ...)"));
   ModelSpec spec;
   spec.file = file;
-  spec.root = root;
-  spec.name = r.get<std::string>("name");
-  if (spec.name.empty()) r.at("name").fail("expected a model name, found an empty string");
-  read_input(r, spec.input);
-  read_classes(r, spec.classes);
-  read_layers(r, spec.layers);
-  read_loss(r, spec.loss, spec.classes.size());
-  read_data(r, spec.data, spec.input);
-  read_train(r, spec.train);
+  spec.name = doc["name"].string();
+  // The name becomes a directory name (runs/<name>-<time>).
+  if (spec.name.find_first_of("/\\") != std::string::npos || spec.name[0] == '.')
+    doc["name"].fail_expected("a model name without '/' or '\\' that does not start with '.'");
+  read_input(doc["input"], spec.input);
+  read_classes(doc["classes"], spec.classes);
+  read_layers(doc["layers"], spec.layers);
+  read_loss(doc["loss"], spec.loss, spec.classes.size());
+  read_data(doc["data"], spec.data, spec.input);
+  read_train(doc["train"], spec.train);
   for (LayerSpec& l : spec.layers) l.preferred_backend = spec.train.backend;
-  read_eval(r, spec.eval);
-  read_dist(r, spec.dist);
+  read_eval(doc["eval"], spec.eval);
+  read_dist(doc["dist"], spec.dist);
+  spec.config = doc;
   return spec;
 }
 
-ModelSpec parse_model_text(const std::string& yaml, const std::string& file,
-                           const std::vector<std::string>& overrides) {
-  auto root = std::make_shared<ConfigNode>(parse_yaml(yaml, file));
-  for (const auto& o : overrides) root->apply_override(o);
-  return parse_model_spec(root, file);
+ModelSpec parse_model_text(const std::string& yaml, const std::string& file, const std::vector<std::string>& overrides,
+                           const LayerSchemas& layers) {
+  Value root = parse_yaml(yaml, file);
+  for (const auto& o : overrides) apply_override(root, o);
+  return parse_model_spec(root, file, layers);
 }
 
-ModelSpec load_model_spec(const std::string& path, const std::vector<std::string>& overrides) {
-  auto root = std::make_shared<ConfigNode>(load_yaml_file(path));
-  for (const auto& o : overrides) root->apply_override(o);
-  return parse_model_spec(root, path);
+ModelSpec load_model_spec(const std::string& path, const std::vector<std::string>& overrides,
+                          const LayerSchemas& layers) {
+  Value root = load_yaml_file(path);
+  for (const auto& o : overrides) apply_override(root, o);
+  return parse_model_spec(root, path, layers);
+}
+
+void set_classes(ModelSpec& spec, const std::vector<std::string>& names) {
+  spec.classes = names;
+  Value list = Value::list(spec.config["classes"].where());
+  for (const auto& n : names) list.push_back(Value::scalar(Value::Kind::string, n, list.where(), true));
+  spec.config.set("classes", std::move(list));
 }
 
 }  // namespace cnn

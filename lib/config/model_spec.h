@@ -1,25 +1,32 @@
-// The typed model file of DESIGN.md. Defaults live here, in the member initialisers, and nowhere
-// else: the parser passes each member's initial value as the getter's fallback, so the resolved
-// tree (written out as the run's config.yaml) shows every default that was applied.
-// Layer attributes beyond name/type/inputs/backend/algo are read by the layer factories
-// (lib/layers) from LayerSpec::node; the graph builder then runs the final unknown-key check.
+// The typed model file: what the rest of the library reads. Parsed once, by a schema that
+// declares every key (model_spec.cpp for the sections, each layer file for its layer's keys), into
+// these plain structs; defaults are the member initialisers below (the declarations take them from
+// here) and are written into the resolved config. Every value keeps its location: a section's
+// `config` (and a layer's `attrs`) is the validated Value, so a later check reports file:line:col
+// with `spec.data.config["path"].fail("...")`.
+// Trap: parsing needs the layer types' schemas (the layer registry holds them); lib/layers/registry.h
+// has load_model_spec / parse_model_text overloads that pass the built-in ones.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "config/node.h"
+#include "config/schema.h"
+#include "config/value.h"
 
 namespace cnn {
+
+// Most layers a model may have, most classes (the final layer's width is capped the same way).
+constexpr int64_t kMaxLayers = 4096;
 
 struct InputSpec {
   int64_t channels = 1;
   int64_t height = 0;
   int64_t width = 0;
+  Value config;  // the `input` section as resolved, with locations
 };
 
 struct LayerSpec {
@@ -27,10 +34,9 @@ struct LayerSpec {
   std::string type;
   std::vector<std::string> inputs;  // empty: the previous layer (or the model input for the first)
   std::string backend = "auto";     // auto | cpu | cuda | cudnn
-  std::string algo = "auto";        // auto, one implementation name, or "per_direction" (a map the layer reads)
   std::string preferred_backend = "auto";  // train.backend: what `auto` means on a GPU where the layer supports it
   int index = 0;                    // position in `layers`
-  ConfigNode* node = nullptr;       // this layer's map inside ModelSpec::root (owned by it)
+  Value attrs;                      // this layer's map: every key of its type, defaults filled in, with locations
   Location where;
 };
 
@@ -39,6 +45,7 @@ struct LossSpec {
   double label_smoothing = 0.0;
   std::string class_weights = "none";     // none | balanced | list
   std::vector<double> class_weight_values;  // when class_weights: [w0, w1, ...] was given
+  Value config;
 };
 
 struct NormalizeSpec {
@@ -70,6 +77,7 @@ struct DataSpec {
   int64_t synthetic_size = 1024;  // images per split for format: synthetic
   std::string color = "auto";   // auto | gray | rgb: how image-folder files are read
   std::string gpu_resident = "auto";  // auto | on | off (CUDA issue)
+  Value config;
 };
 
 struct OptimizerSpec {
@@ -102,7 +110,13 @@ struct ScheduleSpec {
 struct CheckpointSpec {
   int64_t every_epochs = 1;     // epoch-NNNN.safetensors every N epochs (0 = never)
   int64_t keep_last = 3;        // keep the last K epoch-NNNN files (0 = keep all)
-  std::string best_metric = "val_acc";  // val_acc | val_loss
+  std::string best_metric = "val_acc";  // val_acc | val_loss | val_macro_f1
+};
+
+struct EarlyStoppingSpec {
+  std::string metric = "val_loss";  // val_loss | val_acc | val_macro_f1
+  int64_t patience = 0;             // epochs without improvement before stopping; 0 = off
+  double min_delta = 0.0;           // the smallest change that counts as an improvement
 };
 
 struct TrainSpec {
@@ -120,12 +134,15 @@ struct TrainSpec {
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   CheckpointSpec checkpoint;
+  EarlyStoppingSpec early_stopping;
+  Value config;
 };
 
 struct EvalSpec {
   bool ten_crop = false;
   int64_t batch_size = 256;
   bool test_every_epoch = false;  // also evaluate the test split after every epoch (logged, never used to choose)
+  Value config;
 };
 
 struct DistSpec {
@@ -133,11 +150,11 @@ struct DistSpec {
   double timeout_s = 300.0;
   std::string compress = "none";  // none | bf16
   bool sync_batchnorm = false;
+  Value config;
 };
 
 struct ModelSpec {
   std::string file;                     // the model file as given
-  std::shared_ptr<ConfigNode> root;     // resolved tree (owns every LayerSpec::node)
   std::string name;
   InputSpec input;
   std::vector<std::string> classes;     // may be empty: then "class0".."classK-1"
@@ -147,14 +164,31 @@ struct ModelSpec {
   TrainSpec train;
   EvalSpec eval;
   DistSpec dist;
+  Value config;  // the whole resolved config with locations; to_yaml(config) is a run's config.yaml
 };
 
-// Reads the file, applies each "--set key=value" override, parses and checks everything except
-// layer attributes (see header comment). ConfigError on any problem.
-ModelSpec load_model_spec(const std::string& path, const std::vector<std::string>& overrides = {});
-// Same from an already-parsed tree (tests; checkpoints carry their resolved config as text).
-ModelSpec parse_model_spec(std::shared_ptr<ConfigNode> root, const std::string& file);
+// Each layer type's own keys (besides name, type, inputs, backend and algo, which every layer
+// has), as the layer registry declares them.
+using LayerSchemas = std::map<std::string, Schema>;
+
+// The model file's schema: every section, and the layer maps checked against `layers`.
+std::shared_ptr<const Schema> model_schema(const LayerSchemas& layers);
+
+// Reads the file, applies each "--set key=value" override, checks everything against the schema
+// and the cross-key rules (crop within the input, one weight per class, ...). ConfigError on any
+// problem. The result is fully resolved: to_yaml(spec.config) holds every default.
+ModelSpec load_model_spec(const std::string& path, const std::vector<std::string>& overrides,
+                          const LayerSchemas& layers);
 ModelSpec parse_model_text(const std::string& yaml, const std::string& file,
-                           const std::vector<std::string>& overrides = {});
+                           const std::vector<std::string>& overrides, const LayerSchemas& layers);
+// From an already-parsed tree (overrides applied).
+ModelSpec parse_model_spec(const Value& root, const std::string& file, const LayerSchemas& layers);
+
+// Sets the class names (found by the data when the model file names none) in the spec and in its
+// resolved config.
+void set_classes(ModelSpec& spec, const std::vector<std::string>& names);
+
+// Markdown reference of every key (`cnn-train validate --keys`; the README holds a copy).
+std::string model_reference_markdown(const LayerSchemas& layers);
 
 }  // namespace cnn

@@ -1,7 +1,7 @@
-// ConfigNode::apply_override: the CLI's --set KEY=VALUE, on the tree before any reader runs.
+// apply_override: the CLI's --set KEY=VALUE, on the parsed tree before the schema checks it.
 // Trap: a digit segment means an index only inside a list ("layers.0"); inside a map it is a key.
 // Every error names "<--set>" and the whole assignment, since the user has no file line to look at.
-#include "config/node.h"
+#include "config/value.h"
 
 #include <cctype>
 #include <charconv>
@@ -50,7 +50,7 @@ std::vector<Step> parse_path(const std::string& key, const std::string& assignme
 }
 
 // The index of a list item: a number, or the item map whose `name` is step.key.
-size_t find_item(const ConfigNode& list, const Step& step, const std::string& walked, const std::string& key,
+size_t find_item(const Value& list, const Step& step, const std::string& walked, const std::string& key,
                  const std::string& assignment) {
   size_t n = list.items().size();
   if (all_digits(step.key, 0, step.key.size())) {
@@ -66,8 +66,8 @@ size_t find_item(const ConfigNode& list, const Step& step, const std::string& wa
     if (!list.items()[i].is_map()) continue;
     for (const auto& [k, v] : list.items()[i].entries()) {
       if (k != "name" || !v.is_scalar()) continue;
-      if (v.as_string() == step.key) return i;
-      names.push_back(v.as_string());
+      if (v.text() == step.key) return i;
+      names.push_back(v.text());
     }
   }
   throw set_error(assignment, key,
@@ -76,7 +76,7 @@ size_t find_item(const ConfigNode& list, const Step& step, const std::string& wa
 
 }  // namespace
 
-void ConfigNode::apply_override(const std::string& assignment) {
+void apply_override(Value& root, const std::string& assignment) {
   size_t eq = assignment.find('=');
   std::string key = assignment.substr(0, eq == std::string::npos ? assignment.size() : eq);
   while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
@@ -85,7 +85,7 @@ void ConfigNode::apply_override(const std::string& assignment) {
     throw ConfigError(Location{"<--set>", 0, 0}, "",
                       fmt::format("malformed override '{}': expected KEY=VALUE, e.g. train.optimizer.lr=0.05",
                                   assignment));
-  ConfigNode value;
+  Value value;
   try {
     value = parse_yaml(assignment.substr(eq + 1), "<--set>");
   } catch (const ConfigError& e) {
@@ -94,7 +94,7 @@ void ConfigNode::apply_override(const std::string& assignment) {
   value.set_location_recursive(Location{"<--set>", 0, 0});
 
   std::vector<Step> steps = parse_path(key, assignment);
-  ConfigNode* cur = this;
+  Value* cur = &root;
   std::string walked;  // the path so far, as the user wrote it
   for (size_t s = 0; s < steps.size(); ++s) {
     const Step& step = steps[s];
@@ -104,18 +104,18 @@ void ConfigNode::apply_override(const std::string& assignment) {
         cur->set(step.key, std::move(value));
         return;
       }
-      ConfigNode* child = nullptr;
-      for (auto& e : cur->m_entries)
+      Value* child = nullptr;
+      for (auto& e : cur->mutable_entries())
         if (e.first == step.key) child = &e.second;
-      cur = child ? child : &cur->set(step.key, map(Location{"<--set>", 0, 0}));
-    } else if (cur->is_sequence()) {
+      cur = child ? child : &cur->set(step.key, Value::map(Location{"<--set>", 0, 0}));
+    } else if (cur->is_list()) {
       size_t index = find_item(*cur, step, walked, key, assignment);
       if (last) {
-        value.set_path_recursive(fmt::format("{}[{}]", cur->m_path, index));
-        cur->m_items[index] = std::move(value);
+        value.set_path_recursive(item_path(cur->path(), index));
+        cur->mutable_items()[index] = std::move(value);
         return;
       }
-      cur = &cur->m_items[index];
+      cur = &cur->mutable_items()[index];
     } else {
       throw set_error(assignment, key, fmt::format("cannot set '{}': '{}' is {}, not {}", key, walked,
                                                    cur->describe(), step.bracket ? "a list" : "a map"));

@@ -23,14 +23,30 @@ bool cuda_available() {
   return n > 0;
 }
 
+// Why cudaGetDeviceCount failed, in a user's words. Without a driver the runtime answers "CUDA
+// driver version is insufficient for CUDA runtime version", which sends people to update a driver
+// they do not have: a driver version of 0 means none is installed.
+static std::string no_gpu_reason(cudaError_t e) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cudaGetLastError();
+  if (e == cudaErrorNoDevice || driver == 0) return "no NVIDIA driver or GPU found";
+  if (e == cudaErrorInsufficientDriver)
+    return fmt::format("the NVIDIA driver supports CUDA up to {}.{}, older than this build's CUDA runtime {}.{}: "
+                       "update the driver",
+                       driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  return fmt::format("no usable GPU ({})", cudaGetErrorString(e));
+}
+
 std::string cuda_device_description() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return fmt::format("no usable GPU ({})", cudaGetErrorString(e));
+    return no_gpu_reason(e);
   }
-  if (n == 0) return "no GPU found";
+  if (n == 0) return "no NVIDIA driver or GPU found";
   int dev = 0;
   cudaGetDevice(&dev);
   cudaDeviceProp p{};

@@ -26,7 +26,7 @@ ConfigError::ConfigError(Location where, std::string key_path, std::string messa
       m_message(std::move(message)) {}
 
 void throw_error(const char* file, int line, const std::string& message) {
-  throw Error(fmt::format("{} ({}:{})", message, std::filesystem::path(file).filename().string(), line));
+  throw Error(message, fmt::format("{}:{}", std::filesystem::path(file).filename().string(), line));
 }
 
 int edit_distance(const std::string& a, const std::string& b) {

@@ -1,6 +1,8 @@
 // Exceptions of the library: cnn::Error (runtime) and cnn::ConfigError (file:line:col + key path).
 // The library throws; only app/ decides to exit. CNN_CHECK formats its message with fmt, and the
 // message is only built when the check fails, so checks are cheap in hot paths.
+// Trap: what() is the message a user reads; the C++ source location of CNN_THROW/CNN_CHECK (and
+// the CUDA/cuDNN/NCCL/MPI checks) is kept apart in source_location(), printed only with --verbose.
 #pragma once
 
 #include <fmt/format.h>
@@ -14,6 +16,13 @@ namespace cnn {
 class Error : public std::runtime_error {
 public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
+  Error(const std::string& what, std::string source_location)
+      : std::runtime_error(what), m_source_location(std::move(source_location)) {}
+  // "gzip.cpp:18" where the library threw it; "" when unknown.
+  const std::string& source_location() const { return m_source_location; }
+
+private:
+  std::string m_source_location;
 };
 
 // Where a value came from in a config file. line/col are 1-based; 0 means unknown.

@@ -1,8 +1,10 @@
 // Workspace growth and CPU thread counts.
 #include "core/exec_context.h"
 
+#include <cstdint>
 #include <thread>
 
+#include "core/error.h"
 #include "core/out_of_memory.h"
 
 namespace cnn {
@@ -10,6 +12,8 @@ namespace cnn {
 Workspace::~Workspace() { device_free(m_device, m_data); }
 
 float* Workspace::get(size_t count) {
+  // count + count / 2 floats must fit a byte count (a wrapped size would allocate too little).
+  CNN_CHECK(count <= SIZE_MAX / (2 * sizeof(float)), "shared op workspace: {} floats do not fit a byte count", count);
   if (count > m_capacity) {
     const double old_bytes = double(m_capacity) * sizeof(float);
     device_free(m_device, m_data);

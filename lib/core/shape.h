@@ -1,5 +1,7 @@
 // Shape of a tensor: up to 8 dims of int64_t, row-major (the last dim is contiguous).
 // Activations are NCHW; per-sample shapes (C, H, W) are used by shape inference, N is added later.
+// numel() is overflow-checked (core/checked.h): a shape whose element count does not fit 64 bits
+// throws instead of wrapping; the per-tensor cap is checked where model shapes are made.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +20,7 @@ public:
   int rank() const { return static_cast<int>(m_dims.size()); }
   int64_t operator[](int i) const { return m_dims[static_cast<size_t>(i < 0 ? i + rank() : i)]; }
   int64_t& operator[](int i) { return m_dims[static_cast<size_t>(i < 0 ? i + rank() : i)]; }
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : m_dims) n *= d;
-    return n;
-  }
+  int64_t numel() const;  // throws cnn::Error when the product overflows int64_t
   const std::vector<int64_t>& dims() const { return m_dims; }
   // This shape with a leading batch dimension.
   Shape with_batch(int64_t n) const {

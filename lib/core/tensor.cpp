@@ -1,6 +1,7 @@
 // Tensor storage and copies across devices.
 #include "core/tensor.h"
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace cnn {
@@ -10,7 +11,7 @@ Tensor Tensor::empty(const Shape& shape, Device device, const std::string& what)
   Tensor t;
   t.m_shape = shape;
   t.m_device = device;
-  size_t bytes = static_cast<size_t>(shape.numel()) * sizeof(float);
+  const size_t bytes = checked_bytes(shape.numel(), sizeof(float), what.c_str());
   void* p = device_malloc(device, bytes, what);
   t.m_storage = std::shared_ptr<void>(p, [device](void* q) { device_free(device, q); });
   t.m_data = static_cast<float*>(p);

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/data_limits.h"
+#include "data/parallel_errors.h"
 #include "data/sources.h"
 #include "data/synthetic_faces.h"
 
@@ -74,12 +77,19 @@ void convert_image(const uint8_t* src, int64_t sc, int64_t sh, int64_t sw, uint8
 void convert_dataset(Dataset& d, int64_t channels, int64_t height, int64_t width) {
   if (d.channels == channels && d.height == height && d.width == width) return;
   const int64_t n = d.size();
-  std::vector<uint8_t> out(static_cast<size_t>(n * channels * height * width));
+  const std::optional<int64_t> total = checked_product({n, channels, height, width});
+  CNN_CHECK(total && *total <= kMaxDataElements, "{} images of {}x{}x{} exceed the limit of {} bytes for one split",
+            n, channels, height, width, kMaxDataElements);
+  std::vector<uint8_t> out(static_cast<size_t>(*total));
   const int64_t db = channels * height * width;
+  ParallelErrors errors;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    convert_image(d.sample(i), d.channels, d.height, d.width, out.data() + i * db, channels, height, width);
+    errors.run(i, [&] {
+      convert_image(d.sample(i), d.channels, d.height, d.width, out.data() + i * db, channels, height, width);
+    });
   }
+  errors.rethrow();
   d.pixels = std::move(out);
   d.channels = channels;
   d.height = height;
@@ -227,6 +237,12 @@ DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std:
     throw ConfigError({}, "input", fmt::format("height and width must be positive, got {}x{}", input.height,
                                                input.width));
   }
+  const std::optional<int64_t> pixels = checked_product({input.height, input.width});
+  if (!pixels || *pixels > kMaxImagePixels) {
+    throw ConfigError({}, "input", fmt::format("{} x {} pixels per image is above the data loaders' limit of {} "
+                                               "(kMaxImagePixels in lib/data/data_limits.h)", input.height,
+                                               input.width, kMaxImagePixels));
+  }
   if (spec.on_bad_row != "error" && spec.on_bad_row != "skip") {
     throw ConfigError({}, "data.on_bad_row", fmt::format("expected error or skip, found '{}'", spec.on_bad_row));
   }
@@ -241,8 +257,10 @@ DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std:
     s = load_idx(spec.path);
     int64_t k = max_label_plus_one(s);
     if (!classes.empty()) {
-      CNN_CHECK(k <= static_cast<int64_t>(classes.size()), "{}: labels go up to {} but the model has {} classes",
-                spec.path, k - 1, classes.size());
+      if (k > static_cast<int64_t>(classes.size())) {
+        CNN_THROW("{}: labels go up to {} but the model has {} classes (the *-labels-idx1-ubyte files hold class "
+                  "indices 0..K-1)", spec.path, k - 1, classes.size());
+      }
     }
     s.class_names = classes.empty() ? default_names(k) : classes;
   } else if (spec.format == "image-folder") {
@@ -270,6 +288,15 @@ DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std:
                                 s.test.size(), input.channels, input.height, input.width));
   s.fingerprint = dataset_fingerprint(s);
   return s;
+}
+
+DataSplits load_dataset(const ModelSpec& model, const std::vector<std::string>& classes) {
+  try {
+    return load_dataset(model.data, model.input, classes);
+  } catch (const ConfigError& e) {
+    if (!e.where().file.empty() || e.where().line != 0) throw;
+    throw ConfigError({model.file}, e.key_path(), e.message());
+  }
 }
 
 }  // namespace cnn

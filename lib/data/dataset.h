@@ -35,6 +35,9 @@ struct DataSplits {
 // `classes` may be empty (names then come from the source, or default ones). Carves val when the
 // source has none, and fills notes and fingerprint.
 DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std::vector<std::string>& classes);
+// The same for a whole model file: a ConfigError about a key (input.channels, data.color, ...)
+// names the model file, which DataSpec and InputSpec alone don't know.
+DataSplits load_dataset(const ModelSpec& model, const std::vector<std::string>& classes);
 
 // Moves round(fraction * N) samples of train into val, stratified by class: each class gives
 // floor(fraction * n_c) and the remainder goes to the classes with the largest fractional parts.

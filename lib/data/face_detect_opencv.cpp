@@ -4,12 +4,15 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/objdetect.hpp>
 
 #include "core/error.h"
+#include "data/image_decode_opencv.h"
+#include "data/stderr_capture.h"
 
 namespace cnn {
 
@@ -53,11 +56,14 @@ FaceImage FaceDetector::read_face(const std::string& path, double margin, bool g
   CNN_CHECK(channels == 1 || channels == 3, "images are read with 1 or 3 channels, not {}", channels);
   CNN_CHECK(!(channels == 1 && !gray), "an RGB read needs 3 channels");
   cv::Mat img;
-  try {
-    img = cv::imread(path, gray ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-  } catch (const cv::Exception&) {
+  std::string problem;
+  {
+    StderrCapture capture;
+    bool decoder_failed = false;
+    img = decode_checked(path, gray, problem, decoder_failed);
+    for (const std::string& line : capture.finish()) spdlog::warn("{}: image decoder: {}", path, line);
   }
-  if (img.empty()) CNN_THROW("{}: OpenCV cannot read this image", path);
+  if (img.empty()) CNN_THROW("{}: {}", path, problem);
   cv::Mat gray_img;
   if (gray) {
     gray_img = img;

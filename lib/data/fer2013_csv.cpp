@@ -1,12 +1,16 @@
-// FER2013 CSV reader: rows are parsed in parallel (OpenMP) by hand-written integer scanning, then
-// gathered in file order so errors and skips are reported the same way on any thread count.
-// Trap: line numbers are 1-based and count the header; blank lines are ignored but counted.
+// FER2013 CSV reader: rows are parsed in parallel (OpenMP) by hand-written integer scanning, a block
+// of rows at a time, then gathered in file order so errors and skips are reported the same way on
+// any thread count. Trap: line numbers are 1-based and count the header; blank lines are ignored
+// but counted.
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "data/gzip.h"
+#include "data/parallel_errors.h"
 #include "data/sources.h"
 
 namespace cnn {
@@ -169,86 +173,123 @@ void parse_row(const Columns& cols, const char* b, const char* e, int64_t num_cl
   }
 }
 
-// Moves the parsed rows into their splits in file order; throws at the first bad row unless skip_bad.
-DataSplits gather_rows(const std::string& path, const Columns& cols, const std::vector<RowResult>& results,
-                       const std::vector<uint8_t>& pixels,  // (rows, 2304)
-                       bool skip_bad) {
-  const int64_t rows = static_cast<int64_t>(results.size());
+// Where the rows go: the three splits, filled in file order, and what was skipped.
+struct Gather {
   DataSplits s;
-  Dataset* parts[3] = {&s.train, &s.val, &s.test};
   int64_t counts[3] = {0, 0, 0};
-  std::vector<int64_t> bad_lines;
+  int64_t bad = 0;
+  std::vector<int64_t> bad_lines;  // the first few
   std::string first_error;
-  for (int64_t i = 0; i < rows; ++i) {
+};
+
+// Files the parsed rows of one block into their splits in file order; throws at the first bad row
+// unless skip_bad.
+void gather_block(const std::string& path, const std::vector<int64_t>& line_numbers,
+                  const std::vector<RowResult>& results,
+                  const std::vector<uint8_t>& pixels,  // (rows, 2304)
+                  bool skip_bad, Gather& g) {
+  Dataset* parts[3] = {&g.s.train, &g.s.val, &g.s.test};
+  for (size_t i = 0; i < results.size(); ++i) {
     const RowResult& r = results[i];
-    if (r.error.empty()) {
-      if (!r.blank) ++counts[r.split];
+    if (!r.error.empty()) {
+      if (!skip_bad) CNN_THROW("{}:{}: {}", path, line_numbers[i], r.error);
+      if (g.bad == 0) g.first_error = fmt::format("{}:{}: {}", path, line_numbers[i], r.error);
+      if (g.bad_lines.size() < 10) g.bad_lines.push_back(line_numbers[i]);
+      ++g.bad;
       continue;
     }
-    if (!skip_bad) CNN_THROW("{}:{}: {}", path, i + 2, r.error);
-    if (bad_lines.empty()) first_error = fmt::format("{}:{}: {}", path, i + 2, r.error);
-    bad_lines.push_back(i + 2);
-  }
-  for (int k = 0; k < 3; ++k) {
-    parts[k]->channels = 1;
-    parts[k]->height = kSide;
-    parts[k]->width = kSide;
-    parts[k]->pixels.reserve(static_cast<size_t>(counts[k] * kPixels));
-    parts[k]->labels.reserve(static_cast<size_t>(counts[k]));
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const RowResult& r = results[i];
-    if (r.split < 0 || !r.error.empty()) continue;
+    if (r.blank) continue;
     Dataset& d = *parts[r.split];
     const uint8_t* p = pixels.data() + i * kPixels;
     d.pixels.insert(d.pixels.end(), p, p + kPixels);
     d.labels.push_back(r.label);
+    ++g.counts[r.split];
   }
-  s.bad_skipped = static_cast<int64_t>(bad_lines.size());
+}
+
+DataSplits finish(const std::string& path, const Columns& cols, Gather& g) {
+  DataSplits& s = g.s;
+  for (Dataset* d : {&s.train, &s.val, &s.test}) {
+    d->channels = 1;
+    d->height = kSide;
+    d->width = kSide;
+  }
+  s.bad_skipped = g.bad;
   s.notes.push_back(fmt::format("source: fer2013-csv {} ({} rows: Training {}, PublicTest {}, PrivateTest {}{})",
-                                path, counts[0] + counts[1] + counts[2], counts[0], counts[1], counts[2],
+                                path, g.counts[0] + g.counts[1] + g.counts[2], g.counts[0], g.counts[1], g.counts[2],
                                 cols.usage < 0 ? "; no Usage column, all rows train" : ""));
-  if (!bad_lines.empty()) {
+  if (g.bad > 0) {
     std::string list;
-    for (size_t j = 0; j < std::min<size_t>(bad_lines.size(), 10); ++j) {
-      list += (j ? ", " : "") + std::to_string(bad_lines[j]);
-    }
-    if (bad_lines.size() > 10) list += ", ...";
-    s.notes.push_back(fmt::format("skipped {} malformed rows (on_bad_row: skip), lines {}; first: {}",
-                                  bad_lines.size(), list, first_error));
+    for (size_t j = 0; j < g.bad_lines.size(); ++j) list += (j ? ", " : "") + std::to_string(g.bad_lines[j]);
+    if (g.bad > static_cast<int64_t>(g.bad_lines.size())) list += ", ...";
+    s.notes.push_back(fmt::format("skipped {} malformed rows (on_bad_row: skip), lines {}; first: {}", g.bad, list,
+                                  g.first_error));
   }
-  return s;
+  return std::move(g.s);
 }
 
 }  // namespace
 
-DataSplits load_fer2013_csv(const std::string& path, int64_t num_classes, bool skip_bad) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
-  const char* text = reinterpret_cast<const char*>(bytes.data());
-  const char* end = text + bytes.size();
-  std::vector<const char*> starts;  // start of every line; starts.back() is `end`
-  for (const char* p = text; p < end;) {
-    starts.push_back(p);
+DataSplits parse_fer2013_csv(const std::string& path, const uint8_t* data, size_t size, int64_t num_classes,
+                             bool skip_bad) {
+  const char* p = reinterpret_cast<const char*>(data);
+  const char* const end = p + size;
+  auto next_line = [&](const char*& b, const char*& e) {  // [b, e) without the newline; advances p
+    b = p;
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    e = nl ? nl : end;
     p = nl ? nl + 1 : end;
-  }
-  if (starts.empty()) CNN_THROW("{}: empty file (expected a header emotion,pixels,Usage)", path);
-  starts.push_back(end);
-  auto line_end = [&](size_t i) {
-    const char* e = starts[i + 1];
-    return (e > starts[i] && e[-1] == '\n') ? e - 1 : e;
   };
-  const Columns cols = parse_header(path, starts[0], line_end(0));
+  if (size == 0) CNN_THROW("{}: empty file (expected a header emotion,pixels,Usage)", path);
+  const char *hb, *he;
+  next_line(hb, he);
+  const Columns cols = parse_header(path, hb, he);
 
-  const int64_t rows = static_cast<int64_t>(starts.size()) - 2;
-  std::vector<uint8_t> pixels(static_cast<size_t>(rows * kPixels));
-  std::vector<RowResult> results(static_cast<size_t>(rows));
-#pragma omp parallel for schedule(dynamic, 256)
-  for (int64_t i = 0; i < rows; ++i) {
-    parse_row(cols, starts[i + 1], line_end(i + 1), num_classes, pixels.data() + i * kPixels, results[i]);
+  // Blocks of rows: the index, results and pixels of one block at a time, so memory stays
+  // proportional to the rows kept, whatever the file holds (a million blank lines included).
+  constexpr size_t kBlock = 4096;
+  std::vector<const char*> begins, ends;
+  std::vector<int64_t> line_numbers;
+  std::vector<RowResult> results;
+  std::vector<uint8_t> pixels;
+  Gather g;
+  int64_t line = 1;
+  while (p < end) {
+    begins.clear();
+    ends.clear();
+    line_numbers.clear();
+    while (p < end && begins.size() < kBlock) {
+      const char *b, *e;
+      next_line(b, e);
+      ++line;
+      if (e == b || (e - b == 1 && *b == '\r')) continue;  // empty: nothing to parse
+      begins.push_back(b);
+      ends.push_back(e);
+      line_numbers.push_back(line);
+    }
+    const auto rows = static_cast<int64_t>(begins.size());
+    results.assign(begins.size(), RowResult{});
+    pixels.resize(begins.size() * kPixels);
+    ParallelErrors errors;
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t i = 0; i < rows; ++i) {
+      errors.run(i, [&] { parse_row(cols, begins[i], ends[i], num_classes, pixels.data() + i * kPixels, results[i]); });
+    }
+    errors.rethrow();
+    gather_block(path, line_numbers, results, pixels, skip_bad, g);
   }
+  return finish(path, cols, g);
+}
 
-  return gather_rows(path, cols, results, pixels, skip_bad);
+DataSplits load_fer2013_csv(const std::string& path, int64_t num_classes, bool skip_bad) {
+  std::error_code ec;
+  if (!path.empty() && !std::filesystem::exists(path, ec)) {
+    CNN_THROW("{}: no such file {}. FER2013 is not shipped: datasets/fer2013/README.md (in the cnn-train sources) "
+              "says where to download fer2013.csv, or how to make a synthetic stand-in with cnn-make-fer2013",
+              path, where_looked(path));
+  }
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  return parse_fer2013_csv(path, bytes.data(), bytes.size(), num_classes, skip_bad);
 }
 
 std::string fer2013_csv_row(int64_t emotion, const uint8_t* pixels, int64_t n, const std::string& usage) {

@@ -1,7 +1,9 @@
 // IDX reader (the MNIST / Fashion-MNIST container: big-endian header, then raw uint8 values).
 // Trap: the files may be gzip-compressed under either name; read_file_bytes handles both, but we
 // look for "name" before "name.gz" so a stale uncompressed copy wins: the note says which was read.
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "data/gzip.h"
@@ -22,47 +24,114 @@ std::string find_file(const std::string& dir, const std::string& name) {
   namespace fs = std::filesystem;
   for (const std::string& candidate : {name, name + ".gz"}) {
     fs::path p = fs::path(dir) / candidate;
-    if (fs::is_regular_file(p)) return p.string();
+    std::error_code ec;
+    if (fs::exists(p, ec)) return p.string();  // not only regular files: the read refuses the others by name
   }
   CNN_THROW("{}: neither {} nor {}.gz exists (data.format idx expects train-images-idx3-ubyte, "
             "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each optionally .gz)",
             dir, name, name);
 }
 
-// Reads one idx file; dims receives its dimensions after the magic number.
-std::vector<uint8_t> read_idx(const std::string& path, uint32_t magic, std::vector<int64_t>& dims) {
-  std::vector<uint8_t> bytes = read_file_bytes(path);
-  const int rank = static_cast<int>(magic & 0xff);
-  if (bytes.size() < 4) CNN_THROW("{}: {} bytes, too short for an idx header", path, bytes.size());
-  uint32_t got = be32(bytes.data());
-  if (got != magic) {
-    CNN_THROW("{}: bad magic number 0x{:08x}, expected 0x{:08x} (idx {} of unsigned bytes)", path, got, magic,
-              rank == 3 ? "images" : "labels");
-  }
-  const size_t header = 4 + 4 * static_cast<size_t>(rank);
-  if (bytes.size() < header) CNN_THROW("{}: {} bytes, too short for an idx header of {} dims", path, bytes.size(), rank);
-  dims.clear();
-  size_t count = 1;
-  for (int i = 0; i < rank; ++i) {
-    dims.push_back(be32(bytes.data() + 4 + 4 * i));
-    if (dims.back() == 0 && i > 0) CNN_THROW("{}: dimension {} is 0", path, i);
-    count *= static_cast<size_t>(dims.back());
-  }
-  if (bytes.size() - header != count) {
-    CNN_THROW("{}: header says {} values ({}), the file holds {}", path, count,
-              rank == 3 ? fmt::format("{}x{}x{}", dims[0], dims[1], dims[2]) : fmt::format("{}", dims[0]),
-              bytes.size() - header);
-  }
-  return std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
+struct IdxHeader {
+  std::vector<int64_t> dims;
+  int64_t header_bytes = 0;
+  int64_t values = 0;  // the product of dims, checked
+};
+
+const char* field_name(bool images, int i) {
+  static const char* names[3] = {"number of images", "rows", "columns"};
+  return images ? names[i] : "number of labels";
 }
+
+// Checks the header at the start of `p` (have bytes: at least the header, or the whole file when
+// shorter) without trusting any size in it: the product of the dimensions is overflow-checked and
+// capped before anything is sized from it.
+IdxHeader check_header(const std::string& path, const uint8_t* p, size_t have, bool images) {
+  const uint32_t magic = images ? kImagesMagic : kLabelsMagic;
+  const int rank = images ? 3 : 1;
+  const char* what = images ? "images" : "labels";
+  if (have < 4) CNN_THROW("{}: {} bytes, too short for an idx header (a 4-byte magic number first)", path, have);
+  const uint32_t got = be32(p);
+  if (got != magic) {
+    CNN_THROW("{}: bad magic number 0x{:08x} at byte 0, expected 0x{:08x} (idx {} of unsigned bytes)", path, got,
+              magic, what);
+  }
+  IdxHeader h;
+  h.header_bytes = 4 + 4 * int64_t{rank};
+  if (static_cast<int64_t>(have) < h.header_bytes) {
+    CNN_THROW("{}: {} bytes, too short for the idx {} header of {} bytes (magic number, then {} 4-byte dimensions)",
+              path, have, what, h.header_bytes, rank);
+  }
+  std::string shape;
+  int64_t values = 1;
+  for (int i = 0; i < rank; ++i) {
+    const int64_t d = be32(p + 4 + 4 * i);
+    h.dims.push_back(d);
+    shape += (i ? " x " : "") + std::to_string(d);
+    if (d == 0 && i > 0) CNN_THROW("{}: header field '{}' (byte {}) is 0", path, field_name(images, i), 4 + 4 * i);
+    std::optional<int64_t> v = checked_product({values, d});
+    if (!v) {
+      CNN_THROW("{}: header field '{}' (byte {}): {} values overflow 64-bit size arithmetic", path,
+                field_name(images, i), 4 + 4 * i, shape);
+    }
+    values = *v;
+    if (images && i == 2 && checked_product({h.dims[1], h.dims[2]}).value_or(kMaxImagePixels + 1) > kMaxImagePixels) {
+      CNN_THROW("{}: header fields 'rows' x 'columns' (bytes 8-15) declare images of {} x {} pixels, above the "
+                "limit of {} pixels per image (kMaxImagePixels in lib/data/data_limits.h)", path, h.dims[1],
+                h.dims[2], kMaxImagePixels);
+    }
+    if (values > kMaxDataFileBytes - h.header_bytes) {
+      CNN_THROW("{}: header field '{}' (byte {}): {} = {} values, more than the limit of {} bytes for one data "
+                "file (kMaxDataFileBytes in lib/data/data_limits.h)", path, field_name(images, i), 4 + 4 * i, shape,
+                values, kMaxDataFileBytes);
+    }
+  }
+  h.values = values;
+  return h;
+}
+
+// The file holds `size` bytes (or more, when `more`): exactly the header plus its values, or an error.
+void check_size(const std::string& path, const IdxHeader& h, int64_t size, bool more) {
+  const int64_t held = size - h.header_bytes;
+  if (held == h.values && !more) return;
+  std::string shape;
+  for (size_t i = 0; i < h.dims.size(); ++i) shape += (i ? "x" : "") + std::to_string(h.dims[i]);
+  CNN_THROW("{}: header says {} values ({}), the file holds {}{} after the {}-byte header", path, h.values, shape,
+            more ? "more than " : "", held, h.header_bytes);
+}
+
+// Reads one idx file: the header first (checked), then exactly the bytes it announces.
+std::vector<uint8_t> read_idx(const std::string& path, bool images, std::vector<int64_t>& dims) {
+  const std::vector<uint8_t> head = read_file_head(path, 16);
+  const IdxHeader h = check_header(path, head.data(), head.size(), images);
+  const int64_t want = h.header_bytes + h.values;
+  std::vector<uint8_t> bytes = read_file_head(path, want + 1);  // one more: does the file hold more?
+  const bool more = static_cast<int64_t>(bytes.size()) > want;
+  check_size(path, h, std::min<int64_t>(static_cast<int64_t>(bytes.size()), want), more);
+  dims = h.dims;
+  bytes.erase(bytes.begin(), bytes.begin() + h.header_bytes);
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<uint8_t> parse_idx(const std::string& path, const uint8_t* data, size_t size, bool images,
+                               std::vector<int64_t>& dims) {
+  const IdxHeader h = check_header(path, data, size, images);
+  check_size(path, h, static_cast<int64_t>(size), false);
+  dims = h.dims;
+  return std::vector<uint8_t>(data + h.header_bytes, data + size);
+}
+
+namespace {
 
 Dataset read_pair(const std::string& dir, const std::string& prefix, std::string& note) {
   std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
   std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
   std::vector<int64_t> idims, ldims;
   Dataset d;
-  d.pixels = read_idx(images_path, kImagesMagic, idims);
-  std::vector<uint8_t> labels = read_idx(labels_path, kLabelsMagic, ldims);
+  d.pixels = read_idx(images_path, true, idims);
+  std::vector<uint8_t> labels = read_idx(labels_path, false, ldims);
   if (idims[0] != ldims[0]) {
     CNN_THROW("{} holds {} images but {} holds {} labels", images_path, idims[0], labels_path, ldims[0]);
   }
@@ -79,7 +148,11 @@ Dataset read_pair(const std::string& dir, const std::string& prefix, std::string
 }  // namespace
 
 DataSplits load_idx(const std::string& dir) {
-  if (!std::filesystem::is_directory(dir)) CNN_THROW("{}: not a directory (data.format idx reads a folder)", dir);
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) {
+    CNN_THROW("{}: no such directory {} (data.format idx reads a folder of four idx files)", dir, where_looked(dir));
+  }
+  if (!std::filesystem::is_directory(dir, ec)) CNN_THROW("{}: not a directory (data.format idx reads a folder)", dir);
   DataSplits s;
   std::string note;
   s.train = read_pair(dir, "train", note);

@@ -6,6 +6,10 @@ namespace cnn {
 
 bool image_io_available() { return false; }
 
+std::string decode_image_file(const std::string& path, bool, int64_t, int64_t, int64_t, uint8_t*) {
+  CNN_THROW("{}: reading images needs OpenCV, and this build has none (rebuild with -DCNN_WITH_OPENCV=ON)", path);
+}
+
 bool read_image_file(const std::string& path, bool, int64_t, int64_t, int64_t, uint8_t*) {
   CNN_THROW("{}: reading images needs OpenCV, and this build has none (rebuild with -DCNN_WITH_OPENCV=ON)", path);
 }

@@ -1,27 +1,69 @@
-// OpenCV implementation of image_io.h. Trap: OpenCV holds colour as interleaved BGR; we hold RGB planes.
+// OpenCV implementation of image_io.h. Trap: OpenCV holds colour as interleaved BGR; we hold RGB
+// planes. Files are read by read_raw_file and decoded with cv::imdecode, never cv::imread, so the
+// size and header checks see exactly the bytes the decoder gets.
 #include "data/image_io.h"
 
-#include <opencv2/core.hpp>
+#include <spdlog/spdlog.h>
+
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "core/error.h"
+#include "data/data_limits.h"
+#include "data/gzip.h"
+#include "data/image_decode_opencv.h"
+#include "data/image_header.h"
+#include "data/stderr_capture.h"
 
 namespace cnn {
 
 bool image_io_available() { return true; }
 
-bool read_image_file(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
-                     uint8_t* dst) {
-  CNN_CHECK(channels == 1 || channels == 3, "images are read with 1 or 3 channels, not {}", channels);
-  CNN_CHECK(!(channels == 1 && !gray), "an RGB read needs 3 channels");
+cv::Mat decode_checked(const std::string& path, bool gray, std::string& problem, bool& decoder_failed) {
+  decoder_failed = false;
+  const std::vector<uint8_t> bytes = read_raw_file(path, kMaxImageFileBytes);
+  if (static_cast<int64_t>(bytes.size()) > kMaxImageFileBytes) {
+    problem = fmt::format("more than {} bytes, the limit for one image file (kMaxImageFileBytes in "
+                          "lib/data/data_limits.h)", kMaxImageFileBytes);
+    return {};
+  }
+  ImageHeader h;
+  problem = read_image_header(bytes.data(), bytes.size(), h);
+  if (!problem.empty()) return {};
+  const std::optional<int64_t> pixels = checked_product({h.width, h.height});
+  if (!pixels || *pixels > kMaxImagePixels) {
+    problem = fmt::format("{} header declares {} x {} pixels, above the limit of {} pixels ({} megapixels) for one "
+                          "image (kMaxImagePixels in lib/data/data_limits.h); refused before decoding", h.format,
+                          h.width, h.height, kMaxImagePixels, kMaxImagePixels >> 20);
+    return {};
+  }
   cv::Mat img;
   try {
-    img = cv::imread(path, gray ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-  } catch (const cv::Exception&) {
-    return false;
+    const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+    img = cv::imdecode(raw, gray ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+  } catch (const cv::Exception& e) {
+    problem = fmt::format("OpenCV cannot decode this {} image: {}", h.format, e.what());
+    decoder_failed = true;
+    return {};
   }
-  if (img.empty()) return false;
+  if (img.empty()) {
+    problem = fmt::format("OpenCV cannot decode this {} image ({} x {} pixels in its header)", h.format, h.width,
+                          h.height);
+    decoder_failed = true;
+    return {};
+  }
+  return img;
+}
+
+namespace {
+
+std::string decode_into(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
+                        uint8_t* dst, bool& decoder_failed) {
+  CNN_CHECK(channels == 1 || channels == 3, "images are read with 1 or 3 channels, not {}", channels);
+  CNN_CHECK(!(channels == 1 && !gray), "an RGB read needs 3 channels");
+  std::string problem;
+  cv::Mat img = decode_checked(path, gray, problem, decoder_failed);
+  if (img.empty()) return problem;
   if (!gray) cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
   if (img.rows != height || img.cols != width) {
     const bool shrink = static_cast<int64_t>(img.rows) * img.cols > height * width;
@@ -38,7 +80,29 @@ bool read_image_file(const std::string& path, bool gray, int64_t channels, int64
       for (int64_t c = 0; c < channels; ++c) dst[c * hw + y * width + x] = row[x * src_c + (src_c == 1 ? 0 : c)];
     }
   }
-  return true;
+  return "";
+}
+
+}  // namespace
+
+std::string decode_image_file(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
+                              uint8_t* dst) {
+  bool decoder_failed = false;
+  return decode_into(path, gray, channels, height, width, dst, decoder_failed);
+}
+
+bool read_image_file(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
+                     uint8_t* dst) {
+  std::string problem;
+  bool decoder_failed = false;
+  {
+    StderrCapture capture;
+    problem = decode_into(path, gray, channels, height, width, dst, decoder_failed);
+    for (const std::string& line : capture.finish()) spdlog::warn("{}: image decoder: {}", path, line);
+  }
+  if (problem.empty()) return true;
+  if (decoder_failed) return false;
+  CNN_THROW("{}: {}", path, problem);
 }
 
 void write_image_file(const std::string& path, const uint8_t* src, int64_t c, int64_t h, int64_t w) {

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/data_limits.h"
+#include "data/parallel_errors.h"
 
 namespace cnn {
 
@@ -151,11 +154,18 @@ Dataset make_synthetic_faces(int64_t n, int64_t classes, int64_t channels, int64
   CNN_CHECK(n >= 0 && classes >= 1 && channels >= 1 && height >= 4 && width >= 4,
             "synthetic data needs n >= 0, classes >= 1, channels >= 1 and at least 4x4 pixels, got n={} "
             "classes={} channels={} {}x{}", n, classes, channels, height, width);
+  const std::optional<int64_t> pixels = checked_product({height, width});
+  const std::optional<int64_t> total = checked_product({n, channels, height, width});
+  if (!pixels || *pixels > kMaxImagePixels || !total || *total > kMaxDataElements) {
+    CNN_THROW("synthetic data: {} images of {}x{}x{} exceed the limits of {} pixels per image and {} bytes per split "
+              "(kMaxImagePixels, kMaxDataElements in lib/data/data_limits.h)", n, channels, height, width,
+              kMaxImagePixels, kMaxDataElements);
+  }
   Dataset d;
   d.channels = channels;
   d.height = height;
   d.width = width;
-  d.pixels.resize(static_cast<size_t>(n * channels * height * width));
+  d.pixels.resize(static_cast<size_t>(*total));
   d.labels.resize(static_cast<size_t>(n));
   const bool faces = classes <= 7 && channels == 1;
   std::vector<Pattern> patterns;
@@ -163,11 +173,13 @@ Dataset make_synthetic_faces(int64_t n, int64_t classes, int64_t channels, int64
     for (int64_t c = 0; c < classes; ++c) patterns.push_back(make_pattern(classes, channels, c));
   }
   const int64_t sb = d.sample_bytes();
+  ParallelErrors errors;
 #pragma omp parallel
   {
-    std::vector<float> canvas(static_cast<size_t>(sb));
+    std::vector<float> canvas;
+    errors.run(-1, [&] { canvas.resize(static_cast<size_t>(sb)); });  // -1: before any image
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i) errors.run(i, [&] {
       const int64_t label = i % classes;
       Rng rng(seed, faces ? kFaceStream : kPatternStream, static_cast<uint64_t>(i) << 32);
       if (faces) {
@@ -178,8 +190,9 @@ Dataset make_synthetic_faces(int64_t n, int64_t classes, int64_t channels, int64
       uint8_t* dst = d.pixels.data() + i * sb;
       for (int64_t j = 0; j < sb; ++j) dst[j] = static_cast<uint8_t>(std::lround(std::clamp(canvas[j], 0.0f, 1.0f) * 255.0f));
       d.labels[static_cast<size_t>(i)] = static_cast<int32_t>(label);
-    }
+    });
   }
+  errors.rethrow();
   return d;
 }
 

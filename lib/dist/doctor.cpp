@@ -64,9 +64,10 @@ double probe_allreduce(Communicator& comm, float* data, int64_t floats, Device w
 DoctorReport run_doctor(Communicator& host, const DoctorOptions& opt) {
   CNN_CHECK(opt.size_mb > 0 && opt.iterations >= 1, "doctor: size {} MiB, {} iterations", opt.size_mb, opt.iterations);
   if (opt.device != "auto" && opt.device != "cpu" && opt.device != "cuda")
-    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", opt.device));
+    throw ConfigError({"--device"}, "", fmt::format("expected auto, cpu or cuda, found '{}'", opt.device));
   const int gpus = cuda_device_count();
-  if (opt.device == "cuda" && gpus == 0) CNN_THROW("--device cuda requested but {}", cuda_device_description());
+  if (opt.device == "cuda" && gpus == 0)
+    throw ConfigError({"--device"}, "", "cuda requested but " + cuda_device_description());
   Device where = (opt.device == "cuda" || (opt.device == "auto" && gpus > 0)) ? Device::cuda : Device::cpu;
   check_same_on_all_ranks(host, "the probe's devices (use --device)", to_string(where));
 

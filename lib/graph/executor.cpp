@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/out_of_memory.h"
 #include "ops/add.h"
@@ -44,12 +45,13 @@ Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool
   int64_t scratch = 0;
   int scratch_owner = 0;
   for (int i = 0; i < graph.size(); ++i) {
-    int64_t sum = 0;
+    Checked sum = 0;
     for (int in : graph.node(i).inputs)
-      if (in != Graph::kModelInput) sum += graph.node(in).out_shape.numel();
-    if (sum > scratch) scratch = sum, scratch_owner = i;
+      if (in != Graph::kModelInput) sum = sum + graph.node(in).out_shape.numel();
+    if (sum.value("the gradient scratch") > scratch) scratch = sum.value(""), scratch_owner = i;
   }
-  m_scratch = Tensor::empty(Shape{scratch * max_batch}, d,
+  // Each input is within the per-tensor cap at max_batch (plan_memory); their sum is checked.
+  m_scratch = Tensor::empty(Shape{(Checked(scratch) * max_batch).value("the gradient scratch at the batch")}, d,
                             graph.size() == 0 ? std::string("gradient scratch")
                                               : fmt::format("gradient scratch (inputs of layer '{}' at batch {})",
                                                             graph.node(scratch_owner).layer->name(), max_batch));

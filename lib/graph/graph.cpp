@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "layers/registry.h"
 
@@ -17,21 +18,45 @@ Shape network_input_shape(const ModelSpec& spec) {
   return Shape{spec.input.channels, h, w};
 }
 
-std::unique_ptr<Graph> Graph::build(ModelSpec& spec) { return build(spec, LayerRegistry::builtin()); }
+std::unique_ptr<Graph> Graph::build(const ModelSpec& spec) { return build(spec, LayerRegistry::builtin()); }
 
+// An error at a layer's key (its value's location), or at the layer when the key is absent.
 static ConfigError located(const LayerSpec& ls, const std::string& key, const std::string& msg) {
-  Location where = ls.where;
-  std::string path = ls.node ? ls.node->path() : "layers";
-  if (ls.node) {
-    if (ConfigNode* k = ls.node->find(key)) where = k->where();
-    path += "." + key;
-  }
-  return ConfigError(where, path, msg);
+  if (const Value* v = ls.attrs.find(key)) return ConfigError(v->where(), v->path(), msg);
+  return ConfigError(ls.where, child_path(ls.attrs.path().empty() ? "layers" : ls.attrs.path(), key), msg);
 }
 
-std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& registry) {
+// The model input within the per-tensor cap, as a config error at `input`.
+static void check_input_cap(const ModelSpec& spec, const Shape& input) {
+  if (within_tensor_cap(checked_product(input.dims()))) return;
+  const std::string count = checked_product(input.dims()).ok()
+                                ? fmt::format("{} elements", checked_product(input.dims()).value(""))
+                                : std::string("more elements than a 64-bit integer counts");
+  throw ConfigError(spec.input.config.where().line ? spec.input.config.where() : Location{spec.file}, "input",
+                    fmt::format("the input (channels {}, height {}, width {}) has {}, over the per-tensor cap of {} "
+                                "(2^31) elements per image",
+                                input[0], input[1], input[2], count, kMaxTensorElements));
+}
+
+// A layer's output and parameters within the per-tensor cap, as config errors at the layer.
+static void check_layer_cap(const Layer& l, const Shape& out) {
+  auto fail = [&l](const std::string& what, const Shape& s) {
+    const Checked n = checked_product(s.dims());
+    throw ConfigError(l.where(), "layers." + l.name(),
+                      fmt::format("layer '{}' ({}): {} {} has {}, over the per-tensor cap of {} (2^31) elements",
+                                  l.name(), l.type(), what, s.to_string(),
+                                  n.ok() ? fmt::format("{} elements", n.value("")) : "more elements than fit 64 bits",
+                                  kMaxTensorElements));
+  };
+  if (!within_tensor_cap(checked_product(out.dims()))) fail("the output per image", out);
+  for (const ParamInfo& p : l.params())
+    if (!within_tensor_cap(checked_product(p.shape.dims()))) fail("the parameter '" + p.name + "'", p.shape);
+}
+
+std::unique_ptr<Graph> Graph::build(const ModelSpec& spec, const LayerRegistry& registry) {
   auto g = std::make_unique<Graph>();
   g->m_input_shape = network_input_shape(spec);
+  check_input_cap(spec, g->m_input_shape);
   const size_t L = spec.layers.size();
   if (L == 0) throw ConfigError(Location{spec.file}, "layers", "the model has no layers");
 
@@ -100,7 +125,7 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
   for (size_t k = 0; k < L; ++k) position[static_cast<size_t>(order[k])] = static_cast<int>(k);
   for (size_t k = 0; k < L; ++k) {
     int i = order[k];
-    LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
+    const LayerSpec& ls = spec.layers[static_cast<size_t>(i)];
     GraphNode node;
     node.layer = registry.create(ls);
     int n_in = static_cast<int>(inputs[static_cast<size_t>(i)].size());
@@ -119,6 +144,7 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
     }
     node.in_shape0 = in_shapes[0];
     node.out_shape = node.layer->infer_shape(in_shapes);
+    check_layer_cap(*node.layer, node.out_shape);
     g->m_nodes.push_back(std::move(node));
   }
   for (size_t k = 0; k < L; ++k)
@@ -142,10 +168,23 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
                                   last.layer->name(), last.out_shape.to_string()));
   }
   int64_t K = last.out_shape[0];
+  if (K > kMaxClasses)
+    throw ConfigError(last.layer->where(), "layers." + last.layer->name(),
+                      fmt::format("the final layer '{}' outputs {} class scores, more than the {} classes this "
+                                  "tool evaluates (a K x K confusion matrix is kept)",
+                                  last.layer->name(), K, kMaxClasses));
   if (!spec.classes.empty() && static_cast<int64_t>(spec.classes.size()) != K) {
     throw ConfigError(last.layer->where(), "layers." + last.layer->name(),
                       fmt::format("the final layer '{}' outputs {} class scores but `classes` names {}",
                                   last.layer->name(), K, spec.classes.size()));
+  }
+  if (spec.loss.class_weights == "list" && static_cast<int64_t>(spec.loss.class_weight_values.size()) != K) {
+    const Value* w = spec.loss.config.find("class_weights");
+    const std::string msg = fmt::format("expected one weight per class ({} classes: the final layer '{}' outputs {}), "
+                                        "found {} weights",
+                                        K, last.layer->name(), K, spec.loss.class_weight_values.size());
+    if (w) w->fail(msg);
+    throw ConfigError(last.layer->where(), "loss.class_weights", msg);
   }
   g->m_class_names = spec.classes;
   if (g->m_class_names.empty())
@@ -164,14 +203,14 @@ std::unique_ptr<Graph> Graph::build(ModelSpec& spec, const LayerRegistry& regist
       e.node = static_cast<int>(k);
       int64_t& size = p.trainable ? g->m_params_size : g->m_buffers_size;
       e.offset = size;
-      size += (p.shape.numel() + kAlign - 1) / kAlign * kAlign;
+      // Each tensor is within the cap (check_layer_cap); their sum is checked all the same.
+      size = (Checked(size) + (p.shape.numel() + kAlign - 1) / kAlign * kAlign)
+                 .value(fmt::format("the flat {} buffer at '{}'", p.trainable ? "parameter" : "buffer", e.name));
       n.params.push_back(static_cast<int>(g->m_params.size()));
       g->m_params.push_back(std::move(e));
     }
   }
 
-  // Every layer factory has read its keys: now nothing unread may remain anywhere.
-  if (spec.root) spec.root->check_unknown_keys(true);
   g->fuse_activations(spec.train.fuse_activations);
   return g;
 }
@@ -185,17 +224,17 @@ void Graph::set_class_names(std::vector<std::string> names) {
 }
 
 int64_t Graph::trainable_count() const {
-  int64_t n = 0;
+  Checked n = 0;
   for (const auto& p : m_params)
-    if (p.trainable) n += p.shape.numel();
-  return n;
+    if (p.trainable) n = n + p.shape.numel();
+  return n.value("the parameter count");
 }
 
 int64_t Graph::buffer_count() const {
-  int64_t n = 0;
+  Checked n = 0;
   for (const auto& p : m_params)
-    if (!p.trainable) n += p.shape.numel();
-  return n;
+    if (!p.trainable) n = n + p.shape.numel();
+  return n.value("the buffer element count");
 }
 
 double Graph::forward_flops() const {

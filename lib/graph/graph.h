@@ -1,8 +1,10 @@
 // The network as a DAG of layers wired by name: built from a ModelSpec, topologically ordered,
 // shape-inferred, with a flat parameter layout. Owns no activation or parameter memory (the
 // Executor does), so one Graph can be validated without allocating anything.
-// Trap: Graph::build runs the layer factories and then the final strict check of the whole
-// config tree, so unknown layer keys are reported here, not by the config parser.
+// Trap: the layer keys were checked when the spec was parsed; Graph::build checks what needs
+// shapes (inputs that exist, shapes that fit, one class score per class). It also holds the model
+// input, every layer output and every parameter to the per-tensor cap (core/checked.h), so a
+// layer's infer_shape only ever sees shapes whose dimension products fit.
 #pragma once
 
 #include <memory>
@@ -11,10 +13,9 @@
 
 #include "config/model_spec.h"
 #include "layers/layer.h"
+#include "layers/registry.h"
 
 namespace cnn {
-
-class LayerRegistry;
 
 struct GraphNode {
   std::unique_ptr<Layer> layer;
@@ -46,9 +47,12 @@ public:
   static constexpr int kModelInput = -1;
   // Offsets in the flat buffers are aligned to this many floats (64 bytes).
   static constexpr int64_t kAlign = 16;
+  // The most class scores the final layer may output: evaluation keeps a K x K confusion matrix of
+  // 64-bit counts (512 MiB at the cap) and one name per class.
+  static constexpr int64_t kMaxClasses = int64_t{1} << 13;
 
-  static std::unique_ptr<Graph> build(ModelSpec& spec, const LayerRegistry& registry);
-  static std::unique_ptr<Graph> build(ModelSpec& spec);  // built-in registry
+  static std::unique_ptr<Graph> build(const ModelSpec& spec, const LayerRegistry& registry);
+  static std::unique_ptr<Graph> build(const ModelSpec& spec);  // built-in registry
 
   // Per-sample network input: (C, crop, crop) when the data has a random crop, else (C, H, W).
   const Shape& input_shape() const { return m_input_shape; }

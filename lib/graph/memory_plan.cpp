@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
+#include "core/error.h"
 #include "graph/graph.h"
 
 namespace cnn {
@@ -13,14 +15,18 @@ int64_t assign_offsets(std::vector<PlannedTensor*>& tensors, int64_t align) {
                    [](const PlannedTensor* a, const PlannedTensor* b) { return a->size > b->size; });
   std::vector<PlannedTensor*> placed;
   int64_t arena = 0;
+  // Every size is a planned tensor's (within the per-tensor cap); offsets are sums of such sizes,
+  // checked all the same, since the number of tensors is the user's.
+  auto aligned = [align](const PlannedTensor& t) {
+    return ((Checked(t.size) + (align - 1)) / align * align).value("the aligned size of " + t.what);
+  };
   for (PlannedTensor* t : order) {
     if (t->size == 0) continue;
-    int64_t need = (t->size + align - 1) / align * align;
+    const int64_t need = aligned(*t);
     // Byte ranges of placed tensors alive at the same time, sorted by offset.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const PlannedTensor* p : placed) {
-      if (p->first <= t->last && t->first <= p->last)
-        busy.emplace_back(p->offset, p->offset + (p->size + align - 1) / align * align);
+      if (p->first <= t->last && t->first <= p->last) busy.emplace_back(p->offset, p->offset + aligned(*p));
     }
     std::sort(busy.begin(), busy.end());
     int64_t candidate = 0;
@@ -29,14 +35,31 @@ int64_t assign_offsets(std::vector<PlannedTensor*>& tensors, int64_t align) {
       candidate = std::max(candidate, e);
     }
     t->offset = candidate;
-    arena = std::max(arena, candidate + need);
+    arena = std::max(arena, (Checked(candidate) + need).value("the activation arena"));
     placed.push_back(t);
   }
   return arena;
 }
 
+// The elements of `per_sample` at `batch`, within the per-tensor cap: a config error at the layer
+// (node >= 0) or at train.batch_size (the model input).
+static int64_t batched_elements(const Graph& g, int node, const Shape& per_sample, int64_t batch) {
+  const Checked n = checked_product(per_sample.dims()) * batch;
+  if (within_tensor_cap(n)) return n.value("");
+  const std::string count = n.ok() ? fmt::format("{} elements", n.value("")) : "more elements than fit 64 bits";
+  const std::string msg = fmt::format("{} at batch {} would have {}, over the per-tensor cap of {} (2^31) elements "
+                                      "(lower the batch size: train.batch_size, --batch)",
+                                      per_sample.to_string(), batch, count, kMaxTensorElements);
+  if (node < 0) throw ConfigError(Location{}, "train.batch_size", "the input " + msg);
+  const Layer& l = *g.node(node).layer;
+  throw ConfigError(l.where(), "layers." + l.name(),
+                    fmt::format("layer '{}' ({}): the output {}", l.name(), l.type(), msg));
+}
+
 MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
   const int L = g.size();
+  CNN_CHECK(max_batch >= 1, "memory plan: batch must be >= 1, got {}", max_batch);
+  batched_elements(g, -1, g.input_shape(), max_batch);
   MemoryPlan plan;
   plan.activations.resize(static_cast<size_t>(L));
   plan.gradients.resize(static_cast<size_t>(L));
@@ -54,7 +77,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
     // A producer with a fused activation writes the activation's output: its readers are ours.
     const int out = n.fused_act >= 0 ? n.fused_act : i;
     const GraphNode& reader_of = g.node(out);
-    a.size = max_batch * n.out_shape.numel();
+    a.size = batched_elements(g, i, n.out_shape, max_batch);
     a.first = i;
     a.last = out == L - 1 ? L : i;  // the last output is read by the loss
     for (int c : reader_of.consumers) {
@@ -75,7 +98,9 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
   std::vector<PlannedTensor*> all;
   for (auto& t : plan.activations) all.push_back(&t);
   for (auto& t : plan.gradients) all.push_back(&t);
-  for (auto* t : all) plan.naive_size += t->size;
+  Checked naive = 0;
+  for (auto* t : all) naive = naive + t->size;
+  plan.naive_size = naive.value("the activation memory without reuse");
   plan.arena_size = assign_offsets(all, Graph::kAlign);
   return plan;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "graph/memory_plan.h"
 
 namespace cnn {
@@ -33,17 +34,23 @@ int optimizer_slots(const OptimizerSpec& opt) {
   return 0;
 }
 
+int64_t MemoryEstimate::total() const {
+  return (Checked(params_bytes) + grads_bytes + optimizer_bytes + buffers_bytes + activations_bytes + input_bytes)
+      .value("the predicted training memory in bytes");
+}
+
 MemoryEstimate estimate_training_memory(const Graph& g, const ModelSpec& spec, int64_t batch) {
   MemoryEstimate m;
   const int64_t f = sizeof(float);
-  m.params_bytes = g.params_size() * f;
-  m.grads_bytes = g.params_size() * f;
-  m.optimizer_bytes = optimizer_slots(spec.train.optimizer) * g.params_size() * f;
-  m.buffers_bytes = g.buffers_size() * f;
-  MemoryPlan plan = plan_memory(g, batch, true);
-  m.activations_bytes = plan.arena_size * f;
-  m.activations_naive_bytes = plan.naive_size * f;
-  m.input_bytes = g.input_shape().numel() * batch * f;
+  auto bytes = [](Checked n, const char* what) { return n.value(what); };
+  m.params_bytes = bytes(Checked(g.params_size()) * f, "the parameter bytes");
+  m.grads_bytes = m.params_bytes;
+  m.optimizer_bytes = bytes(Checked(optimizer_slots(spec.train.optimizer)) * g.params_size() * f, "the optimizer bytes");
+  m.buffers_bytes = bytes(Checked(g.buffers_size()) * f, "the buffer bytes");
+  MemoryPlan plan = plan_memory(g, batch, true);  // holds every batched tensor to the cap
+  m.activations_bytes = bytes(Checked(plan.arena_size) * f, "the activation bytes");
+  m.activations_naive_bytes = bytes(Checked(plan.naive_size) * f, "the activation bytes without reuse");
+  m.input_bytes = bytes(Checked(g.input_shape().numel()) * batch * f, "the input bytes");
   return m;
 }
 
@@ -55,9 +62,9 @@ std::string format_model_table(const Graph& g, const ModelSpec& spec, int64_t ba
   rows.push_back({"#", "layer", "type", "output", "params", "fwd MFLOPs", "act bytes", "details"});
   for (int i = 0; i < g.size(); ++i) {
     const GraphNode& n = g.node(i);
-    int64_t np = 0;
+    Checked np = 0;
     for (int p : n.params)
-      if (g.params()[size_t(p)].trainable) np += g.params()[size_t(p)].shape.numel();
+      if (g.params()[size_t(p)].trainable) np = np + g.params()[size_t(p)].shape.numel();
     std::string detail = n.layer->summary();
     bool named_inputs = n.inputs.size() > 1 || (n.inputs[0] != i - 1 && !(i == 0 && n.inputs[0] == Graph::kModelInput));
     if (named_inputs) {
@@ -68,7 +75,8 @@ std::string format_model_table(const Graph& g, const ModelSpec& spec, int64_t ba
     // A fused activation runs inside its producer's kernels and owns no memory of its own.
     if (n.fused_into >= 0) detail += (detail.empty() ? "" : "; ") + std::string("fused into ") + g.node(n.fused_into).layer->name();
     const int64_t act_bytes = n.fused_into >= 0 ? 0 : n.out_shape.numel() * int64_t(sizeof(float));
-    rows.push_back({std::to_string(i + 1), g.display_name(i), n.layer->type(), n.out_shape.to_string(), thousands(np),
+    rows.push_back({std::to_string(i + 1), g.display_name(i), n.layer->type(), n.out_shape.to_string(),
+                    thousands(np.value("a layer's parameter count")),
                     fmt::format("{:.2f}", n.layer->forward_flops() / 1e6), thousands(act_bytes), detail});
   }
   std::vector<size_t> w(8, 0);

@@ -18,9 +18,7 @@ struct MemoryEstimate {
   int64_t activations_bytes = 0;        // planned arena (with reuse)
   int64_t activations_naive_bytes = 0;  // every tensor separately
   int64_t input_bytes = 0;
-  int64_t total() const {
-    return params_bytes + grads_bytes + optimizer_bytes + buffers_bytes + activations_bytes + input_bytes;
-  }
+  int64_t total() const;  // checked: throws cnn::Error when the sum does not fit
 };
 
 // Optimizer state slots per parameter for the configured optimizer (sgd with momentum: 1, adam: 2, ...).

@@ -13,9 +13,9 @@ class ActivationLayer : public Layer {
     if (t == "relu")
       m_p.kind = ActivationKind::relu;
     else if (t == "leaky_relu")
-      m_p = {ActivationKind::leaky_relu, float(m_node->get<double>("alpha", 0.01))};
+      m_p = {ActivationKind::leaky_relu, float(spec.attrs["alpha"].real())};
     else if (t == "elu")
-      m_p = {ActivationKind::elu, float(m_node->get<double>("alpha", 1.0))};
+      m_p = {ActivationKind::elu, float(spec.attrs["alpha"].real())};
     else if (t == "sigmoid")
       m_p.kind = ActivationKind::sigmoid;
     else if (t == "tanh")
@@ -63,6 +63,18 @@ class ActivationLayer : public Layer {
 };
 
 }  // namespace
+
+Schema activation_schema(const std::string& type) {
+  if (type == "relu") return Schema(type, "max(x, 0)");
+  if (type == "sigmoid") return Schema(type, "1 / (1 + e^-x)");
+  if (type == "tanh") return Schema(type, "tanh(x)");
+  const bool leaky = type == "leaky_relu";
+  CNN_CHECK(leaky || type == "elu", "no activation type '{}'", type);
+  Schema s(type, leaky ? "x for x > 0, alpha x below" : "x for x > 0, alpha (e^x - 1) below");
+  s.key("alpha", Type::real(-1e6, 1e6), leaky ? "slope below 0" : "scale below 0 (cudnn: 1 only)")
+      .defaults_to(leaky ? 0.01 : 1.0);
+  return s;
+}
 
 std::unique_ptr<Layer> make_activation_layer(const LayerSpec& spec) { return std::make_unique<ActivationLayer>(spec); }
 

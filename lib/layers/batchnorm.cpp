@@ -13,11 +13,8 @@ namespace {
 class BatchnormLayer : public Layer {
  public:
   explicit BatchnormLayer(const LayerSpec& spec) : Layer(spec) {
-    m_momentum = m_node->get<double>("momentum", m_momentum);
-    m_eps = m_node->get<double>("eps", m_eps);
-    if (!(m_momentum >= 0.0 && m_momentum <= 1.0))
-      m_node->at("momentum").fail(fmt::format("expected momentum in [0, 1], found {}", m_momentum));
-    if (!(m_eps > 0.0)) m_node->at("eps").fail(fmt::format("expected eps > 0, found {}", m_eps));
+    m_momentum = spec.attrs["momentum"].real();
+    m_eps = spec.attrs["eps"].real();
   }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
@@ -150,13 +147,21 @@ class BatchnormLayer : public Layer {
   ActivationParams m_act;
   StatsReducer* m_sync = nullptr;
   Tensor m_sums;
-  double m_momentum = 0.1;
-  double m_eps = 1e-5;
+  double m_momentum = 0;
+  double m_eps = 0;
   int64_t m_C = 0, m_HW = 1;
   Tensor m_save_mean, m_save_inv_std;
 };
 
 }  // namespace
+
+Schema batchnorm_schema() {
+  const double momentum = 0.1, eps = 1e-5;  // PyTorch's defaults
+  Schema s("batchnorm", "normalises each channel: batch statistics in training, running ones in evaluation");
+  s.key("momentum", Type::real(0.0, 1.0), "weight of the batch in the running statistics").defaults_to(momentum);
+  s.key("eps", Type::real(0.0, 1.0, true), "added to the variance").defaults_to(eps);
+  return s;
+}
 
 std::unique_ptr<Layer> make_batchnorm_layer(const LayerSpec& spec) { return std::make_unique<BatchnormLayer>(spec); }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "layers/conv_plan.h"
 #include "layers/registry.h"
 #include "ops/conv2d.h"
@@ -14,8 +15,9 @@
 namespace cnn {
 namespace {
 
-// Checks one requested name of `dir` at its config node: known in this build, on the layer's backend.
-void check_algo_name(ConfigNode& at, ConvDir dir, const std::string& name, const std::string& backend) {
+// Checks one requested name of `dir` at its config value: known in this build, on the layer's backend.
+// (The schema declares algo as a string: the names a build has differ, the reference must not.)
+void check_algo_name(const Value& at, ConvDir dir, const std::string& name, const std::string& backend) {
   if (name == "auto") return;
   std::vector<std::string> names;
   for (const ConvAlgo& a : conv2d_algos(dir)) names.push_back(a.name);
@@ -30,29 +32,17 @@ void check_algo_name(ConfigNode& at, ConvDir dir, const std::string& name, const
 class Conv2dLayer : public Layer, public ConvPlanned {
  public:
   explicit Conv2dLayer(const LayerSpec& spec) : Layer(spec) {
-    ConfigNode& n = *m_node;
-    m_filters = n.get<int64_t>("filters");
-    if (m_filters < 1) n.at("filters").fail(fmt::format("expected filters >= 1, found {}", m_filters));
-    if (!n.has("kernel")) n.at("kernel");  // throws "missing required key"
-    m_kernel = n.get_pair("kernel", m_kernel);
-    if (m_kernel.first < 1 || m_kernel.second < 1) n.at("kernel").fail("expected a kernel size >= 1");
-    m_stride = n.get_pair("stride", m_stride);
-    m_dilation = n.get_pair("dilation", m_dilation);
-    ConfigNode* pad = n.find("padding");
-    if (pad && pad->is_scalar() && pad->as_string() == "same") {
-      m_same = true;
-    } else {
-      m_padding = n.get_pair("padding", m_padding);
-    }
-    m_groups = n.get<int64_t>("groups", m_groups);
-    m_bias = n.get<bool>("bias", m_bias);
-    m_init = parse_init(n.get_choice("init", weight_init_names(), "he_normal"));
-    for (auto [v, key] : {std::pair{m_stride, "stride"}, std::pair{m_dilation, "dilation"}}) {
-      if (v.first < 1 || v.second < 1) n.at(key).fail(fmt::format("expected {} >= 1", key));
-    }
-    if (m_padding.first < 0 || m_padding.second < 0) n.at("padding").fail("expected padding >= 0");
-    if (m_groups < 1) n.at("groups").fail(fmt::format("expected groups >= 1, found {}", m_groups));
-    read_algo(n, spec.backend);
+    const Value& a = spec.attrs;
+    m_filters = a["filters"].integer();
+    m_kernel = a["kernel"].pair();
+    m_stride = a["stride"].pair();
+    m_dilation = a["dilation"].pair();
+    m_same = a["padding"].kind() == Value::Kind::string;  // "same"
+    if (!m_same) m_padding = a["padding"].pair();
+    m_groups = a["groups"].integer();
+    m_bias = a["bias"].boolean();
+    m_init = parse_init(a["init"].string());
+    read_algo(a["algo"], spec.backend);
   }
 
   ConvPlan& conv_plan() override { return m_plan; }
@@ -67,16 +57,20 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     expect_rank(in[0], 3, "a (C, H, W)");
     int64_t C = in[0][0], H = in[0][1], W = in[0][2];
     if (m_same) {
-      int64_t eh = m_dilation.first * (m_kernel.first - 1), ew = m_dilation.second * (m_kernel.second - 1);
-      if (eh % 2 || ew % 2) fail("padding 'same' needs an odd (dilated) kernel size");
-      m_padding = {eh / 2, ew / 2};
+      const Checked eh = Checked(m_dilation.first) * (m_kernel.first - 1);
+      const Checked ew = Checked(m_dilation.second) * (m_kernel.second - 1);
+      if (!eh.ok() || !ew.ok())
+        fail(fmt::format("padding 'same': dilation {}x{} times (kernel {}x{} - 1) does not fit a 64-bit integer",
+                         m_dilation.first, m_dilation.second, m_kernel.first, m_kernel.second));
+      if (eh.value("") % 2 || ew.value("") % 2) fail("padding 'same' needs an odd (dilated) kernel size");
+      m_padding = {eh.value("") / 2, ew.value("") / 2};
     }
     if (C % m_groups != 0) fail(fmt::format("input has {} channels, not divisible by groups {}", C, m_groups));
     if (m_filters % m_groups != 0) fail(fmt::format("filters {} not divisible by groups {}", m_filters, m_groups));
     try {
-      m_shape = Conv2dShape::make(1, C, H, W, m_filters, m_kernel.first, m_kernel.second, int(m_stride.first),
-                                  int(m_stride.second), int(m_padding.first), int(m_padding.second),
-                                  int(m_dilation.first), int(m_dilation.second), int(m_groups), m_bias);
+      m_shape = Conv2dShape::make(1, C, H, W, m_filters, m_kernel.first, m_kernel.second, m_stride.first,
+                                  m_stride.second, m_padding.first, m_padding.second, m_dilation.first,
+                                  m_dilation.second, m_groups, m_bias);
     } catch (const Error& e) {
       fail(fmt::format("input {} does not fit: {}", in[0].to_string(), e.what()));
     }
@@ -134,22 +128,12 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   }
 
  private:
-  // `algo:` was read as a string or map by the model spec; a map is read (strictly) here.
-  void read_algo(ConfigNode& n, const std::string& backend) {
-    ConfigNode* a = n.find("algo");
-    if (a == nullptr || a->is_null()) return;
-    if (a->is_map()) {
-      for (ConvDir d : kConvDirs) {
-        m_plan.requested[size_t(d)] = a->get<std::string>(to_string(d), "auto");
-        check_algo_name(a->at(to_string(d)), d, m_plan.request(d), backend);
-      }
-      a->check_unknown_keys();
-      return;
-    }
-    const std::string name = a->as_string();
+  // `algo:` one name for every direction, or a map {forward, backward_data, backward_filter}.
+  void read_algo(const Value& a, const std::string& backend) {
     for (ConvDir d : kConvDirs) {
-      check_algo_name(*a, d, name, backend);
-      m_plan.requested[size_t(d)] = name;
+      const Value& name = a.is_map() ? a[to_string(d)] : a;
+      check_algo_name(name, d, name.string(), backend);
+      m_plan.requested[size_t(d)] = name.string();
     }
   }
 
@@ -167,6 +151,36 @@ class Conv2dLayer : public Layer, public ConvPlanned {
 };
 
 }  // namespace
+
+Schema conv2d_schema() {
+  Schema s("conv2d", "2-D convolution of (C, H, W) inputs; a separable convolution is a depthwise conv2d, then a 1x1 one");
+  const Type size = Type::int_pair(1, kMaxDimension);
+  s.key("filters", Type::integer(1, kMaxDimension), "output channels").required();
+  s.key("kernel", size, "filter size").required();
+  s.key("stride", size, "step between filter positions").defaults_to(1);
+  s.key("dilation", size, "spacing between filter taps").defaults_to(1);
+  s.key("padding",
+        Type::any_of({Type::int_pair(0, kMaxDimension), Type::choice({"same"})})
+            .expect("an integer in [0, 1048576], a pair [h, w] of them or 'same'"),
+        "zero padding on each side, or `same`: (dilated kernel - 1) / 2, odd kernels only")
+      .defaults_to(0);
+  s.key("groups", Type::integer(1, kMaxDimension), "channel groups (channels and filters divisible by it); "
+                                                   "groups = channels = filters is depthwise")
+      .defaults_to(1);
+  s.key("bias", Type::boolean(), "add a learned bias").defaults_to(true);
+  s.key("init", Type::choice(weight_init_names()), "weight initialiser (He: Kaiming; Xavier: Glorot)").defaults_to("he_normal");
+  auto dirs = std::make_shared<Schema>("algo");
+  for (ConvDir d : kConvDirs)
+    dirs->key(to_string(d), Type::string(true).expect("an algorithm name or auto"), std::string("algorithm of ") + to_string(d))
+        .defaults_to("auto");
+  s.key("algo",
+        Type::any_of({Type::string(true), Type::map(dirs)})
+            .expect("an algorithm name, auto, or a map {forward, backward_data, backward_filter}"),
+        "`auto` (the autotuner measures), one implementation for every direction (`cpu:im2col_gemm`, "
+        "`cuda:implicit_gemm`, `cudnn:<algorithm>`, ...), or a map per direction")
+      .defaults_to("auto");
+  return s;
+}
 
 std::unique_ptr<Layer> make_conv2d_layer(const LayerSpec& spec) { return std::make_unique<Conv2dLayer>(spec); }
 

@@ -11,11 +11,9 @@ namespace {
 class DenseLayer : public Layer {
  public:
   explicit DenseLayer(const LayerSpec& spec) : Layer(spec) {
-    ConfigNode& n = *m_node;
-    m_units = n.get<int64_t>("units");
-    if (m_units < 1) n.at("units").fail(fmt::format("expected units >= 1, found {}", m_units));
-    m_bias = n.get<bool>("bias", m_bias);
-    m_init = parse_init(n.get_choice("init", weight_init_names(), "he_normal"));
+    m_units = spec.attrs["units"].integer();
+    m_bias = spec.attrs["bias"].boolean();
+    m_init = parse_init(spec.attrs["init"].string());
   }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
@@ -76,6 +74,14 @@ class DenseLayer : public Layer {
 };
 
 }  // namespace
+
+Schema dense_schema() {
+  Schema s("dense", "fully connected, y = x W^T + b, over the flattened input");
+  s.key("units", Type::integer(1, kMaxDimension), "outputs (the final layer's: one per class)").required();
+  s.key("bias", Type::boolean(), "add a learned bias").defaults_to(true);
+  s.key("init", Type::choice(weight_init_names()), "weight initialiser (He: Kaiming; Xavier: Glorot)").defaults_to("he_normal");
+  return s;
+}
 
 std::unique_ptr<Layer> make_dense_layer(const LayerSpec& spec) { return std::make_unique<DenseLayer>(spec); }
 

@@ -16,8 +16,7 @@ void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst
 class DropoutLayer : public Layer {
  public:
   explicit DropoutLayer(const LayerSpec& spec) : Layer(spec) {
-    m_p = m_node->get<double>("p", m_p);
-    if (!(m_p >= 0.0 && m_p < 1.0)) m_node->at("p").fail(fmt::format("expected p in [0, 1), found {}", m_p));
+    m_p = spec.attrs["p"].real();
     uint64_t h = 1469598103934665603ull;
     for (unsigned char c : name()) h = (h ^ c) * 1099511628211ull;
     m_salt = h;
@@ -53,11 +52,17 @@ class DropoutLayer : public Layer {
   std::string summary() const override { return fmt::format("p {}", m_p); }
 
  private:
-  double m_p = 0.5;
+  double m_p = 0;
   uint64_t m_salt = 0;
 };
 
 }  // namespace
+
+Schema dropout_schema() {
+  Schema s("dropout", "zeroes each value with probability p in training (the rest scaled by 1/(1-p)); identity in evaluation");
+  s.key("p", Type::real(0.0, 1.0, false, true), "drop probability").defaults_to(0.5);
+  return s;
+}
 
 std::unique_ptr<Layer> make_dropout_layer(const LayerSpec& spec) { return std::make_unique<DropoutLayer>(spec); }
 

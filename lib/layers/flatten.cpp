@@ -27,6 +27,8 @@ class FlattenLayer : public Layer {
 
 }  // namespace
 
+Schema flatten_schema() { return Schema("flatten", "(C, H, W) -> (C*H*W)"); }
+
 std::unique_ptr<Layer> make_flatten_layer(const LayerSpec& spec) { return std::make_unique<FlattenLayer>(spec); }
 
 }  // namespace cnn

@@ -6,9 +6,9 @@
 namespace cnn {
 
 Layer::Layer(const LayerSpec& spec)
-    : m_node(spec.node),
-      m_name(spec.name),
+    : m_name(spec.name),
       m_type(spec.type),
+      m_path(spec.attrs.path().empty() ? "layers." + spec.name : spec.attrs.path()),
       m_where(spec.where),
       m_index(spec.index),
       m_requested_backend(spec.backend),
@@ -17,7 +17,7 @@ Layer::Layer(const LayerSpec& spec)
 bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && backend_built(b)); }
 
 void Layer::fail(const std::string& message) const {
-  throw ConfigError(m_where, m_node ? m_node->path() : "layers." + m_name,
+  throw ConfigError(m_where, m_path,
                     fmt::format("layer '{}' ({}): {}", m_name, m_type, message));
 }
 
@@ -29,8 +29,10 @@ std::string Layer::choose_backend(Device device) {
   // train.backend (--backend): on a GPU, a layer left auto takes that backend where it supports it
   // (so `cuda` times our kernels alone); the others stay auto.
   if ((m_requested_backend == "auto" || m_requested_backend.empty()) && m_preferred_backend != "auto" &&
-      device == Device::cuda && supports(parse_backend(m_preferred_backend)))
+      device == Device::cuda && supports(parse_backend(m_preferred_backend))) {
     m_requested_backend = m_preferred_backend;
+    m_backend_from_train = true;
+  }
   const std::string& req = m_requested_backend;
   m_measure_backend = false;
   if (req == "auto" || req.empty()) {

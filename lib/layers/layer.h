@@ -1,4 +1,5 @@
-// The Layer interface: a layer owns its attributes (read strictly from its YAML map), infers
+// The Layer interface: a layer owns its attributes (read from its validated map, LayerSpec::attrs:
+// the layer registry holds each type's key declarations and the config checks them), infers
 // its output shape, declares its parameters, and runs forward/backward on one backend.
 // Parameter memory is not owned by layers: the graph binds views into its flat buffers.
 // Trap: shapes given to infer_shape are per sample (no batch dim); tensors at run time have N first.
@@ -82,6 +83,9 @@ public:
   std::string choose_backend(Device device);
   Backend backend() const { return m_backend; }
   const std::string& requested_backend() const { return m_requested_backend; }
+  // Whether the request came from train.backend (the layer said auto), not the layer's own
+  // `backend:` key: the accuracy guard refuses the former with a warning, the latter with an error.
+  bool backend_from_train() const { return m_backend_from_train; }
   // `auto` on a GPU where both cuda and cudnn support the layer: choose_backend takes cuda for now
   // and leaves the choice to the autotuner (train/autotune.h), which measures both, then calls
   // set_backend. A choice is measured, never assumed.
@@ -111,8 +115,7 @@ public:
   virtual bool set_stats_reducer(StatsReducer* sync) { return false; }
   virtual void join_sync_idle(const RunContext& rc, bool backward) {}
 
-  // Writes attributes the layer resolved (defaults) back into its config node is done by the
-  // getters themselves; this returns a short human summary for tables ("3x3/1 p1, 64").
+  // A short human summary for tables ("3x3/1 p1, 64").
   virtual std::string summary() const { return ""; }
 
 protected:
@@ -120,15 +123,16 @@ protected:
   void expect_rank(const Shape& s, int rank, const char* what) const;
   std::vector<Tensor> m_params;
   std::vector<Tensor> m_grads;
-  ConfigNode* m_node = nullptr;
 
 private:
   std::string m_name;
   std::string m_type;
+  std::string m_path;  // "layers[3]"
   Location m_where;
   int m_index = 0;
   std::string m_requested_backend;
   std::string m_preferred_backend = "auto";  // train.backend
+  bool m_backend_from_train = false;
   Backend m_backend = Backend::cpu;
   DType m_dtype = DType::f32;
   bool m_measure_backend = false;

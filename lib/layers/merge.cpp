@@ -87,6 +87,11 @@ class ConcatLayer : public Layer {
 
 }  // namespace
 
+Schema add_schema() { return Schema("add", "sum of 2 to 64 inputs of equal shape (residual connections)"); }
+Schema concat_schema() {
+  return Schema("concat", "2 to 64 (C, H, W) inputs of equal H and W joined along channels");
+}
+
 std::unique_ptr<Layer> make_add_layer(const LayerSpec& spec) { return std::make_unique<AddLayer>(spec); }
 std::unique_ptr<Layer> make_concat_layer(const LayerSpec& spec) { return std::make_unique<ConcatLayer>(spec); }
 

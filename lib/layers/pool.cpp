@@ -12,14 +12,9 @@ class PoolLayer : public Layer {
     m_global = type() == "global_avgpool";
     m_kind = type() == "maxpool" ? PoolKind::max : PoolKind::avg;
     if (m_global) return;
-    ConfigNode& n = *m_node;
-    if (!n.has("kernel")) n.at("kernel");  // throws "missing required key"
-    m_kernel = n.get_pair("kernel", m_kernel);
-    m_stride = n.get_pair("stride", m_kernel);
-    m_padding = n.get_pair("padding", m_padding);
-    if (m_kernel.first < 1 || m_kernel.second < 1) n.at("kernel").fail("expected a kernel size >= 1");
-    if (m_stride.first < 1 || m_stride.second < 1) n.at("stride").fail("expected stride >= 1");
-    if (m_padding.first < 0 || m_padding.second < 0) n.at("padding").fail("expected padding >= 0");
+    m_kernel = spec.attrs["kernel"].pair();
+    m_stride = spec.attrs["stride"].pair();
+    m_padding = spec.attrs["padding"].pair();
   }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
@@ -28,8 +23,8 @@ class PoolLayer : public Layer {
     std::pair<int64_t, int64_t> k = m_global ? std::pair{H, W} : m_kernel;
     std::pair<int64_t, int64_t> s = m_global ? std::pair{H, W} : m_stride;
     try {
-      m_shape = Pool2dShape::make(m_kind, 1, C, H, W, k.first, k.second, int(s.first), int(s.second),
-                                  int(m_padding.first), int(m_padding.second));
+      m_shape = Pool2dShape::make(m_kind, 1, C, H, W, k.first, k.second, s.first, s.second, m_padding.first,
+                                  m_padding.second);
     } catch (const Error& e) {
       fail(fmt::format("input {} does not fit: {}", in[0].to_string(), e.what()));
     }
@@ -77,6 +72,17 @@ class PoolLayer : public Layer {
 };
 
 }  // namespace
+
+Schema pool_schema(const std::string& type) {
+  if (type == "global_avgpool") return Schema(type, "average of each plane: (C, H, W) -> (C), so dense may follow");
+  CNN_CHECK(type == "maxpool" || type == "avgpool", "no pooling type '{}'", type);
+  Schema s(type, type == "maxpool" ? "maximum over each window" : "average over each window (padding not counted)");
+  s.key("kernel", Type::int_pair(1, kMaxDimension), "window size").required();
+  s.key("stride", Type::int_pair(1, kMaxDimension), "step between windows").defaults_to_sibling("kernel");
+  s.key("padding", Type::int_pair(0, kMaxDimension), "padding on each side (left out of the max and the average)")
+      .defaults_to(0);
+  return s;
+}
 
 std::unique_ptr<Layer> make_pool_layer(const LayerSpec& spec) { return std::make_unique<PoolLayer>(spec); }
 

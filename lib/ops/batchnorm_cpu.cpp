@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm_cpu.h"
@@ -14,6 +15,8 @@ namespace cnn {
 void batchnorm_check_shape(const char* what, const BatchnormShape& sh) {
   if (sh.N <= 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
     CNN_THROW("{}: sizes must be positive, got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H, sh.W);
+  check_tensor_cap(checked_product({sh.N, sh.C, sh.H, sh.W}),
+                   fmt::format("{}: the input (N={}, C={}, H={}, W={})", what, sh.N, sh.C, sh.H, sh.W));
   if (!(sh.eps >= 0.0)) CNN_THROW("{}: eps must be non-negative, got {}", what, sh.eps);
   if (!(sh.momentum >= 0.0 && sh.momentum <= 1.0))
     CNN_THROW("{}: momentum must be in [0, 1], got {}", what, sh.momentum);

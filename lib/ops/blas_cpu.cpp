@@ -9,6 +9,7 @@
 #include <initializer_list>
 
 #include "core/error.h"
+#include "core/parallel_errors.h"
 
 namespace cnn {
 
@@ -35,7 +36,7 @@ void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 
 void sgemm_parallel(int threads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  // Checked here because a throw inside the parallel region below would terminate.
+  // Checked before the region too, so a bad size fails before any thread starts.
   for (int64_t v : {M, N, K, lda, ldb, ldc}) to_blas_int(v);
   BlasSerialScope serial;
   // Below ~1 MFLOP a fork/join costs more than it saves.
@@ -50,18 +51,22 @@ void sgemm_parallel(int threads, bool trans_a, bool trans_b, int64_t M, int64_t 
   int64_t block = (extent + threads - 1) / threads;
   block = std::max<int64_t>(16, (block + 15) / 16 * 16);
   const int blocks = static_cast<int>((extent + block - 1) / block);
+  ParallelErrors errors;
 #pragma omp parallel for num_threads(std::min(threads, blocks)) schedule(static, 1)
   for (int i = 0; i < blocks; ++i) {
-    const int64_t lo = i * block, len = std::min(block, extent - lo);
-    if (split_rows) {
-      // Rows lo.. of op(A): A (M, lda) steps by rows, A^T (K, lda) by columns.
-      const float* a = trans_a ? A + lo : A + lo * lda;
-      sgemm_serial(trans_a, trans_b, len, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
-    } else {
-      const float* b = trans_b ? B + lo * ldb : B + lo;
-      sgemm_serial(trans_a, trans_b, M, len, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
-    }
+    errors.run([&] {
+      const int64_t lo = i * block, len = std::min(block, extent - lo);
+      if (split_rows) {
+        // Rows lo.. of op(A): A (M, lda) steps by rows, A^T (K, lda) by columns.
+        const float* a = trans_a ? A + lo : A + lo * lda;
+        sgemm_serial(trans_a, trans_b, len, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
+      } else {
+        const float* b = trans_b ? B + lo * ldb : B + lo;
+        sgemm_serial(trans_a, trans_b, M, len, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
+      }
+    });
   }
+  errors.rethrow();
 }
 
 }  // namespace cnn

@@ -30,10 +30,12 @@ struct Conv2dShape {
   bool has_bias = true;
 
   // Fills P and Q; throws cnn::Error naming the problem when the shape is impossible
-  // (channels not divisible by groups, output smaller than 1, non-positive sizes).
+  // (channels not divisible by groups, output smaller than 1, non-positive sizes), when stride,
+  // padding, dilation or groups do not fit an int, or when x, w or y would be over the per-tensor
+  // cap (core/checked.h). Every product of sizes of one operand is then within int64_t (and int32).
   static Conv2dShape make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
-                          int stride_h = 1, int stride_w = 1, int pad_h = 0, int pad_w = 0, int dilation_h = 1,
-                          int dilation_w = 1, int groups = 1, bool has_bias = true);
+                          int64_t stride_h = 1, int64_t stride_w = 1, int64_t pad_h = 0, int64_t pad_w = 0,
+                          int64_t dilation_h = 1, int64_t dilation_w = 1, int64_t groups = 1, bool has_bias = true);
   int64_t weight_numel() const { return K * (C / groups) * R * S; }
   // Multiply-adds counted as 2 FLOPs; bias adds ignored.
   double flops_forward() const { return 2.0 * N * K * P * Q * (C / groups) * R * S; }

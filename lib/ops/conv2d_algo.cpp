@@ -6,6 +6,7 @@
 #include <climits>
 #include <fmt/ranges.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace cnn {
@@ -53,10 +54,11 @@ static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh,
   const bool pointwise =
       sh.R == 1 && sh.S == 1 && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0;
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(ctx.threads(), sh.N));
-  const int64_t cols = pointwise ? 0 : sh.C / sh.groups * sh.R * sh.S * sh.P * sh.Q;
-  int64_t floats = cols * slices;
-  if (dir == ConvDir::backward_filter) floats += sh.weight_numel() * (slices - 1);
-  return size_t(floats) * sizeof(float);
+  // Each factor is a size of one operand (within the tensor cap); the products are checked.
+  const Checked cols = pointwise ? Checked(0) : Checked(sh.C / sh.groups * sh.R * sh.S) * (sh.P * sh.Q);
+  Checked floats = cols * slices;
+  if (dir == ConvDir::backward_filter) floats = floats + Checked(sh.weight_numel()) * (slices - 1);
+  return checked_bytes(floats, sizeof(float), "conv2d cpu workspace");
 }
 
 // The one CPU algorithm, which is also the backend's default; slices are summed in a fixed order.

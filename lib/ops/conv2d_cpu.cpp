@@ -11,15 +11,17 @@
 #include <cstring>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/parallel_errors.h"
 #include "ops/blas_cpu.h"
 #include "ops/im2col.h"
 
 namespace cnn {
 
-Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S, int stride_h,
-                              int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
-                              bool has_bias) {
+Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                              int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
+                              int64_t dilation_w, int64_t groups, bool has_bias) {
   if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || R < 1 || S < 1)
     CNN_THROW("conv2d: sizes must be positive, got input (N={}, C={}, H={}, W={}) and filters (K={}, R={}, S={})", N, C,
               H, W, K, R, S);
@@ -32,12 +34,21 @@ Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_
   if (K % groups != 0) CNN_THROW("conv2d: output channels K={} are not divisible by groups={}", K, groups);
   Conv2dShape sh;
   sh.N = N, sh.C = C, sh.H = H, sh.W = W, sh.K = K, sh.R = R, sh.S = S;
-  sh.stride_h = stride_h, sh.stride_w = stride_w, sh.pad_h = pad_h, sh.pad_w = pad_w;
-  sh.dilation_h = dilation_h, sh.dilation_w = dilation_w, sh.groups = groups, sh.has_bias = has_bias;
+  sh.stride_h = narrow_to_int(stride_h, "conv2d: stride"), sh.stride_w = narrow_to_int(stride_w, "conv2d: stride");
+  sh.pad_h = narrow_to_int(pad_h, "conv2d: padding"), sh.pad_w = narrow_to_int(pad_w, "conv2d: padding");
+  sh.dilation_h = narrow_to_int(dilation_h, "conv2d: dilation");
+  sh.dilation_w = narrow_to_int(dilation_w, "conv2d: dilation");
+  sh.groups = narrow_to_int(groups, "conv2d: groups"), sh.has_bias = has_bias;
+  check_tensor_cap(checked_product({N, C, H, W}), fmt::format("conv2d: the input (N={}, C={}, H={}, W={})", N, C, H, W));
+  check_tensor_cap(checked_product({K, C / groups, R, S}),
+                   fmt::format("conv2d: the weights (filters K={}, C/groups={}, kernel {}x{})", K, C / groups, R, S));
   // PyTorch's formula; the extent of the dilated window is dilation*(R-1)+1.
-  const int64_t span_h = static_cast<int64_t>(dilation_h) * (R - 1) + 1;
-  const int64_t span_w = static_cast<int64_t>(dilation_w) * (S - 1) + 1;
-  const int64_t padded_h = H + 2 * static_cast<int64_t>(pad_h), padded_w = W + 2 * static_cast<int64_t>(pad_w);
+  const int64_t span_h = (Checked(dilation_h) * (R - 1) + 1).value(
+      fmt::format("conv2d: the dilated kernel height, dilation {} * (kernel {} - 1) + 1,", dilation_h, R));
+  const int64_t span_w = (Checked(dilation_w) * (S - 1) + 1).value(
+      fmt::format("conv2d: the dilated kernel width, dilation {} * (kernel {} - 1) + 1,", dilation_w, S));
+  // Padding fits an int and H, W are within the cap: no overflow.
+  const int64_t padded_h = H + 2 * pad_h, padded_w = W + 2 * pad_w;
   if (padded_h < span_h || padded_w < span_w)
     CNN_THROW(
         "conv2d: output would be empty: padded input {}x{} is smaller than the dilated kernel {}x{} "
@@ -45,6 +56,8 @@ Conv2dShape Conv2dShape::make(int64_t N, int64_t C, int64_t H, int64_t W, int64_
         padded_h, padded_w, span_h, span_w, H, W, R, S, pad_h, pad_w, dilation_h, dilation_w);
   sh.P = (padded_h - span_h) / stride_h + 1;
   sh.Q = (padded_w - span_w) / stride_w + 1;
+  check_tensor_cap(checked_product({N, K, sh.P, sh.Q}),
+                   fmt::format("conv2d: the output (N={}, filters K={}, P={}, Q={})", N, K, sh.P, sh.Q));
   return sh;
 }
 
@@ -167,12 +180,15 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
   const int64_t Cg = sh.C / sh.groups, Kg = sh.K / sh.groups, PQ = sh.P * sh.Q, HW = sh.H * sh.W;
   const int64_t rows = Cg * sh.R * sh.S;  // of one group's column matrix
   const int slices = static_cast<int>(std::min<int64_t>(ctx.threads(), sh.N));
-  // One column buffer per slice: workspace is bounded by the thread count, not the batch.
-  const size_t col_size = direct ? 0 : static_cast<size_t>(rows * PQ);
+  // One column buffer per slice: workspace is bounded by the thread count, not the batch. rows and
+  // PQ are each within the tensor cap, their product and the slices' are checked.
+  const size_t col_size = direct ? 0 : size_t((Checked(rows) * PQ).value("conv2d: the column buffer"));
   std::vector<float> local;
-  float* cols = scratch(ctx, col_size * slices, local);
+  float* cols = scratch(ctx, size_t((Checked(int64_t(col_size)) * slices).value("conv2d: the column buffers")), local);
   BlasSerialScope blas;
+  ParallelErrors errors;  // sgemm_serial checks its sizes
 #pragma omp parallel num_threads(slices)
+  errors.run([&] {
   for (int i = omp_get_thread_num(); i < slices; i += omp_get_num_threads()) {
     float* col = direct ? nullptr : cols + col_size * i;
     int64_t begin, end;
@@ -192,6 +208,8 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
       }
     }
   }
+  });
+  errors.rethrow();
 }
 
 // Sum of row (n), in 8 interleaved lanes so the compiler can vectorise it without reordering.
@@ -227,15 +245,18 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
   const bool columns = !direct && (dx || dw);
   // Per slice: one column buffer (im2col for dw, then reused for dx's columns) and, except for
   // slice 0 which sums straight into dw, a partial dw.
-  const size_t col_size = columns ? static_cast<size_t>(rows * PQ) : 0;
+  const size_t col_size = columns ? size_t((Checked(rows) * PQ).value("conv2d: the column buffer")) : 0;
   const size_t part_size = dw ? static_cast<size_t>(sh.weight_numel()) : 0;
   std::vector<float> local;
-  float* scratch_base = scratch(ctx, col_size * slices + part_size * (slices - 1), local);
+  const Checked scratch_floats = Checked(int64_t(col_size)) * slices + Checked(int64_t(part_size)) * (slices - 1);
+  float* scratch_base = scratch(ctx, size_t(scratch_floats.value("conv2d: the backward scratch")), local);
   float* parts = scratch_base ? scratch_base + col_size * slices : nullptr;
   BlasSerialScope blas;
+  ParallelErrors errors;  // sgemm_serial checks its sizes; the worksharing parts stay outside run()
 #pragma omp parallel num_threads(std::max(slices, db ? ctx.threads() : 1))
   {
     if (db) bias_gradient(sh, dy, db);
+    errors.run([&] {
     for (int i = omp_get_thread_num(); (dx || dw) && i < slices; i += omp_get_num_threads()) {
       float* col = columns ? scratch_base + col_size * i : nullptr;
       float* dw_part = !dw ? nullptr : i == 0 ? dw : parts + part_size * (i - 1);  // (K, Cg, R, S)
@@ -264,6 +285,7 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
         }
       }
     }
+    });
     if (dw && slices > 1) {
 #pragma omp barrier
       // Slice order is fixed, so each element's sum is too.
@@ -276,6 +298,7 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
       }
     }
   }
+  errors.rethrow();
 }
 
 }  // namespace cnn

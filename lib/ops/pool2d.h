@@ -22,9 +22,11 @@ struct Pool2dShape {
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;
 
-  // Fills P, Q (floor mode); throws cnn::Error when the window does not fit.
+  // Fills P, Q (floor mode); throws cnn::Error when the window does not fit, when stride or
+  // padding do not fit an int, or when the input or output is over the per-tensor cap
+  // (core/checked.h).
   static Pool2dShape make(PoolKind kind, int64_t N, int64_t C, int64_t H, int64_t W, int64_t R, int64_t S,
-                          int stride_h, int stride_w, int pad_h = 0, int pad_w = 0);
+                          int64_t stride_h, int64_t stride_w, int64_t pad_h = 0, int64_t pad_w = 0);
   double flops_forward() const { return 1.0 * N * C * P * Q * R * S; }
   std::string to_string() const;
 };

@@ -8,26 +8,32 @@
 
 #include <fmt/format.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "ops/pool2d.h"
 
 namespace cnn {
 
 Pool2dShape Pool2dShape::make(PoolKind kind, int64_t N, int64_t C, int64_t H, int64_t W, int64_t R, int64_t S,
-                              int stride_h, int stride_w, int pad_h, int pad_w) {
+                              int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w) {
   if (N <= 0 || C <= 0 || H <= 0 || W <= 0)
     CNN_THROW("pool2d: input sizes must be positive, got N={} C={} H={} W={}", N, C, H, W);
   if (R <= 0 || S <= 0) CNN_THROW("pool2d: window must be positive, got {}x{}", R, S);
   if (stride_h <= 0 || stride_w <= 0) CNN_THROW("pool2d: stride must be positive, got {}x{}", stride_h, stride_w);
   if (pad_h < 0 || pad_w < 0) CNN_THROW("pool2d: padding must be non-negative, got {}x{}", pad_h, pad_w);
+  Pool2dShape sh;
+  sh.stride_h = narrow_to_int(stride_h, "pool2d: stride");
+  sh.stride_w = narrow_to_int(stride_w, "pool2d: stride");
+  sh.pad_h = narrow_to_int(pad_h, "pool2d: padding");
+  sh.pad_w = narrow_to_int(pad_w, "pool2d: padding");
+  check_tensor_cap(checked_product({N, C, H, W}), fmt::format("pool2d: the input (N={}, C={}, H={}, W={})", N, C, H, W));
   // With pad <= R/2 every window holds at least one input element, so max and the average's
-  // divisor are always defined.
-  if (2 * int64_t{pad_h} > R || 2 * int64_t{pad_w} > S)
+  // divisor are always defined. Padding fits an int and H, W are within the cap: no overflow below.
+  if (2 * pad_h > R || 2 * pad_w > S)
     CNN_THROW("pool2d: padding {}x{} must be at most half the window {}x{}", pad_h, pad_w, R, S);
   if (R > H + 2 * pad_h || S > W + 2 * pad_w)
     CNN_THROW("pool2d: window {}x{} is larger than the padded input {}x{} (input {}x{}, padding {}x{})", R, S,
               H + 2 * pad_h, W + 2 * pad_w, H, W, pad_h, pad_w);
-  Pool2dShape sh;
   sh.kind = kind;
   sh.N = N;
   sh.C = C;
@@ -35,12 +41,10 @@ Pool2dShape Pool2dShape::make(PoolKind kind, int64_t N, int64_t C, int64_t H, in
   sh.W = W;
   sh.R = R;
   sh.S = S;
-  sh.stride_h = stride_h;
-  sh.stride_w = stride_w;
-  sh.pad_h = pad_h;
-  sh.pad_w = pad_w;
   sh.P = (H + 2 * pad_h - R) / stride_h + 1;  // floor mode
   sh.Q = (W + 2 * pad_w - S) / stride_w + 1;
+  check_tensor_cap(checked_product({N, C, sh.P, sh.Q}),
+                   fmt::format("pool2d: the output (N={}, C={}, P={}, Q={})", N, C, sh.P, sh.Q));
   return sh;
 }
 

@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/conv_plan.h"
+#include "train/layer_accuracy.h"
 
 namespace cnn {
 
@@ -37,6 +38,7 @@ AutotuneOptions AutotuneOptions::from_environment() {
       throw ConfigError({"CNN_AUTOTUNE_TOLERANCE"}, "",
                         fmt::format("expected a relative error > 0 (e.g. 1e-4), found '{}'", tol));
     o.tolerance = v;
+    o.tolerance_given = true;
   }
   return o;
 }
@@ -96,8 +98,8 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
     if (out.excluded.empty()) CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
     std::vector<std::string> all = out.excluded;
     all.insert(all.end(), out.failures.begin(), out.failures.end());
-    CNN_THROW("autotune: {}: no candidate within the accuracy tolerance {:.0e} is left: {}", what, tolerance,
-              fmt::join(all, "; "));
+    throw NoAccurateCandidate(fmt::format("autotune: {}: no candidate within the accuracy tolerance {:.0e} is left: {}",
+                                          what, tolerance, fmt::join(all, "; ")));
   }
   std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   out.record.winner = timed[0].second;
@@ -148,6 +150,11 @@ ConfigError layer_error(const Layer& l, const std::string& message) {
                      fmt::format("layer '{}' ({}): {}", l.name(), l.type(), message));
 }
 
+ConfigError backend_error(const Layer& l, const std::string& message) {
+  return ConfigError(l.where(), fmt::format("layers.{}.backend", l.name()),
+                     fmt::format("layer '{}' ({}): {}", l.name(), l.type(), message));
+}
+
 struct Tuner {
   Graph& graph;
   const ExecContext& ctx;
@@ -179,19 +186,60 @@ struct Tuner {
     return a;
   }
 
+  // The tolerance of a non-conv layer's cuDNN implementation (accuracy_tolerance.h).
+  double layer_tolerance(const Layer& l) const {
+    return opt.tolerance_given ? opt.tolerance : cudnn_layer_tolerance(l.type());
+  }
+
+  // Tunes the conv plan; when only cuDNN was allowed and none of its algorithms is accurate, a
+  // layer's own `backend: cudnn` is a config error and train.backend cudnn is refused for our kernels.
   void tune_conv(Layer& l, ConvPlanned& planned) {
+    const std::vector<Backend> backends = allowed_backends(l, ctx.device);
+    try {
+      tune_conv_on(l, planned, backends);
+    } catch (const NoAccurateCandidate& e) {
+      if (backends != std::vector<Backend>{Backend::cudnn}) throw;
+      if (!l.backend_from_train() || !l.supports(Backend::cuda))
+        throw backend_error(l, fmt::format("backend cudnn was requested, but {}; choose backend cuda or auto, or "
+                                           "raise the tolerance with --autotune-tolerance",
+                                           e.what()));
+      spdlog::warn("autotune: layer '{}' (conv2d): train.backend cudnn refused by the accuracy guard ({}); the layer "
+                   "runs on our cuda kernels",
+                   l.name(), e.what());
+      tune_conv_on(l, planned, {Backend::cuda});
+      for (ConvDir d : kConvDirs) planned.conv_plan().note(d) += " (cudnn refused: inaccurate)";
+    }
+  }
+
+  void tune_conv_on(Layer& l, ConvPlanned& planned, const std::vector<Backend>& backends) {
     ConvPlan& plan = planned.conv_plan();
     const Conv2dShape sh = planned.conv_shape(batch);
-    const std::vector<Backend> backends = allowed_backends(l, ctx.device);
-    std::unique_ptr<ConvProbe> probe;  // operands, allocated when something is timed
+    std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
+    auto probe = [&]() -> ConvProbe& {
+      if (!probe_ptr) probe_ptr = std::make_unique<ConvProbe>(ctx, sh);
+      return *probe_ptr;
+    };
     std::vector<std::string> parts;
     bool timed = false;
     for (ConvDir d : kConvDirs) {
       const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
+      const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
       if (plan.request(d) != "auto") {
-        plan.algo(d) = &explicit_algo(l, d, plan.request(d), sh, backends);
+        const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
+        // A cuDNN algorithm named by `algo:` is checked like any other cuDNN choice.
+        std::string err;
+        if (a.backend == Backend::cudnn && reference) {
+          const double e = probe().run_and_compare(a);
+          if (!(e <= opt.tolerance))
+            throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
+                                             "over the accuracy tolerance {:.0e} (raise it with "
+                                             "--autotune-tolerance to use this algorithm anyway)",
+                                             a.name, to_string(d), e, *reference, opt.tolerance));
+          err = fmt::format(", rel_err {:.1e}", e);
+        }
+        plan.algo(d) = &a;
         plan.note(d) = "requested";
-        parts.push_back(fmt::format("{} {} (requested)", to_string(d), plan.request(d)));
+        parts.push_back(fmt::format("{} {} (requested{})", to_string(d), plan.request(d), err));
         continue;
       }
       std::vector<std::string> names, skipped;
@@ -211,25 +259,32 @@ struct Tuner {
         throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
                                          skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
       auto measure = [&](const std::string& name) {
-        if (!probe) probe = std::make_unique<ConvProbe>(ctx, sh);
         const ConvAlgo& a = conv2d_algo(d, name);
-        const ConvOperands op = probe->operands(d);
-        probe->poison(d);
+        const ConvOperands op = probe().operands(d);
+        probe().poison(d);
         return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
       };
       // The output the timed runs left, against the reference on the same operands.
-      const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
-      auto rel_error = [&](const std::string& name) { return probe->worst_error(conv2d_algo(d, name)); };
+      auto rel_error = [&](const std::string& name) { return probe().worst_error(conv2d_algo(d, name)); };
       if (!reference && names.size() > 1)
         spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
                      sh.to_string());
       const std::string key =
           autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
                             opt.tolerance);
-      const TuneOutcome r = tune_choice(what, names, measure, cache, key,
-                                        reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
-                                        opt.tolerance);
-      plan.algo(d) = &conv2d_algo(d, r.record.winner);
+      TuneOutcome r = tune_choice(what, names, measure, cache, key,
+                                  reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
+                                  opt.tolerance);
+      // The only candidate is not timed; a cuDNN one is still checked.
+      const ConvAlgo& winner = conv2d_algo(d, r.record.winner);
+      if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
+        r.winner_rel_err = probe().run_and_compare(winner);
+        if (!(r.winner_rel_err <= opt.tolerance))
+          throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
+                                                "over the accuracy tolerance {:.0e}",
+                                                what, winner.name, r.winner_rel_err, opt.tolerance));
+      }
+      plan.algo(d) = &winner;
       plan.note(d) = r.record.runner_up.empty()
                          ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
                          : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
@@ -242,6 +297,36 @@ struct Tuner {
     lines.push_back(line);
     if (timed) spdlog::info("autotune: {}", line);
     else spdlog::debug("autotune: {}", line);
+  }
+
+  // A non-conv layer placed on cuDNN (by its `backend:` or by train.backend): its outputs against
+  // our cuda kernels on probe operands. Over the op's tolerance: an error for the layer's own
+  // request, a logged refusal (the layer runs on cuda) for train.backend's.
+  void guard_cudnn_layer(int index) {
+    Layer& l = *graph.node(index).layer;
+    const double tol = layer_tolerance(l);
+    const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    const std::optional<LayerAccuracy> acc = layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
+    if (!acc) {
+      spdlog::warn("autotune: {}: our cuda kernels cannot run it, so cuDNN's accuracy is not checked", what);
+      return;
+    }
+    if (acc->rel_err <= tol) {
+      log(fmt::format("{} cudnn: {:.1e} from our cuda kernels ({}), within {:.0e}", what, acc->rel_err, acc->worst, tol));
+      return;
+    }
+    const std::string why = fmt::format("cuDNN's {} is {:.1e} from our cuda kernels on probe operands ({}), over the "
+                                        "{} tolerance {:.0e}",
+                                        l.type(), acc->rel_err, acc->worst, l.type(), tol);
+    if (!l.backend_from_train())
+      throw backend_error(l, fmt::format("backend cudnn was requested, but {}; choose backend cuda or auto, or raise "
+                                         "the tolerance with --autotune-tolerance",
+                                         why));
+    spdlog::warn("autotune: {}: train.backend cudnn refused by the accuracy guard: {}; the layer runs on our cuda "
+                 "kernels",
+                 what, why);
+    l.set_backend(Backend::cuda, fmt::format("train.backend cudnn refused: {:.1e} from cuda", acc->rel_err));
+    log(fmt::format("{}: cudnn refused ({:.1e} from cuda, over {:.0e}), runs on cuda", what, acc->rel_err, tol));
   }
 
   static std::vector<std::string> backend_names(const std::vector<Backend>& bs) {
@@ -277,16 +362,27 @@ struct Tuner {
     RunContext rc;
     rc.exec = &ctx;
     auto measure = [&](const std::string& name) {
+      l.bind(params, grads);  // again: the accuracy probe binds its own operands
+      l.prepare(batch, ctx.device);
       l.set_backend(parse_backend(name), "measuring");
       return time_ms(ctx, opt, [&] {
         l.forward(rc, xp, y);
         l.backward(rc, xp, y, dy, dxp);
       });
     };
+    // Accuracy guard: cuda is the reference; cudnn is compared with it on probe operands.
+    const double tol = layer_tolerance(l);
+    auto rel_error = [&](const std::string& name) {
+      if (name != "cudnn") return 0.0;
+      const std::optional<LayerAccuracy> acc =
+          layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
+      return acc ? acc->rel_err : 0.0;
+    };
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
-    const std::string key = fmt::format("{}|{} {} in {}|det {}", env, l.type(), l.summary(), fmt::join(in_shapes, " "),
-                                        int(ctx.deterministic));
-    const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key);
+    // "guard": decisions cached before cuDNN's non-conv ops were checked are not reused.
+    const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1", env, l.type(), l.summary(),
+                                        fmt::join(in_shapes, " "), int(ctx.deterministic), tol);
+    const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
     if (!r.record.runner_up.empty())
       how += fmt::format(": {:.2f}x over {}", r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
@@ -308,6 +404,8 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
         t.tune_conv(l, *planned);
       else if (l.backend_to_measure())
         t.tune_backend(i);
+      else if (l.backend() == Backend::cudnn)
+        t.guard_cudnn_layer(i);
     }
     t.cache.save();
   }

@@ -7,6 +7,15 @@
 // (cuda:implicit_gemm); a candidate more than `tolerance` (relative L2) away is excluded with a
 // warning naming layer, direction, algorithm and error, so speed is never bought with accuracy
 // silently. The tolerance is part of the cache key.
+// Every cuDNN choice is guarded, not only the timed ones: a cuDNN convolution algorithm that is
+// the only candidate or is named by `algo:`, and every batchnorm, pooling or activation layer that
+// runs on cuDNN (explicit `backend: cudnn`, train.backend cudnn, or measured against cuda under
+// auto) is compared with our CUDA kernels on probe operands (layer_accuracy.h), each op with its
+// tolerance (accuracy_tolerance.h). What a failure does: under auto the cuDNN candidate is
+// excluded; under train.backend cudnn the layer is refused cuDNN with a warning and runs on our
+// kernels (the preference says "where it can"); a layer's own `backend: cudnn` or an `algo:` name
+// that fails is a ConfigError at the layer (the user asked for exactly that), which names the
+// error and the tolerance (--autotune-tolerance raises every tolerance at once).
 // Trap: a candidate that throws (or fails a CUDA call) is reported and excluded, never replaced
 // silently; a sticky CUDA error (illegal address) poisons the context, so later candidates of the
 // same run fail too and the run stops with every failure listed.
@@ -31,6 +40,7 @@ struct AutotuneOptions {
   int warmup = 2;                                  // untimed runs per candidate
   int repeats = 5;                                 // timed runs; the median counts
   double tolerance = kConvAccuracyTolerance;       // --autotune-tolerance: largest relative L2 error
+  bool tolerance_given = false;  // tolerance was set by the user: it replaces every op's own tolerance
   // Data-parallel runs: rank 0's decisions are the job's. When set, autotune_graph calls `share`
   // with this rank's decisions (autotune_decisions(); "" on a rank with tune = false) and applies
   // what it returns (rank 0's, e.g. an allgather's first entry) with apply_autotune_decisions.
@@ -45,7 +55,14 @@ struct AutotuneOptions {
 // whose winner is still a candidate nothing is timed. One candidate is taken without timing.
 // When `rel_error` is given it is called right after a successful measure(name) and returns that
 // candidate's relative L2 difference from the reference; one over `tolerance` (or NaN) is
-// excluded with a warning. All excluded is an error.
+// excluded with a warning. All excluded is an error (NoAccurateCandidate when some were excluded
+// as inaccurate, else cnn::Error).
+// tune_choice found candidates that ran but none within the accuracy tolerance.
+class NoAccurateCandidate : public Error {
+public:
+  using Error::Error;
+};
+
 struct TuneOutcome {
   TuneRecord record;
   bool from_cache = false;

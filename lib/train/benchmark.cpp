@@ -44,7 +44,7 @@ static void dump_first_step(const std::string& path, const ModelSpec& spec, Exec
     std::vector<float> v = ex.grad(int(i)).to_vector();
     w.add_f32("grad." + g.params()[i].name, g.params()[i].shape.dims(), v.data());
   }
-  w.set_metadata("config", to_yaml(*spec.root));
+  w.set_metadata("config", to_yaml(spec.config));
   w.set_metadata("loss", fmt::format("{:.17g}", l));
   w.write_atomic(path);
   // Restore the initial running statistics so the benchmark starts from the dumped state.

@@ -1,10 +1,14 @@
 // Training-state checkpoints (see checkpoint_state.h).
 #include "train/checkpoint_state.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "checkpoint/checksum.h"
 #include "core/error.h"
+#include "graph/summary.h"
 
 namespace cnn {
 
@@ -67,88 +71,68 @@ std::string resolve_checkpoint_path(const std::string& p) {
   return p;
 }
 
-static int64_t meta_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& file) {
-  auto it = m.find(key);
-  if (it == m.end()) CNN_THROW("checkpoint '{}': metadata has no '{}'", file, key);
-  try {
-    size_t used = 0;
-    long long v = std::stoll(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument("trailing");
-    return v;
-  } catch (const std::exception&) {
-    CNN_THROW("checkpoint '{}': metadata '{}' is '{}', expected an integer", file, key, it->second);
-  }
-}
-
-static double meta_double(const std::map<std::string, std::string>& m, const std::string& key,
-                          const std::string& file) {
-  const std::string& text = m.at(key);
-  try {
-    size_t used = 0;
-    double v = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing");
-    return v;
-  } catch (const std::exception&) {
-    CNN_THROW("checkpoint '{}': metadata '{}' is '{}', expected a number", file, key, text);
-  }
-}
-
 CheckpointMeta read_checkpoint_meta(const SafetensorsFile& file) {
-  const std::string& path = file.source();
-  const auto& m = file.metadata();
-  auto fmt_it = m.find("format");
-  if (fmt_it == m.end() || fmt_it->second != kCheckpointFormat)
-    CNN_THROW("'{}' is not a cnn-train checkpoint (metadata 'format' is missing or not '{}')", path, kCheckpointFormat);
-  int64_t version = meta_int(m, "format_version", path);
-  if (version != kCheckpointVersion)
-    CNN_THROW("checkpoint '{}' has format version {}, this program reads version {}", path, version, kCheckpointVersion);
-  CheckpointMeta meta;
-  auto get = [&](const char* k) {
-    auto it = m.find(k);
-    if (it == m.end()) CNN_THROW("checkpoint '{}': metadata has no '{}'", path, k);
-    return it->second;
-  };
-  meta.config_yaml = get("config");
-  meta.epoch = meta_int(m, "epoch", path);
-  meta.next_batch = meta_int(m, "next_batch", path);
-  meta.step = meta_int(m, "step", path);
-  meta.optimizer_steps = meta_int(m, "optimizer_steps", path);
-  meta.world_size = meta_int(m, "world_size", path);
-  if (meta.epoch < 0 || meta.next_batch < 0 || meta.step < 0 || meta.optimizer_steps < 0 || meta.world_size < 1)
-    CNN_THROW(
-        "checkpoint '{}': metadata position out of range (epoch {}, next_batch {}, step {}, optimizer_steps {}, "
-        "world_size {})",
-        path, meta.epoch, meta.next_batch, meta.step, meta.optimizer_steps, meta.world_size);
-  meta.dataset_fingerprint = get("dataset_fingerprint");
-  try {
-    meta.schedule = nlohmann::json::parse(get("schedule")).get<std::map<std::string, std::string>>();
-    meta.seed = nlohmann::json::parse(get("rng")).at("seed").get<uint64_t>();
-    meta.metrics = nlohmann::json::parse(get("metrics"));
-    if (m.count("epoch_progress")) meta.epoch_progress = nlohmann::json::parse(m.at("epoch_progress"));
-    if (m.count("normalization")) meta.normalization = nlohmann::json::parse(m.at("normalization"));
-    if (m.count("elapsed_s")) meta.elapsed_s = std::stod(m.at("elapsed_s"));
-    // Checked here so a malformed value is reported as such rather than when the resumed epoch ends.
-    if (!meta.epoch_progress.is_object()) throw std::invalid_argument("'epoch_progress' is not an object");
-    for (const char* k : {"loss_sum", "correct", "seen"})
-      if (meta.epoch_progress.contains(k) && !meta.epoch_progress[k].is_number())
-        throw std::invalid_argument(fmt::format("'epoch_progress.{}' is not a number", k));
-  } catch (const std::exception& e) {
-    CNN_THROW("checkpoint '{}': malformed metadata: {}", path, e.what());
-  }
-  if (m.count("best_metric")) {
-    meta.has_best = true;
-    meta.best_metric = meta_double(m, "best_metric", path);
-  }
-  return meta;
+  return parse_checkpoint_meta(file.metadata(), file.source());
 }
+
+ModelSpec validated_checkpoint_spec(const std::string& config_yaml, const std::string& path,
+                                    const std::vector<std::string>& overrides) {
+  ModelSpec spec = parse_model_text(config_yaml, path + " (config)", overrides);
+  std::unique_ptr<Graph> graph = Graph::build(spec);
+  // The table `cnn-train validate` prints: computing it runs the same shape and size checks.
+  (void)format_model_table(*graph, spec, spec.train.batch_size);
+  return spec;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = "; ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// Names of the first few tensors in `names`, and how many more.
+std::string some_names(const std::vector<std::string>& names) {
+  std::vector<std::string> head(names.begin(), names.begin() + std::min<size_t>(names.size(), 3));
+  std::string s = join(head, ", ");
+  if (names.size() > head.size()) s += fmt::format(" and {} more", names.size() - head.size());
+  return s;
+}
+
+}  // namespace
 
 LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir) {
   std::string path = resolve_checkpoint_path(path_or_run_dir);
-  LoadedCheckpoint c{path, SafetensorsFile::open(path), {}};
+  LoadedCheckpoint c{path, SafetensorsFile::open(path), {}, true};
+  if (!has_checkpoint_format(c.file.metadata()))
+    CNN_THROW("'{}' is not a cnn-train checkpoint (metadata 'format' is missing or not '{}')", path,
+              kCheckpointFormat);
   ChecksumReport rep = verify_checksums(c.file);
   if (!rep.ok()) CNN_THROW("checkpoint '{}' is corrupt: tensor '{}': {}", path, rep.first_mismatch, rep.message);
+  if (!rep.unchecked.empty())
+    CNN_THROW("checkpoint '{}' carries cnn-train metadata but no checksum for {} of its {} tensors ({}): its bytes "
+              "cannot be verified, so it is refused",
+              path, rep.unchecked.size(), c.file.tensors().size(), some_names(rep.unchecked));
   c.meta = read_checkpoint_meta(c.file);
+  ModelSpec spec = validated_checkpoint_spec(c.meta.config_yaml, path);
+  std::vector<std::string> problems = metadata_problems(c.meta, spec);
+  if (!problems.empty()) CNN_THROW("checkpoint '{}' has impossible metadata: {}", path, join(problems));
   return c;
+}
+
+LoadedCheckpoint read_weights_checkpoint(const std::string& path_or_run_dir) {
+  std::string path = resolve_checkpoint_path(path_or_run_dir);
+  SafetensorsFile f = SafetensorsFile::open(path);
+  if (has_checkpoint_format(f.metadata())) return read_checkpoint(path);
+  ChecksumReport rep = verify_checksums(f);
+  if (!rep.ok()) CNN_THROW("'{}' is corrupt: tensor '{}': {}", path, rep.first_mismatch, rep.message);
+  if (rep.matched == 0)
+    spdlog::warn("'{}' is not a cnn-train checkpoint and has no checksums: its bytes cannot be verified", path);
+  else if (!rep.unchecked.empty())
+    spdlog::warn("'{}' is not a cnn-train checkpoint and has no checksum for {} of its tensors ({})", path,
+                 rep.unchecked.size(), some_names(rep.unchecked));
+  return LoadedCheckpoint{path, std::move(f), {}, false};
 }
 
 std::vector<std::string> load_weights(Executor& ex, const SafetensorsFile& file, bool strict) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 
+#include "checkpoint/bounded_json.h"
 #include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -50,7 +51,8 @@ const std::set<std::string> kSummaryKeys{"format",      "format_version",
 
 bool skip_metadata_key(const std::string& k) { return k == "config" || k.rfind(kChecksumKeyPrefix, 0) == 0; }
 
-// An integer, a number or a JSON object/array when the text is one; else the text itself.
+// An integer, a number or a JSON object/array when the text is one; else the text itself (also
+// when it nests deeper than kMaxMetadataJsonDepth: such a value is shown, never parsed deeper).
 json typed_value(const std::string& text) {
   if (text.empty()) return text;
   if (text.find_first_not_of("0123456789+-.eE") == std::string::npos) {  // no "inf", "nan", hex
@@ -62,8 +64,11 @@ json typed_value(const std::string& text) {
     if (end == text.c_str() + text.size() && std::isfinite(d)) return d;
   }
   if (text[0] == '{' || text[0] == '[') {
-    json j = json::parse(text, nullptr, false);
-    if (!j.is_discarded()) return j;
+    try {
+      return parse_bounded_json(text, kMaxMetadataJsonDepth, "metadata value");
+    } catch (const Error&) {
+      return text;
+    }
   }
   return text;
 }
@@ -102,6 +107,10 @@ TensorStats stats_of(const SafetensorsFile& f, const TensorInfo& info) {
 
 std::string num(double x) { return fmt::format("{:.4g}", x); }
 
+std::string clip(const std::string& s, size_t max_chars) {
+  return s.size() <= max_chars ? s : s.substr(0, max_chars) + fmt::format("... ({} bytes)", s.size());
+}
+
 }  // namespace
 
 InspectReport inspect_checkpoint(const std::string& path_or_run_dir) {
@@ -111,8 +120,25 @@ InspectReport inspect_checkpoint(const std::string& path_or_run_dir) {
   r.file_bytes = fs::file_size(r.path);
   ChecksumReport cs = verify_checksums(f);
   r.checksums_matched = cs.matched;
-  if (!cs.ok()) r.checksum_problem = fmt::format("tensor '{}': {}", cs.first_mismatch, cs.message);
   const auto& m = f.metadata();
+  r.cnn_train_format = has_checkpoint_format(m);
+  if (!cs.ok())
+    r.checksum_problem = fmt::format("tensor '{}': {}", cs.first_mismatch, cs.message);
+  else if (r.cnn_train_format && !cs.unchecked.empty())
+    r.checksum_problem = fmt::format("no checksum for {} of {} tensors (first: '{}')", cs.unchecked.size(),
+                                     f.tensors().size(), cs.unchecked.front());
+  if (r.cnn_train_format) {
+    // Every check read_checkpoint makes after the checksums: a reader would refuse what fails here.
+    try {
+      CheckpointMeta meta = read_checkpoint_meta(f);
+      ModelSpec spec = validated_checkpoint_spec(meta.config_yaml, r.path);
+      std::vector<std::string> problems = metadata_problems(meta, spec);
+      if (!problems.empty())
+        r.metadata_problem = fmt::format("checkpoint '{}' has impossible metadata: {}", r.path, join(problems, "; "));
+    } catch (const std::exception& e) {
+      r.metadata_problem = e.what();
+    }
+  }
   r.summary = json::object();
   r.other_metadata = json::object();
   for (const auto& [k, v] : m) {
@@ -155,6 +181,8 @@ json to_json(const InspectReport& r) {
   if (!r.checksum_problem.empty()) checks["problem"] = r.checksum_problem;
   return json{{"path", r.path},
               {"file_bytes", r.file_bytes},
+              {"valid", r.ok()},
+              {"metadata_problem", r.metadata_problem.empty() ? json(nullptr) : json(r.metadata_problem)},
               {"summary", r.summary},
               {"checksums", checks},
               {"metadata", r.other_metadata},
@@ -176,11 +204,17 @@ std::string to_text(const InspectReport& r) {
   row("model:", get("model"));
   if (s.contains("epoch")) {
     std::string of = s.contains("epochs") ? " of " + get("epochs") : "";
-    bool mid = s.contains("next_batch") && s["next_batch"].is_number() && s["next_batch"].get<int64_t>() > 0;
-    int64_t e = s["epoch"].is_number() ? s["epoch"].get<int64_t>() : 0;
-    row("position:",
-        mid ? fmt::format("epoch {}{} in progress, next batch {} (data cursor)", e + 1, of, get("next_batch"))
-            : fmt::format("{}{} epochs done", get("epoch"), of));
+    // Hostile values stay text: only integers in [0, 2^48] take part in arithmetic.
+    auto count = [&](const char* k) {
+      return s.contains(k) && s[k].is_number_integer() && s[k].get<int64_t>() >= 0 &&
+                     s[k].get<int64_t>() <= kMaxMetaCount
+                 ? s[k].get<int64_t>()
+                 : int64_t(-1);
+    };
+    const int64_t e = count("epoch"), next = count("next_batch");
+    row("position:", e >= 0 && next > 0
+                         ? fmt::format("epoch {}{} in progress, next batch {} (data cursor)", e + 1, of, next)
+                         : fmt::format("{}{} epochs done", get("epoch"), of));
   }
   if (s.contains("step"))
     row("step:", get("step") + " (optimizer steps " + get("optimizer_steps") + ", " + get("optimizer") + ")");
@@ -197,8 +231,9 @@ std::string to_text(const InspectReport& r) {
   }
   if (s.contains("best_metric")) row("best metric:", get("best_metric_name") + " " + get("best_metric"));
   row("checksums:", r.checksum_problem.empty() ? fmt::format("{} tensors match", r.checksums_matched)
-                                               : "MISMATCH: " + r.checksum_problem);
-  for (auto& [k, v] : r.other_metadata.items()) row((k + ":").c_str(), v.get<std::string>());
+                                               : "FAIL: " + r.checksum_problem);
+  if (!r.metadata_problem.empty()) row("metadata:", "FAIL: " + r.metadata_problem);
+  for (auto& [k, v] : r.other_metadata.items()) row((k + ":").c_str(), clip(v.get<std::string>(), 200));
 
   size_t w = 4;
   int64_t total = 0;
@@ -320,17 +355,14 @@ VerifyReport verify_checkpoint(const std::string& path_or_run_dir) {
   ModelSpec spec;
   std::unique_ptr<Graph> graph;
   if (!attempt("config", [&](std::string& detail) {
-        spec = parse_model_text(meta.config_yaml, r.path + " (config)");
+        spec = validated_checkpoint_spec(meta.config_yaml, r.path);
         graph = Graph::build(spec);
         detail = fmt::format("model '{}', {} parameters", spec.name, graph->trainable_count());
         return Problems{};
       }))
     return r;
   attempt("position", [&](std::string& detail) {
-    Problems p;
-    if (meta.epoch > spec.train.epochs || (meta.epoch == spec.train.epochs && meta.next_batch > 0))
-      p.push_back(fmt::format("epoch {} (next batch {}) is beyond train.epochs = {}", meta.epoch, meta.next_batch,
-                              spec.train.epochs));
+    Problems p = metadata_problems(meta, spec);
     LrSchedule sched(spec.train.schedule, spec.train.optimizer.lr, 1, spec.train.epochs);
     sched.load_state(meta.schedule);
     detail =
@@ -362,9 +394,20 @@ std::string to_text(const VerifyReport& r) {
   return out;
 }
 
-bool DiffReport::identical() const {
-  if (!config.empty() || !metadata.empty() || !only_a.empty() || !only_b.empty()) return false;
+bool DiffReport::tensors_equal() const {
+  if (!only_a.empty() || !only_b.empty()) return false;
   return std::all_of(tensors.begin(), tensors.end(), [](const TensorDiff& t) { return t.identical; });
+}
+
+bool DiffReport::metadata_equal() const { return config.empty() && metadata.empty(); }
+
+std::string DiffReport::verdict() const {
+  if (!tensors_equal()) return "tensors differ";
+  if (metadata_equal()) return "identical";
+  std::vector<std::string> keys;
+  if (!config.empty()) keys.push_back("config");
+  for (const auto& d : metadata) keys.push_back(d.key);
+  return "tensors equal; metadata differs: " + join(keys);
 }
 
 namespace {
@@ -451,6 +494,8 @@ json to_json(const DiffReport& r) {
   }
   return json{{"a", r.path_a},
               {"b", r.path_b},
+              {"tensors_equal", r.tensors_equal()},
+              {"metadata_equal", r.metadata_equal()},
               {"identical", r.identical()},
               {"config", r.have_configs ? diffs(r.config) : json(nullptr)},
               {"metadata", diffs(r.metadata)},
@@ -461,15 +506,6 @@ json to_json(const DiffReport& r) {
 
 std::string to_text(const DiffReport& r) {
   std::string out = fmt::format("a: {}\nb: {}\n", r.path_a, r.path_b);
-  auto list = [&](const char* what, const std::vector<ConfigDifference>& v) {
-    out += fmt::format("{}: {} difference{}\n", what, v.size(), v.size() == 1 ? "" : "s");
-    for (const auto& d : v) out += fmt::format("  {}: {} -> {}\n", d.key, d.before, d.after);
-  };
-  if (r.have_configs)
-    list("config", r.config);
-  else
-    out += "config: not compared (a file has no config)\n";
-  list("metadata", r.metadata);
   size_t same = std::count_if(r.tensors.begin(), r.tensors.end(), [](const TensorDiff& t) { return t.identical; });
   out += fmt::format("tensors: {} in both ({} identical, {} differ), {} only in a, {} only in b\n", r.tensors.size(),
                      same, r.tensors.size() - same, r.only_a.size(), r.only_b.size());
@@ -484,7 +520,17 @@ std::string to_text(const DiffReport& r) {
   }
   if (!r.only_a.empty()) out += "only in a: " + join(r.only_a) + "\n";
   if (!r.only_b.empty()) out += "only in b: " + join(r.only_b) + "\n";
-  out += r.identical() ? "identical\n" : "different\n";
+  // Listed apart: a resumed or repeated run differs here (elapsed time, metrics) with equal tensors.
+  auto list = [&](const char* what, const std::vector<ConfigDifference>& v) {
+    out += fmt::format("{}: {} difference{}\n", what, v.size(), v.size() == 1 ? "" : "s");
+    for (const auto& d : v) out += fmt::format("  {}: {} -> {}\n", d.key, clip(d.before, 200), clip(d.after, 200));
+  };
+  if (r.have_configs)
+    list("config", r.config);
+  else
+    out += "config: not compared (a file has no config)\n";
+  list("metadata", r.metadata);
+  out += r.verdict() + "\n";
   return out;
 }
 

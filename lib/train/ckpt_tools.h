@@ -1,6 +1,6 @@
 // What `cnn-ckpt` reports about checkpoints: inspect (metadata and per-tensor statistics), verify
 // (every check a resume would make, and more, collected rather than stopping at the first) and
-// diff (config and per-tensor differences), each as text or JSON.
+// diff (per-tensor differences, and config and metadata differences listed apart), as text or JSON.
 // Trap: inspect and diff read files that may not be cnn-train checkpoints (any safetensors file);
 // only verify insists on the cnn-train format, so they must not call read_checkpoint().
 #pragma once
@@ -36,10 +36,15 @@ struct InspectReport {
   nlohmann::json other_metadata;  // metadata keys not otherwise shown (no checksums, no config)
   std::string config_yaml;        // "" when absent
   size_t checksums_matched = 0;
-  std::string checksum_problem;      // "" when every present checksum matched
+  bool cnn_train_format = false;     // metadata 'format' is ours: checksums and metadata are required
+  std::string checksum_problem;      // "" when every present checksum matched (and, ours, none is missing)
+  std::string metadata_problem;      // ours only: why eval/resume would refuse the metadata or config
   std::vector<TensorStats> tensors;  // file order
+  bool ok() const { return checksum_problem.empty() && metadata_problem.empty(); }
 };
 // Opens any safetensors file (or RUN_DIR/checkpoints/last.safetensors); throws when it can't be read.
+// A checksum mismatch, or a cnn-train checkpoint that read_checkpoint would refuse, is reported
+// (ok() false), not thrown, so the table is still shown.
 InspectReport inspect_checkpoint(const std::string& path_or_run_dir);
 std::string to_text(const InspectReport& r);
 nlohmann::json to_json(const InspectReport& r);
@@ -76,7 +81,13 @@ struct DiffReport {
   std::vector<ConfigDifference> metadata;  // other metadata keys (no checksums, no config)
   std::vector<TensorDiff> tensors;         // names in both, a's file order
   std::vector<std::string> only_a, only_b;
-  bool identical() const;  // same tensors, bytes and metadata
+  // Tensors: the same names, dtypes, shapes and bytes. Metadata: config and the other keys
+  // (position, metrics, elapsed time...); checksums are not compared (they follow the bytes).
+  bool tensors_equal() const;
+  bool metadata_equal() const;
+  bool identical() const { return tensors_equal() && metadata_equal(); }
+  // "identical", "tensors equal; metadata differs: config, step, elapsed_s" or "tensors differ".
+  std::string verdict() const;
 };
 DiffReport diff_checkpoints(const std::string& a, const std::string& b);
 std::string to_text(const DiffReport& r);

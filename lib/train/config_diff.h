@@ -13,14 +13,20 @@
 namespace cnn {
 
 // "a.b[2].c" -> scalar text, for every scalar of the tree.
-std::map<std::string, std::string> flatten_config(const ConfigNode& node);
+std::map<std::string, std::string> flatten_config(const Value& node);
 
 struct ConfigDifference {
   std::string key, before, after;  // before/after "<absent>" when missing
 };
-std::vector<ConfigDifference> diff_configs(const ConfigNode& before, const ConfigNode& after);
+std::vector<ConfigDifference> diff_configs(const Value& before, const Value& after);
 
-// Throws ConfigError listing the incompatible differences; logs the safe ones.
-void check_resume_compatible(const std::string& checkpoint_config_yaml, const ModelSpec& now);
+// Throws ConfigError listing the incompatible differences; logs the safe ones. `now` must be
+// resolved the way the checkpoint's config was (parsed, and its graph built, which writes every
+// layer default into the tree); compared before the data is read, class names the data will supply
+// (`classes` absent now) are left to the check after the data is read (`after_data`), which logs
+// nothing.
+enum class ResumeCheck { before_data, after_data };
+void check_resume_compatible(const std::string& checkpoint_config_yaml, const ModelSpec& now,
+                             ResumeCheck when = ResumeCheck::before_data);
 
 }  // namespace cnn

@@ -24,26 +24,26 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& ref)
   return std::sqrt(diff / norm);
 }
 
-namespace {
-
-std::vector<float> normal_values(int64_t n, float stddev, uint64_t seed) {
+std::vector<float> probe_normals(int64_t n, float stddev, uint64_t seed) {
   Rng rng(seed, static_cast<uint64_t>(RngStream::test));
   std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
   for (float& f : v) f = stddev * rng.normal();
   return v;
 }
 
-Tensor upload(const std::vector<float>& v, const Shape& shape, Device device) {
-  Tensor t = Tensor::empty(shape, device, "conv accuracy operand");
+Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device) {
+  Tensor t = Tensor::empty(shape, device, "accuracy probe operand");
   device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
   return t;
 }
 
-std::vector<float> download(const Tensor& t) {
+std::vector<float> probe_download(const Tensor& t) {
   std::vector<float> v(size_t(t.numel()));
   device_memcpy(v.data(), Device::cpu, t.data(), t.device(), v.size() * sizeof(float));
   return v;
 }
+
+namespace {
 
 void fill_nan(Tensor& t) {
   const std::vector<float> v(size_t(t.numel()), std::numeric_limits<float>::quiet_NaN());
@@ -55,16 +55,16 @@ void fill_nan(Tensor& t) {
 ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed) : m_ctx(ctx), m_sh(sh) {
   const Device dev = ctx.device;
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
-  m_hxs[0] = normal_values(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
+  m_hxs[0] = probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
   m_hxs[1] = m_hxs[0];
   for (float& f : m_hxs[1]) f = std::max(f, 0.0f);
-  m_hw = normal_values(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
-  m_hb = normal_values(sh.K, 1.0f, seed * 4 + 2);
-  m_hdys[0] = normal_values(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3);
-  for (int i = 0; i < kInputSets; ++i) m_xs[i] = upload(m_hxs[i], Shape{sh.N, sh.C, sh.H, sh.W}, dev);
-  m_w = upload(m_hw, Shape{sh.weight_numel()}, dev);
-  m_b = upload(m_hb, Shape{sh.K}, dev);
-  m_dys[0] = upload(m_hdys[0], Shape{sh.N, sh.K, sh.P, sh.Q}, dev);
+  m_hw = probe_normals(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
+  m_hb = probe_normals(sh.K, 1.0f, seed * 4 + 2);
+  m_hdys[0] = probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3);
+  for (int i = 0; i < kInputSets; ++i) m_xs[i] = probe_upload(m_hxs[i], Shape{sh.N, sh.C, sh.H, sh.W}, dev);
+  m_w = probe_upload(m_hw, Shape{sh.weight_numel()}, dev);
+  m_b = probe_upload(m_hb, Shape{sh.K}, dev);
+  m_dys[0] = probe_upload(m_hdys[0], Shape{sh.N, sh.K, sh.P, sh.Q}, dev);
   m_y = Tensor::empty(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, "conv accuracy y");
   m_dx = Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev, "conv accuracy dx");
   m_dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "conv accuracy dw");
@@ -96,11 +96,11 @@ void ConvProbe::poison(ConvDir d) {
 }
 
 std::vector<float> ConvProbe::output(ConvDir d) const {
-  if (d == ConvDir::forward) return download(m_y);
-  if (d == ConvDir::backward_data) return download(m_dx);
-  std::vector<float> v = download(m_dw);
+  if (d == ConvDir::forward) return probe_download(m_y);
+  if (d == ConvDir::backward_data) return probe_download(m_dx);
+  std::vector<float> v = probe_download(m_dw);
   if (m_sh.has_bias) {
-    const std::vector<float> b = download(m_db);
+    const std::vector<float> b = probe_download(m_db);
     v.insert(v.end(), b.begin(), b.end());
   }
   return v;
@@ -177,7 +177,7 @@ void ConvProbe::make_projected_dy() {
       g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, -17));
     }
   }
-  m_dys[1] = upload(g, Shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q}, m_ctx.device);
+  m_dys[1] = probe_upload(g, Shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q}, m_ctx.device);
 }
 
 void ConvProbe::use_input_set(int set) {

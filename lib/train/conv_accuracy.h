@@ -22,21 +22,23 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "ops/conv2d_algo.h"
+#include "train/accuracy_tolerance.h"
 
 namespace cnn {
 
-// Largest relative L2 difference from the reference an algorithm may have to count as accurate
-// (autotuner: --autotune-tolerance / CNN_AUTOTUNE_TOLERANCE). Plain FP32 algorithms (direct sums,
-// implicit or explicit GEMM) differ from one another by about 1e-6 on these operands; FFT and
-// Winograd transforms lose digits that grow with the filter size (cuDNN's winograd_nonfused was
-// 0.5-7% off on 5x5 filters, and a fer_cnn step tuned without a guard was 5e-3 from a float64
-// reference against PyTorch's 6e-4). 1e-4 leaves two orders of magnitude for summation order on
-// long reductions and still rejects a transform that loses three or more digits.
-inline constexpr double kConvAccuracyTolerance = 1e-4;
+// The largest relative L2 difference from the reference an algorithm may have to count as
+// accurate is kConvAccuracyTolerance (train/accuracy_tolerance.h, with its reason; autotuner:
+// --autotune-tolerance / CNN_AUTOTUNE_TOLERANCE).
 
 // ||got - ref|| / ||ref|| (0 when both are zero, infinity when only ref is, or the sizes differ;
 // NaN in got gives NaN). Computed in double.
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
+
+// Probe operands, shared with layer_accuracy.h: n values stddev * N(0,1) from `seed` (the test
+// stream of core/rng.h); a tensor of `shape` on `device` holding v; a host copy of t.
+std::vector<float> probe_normals(int64_t n, float stddev, uint64_t seed);
+Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device);
+std::vector<float> probe_download(const Tensor& t);
 
 // Name of the reference of direction d for `shape` on ctx's device ("cpu:reference_fp64" on the
 // CPU); nullopt when none can run it.

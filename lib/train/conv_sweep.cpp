@@ -7,6 +7,7 @@
 #include <set>
 
 #include "config/model_spec.h"
+#include "config/schema.h"
 #include "core/error.h"
 #include "graph/graph.h"
 #include "layers/conv_plan.h"
@@ -16,42 +17,51 @@ namespace cnn {
 namespace {
 
 const std::vector<std::string> kShapeKeys{"N", "C", "H", "W", "K", "R", "S", "stride", "padding"};
+const std::vector<std::string> kDirNames{"forward", "backward_data", "backward_filter"};
 
-struct Defaults {
-  std::vector<ConvDir> directions{ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter};
-  int warmup = 5, repeats = 20;
-};
-
-ConvDir parse_dir(const ConfigNode& n) {
-  const std::string s = n.as_string();
+ConvDir parse_dir(const Value& n) {
   for (ConvDir d : kConvDirs)
-    if (s == to_string(d)) return d;
-  n.fail(fmt::format("expected forward, backward_data or backward_filter, found '{}'{}", s,
-                     did_you_mean(s, {"forward", "backward_data", "backward_filter"})));
+    if (n.string() == to_string(d)) return d;
+  CNN_THROW("unreachable: '{}' is a declared direction", n.string());
 }
 
-Defaults read_defaults(ConfigNode& root) {
-  Defaults d;
-  ConfigNode* n = root.find("defaults");
-  if (n == nullptr || n->is_null()) return d;
-  n->expect_map();
-  if (ConfigNode* dirs = n->find("directions")) {
-    dirs->expect_sequence("a list of directions");
-    d.directions.clear();
-    for (size_t i = 0; i < dirs->size(); ++i) d.directions.push_back(parse_dir((*dirs)[i]));
-    if (d.directions.empty()) dirs->fail("expected at least one direction, found an empty list");
-  }
-  n->get_choice("dtype", {"float32"}, "float32");
-  d.warmup = n->get<int>("warmup", d.warmup);
-  d.repeats = n->get<int>("repeats", d.repeats);
-  if (d.warmup < 0) n->at("warmup").fail("expected warmup >= 0");
-  if (d.repeats < 1) n->at("repeats").fail("expected repeats >= 1");
-  n->check_unknown_keys();
-  return d;
+std::shared_ptr<const Schema> sweep_schema() {
+  const int64_t big = kMaxDimension;
+  auto defaults = std::make_shared<Schema>("defaults");
+  defaults->key("directions", Type::list(Type::choice(kDirNames), 1, 3, "direction"), "directions timed")
+      .defaults_to(kDirNames);
+  defaults->key("dtype", Type::choice({"float32"}), "element type").defaults_to("float32");
+  defaults->key("warmup", Type::integer(0, 1000000), "untimed runs first").defaults_to(5);
+  defaults->key("repeats", Type::integer(1, 1000000), "timed runs").defaults_to(20);
+  auto shape = std::make_shared<Schema>("shape");
+  shape->key("name", Type::string(true), "the shape's name").required();
+  for (const std::string& k : kShapeKeys) shape->key(k, Type::integer(k == "padding" ? 0 : 1, big), k).required();
+  auto sweep = std::make_shared<Schema>("sweep");
+  sweep->key("param",
+             Type::any_of({Type::choice(kShapeKeys), Type::list(Type::choice(kShapeKeys), 1, kShapeKeys.size(), "shape key")})
+                 .expect("a shape key or a list of them"),
+             "the swept shape keys (tied)")
+      .required();
+  sweep->key("values", Type::list(Type::integer(0, big), 1, 10000, "value"), "their values").required();
+  auto one = std::make_shared<Schema>("sweeps item");
+  one->key("name", Type::string(true), "the sweep's name").required();
+  one->key("base", Type::string(true), "the base shape's name").required();
+  one->key("sweep", Type::map(sweep).expect("a map {param, values}"), "what is swept").required();
+  auto s = std::make_shared<Schema>("sweep file");
+  s->key("version", Type::integer(1, 1), "format version").required();
+  s->key("defaults", Type::map(defaults), "settings of every point");
+  s->key("shapes", Type::list(Type::map(shape).expect("a shape map {name, N, C, H, W, K, R, S, stride, padding}"), 0,
+                              100000, "shape"),
+         "base shapes")
+      .required();
+  s->key("sweeps", Type::list(Type::map(one).expect("a sweep map {name, base, sweep: {param, values}}"), 0, 100000, "sweep"),
+         "one-parameter sweeps around base shapes")
+      .defaults_to(std::vector<std::string>{});
+  return s;
 }
 
 // The nine integers of a shape; `at` locates errors (the map or the swept value).
-Conv2dShape make_shape(const std::map<std::string, int64_t>& v, const ConfigNode& at) {
+Conv2dShape make_shape(const std::map<std::string, int64_t>& v, const Value& at) {
   for (const auto& [k, x] : v)
     if (x < (k == "padding" ? 0 : 1)) at.fail(fmt::format("expected {} >= {}, found {}", k, k == "padding" ? 0 : 1, x));
   const int64_t P = (v.at("H") + 2 * v.at("padding") - v.at("R")) / v.at("stride") + 1;
@@ -65,68 +75,42 @@ Conv2dShape make_shape(const std::map<std::string, int64_t>& v, const ConfigNode
 
 }  // namespace
 
-std::vector<ConvPoint> parse_conv_sweep(ConfigNode& root) {
-  root.expect_map("a sweep file map {version, defaults, shapes, sweeps}");
-  const int64_t version = root.get<int64_t>("version");
-  if (version != 1) root.at("version").fail(fmt::format("expected version 1, found {}", version));
-  const Defaults def = read_defaults(root);
+std::vector<ConvPoint> parse_conv_sweep(const Value& raw) {
+  const Value root = check(raw, Type::map(sweep_schema()).expect("a sweep file map {version, defaults, shapes, sweeps}"));
+  const Value& def = root["defaults"];
+  std::vector<ConvDir> directions;
+  for (const Value& d : def["directions"].items()) directions.push_back(parse_dir(d));
+  const int warmup = int(def["warmup"].integer()), repeats = int(def["repeats"].integer());
   std::vector<ConvPoint> points;
   std::map<std::string, std::map<std::string, int64_t>> bases;
-  ConfigNode& shapes = root.at("shapes");
-  shapes.expect_sequence("a list of shapes");
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    ConfigNode& s = shapes[i];
-    s.expect_map("a shape map {name, N, C, H, W, K, R, S, stride, padding}");
-    const std::string name = s.get<std::string>("name");
+  for (const Value& s : root["shapes"].items()) {
+    const std::string name = s["name"].string();
     std::map<std::string, int64_t> v;
-    for (const std::string& k : kShapeKeys) v[k] = s.get<int64_t>(k);
-    s.check_unknown_keys();
-    if (!bases.emplace(name, v).second) s.at("name").fail(fmt::format("duplicate shape name '{}'", name));
-    points.push_back({"base shapes", name, make_shape(v, s), def.directions, def.warmup, def.repeats});
+    for (const std::string& k : kShapeKeys) v[k] = s[k].integer();
+    if (!bases.emplace(name, v).second) s["name"].fail(fmt::format("duplicate shape name '{}'", name));
+    points.push_back({"base shapes", name, make_shape(v, s), directions, warmup, repeats});
   }
-  if (ConfigNode* sweeps = root.find("sweeps"); sweeps && !sweeps->is_null()) {
-    sweeps->expect_sequence("a list of sweeps");
-    std::vector<std::string> base_names;
-    for (const auto& [k, v] : bases) base_names.push_back(k);
-    for (size_t i = 0; i < sweeps->size(); ++i) {
-      ConfigNode& sw = (*sweeps)[i];
-      sw.expect_map("a sweep map {name, base, sweep: {param, values}}");
-      const std::string name = sw.get<std::string>("name");
-      const std::string base = sw.get<std::string>("base");
-      if (!bases.count(base))
-        sw.at("base").fail(fmt::format("unknown base shape '{}'{}", base, did_you_mean(base, base_names)));
-      ConfigNode& spec = sw.at("sweep");
-      spec.expect_map("a map {param, values}");
-      ConfigNode& param = spec.at("param");
-      std::vector<std::string> keys;
-      if (param.is_sequence()) keys = spec.get_list<std::string>("param");
-      else keys = {spec.get<std::string>("param")};
-      if (keys.empty()) param.fail("expected a shape key or a list of them, found an empty list");
-      for (const std::string& k : keys)
-        if (std::find(kShapeKeys.begin(), kShapeKeys.end(), k) == kShapeKeys.end())
-          param.fail(fmt::format("unknown shape key '{}'{} (expected one of {})", k, did_you_mean(k, kShapeKeys),
-                                 fmt::join(kShapeKeys, ", ")));
-      const std::vector<int64_t> values = spec.get_list<int64_t>("values");
-      if (values.empty()) spec.at("values").fail("expected at least one value, found an empty list");
-      spec.check_unknown_keys();
-      sw.check_unknown_keys();
-      ConfigNode& value_nodes = spec.at("values");
-      for (size_t j = 0; j < values.size(); ++j) {
-        std::map<std::string, int64_t> v = bases[base];
-        for (const std::string& k : keys) v[k] = values[j];
-        const std::string point = fmt::format("{}/{}={}", name, fmt::join(keys, "="), values[j]);
-        points.push_back({name, point, make_shape(v, value_nodes[j]), def.directions, def.warmup, def.repeats});
-      }
+  std::vector<std::string> base_names;
+  for (const auto& [k, v] : bases) base_names.push_back(k);
+  for (const Value& sw : root["sweeps"].items()) {
+    const std::string name = sw["name"].string();
+    const std::string base = sw["base"].string();
+    if (!bases.count(base))
+      sw["base"].fail(fmt::format("unknown base shape '{}'{}", base, did_you_mean(base, base_names)));
+    const Value& param = sw["sweep"]["param"];
+    const std::vector<std::string> keys = param.is_list() ? param.strings() : std::vector<std::string>{param.string()};
+    const Value& values = sw["sweep"]["values"];
+    for (size_t j = 0; j < values.size(); ++j) {
+      std::map<std::string, int64_t> v = bases[base];
+      for (const std::string& k : keys) v[k] = values[j].integer();
+      const std::string point = fmt::format("{}/{}={}", name, fmt::join(keys, "="), values[j].integer());
+      points.push_back({name, point, make_shape(v, values[j]), directions, warmup, repeats});
     }
   }
-  root.check_unknown_keys();
   return points;
 }
 
-std::vector<ConvPoint> load_conv_sweep(const std::string& path) {
-  ConfigNode root = load_yaml_file(path);
-  return parse_conv_sweep(root);
-}
+std::vector<ConvPoint> load_conv_sweep(const std::string& path) { return parse_conv_sweep(load_yaml_file(path)); }
 
 std::vector<ConvPoint> model_conv_points(const std::vector<std::string>& model_files) {
   std::vector<ConvPoint> points;

@@ -1,6 +1,6 @@
 // Convolution sweep files (bench/sweeps/README.md, format 1) and the conv layers of model files,
-// expanded into the points `cnn-bench conv` times. Read strictly through ConfigNode, so a bad key
-// or value is a ConfigError naming file:line:col and the key path.
+// expanded into the points `cnn-bench conv` times. Checked against a schema (config/schema.h), so
+// a bad key or value is a ConfigError naming file:line:col and the key path.
 // Trap: model points take each model's train.batch_size and are deduplicated by shape across all
 // models (the first model naming a shape owns it), so the counts are not per model.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "config/node.h"
+#include "config/value.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_algo.h"
 
@@ -25,7 +25,7 @@ struct ConvPoint {
 
 // Points of one sweep file: every base shape, then every sweep's points, in file order.
 std::vector<ConvPoint> load_conv_sweep(const std::string& path);
-std::vector<ConvPoint> parse_conv_sweep(ConfigNode& root);
+std::vector<ConvPoint> parse_conv_sweep(const Value& root);  // a parsed file (parse_yaml)
 
 // Every conv2d layer of the models (per-sample shapes at each model's default batch size),
 // deduplicated by shape.

@@ -28,11 +28,11 @@ Device resolve_device(const std::string& requested, const Graph& graph) {
   std::string why;
   if (requested == "cpu") return Device::cpu;
   if (requested == "cuda") {
-    if (!cuda_ready(graph, why)) throw ConfigError({"--device"}, "device", "--device cuda requested but " + why);
+    if (!cuda_ready(graph, why)) throw ConfigError({"--device"}, "", "cuda requested but " + why);
     return Device::cuda;
   }
   if (requested != "auto")
-    throw ConfigError({"--device"}, "device", fmt::format("expected auto, cpu or cuda, found '{}'", requested));
+    throw ConfigError({"--device"}, "", fmt::format("expected auto, cpu or cuda, found '{}'", requested));
   if (cuda_ready(graph, why)) return Device::cuda;
   spdlog::info("device auto: using the CPU ({})", why);
   return Device::cpu;

@@ -1,6 +1,6 @@
 // Classification metrics: running loss/accuracy for training, and the full evaluation report
 // (loss, top-1, top-5, per-class precision/recall/F1, macro-F1, confusion matrix) with the JSON
-// of DESIGN.md. Trap: a class with no predictions has precision 0 (not NaN), as in scikit-learn's
+// of the README's `cnn-eval` section. Trap: a class with no predictions has precision 0 (not NaN), as in scikit-learn's
 // zero_division=0, and macro-F1 averages over all classes, present or not.
 #pragma once
 

@@ -55,8 +55,15 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   TrainedModel m;
   m.checkpoint = pick_eval_checkpoint(run_dir_or_ckpt, &m.which);
   LoadedCheckpoint c = read_checkpoint(m.checkpoint);
-  m.spec = parse_model_text(c.meta.config_yaml, c.path + " (config)", overrides);
+  m.spec = validated_checkpoint_spec(c.meta.config_yaml, c.path, overrides);
+  check_ten_crop(m.spec, c.path + " (config, with the command line's overrides)");
   m.ten_crop = m.spec.eval.ten_crop;
+  if (!c.meta.normalization.empty()) {
+    Normalization n;
+    n.mean = c.meta.normalization.at("mean").get<std::vector<float>>();
+    n.std = c.meta.normalization.at("std").get<std::vector<float>>();
+    m.norm = n;
+  }
   const int crops = m.ten_crop ? 10 : 1;
   m.batch = std::max<int64_t>(1, m.spec.eval.batch_size / crops);
   m.graph = Graph::build(m.spec);
@@ -68,6 +75,32 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   load_weights(*m.ex, c.file, true);
   m.class_names = m.graph->class_names();
   return m;
+}
+
+void check_ten_crop(const ModelSpec& spec, const std::string& where) {
+  if (!spec.eval.ten_crop) return;
+  const InputSpec& in = spec.input;
+  const int64_t crop = spec.data.augment.crop_size;
+  if (crop > 0 && (crop < in.height || crop < in.width)) return;
+  throw ConfigError(
+      {where}, "eval.ten_crop",
+      fmt::format("ten-crop (--ten-crop or eval.ten_crop: true) needs a crop smaller than the {}x{} input, but {}: "
+                  "all ten crops would be the whole image (five of them flipped), which lowers accuracy instead of "
+                  "raising it; evaluate without it, or train with a smaller data.augment.random_crop.size",
+                  in.height, in.width,
+                  crop > 0 ? fmt::format("data.augment.random_crop.size is {}", crop)
+                           : std::string("the model has no data.augment.random_crop")));
+}
+
+std::string describe_eval_crops(const ModelSpec& spec, bool ten_crop) {
+  const InputSpec& in = spec.input;
+  const int64_t crop = spec.data.augment.crop_size;
+  if (ten_crop)
+    return fmt::format("ten-crop: the mean over 10 crops of {}x{} from {}x{} (corners, centre, each flipped)", crop,
+                       crop, in.height, in.width);
+  if (crop > 0 && (crop < in.height || crop < in.width))
+    return fmt::format("centre crop {}x{} of {}x{}", crop, crop, in.height, in.width);
+  return fmt::format("whole image {}x{}", in.height, in.width);
 }
 
 void use_data_class_names(TrainedModel& m, const DataSplits& data) {
@@ -85,6 +118,28 @@ Normalization training_normalization(const ModelSpec& spec, const DataSplits* da
     CNN_THROW("data.normalize is auto: the training statistics are recomputed from the train split of '{}', and {}",
               spec.data.path, data ? "it is empty" : "no data was loaded");
   return resolve_normalization(spec.data.normalize, data->train);
+}
+
+bool needs_training_data(const TrainedModel& m) { return !m.norm && m.spec.data.normalize.automatic; }
+
+Normalization eval_normalization(const TrainedModel& m, const DataSplits* data, std::string* source) {
+  if (m.norm) {
+    if (source) *source = "from the checkpoint";
+    return *m.norm;
+  }
+  if (source)
+    *source = m.spec.data.normalize.automatic
+                  ? "auto, recomputed from the train split: the checkpoint predates recorded normalisations"
+                  : "from the config";
+  return training_normalization(m.spec, data);
+}
+
+std::string eval_report_json(const EvalReport& report, const TrainedModel& m) {
+  nlohmann::json j = nlohmann::json::parse(report.to_json());
+  j["checkpoint"] = m.checkpoint;
+  j["ten_crop"] = m.ten_crop;
+  j["crops"] = describe_eval_crops(m.spec, m.ten_crop);
+  return j.dump(2);
 }
 
 EvalReport evaluate_split(TrainedModel& m, const DataSplits& data, const Normalization& norm,
@@ -206,8 +261,11 @@ std::vector<ImagePrediction> Predictor::predict_files(const std::vector<std::str
   return preds;
 }
 
-std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const std::string& checkpoint) {
-  nlohmann::json j{{"checkpoint", checkpoint}, {"predictions", nlohmann::json::array()}};
+std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const TrainedModel& m) {
+  nlohmann::json j{{"checkpoint", m.checkpoint},
+                   {"ten_crop", m.ten_crop},
+                   {"crops", describe_eval_crops(m.spec, m.ten_crop)},
+                   {"predictions", nlohmann::json::array()}};
   for (const auto& p : preds) {
     nlohmann::json probs = nlohmann::json::array();
     for (const auto& c : p.ranked) probs.push_back({{"name", c.name}, {"probability", c.probability}});

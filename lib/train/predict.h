@@ -1,12 +1,14 @@
 // Inference with a trained checkpoint (cnn-eval): the run's resolved config rebuilt, weights
 // loaded strictly, the split evaluated, and image files turned into class probabilities exactly as
 // evaluation sees its samples (resize to the data input, centre crop or ten-crop average, softmax).
-// Trap: `normalize: auto` statistics come from the train split, so reproducing the training run's
-// normalisation needs the data; the caller recomputes it with resolve_normalization on data.train.
+// The checkpoint is self-contained: classes, input shape and normalisation come from it, so only
+// evaluating a split reads data. Trap: checkpoints written before the normalisation was recorded
+// need the train split again for `normalize: auto` (needs_training_data).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,17 +34,27 @@ struct TrainedModel {
   bool ten_crop = false;                 // eval.ten_crop
   int64_t batch = 1;                     // images per forward pass: eval.batch_size rows / crops, like the trainer
   std::vector<std::string> class_names;  // the graph's; see use_data_class_names
+  std::optional<Normalization> norm;     // the one the run trained with, when the checkpoint records it
   std::unique_ptr<Graph> graph;
   Device device = Device::cpu;
   std::unique_ptr<DeviceSetup> dev;   // the execution context; outlives ex
   std::unique_ptr<Executor> ex;       // evaluation-only plan for batch * crops rows
 };
 
-// Reads and verifies the checkpoint (pick_eval_checkpoint), rebuilds its model with `overrides`
-// ("key=value", like --set: e.g. eval.ten_crop=true) applied to the config, resolves `device`
-// (auto | cpu | cuda; auto takes the GPU when every layer runs there) and loads the weights strictly.
+// Reads and verifies the checkpoint (pick_eval_checkpoint, read_checkpoint), rebuilds its model
+// with `overrides` ("key=value", like --set: e.g. eval.ten_crop=true) applied to the config,
+// refuses ten-crop where it cannot help (check_ten_crop), resolves `device` (auto | cpu | cuda;
+// auto takes the GPU when every layer runs there) and loads the weights strictly.
 TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::string& device,
                                 const std::vector<std::string>& overrides = {});
+
+// Ten-crop averages crops smaller than the input; with no crop, or one as large as the input, all
+// ten are the whole image (five flipped) and only blur the prediction. ConfigError (key
+// eval.ten_crop, at `where`) then, saying why; nothing when spec.eval.ten_crop is off.
+void check_ten_crop(const ModelSpec& spec, const std::string& where);
+// "ten-crop: the mean over 10 crops of 40x40 from 48x48 (corners, centre, each flipped)",
+// "centre crop 40x40 of 48x48" or "whole image 48x48": what the report says evaluation saw.
+std::string describe_eval_crops(const ModelSpec& spec, bool ten_crop);
 
 // A config without `classes` names them class0.. in the graph; when the data names its classes
 // (image-folder: the folder names) and their count fits, reports use the data's names instead.
@@ -51,6 +63,14 @@ void use_data_class_names(TrainedModel& m, const DataSplits& data);
 // The normalisation the training run used: with `normalize: auto` the statistics of data->train
 // (Error when data is null or its train split is empty), else the config's mean and std.
 Normalization training_normalization(const ModelSpec& spec, const DataSplits* data);
+// True only for a checkpoint that does not record its normalisation and has `normalize: auto`.
+bool needs_training_data(const TrainedModel& m);
+// What evaluation and prediction normalise with: the checkpoint's normalisation; for older
+// checkpoints without one, training_normalization(m.spec, data). `source` (optional) says which.
+Normalization eval_normalization(const TrainedModel& m, const DataSplits* data, std::string* source = nullptr);
+// The --json report: EvalReport::to_json plus "checkpoint", "ten_crop" (bool) and "crops"
+// (describe_eval_crops).
+std::string eval_report_json(const EvalReport& report, const TrainedModel& m);
 
 // Evaluates one split ("train", "val" or "test") of `data` in dataset order, m.batch images at a
 // time, with the loss's label smoothing: the numbers the trainer's evaluation reports.
@@ -103,8 +123,8 @@ class Predictor {
   std::vector<std::string> m_names;
 };
 
-// {"checkpoint": .., "predictions": [{"image", "source", "face": {x, y, width, height} | null,
+// {"checkpoint": .., "ten_crop": bool, "crops": describe_eval_crops, "predictions": [{"image", "source", "face": {x, y, width, height} | null,
 // "top": name, "probabilities": [{"name", "probability"}, ...] (ranked)}]}
-std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const std::string& checkpoint);
+std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const TrainedModel& m);
 
 }  // namespace cnn

@@ -40,28 +40,32 @@ static std::string hms(double s) {
 
 void Progress::update(int64_t step, int64_t images, double loss, double acc, double lr) {
   m_images += images;
-  if (m_quiet) return;
+  if (m_quiet && !m_file_log) return;
   int64_t done = step + 1;
   double ips = images_per_second();
   double per_step = epoch_seconds() / double(std::max<int64_t>(1, done - m_first));
   double eta = per_step * double(m_steps - done);
-  if (m_terminal) {
-    auto now = std::chrono::steady_clock::now();
-    if (done != m_steps && now - m_last_draw < std::chrono::milliseconds(100)) return;
-    m_last_draw = now;
-    int width = 24;
-    int fill = int(double(width) * done / std::max<int64_t>(1, m_steps));
-    std::string bar(size_t(fill), '=');
-    bar.resize(size_t(width), ' ');
-    std::fprintf(stderr, "\repoch %lld/%lld [%s] %lld/%lld  %.0f img/s  loss %.4f  acc %.2f%%  lr %.3g  ETA %s \x1b[K",
-                 (long long)m_epoch + 1, (long long)m_epochs, bar.c_str(), (long long)done, (long long)m_steps, ips,
-                 loss, 100 * acc, lr, hms(eta).c_str());
-    std::fflush(stderr);
-    m_drawn = true;
-  } else if (done % m_log_every == 0 || done == m_steps) {
-    spdlog::info("epoch {}/{} step {}/{}: {:.0f} img/s, loss {:.4f}, acc {:.2f}%, lr {:.3g}, ETA {}", m_epoch + 1,
-                 m_epochs, done, m_steps, ips, loss, 100 * acc, lr, hms(eta));
+  if (done % m_log_every == 0 || done == m_steps) {
+    std::string line = fmt::format("epoch {}/{} step {}/{}: {:.0f} img/s, loss {:.4f}, acc {:.2f}%, lr {:.3g}, ETA {}",
+                                   m_epoch + 1, m_epochs, done, m_steps, ips, loss, 100 * acc, lr, hms(eta));
+    if (!m_quiet && !m_terminal)
+      spdlog::info("{}", line);
+    else if (m_file_log)
+      m_file_log(line);
   }
+  if (m_quiet || !m_terminal) return;
+  auto now = std::chrono::steady_clock::now();
+  if (done != m_steps && now - m_last_draw < std::chrono::milliseconds(100)) return;
+  m_last_draw = now;
+  int width = 24;
+  int fill = int(double(width) * done / std::max<int64_t>(1, m_steps));
+  std::string bar(size_t(fill), '=');
+  bar.resize(size_t(width), ' ');
+  std::fprintf(stderr, "\repoch %lld/%lld [%s] %lld/%lld  %.0f img/s  loss %.4f  acc %.2f%%  lr %.3g  ETA %s \x1b[K",
+               (long long)m_epoch + 1, (long long)m_epochs, bar.c_str(), (long long)done, (long long)m_steps, ips, loss,
+               100 * acc, lr, hms(eta).c_str());
+  std::fflush(stderr);
+  m_drawn = true;
 }
 
 void Progress::finish() {

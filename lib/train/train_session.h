@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -36,6 +37,7 @@
 #include "train/checkpoint_state.h"
 #include "train/config_diff.h"
 #include "train/device_setup.h"
+#include "train/early_stopping.h"
 #include "train/evaluate.h"
 #include "train/loss.h"
 #include "train/progress.h"
@@ -58,6 +60,14 @@ class TrainSession {
   TrainResult run();
 
  private:
+  // train_session_run.cpp: the run's life around the loop.
+  TrainResult run_session();
+  void check_before_touching_anything();  // resume, device, --init-from: refused before any file is written
+  bool nothing_to_train();                 // a resume past its end: logs why
+  void open_run_dir(const std::vector<spdlog::details::log_msg_buffer>& earlier);
+  void finish();                           // test split, result in train.log, end line
+  void append_end(const std::string& reason, nlohmann::json extra = nlohmann::json::object());
+  void record_fatal(const std::string& message) noexcept;
   void setup_data();
   void setup_device();
   void setup_model();
@@ -87,6 +97,9 @@ class TrainSession {
   ModelSpec m_spec;
   TrainOptions m_opt;
   std::optional<LoadedCheckpoint> m_resume;
+  std::optional<LoadedCheckpoint> m_init;  // --init-from, read and matched before the run directory exists
+  Device m_device = Device::cpu;           // resolved before any data is read
+  std::atomic<RunDir*> m_fatal_log{nullptr};  // m_run for the watchdog's thread (null until it exists)
   DataSplits m_data;
   Normalization m_norm;
   std::unique_ptr<Graph> m_graph;
@@ -123,6 +136,10 @@ class TrainSession {
   int m_test_stop_signal = SIGTERM;
   bool m_has_best = false;
   double m_best = 0;
+  EarlyStopping m_early{EarlyStoppingSpec{}};
+  std::string m_end_reason;
+  int64_t m_start_step = 0;  // m_step when this segment began training
+  bool m_started = false;    // this segment's start line is written (an end line may follow)
   nlohmann::json m_last_metrics = nlohmann::json::object();
   std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
   double m_setup_s = 0;  // this process: seconds until data and device were ready (before autotuning)

@@ -29,6 +29,7 @@ void TrainSession::resume_or_init() {
     m_has_best = c.meta.has_best;
     m_best = c.meta.best_metric;
     m_last_metrics = c.meta.metrics;
+    m_early.load_state(m_last_metrics.value("early_stopping", nlohmann::json()));
     m_t0 -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(c.meta.elapsed_s));
     if (m_next_batch > 0) {
@@ -47,8 +48,8 @@ void TrainSession::resume_or_init() {
     return;
   }
   m_ex->init_params(m_spec.train.seed);
-  if (!m_opt.init_from.empty()) {
-    LoadedCheckpoint c = read_checkpoint(m_opt.init_from);
+  if (m_init) {  // read, and at least one tensor matched, before the run directory was made
+    const LoadedCheckpoint& c = *m_init;
     std::vector<std::string> problems = load_weights(*m_ex, c.file, false);
     spdlog::info("initialised weights from '{}'", c.path);
     for (const auto& p : problems) spdlog::warn("--init-from: {} (left at their initial values / ignored)", p);
@@ -57,7 +58,7 @@ void TrainSession::resume_or_init() {
 
 CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   CheckpointMeta m;
-  m.config_yaml = to_yaml(*m_spec.root);
+  m.config_yaml = to_yaml(m_spec.config);
   m.epoch = epoch;
   m.next_batch = next_batch;
   m.step = m_step;

@@ -178,7 +178,7 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
 // then a checksum of the parameters and buffers compared across ranks.
 void TrainSession::start_data_parallel() {
   phase(Phase::startup);
-  const std::string identity = to_yaml(*m_spec.root) + "\n" + m_data.fingerprint;
+  const std::string identity = to_yaml(m_spec.config) + "\n" + m_data.fingerprint;
   check_same_on_all_ranks(*m_comm,
                           "the resolved configurations or the datasets (checksum of config and data fingerprint)",
                           compute_checksum(identity.data(), identity.size()));

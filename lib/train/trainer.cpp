@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "checkpoint/checksum.h"
@@ -42,6 +43,7 @@
 #include "train/loss.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
+#include "train/run_summary.h"
 #include "train/signals.h"
 #include "train/train_step.h"
 
@@ -83,37 +85,27 @@ void TrainSession::setup_data() {
   if (m_spec.classes.empty() && !m_data.class_names.empty()) {
     // Class names found by the data (image-folder folders): use them and record them in config.yaml.
     m_graph->set_class_names(m_data.class_names);
-    m_spec.classes = m_data.class_names;
-    ConfigNode seq = ConfigNode::sequence({}, "classes");
-    for (const auto& c : m_data.class_names) seq.push_back(ConfigNode::scalar(c));
-    m_spec.root->set("classes", std::move(seq));
+    set_classes(m_spec, m_data.class_names);
   }
   m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
   spdlog::info("normalisation: {}{}", m_norm.to_string(), m_spec.data.normalize.automatic ? " (auto, from train)" : "");
 }
 
-// The plain path keeps DeviceSetup; a rank takes its local GPU (local rank modulo the visible
-// GPUs) or a fair share of the host's cores, and every rank must have chosen the same device.
+// The device was resolved before anything was read (check_before_touching_anything); a rank takes
+// its local GPU (local rank modulo the visible GPUs) or a fair share of the host's cores.
 void TrainSession::setup_device() {
-  if (!m_comm) {
-    m_dev = std::make_unique<DeviceSetup>(m_opt.device, *m_graph, m_spec.train.deterministic);
-    m_ctx = &m_dev->ctx();
-    return;
-  }
-  Device d = resolve_device(m_opt.device, *m_graph);
-  check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)", to_string(d));
   int gpu = 0, threads = 0;
-  if (d == Device::cuda) {
+  if (m_comm && m_device == Device::cuda) {
     gpu = local_gpu_index(m_comm->local_rank());
     const int gpus = cuda_device_count();
     if (m_comm->local_size() > gpus)
       spdlog::warn("{} ranks on host {} share {} GPU(s)", m_comm->local_size(), m_comm->host(), gpus);
-  } else if (!std::getenv("OMP_NUM_THREADS")) {
+  } else if (m_comm && !std::getenv("OMP_NUM_THREADS")) {
     // OMP_NUM_THREADS wins; else the host's cores are split between its ranks.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     threads = std::max(1, int(cores) / std::max(1, m_comm->local_size()));
   }
-  m_dev = std::make_unique<DeviceSetup>(d, *m_graph, m_spec.train.deterministic, gpu, threads);
+  m_dev = std::make_unique<DeviceSetup>(m_device, *m_graph, m_spec.train.deterministic, gpu, threads);
   m_ctx = &m_dev->ctx();
 }
 
@@ -168,8 +160,9 @@ void TrainSession::setup_model() {
   m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
   if (!t.cuda_graph) m_train_step->set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
   if (!m_comm) spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());  // else setup_data_parallel
-  spdlog::info("loss: {}; optimizer: {} lr {}; {} steps per epoch", m_loss->describe(), t.optimizer.type, m_lr,
-               m_train_loader->batches_per_epoch());
+  spdlog::info("loss: {}; {} steps per epoch", m_loss->describe(), m_train_loader->batches_per_epoch());
+  std::istringstream lines(describe_optimization(m_spec, m_lr));
+  for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
   if (m_comm) setup_data_parallel();
 }
 
@@ -210,26 +203,35 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
       phase(Phase::evaluate);
       r = evaluate(*m_ex, *m_val_loader, m_graph->class_names(), "val", m_spec.loss.label_smoothing);
     }
-    if (m_comm) {  // rank 0's numbers drive every rank's schedule and checkpoint choice
+    if (m_comm) {  // rank 0's numbers drive every rank's schedule, checkpoint and stopping choices
       phase(Phase::allreduce);
-      double v[2] = {r.loss, r.top1};
+      double v[3] = {r.loss, r.top1, r.macro_f1};
       m_comm->broadcast_bytes(v, sizeof v, 0);
-      r.loss = v[0], r.top1 = v[1];
+      r.loss = v[0], r.top1 = v[1], r.macro_f1 = v[2];
     }
     line["val_loss"] = r.loss;
     line["val_acc"] = r.top1;
-    val_text = fmt::format(", val loss {:.4f}, val acc {:.2f}%", r.loss, 100 * r.top1);
-    bool by_acc = m_spec.train.checkpoint.best_metric == "val_acc";
-    double metric = by_acc ? r.top1 : r.loss;
-    if (!m_has_best || (by_acc ? metric > m_best : metric < m_best)) {
+    line["val_macro_f1"] = r.macro_f1;
+    val_text = fmt::format(", val loss {:.4f}, val acc {:.2f}%, val macro-F1 {:.4f}", r.loss, 100 * r.top1, r.macro_f1);
+    auto value_of = [&r](const std::string& metric) {
+      return metric == "val_loss" ? r.loss : metric == "val_acc" ? r.top1 : r.macro_f1;
+    };
+    const std::string& best_by = m_spec.train.checkpoint.best_metric;
+    const double metric = value_of(best_by);
+    if (!m_has_best || (best_by == "val_loss" ? metric < m_best : metric > m_best)) {
       m_has_best = true;
       m_best = metric;
       line["best"] = true;
+    }
+    if (m_early.enabled()) {
+      m_early.update(epoch + 1, value_of(m_spec.train.early_stopping.metric));
+      line["early_stopping"] = m_early.state();
     }
     m_schedule->on_epoch_end(epoch, m_spec.train.schedule.monitor == "val_acc" ? r.top1 : r.loss);
   } else {
     line["val_loss"] = nullptr;
     line["val_acc"] = nullptr;
+    line["val_macro_f1"] = nullptr;
     if (m_spec.train.schedule.type == "plateau") m_schedule->on_epoch_end(epoch, train_loss);
   }
   if (m_spec.eval.test_every_epoch && m_rank == 0 && m_data.test.size() > 0) {
@@ -325,14 +327,26 @@ void TrainSession::diverged(const Batch& b, int64_t epoch, double loss, const st
 bool TrainSession::run_epochs() {
   const TrainSpec& t = m_spec.train;
   Progress progress(stderr_is_terminal(), m_opt.quiet || m_rank != 0, t.log_every);
+  if (m_run->enabled())  // progress lines reach train.log even when the console shows a bar or nothing
+    progress.set_file_log([run = m_run.get()](const std::string& line) { run->log_to_file(spdlog::level::info, line); });
   Batch b;
-  if (t.max_steps > 0 && m_step >= t.max_steps) {
-    spdlog::info("train.max_steps = {} already reached (step {}): nothing to train", t.max_steps, m_step);
-    return true;
-  }
-  // Where training begins on elapsed_s's clock: data loaded, device ready; autotuning and the
-  // first steps' warm-up count as training (time-to-accuracy figures start here).
-  m_run->append_metrics(nlohmann::json{{"event", "start"}, {"setup_s", m_setup_s}, {"step", m_step}});
+  // One start line per segment (a fresh run or a resume). setup_s is where training begins on
+  // elapsed_s's clock: data loaded, device ready; autotuning and the first steps' warm-up count as
+  // training (time-to-accuracy figures start here).
+  m_start_step = m_step;
+  m_run->append_metrics(nlohmann::json{
+      {"event", "start"},
+      {"step", m_step},
+      {"epoch", m_epoch + 1},
+      {"next_batch", m_next_batch},
+      {"resumed_from", m_resume ? nlohmann::json(m_resume->path) : nlohmann::json(nullptr)},
+      {"epochs", t.epochs},
+      {"max_steps", t.max_steps},
+      {"world_size", m_world},
+      {"setup_s", m_setup_s},
+      {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count()},
+      {"pid", int64_t(::getpid())}});
+  m_started = true;
   for (int64_t epoch = m_epoch; epoch < t.epochs; ++epoch) {
     int64_t first = epoch == m_epoch ? m_next_batch : 0;
     if (m_gpu_data) {
@@ -377,102 +391,29 @@ bool TrainSession::run_epochs() {
                          m_result.last_checkpoint);
             spdlog::warn("resume with: cnn-train --resume {}", m_run->path());
           }
+          m_end_reason = "signal";
+          append_end("signal", {{"signal", sig}});
           return false;
         }
         spdlog::info("train.max_steps = {} reached (epoch {}, batch {})", t.max_steps, epoch + 1, b.index + 1);
+        if (m_run->enabled())
+          spdlog::info("resume with: cnn-train --resume {} (trains on to epoch {}; --max-steps N sets a new limit)",
+                       m_run->path(), t.epochs);
+        m_end_reason = "max_steps";
         return true;
       }
     }
     progress.finish();
     end_of_epoch(epoch, seen ? loss_sum / double(seen) : 0.0, seen ? correct / double(seen) : 0.0, seen,
                  progress.epoch_seconds());
-  }
-  return true;
-}
-
-TrainResult TrainSession::run() {
-  if (!m_opt.resume.empty() && !m_opt.init_from.empty())
-    throw ConfigError({"<command line>"}, "",
-                      "--resume continues a run with its own weights; it cannot be combined "
-                      "with --init-from (start a new run with --init-from instead)");
-  if (m_opt.comm && m_opt.comm->distributed()) {
-    m_comm = m_opt.comm;
-    m_rank = m_comm->rank();
-    m_world = m_comm->size();
-    Watchdog::Options wo;
-    wo.timeout_s = m_spec.dist.timeout_s;
-    wo.stop_requested = [] { return stop_requested(); };
-    if (m_opt.on_fatal) wo.fail = [f = m_opt.on_fatal](const std::string& msg) { f(msg, 1); };
-    m_watch = std::make_unique<Watchdog>(*m_comm, m_comm->allgather(m_comm->host()), wo);
-  }
-  read_test_hook();
-  read_dist_test_hook();
-  if (!m_opt.resume.empty()) {
-    m_resume = read_checkpoint(m_opt.resume);
-    check_resume_compatible(m_resume->meta.config_yaml, m_spec);
-  }
-  // Build the network first: config errors surface before any directory or data is touched.
-  m_graph = Graph::build(m_spec);
-  std::string dir = m_opt.out_dir;
-  if (dir.empty() && m_resume) dir = fs::path(m_resume->path).parent_path().parent_path().string();
-  if (dir.empty()) dir = default_run_dir(m_spec.name);
-  if (m_rank == 0) {  // the other ranks write nothing
-    m_run = std::make_unique<RunDir>(dir);
-    m_result.run_dir = dir;
-    spdlog::info("run directory: {}", dir);
-  } else {
-    m_run = std::make_unique<RunDir>();
-  }
-  setup_data();
-  setup_model();
-  m_run->write_config(to_yaml(*m_spec.root));
-  resume_or_init();
-  if (m_comm) start_data_parallel();
-  install_stop_handlers();
-  bool finished = run_epochs();
-  uninstall_stop_handlers();
-  if (m_watch) m_watch->finish();
-  m_result.steps = m_step;
-  if (!finished || m_rank != 0) return m_result;
-  if (m_data.test.size() > 0) {
-    if (m_epoch_test && m_epoch_test->first == m_step) {  // the last epoch line tested these very weights
-      m_result.test = std::move(m_epoch_test->second);
-    } else {
-      if (!m_test_loader) m_test_loader = make_test_loader();
-      m_result.test = evaluate(*m_ex, *m_test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+    if (m_early.should_stop() && epoch + 1 < t.epochs) {
+      spdlog::info("early stopping after epoch {}: {}", epoch + 1, m_early.reason());
+      m_end_reason = "early_stopping";
+      return true;
     }
-    m_result.has_test = true;
-    nlohmann::json line{{"event", "test"},
-                        {"step", m_step},
-                        {"test_loss", m_result.test.loss},
-                        {"test_acc", m_result.test.top1},
-                        {"test_macro_f1", m_result.test.macro_f1}};
-    m_run->append_metrics(line);
   }
-  return m_result;
-}
-
-// A failing rank ends the whole job before unwinding: a peer waiting in a collective would
-// otherwise hang, and so could this rank's own NCCL and CUDA teardown.
-[[noreturn]] static void end_job(const TrainOptions& options, const std::string& message, int code) {
-  if (options.on_fatal) options.on_fatal(message, code);
-  std::fprintf(stderr, "error: rank %d (%s): %s\n", options.comm->rank(), options.comm->host().c_str(),
-               message.c_str());
-  std::fflush(stderr);
-  options.comm->abort(code);
-  std::_Exit(code);  // abort() never returns; this keeps the compiler sure of it
-}
-
-TrainResult train_model(ModelSpec spec, const TrainOptions& options) {
-  TrainSession session(std::move(spec), options);
-  if (!options.comm || !options.comm->distributed()) return session.run();
-  try {
-    return session.run();
-  } catch (const ConfigError& e) {
-    end_job(options, e.what(), 2);
-  } catch (const std::exception& e) {
-    end_job(options, e.what(), 1);
-  }
+  m_end_reason = "finished";
+  return true;
 }
 
 }  // namespace cnn

@@ -22,6 +22,7 @@ struct TrainOptions {
   std::string device = "auto";
   bool quiet = false;
   std::string resume;       // run directory or checkpoint
+  bool overwrite = false;   // a fresh run may replace the run in out_dir (its files are removed first)
   std::string init_from;    // checkpoint: weights only
   std::string command_line; // for the printed resume command
   // The job's ranks (not owned). Null, or a single process nobody launched: the plain loop, with
@@ -40,6 +41,9 @@ struct TrainResult {
   EvalReport test;
   int64_t steps = 0;
   int exit_code = 0;  // 0, or 128 + signal when stopped by SIGINT/SIGTERM after a checkpoint
+  // Why training ended: finished | max_steps | early_stopping | signal, or nothing_to_train (a
+  // resume past its end: nothing was read or written).
+  std::string end_reason;
 };
 
 TrainResult train_model(ModelSpec spec, const TrainOptions& options);

@@ -1,7 +1,11 @@
 // cnn-ckpt on checkpoints of a real training run, and hostile checkpoint files given to both
 // cnn-ckpt verify and cnn-train --resume: each must end in a clean "<program>: error: ..." and
 // exit 1, never a crash (lib/checkpoint's tests cover the parser itself; here, the programs).
+#include <functional>
+#include <set>
+
 #include "app/ckpt_util.h"
+#include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
 #include "support/catch.h"
 
@@ -100,15 +104,16 @@ TEST_CASE("cnn-ckpt diff lists config changes and per-tensor differences", "[cpu
 
   Finished d = ckpt({"diff", first, run_dir});
   INFO(d.describe());
-  CHECK(d.exit_code == 0);
+  CHECK(d.exit_code == 1);  // the tensors differ
   CHECK_THAT(d.out, Contains("config: 1 difference\n  train.epochs: 1 -> 2"));
   CHECK_THAT(d.out, Contains("step: 4 -> 8"));
   CHECK_THAT(d.out, Contains("tensors: 22 in both"));
-  CHECK_THAT(d.out, Contains("\ndifferent\n"));
+  CHECK_THAT(d.out, Contains("\ntensors differ\n"));
   Finished dj = ckpt({"diff", first, run_dir, "--json"});
-  REQUIRE(dj.exit_code == 0);
+  REQUIRE(dj.exit_code == 1);
   nlohmann::json j = nlohmann::json::parse(dj.out);
   CHECK(j["identical"] == false);
+  CHECK(j["tensors_equal"] == false);
   REQUIRE(j["config"].size() == 1);
   CHECK(j["config"][0]["key"] == "train.epochs");
   for (const auto& t : j["tensors"])
@@ -118,6 +123,28 @@ TEST_CASE("cnn-ckpt diff lists config changes and per-tensor differences", "[cpu
   CHECK(same.exit_code == 0);
   CHECK_THAT(same.out, Contains("(22 identical, 0 differ)"));
   CHECK_THAT(same.out, Contains("\nidentical\n"));
+}
+
+TEST_CASE("cnn-ckpt diff exits 0 for equal tensors and lists the metadata that differs apart", "[cpu]") {
+  test::TempDir dir("cnn-ckpt-e2e");
+  // Two deterministic runs: the same tensors, another elapsed time and throughput.
+  std::string one = train_tiny(dir, "one", {"--deterministic"}), two = train_tiny(dir, "two", {"--deterministic"});
+  REQUIRE(tensor_differences(one + "/checkpoints/last.safetensors", two + "/checkpoints/last.safetensors") == "");
+  Finished d = ckpt({"diff", one, two});
+  INFO(d.describe());
+  CHECK(d.exit_code == 0);
+  CHECK_THAT(d.out, Contains("(22 identical, 0 differ)"));
+  CHECK_THAT(d.out, Contains("  elapsed_s: "));
+  CHECK_THAT(d.out, Contains("\ntensors equal; metadata differs: elapsed_s, metrics\n"));
+  Finished dj = ckpt({"diff", one, two, "--json"});
+  CHECK(dj.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(dj.out);
+  CHECK(j["tensors_equal"] == true);
+  CHECK(j["metadata_equal"] == false);
+  CHECK(j["identical"] == false);
+  std::set<std::string> keys;
+  for (const auto& m : j["metadata"]) keys.insert(m["key"].get<std::string>());
+  CHECK(keys == std::set<std::string>{"elapsed_s", "metrics"});
 }
 
 TEST_CASE("cnn-ckpt has --help and --version and exits 2 on usage errors", "[cpu]") {
@@ -203,4 +230,165 @@ TEST_CASE("hostile checkpoints give clean errors from cnn-ckpt verify and cnn-tr
   }
   CHECK_THAT(ckpt({"verify", (dir / "hostile-10.safetensors").string()}).err,
              Contains("checksums: tensor 'fc.weight'"));
+  // inspect reads every byte for its statistics: it checks the checksums too, and fails on one.
+  for (bool json : {false, true}) {
+    std::vector<std::string> args{"inspect", (dir / "hostile-10.safetensors").string()};
+    if (json) args.push_back("--json");
+    Finished i = ckpt(args);
+    INFO(i.describe());
+    CHECK(i.exit_code == 1);
+    CHECK_THAT(i.err, Contains("cnn-ckpt: error: checkpoint '" + (dir / "hostile-10.safetensors").string() +
+                               "' fails its checksums: tensor 'fc.weight'"));
+    CHECK_THAT(i.out, Contains(json ? "\"valid\": false" : "checksums:     FAIL: tensor 'fc.weight'"));
+  }
+}
+
+namespace {
+
+// A copy of the checkpoint `src` at `dst` with its metadata edited (tensors and their checksums kept).
+std::string edit_metadata(const std::string& src, const std::string& dst,
+                          const std::function<void(std::map<std::string, std::string>&)>& edit) {
+  SafetensorsFile f = SafetensorsFile::open(src);
+  SafetensorsWriter w;
+  for (const TensorInfo& t : f.tensors()) w.add(t.name, t.dtype, t.shape, f.data(t.name), t.bytes());
+  std::map<std::string, std::string> meta = f.metadata();
+  edit(meta);
+  for (const auto& [k, v] : meta) w.set_metadata(k, v);
+  w.write_atomic(dst);
+  return dst;
+}
+
+std::string nested_objects(int depth) {
+  std::string s;
+  for (int i = 0; i < depth; ++i) s += "{\"a\":";
+  return s + "1" + std::string(size_t(depth), '}');
+}
+
+// The readers of a checkpoint: inspect (text and JSON), verify, cnn-eval, --resume and --init-from.
+std::vector<std::pair<std::string, Finished>> read_with_every_reader(const test::TempDir& dir, const std::string& path,
+                                                                     const std::string& tag) {
+  const std::string tiny = std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml";
+  std::vector<std::pair<std::string, Finished>> out;
+  out.emplace_back("inspect", ckpt({"inspect", path}));
+  out.emplace_back("inspect --json", ckpt({"inspect", path, "--json"}));
+  out.emplace_back("verify", ckpt({"verify", path}));
+  out.emplace_back("cnn-eval", run("cnn-eval", {path, "--device", "cpu"}));
+  out.emplace_back("--resume", run("cnn-train", {"--resume", path, "--device", "cpu", "--quiet"}));
+  out.emplace_back("--init-from", run("cnn-train", {tiny, "--init-from", path, "--out", (dir / ("init-" + tag)).string(),
+                                                    "--device", "cpu", "--epochs", "1", "--set",
+                                                    "data.synthetic_size=64", "--quiet"}));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("impossible or hostile checkpoint metadata is refused by every reader with a clean error", "[cpu]") {
+  test::TempDir dir("cnn-ckpt-e2e");
+  const std::string good = train_tiny(dir, "run") + "/checkpoints/last.safetensors";  // epoch 1 of 1, step 4
+  using Meta = std::map<std::string, std::string>;
+  struct Case {
+    const char* name;
+    std::function<void(Meta&)> edit;
+    const char* phrase;  // expected in every reader's message
+  };
+  const std::string deep_array = std::string(300000, '[') + std::string(300000, ']');
+  const std::vector<Case> cases{
+      {"metrics nested 300000 deep", [&](Meta& m) { m["metrics"] = deep_array; },
+       "metadata 'metrics' nests deeper than 16 levels"},
+      {"schedule nested 300000 deep", [](Meta& m) { m["schedule"] = nested_objects(300000); },
+       "metadata 'schedule' nests deeper than 16 levels"},
+      {"world_size 2^62", [](Meta& m) { m["world_size"] = "4611686018427387904"; },
+       "'world_size' is 4611686018427387904, outside [1, 1048576]"},
+      {"next_batch 2^62", [](Meta& m) { m["next_batch"] = "4611686018427387904"; },
+       "'next_batch' is 4611686018427387904, outside"},
+      {"NaN elapsed time", [](Meta& m) { m["elapsed_s"] = "nan"; }, "'elapsed_s' is 'nan', expected a finite number"},
+      {"negative elapsed time", [](Meta& m) { m["elapsed_s"] = "-5"; }, "'elapsed_s' is -5, outside"},
+      {"an integer with trailing text", [](Meta& m) { m["step"] = "4 "; }, "'step' is '4 ', expected an integer"},
+      {"epoch beyond train.epochs", [](Meta& m) { m["epoch"] = "7"; }, "epoch 7 (next batch 0) is beyond train.epochs = 1"},
+      {"more optimizer steps than steps", [](Meta& m) { m["optimizer_steps"] = "9"; }, "optimizer_steps 9 exceeds step 4"},
+      {"fewer steps than epochs", [](Meta& m) { m["step"] = "0", m["optimizer_steps"] = "0"; },
+       "step 0 is fewer than the epochs trained"},
+      {"running sums beyond the data cursor",
+       [](Meta& m) {
+         m["epoch"] = "0", m["next_batch"] = "1";
+         m["epoch_progress"] = R"({"loss_sum":1.0,"correct":1.0,"seen":1000})";
+       },
+       "epoch_progress.seen 1000 exceeds the 16 samples"},
+      {"a seed other than the config's", [](Meta& m) { m["rng"] = R"({"seed":7})"; },
+       "rng seed 7 differs from the config's train.seed 42"},
+      {"a negative seed", [](Meta& m) { m["rng"] = R"({"seed":-1})"; }, "has no 'seed' that is an integer"},
+      {"normalisation for 3 channels", [](Meta& m) { m["normalization"] = R"({"mean":[0.5,0.5,0.5],"std":[1,1,1]})"; },
+       "normalization has 3 channel(s), the config's input has 1"},
+      {"a zero std", [](Meta& m) { m["normalization"] = R"({"mean":[0.5],"std":[0]})"; }, "'normalization.std' holds 0"},
+      {"our format without checksums",
+       [](Meta& m) {
+         for (auto it = m.begin(); it != m.end();) it = it->first.rfind(kChecksumKeyPrefix, 0) == 0 ? m.erase(it) : ++it;
+       },
+       "no checksum for"},
+  };
+  for (const Case& c : cases) {
+    INFO("case: " << c.name);
+    const std::string tag = std::to_string(&c - cases.data());
+    const std::string path = edit_metadata(good, (dir / ("bad-" + tag + ".safetensors")).string(), c.edit);
+    for (const auto& [reader, f] : read_with_every_reader(dir, path, tag)) {
+      INFO("reader: " << reader << "\n" << f.describe());
+      CHECK((f.exit_code == 1 || f.exit_code == 2));
+      CHECK_THAT(f.err, Contains(": error: "));
+      CHECK_THAT(f.err, Contains(path));
+      CHECK_THAT(f.err, Contains(c.phrase));
+    }
+  }
+}
+
+TEST_CASE("cnn-train --init-from takes a plain safetensors file with a warning that it has no checksums", "[cpu]") {
+  test::TempDir dir("cnn-ckpt-e2e");
+  const std::string last = train_tiny(dir, "run") + "/checkpoints/last.safetensors";
+  // The tensors alone, as another program would write them: no format metadata, no checksums.
+  SafetensorsFile f = SafetensorsFile::open(last);
+  SafetensorsWriter w;
+  for (const TensorInfo& t : f.tensors())
+    if (t.name.rfind("optim.", 0) != 0) w.add(t.name, t.dtype, t.shape, f.data(t.name), t.bytes());
+  const std::string plain = (dir / "plain.safetensors").string();
+  w.write_atomic(plain);
+  Finished again = run("cnn-train", {std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml", "--init-from", plain, "--out",
+                                     (dir / "again").string(), "--device", "cpu", "--epochs", "1", "--set",
+                                     "data.synthetic_size=64", "--quiet"});
+  INFO(again.describe());
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.err, Contains("'" + plain + "' is not a cnn-train checkpoint and has no checksums"));
+  // A plain file whose checksum entries disagree with its bytes is still refused.
+  SafetensorsWriter bad;
+  for (const TensorInfo& t : f.tensors()) bad.add(t.name, t.dtype, t.shape, f.data(t.name), t.bytes());
+  add_checksums(bad);
+  bad.set_metadata(checksum_key("fc.bias"), "00000000");
+  const std::string corrupt = (dir / "corrupt.safetensors").string();
+  bad.write_atomic(corrupt);
+  Finished refused = run("cnn-train", {std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml", "--init-from", corrupt,
+                                       "--out", (dir / "refused").string(), "--device", "cpu", "--quiet"});
+  INFO(refused.describe());
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Contains("tensor 'fc.bias'"));
+}
+
+// The sizes are caught by the config checks (per-dimension caps) before any graph is built, so
+// no reader gets as far as wrapped shape arithmetic.
+TEST_CASE("a checkpoint whose config has absurd input sizes is refused as a config error", "[cpu]") {
+  test::TempDir dir("cnn-ckpt-e2e");
+  const std::string good = train_tiny(dir, "run") + "/checkpoints/last.safetensors";
+  const std::string path = edit_metadata(good, (dir / "huge.safetensors").string(), [](auto& m) {
+    std::string& c = m["config"];
+    const std::string from = "  height: 12\n  width: 12\n";
+    REQUIRE(c.find(from) != std::string::npos);
+    c.replace(c.find(from), from.size(), "  height: 4294967296\n  width: 4294967296\n");
+  });
+  Finished v = ckpt({"verify", path});
+  INFO(v.describe());
+  CHECK(v.exit_code == 1);
+  CHECK_THAT(v.err, Contains("is not a valid checkpoint: config: " + path + " (config)"));
+  CHECK_THAT(v.err, Contains("input"));
+  Finished e = run("cnn-eval", {path, "--device", "cpu"});
+  INFO(e.describe());
+  CHECK((e.exit_code == 1 || e.exit_code == 2));
+  CHECK_THAT(e.err, Contains(path + " (config)"));
+  CHECK_THAT(e.err, Contains("input"));
 }

@@ -1,7 +1,9 @@
 // Data-parallel training through the real programs under `mpirun --oversubscribe -np 2` on the
 // CPU: two ranks equal one rank with twice the batch, a killed or stalled rank ends the job with
 // a message naming it, a stop agreed by both ranks resumes with another world size, and doctor.
-// Every test skips when the build has no MPI or mpirun is not on PATH.
+// Each multi-rank test runs twice: with Open MPI's default transport (shared memory on one host)
+// and over TCP (`--mca pml ob1 --mca btl self,tcp` on the loopback interface), the path ranks on
+// different nodes take. Every test skips when the build has no MPI or mpirun is not on PATH.
 // Trap: the model has no batchnorm and no dropout: local batch statistics and per-rank dropout
 // masks make two ranks differ from one by design, so the equivalence is checked without them
 // (batchnorm is checked with dist.sync_batchnorm, on its own model).
@@ -71,12 +73,22 @@ struct Fixture {
   std::string last(const std::string& name) const { return run_dir(name) + "/checkpoints/last.safetensors"; }
 };
 
+// How the ranks' messages travel: Open MPI's choice, or TCP only (between nodes it is the one
+// transport every cluster has; ob1 is the point-to-point layer that uses the btl list, which UCX
+// would bypass).
+enum class Transport { default_, tcp };
+
+Transport transport_of(const std::string& name) { return name == "tcp" ? Transport::tcp : Transport::default_; }
+
 // `mpirun -np ranks cnn-train args...`; env entries become `-x NAME=VALUE`.
 ProgramResult mpirun(int ranks, const std::vector<std::string>& args,
-                     const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                     const std::vector<std::pair<std::string, std::string>>& env = {},
+                     Transport transport = Transport::default_) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   std::vector<std::string> a{"--oversubscribe", "--allow-run-as-root", "-np", std::to_string(ranks)};
+  if (transport == Transport::tcp)
+    a.insert(a.end(), {"--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"});
   for (const auto& [k, v] : env) a.insert(a.end(), {"-x", k + "=" + v});
   a.push_back(program_path("cnn-train"));
   a.insert(a.end(), args.begin(), args.end());
@@ -119,13 +131,15 @@ std::string compare_checkpoints(const std::string& a, const std::string& b, doub
 
 TEST_CASE("two ranks with batch B end with the weights of one rank with batch 2B", "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
   ProgramResult one = train_plain(
       {fx.model, "--device", "cpu", "--deterministic", "--batch", "16", "--out", fx.run_dir("one"), "--quiet"});
   INFO(one.describe());
   REQUIRE(one.exit_code == 0);
   ProgramResult two =
-      mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--batch", "8", "--out", fx.run_dir("two")});
+      mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--batch", "8", "--out", fx.run_dir("two")}, {}, via);
   INFO(two.describe());
   REQUIRE(two.exit_code == 0);
   CHECK_THAT(two.err, Contains("per-rank batch 8, global batch 16"));
@@ -153,7 +167,7 @@ TEST_CASE("two ranks with batch B end with the weights of one rank with batch 2B
   // Buckets of ~996 floats: the first closes inside conv2 (after fc's 868 floats and one of conv2's
   // tensors). A boundary between a layer's weight and bias once made the buckets' ranges overlap.
   ProgramResult tiny = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--batch", "8", "--out",
-                                  fx.run_dir("tiny"), "--set", "dist.bucket_mb=0.0038"});
+                                  fx.run_dir("tiny"), "--set", "dist.bucket_mb=0.0038"}, {}, via);
   INFO(tiny.describe());
   REQUIRE(tiny.exit_code == 0);
   CHECK(compare_checkpoints(fx.last("one"), fx.last("tiny"), 1e-5) == "");
@@ -176,25 +190,39 @@ TEST_CASE("one rank under mpirun takes the data-parallel path and matches the pl
 TEST_CASE("a rank killed mid-run ends the job within the timeout, naming the rank, its host, phase and step",
           "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
   auto t0 = std::chrono::steady_clock::now();
   ProgramResult r = mpirun(2, {fx.model, "--device", "cpu", "--out", fx.run_dir("kill"), "--set", "dist.timeout_s=5"},
-                           {{"CNN_TEST_KILL_RANK", "1"}, {"CNN_TEST_KILL_AT_STEP", "3"}});
+                           {{"CNN_TEST_KILL_RANK", "1"}, {"CNN_TEST_KILL_AT_STEP", "3"}}, via);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.describe());
   CHECK(r.exit_code != 0);
   CHECK(seconds < 15);  // job start-up + 5 s at most; mpirun's tear-down usually ends it in ~1 s
+  if (via == Transport::tcp && r.err.find("phase forward at step 3") == std::string::npos) {
+    // Over TCP the survivor's Open MPI sees the dead peer's connection close and ends the process
+    // itself ("peer process has unexpectedly disconnected": ob1 treats a lost connection as
+    // fatal), often before our watchdog can speak; mpirun's summary names the failed rank.
+    CHECK_THAT(r.err, Contains("Process name: [["));
+    CHECK_THAT(r.err, Contains(",1]\n"));
+    return;
+  }
   CHECK_THAT(r.err, Contains("rank 1 (" + host_name() + ")"));
   CHECK_THAT(r.err, Contains("phase forward at step 3"));
+  // Rank 0's watchdog ends the job (or answers the launcher's SIGTERM): its train.log says why.
+  CHECK_THAT(read_text_file(fs::path(fx.run_dir("kill")) / "train.log"), Contains("error: watchdog: "));
 }
 
 TEST_CASE("a stalled rank ends the job after dist.timeout_s with the rank, host, phase and step", "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
   auto t0 = std::chrono::steady_clock::now();
   ProgramResult r =
       mpirun(2, {fx.model, "--device", "cpu", "--out", fx.run_dir("stall"), "--set", "dist.timeout_s=2"},
-             {{"CNN_TEST_KILL_RANK", "1"}, {"CNN_TEST_KILL_AT_STEP", "3"}, {"CNN_TEST_KILL_MODE", "stall"}});
+             {{"CNN_TEST_KILL_RANK", "1"}, {"CNN_TEST_KILL_AT_STEP", "3"}, {"CNN_TEST_KILL_MODE", "stall"}}, via);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.describe());
   CHECK(r.exit_code != 0);
@@ -202,15 +230,19 @@ TEST_CASE("a stalled rank ends the job after dist.timeout_s with the rank, host,
   CHECK_THAT(r.err, Contains("made no progress"));
   CHECK_THAT(r.err, Contains("rank 1 (" + host_name() + ")"));
   CHECK_THAT(r.err, Contains("phase forward at step 3"));
+  // Rank 0's watchdog ends the job (or answers the launcher's SIGTERM): its train.log says why.
+  CHECK_THAT(read_text_file(fs::path(fx.run_dir("stall")) / "train.log"), Contains("error: watchdog: "));
 }
 
 TEST_CASE("a stop agreed by two ranks writes one checkpoint that resumes with one rank at the same sample",
           "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
   // Only rank 1 gets the signal; the per-step agreement stops both after the same step.
   ProgramResult stop = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("run")},
-                              {{"CNN_TEST_STOP_AT_STEP", "3"}, {"CNN_TEST_STOP_RANK", "1"}});
+                              {{"CNN_TEST_STOP_AT_STEP", "3"}, {"CNN_TEST_STOP_RANK", "1"}}, via);
   INFO(stop.describe());
   CHECK(stop.exit_code == 143);
   CHECK_THAT(stop.err, Contains("stopped by signal 15 after step 3"));
@@ -231,11 +263,13 @@ TEST_CASE("a stop agreed by two ranks writes one checkpoint that resumes with on
 
 TEST_CASE("a cursor with no matching batch boundary resumes at the next epoch with a warning", "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
   ProgramResult first = train_plain({fx.model, "--device", "cpu", "--max-steps", "3", "--out", fx.run_dir("run")});
   INFO(first.describe());
   REQUIRE(first.exit_code == 0);
-  ProgramResult resumed = mpirun(2, {"--resume", fx.run_dir("run"), "--device", "cpu", "--max-steps", "0"});
+  ProgramResult resumed = mpirun(2, {"--resume", fx.run_dir("run"), "--device", "cpu", "--max-steps", "0"}, {}, via);
   INFO(resumed.describe());
   REQUIRE(resumed.exit_code == 0);
   CHECK_THAT(resumed.err,
@@ -247,12 +281,14 @@ TEST_CASE("a cursor with no matching batch boundary resumes at the next epoch wi
 
 TEST_CASE("bf16 compression trains close to the uncompressed run but not identically", "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
-  ProgramResult f = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("f32")});
+  ProgramResult f = mpirun(2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("f32")}, {}, via);
   INFO(f.describe());
   REQUIRE(f.exit_code == 0);
   ProgramResult h = mpirun(
-      2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("bf16"), "--set", "dist.compress=bf16"});
+      2, {fx.model, "--device", "cpu", "--deterministic", "--out", fx.run_dir("bf16"), "--set", "dist.compress=bf16"}, {}, via);
   INFO(h.describe());
   REQUIRE(h.exit_code == 0);
   CHECK_THAT(h.err, Contains("compress bf16"));
@@ -286,6 +322,8 @@ dist: {sync_batchnorm: true}
 TEST_CASE("two ranks with sync_batchnorm end with the weights and running statistics of one rank with batch 2B",
           "[mpi][app]") {
   REQUIRE_MPIRUN();
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
   Fixture fx;
   const std::string model = (fx.dir / "bn.yaml").string();
   write_text_file(model, kBnNet);
@@ -293,7 +331,7 @@ TEST_CASE("two ranks with sync_batchnorm end with the weights and running statis
       train_plain({model, "--device", "cpu", "--deterministic", "--batch", "16", "--out", fx.run_dir("one"), "--quiet"});
   INFO(one.describe());
   REQUIRE(one.exit_code == 0);
-  ProgramResult two = mpirun(2, {model, "--device", "cpu", "--deterministic", "--batch", "8", "--out", fx.run_dir("two")});
+  ProgramResult two = mpirun(2, {model, "--device", "cpu", "--deterministic", "--batch", "8", "--out", fx.run_dir("two")}, {}, via);
   INFO(two.describe());
   REQUIRE(two.exit_code == 0);
   CHECK_THAT(two.err, Contains("sync batchnorm: on (2 layers)"));
@@ -301,7 +339,7 @@ TEST_CASE("two ranks with sync_batchnorm end with the weights and running statis
   CHECK(read_checkpoint(fx.last("two")).meta.step == 14);  // 97 images, 16 a step: 7 steps an epoch
   // Local statistics (the same run without the key) must not pass the same check, or it proves nothing.
   ProgramResult local = mpirun(2, {model, "--device", "cpu", "--deterministic", "--batch", "8", "--out",
-                                   fx.run_dir("local"), "--set", "dist.sync_batchnorm=false"});
+                                   fx.run_dir("local"), "--set", "dist.sync_batchnorm=false"}, {}, via);
   INFO(local.describe());
   REQUIRE(local.exit_code == 0);
   CHECK_THAT(local.err, Contains("sync batchnorm: off"));
@@ -310,7 +348,9 @@ TEST_CASE("two ranks with sync_batchnorm end with the weights and running statis
 
 TEST_CASE("cnn-train doctor reports every rank's libraries and the all-reduce bandwidth", "[mpi][app]") {
   REQUIRE_MPIRUN();
-  ProgramResult r = mpirun(2, {"doctor", "--device", "cpu", "--size-mb", "1", "--iters", "2"});
+  const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));
+  INFO("transport: " << (via == Transport::tcp ? "tcp" : "default"));
+  ProgramResult r = mpirun(2, {"doctor", "--device", "cpu", "--size-mb", "1", "--iters", "2"}, {}, via);
   INFO(r.describe());
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("2 ranks (mpi communicator)"));

@@ -48,7 +48,7 @@ std::vector<std::pair<std::string, double>> printed_probabilities(const std::str
 
 }  // namespace
 
-TEST_CASE("cnn-eval writes the DESIGN.md report, consistent with itself and with the trainer's test result", "[cpu]") {
+TEST_CASE("cnn-eval writes the JSON report of the README, consistent with itself and with the trainer's test result", "[cpu]") {
   TempDir dir;
   train_fer_run(dir);
   ProgramResult r = eval(dir, {"run", "--json", "report.json", "--quiet"});
@@ -211,4 +211,104 @@ TEST_CASE("cnn-eval --predict names an image it can't read and fails", "[cpu]") 
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Matchers::Contains("cnn-eval: error:"));
   CHECK_THAT(r.err, Catch::Matchers::Contains("missing.png"));
+}
+
+namespace {
+
+// Every "Training" row of the FER CSV at `path` with all pixels set to `value` (val and test kept).
+void overwrite_train_rows(const fs::path& path, int value) {
+  std::istringstream in(read_text_file(path));
+  std::string out, line, pixels;
+  for (int i = 0; i < 48 * 48; ++i) pixels += (i ? " " : "") + std::to_string(value);
+  while (std::getline(in, line)) {
+    const size_t first = line.find(','), last = line.rfind(',');
+    if (first != std::string::npos && line.substr(last + 1) == "Training")
+      line = line.substr(0, first + 1) + pixels + line.substr(last);
+    out += line + "\n";
+  }
+  write_text_file(path, out);
+}
+
+}  // namespace
+
+TEST_CASE("cnn-eval --predict needs only the checkpoint: the training data may be gone", "[cpu]") {
+  if (!image_io_available()) CNN_SKIP("this build has no OpenCV: image files can't be read");
+  TempDir dir;
+  train_fer_run(dir);  // normalize: auto
+  Dataset faces = make_synthetic_faces(2, 7, 1, 48, 48, 5);
+  write_image_file((dir / "a.png").string(), faces.sample(0), 1, 48, 48);
+  write_image_file((dir / "b.png").string(), faces.sample(1), 1, 48, 48);
+  ProgramResult with_data = eval(dir, {"run", "--predict", "a.png", "b.png"});
+  INFO(with_data.describe());
+  REQUIRE(with_data.exit_code == 0);
+  fs::rename(dir / "fer.csv", dir / "elsewhere.csv");  // as on another machine
+  ProgramResult without = eval(dir, {"run", "--predict", "a.png", "b.png", "--json", "p.json"});
+  INFO(without.describe());
+  REQUIRE(without.exit_code == 0);
+  CHECK(printed_probabilities(without.out) == printed_probabilities(with_data.out));
+  CHECK(printed_probabilities(without.out).size() == 14);
+  CHECK_THAT(without.err, Catch::Matchers::Contains("(from the checkpoint)"));
+  CHECK(nlohmann::json::parse(read_text_file(dir / "p.json"))["ten_crop"] == false);
+  // A split evaluation is what reads data: it names the missing file.
+  ProgramResult split = eval(dir, {"run", "--split", "test"});
+  CHECK(split.exit_code == 1);
+  CHECK_THAT(split.err, Catch::Matchers::Contains("fer.csv"));
+}
+
+TEST_CASE("cnn-eval --split normalises with the checkpoint's statistics, not ones recomputed from the data", "[cpu]") {
+  TempDir dir;
+  train_fer_run(dir);
+  // Other training rows: a recomputed `normalize: auto` would shift every test image.
+  overwrite_train_rows(dir / "fer.csv", 230);
+  ProgramResult r = eval(dir, {"run", "--json", "report.json"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Matchers::Contains("(from the checkpoint)"));
+  nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "report.json"));
+  nlohmann::json test = last_event(read_metrics(dir / "run"), "test");
+  REQUIRE(test.is_object());
+  CHECK(j["loss"].get<double>() == Approx(test["test_loss"].get<double>()).epsilon(1e-6));
+  CHECK(j["top1"].get<double>() == Approx(test["test_acc"].get<double>()));
+}
+
+TEST_CASE("cnn-eval refuses --ten-crop where every crop is the whole image, and reports the crops it used", "[cpu]") {
+  TempDir dir;
+  train_fer_run(dir);  // 48x48 input, no random crop
+  ProgramResult refused = eval(dir, {"run", "--ten-crop"});
+  INFO(refused.describe());
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Matchers::Contains("needs a crop smaller than the 48x48 input"));
+  CHECK_THAT(refused.err, Catch::Matchers::Contains("no data.augment.random_crop"));
+
+  // tiny.yaml (12x12) trained with 10x10 random crops: ten-crop is meaningful and reported.
+  ProgramResult t = run_program(program_path("cnn-train"),
+                                {std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml", "--out", "crop", "--device", "cpu",
+                                 "--epochs", "1", "--set", "data.synthetic_size=64", "--set",
+                                 "data.augment.random_crop.size=10", "--quiet"},
+                                dir.path());
+  INFO(t.describe());
+  REQUIRE(t.exit_code == 0);
+  ProgramResult ten = eval(dir, {"crop", "--ten-crop", "--json", "ten.json", "--quiet"});
+  INFO(ten.describe());
+  REQUIRE(ten.exit_code == 0);
+  CHECK_THAT(ten.out, Catch::Matchers::Contains("evaluation: ten-crop: the mean over 10 crops of 10x10 from 12x12"));
+  nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "ten.json"));
+  CHECK(j["ten_crop"] == true);
+  CHECK_THAT(j["crops"].get<std::string>(), Catch::Matchers::Contains("ten-crop"));
+  ProgramResult centre = eval(dir, {"crop", "--json", "centre.json", "--quiet"});
+  REQUIRE(centre.exit_code == 0);
+  CHECK_THAT(centre.out, Catch::Matchers::Contains("evaluation: centre crop 10x10 of 12x12"));
+  CHECK(nlohmann::json::parse(read_text_file(dir / "centre.json"))["ten_crop"] == false);
+}
+
+TEST_CASE("cnn-eval --face-margin without --detect-faces is a usage error", "[cpu]") {
+  TempDir dir;
+  train_fer_run(dir);
+  std::vector<uint8_t> flat(48 * 48, 128);
+  if (image_io_available()) write_image_file((dir / "a.png").string(), flat.data(), 1, 48, 48);
+  ProgramResult r = eval(dir, {"run", "--predict", "a.png", "--face-margin", "0.3"});
+  INFO(r.describe());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Matchers::Contains("--face-margin"));
+  CHECK_THAT(r.err, Catch::Matchers::Contains("needs --detect-faces"));
 }

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <thread>
 
+#include "app/app_util.h"
 #include "app/ckpt_util.h"
+#include "data/image_io.h"
+#include "data/synthetic_faces.h"
 #include "support/catch.h"
 #include "train/checkpoint_state.h"
 
@@ -165,20 +168,98 @@ TEST_CASE("a run capped by --max-steps saves the data cursor mid-epoch and resum
   train_ok({fx.model, "--out", fx.run_dir("straight"), "--quiet"});
   Finished f = train_ok({fx.model, "--out", fx.run_dir("capped"), "--max-steps", "8"});
   CHECK_THAT(f.err, Contains("train.max_steps = 8 reached (epoch 2, batch 2)"));
+  CHECK_THAT(f.err, Contains("resume with: cnn-train --resume " + fx.run_dir("capped") + " (trains on to epoch 4"));
   CheckpointMeta m = read_checkpoint(fx.run_dir("capped")).meta;
   CHECK(m.epoch == 1);
   CHECK(m.next_batch == 2);
   CHECK(m.step == 8);
 
-  // The same cap again trains nothing and leaves the checkpoint alone.
-  std::string before = read_file(fx.last("capped"));
-  f = train_ok({"--resume", fx.run_dir("capped")});
-  CHECK_THAT(f.err, Contains("train.max_steps = 8 already reached"));
+  // The same cap again trains nothing and writes nothing: no checkpoint, no metrics line.
+  const std::string before = read_file(fx.last("capped"));
+  const std::string metrics = read_file(fs::path(fx.run_dir("capped")) / "metrics.jsonl");
+  f = train_ok({"--resume", fx.run_dir("capped"), "--max-steps", "8"});
+  CHECK_THAT(f.err, Contains("nothing to train: step 8 has reached train.max_steps = 8"));
   CHECK(read_file(fx.last("capped")) == before);
+  CHECK(read_file(fs::path(fx.run_dir("capped")) / "metrics.jsonl") == metrics);
 
-  f = train_ok({"--resume", fx.run_dir("capped"), "--max-steps", "0"});
+  // Without --max-steps the resumed run takes the checkpoint's cap off and trains to the end.
+  f = train_ok({"--resume", fx.run_dir("capped")});
   CHECK_THAT(f.err, Contains("resume: overriding train.max_steps: 8 -> 0"));
   require_same_end(fx, "straight", "capped");
+}
+
+TEST_CASE("metrics.jsonl has one start line per segment and no line from a resume with nothing to train", "[cpu]") {
+  Fixture fx;
+  train_ok({fx.model, "--out", fx.run_dir("run"), "--max-steps", "8", "--quiet"});
+  train_ok({"--resume", fx.run_dir("run"), "--epochs", "3", "--quiet"});
+  const std::string metrics = read_file(fs::path(fx.run_dir("run")) / "metrics.jsonl");
+  // Finished: --resume again, with or without the model file, has nothing to train.
+  Finished f = train_ok({"--resume", fx.run_dir("run"), "--epochs", "3"});
+  CHECK_THAT(f.err, Contains("nothing to train: the run has finished its 3 epochs (step 18)"));
+  f = train_ok({fx.model, "--resume", fx.run_dir("run"), "--epochs", "3"});
+  CHECK_THAT(f.err, Contains("nothing to train"));
+  CHECK(read_file(fs::path(fx.run_dir("run")) / "metrics.jsonl") == metrics);
+
+  const std::vector<nlohmann::json> lines = test::read_metrics(fx.run_dir("run"));
+  // Segment 1: start, epoch 1, test, end (max_steps); segment 2: start, epochs 2 and 3, test, end.
+  std::vector<std::string> events;
+  for (const auto& l : lines) events.push_back(l["event"]);
+  CHECK(events == std::vector<std::string>{"start", "epoch", "test", "end", "start", "epoch", "epoch", "test", "end"});
+  const nlohmann::json& first = lines[0];
+  CHECK(first["step"] == 0);
+  CHECK(first["epoch"] == 1);
+  CHECK(first["next_batch"] == 0);
+  CHECK(first["resumed_from"].is_null());
+  CHECK(first["max_steps"] == 8);
+  CHECK(lines[3]["reason"] == "max_steps");
+  CHECK(lines[3]["step"] == 8);
+  const nlohmann::json& second = lines[4];
+  CHECK(second["step"] == 8);
+  CHECK(second["epoch"] == 2);
+  CHECK(second["next_batch"] == 2);
+  CHECK(second["resumed_from"] == fx.last("run"));
+  CHECK(second["max_steps"] == 0);
+  CHECK(second["epochs"] == 3);
+  CHECK(second["elapsed_s"].get<double>() >= lines[3]["elapsed_s"].get<double>());
+  CHECK(lines[8]["reason"] == "finished");
+  CHECK(lines[8]["step"] == 18);
+  CHECK(lines[8]["steps_trained"] == 10);
+}
+
+TEST_CASE("an image-folder run whose classes come from the folders resumes with its model file", "[cpu]") {
+  if (!image_io_available()) CNN_SKIP("this build has no OpenCV: image-folder data can't be read");
+  test::TempDir dir("cnn-resume");
+  const char* splits[3] = {"train", "val", "test"};
+  auto write_images = [&](const std::vector<std::string>& classes) {
+    fs::remove_all(dir / "images");
+    for (int s = 0; s < 3; ++s) {
+      Dataset d = make_synthetic_faces(12, 3, 1, 8, 8, uint64_t(s + 3));
+      for (int64_t i = 0; i < d.size(); ++i) {
+        fs::path p = dir / "images" / splits[s] / classes[size_t(d.labels[size_t(i)])] / fmt::format("{:03d}.png", i);
+        fs::create_directories(p.parent_path());
+        write_image_file(p.string(), d.sample(i), 1, 8, 8);
+      }
+    }
+  };
+  write_images({"cat", "dog", "owl"});
+  const std::string model = (dir / "folder.yaml").string(), run_dir = (dir / "run").string();
+  // No `classes`: the run takes them from the folders and records them in its config.
+  write_file(model, "name: folder\ninput: {channels: 1, height: 8, width: 8}\nlayers:\n"
+                    "  - {name: conv1, type: conv2d, filters: 2, kernel: 3, padding: 1}\n"
+                    "  - {name: relu1, type: relu}\n  - {name: fc, type: dense, units: 3}\n"
+                    "data: {format: image-folder, path: " + (dir / "images").string() + "}\n"
+                    "train: {epochs: 2, batch_size: 4}\n");
+  train_ok({model, "--out", run_dir, "--max-steps", "1", "--quiet"});
+  Finished f = train_ok({model, "--resume", run_dir, "--max-steps", "2"});
+  CHECK_THAT(f.err, !Contains("resume: overriding classes"));
+  CHECK(read_checkpoint(run_dir).meta.step == 2);
+  // Folders renamed since: the class names the data supplies no longer match the checkpoint's.
+  write_images({"cat", "dog", "eel"});
+  f = train({model, "--resume", run_dir, "--max-steps", "3"});
+  INFO(f.describe());
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Contains("classes[2]: checkpoint owl, now eel"));
+  CHECK(read_checkpoint(run_dir).meta.step == 2);
 }
 
 TEST_CASE("resume refuses a changed model or optimizer with exit 2 and lists the differences", "[cpu]") {

@@ -7,6 +7,7 @@
 
 #include "app_util.h"
 #include "config/model_spec.h"
+#include "layers/registry.h"
 #include "data/gzip.h"
 #include "data/image_io.h"
 #include "data/sources.h"

@@ -5,12 +5,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/bounded_json.h"
 #include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -278,6 +280,44 @@ TEST_CASE("hostile safetensors headers are rejected with a clear error", "[cpu]"
     std::string deep = std::string(10000, '[') + std::string(10000, ']');
     CHECK_THROWS_WITH(rejects(make_file("{\"__metadata__\":" + deep + "}")), HAS_PHRASE("nests deeper than"));
   }
+}
+
+TEST_CASE("a header of 100000 zero-size tensors parses in linear time", "[cpu]") {
+  // The callback parser this replaced rescanned the root object at every entry's end: 129 s for
+  // this header; a linear parse takes well under a second, so 10 s leaves room for a busy machine.
+  std::string h = "{";
+  for (int i = 0; i < 100000; ++i)
+    h += fmt::format("{}\"t{}\":{{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", i ? "," : "", i);
+  h += "}";
+  const auto t0 = std::chrono::steady_clock::now();
+  SafetensorsFile f = SafetensorsFile::parse(make_file(h), "zeros");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(f.tensors().size() == 100000);
+  CHECK(f.contains("t99999"));
+  CHECK(seconds < 10.0);
+}
+
+TEST_CASE("parse_bounded_json keeps values, and refuses deep nesting, duplicate keys and bad JSON", "[cpu]") {
+  nlohmann::json j = parse_bounded_json(R"({"a":[1,-2,3.5,"x",null,true],"b":{"c":{}}})", 3, "meta");
+  CHECK(j["a"][1] == -2);
+  CHECK(j["a"][2] == 3.5);
+  CHECK(j["a"][3] == "x");
+  CHECK(j["b"]["c"].is_object());
+  CHECK(parse_bounded_json("7", 0, "meta") == 7);
+  CHECK(parse_bounded_json("[[[]]]", 3, "meta").dump() == "[[[]]]");
+  CHECK_THROWS_WITH(parse_bounded_json("[[[[]]]]", 3, "meta"), HAS_PHRASE("meta nests deeper than 3 levels"));
+  CHECK_THROWS_WITH(parse_bounded_json(R"({"k":1,"k":2})", 3, "meta"), HAS_PHRASE("meta has the duplicate key 'k'"));
+  CHECK_THROWS_WITH(parse_bounded_json(R"({"k":1,)", 3, "meta"), HAS_PHRASE("meta is not valid JSON"));
+  CHECK_THROWS_WITH(parse_bounded_json("1 2", 3, "meta"), HAS_PHRASE("meta is not valid JSON"));
+  // 300000 levels: an error at level 17, not a stack overflow or a 300000-level value.
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  CHECK_THROWS_WITH(parse_bounded_json(deep, 16, "meta"), HAS_PHRASE("nests deeper than 16 levels"));
+  const std::string deep_objects = [] {
+    std::string s;
+    for (int i = 0; i < 300000; ++i) s += "{\"a\":";
+    return s + "1" + std::string(300000, '}');
+  }();
+  CHECK_THROWS_WITH(parse_bounded_json(deep_objects, 16, "meta"), HAS_PHRASE("nests deeper than 16 levels"));
 }
 
 TEST_CASE("open checks the file on disk before reading it", "[cpu]") {

@@ -1,16 +1,18 @@
-// The typed model file: defaults from model_spec.h written into the tree, one test per kind of
-// config error with its exact message and location, overrides, and loading from disk.
+// The typed model file: defaults from model_spec.h written into the resolved config, one test per
+// kind of config error with its exact message and location, overrides, and loading from disk.
 // Trap: the model texts start on line 1 right after R"( and kHead is exactly 6 lines long, so
 // sections appended to it start on line 7.
 #include <string>
 
 #include "config/model_spec.h"
+#include "config_test_util.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 
 using cnn::ConfigError;
 using cnn::ModelSpec;
-using cnn::parse_model_text;
+using cnn::test::config_error;
+using cnn::test::parse_model;
 
 namespace {
 
@@ -19,28 +21,17 @@ input: {channels: 1, height: 8, width: 8}
 layers:
   - {name: conv1, type: conv2d, filters: 4, kernel: 3}
   - {name: relu1, type: relu, inputs: conv1}
-  - {name: fc, type: dense, units: 3, inputs: [relu1], backend: cpu, algo: gemm}
+  - {name: fc, type: dense, units: 3, inputs: [relu1], backend: cpu}
 )";
 
-template <typename F>
-ConfigError config_error(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e;
-  }
-  FAIL("expected a ConfigError, none was thrown");
-  throw std::logic_error("unreachable");
-}
-
 ConfigError model_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  return config_error([&] { parse_model_text(text, "m.yaml", overrides); });
+  return config_error([&] { parse_model(text, overrides); });
 }
 
 }  // namespace
 
 TEST_CASE("a minimal model parses with the defaults of model_spec.h", "[cpu]") {
-  ModelSpec spec = parse_model_text(kHead, "m.yaml");
+  ModelSpec spec = parse_model(kHead);
   CHECK(spec.file == "m.yaml");
   CHECK(spec.name == "tiny");
   CHECK(spec.input.channels == 1);
@@ -54,13 +45,15 @@ TEST_CASE("a minimal model parses with the defaults of model_spec.h", "[cpu]") {
   CHECK(spec.layers[1].inputs == std::vector<std::string>{"conv1"});
   CHECK(spec.layers[2].inputs == std::vector<std::string>{"relu1"});
   CHECK(spec.layers[2].backend == "cpu");
-  CHECK(spec.layers[2].algo == "gemm");
   CHECK(spec.layers[2].index == 2);
   CHECK(spec.layers[2].where.line == 6);
-  // The layer's own map, where the layer factory will read its attributes.
-  REQUIRE(spec.layers[2].node == &(*spec.root).at("layers")[2]);
-  CHECK(spec.layers[2].node->get<int>("units") == 3);
-  CHECK(spec.layers[0].node->get<int>("filters") == 4);
+  // The layer's own validated map, where the layer factory reads its attributes.
+  CHECK(spec.layers[2].attrs.path() == "layers[2]");
+  CHECK(spec.layers[2].attrs["units"].integer() == 3);
+  CHECK(spec.layers[0].attrs["filters"].integer() == 4);
+  CHECK(spec.layers[0].attrs["stride"].pair() == std::pair<int64_t, int64_t>{1, 1});
+  CHECK(!spec.layers[0].attrs["stride"].given());
+  CHECK(spec.layers[0].attrs["kernel"].where().line == 4);
 
   cnn::TrainSpec train;
   CHECK(spec.train.epochs == train.epochs);
@@ -79,8 +72,8 @@ TEST_CASE("a minimal model parses with the defaults of model_spec.h", "[cpu]") {
 }
 
 TEST_CASE("the resolved tree shows every default and parses back to the same spec", "[cpu]") {
-  ModelSpec spec = parse_model_text(kHead, "m.yaml");
-  std::string resolved = cnn::to_yaml(*spec.root);
+  ModelSpec spec = parse_model(kHead);
+  std::string resolved = cnn::to_yaml(spec.config);
   INFO(resolved);
   CHECK(resolved.find("train:\n  epochs: 10\n  batch_size: 64\n") != std::string::npos);
   CHECK(resolved.find("  optimizer:\n    type: sgd\n    lr: 0.01\n    weight_decay: 0.0\n"
@@ -88,16 +81,19 @@ TEST_CASE("the resolved tree shows every default and parses back to the same spe
   CHECK(resolved.find("beta1") == std::string::npos);  // not a setting of sgd
   CHECK(resolved.find("    random_crop:\n      size: 0\n      padding: 0\n") != std::string::npos);
   CHECK(resolved.find("  - name: conv1\n    type: conv2d\n    filters: 4\n    kernel: 3\n"
-                      "    backend: auto\n    algo: auto\n") != std::string::npos);
+                      "    backend: auto\n    algo: auto\n    stride: 1\n") != std::string::npos);
+  CHECK(resolved.find("train:\n  epochs: 10\n") != std::string::npos);
+  CHECK(resolved.find("  early_stopping:\n    metric: val_loss\n    patience: 0\n    min_delta: 0.0\n") !=
+        std::string::npos);
   CHECK(resolved.find("dist:\n  bucket_mb: 25.0\n  timeout_s: 300.0\n  compress: none\n") != std::string::npos);
-  ModelSpec again = parse_model_text(resolved, "config.yaml");
-  CHECK(cnn::to_yaml(*again.root) == resolved);
+  ModelSpec again = parse_model(resolved);
+  CHECK(cnn::to_yaml(again.config) == resolved);
   CHECK(again.train.optimizer.eps == spec.train.optimizer.eps);
   CHECK(again.data.split_seed == spec.data.split_seed);
 }
 
 TEST_CASE("every section is read into the spec", "[cpu]") {
-  ModelSpec spec = parse_model_text(kHead + R"(classes: [a, b, c]
+  ModelSpec spec = parse_model(kHead + R"(classes: [a, b, c]
 loss: {label_smoothing: 0.1, class_weights: [1, 2, 0.5]}
 data:
   format: fer2013-csv
@@ -115,7 +111,7 @@ train:
   checkpoint: {keep_last: 0, best_metric: val_loss}
 eval: {ten_crop: true, batch_size: 32}
 dist: {compress: bf16, sync_batchnorm: true}
-)", "m.yaml");
+)");
   CHECK(spec.classes == std::vector<std::string>{"a", "b", "c"});
   CHECK(spec.loss.label_smoothing == 0.1);
   CHECK(spec.loss.class_weights == "list");
@@ -160,7 +156,7 @@ TEST_CASE("an unknown top-level key suggests a section or a key of a section", "
   ConfigError e = model_error(kHead + "optimiser: {type: sgd}\n");
   CHECK(std::string(e.what()) == "m.yaml:7:1: 'optimiser': unknown key 'optimiser', did you mean 'train.optimizer'?");
   ConfigError layer = model_error("name: x\ninput: {height: 2, width: 2}\nlayer: []\n");
-  CHECK(layer.message() == "unknown key 'layer', did you mean 'layers'?");
+  CHECK(layer.message() == "missing required key 'layers'; found unknown key 'layer', did you mean 'layers'?");
   CHECK(model_error(kHead + "zzzzzz: 1\n").message() ==
         "unknown key 'zzzzzz' (the top level takes name, input, classes, layers, loss, data, train, eval, dist)");
 }
@@ -180,9 +176,9 @@ TEST_CASE("a key of another optimizer or schedule type is rejected with the type
 
 TEST_CASE("a string where an integer is expected is a type error at the value", "[cpu]") {
   ConfigError e = model_error(kHead + "train:\n  epochs: many\n");
-  CHECK(std::string(e.what()) == "m.yaml:8:11: 'train.epochs': expected an integer, found the string 'many'");
+  CHECK(std::string(e.what()) == "m.yaml:8:11: 'train.epochs': expected an integer in [1, 1000000], found the string 'many'");
   ConfigError quoted = model_error(kHead + "train:\n  epochs: \"3\"\n");
-  CHECK(quoted.message() == "expected an integer, found the string '3'");
+  CHECK(quoted.message() == "expected an integer in [1, 1000000], found the string '3'");
 }
 
 TEST_CASE("a list where a map is expected is a type error at the list", "[cpu]") {
@@ -243,13 +239,13 @@ TEST_CASE("a duplicate key and a YAML syntax error in a model file are located",
 
 TEST_CASE("an out-of-range value names the value found", "[cpu]") {
   ConfigError batch = model_error(kHead + "train:\n  batch_size: 0\n");
-  CHECK(std::string(batch.what()) == "m.yaml:8:15: 'train.batch_size': expected an integer >= 1, found the number 0");
+  CHECK(std::string(batch.what()) == "m.yaml:8:15: 'train.batch_size': expected an integer in [1, 1048576], found the number 0");
   CHECK(model_error(kHead + "train:\n  optimizer: {lr: -0.1}\n").message() ==
         "expected a positive number, found the number -0.1");
   CHECK(model_error(kHead + "loss: {label_smoothing: 1.0}\n").message() ==
         "expected a number in [0, 1), found the number 1.0");
   CHECK(model_error("name: x\ninput: {height: 0, width: 2}\nlayers: [{name: a, type: relu}]\n").message() ==
-        "expected an integer >= 1, found the number 0");
+        "expected an integer in [1, 1048576], found the number 0");
   CHECK(model_error(kHead + "data: {augment: {random_crop: {size: 11}}}\n").message() ==
         "expected a crop size <= 8 (the input plus twice the padding), found the number 11");
   CHECK(model_error(kHead + "train:\n  schedule: {type: multistep, milestones: [5, 3]}\n").message() ==
@@ -261,12 +257,13 @@ TEST_CASE("an out-of-range value names the value found", "[cpu]") {
 }
 
 TEST_CASE("overrides apply in order before parsing, by path, index and layer name", "[cpu]") {
-  ModelSpec spec = parse_model_text(kHead, "m.yaml",
+  ModelSpec spec = parse_model(kHead,
                                     {"train.optimizer.lr=0.05", "train.optimizer.lr=0.02", "layers.conv1.filters=8",
                                      "layers[1].backend=cuda", "layers.2.inputs=[conv1, relu1]",
                                      "data.normalize={mean: [0.1], std: [0.2]}"});
   CHECK(spec.train.optimizer.lr == 0.02);
-  CHECK(spec.layers[0].node->get<int>("filters") == 8);
+  CHECK(spec.layers[0].attrs["filters"].integer() == 8);
+  CHECK(spec.layers[0].attrs["filters"].where().file == "<--set>");
   CHECK(spec.layers[1].backend == "cuda");
   CHECK(spec.layers[2].inputs == std::vector<std::string>{"conv1", "relu1"});
   CHECK(spec.data.normalize.mean == std::vector<double>{0.1});
@@ -281,7 +278,7 @@ TEST_CASE("a bad override of a model names <--set> and the assignment", "[cpu]")
         "<--set>: 'layers.conv9.filters': 'layers' has no item named 'conv9', did you mean 'conv1'? "
         "(in --set layers.conv9.filters=3)");
   ConfigError value = model_error(kHead, {"train.batch_size=-4"});
-  CHECK(std::string(value.what()) == "<--set>: 'train.batch_size': expected an integer >= 1, found the number -4");
+  CHECK(std::string(value.what()) == "<--set>: 'train.batch_size': expected an integer in [1, 1048576], found the number -4");
   ConfigError unknown = model_error(kHead, {"train.optimizer.momentun=0.5"});
   CHECK(std::string(unknown.what()) ==
         "<--set>: 'train.optimizer.momentun': unknown key 'momentun', did you mean 'momentum'?");
@@ -291,14 +288,14 @@ TEST_CASE("load_model_spec reads a file, applies overrides and names a missing f
   cnn::test::TempDir dir;
   std::string path = (dir / "m.yaml").string();
   cnn::test::write_text_file(path, kHead + "train: {epochs: 2}\n");
-  ModelSpec spec = cnn::load_model_spec(path, {"train.epochs=5"});
+  ModelSpec spec = cnn::load_model_spec(path, {"train.epochs=5"}, cnn::test::test_layers());
   CHECK(spec.file == path);
   CHECK(spec.train.epochs == 5);
   CHECK(spec.layers[1].where.file == path);
-  ConfigError bad = config_error([&] { cnn::load_model_spec(path, {"train.epochs=0"}); });
-  CHECK(bad.message() == "expected an integer >= 1, found the number 0");
+  ConfigError bad = config_error([&] { cnn::load_model_spec(path, {"train.epochs=0"}, cnn::test::test_layers()); });
+  CHECK(bad.message() == "expected an integer in [1, 1000000], found the number 0");
   std::string missing = (dir / "missing.yaml").string();
-  ConfigError e = config_error([&] { cnn::load_model_spec(missing); });
+  ConfigError e = config_error([&] { cnn::load_model_spec(missing, {}, cnn::test::test_layers()); });
   CHECK(e.where().file == missing);
   CHECK(std::string(e.what()).find(missing) != std::string::npos);
 }

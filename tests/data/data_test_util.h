@@ -1,8 +1,13 @@
 // Helpers shared by the tests/data suites: catching an error's message, tiny hand-made datasets.
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "data/dataset.h"
 
@@ -30,6 +35,31 @@ inline Dataset patterned_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int
     d.labels.push_back(static_cast<int32_t>(i % classes));
   }
   return d;
+}
+
+// Runs the hidden test case `name` of this test binary in a child process under an address-space
+// cap of `mib` MiB (ulimit -v) and a wall-clock limit of `seconds`; true when it passed. The case
+// writes its own inputs. Sanitizer builds reserve terabytes of address space: no cap there.
+inline bool passes_bounded(const std::string& name, int mib, int seconds) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return false;
+  self[n] = 0;
+#if defined(__SANITIZE_ADDRESS__)
+  const bool cap = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  const bool cap = false;
+#else
+  const bool cap = true;
+#endif
+#else
+  const bool cap = true;
+#endif
+  const std::string limit = cap ? fmt::format("ulimit -v {}; ", int64_t{mib} * 1024) : "";
+  const std::string cmd =
+      fmt::format("{}exec timeout {} '{}' '{}' >/dev/null 2>&1", limit, seconds, self, name);
+  return std::system(cmd.c_str()) == 0;
 }
 
 }  // namespace cnn::test

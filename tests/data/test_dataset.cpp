@@ -2,10 +2,12 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/parallel_errors.h"
 #include "data/synthetic_faces.h"
 #include "data_test_util.h"
 #include "support/catch.h"
@@ -178,4 +180,62 @@ TEST_CASE("load_dataset makes synthetic splits and rejects unknown formats", "[c
   spec.format = "synthetic";
   spec.on_bad_row = "ignore";
   CHECK_THROWS_AS(load_dataset(spec, InputSpec{1, 32, 32}, {}), ConfigError);
+}
+
+TEST_CASE("a synthetic input size that overflows is an error, not a wrapped allocation", "[cpu]") {
+  DataSpec spec;
+  spec.format = "synthetic";
+  spec.synthetic_size = 8;
+  const int64_t big = int64_t{1} << 32;  // height x width = 2^64 wraps to 0 in size_t
+  for (InputSpec input : {InputSpec{1, big, big}, InputSpec{3, 9000, 9000}, InputSpec{1, big, 1}}) {
+    INFO(input.height << "x" << input.width);
+    try {
+      load_dataset(spec, input, {});
+      FAIL("no error");
+    } catch (const ConfigError& e) {
+      CHECK(e.key_path() == "input");
+      CHECK(std::string(e.what()).find("above the data loaders' limit of 67108864") != std::string::npos);
+    }
+  }
+  CHECK(error_of([&] { make_synthetic_faces(4, 7, 1, big, big, 1); }).find("synthetic data: 4 images of "
+                                                                              "1x4294967296x4294967296 exceed") !=
+        std::string::npos);
+  CHECK(error_of([&] { make_synthetic_faces(int64_t{1} << 62, 7, 1, 48, 48, 1); }).find("exceed the limits") !=
+        std::string::npos);
+  spec.synthetic_size = int64_t{1} << 40;
+  CHECK(error_of([&] { load_dataset(spec, InputSpec{1, 48, 48}, {}); }).find("exceed the limits") != std::string::npos);
+}
+
+TEST_CASE("an exception inside a data OpenMP loop is rethrown after it, not an abort", "[cpu]") {
+  Dataset d = cnn::test::patterned_dataset(64, 2, 3, 3, 2);  // 2 channels: convert_image refuses 2 -> 3
+  CHECK(error_of([&] { convert_dataset(d, 3, 4, 4); }).find("cannot convert 2 channels to 3") != std::string::npos);
+  // Four threads walking their iterations downwards: the first failure in time is a high one.
+  ParallelErrors errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&errors, t] {
+      for (int64_t i = 99 - t; i >= 0; i -= 4) {
+        errors.run(i, [&] {
+          if (i % 10 == 7) throw Error("iteration " + std::to_string(i));
+        });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(error_of([&] { errors.rethrow(); }) == "iteration 7");  // the lowest failing one, on any schedule
+}
+
+TEST_CASE("load_dataset of a model file names the file in its config errors", "[cpu]") {
+  ModelSpec model;
+  model.file = "models/two_channels.yaml";
+  model.input = InputSpec{2, 8, 8};
+  model.data.format = "synthetic";
+  try {
+    load_dataset(model, {});
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK(e.where().file == "models/two_channels.yaml");
+    CHECK(std::string(e.what()).find("models/two_channels.yaml: 'input.channels': data loaders read 1 (gray) or 3") ==
+          0);
+  }
 }

@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -74,7 +76,7 @@ TEST_CASE("idx errors name the file and what is wrong", "[cpu]") {
     auto bytes = idx_file_bytes(std::vector<uint8_t>(3 * 4, 1), 3, 2, 2);  // images where labels belong
     write_file_bytes(labels, bytes.data(), bytes.size());
     std::string msg = error_of([&] { load_idx(dir.path().string()); });
-    CHECK(msg.find(labels + ": bad magic number 0x00000803, expected 0x00000801") != std::string::npos);
+    CHECK(msg.find(labels + ": bad magic number 0x00000803 at byte 0, expected 0x00000801") != std::string::npos);
   }
   SECTION("truncated data") {
     auto bytes = idx_file_bytes({1, 2, 3}, 3, 0, 0);
@@ -98,6 +100,84 @@ TEST_CASE("idx errors name the file and what is wrong", "[cpu]") {
     write_file_bytes(labels, "\0\0", 2);
     CHECK(error_of([&] { load_idx(dir.path().string()); }).find("too short") != std::string::npos);
   }
+}
+
+namespace {
+
+// An idx header (magic, then big-endian dimensions) followed by `payload` bytes.
+std::string idx_header(uint32_t magic, const std::vector<uint32_t>& dims, size_t payload = 0) {
+  std::string out;
+  auto put = [&](uint32_t v) {
+    for (int sh = 24; sh >= 0; sh -= 8) out += static_cast<char>((v >> sh) & 0xff);
+  };
+  put(magic);
+  for (uint32_t d : dims) put(d);
+  return out + std::string(payload, '\x07');
+}
+
+}  // namespace
+
+TEST_CASE("idx headers with huge dimensions are errors naming the file and field, before any allocation", "[cpu]") {
+  cnn::test::TempDir dir;
+  write_idx_set(dir, 6, 3, 2, 2, false);
+  const std::string images = (dir / "train-images-idx3-ubyte").string();
+  const std::string labels = (dir / "train-labels-idx1-ubyte").string();
+  struct Case {
+    std::vector<uint32_t> dims;
+    std::string expect;
+  };
+  const std::vector<Case> cases{
+      // 2^16 * 2^24 * 2^24 = 2^64: wraps to 0 in size_t, and a 16-byte file "matches" it.
+      {{65536, 1u << 24, 1u << 24}, "header field 'rows' (byte 8): 65536 x 16777216 = 1099511627776 values, more "
+                                    "than the limit"},
+      {{4294967295u, 4294967295u, 4294967295u}, "header field 'number of images' (byte 4)"},
+      {{1, 10000, 10000}, "header fields 'rows' x 'columns' (bytes 8-15) declare images of 10000 x 10000 pixels"},
+      {{1 << 30, 1, 1}, "header field 'number of images' (byte 4): 1073741824 = 1073741824 values, more than"},
+      {{3, 0, 4}, "header field 'rows' (byte 8) is 0"},
+  };
+  for (const Case& c : cases) {
+    cnn::test::write_text_file(images, idx_header(0x803, c.dims));
+    const std::string msg = error_of([&] { load_idx(dir.path().string()); });
+    INFO(msg);
+    CHECK(msg.find(images + ": " + c.expect) != std::string::npos);
+  }
+  cnn::test::write_text_file(images, idx_header(0x803, {65536, 1u << 24, 1u << 24}));
+  cnn::test::write_text_file(labels, idx_header(0x801, {65536}, 65536));
+  DataSpec spec;
+  spec.format = "idx";
+  spec.path = dir.path().string();
+  CHECK(error_of([&] { load_dataset(spec, InputSpec{1, 8, 8}, {}); }).find(images + ": header field") !=
+        std::string::npos);
+  write_idx_set(dir, 6, 3, 2, 2, false);
+  cnn::test::write_text_file(labels, idx_header(0x801, {4294967295u}));
+  CHECK(error_of([&] { load_idx(dir.path().string()); }).find(labels + ": header field 'number of labels' (byte 4)") !=
+        std::string::npos);
+}
+
+TEST_CASE("an idx .gz without its trailer or with more bytes than its header says is an error", "[cpu]") {
+  cnn::test::TempDir dir;
+  write_idx_set(dir, 6, 3, 2, 2, true);
+  const std::string labels = (dir / "t10k-labels-idx1-ubyte.gz").string();
+  std::string gz = cnn::test::read_text_file(labels);
+  cnn::test::write_text_file(labels, gz.substr(0, gz.size() - 8));
+  CHECK(error_of([&] { load_idx(dir.path().string()); }).find(labels + ": truncated gzip data") != std::string::npos);
+  const std::string more = idx_header(0x801, {3}, 4);  // one value more than announced
+  const std::vector<uint8_t> bytes(more.begin(), more.end());
+  write_gzip_file(labels, bytes.data(), bytes.size());
+  CHECK(error_of([&] { load_idx(dir.path().string()); }).find(labels + ": header says 3 values (3), the file holds "
+                                                               "more than 3") != std::string::npos);
+  std::vector<int64_t> dims;
+  CHECK(parse_idx("x", bytes.data(), bytes.size() - 1, false, dims) == std::vector<uint8_t>{7, 7, 7});
+  CHECK(dims == std::vector<int64_t>{3});
+}
+
+TEST_CASE("a FIFO in place of an idx file is refused by name without blocking", "[cpu]") {
+  cnn::test::TempDir dir;
+  write_idx_set(dir, 6, 3, 2, 2, false);
+  const std::string images = (dir / "train-images-idx3-ubyte").string();
+  std::filesystem::remove(images);
+  REQUIRE(mkfifo(images.c_str(), 0600) == 0);
+  CHECK(error_of([&] { load_idx(dir.path().string()); }).find(images + ": is a FIFO") != std::string::npos);
 }
 
 TEST_CASE("load_dataset on idx carves val, names classes and upsamples to the input", "[cpu]") {

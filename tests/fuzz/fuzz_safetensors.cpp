@@ -2,23 +2,19 @@
 // (anything else escaping, a crash, or a sanitizer report is a finding), and a file it accepts must
 // come back identical after a rewrite through SafetensorsWriter. Trap: with CNN_FUZZ_WRITE_SEEDS=DIR
 // the binary only writes its seed corpus (valid files made by the writer) into DIR and exits.
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "fuzz_util.h"
 
 using namespace cnn;
 
 namespace {
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "fuzz_safetensors: %s\n", what);
-  std::abort();
-}
+[[noreturn]] void finding(const char* what) { fuzz::finding("fuzz_safetensors", what); }
 
 void write_seeds(const std::string& dir) {
   std::vector<SafetensorsWriter> seeds(5);
@@ -49,13 +45,7 @@ bool same_info(const TensorInfo& a, const TensorInfo& b) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("CNN_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+CNN_FUZZ_SEEDS(write_seeds)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -15,6 +15,11 @@ inline constexpr Tolerance kGpuVsCpu{1e-4, 1e-3};
 // FFT and Winograd convolutions (cuDNN's, ours) against the CPU: transform rounding scales with
 // sum |x||w| over the reduction rather than with the output (tests/ops/test_cudnn.cpp derives it).
 inline constexpr Tolerance kGpuTransformVsCpu{1e-3, 1e-3};
+// BF16 outputs (y, dx of the BF16 tensor-core convolution) against a double reference computed on
+// the same bf16-rounded inputs: the output is rounded once to bf16, at most half an ulp = 2^-8 of
+// the value at the bottom of a binade; the FP32 sum before it adds ~1e-6 relative, covered by atol
+// (which also covers sums that cancel to near zero). Truncation instead of rounding fails it.
+inline constexpr Tolerance kBf16OutputVsCpu{1e-4, 1.0 / 256};
 // Finite-difference gradient check in double (central differences, step kFdStep).
 inline constexpr Tolerance kFiniteDifference{1e-6, 1e-5};
 inline constexpr double kFdStep = 1e-6;

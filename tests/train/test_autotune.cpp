@@ -16,6 +16,7 @@
 #include "layers/conv_plan.h"
 #include "support/catch.h"
 #include "support/test_util.h"
+#include "train/accuracy_tolerance.h"
 #include "train/autotune.h"
 #include "train/autotune_cache.h"
 #include "train/conv_accuracy.h"
@@ -243,7 +244,7 @@ TEST_CASE("autotune tolerance decides what counts as accurate, NaN is never accu
   try {
     tune_choice("layer 'c1' forward", {"a", "b"}, std::ref(clock), cache, "k", rel_error, 1e-4);
     FAIL("no error");
-  } catch (const Error& e) {
+  } catch (const NoAccurateCandidate& e) {  // its own type: a cuDNN-only layer is refused on it
     const std::string m = e.what();
     CHECK(m.find("layer 'c1' forward: no candidate within the accuracy tolerance 1e-04 is left: a: 5.0e-03 from the "
                  "reference; b: 3.0e-03") != std::string::npos);
@@ -254,9 +255,11 @@ TEST_CASE("autotune tolerance decides what counts as accurate, NaN is never accu
 TEST_CASE("autotune tolerance comes from CNN_AUTOTUNE_TOLERANCE and is part of the conv cache key", "[cpu]") {
   unsetenv("CNN_AUTOTUNE_TOLERANCE");
   CHECK(AutotuneOptions::from_environment().tolerance == kConvAccuracyTolerance);
+  CHECK_FALSE(AutotuneOptions::from_environment().tolerance_given);
   CHECK(kConvAccuracyTolerance == 1e-4);
   setenv("CNN_AUTOTUNE_TOLERANCE", "2.5e-3", 1);
   CHECK(AutotuneOptions::from_environment().tolerance == 2.5e-3);
+  CHECK(AutotuneOptions::from_environment().tolerance_given);  // replaces every cuDNN op's own tolerance too
   for (const char* bad : {"0", "-1", "abc", "1e-4x"}) {
     setenv("CNN_AUTOTUNE_TOLERANCE", bad, 1);
     CHECK_THROWS_AS(AutotuneOptions::from_environment(), ConfigError);
@@ -399,4 +402,44 @@ TEST_CASE("a rank that does not tune takes every decision from the share hook, a
                     Catch::Matchers::Contains("no layer 'nope'"));
   CHECK_THROWS_WITH(apply_autotune_decisions(*other, "conv c1 cpu:im2col_gemm cpu:bogus cpu:im2col_gemm\n", "x"),
                     Catch::Matchers::Contains("cpu:bogus"));
+}
+
+TEST_CASE("each cudnn layer type has its own accuracy tolerance", "[cpu]") {
+  CHECK(cudnn_layer_tolerance("batchnorm") == kBatchnormCudnnTolerance);
+  for (const char* t : {"maxpool", "avgpool", "global_avgpool"}) CHECK(cudnn_layer_tolerance(t) == kPoolCudnnTolerance);
+  for (const char* t : {"relu", "sigmoid", "tanh", "elu", "leaky_relu"})
+    CHECK(cudnn_layer_tolerance(t) == kActivationCudnnTolerance);
+  CHECK(cudnn_layer_tolerance("conv2d") == kConvAccuracyTolerance);
+  // Pointwise and selecting ops are held tighter than reductions.
+  CHECK(kPoolCudnnTolerance < kBatchnormCudnnTolerance);
+  CHECK(kActivationCudnnTolerance < kBatchnormCudnnTolerance);
+}
+
+TEST_CASE("a layer knows whether cudnn came from train.backend or from its own backend key", "[cpu]") {
+  ModelSpec spec = parse_model_text(
+      "name: t\n"
+      "input: {channels: 2, height: 6, width: 6}\n"
+      "layers:\n"
+      "  - {name: bn1, type: batchnorm}\n"
+      "  - {name: bn2, type: batchnorm, backend: cudnn}\n"
+      "  - {name: f, type: flatten}\n"
+      "  - {name: fc, type: dense, units: 3}\n"
+      "train: {backend: cudnn}\n",
+      "t.yaml");
+  auto g = Graph::build(spec);
+  Layer& bn1 = *g->node(0).layer;
+  Layer& bn2 = *g->node(1).layer;
+  CHECK_FALSE(bn1.backend_from_train());
+  if (!bn1.supports(Backend::cudnn)) {
+    CNN_SKIP("this build has no cuDNN: train.backend cudnn cannot place a layer");
+  }
+  bn1.choose_backend(Device::cuda);  // resolves requests only: no device is touched
+  bn2.choose_backend(Device::cuda);
+  CHECK(bn1.backend() == Backend::cudnn);
+  CHECK(bn1.backend_from_train());
+  CHECK(bn2.backend() == Backend::cudnn);
+  CHECK_FALSE(bn2.backend_from_train());
+  // Sticky: resolving again keeps where the request came from.
+  bn1.choose_backend(Device::cuda);
+  CHECK(bn1.backend_from_train());
 }

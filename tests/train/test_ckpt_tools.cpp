@@ -30,7 +30,7 @@ layers:
   - {name: fc, type: dense, units: 4}
 loss: {type: softmax_cross_entropy}
 data: {format: synthetic}
-train: {epochs: 3, batch_size: 4, optimizer: {type: adam, lr: 0.01}}
+train: {epochs: 3, batch_size: 4, seed: 7, optimizer: {type: adam, lr: 0.01}}
 )";
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -49,7 +49,7 @@ std::string write_unit_checkpoint(const test::TempDir& dir, const std::string& n
   auto opt = make_optimizer(spec.train.optimizer, segs, graph->params_size());
   opt->set_step_count(5);
   CheckpointMeta meta;
-  meta.config_yaml = to_yaml(*spec.root);
+  meta.config_yaml = to_yaml(spec.config);
   meta.epoch = 1;
   meta.next_batch = 2;
   meta.step = 5;
@@ -321,4 +321,52 @@ TEST_CASE("diff reports config changes, max differences and tensors in one file 
   for (const TensorDiff& t : rn.tensors)
     if (t.name == "fc.bias") CHECK(std::isinf(t.max_abs));
   CHECK(to_json(rn).dump().find("\"max_abs\":null") != std::string::npos);
+}
+
+TEST_CASE("checkpoint metadata is parsed strictly and checked against its config at the limits", "[cpu]") {
+  test::TempDir dir;
+  const std::string path = write_unit_checkpoint(dir, "a.safetensors");  // epoch 2 of 3 in progress, batch 4
+  const std::map<std::string, std::string> good = SafetensorsFile::open(path).metadata();
+  const ModelSpec spec = parse_model_text(good.at("config"), "unit (config)");
+  auto with = [&](std::map<std::string, std::string> changes) {
+    std::map<std::string, std::string> m = good;
+    for (auto& [k, v] : changes) m[k] = v;
+    return m;
+  };
+  auto problems = [&](std::map<std::string, std::string> changes) {
+    std::vector<std::string> p = metadata_problems(parse_checkpoint_meta(with(changes), "ckpt"), spec);
+    std::string all;
+    for (const auto& x : p) all += x + "\n";
+    return all;
+  };
+  CHECK(problems({}) == "");
+  CHECK(problems({{"world_size", "1048576"}, {"elapsed_s", "1e9"}}) == "");
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"world_size", "1048577"}}), "ckpt"),
+                    Contains("'world_size' is 1048577, outside [1, 1048576]"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"world_size", "0"}}), "ckpt"), Contains("outside [1, 1048576]"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"epoch", "+1"}}), "ckpt"), Contains("expected an integer"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"step", "0x5"}}), "ckpt"), Contains("expected an integer"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"elapsed_s", "inf"}}), "ckpt"), Contains("expected a finite number"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"elapsed_s", "1.5e9"}}), "ckpt"), Contains("outside [0, 1000000000]"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"metrics", "[1]"}}), "ckpt"),
+                    Contains("metadata 'metrics' is a JSON array, expected an object"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"epoch_progress", R"({"loss_sum":-1})"}}), "ckpt"),
+                    Contains("'epoch_progress.loss_sum' is -1, expected a finite number >= 0"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"schedule", R"({"type":1})"}}), "ckpt"),
+                    Contains("'schedule.type' is 1, expected a string"));
+  CHECK_THROWS_WITH(parse_checkpoint_meta(with({{"format_version", "1 "}}), "ckpt"), Contains("format version 1 "));
+  // Against the config: epoch 1, next batch 2, step 5, batch 4, one rank, so 8 samples this epoch.
+  CHECK_THAT(problems({{"epoch_progress", R"({"loss_sum":1,"correct":3,"seen":9})"}}),
+             Contains("epoch_progress.seen 9 exceeds the 8 samples"));
+  CHECK_THAT(problems({{"epoch_progress", R"({"loss_sum":1,"correct":5,"seen":4})"}}),
+             Contains("epoch_progress.correct 5 exceeds epoch_progress.seen 4"));
+  CHECK(problems({{"world_size", "2"}, {"epoch_progress", R"({"loss_sum":1,"correct":3,"seen":16})"}}) == "");
+  CHECK_THAT(problems({{"step", "1"}, {"optimizer_steps", "1"}}), Contains("step 1 is fewer than the epochs trained"));
+  CHECK(problems({{"step", "2"}, {"optimizer_steps", "2"}}) == "");
+  CHECK_THAT(problems({{"optimizer_steps", "6"}}), Contains("optimizer_steps 6 exceeds step 5"));
+  CHECK_THAT(problems({{"epoch", "3"}}), Contains("epoch 3 (next batch 2) is beyond train.epochs = 3"));
+  CHECK_THAT(problems({{"next_batch", "70368744177665"}}), Contains("is beyond 2^48 samples an epoch"));
+  CHECK_THAT(problems({{"rng", R"({"seed":8})"}}), Contains("rng seed 8 differs from the config's train.seed 7"));
+  CHECK_THAT(problems({{"normalization", R"({"mean":[0.1,0.2],"std":[1,1]})"}}),
+             Contains("normalization has 2 channel(s), the config's input has 1"));
 }

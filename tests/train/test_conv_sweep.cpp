@@ -2,7 +2,7 @@
 // located at the key, and model conv layers deduplicated.
 #include <string>
 
-#include "config/node.h"
+#include "config/value.h"
 #include "core/error.h"
 #include "support/catch.h"
 #include "train/conv_bench.h"
@@ -11,8 +11,7 @@
 using namespace cnn;
 
 static std::vector<ConvPoint> parse(const std::string& text) {
-  ConfigNode root = parse_yaml(text, "s.yaml");
-  return parse_conv_sweep(root);
+  return parse_conv_sweep(parse_yaml(text, "s.yaml"));
 }
 
 static std::string parse_error(const std::string& text) {
@@ -61,7 +60,7 @@ TEST_CASE("the bundled sweep files parse with the expected point counts", "[cpu]
 TEST_CASE("conv sweep errors name the file, line and key with a suggestion", "[cpu]") {
   std::string e = parse_error(kBase + "sweeps:\n  - {name: B, base: A, sweep: {param: Kk, values: [1]}}\n");
   CHECK(e.find("s.yaml:6") != std::string::npos);
-  CHECK(e.find("unknown shape key 'Kk', did you mean 'K'?") != std::string::npos);
+  CHECK(e.find("expected a shape key or a list of them, found 'Kk', did you mean 'K'?") != std::string::npos);
   e = parse_error(kBase + "sweeps:\n  - {name: B, base: AA, sweep: {param: K, values: [1]}}\n");
   CHECK(e.find("unknown base shape 'AA'") != std::string::npos);
   e = parse_error("version: 1\nshapes:\n  - {name: A, N: 2, C: 3, H: 10, W: 10, K: 4, R: 3, S: 3, stride: 1, "

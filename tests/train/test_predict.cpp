@@ -3,7 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "config/node.h"
+#include "config/value.h"
 #include "data/face_detect.h"
 #include "data/image_io.h"
 #include "data/loader.h"
@@ -108,7 +108,8 @@ TEST_CASE("a checkpoint written by the trainer's writer loads into the same pred
   Normalization norm = compute_normalization(d);
   std::vector<float> expected = Predictor(ex, spec, norm, false).probabilities(d.pixels.data(), d.size());
   CheckpointMeta meta;
-  meta.config_yaml = to_yaml(*spec.root);
+  meta.config_yaml = to_yaml(spec.config);
+  meta.seed = spec.train.seed;
   write_checkpoint((dir / "run" / "checkpoints" / "last.safetensors").string(), ex, nullptr, meta);
 
   TrainedModel m = load_trained_model((dir / "run").string(), "cpu", {"eval.batch_size=25", "eval.ten_crop=true"});
@@ -193,4 +194,22 @@ TEST_CASE("face detection falls back to the whole image when there is no face", 
   CHECK(f.crop.width == 100);
   REQUIRE(read_image_file(path, true, 1, 24, 24, want.data()));
   CHECK(got == want);
+}
+
+TEST_CASE("check_ten_crop refuses ten-crop unless some crop dimension is smaller than the input", "[cpu]") {
+  ModelSpec spec = small_spec(0);  // 12x12
+  CHECK_NOTHROW(check_ten_crop(spec, "x"));  // ten-crop off
+  spec.eval.ten_crop = true;
+  CHECK_THROWS_WITH(check_ten_crop(spec, "x"), Catch::Matchers::Contains("no data.augment.random_crop"));
+  spec.data.augment.crop_size = 12;
+  CHECK_THROWS_WITH(check_ten_crop(spec, "x"), Catch::Matchers::Contains("random_crop.size is 12"));
+  spec.input.width = 16;  // 12x12 crops of 12x16 images: the corners differ
+  CHECK_NOTHROW(check_ten_crop(spec, "x"));
+  spec = small_spec(10);
+  spec.eval.ten_crop = true;
+  CHECK_NOTHROW(check_ten_crop(spec, "x"));
+  CHECK(describe_eval_crops(spec, true) ==
+        "ten-crop: the mean over 10 crops of 10x10 from 12x12 (corners, centre, each flipped)");
+  CHECK(describe_eval_crops(spec, false) == "centre crop 10x10 of 12x12");
+  CHECK(describe_eval_crops(small_spec(0), false) == "whole image 12x12");
 }

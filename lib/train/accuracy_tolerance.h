@@ -1,0 +1,51 @@
+// The accuracy guard's tolerances, in one place: the largest relative L2 difference (over every
+// output of the op on the probe operands, conv_accuracy.h and layer_accuracy.h) an implementation
+// may have from our trusted reference to be used. `--autotune-tolerance` (CNN_AUTOTUNE_TOLERANCE),
+// when given, replaces every one of them. Each says why it has its size.
+#pragma once
+
+#include <string>
+
+namespace cnn {
+
+// Convolutions, against a plain FP32 direct or GEMM algorithm (cuda:implicit_gemm on a GPU). Plain
+// FP32 algorithms (direct sums, implicit or explicit GEMM) differ from one another by about 1e-6
+// on the probe operands; FFT and Winograd transforms lose digits that grow with the filter size
+// (cuDNN's winograd_nonfused was 0.5-7% off on 5x5 filters, and a fer_cnn step tuned without a
+// guard was 5e-3 from a float64 reference against PyTorch's 6e-4). 1e-4 leaves two orders of
+// magnitude for summation order on long reductions and still rejects a transform that loses three
+// or more digits.
+inline constexpr double kConvAccuracyTolerance = 1e-4;
+
+// cuDNN batchnorm (spatial, training forward and backward, running statistics), against our CUDA
+// kernels. Its outputs are per-channel reductions over N*H*W values and, in dx, differences of
+// such sums (dx = gamma inv_std (dy - mean dy - xhat mean(dy xhat))); two correct FP32
+// implementations differ in summation order only, about 1e-6 relative at the batch sizes we run.
+// A variance taken as E[x^2] - E[x]^2 in FP32 on a channel whose mean is 8 standard deviations
+// (probe set 1) loses about two digits more, and a dx that is a small difference of large sums
+// loses what the sums lost: 1e-4, as for convolutions, rejects a formula that loses three digits.
+inline constexpr double kBatchnormCudnnTolerance = 1e-4;
+
+// cuDNN max and average pooling, against our CUDA kernels. Max pooling selects elements, so two
+// correct implementations agree exactly on tie-free operands (the probes are continuous normals);
+// average pooling adds at most R*S values and divides once, a few ulps (1e-7). 1e-5 leaves room
+// for that and still rejects a wrong window, padding count or tie rule (errors of order 1).
+inline constexpr double kPoolCudnnTolerance = 1e-5;
+
+// cuDNN activations (relu, sigmoid, tanh, elu), against our CUDA kernels. Pointwise: relu is
+// exact, the others go through different expf/tanhf implementations that differ by a few ulps
+// (1e-7 relative). 1e-5 leaves two orders of magnitude and rejects a wrong formula or coefficient.
+inline constexpr double kActivationCudnnTolerance = 1e-5;
+
+// The tolerance of a layer type's cuDNN implementation ("batchnorm", "maxpool", "relu", ...);
+// kConvAccuracyTolerance for a type without its own.
+inline double cudnn_layer_tolerance(const std::string& layer_type) {
+  if (layer_type == "batchnorm") return kBatchnormCudnnTolerance;
+  if (layer_type == "maxpool" || layer_type == "avgpool" || layer_type == "global_avgpool") return kPoolCudnnTolerance;
+  if (layer_type == "relu" || layer_type == "leaky_relu" || layer_type == "elu" || layer_type == "sigmoid" ||
+      layer_type == "tanh")
+    return kActivationCudnnTolerance;
+  return kConvAccuracyTolerance;
+}
+
+}  // namespace cnn

@@ -1,0 +1,254 @@
+// The life of a training run around its loop: the checks made before any file is written (resume
+// compatibility, the device, --init-from), a resume with nothing left to train, taking the run
+// directory, the end (test split, end line, result in train.log) and fatal errors, which reach
+// train.log whatever ends the run. Trap: lines logged before the run directory exists are kept in
+// a ring buffer and written to train.log first, so the log starts where the run started.
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "train/run_summary.h"
+#include "train/train_session.h"
+
+namespace cnn {
+
+namespace fs = std::filesystem;
+
+// The default logger's extra sink while it is attached (removed however the scope ends).
+class ScopedSink {
+ public:
+  explicit ScopedSink(std::shared_ptr<spdlog::sinks::sink> sink) : m_sink(std::move(sink)) {
+    spdlog::default_logger()->sinks().push_back(m_sink);
+  }
+  ~ScopedSink() { detach(); }
+  ScopedSink(const ScopedSink&) = delete;
+  ScopedSink& operator=(const ScopedSink&) = delete;
+  void detach() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), m_sink), sinks.end());
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::sink> m_sink;
+};
+
+static std::string message_of(const std::exception& e) {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  return err && !err->source_location().empty() ? fmt::format("{} [{}]", e.what(), err->source_location()) : e.what();
+}
+
+TrainResult TrainSession::run() {
+  try {
+    return run_session();
+  } catch (const std::exception& e) {
+    record_fatal(message_of(e));
+    if (m_run && m_run->enabled() && m_started) {  // an error before training began ends no segment
+      try {
+        append_end("error", {{"message", e.what()}});
+      } catch (...) {  // the disk may be what failed
+      }
+    }
+    throw;
+  }
+}
+
+void TrainSession::record_fatal(const std::string& message) noexcept {
+  if (RunDir* run = m_fatal_log.load()) run->log_to_file(spdlog::level::err, message);
+}
+
+TrainResult TrainSession::run_session() {
+  if (!m_opt.resume.empty() && !m_opt.init_from.empty())
+    throw ConfigError({"<command line>"}, "",
+                      "--resume continues a run with its own weights; it cannot be combined "
+                      "with --init-from (start a new run with --init-from instead)");
+  if (!m_opt.resume.empty() && m_opt.overwrite)
+    throw ConfigError({"<command line>"}, "",
+                      "--overwrite starts a new run in place of an old one; --resume continues one: give one of them");
+  auto earlier = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
+  ScopedSink keep_earlier(earlier);
+  m_early = EarlyStopping(m_spec.train.early_stopping);
+  if (m_opt.comm && m_opt.comm->distributed()) {
+    m_comm = m_opt.comm;
+    m_rank = m_comm->rank();
+    m_world = m_comm->size();
+    Watchdog::Options wo;
+    wo.timeout_s = m_spec.dist.timeout_s;
+    wo.stop_requested = [] { return stop_requested(); };
+    wo.fail = [this](const std::string& msg) {  // the watchdog's thread
+      record_fatal(msg);
+      if (m_opt.on_fatal) m_opt.on_fatal(msg, 1);
+      std::fprintf(stderr, "error: %s\n", msg.c_str());
+      m_comm->abort(1);
+    };
+    m_watch = std::make_unique<Watchdog>(*m_comm, m_comm->allgather(m_comm->host()), wo);
+  }
+  read_test_hook();
+  read_dist_test_hook();
+  // Build the network first: config errors surface before any directory or data is touched, and
+  // building writes every layer default into the config, resolving it as the checkpoint's was.
+  if (!m_opt.resume.empty()) m_resume = read_checkpoint(m_opt.resume);
+  try {
+    m_graph = Graph::build(m_spec);
+  } catch (const ConfigError&) {
+    // A model changed since the checkpoint may not even build: the differences say more.
+    if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
+    throw;
+  }
+  check_before_touching_anything();
+  if (nothing_to_train()) return m_result;
+  open_run_dir(earlier->last_raw());
+  keep_earlier.detach();
+  setup_data();
+  if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::after_data);
+  if (m_early.enabled() && m_data.val.size() == 0)
+    throw ConfigError({m_spec.file}, "train.early_stopping.patience",
+                      "early stopping watches a val metric, but the data has no val split (set data.val_split > 0, "
+                      "or patience 0)");
+  setup_model();
+  m_run->write_config(to_yaml(m_spec.config));
+  resume_or_init();
+  if (m_comm) start_data_parallel();
+  install_stop_handlers();
+  bool finished = run_epochs();
+  uninstall_stop_handlers();
+  if (m_watch) m_watch->finish();
+  m_result.steps = m_step;
+  m_result.end_reason = m_end_reason;
+  if (!finished || m_rank != 0) return m_result;
+  finish();
+  return m_result;
+}
+
+void TrainSession::check_before_touching_anything() {
+  if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
+  m_device = resolve_device(m_opt.device, *m_graph);
+  if (m_comm)
+    check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)",
+                            to_string(m_device));
+  if (m_opt.init_from.empty()) return;
+  m_init = read_weights_checkpoint(m_opt.init_from);
+  std::string ours, theirs;
+  int matched = 0;
+  for (const ParamEntry& e : m_graph->params()) {
+    ours += (ours.empty() ? "" : ", ") + e.name + " " + e.shape.to_string();
+    if (m_init->file.contains(e.name) && m_init->file.info(e.name).shape == e.shape.dims()) ++matched;
+  }
+  if (matched > 0) return;
+  for (const std::string& name : m_init->file.names())
+    if (name.rfind("optim.", 0) != 0) theirs += (theirs.empty() ? "" : ", ") + name + " " + Shape(m_init->file.info(name).shape).to_string();
+  throw ConfigError({"--init-from"}, "",
+                    fmt::format("no tensor of '{}' matches the model by name and shape, so nothing would be "
+                                "initialised from it.\n  checkpoint: {}\n  model: {}",
+                                m_init->path, theirs.empty() ? "(no weights)" : theirs, ours));
+}
+
+bool TrainSession::nothing_to_train() {
+  if (!m_resume) return false;
+  const CheckpointMeta& m = m_resume->meta;
+  const TrainSpec& t = m_spec.train;
+  std::string why;
+  if (t.max_steps > 0 && m.step >= t.max_steps) {
+    why = fmt::format("step {} has reached train.max_steps = {}: give a larger --max-steps, or none to train on to "
+                      "epoch {}",
+                      m.step, t.max_steps, t.epochs);
+  } else if (m.epoch >= t.epochs) {
+    why = fmt::format("the run has finished its {} epoch{} (step {}): give a larger --epochs to train on", t.epochs,
+                      t.epochs == 1 ? "" : "s", m.step);
+  } else {
+    EarlyStopping es(t.early_stopping);
+    es.load_state(m.metrics.value("early_stopping", nlohmann::json()));
+    if (es.should_stop())
+      why = fmt::format("the run stopped early after epoch {}: {}; raise train.early_stopping.patience (0 is off) "
+                        "to train on",
+                        m.epoch, es.reason());
+  }
+  if (why.empty()) return false;
+  spdlog::warn("nothing to train: {}; '{}' is left as it is", why, m_resume->path);
+  const fs::path ckpt_dir = fs::path(m_resume->path).parent_path();
+  m_result.run_dir = ckpt_dir.filename() == "checkpoints" ? ckpt_dir.parent_path().string() : ckpt_dir.string();
+  m_result.last_checkpoint = m_resume->path;
+  m_result.steps = m.step;
+  m_result.end_reason = "nothing_to_train";
+  return true;
+}
+
+// The directory of a resumed run is its checkpoint's (run/checkpoints/x.safetensors) unless --out
+// says otherwise; resuming into another directory starts that directory's files afresh.
+void TrainSession::open_run_dir(const std::vector<spdlog::details::log_msg_buffer>& earlier) {
+  std::string resumed_dir;
+  if (m_resume) {
+    const fs::path ckpt_dir = fs::path(m_resume->path).parent_path();
+    if (ckpt_dir.filename() == "checkpoints") resumed_dir = ckpt_dir.parent_path().string();
+  }
+  std::string dir = m_opt.out_dir;
+  if (dir.empty()) dir = !resumed_dir.empty() ? resumed_dir : default_run_dir(m_spec.name);
+  if (m_rank != 0) {  // the other ranks write nothing
+    m_run = std::make_unique<RunDir>();
+    return;
+  }
+  std::error_code ec;
+  RunDirClaim claim = m_opt.overwrite ? RunDirClaim::overwrite : RunDirClaim::fresh;
+  if (!resumed_dir.empty() && fs::equivalent(dir, resumed_dir, ec)) claim = RunDirClaim::resume;
+  m_run = std::make_unique<RunDir>(dir, claim, earlier);
+  m_fatal_log.store(m_run.get());
+  m_result.run_dir = dir;
+  spdlog::info("run directory: {}", dir);
+}
+
+void TrainSession::append_end(const std::string& reason, nlohmann::json extra) {
+  extra["event"] = "end";
+  extra["reason"] = reason;
+  extra["step"] = m_step;
+  extra["steps_trained"] = m_step - m_start_step;
+  extra["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
+  m_run->append_metrics(extra);
+}
+
+void TrainSession::finish() {
+  if (m_data.test.size() > 0) {
+    if (m_epoch_test && m_epoch_test->first == m_step) {  // the last epoch line tested these very weights
+      m_result.test = std::move(m_epoch_test->second);
+    } else {
+      if (!m_test_loader) m_test_loader = make_test_loader();
+      m_result.test = evaluate(*m_ex, *m_test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+    }
+    m_result.has_test = true;
+    nlohmann::json line{{"event", "test"},
+                        {"step", m_step},
+                        {"test_loss", m_result.test.loss},
+                        {"test_acc", m_result.test.top1},
+                        {"test_macro_f1", m_result.test.macro_f1}};
+    m_run->append_metrics(line);
+  }
+  nlohmann::json extra = nlohmann::json::object();
+  if (m_end_reason == "early_stopping") extra = {{"metric", m_spec.train.early_stopping.metric}, {"message", m_early.reason()}};
+  append_end(m_end_reason, extra);
+  // What the program prints on stdout, for the log (the console has it once, from the program).
+  m_run->log_to_file(spdlog::level::info, "result:\n" + format_train_result(m_result));
+}
+
+// A failing rank ends the whole job before unwinding: a peer waiting in a collective would
+// otherwise hang, and so could this rank's own NCCL and CUDA teardown.
+[[noreturn]] static void end_job(const TrainOptions& options, const std::string& message, int code) {
+  if (options.on_fatal) options.on_fatal(message, code);
+  std::fprintf(stderr, "error: rank %d (%s): %s\n", options.comm->rank(), options.comm->host().c_str(),
+               message.c_str());
+  std::fflush(stderr);
+  options.comm->abort(code);
+  std::_Exit(code);  // abort() never returns; this keeps the compiler sure of it
+}
+
+TrainResult train_model(ModelSpec spec, const TrainOptions& options) {
+  TrainSession session(std::move(spec), options);
+  if (!options.comm || !options.comm->distributed()) return session.run();
+  try {
+    return session.run();
+  } catch (const ConfigError& e) {
+    end_job(options, e.what(), 2);
+  } catch (const std::exception& e) {
+    end_job(options, e.what(), 1);
+  }
+}
+
+}  // namespace cnn
