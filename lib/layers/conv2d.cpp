@@ -89,25 +89,26 @@ class Conv2dLayer : public Layer, public ConvPlanned {
 
   double forward_flops() const override { return m_shape.flops_forward(); }
   bool supports(Backend b) const override {
-    return op_supports(b, dtype(), Conv2dForward{nullptr, m_shape}) &&
-           op_supports(b, dtype(), Conv2dBackwardData{nullptr, m_shape}) &&
-           op_supports(b, dtype(), Conv2dBackwardFilter{nullptr, m_shape});
+    return op_supports(b, dtype(), Conv2dForward{nullptr, m_shape, nullptr, nullptr, nullptr, nullptr, math()}) &&
+           op_supports(b, dtype(), Conv2dBackwardData{nullptr, m_shape, nullptr, nullptr, nullptr, math()}) &&
+           op_supports(b, dtype(), Conv2dBackwardFilter{nullptr, m_shape, nullptr, nullptr, nullptr, nullptr, math()});
   }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
     run_planned(ConvDir::forward, Conv2dForward{rc.exec, conv_shape(x[0]->shape()[0]), x[0]->view(),
-                                                m_params[0].view(), b, y.view()});
+                                                m_params[0].view(), b, y.view(), math()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
     if (dx[0])
-      run_planned(ConvDir::backward_data, Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view()});
+      run_planned(ConvDir::backward_data,
+                  Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view(), math()});
     const View db = m_bias ? m_grads[1].view() : nullptr;
     run_planned(ConvDir::backward_filter,
-                Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db});
+                Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db, math()});
   }
 
   // The plan's algorithm of direction d when the autotuner (or `algo:`) resolved one, else the

@@ -45,7 +45,7 @@ class DenseLayer : public Layer {
     DenseShape sh = m_shape;
     sh.N = x[0]->shape()[0];
     const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
-    run_op(backend(), DenseForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view()});
+    run_op(backend(), DenseForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math()});
     if (m_fused) run_op(backend(), ActivationForward{rc.exec, m_act, y.numel(), y.view(), y.view()});
   }
 
@@ -59,7 +59,8 @@ class DenseLayer : public Layer {
       Tensor& g = const_cast<Tensor&>(dy);  // this layer's own gradient buffer (see the top)
       run_op(backend(), ActivationBackwardFromOutput{rc.exec, m_act, g.numel(), y.view(), g.view(), g.view()});
     }
-    run_op(backend(), DenseBackward{rc.exec, sh, x[0]->view(), m_params[0].view(), dy.view(), dxv, m_grads[0].view(), db});
+    run_op(backend(),
+           DenseBackward{rc.exec, sh, x[0]->view(), m_params[0].view(), dy.view(), dxv, m_grads[0].view(), db, math()});
   }
 
   std::string summary() const override { return fmt::format("{} -> {}", m_shape.C, m_units); }

@@ -12,7 +12,8 @@ Layer::Layer(const LayerSpec& spec)
       m_where(spec.where),
       m_index(spec.index),
       m_requested_backend(spec.backend),
-      m_preferred_backend(spec.preferred_backend) {}
+      m_preferred_backend(spec.preferred_backend),
+      m_math(parse_math_mode(spec.precision)) {}
 
 bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && backend_built(b)); }
 

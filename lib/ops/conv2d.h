@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/exec_context.h"
+#include "core/math_mode.h"
 #include "ops/dispatch.h"
 
 namespace cnn {
@@ -66,6 +67,7 @@ struct Conv2dForward {
   ConstView w = nullptr;  // (K, C/groups, R, S)
   ConstView b = nullptr;  // (K) or null
   View y = nullptr;       // (N, K, P, Q)
+  MathMode math = MathMode::fp32;  // tf32: rows that honour it (cuDNN) may use TF32 tensor cores
   DType dtype() const { return x.dtype(); }
   static const ImplTable<ConvAlgo>& table();
 };
@@ -75,6 +77,7 @@ struct Conv2dBackwardData {
   ConstView w = nullptr;   // (K, C/groups, R, S)
   ConstView dy = nullptr;  // (N, K, P, Q)
   View dx = nullptr;       // (N, C, H, W)
+  MathMode math = MathMode::fp32;
   DType dtype() const { return dy.dtype(); }
   static const ImplTable<ConvAlgo>& table();
 };
@@ -85,6 +88,7 @@ struct Conv2dBackwardFilter {
   ConstView dy = nullptr;  // (N, K, P, Q)
   View dw = nullptr;       // (K, C/groups, R, S)
   View db = nullptr;       // (K) or null
+  MathMode math = MathMode::fp32;
   DType dtype() const { return dy.dtype(); }
   static const ImplTable<ConvAlgo>& table();
 };
@@ -98,7 +102,8 @@ void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const fl
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
 
-// cuDNN: FP32 without TF32 (conv2d_cudnn.cpp, whose rows are its algorithms by name and the
+// cuDNN: FP32 with FMA math (no TF32) for MathMode::fp32, cuDNN's default math (TF32 tensor cores
+// allowed) for MathMode::tf32 (conv2d_cudnn.cpp, whose rows are its algorithms by name and the
 // "cudnn" defaults: the heuristic's first choice within ctx.workspace_limit_bytes, deterministic
 // ones when ctx.deterministic). supports: non-throwing; the sizes fit cuDNN's int API (whether an
 // algorithm exists for the shape is the library's answer at run time).

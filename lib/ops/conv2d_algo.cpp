@@ -25,7 +25,7 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                    std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes, ConvForwardF32 forward,
                    ConvBackwardF32 backward) {
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
-    auto workspace = [bytes, dir](const ExecContext& ctx, const Conv2dShape& sh) { return bytes(ctx, sh, dir); };
+    auto workspace = [bytes, dir](const ExecContext& ctx, const Conv2dShape& sh, MathMode) { return bytes(ctx, sh, dir); };
     auto run = [forward, backward, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
       const ConvOperandsF32 f = f32_operands(op);
       if (dir == ConvDir::forward) return forward(ctx, sh, f.x, f.w, f.b, f.y);
@@ -36,7 +36,8 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
       CNN_CHECK(f.dw, "{} backward_filter: dw is null", name);
       backward(ctx, sh, f.x, nullptr, f.dy, nullptr, f.dw, f.db);
     };
-    out.push_back(ConvAlgo{name, backend, DType::f32, dir, deterministic, can_implement, workspace, run});
+    auto can = [can_implement](const ExecContext& ctx, const Conv2dShape& sh, MathMode) { return can_implement(ctx, sh); };
+    out.push_back(ConvAlgo{name, backend, DType::f32, dir, deterministic, can, workspace, run});
   }
 }
 
@@ -101,30 +102,33 @@ const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name) {
 }
 
 void invoke(const ConvAlgo& a, const Conv2dForward& args) {
-  a.run(*args.ctx, args.sh, ConvOperands{args.x, args.w, args.b, args.y});
+  ConvOperands op{args.x, args.w, args.b, args.y};
+  op.math = args.math;
+  a.run(*args.ctx, args.sh, op);
 }
 void invoke(const ConvAlgo& a, const Conv2dBackwardData& args) {
-  a.run(*args.ctx, args.sh, ConvOperands{nullptr, args.w, nullptr, nullptr, args.dy, args.dx});
+  ConvOperands op{nullptr, args.w, nullptr, nullptr, args.dy, args.dx};
+  op.math = args.math;
+  a.run(*args.ctx, args.sh, op);
 }
 void invoke(const ConvAlgo& a, const Conv2dBackwardFilter& args) {
-  a.run(*args.ctx, args.sh, ConvOperands{args.x, nullptr, nullptr, nullptr, args.dy, nullptr, args.dw, args.db});
+  ConvOperands op{args.x, nullptr, nullptr, nullptr, args.dy, nullptr, args.dw, args.db};
+  op.math = args.math;
+  a.run(*args.ctx, args.sh, op);
 }
 
 // can_implement on the call's context, or on an empty CPU context for a shape question.
-static bool can_implement(const ConvAlgo& a, const ExecContext* ctx, const Conv2dShape& sh) noexcept {
+template <typename Args>
+static bool can_implement(const ConvAlgo& a, const Args& args) noexcept {
   static const ExecContext kNoContext;
   try {
-    return a.can_implement(ctx ? *ctx : kNoContext, sh);
+    return a.can_implement(args.ctx ? *args.ctx : kNoContext, args.sh, args.math);
   } catch (const std::exception&) {
     return false;
   }
 }
-bool row_supports(const ConvAlgo& a, const Conv2dForward& args) noexcept { return can_implement(a, args.ctx, args.sh); }
-bool row_supports(const ConvAlgo& a, const Conv2dBackwardData& args) noexcept {
-  return can_implement(a, args.ctx, args.sh);
-}
-bool row_supports(const ConvAlgo& a, const Conv2dBackwardFilter& args) noexcept {
-  return can_implement(a, args.ctx, args.sh);
-}
+bool row_supports(const ConvAlgo& a, const Conv2dForward& args) noexcept { return can_implement(a, args); }
+bool row_supports(const ConvAlgo& a, const Conv2dBackwardData& args) noexcept { return can_implement(a, args); }
+bool row_supports(const ConvAlgo& a, const Conv2dBackwardFilter& args) noexcept { return can_implement(a, args); }
 
 }  // namespace cnn

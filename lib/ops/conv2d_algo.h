@@ -48,6 +48,7 @@ struct ConvOperands {
   View dx = nullptr;       // (N, C, H, W)
   View dw = nullptr;       // (K, C/groups, R, S)
   View db = nullptr;       // (K) or null
+  MathMode math = MathMode::fp32;  // what the call allows; a row's math_used() says what it does
 };
 
 // The same operands as f32 pointers (checked: another dtype throws), which the f32
@@ -70,11 +71,24 @@ struct ConvAlgo {
   DType dtype = DType::f32;  // of the activations (x, y, dy, dx)
   ConvDir dir = ConvDir::forward;
   bool deterministic = true;  // same bits on every run (no atomics whose order varies)
-  // Whether this algorithm computes this shape (cuDNN: whether the library supports it here).
-  std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement;
-  // Scratch bytes one call needs for this shape (0 when none).
-  std::function<size_t(const ExecContext&, const Conv2dShape&)> workspace_bytes;
+  // Whether this algorithm computes this shape under a math mode (cuDNN: whether the library
+  // supports it here), and the scratch bytes one call needs (0 when none). Call them through
+  // can_implement() and workspace_bytes() below.
+  std::function<bool(const ExecContext&, const Conv2dShape&, MathMode)> can_implement_fn;
+  std::function<size_t(const ExecContext&, const Conv2dShape&, MathMode)> workspace_fn;
   std::function<void(const ExecContext&, const Conv2dShape&, const ConvOperands&)> run;
+  // Whether the row honours ConvOperands::math (cuDNN: TF32 tensor cores under tf32); the others
+  // compute in exact FP32 whatever the call allows.
+  bool follows_math = false;
+
+  bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode m = MathMode::fp32) const {
+    return can_implement_fn(ctx, sh, m);
+  }
+  size_t workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, MathMode m = MathMode::fp32) const {
+    return workspace_fn(ctx, sh, m);
+  }
+  // The math this row does when the call allows m.
+  MathMode math_used(MathMode m) const { return follows_math ? m : MathMode::fp32; }
 };
 
 // Rows of the three directions from one forward and one backward function over f32 pointers, the

@@ -39,8 +39,8 @@ void add_strategy(std::vector<ConvAlgo>& out, const std::string& name, StrategyC
     a.backend = Backend::cuda;
     a.dir = dir;
     a.deterministic = true;  // assumed: conv2d_strategies.h states no scheduling-dependent sums
-    a.can_implement = [can, dir](const ExecContext&, const Conv2dShape& sh) { return can(sh, dir); };
-    a.workspace_bytes = [bytes, dir](const ExecContext&, const Conv2dShape& sh) { return bytes(sh, dir); };
+    a.can_implement_fn = [can, dir](const ExecContext&, const Conv2dShape& sh, MathMode) { return can(sh, dir); };
+    a.workspace_fn = [bytes, dir](const ExecContext&, const Conv2dShape& sh, MathMode) { return bytes(sh, dir); };
     a.run = [run, dir](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
       run(ctx, sh, dir, f32_operands(op));
     };

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "core/math_mode.h"
 #include "ops/dispatch.h"
 
 namespace cnn {
@@ -34,6 +35,7 @@ struct DenseForward {
   ConstView w = nullptr;  // (K, C)
   ConstView b = nullptr;  // (K) or null
   View y = nullptr;       // (N, K)
+  MathMode math = MathMode::fp32;  // tf32: the cuda row's GEMM may use TF32 tensor cores
   DType dtype() const { return x.dtype(); }
   static const OpTable<DenseForward>& table();
 };
@@ -46,11 +48,13 @@ struct DenseBackward {
   View dx = nullptr;       // (N, C) or null
   View dw = nullptr;       // (K, C) or null
   View db = nullptr;       // (K) or null
+  MathMode math = MathMode::fp32;
   DType dtype() const { return dy.dtype(); }
   static const OpTable<DenseBackward>& table();
 };
 
-// Rows (registry.cpp): cpu (dense_cpu.cpp, OpenBLAS SGEMM), cuda (dense_cuda.cu, cuBLAS on
-// ctx.cuda_stream, device memory).
+// Rows (registry.cpp): cpu (dense_cpu.cpp, OpenBLAS SGEMM, FP32 whatever the math), cuda
+// (dense_cuda.cu, cuBLAS on ctx.cuda_stream, device memory: pedantic FP32 math for fp32,
+// CUBLAS_TF32_TENSOR_OP_MATH for tf32; the bias sum db stays an FP32 kernel in both).
 
 }  // namespace cnn

@@ -192,7 +192,7 @@ static ImplTable<ConvAlgo> conv2d_rows(ConvDir dir, const char* op) {
       if (a.dir != dir) continue;
       CNN_CHECK(!find_impl(t, a.backend, a.dtype, a.name), "{}: '{}' ({}) is listed twice", op, a.name,
                 to_string(a.dtype));
-      CNN_CHECK(a.can_implement && a.workspace_bytes && a.run, "{}: '{}' lacks a function", op, a.name);
+      CNN_CHECK(a.can_implement_fn && a.workspace_fn && a.run, "{}: '{}' lacks a function", op, a.name);
       t.rows.push_back(std::move(a));
     }
   }
