@@ -54,7 +54,7 @@ TEST_CASE("cnn-train --precision tf32 on the CPU records it and says once that t
   CHECK_THAT(read_text_file(plain / "run" / "config.yaml"), Contains("precision: fp32"));
 }
 
-TEST_CASE("--precision bf16 is refused with exit 2 naming the implemented precisions", "[cpu]") {
+TEST_CASE("a precision of bf16 or fp16 is refused with exit 2 naming the implemented ones", "[cpu]") {
   TempDir dir("cnn-precision-bad");
   for (const std::string bad : {"bf16", "fp16"}) {
     ProgramResult r = train_tiny(dir, {"--precision", bad});
