@@ -421,11 +421,15 @@ static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir 
       plans.forward(real, t, cnt);
       transpose(t, wf + 2 * p0, cnt, F, stream, 0, KC);
     });
-  const bool x_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;  // no padded copy of x needed
+  const bool x_shape_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;
   for (int64_t n0 = 0; n0 < sh.N; n0 += d.nb) {
     const int cnt = int(std::min<int64_t>(d.nb, sh.N - n0));
     if (dir != ConvDir::backward_data) {
       const float* x = op.x + n0 * C * H * W;
+      // No padded copy of x needed when it has the transform's size and cuFFT's alignment: an
+      // R2C input that is only 4-byte aligned (a channel slice of a concat, an odd offset) is
+      // refused by cuFFT with CUFFT_INVALID_VALUE, so such an x goes through the copy too.
+      const bool x_fits = x_shape_fits && reinterpret_cast<uintptr_t>(x) % 16 == 0;
       if (!x_fits) pad(x, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
       transform(x_fits ? x : real, cnt * C, cspec);
     }

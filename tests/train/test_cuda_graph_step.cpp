@@ -191,11 +191,16 @@ TEST_CASE("an out-of-memory message says what, how much was asked and how much i
 
 TEST_CASE("a model too large for the GPU fails naming the activation arena and its layers", "[gpu]") {
   CNN_REQUIRE_GPU();
-  ModelSpec spec = parse_model_text(kModel, "graph_step.yaml");
+  // 24 convolutions whose outputs (8, 16, 16) at batch 2^20 are 2^31 elements each: every tensor
+  // is at the per-tensor cap (allowed), and training keeps them all for backward, about 200 GB of
+  // activations: no GPU has that, so the arena's cudaMalloc fails.
+  std::string yaml = "name: too_large\ninput: {channels: 8, height: 16, width: 16}\nclasses: [a, b]\nlayers:\n";
+  for (int i = 1; i <= 24; ++i) yaml += "  - {name: conv" + std::to_string(i) + ", type: conv2d, filters: 8, kernel: 1}\n";
+  yaml += "  - {name: gap, type: global_avgpool}\n  - {name: fc, type: dense, units: 2}\n";
+  ModelSpec spec = parse_model_text(yaml, "too_large.yaml");
   auto graph = Graph::build(spec);
   DeviceSetup dev("cuda", *graph, false);
-  // About 2 TB of activations: no GPU has that, so the arena's cudaMalloc fails.
-  const int64_t batch = int64_t(1) << 27;
+  const int64_t batch = int64_t(1) << 20;
   try {
     Executor ex(*graph, batch, dev.ctx());
     FAIL("an executor for batch " << batch << " was built");
