@@ -72,6 +72,17 @@ void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags) {
       ->check(CLI::PositiveNumber);
 }
 
+void add_precision_option(CLI::App& cli, std::string& precision, const char* default_text) {
+  cli.add_option("--precision", precision,
+                 fmt::format("how convolutions and dense layers multiply: fp32 | tf32 (train.precision; default {})",
+                             default_text));
+}
+
+std::vector<std::string> precision_override(const std::string& precision) {
+  if (precision.empty()) return {};
+  return {"train.precision=" + precision};
+}
+
 void export_autotune_flags(const AutotuneFlags& flags) {
   if (!flags.cache.empty()) setenv("CNN_AUTOTUNE_CACHE", flags.cache.c_str(), 1);
   if (flags.workspace_mb >= 0) setenv("CNN_WORKSPACE_MB", std::to_string(flags.workspace_mb).c_str(), 1);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -37,5 +38,11 @@ struct AutotuneFlags {
 };
 void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags);
 void export_autotune_flags(const AutotuneFlags& flags);
+
+// --precision P on `cli` (train.precision); what it says after `default_text`. Not checked here:
+// precision_override() makes it the --set override "train.precision=P" (nothing when not given),
+// so the model file's schema checks the value and names the allowed ones.
+void add_precision_option(CLI::App& cli, std::string& precision, const char* default_text);
+std::vector<std::string> precision_override(const std::string& precision);
 
 }  // namespace cnn::app

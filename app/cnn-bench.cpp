@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   std::string backend;
   m->add_option("--backend", backend,
                 "on a GPU, layers left auto use this backend where they can: auto | cuda | cudnn (train.backend)");
+  std::string precision;
+  app::add_precision_option(*m, precision, "the model file's, fp32");
 
   std::vector<std::string> sweeps, model_files;
   bool models = false;
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
   c->add_option("--warmup", copt.warmup, "untimed runs per point (default: the sweep file's)");
   c->add_option("--csv", csv_path, "write one row per (point, direction, implementation) as CSV");
   c->add_option("--json", conv_json, "write the rows, summaries and group means as JSON");
+  std::string conv_precision = "fp32";
+  c->add_option("--precision", conv_precision,
+                "what the implementations may do: fp32 | tf32 (cuDNN on TF32 tensor cores; default fp32)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
 
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path);
@@ -82,6 +88,8 @@ int main(int argc, char** argv) {
     const AutotuneOptions tune_opt = AutotuneOptions::from_environment();
     copt.workspace_limit_bytes = tune_opt.workspace_limit_bytes;
     copt.tolerance = tune_opt.tolerance;
+    copt.tolerance_given = tune_opt.tolerance_given;
+    copt.math = parse_math_mode(conv_precision);
     ConvBenchResult r = bench_conv(points, copt);
     std::cout << r.to_table();
     if (!csv_path.empty()) write(csv_path, r.to_csv());
@@ -97,6 +105,7 @@ int main(int argc, char** argv) {
       throw ConfigError({"<command line>"}, "", "--steps and --repeats must be >= 1, --warmup >= 0");
     if (no_cuda_graph) sets.push_back("train.cuda_graph=false");
     if (!backend.empty()) sets.push_back("train.backend=" + backend);
+    for (const std::string& s : app::precision_override(precision)) sets.push_back(s);
     ModelBenchResult r = bench_model(load_model_spec(model, sets), opt);
     std::cout << r.to_table();
     if (!json_path.empty()) {

@@ -18,7 +18,7 @@
 using namespace cnn;
 
 struct EvalArgs {
-  std::string target, split = "test", data, json, device = "auto", cascade;
+  std::string target, split = "test", data, json, device = "auto", cascade, precision;
   std::vector<std::string> predict;
   int64_t batch = 0;
   double face_margin = 0.1;
@@ -42,6 +42,7 @@ static int run_eval(const EvalArgs& a) {
   std::vector<std::string> sets;
   if (a.batch > 0) sets.push_back(fmt::format("eval.batch_size={}", a.batch));
   if (a.ten_crop) sets.push_back("eval.ten_crop=true");
+  for (const std::string& s : app::precision_override(a.precision)) sets.push_back(s);
   TrainedModel m = load_trained_model(a.target, a.device, sets);
   if (!a.data.empty()) m.spec.data.path = a.data;
   const char* why = m.which == "best"   ? " (the run's best checkpoint)"
@@ -49,6 +50,8 @@ static int run_eval(const EvalArgs& a) {
                                         : "";
   std::cout << "checkpoint: " << m.checkpoint << why << "\n";
   std::cout << "evaluation: " << describe_eval_crops(m.spec, m.ten_crop) << "\n";
+  std::cout << "precision: " << m.spec.train.precision << (a.precision.empty() ? " (the checkpoint's)" : " (--precision)")
+            << "\n";
 
   // Only a split evaluation reads data (and a checkpoint too old to record its normalisation).
   DataSplits data;
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
   cli.add_option("--json", a.json, "write the report (or the predictions) as JSON to this file");
   cli.add_option("--batch", a.batch, "rows per forward pass (overrides eval.batch_size)")->check(CLI::PositiveNumber);
   cli.add_option("--device", a.device, "auto | cpu | cuda (auto: the GPU when one is usable)");
+  app::add_precision_option(cli, a.precision, "the checkpoint's");
   cli.add_flag("--ten-crop", a.ten_crop,
                "average the predictions over ten crops (as eval.ten_crop: true); needs a crop smaller than the input");
   cli.add_option("--predict", a.predict, "classify these image files instead of evaluating a split");

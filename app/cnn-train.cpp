@@ -35,7 +35,7 @@ static int run_validate(const std::vector<std::string>& files, int64_t batch, co
 }
 
 struct TrainArgs {
-  std::string model, out, device = "auto", resume, init_from, backend;
+  std::string model, out, device = "auto", resume, init_from, backend, precision;
   std::vector<std::string> sets;
   int64_t epochs = 0, batch = 0, max_steps = -1;
   uint64_t seed = 0;
@@ -83,6 +83,7 @@ static int run_train(TrainArgs& a) {
   if (a.max_steps >= 0) sets.push_back(fmt::format("train.max_steps={}", a.max_steps));
   if (a.no_cuda_graph) sets.push_back("train.cuda_graph=false");
   if (!a.backend.empty()) sets.push_back("train.backend=" + a.backend);
+  for (const std::string& s : app::precision_override(a.precision)) sets.push_back(s);
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
   ModelSpec spec;
   if (!a.model.empty()) {
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
   cli.add_option("--backend", t.backend,
                  "on a GPU, layers left auto use this backend where they can: auto | cuda | cudnn (train.backend)")
       ->check(CLI::IsMember({"auto", "cuda", "cudnn"}));
+  app::add_precision_option(cli, t.precision, "the model file's, fp32; on --resume the checkpoint's");
   cli.add_option("--resume", t.resume, "continue a run from RUN_DIR or a checkpoint")->check(CLI::ExistingPath);
   cli.add_option("--init-from", t.init_from, "start from a checkpoint's weights (fine-tuning)")
       ->check(CLI::ExistingPath);

@@ -12,8 +12,14 @@ names its tensors like our checkpoints: state_dict keys are "conv1.weight", "bn1
  2. timing: per --batch, whole PyTorch training steps (forward, loss, backward, the model's
     optimizer) on synthetic data in eager mode, under torch.compile(model) and captured as one CUDA
     graph, next to `cnn-bench model --json`; one table, and everything in --json.
-Needs torch, safetensors and pyyaml, and a CUDA build of cnn-bench. Example:
+    --precision fp32|tf32 (default fp32) is the precision of both sides' timings: ours runs
+    `cnn-bench model --precision P`, PyTorch sets torch.backends.cudnn.allow_tf32 and
+    torch.backends.cuda.matmul.allow_tf32 to P == tf32 (--tf32 on|off overrides PyTorch's side
+    alone). The check always compares FP32 with TF32 off on both sides.
+Needs torch, safetensors and pyyaml, and a CUDA build of cnn-bench (Debian: /usr/bin/python3 with
+python3-torch, python3-yaml and python3-safetensors, or pip's). Example:
     python3 tools/compare_pytorch.py models/fashion_cnn.yaml --batch 64 --batch 256 --json cmp.json
+    python3 tools/compare_pytorch.py models/vgg_fer.yaml --batch 64 --batch 640 --precision tf32
     python3 tools/compare_pytorch.py models/fer_cnn.yaml --batch 64 --backend cudnn --modes eager
 Trap: our step reads the loss back every step (one host sync); the PyTorch steps never sync, as
 PyTorch users write them. Both update with lr * 1e-3 (cnn-bench's choice: the weights stay sane).
@@ -440,13 +446,14 @@ def time_ours(args, batch):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ours.json")
         command, err = run_bench(args, ["--batch", str(batch), "--steps", str(args.steps), "--repeats",
-                                        str(args.repeats), "--warmup", str(args.warmup), "--json", out], args.set)
+                                        str(args.repeats), "--warmup", str(args.warmup), "--json", out,
+                                        "--precision", args.precision], args.set)
         if err:
             return dict(error=err, command=command)
         with open(out) as f:
             j = json.load(f)
     return dict(step_ms=j["step_ms"], img_per_s=j["img_per_s"], repeat_img_per_s=j.get("repeat_img_per_s"),
-                device=j.get("device"), command=command)
+                device=j.get("device"), precision=j.get("precision"), command=command)
 
 
 def print_table(header, rows):
@@ -471,11 +478,17 @@ def parse_args(argv):
     p.add_argument("--backend", choices=("auto", "cuda", "cudnn"),
                    help="our side's train.backend (the same as --set train.backend=X), e.g. cudnn to check the "
                         "accuracy-guarded cuDNN choices")
-    p.add_argument("--tf32", choices=("off", "on"), default="off", help="TF32 in the PyTorch timings (the check: off)")
+    p.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
+                   help="precision of both sides' timings: ours --precision P, PyTorch's TF32 flags on for tf32 "
+                        "(default %(default)s; the check: FP32, TF32 off)")
+    p.add_argument("--tf32", choices=("off", "on"),
+                   help="TF32 in the PyTorch timings alone (default: on for --precision tf32, else off)")
     p.add_argument("--ddp", type=int, metavar="N",
                    help="instead: PyTorch DistributedDataParallel on N local GPUs at the per-GPU --batch "
                         "(tools/pytorch_ddp.py; what tools/scaling.sh compares against)")
     args = p.parse_args(argv)
+    if args.tf32 is None:
+        args.tf32 = "on" if args.precision == "tf32" else "off"
     if args.backend:
         args.set.append(f"train.backend={args.backend}")
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -544,7 +557,8 @@ def main(argv=None):
     except OSError:
         ours_version = None
     report = dict(model=cfg.get("name", os.path.basename(args.model)), file=args.model, sets=args.set,
-                  gpu=torch.cuda.get_device_name(device), tf32=args.tf32 == "on", cudnn_benchmark=True,
+                  gpu=torch.cuda.get_device_name(device), precision=args.precision, tf32=args.tf32 == "on",
+                  cudnn_benchmark=True,
                   steps=args.steps, warmup=args.warmup, repeats=args.repeats,
                   versions=dict(python=sys.version.split()[0], torch=torch.__version__, cuda=torch.version.cuda,
                                 cudnn=torch.backends.cudnn.version(), cnn_bench=ours_version))
@@ -562,9 +576,9 @@ def main(argv=None):
     torch.backends.cudnn.benchmark = True  # what PyTorch users set for fixed shapes
     report["results"] = [timing_row(args, plan, cfg, b, device) for b in batches]
     print(f"training steps on {report['gpu']}: img/s, median of {args.repeats} x {args.steps} steps, "
-          f"TF32 {args.tf32}, torch {torch.__version__}")
+          f"ours --precision {args.precision}, PyTorch TF32 {args.tf32}, torch {torch.__version__}")
     cell = lambda r: f"{r['img_per_s']:,.0f}" if "img_per_s" in r else ("failed" if "error" in r else "-")  # noqa
-    print_table(["model", "batch", "ours", *MODES, "best", "ours/best"],
+    print_table(["model", "batch", f"ours ({args.precision})", *MODES, "best", "ours/best"],
                 [[report["model"], r["batch"], cell(r["ours"]), *[cell(r.get(m, {})) for m in MODES],
                   r["best_pytorch"] or "-", f"{r['ratio_ours_over_best']:.2f}" if r["ratio_ours_over_best"] else "-"]
                  for r in report["results"]])

@@ -175,12 +175,6 @@ DType parse_dtype(const std::string& name) {
   return row->type;
 }
 
-size_t dtype_size(DType t) {
-  for (const auto& row : kDTypes)
-    if (row.type == t) return row.size;
-  return 0;
-}
-
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

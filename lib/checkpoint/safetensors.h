@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace cnn {
 
-// Element types of the format. Sub-byte types (F4, F6_*) are not supported and read as unknown.
-enum class DType { f32, f64, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean };
-
+// Element types of the format: core/dtype.h's DType (dtype_size there). Sub-byte types (F4, F6_*)
+// are not supported and read as unknown.
 const char* dtype_name(DType t);             // "F32", "BF16", "BOOL", ...
 DType parse_dtype(const std::string& name);  // throws cnn::Error listing the known names
-size_t dtype_size(DType t);                  // bytes per element
 
 // Where a tensor lives in a file; offsets are relative to the start of the data section.
 struct TensorInfo {

@@ -184,6 +184,9 @@ SchemaPtr train_schema() {
   s->key("cuda_graph", Type::boolean(), "capture the GPU training step in a CUDA graph").defaults_to(d.cuda_graph);
   s->key("backend", Type::choice({"auto", "cuda", "cudnn"}), "on a GPU, layers left auto use this backend where they can")
       .defaults_to(d.backend);
+  s->key("precision", Type::choice({"fp32", "tf32"}),
+         "how convolutions and dense layers multiply: fp32 exact; tf32 TF32 tensor cores in cuDNN and cuBLAS (bf16, fp16: not yet)")
+      .defaults_to(d.precision);
   s->key("clip_grad_norm", Type::real(0.0), "clip the global gradient L2 norm to this (0: off)").defaults_to(d.clip_grad_norm);
   s->key("lr_scaling", Type::choice({"none", "linear", "sqrt"}), "data-parallel: lr times 1, ranks or sqrt(ranks)")
       .defaults_to(d.lr_scaling);
@@ -404,6 +407,7 @@ void read_train(const Value& s, TrainSpec& t) {
   t.max_steps = s["max_steps"].integer();
   t.cuda_graph = s["cuda_graph"].boolean();
   t.backend = s["backend"].string();
+  t.precision = s["precision"].string();
   t.clip_grad_norm = s["clip_grad_norm"].real();
   t.lr_scaling = s["lr_scaling"].string();
   t.log_every = s["log_every"].integer();
@@ -454,7 +458,10 @@ ModelSpec parse_model_spec(const Value& root, const std::string& file, const Lay
   read_loss(doc["loss"], spec.loss, spec.classes.size());
   read_data(doc["data"], spec.data, spec.input);
   read_train(doc["train"], spec.train);
-  for (LayerSpec& l : spec.layers) l.preferred_backend = spec.train.backend;
+  for (LayerSpec& l : spec.layers) {
+    l.preferred_backend = spec.train.backend;
+    l.precision = spec.train.precision;
+  }
   read_eval(doc["eval"], spec.eval);
   read_dist(doc["dist"], spec.dist);
   spec.config = doc;

@@ -25,7 +25,8 @@ CudaContext::CudaContext(int device) : m_device(device) {
   cublasHandle_t blas = nullptr;
   CUBLAS_CHECK(cublasCreate(&blas));
   CUBLAS_CHECK(cublasSetStream(blas, stream));
-  // Plain FP32: the product compares against FP32 references with TF32 off.
+  // Plain FP32 by default (precision fp32 is bit for bit as before TF32 existed); dense sets
+  // CUBLAS_TF32_TENSOR_OP_MATH for its own GEMMs under precision tf32 and puts this back.
   CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH));
   // A fixed cuBLAS workspace, so no call allocates while a CUDA graph is being captured (NVIDIA's
   // CUDA-graph guidance for cuBLAS; 32 MiB covers Hopper's largest recommended size).

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/shape.h"
+#include "core/view.h"
 
 namespace cnn {
 
@@ -27,6 +29,11 @@ public:
   int64_t numel() const { return m_shape.numel(); }
   size_t bytes() const { return static_cast<size_t>(numel()) * sizeof(float); }
   Device device() const { return m_device; }
+  // Every tensor stores f32 until mixed precision gives tensors other dtypes; op operands are taken
+  // from a tensor through view(), so they carry the tensor's dtype to the dispatcher.
+  DType dtype() const { return DType::f32; }
+  View view() { return View(static_cast<void*>(m_data), dtype()); }
+  ConstView view() const { return ConstView(static_cast<const void*>(m_data), dtype()); }
   bool defined() const { return m_data != nullptr || numel() == 0; }
 
   // Same storage, another shape of equal element count.

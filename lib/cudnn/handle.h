@@ -87,9 +87,9 @@ inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h,
                                          static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
 }
 
-// Up to 16 integers that identify a shape, as a hash-map key.
+// Up to 17 integers that identify a shape (and a mode), as a hash-map key.
 struct ShapeKey {
-  std::array<int64_t, 16> v{};
+  std::array<int64_t, 17> v{};
   bool operator==(const ShapeKey& o) const { return v == o.v; }
 };
 struct ShapeKeyHash {

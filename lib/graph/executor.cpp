@@ -193,9 +193,8 @@ void Executor::backward(const GradHook& hook) {
     if (node.fused_into < 0) naming_layer(node, "backward", [&] { node.layer->backward(rc, xs, y, dy, dxs); });
     for (int k : accumulate) {
       Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
-      const float* two[2] = {target.data(), dx_views[static_cast<size_t>(k)].data()};
-      add_forward(m_ctx.device == Device::cuda ? Backend::cuda : Backend::cpu, m_ctx, target.numel(), 2, two,
-                  target.data());
+      const ConstView two[2] = {target.view(), dx_views[static_cast<size_t>(k)].view()};
+      run_op(native_backend(m_ctx.device), AddForward{&m_ctx, target.numel(), 2, two, target.view()});
     }
     if (m_timer) m_timer->end(i, true);
     if (hook) {  // last parameter first: reverse layout order, as the gradient buckets are planned

@@ -2,7 +2,6 @@
 // tanh: one class, the type picks the function. Output shape equals input shape.
 #include "layers/registry.h"
 #include "ops/activation.h"
-#include "ops/cudnn_ops.h"
 
 namespace cnn {
 namespace {
@@ -33,7 +32,8 @@ class ActivationLayer : public Layer {
   double backward_flops() const override { return double(m_numel); }
   // cuDNN has relu, sigmoid, tanh and elu (alpha = 1 only: its derivative drops alpha), not leaky_relu.
   bool supports(Backend b) const override {
-    return b == Backend::cudnn ? cudnn_ops_built() && activation_cudnn_supports(m_p) : Layer::supports(b);
+    return op_supports(b, dtype(), ActivationForward{nullptr, m_p, m_numel}) &&
+           op_supports(b, dtype(), ActivationBackward{nullptr, m_p, m_numel});
   }
   bool backward_needs_output() const override {
     return m_p.kind == ActivationKind::sigmoid || m_p.kind == ActivationKind::tanh || m_p.kind == ActivationKind::elu;
@@ -42,13 +42,13 @@ class ActivationLayer : public Layer {
   const ActivationParams* activation() const override { return &m_p; }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    activation_forward(backend(), *rc.exec, m_p, x[0]->numel(), x[0]->data(), y.data());
+    run_op(backend(), ActivationForward{rc.exec, m_p, x[0]->numel(), x[0]->view(), y.view()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
-    activation_backward(backend(), *rc.exec, m_p, dy.numel(), x[0]->data(), y.data(), dy.data(), dx[0]->data());
+    run_op(backend(), ActivationBackward{rc.exec, m_p, dy.numel(), x[0]->view(), y.view(), dy.view(), dx[0]->view()});
   }
 
   std::string summary() const override {

@@ -6,7 +6,6 @@
 #include "core/device.h"
 #include "layers/registry.h"
 #include "ops/batchnorm.h"
-#include "ops/cudnn_ops.h"
 
 namespace cnn {
 namespace {
@@ -35,10 +34,10 @@ class BatchnormLayer : public Layer {
   double forward_flops() const override { return 4.0 * m_C * m_HW; }
   double backward_flops() const override { return 8.0 * m_C * m_HW; }
   bool supports(Backend b) const override {
-    if (b != Backend::cudnn) return Layer::supports(b);
-    BatchnormShape sh;
-    sh.N = 1, sh.C = m_C, sh.H = m_HW, sh.W = 1, sh.eps = m_eps, sh.momentum = m_momentum;
-    return cudnn_ops_built() && batchnorm_cudnn_supports(sh);
+    const BatchnormShape sh = shape_for_batch(1);
+    return op_supports(b, dtype(), BatchnormForwardTrain{nullptr, sh}) &&
+           op_supports(b, dtype(), BatchnormForwardInfer{nullptr, sh}) &&
+           op_supports(b, dtype(), BatchnormBackward{nullptr, sh});
   }
 
   void prepare(int64_t max_batch, Device device) override {
@@ -78,24 +77,24 @@ class BatchnormLayer : public Layer {
     const ActivationParams* act = m_fused ? &m_act : nullptr;
     if (!rc.training) {
       if (act)
-        batchnorm_forward_infer_act(kernels(), *rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, act, y.data());
+        run_op(kernels(), BatchnormForwardInferAct{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, act, y.view()});
       else
-        batchnorm_forward_infer(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, rmean, rvar, y.data());
+        run_op(backend(), BatchnormForwardInfer{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, y.view()});
     } else if (act || m_sync) {
-      phased_forward(rc, sh, x[0]->data(), y.data());
+      phased_forward(rc, sh, x[0]->view(), y.view());
     } else {
-      batchnorm_forward_train(backend(), *rc.exec, sh, x[0]->data(), gamma, beta, y.data(), rmean, rvar,
-                              m_save_mean.data(), m_save_inv_std.data());
+      run_op(backend(), BatchnormForwardTrain{rc.exec, sh, x[0]->view(), gamma, beta, y.view(), rmean, rvar,
+                                              m_save_mean.data(), m_save_inv_std.data()});
     }
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     BatchnormShape sh = shape_for(*x[0]);
-    float* dxp = dx[0] ? dx[0]->data() : nullptr;
-    if (m_fused || m_sync) return phased_backward(rc, sh, x[0]->data(), y.data(), dy.data(), dxp);
-    batchnorm_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), m_save_mean.data(),
-                       m_save_inv_std.data(), dy.data(), dxp, m_grads[0].data(), m_grads[1].data());
+    const View dxv = dx[0] ? dx[0]->view() : nullptr;
+    if (m_fused || m_sync) return phased_backward(rc, sh, x[0]->view(), y.view(), dy.view(), dxv);
+    run_op(backend(), BatchnormBackward{rc.exec, sh, x[0]->view(), m_params[0].data(), m_save_mean.data(),
+                                        m_save_inv_std.data(), dy.view(), dxv, m_grads[0].data(), m_grads[1].data()});
   }
 
   // A rank without samples: zeros into the same reductions; the forward still updates the running
@@ -108,9 +107,9 @@ class BatchnormLayer : public Layer {
     device_memset_zero(d, block, size_t(2 * m_C + 1) * sizeof(double));
     m_sync->sum(block, 2 * m_C + 1, d);
     if (!backward)
-      batchnorm_forward_apply(kernels(), *rc.exec, sh, block, nullptr, m_params[0].data(), m_params[1].data(), nullptr,
-                              nullptr, m_params[2].data(), m_params[3].data(), m_save_mean.data(),
-                              m_save_inv_std.data());
+      run_op(kernels(), BatchnormForwardApply{rc.exec, sh, block, nullptr, m_params[0].data(), m_params[1].data(),
+                                              nullptr, nullptr, m_params[2].data(), m_params[3].data(),
+                                              m_save_mean.data(), m_save_inv_std.data()});
   }
 
   std::string summary() const override { return fmt::format("eps {} mom {}", m_eps, m_momentum); }
@@ -123,25 +122,25 @@ class BatchnormLayer : public Layer {
   }
 
   // Statistics of this rank, summed over the ranks when synchronised, then normalise (+ act).
-  void phased_forward(const RunContext& rc, const BatchnormShape& sh, const float* x, float* y) {
+  void phased_forward(const RunContext& rc, const BatchnormShape& sh, ConstView x, View y) {
     double* stats = sums(false);
     float* rmean = m_params[2].data();
-    batchnorm_forward_stats(kernels(), *rc.exec, sh, x, rmean, stats);
+    run_op(kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats});
     if (m_sync) m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
-    batchnorm_forward_apply(kernels(), *rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
-                            m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(), m_save_mean.data(),
-                            m_save_inv_std.data());
+    run_op(kernels(), BatchnormForwardApply{rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
+                                            m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
+                                            m_save_mean.data(), m_save_inv_std.data()});
   }
 
-  void phased_backward(const RunContext& rc, const BatchnormShape& sh, const float* x, const float* y,
-                       const float* dy, float* dx) {
+  void phased_backward(const RunContext& rc, const BatchnormShape& sh, ConstView x, ConstView y, ConstView dy,
+                       View dx) {
     double* s = sums(true);
     const ActivationParams* act = m_fused ? &m_act : nullptr;
-    batchnorm_backward_stats(kernels(), *rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
-                             m_grads[0].data(), m_grads[1].data());
+    run_op(kernels(), BatchnormBackwardStats{rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
+                                             m_grads[0].data(), m_grads[1].data()});
     if (m_sync) m_sync->sum(s, 2 * m_C + 1, rc.exec->device);
-    batchnorm_backward_apply(kernels(), *rc.exec, sh, s, x, y, act, m_params[0].data(), m_save_mean.data(),
-                             m_save_inv_std.data(), dy, dx);
+    run_op(kernels(), BatchnormBackwardApply{rc.exec, sh, s, x, y, act, m_params[0].data(), m_save_mean.data(),
+                                             m_save_inv_std.data(), dy, dx});
   }
 
   bool m_fused = false;

@@ -11,7 +11,6 @@
 #include "layers/conv_plan.h"
 #include "layers/registry.h"
 #include "ops/conv2d.h"
-#include "ops/cudnn_ops.h"
 
 namespace cnn {
 namespace {
@@ -90,42 +89,34 @@ class Conv2dLayer : public Layer, public ConvPlanned {
 
   double forward_flops() const override { return m_shape.flops_forward(); }
   bool supports(Backend b) const override {
-    return b == Backend::cudnn ? cudnn_ops_built() && conv2d_cudnn_supports(m_shape) : Layer::supports(b);
+    return op_supports(b, dtype(), Conv2dForward{nullptr, m_shape, nullptr, nullptr, nullptr, nullptr, math()}) &&
+           op_supports(b, dtype(), Conv2dBackwardData{nullptr, m_shape, nullptr, nullptr, nullptr, math()}) &&
+           op_supports(b, dtype(), Conv2dBackwardFilter{nullptr, m_shape, nullptr, nullptr, nullptr, nullptr, math()});
   }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
-    const float* b = m_bias ? m_params[1].data() : nullptr;
-    if (const ConvAlgo* a = m_plan.algo(ConvDir::forward)) {
-      ConvOperands op;
-      op.x = x[0]->data(), op.w = m_params[0].data(), op.b = b, op.y = y.data();
-      a->run(*rc.exec, sh, op);
-      return;
-    }
-    conv2d_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
+    const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
+    run_planned(ConvDir::forward, Conv2dForward{rc.exec, conv_shape(x[0]->shape()[0]), x[0]->view(),
+                                                m_params[0].view(), b, y.view(), math()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
-    float* dxp = dx[0] ? dx[0]->data() : nullptr;
-    float* db = m_bias ? m_grads[1].data() : nullptr;
-    const ConvAlgo* data_algo = m_plan.algo(ConvDir::backward_data);
-    const ConvAlgo* filter_algo = m_plan.algo(ConvDir::backward_filter);
-    if (!data_algo && !filter_algo) {
-      conv2d_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
-      return;
-    }
-    ConvOperands op;
-    op.x = x[0]->data(), op.w = m_params[0].data(), op.dy = dy.data();
-    op.dx = dxp, op.dw = m_grads[0].data(), op.db = db;
-    if (dxp && data_algo) data_algo->run(*rc.exec, sh, ConvOperands{nullptr, op.w, nullptr, nullptr, op.dy, dxp});
-    if (dxp && !data_algo)
-      conv2d_backward(backend(), *rc.exec, sh, op.x, op.w, op.dy, dxp, nullptr, nullptr);
-    if (filter_algo)
-      filter_algo->run(*rc.exec, sh, ConvOperands{op.x, nullptr, nullptr, nullptr, op.dy, nullptr, op.dw, db});
-    else
-      conv2d_backward(backend(), *rc.exec, sh, op.x, op.w, op.dy, nullptr, op.dw, db);
+    if (dx[0])
+      run_planned(ConvDir::backward_data,
+                  Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view(), math()});
+    const View db = m_bias ? m_grads[1].view() : nullptr;
+    run_planned(ConvDir::backward_filter,
+                Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db, math()});
+  }
+
+  // The plan's algorithm of direction d when the autotuner (or `algo:`) resolved one, else the
+  // default row of the layer's backend.
+  template <typename Args>
+  void run_planned(ConvDir d, const Args& args) const {
+    const ConvAlgo* a = m_plan.algo(d);
+    run_op(a ? a->backend : backend(), args, a ? std::string_view(a->name) : std::string_view());
   }
 
   std::string summary() const override {

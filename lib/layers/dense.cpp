@@ -30,6 +30,10 @@ class DenseLayer : public Layer {
   }
 
   double forward_flops() const override { return m_shape.flops_forward(); }
+  bool supports(Backend b) const override {
+    return op_supports(b, dtype(), DenseForward{nullptr, m_shape}) &&
+           op_supports(b, dtype(), DenseBackward{nullptr, m_shape});
+  }
   bool backward_needs_output() const override { return m_fused; }
   bool fuse_activation(const ActivationParams* act) override {
     m_fused = act && activation_fusable(*act) && (backend() == Backend::cpu || backend() == Backend::cuda);
@@ -40,22 +44,23 @@ class DenseLayer : public Layer {
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     DenseShape sh = m_shape;
     sh.N = x[0]->shape()[0];
-    const float* b = m_bias ? m_params[1].data() : nullptr;
-    dense_forward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), b, y.data());
-    if (m_fused) activation_forward(backend(), *rc.exec, m_act, y.numel(), y.data(), y.data());
+    const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
+    run_op(backend(), DenseForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math()});
+    if (m_fused) run_op(backend(), ActivationForward{rc.exec, m_act, y.numel(), y.view(), y.view()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     DenseShape sh = m_shape;
     sh.N = x[0]->shape()[0];
-    float* dxp = dx[0] ? dx[0]->data() : nullptr;
-    float* db = m_bias ? m_grads[1].data() : nullptr;
+    const View dxv = dx[0] ? dx[0]->view() : nullptr;
+    const View db = m_bias ? m_grads[1].view() : nullptr;
     if (m_fused) {
-      float* g = const_cast<float*>(dy.data());
-      activation_backward_from_output(backend(), *rc.exec, m_act, dy.numel(), y.data(), g, g);
+      Tensor& g = const_cast<Tensor&>(dy);  // this layer's own gradient buffer (see the top)
+      run_op(backend(), ActivationBackwardFromOutput{rc.exec, m_act, g.numel(), y.view(), g.view(), g.view()});
     }
-    dense_backward(backend(), *rc.exec, sh, x[0]->data(), m_params[0].data(), dy.data(), dxp, m_grads[0].data(), db);
+    run_op(backend(),
+           DenseBackward{rc.exec, sh, x[0]->view(), m_params[0].view(), dy.view(), dxv, m_grads[0].view(), db, math()});
   }
 
   std::string summary() const override { return fmt::format("{} -> {}", m_shape.C, m_units); }

@@ -9,8 +9,8 @@ namespace {
 
 // A copy queued on the context's stream (a synchronous cudaMemcpy would break CUDA graph capture).
 void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst) {
-  const float* one[1] = {src.data()};
-  add_forward(b, *rc.exec, dst.numel(), 1, one, dst.data());
+  const ConstView one[1] = {src.view()};
+  run_op(b, AddForward{rc.exec, dst.numel(), 1, one, dst.view()});
 }
 
 class DropoutLayer : public Layer {
@@ -36,7 +36,7 @@ class DropoutLayer : public Layer {
       stream_copy(backend(), rc, *x[0], y);
       return;
     }
-    dropout_forward(backend(), *rc.exec, params_for(rc), n, x[0]->data(), y.data());
+    run_op(backend(), DropoutForward{rc.exec, params_for(rc), n, x[0]->view(), y.view()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -46,7 +46,7 @@ class DropoutLayer : public Layer {
       stream_copy(backend(), rc, dy, *dx[0]);
       return;
     }
-    dropout_backward(backend(), *rc.exec, params_for(rc), dy.numel(), dy.data(), dx[0]->data());
+    run_op(backend(), DropoutBackward{rc.exec, params_for(rc), dy.numel(), dy.view(), dx[0]->view()});
   }
 
   std::string summary() const override { return fmt::format("p {}", m_p); }

@@ -7,8 +7,8 @@ namespace {
 
 // A copy queued on the context's stream (a synchronous cudaMemcpy would break CUDA graph capture).
 void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst) {
-  const float* one[1] = {src.data()};
-  add_forward(b, *rc.exec, dst.numel(), 1, one, dst.data());
+  const ConstView one[1] = {src.view()};
+  run_op(b, AddForward{rc.exec, dst.numel(), 1, one, dst.view()});
 }
 
 class FlattenLayer : public Layer {

@@ -2,7 +2,6 @@
 #include "layers/layer.h"
 
 #include "core/error.h"
-#include "ops/cuda_ops.h"
 
 namespace cnn {
 
@@ -13,9 +12,10 @@ Layer::Layer(const LayerSpec& spec)
       m_where(spec.where),
       m_index(spec.index),
       m_requested_backend(spec.backend),
-      m_preferred_backend(spec.preferred_backend) {}
+      m_preferred_backend(spec.preferred_backend),
+      m_math(parse_math_mode(spec.precision)) {}
 
-bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && cuda_ops_built()); }
+bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && backend_built(b)); }
 
 void Layer::fail(const std::string& message) const {
   throw ConfigError(m_where, m_path,

@@ -13,6 +13,8 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "ops/activation.h"
+#include "core/dtype.h"
+#include "core/math_mode.h"
 #include "ops/backend.h"
 #include "layers/init.h"
 
@@ -71,8 +73,15 @@ public:
   virtual int min_inputs() const { return 1; }
   virtual int max_inputs() const { return 1; }
 
-  // Non-throwing: can this layer run on `b` for its inferred shapes?
-  virtual bool supports(Backend b) const;  // default: cpu, and cuda when the build has the kernels
+  // Non-throwing: can this layer run on `b` for its inferred shapes and dtype()? Layers ask the
+  // tables of their ops (op_supports, ops/dispatch.h). Default: cpu, and cuda when built.
+  virtual bool supports(Backend b) const;
+  // The dtype of the layer's activations, which its op calls pass on through the tensors' views:
+  // f32 until mixed precision sets it.
+  DType dtype() const { return m_dtype; }
+  // How the layer's convolutions and GEMMs may multiply (train.precision): passed on in the op
+  // arguments; implementations that have no TF32 path compute FP32 under tf32 too.
+  MathMode math() const { return m_math; }
   // Resolves the spec's backend against the device; throws when an explicit one can't be
   // honoured. Returns a one-line note for the log when `auto` made a choice.
   std::string choose_backend(Device device);
@@ -129,6 +138,8 @@ private:
   std::string m_preferred_backend = "auto";  // train.backend
   bool m_backend_from_train = false;
   Backend m_backend = Backend::cpu;
+  DType m_dtype = DType::f32;
+  MathMode m_math = MathMode::fp32;
   bool m_measure_backend = false;
   std::string m_backend_note;
 };

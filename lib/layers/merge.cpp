@@ -7,6 +7,18 @@
 namespace cnn {
 namespace {
 
+// The operand views of the inputs (outputs: null where no gradient is wanted).
+std::vector<ConstView> views_of(const std::vector<const Tensor*>& ts) {
+  std::vector<ConstView> v;
+  for (const Tensor* t : ts) v.push_back(t->view());
+  return v;
+}
+std::vector<View> views_of(const std::vector<Tensor*>& ts) {
+  std::vector<View> v;
+  for (Tensor* t : ts) v.push_back(t ? t->view() : nullptr);
+  return v;
+}
+
 class AddLayer : public Layer {
  public:
   explicit AddLayer(const LayerSpec& spec) : Layer(spec) {}
@@ -26,15 +38,11 @@ class AddLayer : public Layer {
   double backward_flops() const override { return 0.0; }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    std::vector<const float*> xs;
-    for (const Tensor* t : x) xs.push_back(t->data());
-    add_forward(backend(), *rc.exec, y.numel(), int(xs.size()), xs.data(), y.data());
+    run_op(backend(), AddForward{rc.exec, y.numel(), int(x.size()), views_of(x).data(), y.view()});
   }
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    std::vector<float*> dxs;
-    for (Tensor* t : dx) dxs.push_back(t ? t->data() : nullptr);
-    add_backward(backend(), *rc.exec, dy.numel(), int(dxs.size()), dy.data(), dxs.data());
+    run_op(backend(), AddBackward{rc.exec, dy.numel(), int(dx.size()), dy.view(), views_of(dx).data()});
   }
 
  private:
@@ -65,15 +73,11 @@ class ConcatLayer : public Layer {
   ConcatShape shape_for(const Tensor& y) const { return ConcatShape{y.shape()[0], m_hw, m_channels}; }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    std::vector<const float*> xs;
-    for (const Tensor* t : x) xs.push_back(t->data());
-    concat_forward(backend(), *rc.exec, shape_for(y), xs.data(), y.data());
+    run_op(backend(), ConcatForward{rc.exec, shape_for(y), views_of(x).data(), y.view()});
   }
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    std::vector<float*> dxs;
-    for (Tensor* t : dx) dxs.push_back(t ? t->data() : nullptr);
-    concat_backward(backend(), *rc.exec, shape_for(dy), dy.data(), dxs.data());
+    run_op(backend(), ConcatBackward{rc.exec, shape_for(dy), dy.view(), views_of(dx).data()});
   }
 
  private:

@@ -1,7 +1,6 @@
 // Pooling layers: maxpool and avgpool (kernel, stride = kernel by default, padding) and
 // global_avgpool (whole plane, output (C) so a dense layer can follow without flatten).
 #include "layers/registry.h"
-#include "ops/cudnn_ops.h"
 #include "ops/pool2d.h"
 
 namespace cnn {
@@ -36,7 +35,8 @@ class PoolLayer : public Layer {
   double forward_flops() const override { return m_shape.flops_forward(); }
   double backward_flops() const override { return m_shape.flops_forward(); }
   bool supports(Backend b) const override {
-    return b == Backend::cudnn ? cudnn_ops_built() && pool2d_cudnn_supports(m_shape) : Layer::supports(b);
+    return op_supports(b, dtype(), Pool2dForward{nullptr, m_shape}) &&
+           op_supports(b, dtype(), Pool2dBackward{nullptr, m_shape});
   }
   bool backward_needs_output() const override { return m_kind == PoolKind::max; }
   bool backward_needs_inputs() const override { return m_kind == PoolKind::max; }
@@ -44,7 +44,7 @@ class PoolLayer : public Layer {
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     Pool2dShape sh = m_shape;
     sh.N = x[0]->shape()[0];
-    pool2d_forward(backend(), *rc.exec, sh, x[0]->data(), y.data());
+    run_op(backend(), Pool2dForward{rc.exec, sh, x[0]->view(), y.view()});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -52,7 +52,7 @@ class PoolLayer : public Layer {
     if (!dx[0]) return;
     Pool2dShape sh = m_shape;
     sh.N = x[0]->shape()[0];
-    pool2d_backward(backend(), *rc.exec, sh, x[0]->data(), y.data(), dy.data(), dx[0]->data());
+    run_op(backend(), Pool2dBackward{rc.exec, sh, x[0]->view(), y.view(), dy.view(), dx[0]->view()});
   }
 
   std::string summary() const override {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -33,36 +33,44 @@ template <typename T>
 void activation_backward_reference(const ExecContext& ctx, const ActivationParams& p, int64_t n, const T* x,
                                    const T* y, const T* dy, T* dx);
 
-void activation_forward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);
-void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                             const float* y, const float* dy, float* dx);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp). y may alias x, dx may alias dy.
+struct ActivationForward {
+  const ExecContext* ctx = nullptr;
+  ActivationParams p;
+  int64_t n = 0;
+  ConstView x = nullptr;  // (n)
+  View y = nullptr;       // (n)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<ActivationForward>& table();
+};
+struct ActivationBackward {
+  const ExecContext* ctx = nullptr;
+  ActivationParams p;
+  int64_t n = 0;
+  ConstView x = nullptr;   // (n); the cpu and cuda rows read x for relu, leaky_relu and elu only,
+  ConstView y = nullptr;   // (n); and y for elu, sigmoid and tanh only (the other may be null there)
+  ConstView dy = nullptr;  // (n)
+  View dx = nullptr;       // (n)
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<ActivationBackward>& table();
+};
+// Backward from the output alone (activation_fusable(p) must hold), for producers that fused the
+// activation and kept only y.
+struct ActivationBackwardFromOutput {
+  const ExecContext* ctx = nullptr;
+  ActivationParams p;
+  int64_t n = 0;
+  ConstView y = nullptr;   // (n)
+  ConstView dy = nullptr;  // (n)
+  View dx = nullptr;       // (n)
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<ActivationBackwardFromOutput>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);
-void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                             const float* y, const float* dy, float* dx);
-
-// Backward from the output alone (activation_fusable(p) must hold): y, dy (n) -> dx (n); dx may
-// alias dy. For producers that fused the activation and kept only y.
-void activation_backward_from_output_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* y,
-                                         const float* dy, float* dx);
-void activation_backward_from_output_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                                          const float* y, const float* dy, float* dx);
-
-// cuDNN: relu, sigmoid, tanh, and elu with alpha = 1 through cudnnActivation* (activation_cudnn.cpp;
-// cuDNN's elu derivative drops alpha);
-// supports (non-throwing) says which; the others throw. Same aliasing rules.
+// Rows (registry.cpp): cpu (activation_cpu.cpp), cuda (activation_cuda.cu: the same operands on device
+// memory, queued on ctx.cuda_stream), cudnn (activation_cudnn.cpp: relu, sigmoid, tanh, and elu
+// with alpha = 1 through cudnnActivation*, since cuDNN's elu derivative drops alpha; supports is
+// non-throwing and says which, the others throw).
 bool activation_cudnn_supports(const ActivationParams& p);
-void activation_forward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x, float* y);
-void activation_backward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                               const float* y, const float* dy, float* dx);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void activation_forward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                        float* y);
-void activation_backward(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n, const float* x,
-                         const float* y, const float* dy, float* dx);
-void activation_backward_from_output(Backend backend, const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                                     const float* y, const float* dy, float* dx);
 
 }  // namespace cnn

@@ -61,12 +61,14 @@ static void parallel_pointwise(const ExecContext& ctx, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
-void activation_forward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                            const float* x,  // (n)
-                            float* y) {      // (n)
+void activation_forward_cpu(const ActivationForward& args) {
+  const ExecContext& ctx = *args.ctx;
+  const int64_t n = args.n;
+  const float* x = args.x.f32();
+  float* y = args.y.f32();
   check_count("activation forward", n);
-  const float a = p.alpha;
-  switch (p.kind) {
+  const float a = args.p.alpha;
+  switch (args.p.kind) {
     case ActivationKind::relu:
       parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = relu_forward(x[i]); });
       return;
@@ -83,17 +85,17 @@ void activation_forward_cpu(const ExecContext& ctx, const ActivationParams& p, i
       parallel_pointwise(ctx, n, [=](int64_t i) { y[i] = tanh_forward(x[i]); });
       return;
   }
-  CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
+  CNN_THROW("activation forward: unknown kind {}", static_cast<int>(args.p.kind));
 }
 
-void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                             const float* x,   // (n)
-                             const float* y,   // (n)
-                             const float* dy,  // (n)
-                             float* dx) {      // (n)
+void activation_backward_cpu(const ActivationBackward& args) {
+  const ExecContext& ctx = *args.ctx;
+  const int64_t n = args.n;
+  const float *x = args.x.f32(), *y = args.y.f32(), *dy = args.dy.f32();
+  float* dx = args.dx.f32();
   check_count("activation backward", n);
-  const float a = p.alpha;
-  switch (p.kind) {
+  const float a = args.p.alpha;
+  switch (args.p.kind) {
     case ActivationKind::relu:
       parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = relu_backward(x[i], dy[i]); });
       return;
@@ -110,17 +112,18 @@ void activation_backward_cpu(const ExecContext& ctx, const ActivationParams& p, 
       parallel_pointwise(ctx, n, [=](int64_t i) { dx[i] = tanh_backward(y[i], dy[i]); });
       return;
   }
-  CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
+  CNN_THROW("activation backward: unknown kind {}", static_cast<int>(args.p.kind));
 }
 
-void activation_backward_from_output_cpu(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                                         const float* y,   // (n)
-                                         const float* dy,  // (n)
-                                         float* dx) {      // (n), may alias dy
+void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& args) {
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float *y = args.y.f32(), *dy = args.dy.f32();
+  float* dx = args.dx.f32();
   check_count("activation backward", n);
   CNN_CHECK(activation_fusable(p), "activation backward from the output: {} with alpha {} needs its input",
             to_string(p.kind), p.alpha);
-  const int threads = ctx.threads();
+  const int threads = args.ctx->threads();
   const ActivationKind kind = p.kind;
   const float alpha = p.alpha;
 #pragma omp parallel for simd num_threads(threads) if (n >= kParallelMin) schedule(static)

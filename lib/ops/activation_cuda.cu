@@ -1,12 +1,13 @@
 // Pointwise activations on the GPU: one kernel instance per kind, so the switch of
 // activation_math.h folds away; float4 accesses when every pointer read or written is 16-byte
-// aligned (the n % 4 tail goes element by element), plain float accesses otherwise.
+// aligned (the n % 4 tail goes element by element), plain float accesses otherwise
+// (elementwise.cuh's loop).
 // Trap: y may alias x and dx may alias dy, so nothing is __restrict__; each thread reads its
 // elements before writing them, and backward loads only the operands its kind needs (x or y may be null).
 #include "core/cuda_check.h"
 #include "ops/activation.h"
 #include "ops/activation_math.h"
-#include "ops/reduce.cuh"
+#include "ops/elementwise.cuh"
 
 namespace cnn {
 
@@ -28,27 +29,13 @@ __device__ __forceinline__ float backward_one(float alpha, const float* x, const
   return activation_backward_value(K, alpha, xv, yv, dy[i]);
 }
 
-// kVec: elements [0, 4*(n/4)) as float4, then the n % 4 tail by the first threads of the grid.
 template <ActivationKind K, bool kVec>
 static __global__ void activation_forward_pointwise_kernel(int64_t n, float alpha,
                                                            const float* x,  // (n)
                                                            float* y) {      // (n)
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) {
-      float4 v = reinterpret_cast<const float4*>(x)[i];
-      v.x = activation_forward_value(K, alpha, v.x);
-      v.y = activation_forward_value(K, alpha, v.y);
-      v.z = activation_forward_value(K, alpha, v.z);
-      v.w = activation_forward_value(K, alpha, v.w);
-      reinterpret_cast<float4*>(y)[i] = v;
-    }
-    done = 4 * n4;
-  }
-  for (int64_t i = done + first; i < n; i += stride) y[i] = activation_forward_value(K, alpha, x[i]);
+  auto f = [alpha](float v) { return activation_forward_value(K, alpha, v); };
+  cuda::for_each_element<kVec>(
+      n, [&](int64_t i) { cuda::store4(y, i, cuda::map4(f, cuda::load4(x, i))); }, [&](int64_t i) { y[i] = f(x[i]); });
 }
 
 template <ActivationKind K, bool kVec>
@@ -57,47 +44,32 @@ static __global__ void activation_backward_pointwise_kernel(int64_t n, float alp
                                                             const float* y,   // (n) or null when K ignores it
                                                             const float* dy,  // (n)
                                                             float* dx) {      // (n)
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) {
-      const float4 g = reinterpret_cast<const float4*>(dy)[i];
-      float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), yv = xv;
-      if (backward_reads_x<K>()) xv = reinterpret_cast<const float4*>(x)[i];
-      if (backward_reads_y<K>()) yv = reinterpret_cast<const float4*>(y)[i];
-      float4 d;
-      d.x = activation_backward_value(K, alpha, xv.x, yv.x, g.x);
-      d.y = activation_backward_value(K, alpha, xv.y, yv.y, g.y);
-      d.z = activation_backward_value(K, alpha, xv.z, yv.z, g.z);
-      d.w = activation_backward_value(K, alpha, xv.w, yv.w, g.w);
-      reinterpret_cast<float4*>(dx)[i] = d;
-    }
-    done = 4 * n4;
-  }
-  for (int64_t i = done + first; i < n; i += stride) dx[i] = backward_one<K>(alpha, x, y, dy, i);
+  auto vec4 = [&](int64_t i) {
+    const float4 g = cuda::load4(dy, i);
+    float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), yv = xv;
+    if (backward_reads_x<K>()) xv = cuda::load4(x, i);
+    if (backward_reads_y<K>()) yv = cuda::load4(y, i);
+    auto f = [alpha](float xe, float ye, float ge) { return activation_backward_value(K, alpha, xe, ye, ge); };
+    cuda::store4(dx, i, cuda::map4(f, xv, yv, g));
+  };
+  cuda::for_each_element<kVec>(n, vec4, [&](int64_t i) { dx[i] = backward_one<K>(alpha, x, y, dy, i); });
 }
 
-// dx = act'(y) dy from the output alone (activation_fusable kinds); dx may alias dy.
+// dx = act'(y) dy from the output alone (activation_fusable kinds); dx may alias dy. Scalar loads.
 template <ActivationKind K>
 static __global__ void activation_backward_from_output_kernel(int64_t n, float alpha,
                                                               const float* y,   // (n)
                                                               const float* dy,  // (n)
                                                               float* dx) {      // (n)
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    dx[i] = activation_backward_from_output(K, alpha, y[i], dy[i]);
+  cuda::for_each_element<false>(
+      n, [](int64_t) {}, [&](int64_t i) { dx[i] = activation_backward_from_output(K, alpha, y[i], dy[i]); });
 }
 
 template <ActivationKind K>
 static void launch_forward(cudaStream_t stream, int64_t n, float alpha, const float* x, float* y) {
-  const bool vec = cuda::aligned16(x) && cuda::aligned16(y);
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
-  if (vec)
-    activation_forward_pointwise_kernel<K, true><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y);
-  else
-    activation_forward_pointwise_kernel<K, false><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y);
+  cuda::launch_elementwise<kThreads>(cuda::aligned16(x) && cuda::aligned16(y), n, [&](unsigned blocks, auto vec) {
+    activation_forward_pointwise_kernel<K, decltype(vec)::value><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y);
+  });
   CUDA_CHECK_LAUNCH("activation forward");
 }
 
@@ -106,11 +78,10 @@ static void launch_backward(cudaStream_t stream, int64_t n, float alpha, const f
                             const float* dy, float* dx) {
   const bool vec = (!backward_reads_x<K>() || cuda::aligned16(x)) && (!backward_reads_y<K>() || cuda::aligned16(y)) &&
                    cuda::aligned16(dy) && cuda::aligned16(dx);
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
-  if (vec)
-    activation_backward_pointwise_kernel<K, true><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y, dy, dx);
-  else
-    activation_backward_pointwise_kernel<K, false><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y, dy, dx);
+  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
+    activation_backward_pointwise_kernel<K, decltype(v)::value>
+        <<<blocks, kThreads, 0, stream>>>(n, alpha, x, y, dy, dx);
+  });
   CUDA_CHECK_LAUNCH("activation backward");
 }
 
@@ -118,10 +89,12 @@ static void check_count(const char* what, int64_t n) {
   if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
 }
 
-void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                             const float* x,  // (n)
-                             float* y) {      // (n)
-  cudaStream_t stream = cuda::stream_of(ctx, "activation forward");
+void activation_forward_cuda(const ActivationForward& args) {
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float* x = args.x.f32();
+  float* y = args.y.f32();
+  cudaStream_t stream = cuda::stream_of(*args.ctx, "activation forward");
   check_count("activation forward", n);
   if (n == 0) return;
   switch (p.kind) {
@@ -139,12 +112,12 @@ void activation_forward_cuda(const ExecContext& ctx, const ActivationParams& p, 
   CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
 }
 
-void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                              const float* x,   // (n)
-                              const float* y,   // (n)
-                              const float* dy,  // (n)
-                              float* dx) {      // (n)
-  cudaStream_t stream = cuda::stream_of(ctx, "activation backward");
+void activation_backward_cuda(const ActivationBackward& args) {
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float *x = args.x.f32(), *y = args.y.f32(), *dy = args.dy.f32();
+  float* dx = args.dx.f32();
+  cudaStream_t stream = cuda::stream_of(*args.ctx, "activation backward");
   check_count("activation backward", n);
   if (n == 0) return;
   const float a = p.alpha;
@@ -163,12 +136,13 @@ void activation_backward_cuda(const ExecContext& ctx, const ActivationParams& p,
   CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
 }
 
-void activation_backward_from_output_cuda(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                                          const float* y,   // (n)
-                                          const float* dy,  // (n)
-                                          float* dx) {      // (n), may alias dy
+void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& args) {
   const char* what = "activation backward from the output";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const ActivationParams& p = args.p;
+  const int64_t n = args.n;
+  const float *y = args.y.f32(), *dy = args.dy.f32();
+  float* dx = args.dx.f32();
+  cudaStream_t stream = cuda::stream_of(*args.ctx, what);
   check_count(what, n);
   if (!activation_fusable(p)) CNN_THROW("{}: {} with alpha {} needs its input", what, to_string(p.kind), p.alpha);
   if (n == 0) return;

@@ -68,6 +68,14 @@ void check_count(const char* what, int64_t n) {
   if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
 }
 
+// f(handle, descriptors, first element) for each chunk of at most kChunk elements of a.n.
+template <typename Args, typename F>
+void for_each_chunk(const Args& a, const char* what, F&& f) {
+  check_count(what, a.n);
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
+  for (int64_t at = 0; at < a.n; at += kChunk) f(h, descs(*a.ctx, a.p, std::min(kChunk, a.n - at), what), at);
+}
+
 }  // namespace
 
 bool activation_cudnn_supports(const ActivationParams& p) {
@@ -84,35 +92,23 @@ bool activation_cudnn_supports(const ActivationParams& p) {
   return false;
 }
 
-void activation_forward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                              const float* x,  // (n)
-                              float* y) {      // (n), may alias x
-  const char* what = "activation cudnn forward";
-  check_count(what, n);
-  cudnnHandle_t h = cudnn::handle(ctx, what);
+void activation_forward_cudnn(const ActivationForward& a) {
+  const float* x = a.x.f32();
+  float* y = a.y.f32();
   const float one = 1.0f, zero = 0.0f;
-  for (int64_t at = 0; at < n; at += kChunk) {
-    const int64_t len = std::min(kChunk, n - at);
-    ActDescs& d = descs(ctx, p, len, what);
+  for_each_chunk(a, "activation cudnn forward", [&](cudnnHandle_t h, ActDescs& d, int64_t at) {
     CUDNN_CHECK(cudnnActivationForward(h, d.act, &one, d.t, x + at, &zero, d.t, y + at));
-  }
+  });
 }
 
-void activation_backward_cudnn(const ExecContext& ctx, const ActivationParams& p, int64_t n,
-                               const float* x,   // (n)
-                               const float* y,   // (n); unread for relu
-                               const float* dy,  // (n)
-                               float* dx) {      // (n), may alias dy
-  const char* what = "activation cudnn backward";
-  check_count(what, n);
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  if (p.kind == ActivationKind::relu) y = x;
+void activation_backward_cudnn(const ActivationBackward& a) {
+  const float *x = a.x.f32(), *dy = a.dy.f32();
+  const float* y = a.p.kind == ActivationKind::relu ? x : a.y.f32();  // unread for relu
+  float* dx = a.dx.f32();
   const float one = 1.0f, zero = 0.0f;
-  for (int64_t at = 0; at < n; at += kChunk) {
-    const int64_t len = std::min(kChunk, n - at);
-    ActDescs& d = descs(ctx, p, len, what);
+  for_each_chunk(a, "activation cudnn backward", [&](cudnnHandle_t h, ActDescs& d, int64_t at) {
     CUDNN_CHECK(cudnnActivationBackward(h, d.act, &one, d.t, y + at, d.t, dy + at, d.t, x + at, &zero, d.t, dx + at));
-  }
+  });
 }
 
 }  // namespace cnn

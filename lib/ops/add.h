@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -16,15 +16,27 @@ void add_forward_reference(const ExecContext& ctx, int64_t n, int count, const T
 template <typename T>
 void add_backward_reference(const ExecContext& ctx, int64_t n, int count, const T* dy, T* const* dxs);
 
-void add_forward_cpu(const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
-void add_backward_cpu(const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp). y may alias any input; a
+// gradient may alias dy.
+struct AddForward {
+  const ExecContext* ctx = nullptr;
+  int64_t n = 0;
+  int count = 0;
+  const ConstView* xs = nullptr;  // count views of (n)
+  View y = nullptr;               // (n)
+  DType dtype() const { return y.dtype(); }
+  static const OpTable<AddForward>& table();
+};
+struct AddBackward {
+  const ExecContext* ctx = nullptr;
+  int64_t n = 0;
+  int count = 0;
+  ConstView dy = nullptr;    // (n)
+  const View* dxs = nullptr;  // count views of (n), each may be null
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<AddBackward>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void add_forward_cuda(const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
-void add_backward_cuda(const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void add_forward(Backend backend, const ExecContext& ctx, int64_t n, int count, const float* const* xs, float* y);
-void add_backward(Backend backend, const ExecContext& ctx, int64_t n, int count, const float* dy, float* const* dxs);
+// Rows (registry.cpp): cpu (add_cpu.cpp), cuda (add_cuda.cu, at most 64 inputs, device memory).
 
 }  // namespace cnn

@@ -44,12 +44,14 @@ template void add_forward_reference<double>(const ExecContext&, int64_t, int, co
 template void add_backward_reference<float>(const ExecContext&, int64_t, int, const float*, float* const*);
 template void add_backward_reference<double>(const ExecContext&, int64_t, int, const double*, double* const*);
 
-void add_forward_cpu(const ExecContext& ctx, int64_t n, int count,
-                     const float* const* xs,  // count x (n)
-                     float* y) {              // (n)
+void add_forward_cpu(const AddForward& a) {
+  const int64_t n = a.n;
+  const int count = a.count;
   check_args("forward", n, count);
+  const std::vector<const float*> xs = f32_pointers(a.xs, size_t(count));
+  float* y = a.y.f32();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  const int threads = ctx.threads();
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (n * count >= (int64_t{1} << 15)) schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t begin = ch * kChunk, len = std::min(kChunk, n - begin);
@@ -73,12 +75,14 @@ void add_forward_cpu(const ExecContext& ctx, int64_t n, int count,
   }
 }
 
-void add_backward_cpu(const ExecContext& ctx, int64_t n, int count,
-                      const float* dy,      // (n)
-                      float* const* dxs) {  // count x (n), entries may be null
+void add_backward_cpu(const AddBackward& a) {
+  const int64_t n = a.n;
+  const int count = a.count;
   check_args("backward", n, count);
+  const float* dy = a.dy.f32();
+  const std::vector<float*> dxs = f32_pointers(a.dxs, size_t(count));
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  const int threads = ctx.threads();
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (n * count >= (int64_t{1} << 16)) schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t begin = ch * kChunk, len = std::min(kChunk, n - begin);

@@ -1,13 +1,13 @@
 // Element-wise sum of up to 64 tensors on the GPU: the input pointers travel by value in the
 // kernel's parameters, the sum runs left to right in float like the CPU (bitwise equal), float4
-// when every pointer is 16-byte aligned with a scalar tail. Backward writes dy to every gradient
+// when every pointer is 16-byte aligned with a scalar tail (elementwise.cuh's loop). Backward writes dy to every gradient
 // in one pass, reading dy once.
 // Trap: y may alias any input: each thread reads all of its elements before writing them.
 #include <vector>
 
 #include "core/cuda_check.h"
 #include "ops/add.h"
-#include "ops/reduce.cuh"
+#include "ops/elementwise.cuh"
 
 namespace cnn {
 
@@ -21,66 +21,55 @@ struct AddOutputs {
   float* dx[kMaxInputs];
 };
 
-__device__ __forceinline__ float4 add4(float4 a, float4 b) {
-  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-}
-
 template <bool kVec>
 static __global__ void add_forward_pointwise_kernel(int64_t n, int count,
                                                     const __grid_constant__ AddInputs in,  // count x (n)
                                                     float* y) {                            // (n)
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) {
-      float4 acc = reinterpret_cast<const float4*>(in.x[0])[i];
-      for (int k = 1; k < count; ++k) acc = add4(acc, reinterpret_cast<const float4*>(in.x[k])[i]);
-      reinterpret_cast<float4*>(y)[i] = acc;
-    }
-    done = 4 * n4;
-  }
-  for (int64_t i = done + first; i < n; i += stride) {
+  auto plus = [](float a, float b) { return a + b; };
+  auto vec4 = [&](int64_t i) {
+    float4 acc = cuda::load4(in.x[0], i);
+    for (int k = 1; k < count; ++k) acc = cuda::map4(plus, acc, cuda::load4(in.x[k], i));
+    cuda::store4(y, i, acc);
+  };
+  cuda::for_each_element<kVec>(n, vec4, [&](int64_t i) {
     float acc = in.x[0][i];
     for (int k = 1; k < count; ++k) acc += in.x[k][i];
     y[i] = acc;
-  }
+  });
 }
 
 template <bool kVec>
 static __global__ void add_backward_broadcast_kernel(int64_t n, int count,
                                                      const float* __restrict__ dy,              // (n)
                                                      const __grid_constant__ AddOutputs out) {  // count x (n)
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) {
-      const float4 g = reinterpret_cast<const float4*>(dy)[i];
-      for (int k = 0; k < count; ++k) reinterpret_cast<float4*>(out.dx[k])[i] = g;
-    }
-    done = 4 * n4;
-  }
-  for (int64_t i = done + first; i < n; i += stride) {
+  auto vec4 = [&](int64_t i) {
+    const float4 g = cuda::load4(dy, i);
+    for (int k = 0; k < count; ++k) cuda::store4(out.dx[k], i, g);
+  };
+  cuda::for_each_element<kVec>(n, vec4, [&](int64_t i) {
     const float g = dy[i];
     for (int k = 0; k < count; ++k) out.dx[k][i] = g;
-  }
+  });
 }
 
-static void check_args(const char* what, int64_t n, int count) {
-  if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
-  if (count < 1) CNN_THROW("{}: needs at least one input, got {}", what, count);
-  if (count > kMaxInputs) CNN_THROW("{}: the CUDA kernel takes at most {} inputs, got {}", what, kMaxInputs, count);
+// The context's stream, after checking the counts of a (AddForward or AddBackward).
+template <typename Args>
+static cudaStream_t stream_for(const Args& a, const char* what) {
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
+  if (a.n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, a.n);
+  if (a.count < 1) CNN_THROW("{}: needs at least one input, got {}", what, a.count);
+  if (a.count > kMaxInputs)
+    CNN_THROW("{}: the CUDA kernel takes at most {} inputs, got {}", what, kMaxInputs, a.count);
+  return stream;
 }
 
-void add_forward_cuda(const ExecContext& ctx, int64_t n, int count,
-                      const float* const* xs,  // count x (n)
-                      float* y) {              // (n)
+void add_forward_cuda(const AddForward& a) {
   const char* what = "add forward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_args(what, n, count);
+  cudaStream_t stream = stream_for(a, what);
+  const int64_t n = a.n;
+  const int count = a.count;
+  const std::vector<const float*> xs = f32_pointers(a.xs, size_t(count));
+  float* y = a.y.f32();
   if (n == 0) return;
   if (count == 1) {
     if (xs[0] != y)
@@ -93,20 +82,19 @@ void add_forward_cuda(const ExecContext& ctx, int64_t n, int count,
     in.x[k] = xs[k];
     vec = vec && cuda::aligned16(xs[k]);
   }
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
-  if (vec)
-    add_forward_pointwise_kernel<true><<<blocks, kThreads, 0, stream>>>(n, count, in, y);
-  else
-    add_forward_pointwise_kernel<false><<<blocks, kThreads, 0, stream>>>(n, count, in, y);
+  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
+    add_forward_pointwise_kernel<decltype(v)::value><<<blocks, kThreads, 0, stream>>>(n, count, in, y);
+  });
   CUDA_CHECK_LAUNCH(what);
 }
 
-void add_backward_cuda(const ExecContext& ctx, int64_t n, int count,
-                       const float* dy,      // (n)
-                       float* const* dxs) {  // count x (n), entries may be null
+void add_backward_cuda(const AddBackward& a) {
   const char* what = "add backward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_args(what, n, count);
+  cudaStream_t stream = stream_for(a, what);
+  const int64_t n = a.n;
+  const int count = a.count;
+  const float* dy = a.dy.f32();
+  const std::vector<float*> dxs = f32_pointers(a.dxs, size_t(count));
   if (n == 0) return;
   AddOutputs out{};
   int targets = 0;
@@ -117,11 +105,9 @@ void add_backward_cuda(const ExecContext& ctx, int64_t n, int count,
     vec = vec && cuda::aligned16(dxs[k]);
   }
   if (targets == 0) return;
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
-  if (vec)
-    add_backward_broadcast_kernel<true><<<blocks, kThreads, 0, stream>>>(n, targets, dy, out);
-  else
-    add_backward_broadcast_kernel<false><<<blocks, kThreads, 0, stream>>>(n, targets, dy, out);
+  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
+    add_backward_broadcast_kernel<decltype(v)::value><<<blocks, kThreads, 0, stream>>>(n, targets, dy, out);
+  });
   CUDA_CHECK_LAUNCH(what);
 }
 

@@ -18,6 +18,8 @@ const char* to_string(Backend b) {
   return "?";
 }
 
+Backend native_backend(Device d) { return d == Device::cuda ? Backend::cuda : Backend::cpu; }
+
 Backend parse_backend(const std::string& s) {
   if (s == "cpu") return Backend::cpu;
   if (s == "cuda") return Backend::cuda;

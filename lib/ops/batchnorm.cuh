@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "ops/activation_math.h"
 #include "ops/batchnorm.h"
-#include "ops/reduce.cuh"
+#include "ops/elementwise.cuh"
 
 namespace cnn {
 
@@ -250,12 +250,7 @@ static __global__ void batchnorm_normalize_kernel(ChannelLayout L, Epi epi, Pro 
     const float m = norm[0], k = norm[1], b = beta[c];
     for_slice(L, c, [&](int64_t i) {
       if (kVec) {
-        float4 v = reinterpret_cast<const float4*>(x)[i];
-        v.x = epi.forward((v.x - m) * k + b);
-        v.y = epi.forward((v.y - m) * k + b);
-        v.z = epi.forward((v.z - m) * k + b);
-        v.w = epi.forward((v.w - m) * k + b);
-        reinterpret_cast<float4*>(y)[i] = v;
+        cuda::store4(y, i, cuda::map4([&](float v) { return epi.forward((v - m) * k + b); }, cuda::load4(x, i)));
       } else {
         y[i] = epi.forward((x[i] - m) * k + b);
       }
@@ -294,19 +289,10 @@ static __global__ void batchnorm_dx_kernel(ChannelLayout L, Epi epi, Coef coef,
   const float a = abkm[0], b = abkm[1], k = abkm[2], m = abkm[3];
   for_slice(L, c, [&](int64_t i) {
     if (kVec) {
-      const float4 xv = reinterpret_cast<const float4*>(x)[i];
-      float4 g = reinterpret_cast<const float4*>(dy)[i];
-      const float4 yv = y ? reinterpret_cast<const float4*>(y)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      g.x = epi.grad(yv.x, g.x);
-      g.y = epi.grad(yv.y, g.y);
-      g.z = epi.grad(yv.z, g.z);
-      g.w = epi.grad(yv.w, g.w);
-      float4 d;
-      d.x = a * (g.x - b - (xv.x - m) * k);
-      d.y = a * (g.y - b - (xv.y - m) * k);
-      d.z = a * (g.z - b - (xv.z - m) * k);
-      d.w = a * (g.w - b - (xv.w - m) * k);
-      reinterpret_cast<float4*>(dx)[i] = d;
+      const float4 xv = cuda::load4(x, i);
+      const float4 yv = y ? cuda::load4(y, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4 g = cuda::map4([&](float ye, float ge) { return epi.grad(ye, ge); }, yv, cuda::load4(dy, i));
+      cuda::store4(dx, i, cuda::map4([&](float xe, float ge) { return a * (ge - b - (xe - m) * k); }, xv, g));
     } else {
       dx[i] = a * (epi.grad(y ? y[i] : 0.0f, dy[i]) - b - (x[i] - m) * k);
     }

@@ -7,7 +7,7 @@
 
 #include "core/exec_context.h"
 #include "ops/activation.h"
-#include "ops/backend.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -39,40 +39,56 @@ void batchnorm_backward_reference(const ExecContext& ctx, const BatchnormShape& 
 void batchnorm_check_shape(const char* what, const BatchnormShape& sh);
 void batchnorm_check_training_count(const char* what, const BatchnormShape& sh);
 
-void batchnorm_forward_train_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                 const float* gamma, const float* beta, float* y, float* running_mean,
-                                 float* running_var, float* save_mean, float* save_inv_std);
-void batchnorm_forward_infer_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                 const float* gamma, const float* beta, const float* running_mean,
-                                 const float* running_var, float* y);
-void batchnorm_backward_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* gamma,
-                            const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
-                            float* dgamma, float* dbeta);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp). x, y, dy, dx follow the
+// activations' dtype (views); the per-channel parameters, running and saved statistics and their
+// gradients are FP32 in every precision (they are few, and the statistics need the range), so they
+// are plain float pointers.
+struct BatchnormForwardTrain {  // batch statistics
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;            // (N, C, H, W)
+  const float* gamma = nullptr;     // (C)
+  const float* beta = nullptr;      // (C)
+  View y = nullptr;                 // (N, C, H, W)
+  float* running_mean = nullptr;    // (C), updated in place
+  float* running_var = nullptr;     // (C), updated in place
+  float* save_mean = nullptr;       // (C), written for backward
+  float* save_inv_std = nullptr;    // (C), written for backward
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<BatchnormForwardTrain>& table();
+};
+struct BatchnormForwardInfer {  // running statistics
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                 // (N, C, H, W)
+  const float* gamma = nullptr;          // (C)
+  const float* beta = nullptr;           // (C)
+  const float* running_mean = nullptr;   // (C)
+  const float* running_var = nullptr;    // (C)
+  View y = nullptr;                      // (N, C, H, W)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<BatchnormForwardInfer>& table();
+};
+struct BatchnormBackward {  // of the training forward
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                 // (N, C, H, W)
+  const float* gamma = nullptr;          // (C)
+  const float* save_mean = nullptr;      // (C)
+  const float* save_inv_std = nullptr;   // (C)
+  ConstView dy = nullptr;                // (N, C, H, W)
+  View dx = nullptr;                     // (N, C, H, W) or null
+  float* dgamma = nullptr;               // (C) or null
+  float* dbeta = nullptr;                // (C) or null
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<BatchnormBackward>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                 const float* gamma, const float* beta, float* y, float* running_mean,
-                                 float* running_var, float* save_mean, float* save_inv_std);
-void batchnorm_forward_infer_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                 const float* gamma, const float* beta, const float* running_mean,
-                                 const float* running_var, float* y);
-void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* gamma,
-                            const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
-                            float* dgamma, float* dbeta);
-
-// cuDNN: the same operands through cuDNN's spatial batchnorm (batchnorm_cudnn.cpp), whose momentum,
-// variance and saved-statistics conventions are ours. supports: non-throwing; eps at least cuDNN's
-// minimum and C, H, W within its int sizes (N is checked per call).
+// Rows (registry.cpp): cpu (batchnorm_cpu.cpp), cuda (batchnorm_cuda.cu, device memory,
+// ctx.cuda_stream), cudnn (batchnorm_cudnn.cpp: cuDNN's spatial batchnorm, whose momentum,
+// variance and saved-statistics conventions are ours). batchnorm_cudnn_supports: non-throwing; eps
+// at least cuDNN's minimum and C, H, W within its int sizes (N is checked per call).
 bool batchnorm_cudnn_supports(const BatchnormShape& sh);
-void batchnorm_forward_train_cudnn(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                   const float* gamma, const float* beta, float* y, float* running_mean,
-                                   float* running_var, float* save_mean, float* save_inv_std);
-void batchnorm_forward_infer_cudnn(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                   const float* gamma, const float* beta, const float* running_mean,
-                                   const float* running_var, float* y);
-void batchnorm_backward_cudnn(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* gamma,
-                              const float* save_mean, const float* save_inv_std, const float* dy, float* dx,
-                              float* dgamma, float* dbeta);
 
 // Phased batchnorm, for statistics summed over the ranks of a data-parallel run (sync batchnorm)
 // and for a producer with a fused activation (act non-null: y = act(bn(x)), backward takes dy
@@ -84,69 +100,81 @@ void batchnorm_backward_cudnn(const ExecContext& ctx, const BatchnormShape& sh, 
 // hold identical running statistics; without the shift large-mean channels lose their variance).
 // The fused y must stay alive until backward (it is read there).
 //   stats (2C + 1): [sum_c d] (C), [sum_c d^2] (C), count N*H*W;  d = x - running_mean[c].
-void batchnorm_forward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                 const float* running_mean, double* stats);
+//   sums (2C + 1): [sum_c g] (C), [sum_c g (x - mean)] (C), count N*H*W; g = act'(y) dy (or dy).
+// Rows (registry.cpp): cpu (batchnorm_phased_cpu.cpp), cuda (batchnorm_phased_cuda.cu).
+struct BatchnormForwardStats {  // this rank's stats
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                // (N, C, H, W)
+  const float* running_mean = nullptr;  // (C): the shift
+  double* stats = nullptr;              // (2C + 1)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<BatchnormForwardStats>& table();
+};
 // From the summed stats: running statistics (unbiased variance over the summed count),
 // save_mean/save_inv_std, and y = act(gamma xhat + beta) (act may be null).
-void batchnorm_forward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
-                                 const float* x, const float* gamma, const float* beta,
-                                 const ActivationParams* act, float* y, float* running_mean, float* running_var,
-                                 float* save_mean, float* save_inv_std);
+struct BatchnormForwardApply {
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  const double* stats = nullptr;        // (2C + 1), summed
+  ConstView x = nullptr;                // (N, C, H, W)
+  const float* gamma = nullptr;         // (C)
+  const float* beta = nullptr;          // (C)
+  const ActivationParams* act = nullptr;
+  View y = nullptr;                     // (N, C, H, W)
+  float* running_mean = nullptr;        // (C), updated in place
+  float* running_var = nullptr;         // (C), updated in place
+  float* save_mean = nullptr;           // (C)
+  float* save_inv_std = nullptr;        // (C)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<BatchnormForwardApply>& table();
+};
 // Inference with a fused activation: y = act(batchnorm_forward_infer(x)).
-void batchnorm_forward_infer_act_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                     const float* gamma, const float* beta, const float* running_mean,
-                                     const float* running_var, const ActivationParams* act, float* y);
-//   sums (2C + 1): [sum_c g] (C), [sum_c g (x - mean)] (C), count N*H*W; g = act'(y) dy (or dy).
-// Also writes this rank's dgamma, dbeta (C) (may be null): the gradient reducer sums those.
-void batchnorm_backward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* y,
-                                  const ActivationParams* act, const float* save_mean, const float* save_inv_std,
-                                  const float* dy, double* sums, float* dgamma, float* dbeta);
+struct BatchnormForwardInferAct {
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                // (N, C, H, W)
+  const float* gamma = nullptr;         // (C)
+  const float* beta = nullptr;          // (C)
+  const float* running_mean = nullptr;  // (C)
+  const float* running_var = nullptr;   // (C)
+  const ActivationParams* act = nullptr;
+  View y = nullptr;                     // (N, C, H, W)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<BatchnormForwardInferAct>& table();
+};
+// This rank's sums, and this rank's dgamma, dbeta (may be null: the gradient reducer sums those).
+struct BatchnormBackwardStats {
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                // (N, C, H, W)
+  ConstView y = nullptr;                // (N, C, H, W): the fused output, read when act is set
+  const ActivationParams* act = nullptr;
+  const float* save_mean = nullptr;     // (C)
+  const float* save_inv_std = nullptr;  // (C)
+  ConstView dy = nullptr;               // (N, C, H, W)
+  double* sums = nullptr;               // (2C + 1)
+  float* dgamma = nullptr;              // (C) or null
+  float* dbeta = nullptr;               // (C) or null
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<BatchnormBackwardStats>& table();
+};
 // dx from the summed sums: gamma inv_std (g - sum g / M - (x - mean) inv_std^2 sum g (x - mean) / M).
-void batchnorm_backward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
-                                  const float* x, const float* y, const ActivationParams* act, const float* gamma,
-                                  const float* save_mean, const float* save_inv_std, const float* dy, float* dx);
+struct BatchnormBackwardApply {
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  const double* sums = nullptr;         // (2C + 1), summed
+  ConstView x = nullptr;                // (N, C, H, W)
+  ConstView y = nullptr;                // (N, C, H, W), read when act is set
+  const ActivationParams* act = nullptr;
+  const float* gamma = nullptr;         // (C)
+  const float* save_mean = nullptr;     // (C)
+  const float* save_inv_std = nullptr;  // (C)
+  ConstView dy = nullptr;               // (N, C, H, W)
+  View dx = nullptr;                    // (N, C, H, W)
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<BatchnormBackwardApply>& table();
+};
 
-void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                  const float* running_mean, double* stats);
-void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
-                                  const float* x, const float* gamma, const float* beta,
-                                  const ActivationParams* act, float* y, float* running_mean, float* running_var,
-                                  float* save_mean, float* save_inv_std);
-void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                      const float* gamma, const float* beta, const float* running_mean,
-                                      const float* running_var, const ActivationParams* act, float* y);
-void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh, const float* x, const float* y,
-                                   const ActivationParams* act, const float* save_mean, const float* save_inv_std,
-                                   const float* dy, double* sums, float* dgamma, float* dbeta);
-void batchnorm_backward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
-                                   const float* x, const float* y, const ActivationParams* act, const float* gamma,
-                                   const float* save_mean, const float* save_inv_std, const float* dy, float* dx);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void batchnorm_forward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                             const float* running_mean, double* stats);
-void batchnorm_forward_apply(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const double* stats,
-                             const float* x, const float* gamma, const float* beta, const ActivationParams* act,
-                             float* y, float* running_mean, float* running_var, float* save_mean,
-                             float* save_inv_std);
-void batchnorm_forward_infer_act(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                                 const float* gamma, const float* beta, const float* running_mean,
-                                 const float* running_var, const ActivationParams* act, float* y);
-void batchnorm_backward_stats(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                              const float* y, const ActivationParams* act, const float* save_mean,
-                              const float* save_inv_std, const float* dy, double* sums, float* dgamma, float* dbeta);
-void batchnorm_backward_apply(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const double* sums,
-                              const float* x, const float* y, const ActivationParams* act, const float* gamma,
-                              const float* save_mean, const float* save_inv_std, const float* dy, float* dx);
-
-void batchnorm_forward_train(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                             const float* gamma, const float* beta, float* y, float* running_mean, float* running_var,
-                             float* save_mean, float* save_inv_std);
-void batchnorm_forward_infer(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                             const float* gamma, const float* beta, const float* running_mean, const float* running_var,
-                             float* y);
-void batchnorm_backward(Backend backend, const ExecContext& ctx, const BatchnormShape& sh, const float* x,
-                        const float* gamma, const float* save_mean, const float* save_inv_std, const float* dy,
-                        float* dx, float* dgamma, float* dbeta);
 
 }  // namespace cnn

@@ -142,15 +142,12 @@ CNN_INSTANTIATE_BATCHNORM(double)
 
 // Channels are independent, so the fast paths give each thread whole channels; within a channel
 // the N planes of H*W contiguous values are the vectorised inner loops.
-void batchnorm_forward_train_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                 const float* x,         // (N, C, H, W)
-                                 const float* gamma,     // (C)
-                                 const float* beta,      // (C)
-                                 float* y,               // (N, C, H, W)
-                                 float* running_mean,    // (C)
-                                 float* running_var,     // (C)
-                                 float* save_mean,       // (C)
-                                 float* save_inv_std) {  // (C)
+void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta;
+  float *y = a.y.f32(), *running_mean = a.running_mean, *running_var = a.running_var, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std;
   check_training_shape(sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W, M = N * HW;
   const double eps = sh.eps, momentum = sh.momentum;
@@ -173,13 +170,12 @@ void batchnorm_forward_train_cpu(const ExecContext& ctx, const BatchnormShape& s
   }
 }
 
-void batchnorm_forward_infer_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                 const float* x,             // (N, C, H, W)
-                                 const float* gamma,         // (C)
-                                 const float* beta,          // (C)
-                                 const float* running_mean,  // (C)
-                                 const float* running_var,   // (C)
-                                 float* y) {                 // (N, C, H, W)
+void batchnorm_forward_infer_cpu(const BatchnormForwardInfer& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta, *running_mean = a.running_mean,
+      *running_var = a.running_var;
+  float* y = a.y.f32();
   batchnorm_check_shape("batchnorm inference", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const double eps = sh.eps;
@@ -196,15 +192,12 @@ void batchnorm_forward_infer_cpu(const ExecContext& ctx, const BatchnormShape& s
   }
 }
 
-void batchnorm_backward_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                            const float* x,             // (N, C, H, W)
-                            const float* gamma,         // (C)
-                            const float* save_mean,     // (C)
-                            const float* save_inv_std,  // (C)
-                            const float* dy,            // (N, C, H, W)
-                            float* dx,                  // (N, C, H, W) or null
-                            float* dgamma,              // (C) or null
-                            float* dbeta) {             // (C) or null
+void batchnorm_backward_cpu(const BatchnormBackward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *save_mean = a.save_mean, *save_inv_std = a.save_inv_std,
+      *dy = a.dy.f32();
+  float *dx = a.dx.f32(), *dgamma = a.dgamma, *dbeta = a.dbeta;
   batchnorm_check_shape("batchnorm backward", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W, M = N * HW;
   const int threads = ctx.threads();

@@ -67,15 +67,12 @@ static void check_shape(const char* what, const BatchnormShape& sh) {
   check_cuda_limits(what, sh);
 }
 
-void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const float* x,         // (N, C, H, W)
-                                  const float* gamma,     // (C)
-                                  const float* beta,      // (C)
-                                  float* y,               // (N, C, H, W)
-                                  float* running_mean,    // (C)
-                                  float* running_var,     // (C)
-                                  float* save_mean,       // (C)
-                                  float* save_inv_std) {  // (C)
+void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta;
+  float *y = a.y.f32(), *running_mean = a.running_mean, *running_var = a.running_var, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std;
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
@@ -94,27 +91,18 @@ void batchnorm_forward_train_cuda(const ExecContext& ctx, const BatchnormShape& 
   CUDA_CHECK_LAUNCH("batchnorm forward (normalize)");
 }
 
-void batchnorm_forward_infer_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const float* x,             // (N, C, H, W)
-                                  const float* gamma,         // (C)
-                                  const float* beta,          // (C)
-                                  const float* running_mean,  // (C)
-                                  const float* running_var,   // (C)
-                                  float* y) {                 // (N, C, H, W)
+void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a) {
   // The phased path without an activation, after the stricter checks (N > 0, eps, momentum).
-  check_shape("batchnorm inference", sh);
-  batchnorm_forward_infer_act_cuda(ctx, sh, x, gamma, beta, running_mean, running_var, nullptr, y);
+  check_shape("batchnorm inference", a.sh);
+  run_op(Backend::cuda, BatchnormForwardInferAct{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, nullptr, a.y});
 }
 
-void batchnorm_backward_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                             const float* x,             // (N, C, H, W)
-                             const float* gamma,         // (C)
-                             const float* save_mean,     // (C)
-                             const float* save_inv_std,  // (C)
-                             const float* dy,            // (N, C, H, W)
-                             float* dx,                  // (N, C, H, W) or null
-                             float* dgamma,              // (C) or null
-                             float* dbeta) {             // (C) or null
+void batchnorm_backward_cuda(const BatchnormBackward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *gamma = a.gamma, *save_mean = a.save_mean, *save_inv_std = a.save_inv_std,
+      *dy = a.dy.f32();
+  float *dx = a.dx.f32(), *dgamma = a.dgamma, *dbeta = a.dbeta;
   const char* what = "batchnorm backward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);

@@ -48,50 +48,32 @@ bool batchnorm_cudnn_supports(const BatchnormShape& sh) {
   return cudnn::fits_nchw(std::max<int64_t>(sh.N, 1), sh.C, sh.H, sh.W);
 }
 
-void batchnorm_forward_train_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const float* x,         // (N, C, H, W)
-                                   const float* gamma,     // (C)
-                                   const float* beta,      // (C)
-                                   float* y,               // (N, C, H, W)
-                                   float* running_mean,    // (C)
-                                   float* running_var,     // (C)
-                                   float* save_mean,       // (C)
-                                   float* save_inv_std) {  // (C)
+void batchnorm_forward_train_cudnn(const BatchnormForwardTrain& a) {
   const char* what = "batchnorm cudnn forward";
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  BnDescs& d = descs(ctx, sh, what);
-  batchnorm_check_training_count(what, sh);
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
+  BnDescs& d = descs(*a.ctx, a.sh, what);
+  batchnorm_check_training_count(what, a.sh);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.bn,
-                                                     gamma, beta, sh.momentum, running_mean, running_var, sh.eps,
-                                                     save_mean, save_inv_std));
+  CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, a.x.f32(), d.x,
+                                                     a.y.f32(), d.bn, a.gamma, a.beta, a.sh.momentum, a.running_mean,
+                                                     a.running_var, a.sh.eps, a.save_mean, a.save_inv_std));
 }
 
-void batchnorm_forward_infer_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const float* x,             // (N, C, H, W)
-                                   const float* gamma,         // (C)
-                                   const float* beta,          // (C)
-                                   const float* running_mean,  // (C)
-                                   const float* running_var,   // (C)
-                                   float* y) {                 // (N, C, H, W)
+void batchnorm_forward_infer_cudnn(const BatchnormForwardInfer& a) {
   const char* what = "batchnorm cudnn inference";
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  BnDescs& d = descs(ctx, sh, what);
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
+  BnDescs& d = descs(*a.ctx, a.sh, what);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.bn,
-                                                      gamma, beta, running_mean, running_var, sh.eps));
+  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, a.x.f32(), d.x,
+                                                      a.y.f32(), d.bn, a.gamma, a.beta, a.running_mean, a.running_var,
+                                                      a.sh.eps));
 }
 
-void batchnorm_backward_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
-                              const float* x,             // (N, C, H, W)
-                              const float* gamma,         // (C)
-                              const float* save_mean,     // (C)
-                              const float* save_inv_std,  // (C)
-                              const float* dy,            // (N, C, H, W)
-                              float* dx,                  // (N, C, H, W) or null
-                              float* dgamma,              // (C) or null
-                              float* dbeta) {             // (C) or null
+void batchnorm_backward_cudnn(const BatchnormBackward& a) {
   const char* what = "batchnorm cudnn backward";
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  float *dx = a.dx.f32(), *dgamma = a.dgamma, *dbeta = a.dbeta;
   cudnnHandle_t h = cudnn::handle(ctx, what);
   BnDescs& d = descs(ctx, sh, what);
   // Scratch pieces start on 256-byte boundaries, as cudaMalloc'd buffers would.
@@ -107,8 +89,9 @@ void batchnorm_backward_cudnn(const ExecContext& ctx, const BatchnormShape& sh,
     if (!dbeta) dbeta = scratch;
   }
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, d.x, x, d.x, dy,
-                                              d.x, dx, d.bn, gamma, dgamma, dbeta, sh.eps, save_mean, save_inv_std));
+  CUDNN_CHECK(cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, d.x, a.x.f32(), d.x,
+                                              a.dy.f32(), d.x, dx, d.bn, a.gamma, dgamma, dbeta, sh.eps, a.save_mean,
+                                              a.save_inv_std));
 }
 
 }  // namespace cnn

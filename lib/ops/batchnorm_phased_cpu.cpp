@@ -42,10 +42,11 @@ static inline float fused_grad(const ActivationParams* act, const float* y, cons
   return act ? activation_backward_from_output(act->kind, act->alpha, y[i], dy[i]) : dy[i];
 }
 
-void batchnorm_forward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                 const float* x,             // (N, C, H, W)
-                                 const float* running_mean,  // (C): the shift, the same on every rank
-                                 double* stats) {            // (2C + 1)
+void batchnorm_forward_stats_cpu(const BatchnormForwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *running_mean = a.running_mean;
+  double* stats = a.stats;
   check_phase_shape("forward statistics", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const int threads = ctx.threads();
@@ -59,17 +60,14 @@ void batchnorm_forward_stats_cpu(const ExecContext& ctx, const BatchnormShape& s
   stats[2 * C] = static_cast<double>(N * HW);
 }
 
-void batchnorm_forward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                 const double* stats,          // (2C + 1), summed over the ranks, about running_mean
-                                 const float* x,               // (N, C, H, W)
-                                 const float* gamma,           // (C)
-                                 const float* beta,            // (C)
-                                 const ActivationParams* act,  // or null
-                                 float* y,                     // (N, C, H, W)
-                                 float* running_mean,          // (C)
-                                 float* running_var,           // (C)
-                                 float* save_mean,             // (C)
-                                 float* save_inv_std) {        // (C)
+void batchnorm_forward_apply_cpu(const BatchnormForwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const double* stats = a.stats;
+  const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta;
+  const ActivationParams* act = a.act;
+  float *y = a.y.f32(), *running_mean = a.running_mean, *running_var = a.running_var, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std;
   check_phase_shape("forward", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const double M = stats[2 * C];
@@ -93,31 +91,24 @@ void batchnorm_forward_apply_cpu(const ExecContext& ctx, const BatchnormShape& s
   }
 }
 
-void batchnorm_forward_infer_act_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                     const float* x,               // (N, C, H, W)
-                                     const float* gamma,           // (C)
-                                     const float* beta,            // (C)
-                                     const float* running_mean,    // (C)
-                                     const float* running_var,     // (C)
-                                     const ActivationParams* act,  // or null
-                                     float* y) {                   // (N, C, H, W)
-  batchnorm_forward_infer_cpu(ctx, sh, x, gamma, beta, running_mean, running_var, y);
-  const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
-  const int threads = ctx.threads();
+void batchnorm_forward_infer_act_cpu(const BatchnormForwardInferAct& a) {
+  run_op(Backend::cpu, BatchnormForwardInfer{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, a.y});
+  const ActivationParams* act = a.act;
+  float* y = a.y.f32();
+  const int64_t N = a.sh.N, C = a.sh.C, HW = a.sh.H * a.sh.W;
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 15)) schedule(static)
   for (int64_t nc = 0; nc < N * C; ++nc) activate_in_place(act, y + nc * HW, HW);
 }
 
-void batchnorm_backward_stats_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const float* x,               // (N, C, H, W)
-                                  const float* y,               // (N, C, H, W); read only with act
-                                  const ActivationParams* act,  // or null
-                                  const float* save_mean,       // (C)
-                                  const float* save_inv_std,    // (C)
-                                  const float* dy,              // (N, C, H, W)
-                                  double* sums,                 // (2C + 1)
-                                  float* dgamma,                // (C) or null
-                                  float* dbeta) {               // (C) or null
+void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *y = a.y.f32(), *save_mean = a.save_mean, *save_inv_std = a.save_inv_std,
+      *dy = a.dy.f32();
+  const ActivationParams* act = a.act;
+  double* sums = a.sums;
+  float *dgamma = a.dgamma, *dbeta = a.dbeta;
   check_phase_shape("backward statistics", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const int threads = ctx.threads();
@@ -141,16 +132,14 @@ void batchnorm_backward_stats_cpu(const ExecContext& ctx, const BatchnormShape& 
   sums[2 * C] = static_cast<double>(N * HW);
 }
 
-void batchnorm_backward_apply_cpu(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const double* sums,           // (2C + 1), summed over the ranks
-                                  const float* x,               // (N, C, H, W)
-                                  const float* y,               // (N, C, H, W); read only with act
-                                  const ActivationParams* act,  // or null
-                                  const float* gamma,           // (C)
-                                  const float* save_mean,       // (C)
-                                  const float* save_inv_std,    // (C)
-                                  const float* dy,              // (N, C, H, W)
-                                  float* dx) {                  // (N, C, H, W)
+void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const double* sums = a.sums;
+  const float *x = a.x.f32(), *y = a.y.f32(), *gamma = a.gamma, *save_mean = a.save_mean,
+      *save_inv_std = a.save_inv_std, *dy = a.dy.f32();
+  const ActivationParams* act = a.act;
+  float* dx = a.dx.f32();
   check_phase_shape("backward", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const double M = sums[2 * C];

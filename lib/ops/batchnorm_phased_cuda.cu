@@ -75,109 +75,82 @@ struct CoefFromSums {
   }
 };
 
-static void check_phase_shape(const char* what, const BatchnormShape& sh) {
+// The stream of a phase's call, once its shape is checked.
+static cudaStream_t phase_stream(const ExecContext& ctx, const BatchnormShape& sh, const char* what) {
+  cudaStream_t stream = cuda::stream_of(ctx, what);
   if (sh.N < 0 || sh.C <= 0 || sh.H <= 0 || sh.W <= 0)
     CNN_THROW("{}: sizes must be positive (N may be 0), got N={} C={} H={} W={}", what, sh.N, sh.C, sh.H, sh.W);
   check_cuda_limits(what, sh);
+  return stream;
 }
 
-void batchnorm_forward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const float* x,             // (N, C, H, W)
-                                  const float* running_mean,  // (C): the shift
-                                  double* stats) {            // (2C + 1)
+void batchnorm_forward_stats_cuda(const BatchnormForwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
   const char* what = "batchnorm forward statistics";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_phase_shape(what, sh);
+  cudaStream_t stream = phase_stream(ctx, sh, what);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
-  const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), stats, nullptr, nullptr, nullptr};
+  const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), a.stats, nullptr, nullptr, nullptr};
   batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
-      layout_of(sh), x, running_mean, 1, partial, channel_counters(ctx, sh, what), tail);
+      layout_of(sh), a.x.f32(), a.running_mean, 1, partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm forward statistics (sums)");
 }
 
-void batchnorm_forward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                  const double* stats,          // (2C + 1), summed over the ranks
-                                  const float* x,               // (N, C, H, W)
-                                  const float* gamma,           // (C)
-                                  const float* beta,            // (C)
-                                  const ActivationParams* act,  // or null
-                                  float* y,                     // (N, C, H, W)
-                                  float* running_mean,          // (C)
-                                  float* running_var,           // (C)
-                                  float* save_mean,             // (C)
-                                  float* save_inv_std) {        // (C)
+void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
   const char* what = "batchnorm forward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_phase_shape(what, sh);
-  const NormFromSums pro{static_cast<int>(sh.C), sh.eps,      sh.momentum, stats,       gamma,
-                         running_mean,             running_var, save_mean,   save_inv_std};
+  cudaStream_t stream = phase_stream(ctx, sh, what);
+  const NormFromSums pro{static_cast<int>(sh.C), sh.eps,        sh.momentum, a.stats,       a.gamma,
+                         a.running_mean,         a.running_var, a.save_mean, a.save_inv_std};
   unsigned* counters = channel_counters(ctx, sh, what);
   // With N = 0 (a rank without samples) the kernel still runs: its one block per channel updates
   // the running statistics from the global sums and touches no x or y.
-  with_epilogue(act, [&](auto epi) { launch_normalize(stream, sh, epi, pro, x, beta, y, counters); });
+  with_epilogue(a.act,
+                [&](auto epi) { launch_normalize(stream, sh, epi, pro, a.x.f32(), a.beta, a.y.f32(), counters); });
   CUDA_CHECK_LAUNCH("batchnorm forward (apply)");
 }
 
-void batchnorm_forward_infer_act_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                      const float* x,               // (N, C, H, W)
-                                      const float* gamma,           // (C)
-                                      const float* beta,            // (C)
-                                      const float* running_mean,    // (C)
-                                      const float* running_var,     // (C)
-                                      const ActivationParams* act,  // or null
-                                      float* y) {                   // (N, C, H, W)
-  const char* what = "batchnorm inference";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_phase_shape(what, sh);
+void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a) {
+  const BatchnormShape& sh = a.sh;
+  cudaStream_t stream = phase_stream(*a.ctx, sh, "batchnorm inference");
   if (sh.N == 0) return;
-  const NormFromRunning pro{sh.eps, gamma, running_mean, running_var};
-  with_epilogue(act, [&](auto epi) { launch_normalize(stream, sh, epi, pro, x, beta, y, nullptr); });
+  const NormFromRunning pro{sh.eps, a.gamma, a.running_mean, a.running_var};
+  with_epilogue(a.act,
+                [&](auto epi) { launch_normalize(stream, sh, epi, pro, a.x.f32(), a.beta, a.y.f32(), nullptr); });
   CUDA_CHECK_LAUNCH("batchnorm inference (normalize)");
 }
 
-void batchnorm_backward_stats_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const float* x,               // (N, C, H, W)
-                                   const float* y,               // (N, C, H, W); read only with act
-                                   const ActivationParams* act,  // or null
-                                   const float* save_mean,       // (C)
-                                   const float* save_inv_std,    // (C)
-                                   const float* dy,              // (N, C, H, W)
-                                   double* sums,                 // (2C + 1)
-                                   float* dgamma,                // (C) or null
-                                   float* dbeta) {               // (C) or null
+void batchnorm_backward_stats_cuda(const BatchnormBackwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *dy = a.dy.f32();
+  const float* y_read = a.act ? a.y.f32() : nullptr;
   const char* what = "batchnorm backward statistics";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_phase_shape(what, sh);
+  cudaStream_t stream = phase_stream(ctx, sh, what);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
   unsigned* counters = channel_counters(ctx, sh, what);
-  const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), sums, save_inv_std, dgamma, dbeta};
-  const float* y_read = act ? y : nullptr;
-  with_epilogue(act, [&](auto epi) {
+  const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), a.sums, a.save_inv_std, a.dgamma, a.dbeta};
+  with_epilogue(a.act, [&](auto epi) {
     batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
-        layout_of(sh), epi, x, y_read, save_mean, dy, partial, counters, tail);
+        layout_of(sh), epi, x, y_read, a.save_mean, dy, partial, counters, tail);
   });
   CUDA_CHECK_LAUNCH("batchnorm backward statistics (sums)");
 }
 
-void batchnorm_backward_apply_cuda(const ExecContext& ctx, const BatchnormShape& sh,
-                                   const double* sums,           // (2C + 1), summed over the ranks
-                                   const float* x,               // (N, C, H, W)
-                                   const float* y,               // (N, C, H, W); read only with act
-                                   const ActivationParams* act,  // or null
-                                   const float* gamma,           // (C)
-                                   const float* save_mean,       // (C)
-                                   const float* save_inv_std,    // (C)
-                                   const float* dy,              // (N, C, H, W)
-                                   float* dx) {                  // (N, C, H, W) or null
+void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const float *x = a.x.f32(), *dy = a.dy.f32();
+  const float* y_read = a.act ? a.y.f32() : nullptr;
+  float* dx = a.dx.f32();
   const char* what = "batchnorm backward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
-  check_phase_shape(what, sh);
+  cudaStream_t stream = phase_stream(ctx, sh, what);
   if (sh.N == 0 || !dx) return;
-  const float* y_read = act ? y : nullptr;
-  const CoefFromSums coef{static_cast<int>(sh.C), sums, gamma, save_inv_std};
-  with_epilogue(act, [&](auto epi) { launch_dx(stream, sh, epi, coef, save_mean, x, y_read, dy, dx); });
+  const CoefFromSums coef{static_cast<int>(sh.C), a.sums, a.gamma, a.save_inv_std};
+  with_epilogue(a.act, [&](auto epi) { launch_dx(stream, sh, epi, coef, a.save_mean, x, y_read, dy, dx); });
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -23,16 +23,24 @@ void concat_forward_reference(const ExecContext& ctx, const ConcatShape& sh, con
 template <typename T>
 void concat_backward_reference(const ExecContext& ctx, const ConcatShape& sh, const T* dy, T* const* dxs);
 
-void concat_forward_cpu(const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
-void concat_backward_cpu(const ExecContext& ctx, const ConcatShape& sh, const float* dy, float* const* dxs);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp).
+struct ConcatForward {
+  const ExecContext* ctx = nullptr;
+  ConcatShape sh;
+  const ConstView* xs = nullptr;  // channels.size() views of (N, channels[i], HW)
+  View y = nullptr;               // (N, sum channels, HW)
+  DType dtype() const { return y.dtype(); }
+  static const OpTable<ConcatForward>& table();
+};
+struct ConcatBackward {
+  const ExecContext* ctx = nullptr;
+  ConcatShape sh;
+  ConstView dy = nullptr;     // (N, sum channels, HW)
+  const View* dxs = nullptr;  // channels.size() views of (N, channels[i], HW), each may be null
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<ConcatBackward>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void concat_forward_cuda(const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
-void concat_backward_cuda(const ExecContext& ctx, const ConcatShape& sh, const float* dy, float* const* dxs);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void concat_forward(Backend backend, const ExecContext& ctx, const ConcatShape& sh, const float* const* xs, float* y);
-void concat_backward(Backend backend, const ExecContext& ctx, const ConcatShape& sh, const float* dy,
-                     float* const* dxs);
+// Rows (registry.cpp): cpu (concat_cpu.cpp), cuda (concat_cuda.cu, device memory, ctx.cuda_stream).
 
 }  // namespace cnn

@@ -77,21 +77,23 @@ static void for_each_block(const ExecContext& ctx, const ConcatShape& sh, F copy
   }
 }
 
-void concat_forward_cpu(const ExecContext& ctx, const ConcatShape& sh,
-                        const float* const* xs,  // inputs x (N, channels[i], HW)
-                        float* y) {              // (N, total_channels, HW)
+void concat_forward_cpu(const ConcatForward& a) {
+  const ConcatShape& sh = a.sh;
   check_shape("forward", sh);
-  for_each_block(ctx, sh, [&](int64_t n, size_t i, int64_t at) {
+  const std::vector<const float*> xs = f32_pointers(a.xs, sh.channels.size());
+  float* y = a.y.f32();
+  for_each_block(*a.ctx, sh, [&](int64_t n, size_t i, int64_t at) {
     const int64_t len = sh.channels[i] * sh.HW;
     std::copy(xs[i] + n * len, xs[i] + (n + 1) * len, y + at);
   });
 }
 
-void concat_backward_cpu(const ExecContext& ctx, const ConcatShape& sh,
-                         const float* dy,      // (N, total_channels, HW)
-                         float* const* dxs) {  // inputs x (N, channels[i], HW), entries may be null
+void concat_backward_cpu(const ConcatBackward& a) {
+  const ConcatShape& sh = a.sh;
   check_shape("backward", sh);
-  for_each_block(ctx, sh, [&](int64_t n, size_t i, int64_t at) {
+  const float* dy = a.dy.f32();
+  const std::vector<float*> dxs = f32_pointers(a.dxs, sh.channels.size());
+  for_each_block(*a.ctx, sh, [&](int64_t n, size_t i, int64_t at) {
     if (!dxs[i]) return;
     const int64_t len = sh.channels[i] * sh.HW;
     std::copy(dy + at, dy + at + len, dxs[i] + n * len);

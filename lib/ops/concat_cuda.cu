@@ -79,12 +79,13 @@ static void check_shape(const char* what, const ConcatShape& sh) {
     if (sh.channels[i] <= 0) CNN_THROW("{}: input {} has {} channels, expected at least 1", what, i, sh.channels[i]);
 }
 
-void concat_forward_cuda(const ExecContext& ctx, const ConcatShape& sh,
-                         const float* const* xs,  // inputs x (N, channels[i], HW)
-                         float* y) {              // (N, total_channels, HW)
+void concat_forward_cuda(const ConcatForward& a) {
   const char* what = "concat forward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const ConcatShape& sh = a.sh;
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   check_shape(what, sh);
+  const std::vector<const float*> xs = f32_pointers(a.xs, sh.channels.size());
+  float* y = a.y.f32();
   const int64_t row = sh.total_channels() * sh.HW;
   std::vector<const float*> src;
   std::vector<float*> dst;
@@ -102,12 +103,13 @@ void concat_forward_cuda(const ExecContext& ctx, const ConcatShape& sh,
   launch_copies(stream, what, sh.N, src, dst, len, src_pitch, dst_pitch);
 }
 
-void concat_backward_cuda(const ExecContext& ctx, const ConcatShape& sh,
-                          const float* dy,      // (N, total_channels, HW)
-                          float* const* dxs) {  // inputs x (N, channels[i], HW), entries may be null
+void concat_backward_cuda(const ConcatBackward& a) {
   const char* what = "concat backward";
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const ConcatShape& sh = a.sh;
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   check_shape(what, sh);
+  const float* dy = a.dy.f32();
+  const std::vector<float*> dxs = f32_pointers(a.dxs, sh.channels.size());
   const int64_t row = sh.total_channels() * sh.HW;
   std::vector<const float*> src;
   std::vector<float*> dst;

@@ -1,7 +1,12 @@
 // 2-D convolution (cross-correlation, as in PyTorch) with stride, padding, dilation and groups.
-// Every backend takes identical parameters so tests can loop over them:
+// Three entry points, one per direction (Conv2dForward, Conv2dBackwardData, Conv2dBackwardFilter),
+// run through the dispatcher (run_op in ops/dispatch.h, with conv2d_algo.h included); their rows
+// are the ConvAlgo implementations of conv2d_algo.h: the backends' defaults and every named
+// algorithm. Below them:
 //   *_reference  naive loops, templated for float and double: the oracle (conv2d_cpu.cpp)
-//   *_cpu        im2col + OpenBLAS SGEMM, OpenMP-threaded (conv2d_cpu.cpp)
+//   *_cpu        im2col + OpenBLAS SGEMM, OpenMP-threaded (conv2d_cpu.cpp): the cpu rows
+//   *_cuda*      our CUDA kernels (conv2d_cuda.cu), *_cudnn cuDNN (conv2d_cudnn.cpp): the rows of
+//                conv2d_algo_cuda.cpp and conv2d_cudnn.cpp
 // Backward writes (never accumulates) dx, dw, db; any of them may be null when not needed.
 #pragma once
 
@@ -10,7 +15,8 @@
 #include <string>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "core/math_mode.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -51,32 +57,59 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
+// Entry points (run_op; rows: conv2d_algo.h). A named algorithm is run with
+// run_op(algo.backend, args, algo.name).
+struct ConvAlgo;
+struct Conv2dForward {
+  const ExecContext* ctx = nullptr;
+  Conv2dShape sh;
+  ConstView x = nullptr;  // (N, C, H, W)
+  ConstView w = nullptr;  // (K, C/groups, R, S)
+  ConstView b = nullptr;  // (K) or null
+  View y = nullptr;       // (N, K, P, Q)
+  MathMode math = MathMode::fp32;  // tf32: rows that honour it (cuDNN) may use TF32 tensor cores
+  DType dtype() const { return x.dtype(); }
+  static const ImplTable<ConvAlgo>& table();
+};
+struct Conv2dBackwardData {
+  const ExecContext* ctx = nullptr;
+  Conv2dShape sh;
+  ConstView w = nullptr;   // (K, C/groups, R, S)
+  ConstView dy = nullptr;  // (N, K, P, Q)
+  View dx = nullptr;       // (N, C, H, W)
+  MathMode math = MathMode::fp32;
+  DType dtype() const { return dy.dtype(); }
+  static const ImplTable<ConvAlgo>& table();
+};
+struct Conv2dBackwardFilter {
+  const ExecContext* ctx = nullptr;
+  Conv2dShape sh;
+  ConstView x = nullptr;   // (N, C, H, W)
+  ConstView dy = nullptr;  // (N, K, P, Q)
+  View dw = nullptr;       // (K, C/groups, R, S)
+  View db = nullptr;       // (K) or null
+  MathMode math = MathMode::fp32;
+  DType dtype() const { return dy.dtype(); }
+  static const ImplTable<ConvAlgo>& table();
+};
+
+// CUDA: the same operands on device memory, queued on ctx.cuda_stream: the "cuda" default rows,
+// which take the direct kernels where conv2d_cuda_direct_is_default (filters reading one input
+// channel, at most 25 taps) and the implicit GEMM elsewhere.
+bool conv2d_cuda_direct_is_default(const Conv2dShape& sh);
 void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                         const float* b, float* y);
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
 
-// cuDNN: the same operands through cuDNN's convolution API, FP32 without TF32, with the algorithm
-// cuDNN's heuristic ranks first within ctx.workspace_limit_bytes (deterministic ones when
-// ctx.deterministic); every algorithm by name is in conv2d_cudnn_algos() (conv2d_cudnn.cpp).
-// supports: non-throwing; the sizes fit cuDNN's int API (whether an algorithm exists for the shape
-// is the library's answer at run time).
+// cuDNN: FP32 with FMA math (no TF32) for MathMode::fp32, cuDNN's default math (TF32 tensor cores
+// allowed) for MathMode::tf32 (conv2d_cudnn.cpp, whose rows are its algorithms by name and the
+// "cudnn" defaults: the heuristic's first choice within ctx.workspace_limit_bytes, deterministic
+// ones when ctx.deterministic). supports: non-throwing; the sizes fit cuDNN's int API (whether an
+// algorithm exists for the shape is the library's answer at run time).
 bool conv2d_cudnn_supports(const Conv2dShape& sh);
-void conv2d_forward_cudnn(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                          const float* b, float* y);
-void conv2d_backward_cudnn(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                           const float* dy, float* dx, float* dw, float* db);
 
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void conv2d_forward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                    const float* b, float* y);
-void conv2d_backward(Backend backend, const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                     const float* dy, float* dx, float* dw, float* db);
-
-// ---- strategies of conv2d_cuda (conv2d_cuda.cu) ----
-// conv2d_forward_cuda / conv2d_backward_cuda pick one per shape (direct where it can implement,
-// else implicit GEMM); tests and the autotuner call them directly, after asking can_implement.
+// ---- strategies of conv2d_cuda (conv2d_cuda.cu), the rows cuda:implicit_gemm and cuda:direct ----
 // Same operands and contract as conv2d_forward_cuda / conv2d_backward_cuda; a strategy that cannot
 // implement the shape throws.
 //   implicit_gemm  tiled FP32 GEMM over gathered operands, any shape whose tensors have < 2^30 elements

@@ -1,13 +1,10 @@
-// The convolution algorithm registry (see conv2d_algo.h) and the CPU provider.
-// Trap: the lists are built once, on first use, from the three providers; a provider must not
-// depend on a device being present (cuDNN's asks the library per shape in can_implement).
+// Convolution rows (see conv2d_algo.h): the CPU provider, the row builder the providers share, the
+// lookups of named algorithms, and how the dispatcher calls a row.
 #include "ops/conv2d_algo.h"
 
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <fmt/ranges.h>
-#include <set>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -15,15 +12,33 @@
 namespace cnn {
 
 const char* to_string(ConvDir d) {
-  switch (d) {
-    case ConvDir::forward:
-      return "forward";
-    case ConvDir::backward_data:
-      return "backward_data";
-    case ConvDir::backward_filter:
-      return "backward_filter";
+  static const char* const kNames[] = {"forward", "backward_data", "backward_filter"};
+  return size_t(d) < 3 ? kNames[size_t(d)] : "?";
+}
+
+ConvOperandsF32 f32_operands(const ConvOperands& op) {
+  return {op.x.f32(), op.w.f32(), op.b.f32(), op.y.f32(), op.dy.f32(), op.dx.f32(), op.dw.f32(), op.db.f32()};
+}
+
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes, ConvForwardF32 forward,
+                   ConvBackwardF32 backward) {
+  for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
+    auto workspace = [bytes, dir](const ExecContext& ctx, const Conv2dShape& sh, MathMode) { return bytes(ctx, sh, dir); };
+    auto run = [forward, backward, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+      const ConvOperandsF32 f = f32_operands(op);
+      if (dir == ConvDir::forward) return forward(ctx, sh, f.x, f.w, f.b, f.y);
+      if (dir == ConvDir::backward_data) {
+        CNN_CHECK(f.dx, "{} backward_data: dx is null", name);
+        return backward(ctx, sh, nullptr, f.w, f.dy, f.dx, nullptr, nullptr);
+      }
+      CNN_CHECK(f.dw, "{} backward_filter: dw is null", name);
+      backward(ctx, sh, f.x, nullptr, f.dy, nullptr, f.dw, f.db);
+    };
+    auto can = [can_implement](const ExecContext& ctx, const Conv2dShape& sh, MathMode) { return can_implement(ctx, sh); };
+    out.push_back(ConvAlgo{name, backend, DType::f32, dir, deterministic, can, workspace, run});
   }
-  return "?";
 }
 
 // conv2d_cpu.cpp's GEMMs take int sizes: every matrix dimension of one group must fit.
@@ -37,8 +52,8 @@ static bool cpu_can_implement(const ExecContext&, const Conv2dShape& sh) {
 // Mirrors conv2d_cpu.cpp: one column buffer per batch slice (none for a 1x1 stride-1 unpadded
 // conv), plus one partial dw per slice after the first for backward_filter.
 static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir) {
-  const bool pointwise = sh.R == 1 && sh.S == 1 && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 &&
-                         sh.pad_w == 0;
+  const bool pointwise =
+      sh.R == 1 && sh.S == 1 && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_h == 0 && sh.pad_w == 0;
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>(ctx.threads(), sh.N));
   // Each factor is a size of one operand (within the tensor cap); the products are checked.
   const Checked cols = pointwise ? Checked(0) : Checked(sh.C / sh.groups * sh.R * sh.S) * (sh.P * sh.Q);
@@ -47,64 +62,37 @@ static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh,
   return checked_bytes(floats, sizeof(float), "conv2d cpu workspace");
 }
 
+// The one CPU algorithm, which is also the backend's default; slices are summed in a fixed order.
 std::vector<ConvAlgo> conv2d_cpu_algos() {
   std::vector<ConvAlgo> algos;
-  for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
-    ConvAlgo a;
-    a.name = "cpu:im2col_gemm";
-    a.backend = Backend::cpu;
-    a.dir = dir;
-    a.deterministic = true;  // slices are summed in a fixed order
-    a.can_implement = cpu_can_implement;
-    a.workspace_bytes = [dir](const ExecContext& ctx, const Conv2dShape& sh) {
-      return cpu_workspace_bytes(ctx, sh, dir);
-    };
-    switch (dir) {
-      case ConvDir::forward:
-        a.run = [](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          conv2d_forward_cpu(ctx, sh, op.x, op.w, op.b, op.y);
-        };
-        break;
-      case ConvDir::backward_data:
-        a.run = [](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          CNN_CHECK(op.dx, "conv2d cpu backward_data: dx is null");
-          conv2d_backward_cpu(ctx, sh, nullptr, op.w, op.dy, op.dx, nullptr, nullptr);
-        };
-        break;
-      case ConvDir::backward_filter:
-        a.run = [](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          CNN_CHECK(op.dw, "conv2d cpu backward_filter: dw is null");
-          conv2d_backward_cpu(ctx, sh, op.x, nullptr, op.dy, nullptr, op.dw, op.db);
-        };
-        break;
-    }
-    algos.push_back(std::move(a));
-  }
+  for (const char* name : {"cpu:im2col_gemm", "cpu"})
+    add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes, conv2d_forward_cpu,
+                  conv2d_backward_cpu);
   return algos;
 }
 
-static std::array<std::vector<ConvAlgo>, 3> build_registry() {
-  std::array<std::vector<ConvAlgo>, 3> by_dir;
-  for (auto provider : {conv2d_cpu_algos, conv2d_cuda_algos, conv2d_cudnn_algos}) {
-    for (ConvAlgo& a : provider()) {
-      auto& list = by_dir[size_t(a.dir)];
-      for (const ConvAlgo& seen : list)
-        CNN_CHECK(seen.name != a.name, "conv2d algorithm '{}' ({}) is registered twice", a.name, to_string(a.dir));
-      CNN_CHECK(a.can_implement && a.workspace_bytes && a.run, "conv2d algorithm '{}' ({}) lacks a function",
-                a.name, to_string(a.dir));
-      list.push_back(std::move(a));
-    }
+const ImplTable<ConvAlgo>& conv2d_table(ConvDir dir) {
+  switch (dir) {
+    case ConvDir::forward:
+      return Conv2dForward::table();
+    case ConvDir::backward_data:
+      return Conv2dBackwardData::table();
+    case ConvDir::backward_filter:
+      break;
   }
-  return by_dir;
+  return Conv2dBackwardFilter::table();
 }
 
-const std::vector<ConvAlgo>& conv2d_algos(ConvDir dir) {
-  static const std::array<std::vector<ConvAlgo>, 3> registry = build_registry();
-  return registry[size_t(dir)];
+static bool is_named(const ConvAlgo& a) { return a.name.find(':') != std::string::npos; }
+
+ConvAlgoList conv2d_algos(ConvDir dir) {
+  const std::vector<ConvAlgo>& rows = conv2d_table(dir).rows;
+  const auto named_end = std::find_if_not(rows.begin(), rows.end(), is_named);
+  return {rows.data(), rows.data() + (named_end - rows.begin())};
 }
 
 const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name) {
-  const std::vector<ConvAlgo>& list = conv2d_algos(dir);
+  const ConvAlgoList list = conv2d_algos(dir);
   for (const ConvAlgo& a : list)
     if (a.name == name) return a;
   std::vector<std::string> names;
@@ -112,5 +100,35 @@ const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name) {
   CNN_THROW("unknown {} convolution algorithm '{}'{} (this build has: {})", to_string(dir), name,
             did_you_mean(name, names), names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
 }
+
+void invoke(const ConvAlgo& a, const Conv2dForward& args) {
+  ConvOperands op{args.x, args.w, args.b, args.y};
+  op.math = args.math;
+  a.run(*args.ctx, args.sh, op);
+}
+void invoke(const ConvAlgo& a, const Conv2dBackwardData& args) {
+  ConvOperands op{nullptr, args.w, nullptr, nullptr, args.dy, args.dx};
+  op.math = args.math;
+  a.run(*args.ctx, args.sh, op);
+}
+void invoke(const ConvAlgo& a, const Conv2dBackwardFilter& args) {
+  ConvOperands op{args.x, nullptr, nullptr, nullptr, args.dy, nullptr, args.dw, args.db};
+  op.math = args.math;
+  a.run(*args.ctx, args.sh, op);
+}
+
+// can_implement on the call's context, or on an empty CPU context for a shape question.
+template <typename Args>
+static bool can_implement(const ConvAlgo& a, const Args& args) noexcept {
+  static const ExecContext kNoContext;
+  try {
+    return a.can_implement(args.ctx ? *args.ctx : kNoContext, args.sh, args.math);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+bool row_supports(const ConvAlgo& a, const Conv2dForward& args) noexcept { return can_implement(a, args); }
+bool row_supports(const ConvAlgo& a, const Conv2dBackwardData& args) noexcept { return can_implement(a, args); }
+bool row_supports(const ConvAlgo& a, const Conv2dBackwardFilter& args) noexcept { return can_implement(a, args); }
 
 }  // namespace cnn

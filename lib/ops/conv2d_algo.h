@@ -1,10 +1,16 @@
-// Convolution implementations by name and direction: the one list the autotuner, `cnn-bench conv`,
-// the conv2d layer's `algo:` key and the tests all read. Every implementation of every backend
-// (our CUDA strategies, each cuDNN algorithm) is one ConvAlgo per direction it implements.
+// Convolution implementations by name and direction: the rows of conv2d's three entry points
+// (Conv2dForward, Conv2dBackwardData, Conv2dBackwardFilter in conv2d.h), which the dispatcher, the
+// autotuner, `cnn-bench conv`, the conv2d layer's `algo:` key and the tests all read. Every
+// implementation of every backend (our CUDA strategies, each cuDNN algorithm) is one ConvAlgo per
+// direction it implements.
 //
-// Names: "<backend>:<strategy>", lower case, unique per direction, e.g. "cuda:implicit_gemm",
-// "cuda:direct", "cuda:winograd", "cuda:im2col_gemm", "cuda:fft", "cudnn:implicit_precomp_gemm",
-// "cudnn:winograd_nonfused", "cpu:im2col_gemm". The backend is the text before ':'.
+// Names: "<backend>:<strategy>", lower case, unique per direction and dtype, e.g.
+// "cuda:implicit_gemm", "cuda:direct", "cuda:winograd", "cuda:im2col_gemm", "cuda:fft",
+// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm": the named
+// algorithms (conv2d_algos). Beside them each backend has its default row, named after the backend,
+// which is what run_op(backend, args) runs when no algorithm is named: "cpu" (im2col GEMM), "cuda"
+// (direct kernels where every filter reads one input channel and has at most 25 taps, implicit
+// GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
 //
 // Operands (device memory for cuda/cudnn, host memory for cpu; layouts as in conv2d.h):
 //   forward          reads x, w, b (b may be null)   writes y
@@ -13,6 +19,8 @@
 // Outputs are written, never accumulated. Work is queued on ctx.cuda_stream.
 // Scratch memory comes from ctx.workspace; workspace_bytes() says how much one call takes, and the
 // autotuner skips (and reports) an algorithm whose workspace exceeds ctx.workspace_limit_bytes.
+// Trap: the rows are made once, on first use, by the providers below; a provider must not depend on
+// a device being present (cuDNN's asks the library per shape in can_implement).
 #pragma once
 
 #include <cstddef>
@@ -20,15 +28,32 @@
 #include <string>
 #include <vector>
 
+#include "core/view.h"
 #include "ops/backend.h"
 #include "ops/conv2d.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
 enum class ConvDir { forward, backward_data, backward_filter };
 const char* to_string(ConvDir d);  // "forward" | "backward_data" | "backward_filter"
 
+// The operands of any direction (what a direction does not read or write stays null).
 struct ConvOperands {
+  ConstView x = nullptr;   // (N, C, H, W)
+  ConstView w = nullptr;   // (K, C/groups, R, S)
+  ConstView b = nullptr;   // (K) or null
+  View y = nullptr;        // (N, K, P, Q)
+  ConstView dy = nullptr;  // (N, K, P, Q)
+  View dx = nullptr;       // (N, C, H, W)
+  View dw = nullptr;       // (K, C/groups, R, S)
+  View db = nullptr;       // (K) or null
+  MathMode math = MathMode::fp32;  // what the call allows; a row's math_used() says what it does
+};
+
+// The same operands as f32 pointers (checked: another dtype throws), which the f32
+// implementations read (conv2d_strategies.h).
+struct ConvOperandsF32 {
   const float* x = nullptr;
   const float* w = nullptr;
   const float* b = nullptr;
@@ -38,33 +63,82 @@ struct ConvOperands {
   float* dw = nullptr;
   float* db = nullptr;
 };
+ConvOperandsF32 f32_operands(const ConvOperands& op);
 
 struct ConvAlgo {
-  std::string name;  // "<backend>:<strategy>"
+  std::string name;  // "<backend>:<strategy>", or the backend's name for its default row
   Backend backend = Backend::cuda;
+  DType dtype = DType::f32;  // of the activations (x, y, dy, dx)
   ConvDir dir = ConvDir::forward;
   bool deterministic = true;  // same bits on every run (no atomics whose order varies)
-  // Whether this algorithm computes this shape (cuDNN: whether the library supports it here).
-  std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement;
-  // Scratch bytes one call needs for this shape (0 when none).
-  std::function<size_t(const ExecContext&, const Conv2dShape&)> workspace_bytes;
+  // Whether this algorithm computes this shape under a math mode (cuDNN: whether the library
+  // supports it here), and the scratch bytes one call needs (0 when none). Call them through
+  // can_implement() and workspace_bytes() below.
+  std::function<bool(const ExecContext&, const Conv2dShape&, MathMode)> can_implement_fn;
+  std::function<size_t(const ExecContext&, const Conv2dShape&, MathMode)> workspace_fn;
   std::function<void(const ExecContext&, const Conv2dShape&, const ConvOperands&)> run;
+  // Whether the row honours ConvOperands::math (cuDNN: TF32 tensor cores under tf32); the others
+  // compute in exact FP32 whatever the call allows.
+  bool follows_math = false;
+
+  bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode m = MathMode::fp32) const {
+    return can_implement_fn(ctx, sh, m);
+  }
+  size_t workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, MathMode m = MathMode::fp32) const {
+    return workspace_fn(ctx, sh, m);
+  }
+  // The math this row does when the call allows m.
+  MathMode math_used(MathMode m) const { return follows_math ? m : MathMode::fp32; }
 };
 
-// Providers, one per backend family; each returns every algorithm of every direction it has in
-// this build (empty when the build lacks that backend).
+// Rows of the three directions from one forward and one backward function over f32 pointers, the
+// backward computing whichever of dx, dw, db is non-null (so backward_data passes null dw and db,
+// backward_filter a null dx). bytes(ctx, sh, dir) is the workspace of one call of that direction.
+using ConvForwardF32 = void (*)(const ExecContext&, const Conv2dShape&, const float* x, const float* w,
+                                const float* b, float* y);
+using ConvBackwardF32 = void (*)(const ExecContext&, const Conv2dShape&, const float* x, const float* w,
+                                 const float* dy, float* dx, float* dw, float* db);
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                   ConvForwardF32 forward, ConvBackwardF32 backward);
+
+// Providers, one per backend family, each returning every row of every direction it has: named
+// algorithms and the backend's default rows. registry.cpp assembles the tables from them (the CUDA
+// ones only in a CUDA build).
 std::vector<ConvAlgo> conv2d_cpu_algos();    // conv2d_algo.cpp
-std::vector<ConvAlgo> conv2d_cuda_algos();   // our CUDA strategies (conv2d_algo_cuda.cpp / _nocuda.cpp)
-std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm (conv2d_cudnn.cpp / cudnn_ops_nocuda.cpp)
+std::vector<ConvAlgo> conv2d_cuda_algos();   // our CUDA strategies (conv2d_algo_cuda.cpp)
+std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm (conv2d_cudnn.cpp)
 // Our accuracy rule on top of cuDNN's support answer, a pure function of the shape (so it can be
-// checked without a GPU): false for cudnn:winograd_nonfused on filters larger than 3x3 (measured
-// too inaccurate; see conv2d_cudnn.cpp), whose can_implement is then false. `name` is a listed
-// cuDNN algorithm of `dir` ("cudnn:..."), else throws. Always false without cuDNN.
+// checked without a GPU): false for cudnn:winograd_nonfused (measured too inaccurate; see
+// conv2d_cudnn.cpp), whose can_implement is then false. `name` is a listed cuDNN algorithm of `dir`
+// ("cudnn:..."), else throws. CUDA builds only (conv2d_cudnn.cpp).
 bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh);
 
-// All of them, for one direction, in a fixed order (cpu, cuda, cudnn).
-const std::vector<ConvAlgo>& conv2d_algos(ConvDir dir);
-// The algorithm of that name and direction; throws cnn::Error listing the valid names otherwise.
+// The rows of one direction: the table of its entry point (registry.cpp), named algorithms first.
+const ImplTable<ConvAlgo>& conv2d_table(ConvDir dir);
+
+// The named algorithms of one direction, in a fixed order (cpu, cuda, cudnn), every dtype.
+struct ConvAlgoList {
+  const ConvAlgo* first = nullptr;
+  const ConvAlgo* last = nullptr;
+  const ConvAlgo* begin() const { return first; }
+  const ConvAlgo* end() const { return last; }
+  size_t size() const { return size_t(last - first); }
+  bool empty() const { return first == last; }
+};
+ConvAlgoList conv2d_algos(ConvDir dir);
+// The named algorithm of that name and direction; throws cnn::Error listing the valid names otherwise.
 const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name);
+
+// How the dispatcher (ops/dispatch.h: run_op, op_supports) calls a row of conv2d. A shape question
+// without a context asks can_implement with an empty CPU context (cuDNN's named rows then say no;
+// every default row answers from the shape alone).
+void invoke(const ConvAlgo& a, const Conv2dForward& args);
+void invoke(const ConvAlgo& a, const Conv2dBackwardData& args);
+void invoke(const ConvAlgo& a, const Conv2dBackwardFilter& args);
+bool row_supports(const ConvAlgo& a, const Conv2dForward& args) noexcept;
+bool row_supports(const ConvAlgo& a, const Conv2dBackwardData& args) noexcept;
+bool row_supports(const ConvAlgo& a, const Conv2dBackwardFilter& args) noexcept;
 
 }  // namespace cnn

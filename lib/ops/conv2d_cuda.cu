@@ -780,7 +780,7 @@ void conv2d_backward_cuda_direct(const ExecContext& ctx, const Conv2dShape& sh, 
 
 // The plain path (conv2d_forward_cuda without an autotuner) keeps the direct kernels for what they
 // were first measured on: one input channel per filter and at most 25 taps.
-static bool direct_is_default(const Conv2dShape& sh) {
+bool conv2d_cuda_direct_is_default(const Conv2dShape& sh) {
   return sh.groups >= 1 && sh.C == sh.groups && sh.R * sh.S <= kDirectMidTaps && conv2d_cuda_direct_can_implement(sh);
 }
 
@@ -788,7 +788,7 @@ static bool direct_is_default(const Conv2dShape& sh) {
 // GEMM would have a reduction of only R*S there), implicit GEMM everywhere else.
 void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* b,
                          float* y) {
-  if (direct_is_default(sh))
+  if (conv2d_cuda_direct_is_default(sh))
     conv2d_forward_cuda_direct(ctx, sh, x, w, b, y);
   else
     conv2d_forward_cuda_implicit_gemm(ctx, sh, x, w, b, y);
@@ -796,7 +796,7 @@ void conv2d_forward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const fl
 
 void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                           const float* dy, float* dx, float* dw, float* db) {
-  if (direct_is_default(sh))
+  if (conv2d_cuda_direct_is_default(sh))
     conv2d_backward_cuda_direct(ctx, sh, x, w, dy, dx, dw, db);
   else
     conv2d_backward_cuda_implicit_gemm(ctx, sh, x, w, dy, dx, dw, db);

@@ -1,11 +1,14 @@
 // Conv2d through cuDNN's convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter,
-// bias by cudnnAddTensor and cudnnConvolutionBackwardBias), FP32 with CUDNN_FMA_MATH so no
-// algorithm may use tensor cores (TF32) for FP32 data. Every algorithm of every direction is one
-// ConvAlgo; conv2d_forward_cudnn / conv2d_backward_cudnn take the one cuDNN's heuristic ranks first
-// among those that fit the workspace limit and that we measured accurate (accurate_enough: no
-// WINOGRAD_NONFUSED on any filter).
+// bias by cudnnAddTensor and cudnnConvolutionBackwardBias) on FP32 data. The call's MathMode sets the
+// descriptor's math type: fp32 -> CUDNN_FMA_MATH, so no algorithm may use tensor cores (bit for bit
+// what this file did before precisions existed); tf32 -> CUDNN_DEFAULT_MATH, which lets cuDNN run
+// FP32 convolutions on TF32 tensor cores (sm_80+; FP32 accumulation). Every algorithm of every
+// direction is one ConvAlgo (follows_math: the same row serves both modes); the "cudnn" default rows take the one cuDNN's heuristic ranks first among those that
+// fit the workspace limit and that we measured accurate (accurate_enough: no WINOGRAD_NONFUSED on
+// any filter).
 // Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
-// descriptors, those answers and the heuristic's choice are memoised per shape in the context.
+// descriptors, those answers and the heuristic's choice are memoised per shape and math mode in the
+// context (the two math types may support, rank and size the algorithms differently).
 #include <cudnn.h>
 
 #include <array>
@@ -127,12 +130,12 @@ struct ConvCache {
   cudnn::ShapeMemo<ConvDescs> memo;
 };
 
-cudnn::ShapeKey key_of(const Conv2dShape& sh) {
+cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math) {
   return {{sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h,
-           sh.dilation_w, sh.groups, sh.P, sh.Q}};
+           sh.dilation_w, sh.groups, sh.P, sh.Q, int64_t(math)}};
 }
 
-void make_descs(ConvDescs& d, const Conv2dShape& sh, const char* what) {
+void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, const char* what) {
   CNN_CHECK(conv2d_cudnn_supports(sh), "{}: cuDNN cannot take this shape ({})", what, sh.to_string());
   cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
   cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
@@ -143,8 +146,8 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, const char* what) {
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv, sh.pad_h, sh.pad_w, sh.stride_h, sh.stride_w, sh.dilation_h,
                                               sh.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, sh.groups));
-  // FMA only: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 on sm_80+.
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  // fp32: FMA only. tf32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 data on sm_80+.
+  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
   CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}", what,
@@ -152,10 +155,10 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, const char* what) {
   for (auto& per_dir : d.workspace) per_dir.fill(kUnasked);
 }
 
-ConvDescs& descs(const ExecContext& ctx, const Conv2dShape& sh, const char* what) {
+ConvDescs& descs(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, const char* what) {
   cudnn::handle(ctx, what);  // validates the context before its State is used
-  return cudnn::slot<ConvCache>(ctx, cudnn::Slot::conv2d).memo.get(key_of(sh), [&](ConvDescs& d) {
-    make_descs(d, sh, what);
+  return cudnn::slot<ConvCache>(ctx, cudnn::Slot::conv2d).memo.get(key_of(sh, math), [&](ConvDescs& d) {
+    make_descs(d, sh, math, what);
   });
 }
 
@@ -239,7 +242,7 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
     return algo;
   }
   // The heuristic ranks only what it expects to be fast; any other algorithm of this direction
-  // that cuDNN accepts (still cuDNN, still exact FP32) beats failing the layer.
+  // that cuDNN accepts (still cuDNN, in the same math) beats failing the layer.
   for (int algo = 0; algo < kMaxAlgos; ++algo) {
     if (!find_algo(dir, algo) || (ctx.deterministic && !algo_deterministic(dir, algo))) continue;
     if (!accurate_enough(dir, algo, sh)) continue;
@@ -270,10 +273,10 @@ int64_t usable_workspace(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo, c
   return bytes;
 }
 
-void run_forward(const ExecContext& ctx, const Conv2dShape& sh, int algo, const float* x, const float* w,
-                 const float* b, float* y, const char* what) {
+void run_forward(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, int algo, const float* x,
+                 const float* w, const float* b, float* y, const char* what) {
   cudnnHandle_t h = cudnn::handle(ctx, what);
-  ConvDescs& d = descs(ctx, sh, what);
+  ConvDescs& d = descs(ctx, sh, math, what);
   if (algo < 0) algo = choose(ctx, h, d, ConvDir::forward, sh, what);
   const int64_t bytes = usable_workspace(h, d, ConvDir::forward, algo, sh, what);
   void* ws = scratch(ctx, bytes, what);
@@ -283,10 +286,10 @@ void run_forward(const ExecContext& ctx, const Conv2dShape& sh, int algo, const 
   if (b) CUDNN_CHECK(cudnnAddTensor(h, &one, d.bias, b, &one, d.y, y));
 }
 
-void run_backward_data(const ExecContext& ctx, const Conv2dShape& sh, int algo, const float* w, const float* dy,
-                       float* dx, const char* what) {
+void run_backward_data(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, int algo, const float* w,
+                       const float* dy, float* dx, const char* what) {
   cudnnHandle_t h = cudnn::handle(ctx, what);
-  ConvDescs& d = descs(ctx, sh, what);
+  ConvDescs& d = descs(ctx, sh, math, what);
   if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_data, sh, what);
   const int64_t bytes = usable_workspace(h, d, ConvDir::backward_data, algo, sh, what);
   void* ws = scratch(ctx, bytes, what);
@@ -296,10 +299,10 @@ void run_backward_data(const ExecContext& ctx, const Conv2dShape& sh, int algo, 
 }
 
 // dw through `algo` when dw is given (a negative algo: the heuristic's), db when given.
-void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, int algo, const float* x, const float* dy,
-                         float* dw, float* db, const char* what) {
+void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, int algo, const float* x,
+                         const float* dy, float* dw, float* db, const char* what) {
   cudnnHandle_t h = cudnn::handle(ctx, what);
-  ConvDescs& d = descs(ctx, sh, what);
+  ConvDescs& d = descs(ctx, sh, math, what);
   const float one = 1.0f, zero = 0.0f;
   if (dw) {
     if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_filter, sh, what);
@@ -312,56 +315,70 @@ void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, int algo
 }
 
 // Non-throwing: a context without cuDNN, a shape cuDNN cannot describe, or a failed query is "no".
-bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo) {
+bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, ConvDir dir, int algo) {
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
     if (!accurate_enough(dir, algo, sh)) return false;
     const char* what = "conv2d cudnn can_implement";
     cudnnHandle_t h = cudnn::handle(ctx, what);
-    return workspace_of(h, descs(ctx, sh, what), dir, algo) != kUnsupported;
+    return workspace_of(h, descs(ctx, sh, math, what), dir, algo) != kUnsupported;
   } catch (const std::exception&) {
     return false;
   }
 }
 
+// The rows of algorithm `id` of `dir` (-1: the heuristic's choice per call, the default row).
+ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic) {
+  ConvAlgo a;
+  a.name = std::move(name);
+  a.backend = Backend::cudnn;
+  a.dir = dir;
+  a.deterministic = deterministic;
+  a.follows_math = true;
+  if (id < 0) {
+    a.can_implement_fn = [](const ExecContext&, const Conv2dShape& sh, MathMode) { return conv2d_cudnn_supports(sh); };
+  } else {
+    a.can_implement_fn = [dir, id](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
+      return can_implement(ctx, sh, math, dir, id);
+    };
+  }
+  a.workspace_fn = [dir, id](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
+    const char* what = "conv2d cudnn workspace_bytes";
+    cudnnHandle_t h = cudnn::handle(ctx, what);
+    ConvDescs& d = descs(ctx, sh, math, what);
+    const int algo = id < 0 ? choose(ctx, h, d, dir, sh, what) : id;
+    return static_cast<size_t>(usable_workspace(h, d, dir, algo, sh, what));
+  };
+  switch (dir) {
+    case ConvDir::forward:
+      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+        const ConvOperandsF32 f = f32_operands(op);
+        run_forward(ctx, sh, op.math, id, f.x, f.w, f.b, f.y, "conv2d cudnn forward");
+      };
+      break;
+    case ConvDir::backward_data:
+      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+        const ConvOperandsF32 f = f32_operands(op);
+        CNN_CHECK(f.dx, "conv2d cudnn backward_data: dx is null");
+        run_backward_data(ctx, sh, op.math, id, f.w, f.dy, f.dx, "conv2d cudnn backward_data");
+      };
+      break;
+    case ConvDir::backward_filter:
+      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+        const ConvOperandsF32 f = f32_operands(op);
+        CNN_CHECK(f.dw, "conv2d cudnn backward_filter: dw is null");
+        run_backward_filter(ctx, sh, op.math, id, f.x, f.dy, f.dw, f.db, "conv2d cudnn backward_filter");
+      };
+      break;
+  }
+  return a;
+}
+
 template <size_t N>
 void add_algos(std::vector<ConvAlgo>& out, ConvDir dir, const std::array<AlgoInfo, N>& table) {
-  for (const AlgoInfo& info : table) {
-    ConvAlgo a;
-    a.name = std::string("cudnn:") + info.name;
-    a.backend = Backend::cudnn;
-    a.dir = dir;
-    a.deterministic = info.deterministic;
-    const int id = info.id;
-    a.can_implement = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
-      return can_implement(ctx, sh, dir, id);
-    };
-    a.workspace_bytes = [dir, id](const ExecContext& ctx, const Conv2dShape& sh) {
-      const char* what = "conv2d cudnn workspace_bytes";
-      cudnnHandle_t h = cudnn::handle(ctx, what);
-      return static_cast<size_t>(usable_workspace(h, descs(ctx, sh, what), dir, id, sh, what));
-    };
-    switch (dir) {
-      case ConvDir::forward:
-        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          run_forward(ctx, sh, id, op.x, op.w, op.b, op.y, "conv2d cudnn forward");
-        };
-        break;
-      case ConvDir::backward_data:
-        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          CNN_CHECK(op.dx, "conv2d cudnn backward_data: dx is null");
-          run_backward_data(ctx, sh, id, op.w, op.dy, op.dx, "conv2d cudnn backward_data");
-        };
-        break;
-      case ConvDir::backward_filter:
-        a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-          CNN_CHECK(op.dw, "conv2d cudnn backward_filter: dw is null");
-          run_backward_filter(ctx, sh, id, op.x, op.dy, op.dw, op.db, "conv2d cudnn backward_filter");
-        };
-        break;
-    }
-    out.push_back(std::move(a));
-  }
+  for (const AlgoInfo& info : table) out.push_back(make_row(dir, info.id, std::string("cudnn:") + info.name, info.deterministic));
+  // The heuristic's choice depends on the context (deterministic or not), so it is not called so.
+  out.push_back(make_row(dir, -1, "cudnn", false));
 }
 
 }  // namespace
@@ -373,25 +390,6 @@ bool conv2d_cudnn_supports(const Conv2dShape& sh) {
     return false;
   return cudnn::fits_nchw(sh.N, sh.C, sh.H, sh.W) && cudnn::fits_nchw(sh.N, sh.K, sh.P, sh.Q) &&
          cudnn::fits_nchw(sh.K, sh.C / sh.groups, sh.R, sh.S);
-}
-
-void conv2d_forward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
-                          const float* x,  // (N, C, H, W)
-                          const float* w,  // (K, C/groups, R, S)
-                          const float* b,  // (K) or null
-                          float* y) {      // (N, K, P, Q)
-  run_forward(ctx, sh, -1, x, w, b, y, "conv2d cudnn forward");
-}
-
-void conv2d_backward_cudnn(const ExecContext& ctx, const Conv2dShape& sh,
-                           const float* x,   // (N, C, H, W)
-                           const float* w,   // (K, C/groups, R, S)
-                           const float* dy,  // (N, K, P, Q)
-                           float* dx,        // (N, C, H, W) or null
-                           float* dw,        // (K, C/groups, R, S) or null
-                           float* db) {      // (K) or null
-  if (dx) run_backward_data(ctx, sh, -1, w, dy, dx, "conv2d cudnn backward_data");
-  if (dw || db) run_backward_filter(ctx, sh, -1, x, dy, dw, db, "conv2d cudnn backward_filter");
 }
 
 bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh) {

@@ -399,7 +399,7 @@ static void frequency_gemms(const ExecContext& ctx, const Gemm& g, int F, const 
 // write transposed to frequency-major through t. At each frequency, row-major matrices W (K, C),
 // X (cnt, C), Y (cnt, K); in cuBLAS's column-major terms their transposes, so forward is
 // Y^T (K x cnt) = conj(W) X^T.
-static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op,
+static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op,
                          const FftPlanDims& d, FftPlans& plans, float* real, float* wf, float* cspec, float* kspec,
                          float* t) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
@@ -421,11 +421,15 @@ static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir 
       plans.forward(real, t, cnt);
       transpose(t, wf + 2 * p0, cnt, F, stream, 0, KC);
     });
-  const bool x_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;  // no padded copy of x needed
+  const bool x_shape_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;
   for (int64_t n0 = 0; n0 < sh.N; n0 += d.nb) {
     const int cnt = int(std::min<int64_t>(d.nb, sh.N - n0));
     if (dir != ConvDir::backward_data) {
       const float* x = op.x + n0 * C * H * W;
+      // No padded copy of x needed when it has the transform's size and cuFFT's alignment: an
+      // R2C input that is only 4-byte aligned (a channel slice of a concat, an odd offset) is
+      // refused by cuFFT with CUFFT_INVALID_VALUE, so such an x goes through the copy too.
+      const bool x_fits = x_shape_fits && reinterpret_cast<uintptr_t>(x) % 16 == 0;
       if (!x_fits) pad(x, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
       transform(x_fits ? x : real, cnt * C, cspec);
     }
@@ -455,7 +459,7 @@ static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir 
   }
 }
 
-static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+static void run_fft(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const FftPlanDims d = plan_dims(sh);
   float* real = workspace_floats(ctx, d.total(), "fft");
@@ -523,7 +527,7 @@ size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir) {
   return plan_dims(sh).total() * sizeof(float);
 }
 
-void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op) {
   CNN_CHECK(conv2d_fft_shape_supported(sh, dir),
             "conv2d fft cannot implement {} for {} (needs stride 1, dilation 1, groups 1, H + 2 pad <= 1024)",
             to_string(dir), sh.to_string());

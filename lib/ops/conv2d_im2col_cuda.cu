@@ -181,7 +181,7 @@ size_t conv2d_cuda_im2col_gemm_workspace_bytes(const Conv2dShape& sh, ConvDir di
   return size_t(chunk_images(sh.N, size_t(per)) * per) * sizeof(float);
 }
 
-void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op) {
   CNN_CHECK(conv2d_im2col_gemm_shape_supported(sh, dir), "conv2d im2col_gemm cannot implement {} for {}",
             to_string(dir), sh.to_string());
   switch (dir) {

@@ -5,12 +5,12 @@
 //                backward_filter any padding                        conv2d_winograd_cuda.cu
 //   im2col_gemm  Caffe's im2col + cuBLAS SGEMM per group, any shape   conv2d_im2col_cuda.cu
 //   fft          cuFFT: stride 1, dilation 1, groups 1, all directions  conv2d_fft_cuda.cu
-// Operands and contract as in conv2d_algo.h (outputs written, not accumulated; device memory;
+// Operands (f32) and contract as in conv2d_algo.h (outputs written, not accumulated; device memory;
 // work on ctx.cuda_stream; scratch from ctx.workspace, at most workspace_bytes(sh, dir) bytes).
 // After a shape's first call (which may make cuFFT plans, cached per context), a call neither
 // allocates nor synchronises, so training steps using them can be captured into CUDA graphs.
-// Trap: in a build without CUDA the stand-ins (*_nocuda.cpp) answer can_implement false and throw
-// in run; the shape rules themselves (*_shape_supported, conv2d_strategies.cpp) hold in every build.
+// Trap: the strategies exist in CUDA builds only (their rows are in conv2d_algo_cuda.cpp); the shape
+// rules themselves (*_shape_supported, conv2d_strategies.cpp) hold in every build.
 #pragma once
 
 #include <cstddef>
@@ -22,15 +22,15 @@ namespace cnn {
 
 bool conv2d_cuda_winograd_can_implement(const Conv2dShape& sh, ConvDir dir);
 size_t conv2d_cuda_winograd_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
-void conv2d_cuda_winograd_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+void conv2d_cuda_winograd_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op);
 
 bool conv2d_cuda_im2col_gemm_can_implement(const Conv2dShape& sh, ConvDir dir);
 size_t conv2d_cuda_im2col_gemm_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
-void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+void conv2d_cuda_im2col_gemm_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op);
 
 bool conv2d_cuda_fft_can_implement(const Conv2dShape& sh, ConvDir dir);
 size_t conv2d_cuda_fft_workspace_bytes(const Conv2dShape& sh, ConvDir dir);
-void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op);
+void conv2d_cuda_fft_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op);
 // Device bytes the context's cuFFT plans hold as work areas of their own, outside ctx.workspace: 0
 // unless cuFFT wanted more than the reserve workspace_bytes counts (tests check it stays 0).
 size_t conv2d_cuda_fft_work_bytes_outside_workspace(const ExecContext& ctx);

@@ -298,7 +298,7 @@ size_t conv2d_cuda_winograd_workspace_bytes(const Conv2dShape& sh, ConvDir dir) 
   return workspace_floats_of(problem_of(sh, dir)) * sizeof(float);
 }
 
-void conv2d_cuda_winograd_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperands& op) {
+void conv2d_cuda_winograd_run(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op) {
   CNN_CHECK(conv2d_winograd_shape_supported(sh, dir),
             "conv2d winograd cannot implement {} for {} (needs 3x3, stride 1, dilation 1, groups 1{})", to_string(dir),
             sh.to_string(), dir == ConvDir::backward_data ? ", padding <= 2" : "");

@@ -6,7 +6,8 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "core/math_mode.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -26,21 +27,34 @@ template <typename T>
 void dense_backward_reference(const ExecContext& ctx, const DenseShape& sh, const T* x, const T* w, const T* dy,
                               T* dx, T* dw, T* db);
 
-void dense_forward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
-                       float* y);
-void dense_backward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                        const float* dy, float* dx, float* dw, float* db);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp).
+struct DenseForward {
+  const ExecContext* ctx = nullptr;
+  DenseShape sh;
+  ConstView x = nullptr;  // (N, C)
+  ConstView w = nullptr;  // (K, C)
+  ConstView b = nullptr;  // (K) or null
+  View y = nullptr;       // (N, K)
+  MathMode math = MathMode::fp32;  // tf32: the cuda row's GEMM may use TF32 tensor cores
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<DenseForward>& table();
+};
+struct DenseBackward {
+  const ExecContext* ctx = nullptr;
+  DenseShape sh;
+  ConstView x = nullptr;   // (N, C)
+  ConstView w = nullptr;   // (K, C)
+  ConstView dy = nullptr;  // (N, K)
+  View dx = nullptr;       // (N, C) or null
+  View dw = nullptr;       // (K, C) or null
+  View db = nullptr;       // (K) or null
+  MathMode math = MathMode::fp32;
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<DenseBackward>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
-                       float* y);
-void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                        const float* dy, float* dx, float* dw, float* db);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void dense_forward(Backend backend, const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                   const float* b, float* y);
-void dense_backward(Backend backend, const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                    const float* dy, float* dx, float* dw, float* db);
+// Rows (registry.cpp): cpu (dense_cpu.cpp, OpenBLAS SGEMM, FP32 whatever the math), cuda
+// (dense_cuda.cu, cuBLAS on ctx.cuda_stream, device memory: pedantic FP32 math for fp32,
+// CUBLAS_TF32_TENSOR_OP_MATH for tf32; the bias sum db stays an FP32 kernel in both).
 
 }  // namespace cnn

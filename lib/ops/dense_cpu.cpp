@@ -56,8 +56,10 @@ template void dense_backward_reference<float>(const ExecContext&, const DenseSha
 template void dense_backward_reference<double>(const ExecContext&, const DenseShape&, const double*, const double*,
                                                const double*, double*, double*, double*);
 
-void dense_forward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
-                       float* y) {
+void dense_forward_cpu(const DenseForward& a) {
+  const DenseShape& sh = a.sh;
+  const float *x = a.x.f32(), *w = a.w.f32(), *b = a.b.f32();
+  float* y = a.y.f32();
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
   float beta = 0.0f;
@@ -66,16 +68,19 @@ void dense_forward_cpu(const ExecContext& ctx, const DenseShape& sh, const float
     beta = 1.0f;
   }
   // y (N, K) = x (N, C) * w^T (C, K) [+ y]
-  sgemm_parallel(ctx.threads(), false, true, sh.N, sh.K, sh.C, 1.0f, x, sh.C, w, sh.C, beta, y, sh.K);
+  sgemm_parallel(a.ctx->threads(), false, true, sh.N, sh.K, sh.C, 1.0f, x, sh.C, w, sh.C, beta, y, sh.K);
 }
 
-void dense_backward_cpu(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* dy,
-                        float* dx, float* dw, float* db) {
+void dense_backward_cpu(const DenseBackward& a) {
+  const DenseShape& sh = a.sh;
+  const float *x = a.x.f32(), *w = a.w.f32(), *dy = a.dy.f32();
+  float *dx = a.dx.f32(), *dw = a.dw.f32(), *db = a.db.f32();
+  const int threads = a.ctx->threads();
   check_shape(sh);
   // dx (N, C) = dy (N, K) * w (K, C)
-  if (dx) sgemm_parallel(ctx.threads(), false, false, sh.N, sh.C, sh.K, 1.0f, dy, sh.K, w, sh.C, 0.0f, dx, sh.C);
+  if (dx) sgemm_parallel(threads, false, false, sh.N, sh.C, sh.K, 1.0f, dy, sh.K, w, sh.C, 0.0f, dx, sh.C);
   // dw (K, C) = dy^T (K, N) * x (N, C)
-  if (dw) sgemm_parallel(ctx.threads(), true, false, sh.K, sh.C, sh.N, 1.0f, dy, sh.K, x, sh.C, 0.0f, dw, sh.C);
+  if (dw) sgemm_parallel(threads, true, false, sh.K, sh.C, sh.N, 1.0f, dy, sh.K, x, sh.C, 0.0f, dw, sh.C);
   if (db) {
     // Column sums of dy (N, K), rows added in order; double so long batches lose no bits.
     std::vector<double> acc(static_cast<size_t>(sh.K), 0.0);

@@ -1,5 +1,9 @@
-// Dense on CUDA: cuBLAS SGEMM (FP32, the handle's pedantic math: no TF32) on the context's handle
-// and stream, a bias broadcast the GEMM accumulates onto, and a deterministic column sum for db.
+// Dense on CUDA: cuBLAS SGEMM on the context's handle and stream, a bias broadcast the GEMM
+// accumulates onto, and a deterministic column sum for db. The GEMMs run in the call's math:
+// pedantic FP32 for MathMode::fp32, TF32 tensor cores (FP32 accumulation) for tf32; the handle's
+// math mode is set for the call and put back after it (BlasMath), so the handle's other users (the
+// im2col convolution strategy) keep plain FP32. Setting it is host-side handle state read when a
+// GEMM is enqueued, so it is also right under CUDA graph capture.
 // Trap: cuBLAS is column-major; a row-major (R, C) matrix is the column-major (C, R) matrix, its
 // transpose. So y (N, K) = x w^T is computed as y^T (K, N) = w (K, C) x^T (C, N), i.e.
 // gemm(T, N) on w (col-major C x K, ld C) and x (col-major C x N, ld C) into y (col-major K x N, ld K).
@@ -58,6 +62,29 @@ static void check_shape(const DenseShape& sh) {
             sh.N, sh.C, sh.K);
 }
 
+// The handle's math mode for one call's GEMMs (see the top); restores the previous mode on exit.
+class BlasMath {
+ public:
+  BlasMath(cublasHandle_t h, MathMode m) : m_h(h) {
+    check_cublas(cublasGetMathMode(h, &m_prev), "cublasGetMathMode");
+    const cublasMath_t want = m == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH;
+    if (want != m_prev) {
+      check_cublas(cublasSetMathMode(h, want), "cublasSetMathMode");
+      m_set = true;
+    }
+  }
+  ~BlasMath() {
+    if (m_set) cublasSetMathMode(m_h, m_prev);  // destructors never throw
+  }
+  BlasMath(const BlasMath&) = delete;
+  BlasMath& operator=(const BlasMath&) = delete;
+
+ private:
+  cublasHandle_t m_h;
+  cublasMath_t m_prev = CUBLAS_DEFAULT_MATH;
+  bool m_set = false;
+};
+
 static cublasHandle_t blas_handle(const ExecContext& ctx) {
   CNN_CHECK(ctx.cublas_handle, "dense cuda: the context has no cuBLAS handle");
   return static_cast<cublasHandle_t>(ctx.cublas_handle);
@@ -71,8 +98,11 @@ static void bind_stream(cublasHandle_t h, cudaStream_t stream) {
   if (bound != stream) check_cublas(cublasSetStream(h, stream), "cublasSetStream");
 }
 
-void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
-                        float* y) {
+void dense_forward_cuda(const DenseForward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const DenseShape& sh = a.sh;
+  const float *x = a.x.f32(), *w = a.w.f32(), *b = a.b.f32();
+  float* y = a.y.f32();
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
@@ -88,13 +118,17 @@ void dense_forward_cuda(const ExecContext& ctx, const DenseShape& sh, const floa
     beta = 1.0f;
   }
   const float alpha = 1.0f;
+  const BlasMath math(h, a.math);
   // y^T (K, N) = w (K, C) * x^T (C, N)
   check_cublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, w, C, x, C, &beta, y, K),
                "cublasSgemm (dense forward)");
 }
 
-void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
-                         const float* dy, float* dx, float* dw, float* db) {
+void dense_backward_cuda(const DenseBackward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const DenseShape& sh = a.sh;
+  const float *x = a.x.f32(), *w = a.w.f32(), *dy = a.dy.f32();
+  float *dx = a.dx.f32(), *dw = a.dw.f32(), *db = a.db.f32();
   check_shape(sh);
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
@@ -102,6 +136,7 @@ void dense_backward_cuda(const ExecContext& ctx, const DenseShape& sh, const flo
   if (dx || dw) {
     const cublasHandle_t h = blas_handle(ctx);
     bind_stream(h, stream);
+    const BlasMath math(h, a.math);
     // dx (N, C) = dy (N, K) w (K, C):  dx^T (C, N) = w^T (C, K) * dy^T (K, N)
     if (dx)
       check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, w, C, dy, K, &beta, dx, C),

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -27,17 +27,26 @@ void dropout_forward_reference(const ExecContext& ctx, const DropoutParams& prm,
 template <typename T>
 void dropout_backward_reference(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const T* dy, T* dx);
 
-void dropout_forward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x, float* y);
-void dropout_backward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy, float* dx);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp). y may alias x, dx may alias dy.
+struct DropoutForward {
+  const ExecContext* ctx = nullptr;
+  DropoutParams prm;
+  int64_t n = 0;
+  ConstView x = nullptr;  // (n)
+  View y = nullptr;       // (n)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<DropoutForward>& table();
+};
+struct DropoutBackward {
+  const ExecContext* ctx = nullptr;
+  DropoutParams prm;
+  int64_t n = 0;
+  ConstView dy = nullptr;  // (n)
+  View dx = nullptr;       // (n)
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<DropoutBackward>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void dropout_forward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x, float* y);
-void dropout_backward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy, float* dx);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void dropout_forward(Backend backend, const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* x,
-                     float* y);
-void dropout_backward(Backend backend, const ExecContext& ctx, const DropoutParams& prm, int64_t n, const float* dy,
-                      float* dx);
+// Rows (registry.cpp): cpu (dropout_cpu.cpp), cuda (dropout_cuda.cu, device memory, ctx.cuda_stream).
 
 }  // namespace cnn

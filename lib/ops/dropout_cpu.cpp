@@ -81,18 +81,14 @@ static void mask_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n
   }
 }
 
-void dropout_forward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n,
-                         const float* x,  // (n)
-                         float* y) {      // (n)
-  check_params("forward", prm, n);
-  mask_cpu(ctx, prm, n, x, y);
+void dropout_forward_cpu(const DropoutForward& a) {
+  check_params("forward", a.prm, a.n);
+  mask_cpu(*a.ctx, a.prm, a.n, a.x.f32(), a.y.f32());
 }
 
-void dropout_backward_cpu(const ExecContext& ctx, const DropoutParams& prm, int64_t n,
-                          const float* dy,  // (n)
-                          float* dx) {      // (n)
-  check_params("backward", prm, n);
-  mask_cpu(ctx, prm, n, dy, dx);
+void dropout_backward_cpu(const DropoutBackward& a) {
+  check_params("backward", a.prm, a.n);
+  mask_cpu(*a.ctx, a.prm, a.n, a.dy.f32(), a.dx.f32());
 }
 
 }  // namespace cnn

@@ -5,7 +5,7 @@
 #include "core/cuda_check.h"
 #include "core/rng.h"
 #include "ops/dropout.h"
-#include "ops/reduce.cuh"
+#include "ops/elementwise.cuh"
 
 namespace cnn {
 
@@ -35,12 +35,12 @@ static __global__ void dropout_mask_philox_kernel(uint64_t seed, uint64_t first,
     const uint64_t block = block0 + static_cast<uint64_t>(b);
     const Philox4 r = philox4x32(seed, kDropoutStream, block);
     if (kVec && 4 * b + 4 <= n) {  // first % 4 == 0: block b is exactly elements [4b, 4b + 4)
-      float4 v = reinterpret_cast<const float4*>(in)[b];
+      float4 v = cuda::load4(in, b);
       v.x = keep_or_drop(r.v[0], p, scale, v.x);
       v.y = keep_or_drop(r.v[1], p, scale, v.y);
       v.z = keep_or_drop(r.v[2], p, scale, v.z);
       v.w = keep_or_drop(r.v[3], p, scale, v.w);
-      reinterpret_cast<float4*>(out)[b] = v;
+      cuda::store4(out, b, v);
       continue;
     }
 #pragma unroll
@@ -82,16 +82,12 @@ static void launch_mask(const ExecContext& ctx, const char* what, const DropoutP
   CUDA_CHECK_LAUNCH(what);
 }
 
-void dropout_forward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n,
-                          const float* x,  // (n)
-                          float* y) {      // (n)
-  launch_mask(ctx, "dropout forward", prm, n, x, y);
+void dropout_forward_cuda(const DropoutForward& a) {
+  launch_mask(*a.ctx, "dropout forward", a.prm, a.n, a.x.f32(), a.y.f32());
 }
 
-void dropout_backward_cuda(const ExecContext& ctx, const DropoutParams& prm, int64_t n,
-                           const float* dy,  // (n)
-                           float* dx) {      // (n)
-  launch_mask(ctx, "dropout backward", prm, n, dy, dx);
+void dropout_backward_cuda(const DropoutBackward& a) {
+  launch_mask(*a.ctx, "dropout backward", a.prm, a.n, a.dy.f32(), a.dx.f32());
 }
 
 }  // namespace cnn

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/exec_context.h"
-#include "ops/backend.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -39,25 +39,29 @@ template <typename T>
 void pool2d_backward_reference(const ExecContext& ctx, const Pool2dShape& sh, const T* x, const T* y, const T* dy,
                                T* dx);
 
-void pool2d_forward_cpu(const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
-void pool2d_backward_cpu(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
-                         const float* dy, float* dx);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp).
+struct Pool2dForward {
+  const ExecContext* ctx = nullptr;
+  Pool2dShape sh;
+  ConstView x = nullptr;  // (N, C, H, W)
+  View y = nullptr;       // (N, C, P, Q)
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<Pool2dForward>& table();
+};
+struct Pool2dBackward {
+  const ExecContext* ctx = nullptr;
+  Pool2dShape sh;
+  ConstView x = nullptr;   // (N, C, H, W), as in forward
+  ConstView y = nullptr;   // (N, C, P, Q), as in forward
+  ConstView dy = nullptr;  // (N, C, P, Q)
+  View dx = nullptr;       // (N, C, H, W), written (not accumulated)
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<Pool2dBackward>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
-void pool2d_backward_cuda(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
-                         const float* dy, float* dx);
-
-// cuDNN: the same operands through cudnnPooling* (pool2d_cudnn.cpp). supports: non-throwing; every
-// shape Pool2dShape::make accepts whose sizes fit cuDNN's int API.
+// Rows (registry.cpp): cpu (pool2d_cpu.cpp), cuda (pool2d_cuda.cu, device memory, ctx.cuda_stream),
+// cudnn (pool2d_cudnn.cpp, cudnnPooling*). pool2d_cudnn_supports: non-throwing; every shape
+// Pool2dShape::make accepts whose sizes fit cuDNN's int API.
 bool pool2d_cudnn_supports(const Pool2dShape& sh);
-void pool2d_forward_cudnn(const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
-void pool2d_backward_cudnn(const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
-                           const float* dy, float* dx);
-
-// By backend (ops_dispatch.cpp): the function above of that backend.
-void pool2d_forward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, float* y);
-void pool2d_backward(Backend backend, const ExecContext& ctx, const Pool2dShape& sh, const float* x, const float* y,
-                     const float* dy, float* dx);
 
 }  // namespace cnn

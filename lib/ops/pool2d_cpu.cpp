@@ -160,15 +160,16 @@ static std::vector<Span> clipped_spans(int64_t out, int64_t size, int64_t window
   return spans;
 }
 
-void pool2d_forward_cpu(const ExecContext& ctx, const Pool2dShape& sh,
-                        const float* x,  // (N, C, H, W)
-                        float* y) {      // (N, C, P, Q)
+void pool2d_forward_cpu(const Pool2dForward& a) {
+  const Pool2dShape& sh = a.sh;
+  const float* x = a.x.f32();
+  float* y = a.y.f32();
   check_made(sh);
   const std::vector<Span> rows = clipped_spans(sh.P, sh.H, sh.R, sh.stride_h, sh.pad_h);
   const std::vector<Span> cols = clipped_spans(sh.Q, sh.W, sh.S, sh.stride_w, sh.pad_w);
   const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
   const bool is_max = sh.kind == PoolKind::max;
-  const int threads = ctx.threads();
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
   for (int64_t nc = 0; nc < planes; ++nc) {
     const float* xp = x + nc * H * W;
@@ -195,17 +196,16 @@ void pool2d_forward_cpu(const ExecContext& ctx, const Pool2dShape& sh,
 }
 
 // Windows may overlap, so each plane scatters into its own dx plane; planes run in parallel.
-void pool2d_backward_cpu(const ExecContext& ctx, const Pool2dShape& sh,
-                         const float* x,   // (N, C, H, W)
-                         const float* y,   // (N, C, P, Q)
-                         const float* dy,  // (N, C, P, Q)
-                         float* dx) {      // (N, C, H, W)
+void pool2d_backward_cpu(const Pool2dBackward& a) {
+  const Pool2dShape& sh = a.sh;
+  const float *x = a.x.f32(), *y = a.y.f32(), *dy = a.dy.f32();
+  float* dx = a.dx.f32();
   check_made(sh);
   const std::vector<Span> rows = clipped_spans(sh.P, sh.H, sh.R, sh.stride_h, sh.pad_h);
   const std::vector<Span> cols = clipped_spans(sh.Q, sh.W, sh.S, sh.stride_w, sh.pad_w);
   const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
   const bool is_max = sh.kind == PoolKind::max;
-  const int threads = ctx.threads();
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
   for (int64_t nc = 0; nc < planes; ++nc) {
     const float* xp = x + nc * H * W;

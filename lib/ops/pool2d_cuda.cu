@@ -219,10 +219,11 @@ static void launch_backward(cudaStream_t stream, const PoolDims& d, const float*
         <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::PlainDiv64>(d), x, y, dy, dx);
 }
 
-void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh,
-                         const float* x,  // (N, C, H, W)
-                         float* y) {      // (N, C, P, Q)
-  cudaStream_t stream = cuda::stream_of(ctx, "pool2d forward");
+void pool2d_forward_cuda(const Pool2dForward& a) {
+  const Pool2dShape& sh = a.sh;
+  const float* x = a.x.f32();
+  float* y = a.y.f32();
+  cudaStream_t stream = cuda::stream_of(*a.ctx, "pool2d forward");
   const PoolDims d = dims_of(sh, "pool2d forward");
   if (sh.kind == PoolKind::max)
     launch_forward<true>(stream, sh, d, x, y);
@@ -231,12 +232,11 @@ void pool2d_forward_cuda(const ExecContext& ctx, const Pool2dShape& sh,
   CUDA_CHECK_LAUNCH("pool2d forward");
 }
 
-void pool2d_backward_cuda(const ExecContext& ctx, const Pool2dShape& sh,
-                          const float* x,   // (N, C, H, W)
-                          const float* y,   // (N, C, P, Q)
-                          const float* dy,  // (N, C, P, Q)
-                          float* dx) {      // (N, C, H, W)
-  cudaStream_t stream = cuda::stream_of(ctx, "pool2d backward");
+void pool2d_backward_cuda(const Pool2dBackward& a) {
+  const Pool2dShape& sh = a.sh;
+  const float *x = a.x.f32(), *y = a.y.f32(), *dy = a.dy.f32();
+  float* dx = a.dx.f32();
+  cudaStream_t stream = cuda::stream_of(*a.ctx, "pool2d backward");
   const PoolDims d = dims_of(sh, "pool2d backward");
   if (sh.kind == PoolKind::max)
     launch_backward<true>(stream, d, x, y, dy, dx);

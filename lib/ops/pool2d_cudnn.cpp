@@ -51,26 +51,25 @@ bool pool2d_cudnn_supports(const Pool2dShape& sh) {
   return cudnn::fits_nchw(sh.N, sh.C, sh.H, sh.W) && cudnn::fits_int(sh.R) && cudnn::fits_int(sh.S);
 }
 
-void pool2d_forward_cudnn(const ExecContext& ctx, const Pool2dShape& sh,
-                          const float* x,  // (N, C, H, W)
-                          float* y) {      // (N, C, P, Q)
+void pool2d_forward_cudnn(const Pool2dForward& a) {
   const char* what = "pool2d cudnn forward";
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  PoolDescs& d = descs(ctx, sh, what);
+  const float* x = a.x.f32();
+  float* y = a.y.f32();
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
+  PoolDescs& d = descs(*a.ctx, a.sh, what);
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnPoolingForward(h, d.pool, &one, d.x, x, &zero, d.y, y));
 }
 
 // Average pooling reads neither x nor y (the pool layer does not keep them alive), so where they
 // are null dx and dy, which have their shapes, stand in for them.
-void pool2d_backward_cudnn(const ExecContext& ctx, const Pool2dShape& sh,
-                           const float* x,   // (N, C, H, W)
-                           const float* y,   // (N, C, P, Q)
-                           const float* dy,  // (N, C, P, Q)
-                           float* dx) {      // (N, C, H, W)
+void pool2d_backward_cudnn(const Pool2dBackward& a) {
   const char* what = "pool2d cudnn backward";
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  PoolDescs& d = descs(ctx, sh, what);
+  const Pool2dShape& sh = a.sh;
+  const float *x = a.x.f32(), *y = a.y.f32(), *dy = a.dy.f32();
+  float* dx = a.dx.f32();
+  cudnnHandle_t h = cudnn::handle(*a.ctx, what);
+  PoolDescs& d = descs(*a.ctx, sh, what);
   if (sh.kind == PoolKind::avg) {
     if (!x) x = dx;
     if (!y) y = dy;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "ops/dispatch.h"
 
 namespace cnn {
 
@@ -28,43 +29,53 @@ void softmax_cross_entropy_backward_reference(const ExecContext& ctx, const Soft
                                               const T* probs, const int32_t* labels, const T* class_weights,
                                               T* dlogits);
 
-double softmax_cross_entropy_forward_cpu(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                         const float* logits, const int32_t* labels, const float* class_weights,
-                                         float* probs, float* sample_loss);
-void softmax_cross_entropy_backward_cpu(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                        const float* probs, const int32_t* labels, const float* class_weights,
-                                        float* dlogits);
+// Entry points (run_op in ops/dispatch.h; rows in registry.cpp). The logits and their gradient
+// follow the activations' dtype (views); probabilities, losses and class weights are FP32 in every
+// precision (the loss is always computed in FP32 or double).
+struct SoftmaxCrossEntropyForward {
+  const ExecContext* ctx = nullptr;
+  SoftmaxCrossEntropyShape sh;
+  ConstView logits = nullptr;            // (N, K)
+  const int32_t* labels = nullptr;       // (N), in [0, K)
+  const float* class_weights = nullptr;  // (K) or null
+  float* probs = nullptr;                // (N, K)
+  float* sample_loss = nullptr;          // (N) or null
+  double* batch_loss = nullptr;          // host scalar or null; a cuda call synchronises to fill it
+  DType dtype() const { return logits.dtype(); }
+  static const OpTable<SoftmaxCrossEntropyForward>& table();
+};
+struct SoftmaxCrossEntropyBackward {
+  const ExecContext* ctx = nullptr;
+  SoftmaxCrossEntropyShape sh;
+  const float* probs = nullptr;          // (N, K) from forward
+  const int32_t* labels = nullptr;       // (N)
+  const float* class_weights = nullptr;  // (K) or null
+  View dlogits = nullptr;                // (N, K)
+  DType dtype() const { return dlogits.dtype(); }
+  static const OpTable<SoftmaxCrossEntropyBackward>& table();
+};
+// The forward without any host synchronisation (CUDA graphs; a cuda row only): the batch loss goes
+// to the device scalar batch_loss, reduced in a fixed order (equal to the value the synchronous
+// forward gives, rounded to float). The GPU never traps: a label outside [0, K) makes that sample's
+// loss NaN, hence a NaN batch loss (and NaN gradients in backward), and bad class weights give a
+// non-finite loss; the host checks the loss for finiteness instead.
+struct SoftmaxCrossEntropyForwardAsync {
+  const ExecContext* ctx = nullptr;
+  SoftmaxCrossEntropyShape sh;
+  ConstView logits = nullptr;            // (N, K)
+  const int32_t* labels = nullptr;       // (N), on the device
+  const float* class_weights = nullptr;  // (K) or null
+  float* probs = nullptr;                // (N, K)
+  float* sample_loss = nullptr;          // (N) or null
+  float* batch_loss = nullptr;           // device scalar
+  DType dtype() const { return logits.dtype(); }
+  static const OpTable<SoftmaxCrossEntropyForwardAsync>& table();
+};
 
-// CUDA: the same operands on device memory, queued on ctx.cuda_stream (<op>_cuda.cu).
-double softmax_cross_entropy_forward_cuda(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                         const float* logits, const int32_t* labels, const float* class_weights,
-                                         float* probs, float* sample_loss);
-void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                        const float* probs, const int32_t* labels, const float* class_weights,
-                                        float* dlogits);
-
-// cuDNN: cuDNN's log-softmax, then the loss gathered and the gradient taken by the CUDA kernels
-// above (softmax_cross_entropy_cudnn.cpp); same operands and results. supports: non-throwing.
+// Rows (registry.cpp): cpu (softmax_cross_entropy_cpu.cpp; a label outside [0, K) throws cnn::Error
+// naming the sample), cuda (softmax_cross_entropy_cuda.cu, device memory, ctx.cuda_stream), cudnn
+// (softmax_cross_entropy_cudnn.cpp: cuDNN's log-softmax, then the loss gathered and the gradient
+// taken by the CUDA kernels; same operands and results). The cudnn supports is non-throwing.
 bool softmax_cross_entropy_cudnn_supports(const SoftmaxCrossEntropyShape& sh);
-double softmax_cross_entropy_forward_cudnn(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                           const float* logits, const int32_t* labels, const float* class_weights,
-                                           float* probs, float* sample_loss);
-void softmax_cross_entropy_backward_cudnn(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                          const float* probs, const int32_t* labels, const float* class_weights,
-                                          float* dlogits);
-
-// --- CUDA, capturable: the forward without any host synchronisation (CUDA graphs). ---
-// Same operands on device memory (labels int32 on the device); the batch loss goes to the device
-// scalar `batch_loss` instead of being returned, reduced in a fixed order (equal to the value the
-// synchronous forward returns, rounded to float). The GPU never traps: a label outside [0, K) makes
-// that sample's loss NaN, hence a NaN batch loss (and NaN gradients in backward), and bad class
-// weights give a non-finite loss; the host checks the loss for finiteness instead.
-void softmax_cross_entropy_forward_cuda_async(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                              const float* logits,         // (N, K)
-                                              const int32_t* labels,       // (N)
-                                              const float* class_weights,  // (K) or null
-                                              float* probs,                // (N, K)
-                                              float* sample_loss,          // (N) or null
-                                              float* batch_loss);          // device scalar
 
 }  // namespace cnn

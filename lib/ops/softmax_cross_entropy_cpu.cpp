@@ -104,18 +104,17 @@ template void softmax_cross_entropy_backward_reference<double>(const ExecContext
                                                                const int32_t*, const double*, double*);
 
 // Samples in parallel; the batch sum runs serially afterwards so the loss does not depend on threads.
-double softmax_cross_entropy_forward_cpu(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                         const float* logits,         // (N, K)
-                                         const int32_t* labels,       // (N)
-                                         const float* class_weights,  // (K) or null
-                                         float* probs,                // (N, K)
-                                         float* sample_loss) {        // (N) or null
+void softmax_cross_entropy_forward_cpu(const SoftmaxCrossEntropyForward& a) {
+  const SoftmaxCrossEntropyShape& sh = a.sh;
+  const float *logits = a.logits.f32(), *class_weights = a.class_weights;
+  const int32_t* labels = a.labels;
+  float *probs = a.probs, *sample_loss = a.sample_loss;
   const double weight_sum = label_weight_sum("forward", sh, labels, class_weights);
   const int64_t N = sh.N, K = sh.K;
   const float ls = sh.label_smoothing;
   std::vector<double> losses(static_cast<size_t>(N));
   double* loss_out = losses.data();
-  const int threads = ctx.threads();
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (N * K >= (int64_t{1} << 14)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* z = logits + n * K;
@@ -143,18 +142,18 @@ double softmax_cross_entropy_forward_cpu(const ExecContext& ctx, const SoftmaxCr
     if (sample_loss) sample_loss[n] = static_cast<float>(losses[n]);
     weighted += (class_weights ? static_cast<double>(class_weights[labels[n]]) : 1.0) * losses[n];
   }
-  return weighted / weight_sum;
+  if (a.batch_loss) *a.batch_loss = weighted / weight_sum;
 }
 
-void softmax_cross_entropy_backward_cpu(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                        const float* probs,          // (N, K)
-                                        const int32_t* labels,       // (N)
-                                        const float* class_weights,  // (K) or null
-                                        float* dlogits) {            // (N, K)
+void softmax_cross_entropy_backward_cpu(const SoftmaxCrossEntropyBackward& a) {
+  const SoftmaxCrossEntropyShape& sh = a.sh;
+  const float *probs = a.probs, *class_weights = a.class_weights;
+  const int32_t* labels = a.labels;
+  float* dlogits = a.dlogits.f32();
   const double weight_sum = label_weight_sum("backward", sh, labels, class_weights);
   const int64_t N = sh.N, K = sh.K;
   const double ls = sh.label_smoothing;
-  const int threads = ctx.threads();
+  const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (N * K >= (int64_t{1} << 14)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const double w = class_weights ? static_cast<double>(class_weights[labels[n]]) : 1.0;

@@ -153,39 +153,30 @@ static const double* launch_forward(const ExecContext& ctx, const char* what, co
   return scratch;
 }
 
-double softmax_cross_entropy_forward_cuda(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                          const float* logits,         // (N, K)
-                                          const int32_t* labels,       // (N)
-                                          const float* class_weights,  // (K) or null
-                                          float* probs,                // (N, K)
-                                          float* sample_loss) {        // (N) or null
+void softmax_cross_entropy_forward_cuda(const SoftmaxCrossEntropyForward& a) {
   const char* what = "softmax_cross_entropy forward";
-  const double* loss = launch_forward(ctx, what, sh, logits, labels, class_weights, probs, sample_loss, nullptr);
-  cudaStream_t stream = cuda::stream_of(ctx, what);
+  const double* loss = launch_forward(*a.ctx, what, a.sh, a.logits.f32(), a.labels, a.class_weights, a.probs,
+                                      a.sample_loss, nullptr);
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   double host = 0.0;
   CUDA_CHECK(cudaMemcpyAsync(&host, loss, sizeof(double), cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
+  if (a.batch_loss) *a.batch_loss = host;
 }
 
-void softmax_cross_entropy_forward_cuda_async(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                              const float* logits,         // (N, K)
-                                              const int32_t* labels,       // (N)
-                                              const float* class_weights,  // (K) or null
-                                              float* probs,                // (N, K)
-                                              float* sample_loss,          // (N) or null
-                                              float* batch_loss) {         // device scalar
+void softmax_cross_entropy_forward_cuda_async(const SoftmaxCrossEntropyForwardAsync& a) {
   const char* what = "softmax_cross_entropy forward (async)";
-  CNN_CHECK(batch_loss != nullptr, "{}: batch_loss must point to a device float", what);
-  launch_forward(ctx, what, sh, logits, labels, class_weights, probs, sample_loss, batch_loss);
+  CNN_CHECK(a.batch_loss != nullptr, "{}: batch_loss must point to a device float", what);
+  launch_forward(*a.ctx, what, a.sh, a.logits.f32(), a.labels, a.class_weights, a.probs, a.sample_loss, a.batch_loss);
 }
 
-void softmax_cross_entropy_backward_cuda(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                         const float* probs,          // (N, K)
-                                         const int32_t* labels,       // (N)
-                                         const float* class_weights,  // (K) or null
-                                         float* dlogits) {            // (N, K)
+void softmax_cross_entropy_backward_cuda(const SoftmaxCrossEntropyBackward& a) {
   const char* what = "softmax_cross_entropy backward";
+  const ExecContext& ctx = *a.ctx;
+  const SoftmaxCrossEntropyShape& sh = a.sh;
+  const float *probs = a.probs, *class_weights = a.class_weights;
+  const int32_t* labels = a.labels;
+  float* dlogits = a.dlogits.f32();
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
   double* weight_sum = static_cast<double*>(cuda::workspace_bytes(ctx, sizeof(double), what));

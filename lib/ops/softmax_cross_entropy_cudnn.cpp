@@ -32,13 +32,11 @@ bool softmax_cross_entropy_cudnn_supports(const SoftmaxCrossEntropyShape& sh) {
   return sh.label_smoothing >= 0.0f && sh.label_smoothing < 1.0f && cudnn::fits_nchw(sh.N, sh.K, 1, 1);
 }
 
-double softmax_cross_entropy_forward_cudnn(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                           const float* logits,         // (N, K)
-                                           const int32_t* labels,       // (N)
-                                           const float* class_weights,  // (K) or null
-                                           float* probs,                // (N, K)
-                                           float* sample_loss) {        // (N) or null
+void softmax_cross_entropy_forward_cudnn(const SoftmaxCrossEntropyForward& a) {
   const char* what = "softmax_cross_entropy cudnn forward";
+  const ExecContext& ctx = *a.ctx;
+  const SoftmaxCrossEntropyShape& sh = a.sh;
+  const float* logits = a.logits.f32();
   if (!softmax_cross_entropy_cudnn_supports(sh))
     CNN_THROW("{}: N={} K={} label_smoothing={} is outside what cuDNN takes", what, sh.N, sh.K, sh.label_smoothing);
   cudnnHandle_t h = cudnn::handle(ctx, what);
@@ -53,19 +51,19 @@ double softmax_cross_entropy_forward_cudnn(const ExecContext& ctx, const Softmax
   if (!cache.loss_workspace) cache.loss_workspace = std::make_unique<Workspace>(Device::cuda);
   ExecContext loss_ctx = ctx;
   loss_ctx.workspace = cache.loss_workspace.get();
-  return softmax_cross_entropy_forward_cuda(loss_ctx, sh, log_probs, labels, class_weights, probs, sample_loss);
+  SoftmaxCrossEntropyForward from_log_probs = a;
+  from_log_probs.ctx = &loss_ctx;
+  from_log_probs.logits = log_probs;
+  run_op(Backend::cuda, from_log_probs);
 }
 
-void softmax_cross_entropy_backward_cudnn(const ExecContext& ctx, const SoftmaxCrossEntropyShape& sh,
-                                          const float* probs,          // (N, K)
-                                          const int32_t* labels,       // (N)
-                                          const float* class_weights,  // (K) or null
-                                          float* dlogits) {            // (N, K)
+void softmax_cross_entropy_backward_cudnn(const SoftmaxCrossEntropyBackward& a) {
   const char* what = "softmax_cross_entropy cudnn backward";
+  const SoftmaxCrossEntropyShape& sh = a.sh;
   if (!softmax_cross_entropy_cudnn_supports(sh))
     CNN_THROW("{}: N={} K={} label_smoothing={} is outside what cuDNN takes", what, sh.N, sh.K, sh.label_smoothing);
-  cudnn::handle(ctx, what);
-  softmax_cross_entropy_backward_cuda(ctx, sh, probs, labels, class_weights, dlogits);
+  cudnn::handle(*a.ctx, what);
+  run_op(Backend::cuda, a);
 }
 
 }  // namespace cnn

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/cuda_check.h"
-#include "ops/reduce.cuh"
+#include "ops/elementwise.cuh"
 #include "optim/clip.h"
 
 namespace cnn {
@@ -50,21 +50,10 @@ static __global__ void clip_grad_norm_scale_kernel(int64_t n, double max_norm,
   const double total = *norm;
   if (!(total > max_norm) || !isfinite(total)) return;
   const float scale = static_cast<float>(max_norm / (total + 1e-6));
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t done = 0;
-  if (kVec) {
-    for (int64_t i = first; i < n / 4; i += stride) {
-      float4 g = reinterpret_cast<float4*>(grads)[i];
-      g.x *= scale;
-      g.y *= scale;
-      g.z *= scale;
-      g.w *= scale;
-      reinterpret_cast<float4*>(grads)[i] = g;
-    }
-    done = n / 4 * 4;
-  }
-  for (int64_t i = done + first; i < n; i += stride) grads[i] *= scale;
+  auto scaled = [scale](float g) { return g * scale; };
+  cuda::for_each_element<kVec>(
+      n, [&](int64_t i) { cuda::store4(grads, i, cuda::map4(scaled, cuda::load4(grads, i))); },
+      [&](int64_t i) { grads[i] *= scale; });
 }
 
 // Sets *bad to 1 when any element is NaN or infinite (every writer stores the same value).
@@ -92,12 +81,9 @@ static void launch_norm(const ExecContext& ctx, cudaStream_t stream, const float
 
 static void launch_scale(cudaStream_t stream, float* grads, int64_t n, double max_norm, const double* norm) {
   if (n == 0) return;
-  const bool vec = cuda::aligned16(grads);
-  const unsigned blocks = cuda::grid_blocks(vec ? n / 4 : n, kThreads);
-  if (vec)
-    clip_grad_norm_scale_kernel<true><<<blocks, kThreads, 0, stream>>>(n, max_norm, norm, grads);
-  else
-    clip_grad_norm_scale_kernel<false><<<blocks, kThreads, 0, stream>>>(n, max_norm, norm, grads);
+  cuda::launch_elementwise<kThreads>(cuda::aligned16(grads), n, [&](unsigned blocks, auto vec) {
+    clip_grad_norm_scale_kernel<decltype(vec)::value><<<blocks, kThreads, 0, stream>>>(n, max_norm, norm, grads);
+  });
   CUDA_CHECK_LAUNCH("clip_grad_norm (scale)");
 }
 

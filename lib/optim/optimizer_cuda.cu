@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
-#include "ops/reduce.cuh"
+#include "ops/elementwise.cuh"
 #include "optim/optim_math.h"
 #include "optim/optimizer.h"
 
@@ -40,18 +40,18 @@ __device__ __forceinline__ void update_scalar(const UpdateConstants& k, int64_t 
 template <Rule R, int kSlots>
 __device__ __forceinline__ void update_vec4(const UpdateConstants& k, int64_t i4, float* params, const float* grads,
                                             float* slot0, float* slot1) {
-  float4 p = reinterpret_cast<float4*>(params)[i4];
-  const float4 g = reinterpret_cast<const float4*>(grads)[i4];
+  float4 p = cuda::load4(params, i4);
+  const float4 g = cuda::load4(grads, i4);
   float4 s0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), s1 = s0;
-  if (kSlots > 0) s0 = reinterpret_cast<float4*>(slot0)[i4];
-  if (kSlots > 1) s1 = reinterpret_cast<float4*>(slot1)[i4];
+  if (kSlots > 0) s0 = cuda::load4(slot0, i4);
+  if (kSlots > 1) s1 = cuda::load4(slot1, i4);
   update_one<R, kSlots>(k, p.x, g.x, s0.x, s1.x);
   update_one<R, kSlots>(k, p.y, g.y, s0.y, s1.y);
   update_one<R, kSlots>(k, p.z, g.z, s0.z, s1.z);
   update_one<R, kSlots>(k, p.w, g.w, s0.w, s1.w);
-  reinterpret_cast<float4*>(params)[i4] = p;
-  if (kSlots > 0) reinterpret_cast<float4*>(slot0)[i4] = s0;
-  if (kSlots > 1) reinterpret_cast<float4*>(slot1)[i4] = s1;
+  cuda::store4(params, i4, p);
+  if (kSlots > 0) cuda::store4(slot0, i4, s0);
+  if (kSlots > 1) cuda::store4(slot1, i4, s1);
 }
 
 // Block b handles chunks b, b + gridDim.x, ...; kVec: every buffer is 16-byte aligned. The

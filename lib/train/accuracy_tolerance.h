@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "core/math_mode.h"
+
 namespace cnn {
 
 // Convolutions, against a plain FP32 direct or GEMM algorithm (cuda:implicit_gemm on a GPU). Plain
@@ -16,6 +18,25 @@ namespace cnn {
 // magnitude for summation order on long reductions and still rejects a transform that loses three
 // or more digits.
 inline constexpr double kConvAccuracyTolerance = 1e-4;
+
+// TF32 convolutions and GEMMs (cuDNN algorithms and cuBLAS under train.precision tf32), against the
+// same plain FP32 reference. TF32 keeps 10 of FP32's 23 mantissa bits: rounding a factor to TF32
+// costs up to u = 2^-11 (4.9e-4) of its value (2^-10 where the conversion truncates); products
+// and sums stay FP32. Independent rounding errors in the two factors of every product leave an
+// output about sqrt(2/3) u = 4e-4 (RMS, relative L2 over the outputs; 8e-4 truncating) off when
+// its terms do not cancel, and more by the cancellation ratio ||sum |a b||| / ||sum a b|| when
+// they do: the probe's set 1 makes dw a small difference of large sums (conv_accuracy.h), about
+// one digit of such loss. 5e-3 leaves that and a factor of ~1.5 above the truncating figure; it
+// still rejects an algorithm that loses as much as FFT or Winograd transforms do on 5x5 filters
+// (0.5-7%, see kConvAccuracyTolerance). To be checked against the probe's measured TF32 errors on
+// a GPU (the rel_err column of `cnn-bench conv --precision tf32`).
+inline constexpr double kTf32AccuracyTolerance = 5e-3;
+
+// The tolerance of a convolution candidate that multiplies in `math` (ConvAlgo::math_used): FP32
+// candidates keep kConvAccuracyTolerance, TF32 ones get kTf32AccuracyTolerance.
+inline double conv_tolerance(MathMode math) {
+  return math == MathMode::tf32 ? kTf32AccuracyTolerance : kConvAccuracyTolerance;
+}
 
 // cuDNN batchnorm (spatial, training forward and backward, running statistics), against our CUDA
 // kernels. Its outputs are per-channel reductions over N*H*W values and, in dx, differences of

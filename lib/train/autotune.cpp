@@ -60,6 +60,14 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
                         const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
                         const std::string& key, const std::function<double(const std::string&)>& rel_error,
                         double tolerance) {
+  return tune_choice(what, candidates, measure, cache, key, rel_error,
+                     std::function<double(const std::string&)>([tolerance](const std::string&) { return tolerance; }));
+}
+
+TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
+                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
+                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
+                        const std::function<double(const std::string&)>& tolerance_of) {
   CNN_CHECK(!candidates.empty(), "autotune: {}: no candidates", what);
   TuneOutcome out;
   if (auto hit = cache.find(key)) {
@@ -75,11 +83,14 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
   }
   std::vector<std::pair<double, std::string>> timed;
   std::map<std::string, double> errors;
+  std::vector<double> limits;  // the distinct tolerances of the candidates, for the error below
   for (const std::string& c : candidates) {
     try {
       const double ms = measure(c);
       if (rel_error) {
         const double err = rel_error(c);
+        const double tolerance = tolerance_of(c);
+        if (std::find(limits.begin(), limits.end(), tolerance) == limits.end()) limits.push_back(tolerance);
         if (!(err <= tolerance)) {  // NaN too
           out.excluded.push_back(fmt::format("{}: {:.1e} from the reference", c, err));
           spdlog::warn("autotune: {} for {}: {:.1e} from the reference, over the {:.0e} limit: excluded", c, what, err,
@@ -98,8 +109,10 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
     if (out.excluded.empty()) CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
     std::vector<std::string> all = out.excluded;
     all.insert(all.end(), out.failures.begin(), out.failures.end());
-    throw NoAccurateCandidate(fmt::format("autotune: {}: no candidate within the accuracy tolerance {:.0e} is left: {}",
-                                          what, tolerance, fmt::join(all, "; ")));
+    std::vector<std::string> limit_text;
+    for (double t : limits) limit_text.push_back(fmt::format("{:.0e}", t));
+    throw NoAccurateCandidate(fmt::format("autotune: {}: no candidate within the accuracy tolerance {} is left: {}",
+                                          what, fmt::join(limit_text, " or "), fmt::join(all, "; ")));
   }
   std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   out.record.winner = timed[0].second;
@@ -110,13 +123,23 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
   return out;
 }
 
+std::string conv_math_tag(const ConvAlgo& a, MathMode allowed) {
+  if (allowed == MathMode::fp32) return "";
+  return fmt::format(" [{}]", to_string(a.math_used(allowed)));
+}
+
 std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
                               const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
-                              double tolerance) {
+                              double tolerance, MathMode math, double tf32_tolerance) {
   // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
-  // under the zero-mean probe alone are not reused.
-  return fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}|probe 2", env, sh.to_string(), to_string(d),
-                     fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance);
+  // under the zero-mean probe alone are not reused. "math": the precision the layer allows (and, for
+  // tf32, the tolerance of its TF32 candidates), so an fp32 decision is never reused under tf32 or
+  // the other way round.
+  std::string key = fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}|probe 2|math {}", env, sh.to_string(),
+                                to_string(d), fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance,
+                                to_string(math));
+  if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
+  return key;
 }
 
 namespace {
@@ -175,15 +198,22 @@ struct Tuner {
     const ConvAlgo& a = conv2d_algo(d, name);
     std::vector<std::string> can;
     for (const ConvAlgo& c : conv2d_algos(d))
-      if (allowed(backends, c.backend) && c.can_implement(ctx, sh)) can.push_back(c.name);
+      if (allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math())) can.push_back(c.name);
     const std::string alternatives = can.empty() ? "none" : fmt::format("{}", fmt::join(can, ", "));
     if (!allowed(backends, a.backend))
       throw layer_error(l, fmt::format("algo '{}' for {} cannot run on device {} (algorithms that can: {})", name,
                                        to_string(d), to_string(ctx.device), alternatives));
-    if (!a.can_implement(ctx, sh))
+    if (!a.can_implement(ctx, sh, l.math()))
       throw layer_error(l, fmt::format("algo '{}' cannot implement {} of {} (algorithms that can: {})", name,
                                        to_string(d), sh.to_string(), alternatives));
     return a;
+  }
+
+  // The tolerance of a conv candidate that multiplies in `math` (ConvAlgo::math_used): FP32 ones
+  // opt.tolerance, TF32 ones kTf32AccuracyTolerance unless the user gave a tolerance, which then
+  // replaces every one (accuracy_tolerance.h).
+  double conv_candidate_tolerance(MathMode math) const {
+    return math == MathMode::fp32 || opt.tolerance_given ? opt.tolerance : conv_tolerance(math);
   }
 
   // The tolerance of a non-conv layer's cuDNN implementation (accuracy_tolerance.h).
@@ -214,9 +244,16 @@ struct Tuner {
   void tune_conv_on(Layer& l, ConvPlanned& planned, const std::vector<Backend>& backends) {
     ConvPlan& plan = planned.conv_plan();
     const Conv2dShape sh = planned.conv_shape(batch);
+    const MathMode math = l.math();
+    // Under tf32 each direction's line says what its algorithm does: [tf32] (cuDNN) or [fp32] (ours).
+    auto math_tag = [&](const ConvAlgo& a) { return conv_math_tag(a, math); };
+    auto tolerance_of = [&](const ConvAlgo& a) { return conv_candidate_tolerance(a.math_used(math)); };
     std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
     auto probe = [&]() -> ConvProbe& {
-      if (!probe_ptr) probe_ptr = std::make_unique<ConvProbe>(ctx, sh);
+      if (!probe_ptr) {
+        probe_ptr = std::make_unique<ConvProbe>(ctx, sh);
+        probe_ptr->set_math(math);
+      }
       return *probe_ptr;
     };
     std::vector<std::string> parts;
@@ -230,24 +267,24 @@ struct Tuner {
         std::string err;
         if (a.backend == Backend::cudnn && reference) {
           const double e = probe().run_and_compare(a);
-          if (!(e <= opt.tolerance))
+          if (!(e <= tolerance_of(a)))
             throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
                                              "over the accuracy tolerance {:.0e} (raise it with "
                                              "--autotune-tolerance to use this algorithm anyway)",
-                                             a.name, to_string(d), e, *reference, opt.tolerance));
+                                             a.name, to_string(d), e, *reference, tolerance_of(a)));
           err = fmt::format(", rel_err {:.1e}", e);
         }
         plan.algo(d) = &a;
         plan.note(d) = "requested";
-        parts.push_back(fmt::format("{} {} (requested{})", to_string(d), plan.request(d), err));
+        parts.push_back(fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, math_tag(a)));
         continue;
       }
       std::vector<std::string> names, skipped;
       for (const ConvAlgo& a : conv2d_algos(d)) {
-        if (!allowed(backends, a.backend) || !a.can_implement(ctx, sh)) continue;
+        if (!allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
         if (ctx.deterministic && !a.deterministic) {
           skipped.push_back(a.name + " (not deterministic)");
-        } else if (size_t ws = a.workspace_bytes(ctx, sh); ws > opt.workspace_limit_bytes) {
+        } else if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
           skipped.push_back(fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20,
                                         opt.workspace_limit_bytes >> 20));
         } else {
@@ -271,29 +308,33 @@ struct Tuner {
                      sh.to_string());
       const std::string key =
           autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
-                            opt.tolerance);
+                            opt.tolerance, math, conv_candidate_tolerance(MathMode::tf32));
       TuneOutcome r = tune_choice(what, names, measure, cache, key,
                                   reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
-                                  opt.tolerance);
+                                  std::function<double(const std::string&)>([&](const std::string& name) {
+                                    return tolerance_of(conv2d_algo(d, name));
+                                  }));
       // The only candidate is not timed; a cuDNN one is still checked.
       const ConvAlgo& winner = conv2d_algo(d, r.record.winner);
       if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
         r.winner_rel_err = probe().run_and_compare(winner);
-        if (!(r.winner_rel_err <= opt.tolerance))
+        if (!(r.winner_rel_err <= tolerance_of(winner)))
           throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
                                                 "over the accuracy tolerance {:.0e}",
-                                                what, winner.name, r.winner_rel_err, opt.tolerance));
+                                                what, winner.name, r.winner_rel_err, tolerance_of(winner)));
       }
       plan.algo(d) = &winner;
       plan.note(d) = r.record.runner_up.empty()
                          ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
                          : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
                                        r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
-      parts.push_back(fmt::format("{} {}", to_string(d), r.describe()));
+      parts.push_back(fmt::format("{} {}{}", to_string(d), r.describe(), math_tag(winner)));
       timed = timed || names.size() > 1;
     }
     l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
-    const std::string line = fmt::format("layer '{}' (conv2d {}): {}", l.name(), sh.to_string(), fmt::join(parts, "; "));
+    const std::string line =
+        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(),
+                    math == MathMode::fp32 ? "" : fmt::format(", precision {}", to_string(math)), fmt::join(parts, "; "));
     lines.push_back(line);
     if (timed) spdlog::info("autotune: {}", line);
     else spdlog::debug("autotune: {}", line);
@@ -482,7 +523,8 @@ size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t bat
     if (!planned) continue;
     const Conv2dShape sh = planned->conv_shape(batch);
     for (ConvDir d : kConvDirs)
-      if (const ConvAlgo* a = planned->conv_plan().algo(d)) most = std::max(most, a->workspace_bytes(ctx, sh));
+      if (const ConvAlgo* a = planned->conv_plan().algo(d))
+        most = std::max(most, a->workspace_bytes(ctx, sh, graph.node(i).layer->math()));
   }
   return most;
 }
@@ -494,7 +536,8 @@ std::vector<std::string> describe_conv_plan(const Layer& layer) {
   std::vector<std::string> out;
   for (ConvDir d : kConvDirs) {
     const ConvAlgo* a = plan.algo(d);
-    out.push_back(a ? fmt::format("{} {} ({})", to_string(d), a->name, plan.notes[size_t(d)])
+    out.push_back(a ? fmt::format("{} {}{} ({})", to_string(d), a->name, conv_math_tag(*a, layer.math()),
+                                  plan.notes[size_t(d)])
                     : fmt::format("{} {} (not resolved)", to_string(d), plan.request(d)));
   }
   return out;

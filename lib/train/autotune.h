@@ -77,13 +77,20 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
                         const std::string& key,
                         const std::function<double(const std::string&)>& rel_error = {},
                         double tolerance = kConvAccuracyTolerance);
+// The same with a tolerance per candidate (tolerance_of(name)): under precision tf32 the TF32
+// candidates get kTf32AccuracyTolerance, the FP32 ones keep theirs (accuracy_tolerance.h).
+TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
+                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
+                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
+                        const std::function<double(const std::string&)>& tolerance_of);
 
 // The cache key of one conv direction's decision: the machine (autotune_environment_key()), shape,
-// direction, allowed backends, determinism, workspace limit and accuracy tolerance, so a decision
-// made under another tolerance (or before the guard existed) is never reused.
+// direction, allowed backends, determinism, workspace limit, accuracy tolerance and precision (the
+// layer's math mode, with the TF32 candidates' tolerance under tf32), so a decision made under
+// another tolerance or precision (or before the guard existed) is never reused.
 std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, ConvDir d,
                               const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
-                              double tolerance);
+                              double tolerance, MathMode math, double tf32_tolerance = kTf32AccuracyTolerance);
 
 // Resolves the conv plans and measured backends of `graph` on ctx at `batch`; returns one log line
 // per decision (also logged). Throws ConfigError at the layer when an explicit algo cannot run.
@@ -100,8 +107,13 @@ void apply_autotune_decisions(Graph& graph, const std::string& decisions, const 
 // Scratch bytes the plans of `graph` need at `batch` (the workspace is grown to this).
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch);
 
+// What algorithm `a` does when the layer allows `allowed`, for logs and tables: "" under fp32 (the
+// only math there is), " [tf32]" (cuDNN) or " [fp32]" (our kernels) under tf32.
+std::string conv_math_tag(const ConvAlgo& a, MathMode allowed);
+
 // "forward cuda:implicit_gemm (autotuned: 1.31x over cudnn:gemm)"-style lines of one layer's
-// plan, for tables; empty for a layer without a conv plan.
+// plan, for tables ("forward cudnn:gemm [tf32] (...)" under tf32); empty for a layer without a
+// conv plan.
 std::vector<std::string> describe_conv_plan(const Layer& layer);
 
 }  // namespace cnn

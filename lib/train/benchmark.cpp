@@ -98,6 +98,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.model = spec.name;
   r.device = dev.description();
   r.cuda_graph = step.cuda_graph_status();
+  r.precision = spec.train.precision;
   r.batch = batch;
   r.step_ms = median(step_ms);
   r.images_per_s = 1000.0 * double(batch) / r.step_ms;
@@ -126,6 +127,7 @@ nlohmann::json ModelBenchResult::to_json() const {
                    {"device", device},
                    {"batch", batch},
                    {"cuda_graph", cuda_graph},
+                   {"precision", precision},
                    {"step_ms", step_ms},
                    {"img_per_s", images_per_s},
                    {"repeat_img_per_s", repeat_images_per_s},
@@ -144,8 +146,9 @@ nlohmann::json ModelBenchResult::to_json() const {
 
 std::string ModelBenchResult::to_table() const {
   double tflops = training_gflop_per_image * images_per_s / 1e3;
-  std::string out = fmt::format("{} on {}, batch {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
-                                model, device, batch, step_ms, images_per_s, tflops, cuda_graph);
+  std::string out =
+      fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
+                  model, device, batch, precision, step_ms, images_per_s, tflops, cuda_graph);
   if (layers.empty()) return out;
   double total = 0;
   for (const auto& l : layers) total += l.forward_ms + l.backward_ms;

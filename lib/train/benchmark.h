@@ -38,6 +38,7 @@ struct LayerTiming {
 struct ModelBenchResult {
   std::string model, device;
   std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
+  std::string precision;   // train.precision: fp32 | tf32 (the CPU computes tf32 in FP32)
   int64_t batch = 0;
   double step_ms = 0;  // median over repeats of the mean step time
   double images_per_s = 0;

@@ -158,6 +158,7 @@ InspectReport inspect_checkpoint(const std::string& path_or_run_dir) {
       r.summary["model"] = spec.name;
       r.summary["epochs"] = spec.train.epochs;
       r.summary["optimizer"] = spec.train.optimizer.type;
+      r.summary["precision"] = spec.train.precision;  // train.precision, from the config
       r.summary["best_metric_name"] = spec.train.checkpoint.best_metric;
     } catch (const std::exception& e) {
       r.summary["config_error"] = e.what();
@@ -202,6 +203,7 @@ std::string to_text(const InspectReport& r) {
       s.contains("format") ? get("format") + " version " + get("format_version") : "- (not a cnn-train checkpoint)");
   if (s.contains("config_error")) row("config:", "does not parse: " + get("config_error"));
   row("model:", get("model"));
+  if (s.contains("precision")) row("precision:", get("precision"));
   if (s.contains("epoch")) {
     std::string of = s.contains("epochs") ? " of " + get("epochs") : "";
     // Hostile values stay text: only integers in [0, 2^48] take part in arithmetic.

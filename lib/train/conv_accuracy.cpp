@@ -78,6 +78,7 @@ void ConvProbe::ensure_dy(ConvDir d) {
 ConvOperands ConvProbe::operands(ConvDir d) {
   ensure_dy(d);
   ConvOperands op;
+  op.math = m_math;
   if (d == ConvDir::forward)
     op.x = m_xs[m_set].data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
   if (d == ConvDir::backward_data) op.w = m_w.data(), op.dy = m_dys[m_set].data(), op.dx = m_dx.data();
@@ -142,7 +143,9 @@ const std::vector<float>& ConvProbe::reference(ConvDir d) {
   } else {
     const ConvAlgo& a = conv2d_algo(d, *name);
     poison(d);
-    a.run(m_ctx, m_sh, operands(d));
+    ConvOperands op = operands(d);
+    op.math = MathMode::fp32;  // the reference is plain FP32 whatever the candidates may do
+    a.run(m_ctx, m_sh, op);
     slot = output(d);
   }
   return *slot;

@@ -48,6 +48,10 @@ class ConvProbe {
 public:
   ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1);
   const Conv2dShape& shape() const { return m_sh; }
+  // The math the candidates are allowed (ConvOperands::math of operands()); the reference always
+  // runs in plain FP32. Default fp32.
+  void set_math(MathMode m) { m_math = m; }
+  MathMode math() const { return m_math; }
   // The operands of direction d: inputs and this probe's output buffers (db only with a bias).
   ConvOperands operands(ConvDir d);
   // Fills d's outputs with NaN.
@@ -78,6 +82,7 @@ private:
   Tensor m_xs[kInputSets], m_w, m_b, m_dys[kInputSets], m_y, m_dx, m_dw, m_db;
   std::vector<float> m_hxs[kInputSets], m_hw, m_hb, m_hdys[kInputSets];  // host copies of the inputs
   int m_set = 0;
+  MathMode m_math = MathMode::fp32;
   std::optional<std::vector<float>> m_ref[kInputSets][3];
 };
 

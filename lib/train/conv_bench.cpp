@@ -48,19 +48,24 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
       if ((a.backend == Backend::cpu) != (dev == Device::cpu)) continue;
       ConvBenchRow r;
       r.group = p.group, r.point = p.name, r.impl = a.name, r.direction = to_string(d), r.shape = sh;
-      if (!a.can_implement(ctx, sh)) {
+      r.math = a.math_used(opt.math);
+      r.tolerance = r.math == MathMode::fp32 || opt.tolerance_given ? opt.tolerance : conv_tolerance(r.math);
+      if (!a.can_implement(ctx, sh, opt.math)) {
         r.status = "cannot implement";
         out.rows.push_back(r);
         continue;
       }
-      r.workspace_bytes = a.workspace_bytes(ctx, sh);
+      r.workspace_bytes = a.workspace_bytes(ctx, sh, opt.math);
       if (r.workspace_bytes > opt.workspace_limit_bytes) {
         r.status = "workspace over limit";
         out.rows.push_back(r);
         continue;
       }
       try {
-        if (!probe) probe = std::make_unique<ConvProbe>(ctx, sh);
+        if (!probe) {
+          probe = std::make_unique<ConvProbe>(ctx, sh);
+          probe->set_math(opt.math);
+        }
         const ConvOperands op = probe->operands(d);
         const int warmup = opt.warmup >= 0 ? opt.warmup : p.warmup, repeats = opt.repeats > 0 ? opt.repeats : p.repeats;
         probe->poison(d);
@@ -86,7 +91,7 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
       std::string& name = cudnn ? s.best_cudnn : s.best_ours;
       double& ms = cudnn ? s.cudnn_ms : s.ours_ms;
       if (name.empty() || r.ms < ms) name = r.impl, ms = r.ms;
-      if (r.rel_err < 0 || !(r.rel_err <= opt.tolerance)) continue;
+      if (!r.accurate()) continue;
       std::string& aname = cudnn ? s.accurate_cudnn : s.accurate_ours;
       double& ams = cudnn ? s.accurate_cudnn_ms : s.accurate_ours_ms;
       if (aname.empty() || r.ms < ams) aname = r.impl, ams = r.ms;
@@ -110,6 +115,7 @@ ConvBenchResult bench_conv(const std::vector<ConvPoint>& points, const ConvBench
   const ExecContext* ctx = nullptr;
   ConvBenchResult out;
   out.tolerance = opt.tolerance;
+  out.precision = to_string(opt.math);
   if (gpu) {
     cuda = std::make_unique<CudaContext>(0);
     cuda->ctx().workspace_limit_bytes = opt.workspace_limit_bytes;
@@ -151,18 +157,20 @@ std::string ConvBenchResult::to_table() const {
     s += fmt::format("measured peak: {:.1f} TFLOP/s FP32, {:.0f} GB/s DRAM\n", peak_tflops, peak_gb_per_s);
   else
     s += "measured peak: not measured on the CPU (peak share column left 0)\n";
-  s += fmt::format("rel_err: relative L2 difference from the reference on the same operands; accurate: <= {:.0e}\n",
-                   tolerance);
-  s += fmt::format("{:<24} {:<16} {:<26} {:>10} {:>8} {:>6} {:>10} {:>8}  {}\n", "point", "direction", "impl", "ms",
-                   "TFLOP/s", "peak", "ws MiB", "rel_err", "status");
+  s += fmt::format("precision {}; rel_err: relative L2 difference from the reference on the same operands; accurate: "
+                   "<= {:.0e}{}\n",
+                   precision, tolerance,
+                   precision == "tf32" ? fmt::format(" ({:.0e} for rows marked tf32)", conv_tolerance(MathMode::tf32))
+                                       : std::string());
+  s += fmt::format("{:<24} {:<16} {:<26} {:>4} {:>10} {:>8} {:>6} {:>10} {:>8}  {}\n", "point", "direction", "impl",
+                   "math", "ms", "TFLOP/s", "peak", "ws MiB", "rel_err", "status");
   for (const ConvBenchRow& r : rows)
-    s += fmt::format("{:<24} {:<16} {:<26} {:>10.4f} {:>8.2f} {:>5.0f}% {:>10.1f} {:>8}  {}{}{}\n", r.point,
-                     r.direction, r.impl, r.ms, r.tflops, 100 * r.peak_share, double(r.workspace_bytes) / (1 << 20),
+    s += fmt::format("{:<24} {:<16} {:<26} {:>4} {:>10.4f} {:>8.2f} {:>5.0f}% {:>10.1f} {:>8}  {}{}{}\n", r.point,
+                     r.direction, r.impl, to_string(r.math), r.ms, r.tflops, 100 * r.peak_share,
+                     double(r.workspace_bytes) / (1 << 20),
                      r.rel_err >= 0 ? fmt::format("{:.1e}", r.rel_err) : std::string(r.rel_err < 0 ? "-" : "nan"),
                      r.status, r.fastest ? " (fastest)" : "",
-                     r.status == "ok" && !(r.rel_err >= 0 && r.rel_err <= tolerance) && r.rel_err != -1
-                         ? " (inaccurate)"
-                         : "");
+                     r.status == "ok" && !r.accurate() && r.rel_err != -1 ? " (inaccurate)" : "");
   s += "\nbest of ours vs best of cuDNN (ratio = cuDNN ms / ours ms; > 1: ours faster)\n";
   for (const ConvBenchSummary& x : summaries)
     s += fmt::format("{:<24} {:<16} ours {} {:.4f} ms, cudnn {} {:.4f} ms, ratio {}\n", x.point, x.direction,
@@ -186,25 +194,28 @@ std::string ConvBenchResult::to_table() const {
 }
 
 std::string ConvBenchResult::to_csv() const {
-  std::string s = "group,layer,impl,direction,ms,tflops,peak_share,workspace_bytes,fastest,status,N,C,H,W,K,R,S,"
-                  "stride,padding,rel_err\n";
+  std::string s = "group,layer,impl,direction,ms,tflops,peak_share,workspace_bytes,fastest,status,precision,N,C,H,W,K,"
+                  "R,S,stride,padding,rel_err\n";
   for (const ConvBenchRow& r : rows) {
     const Conv2dShape& h = r.shape;
     const bool ok = r.status == "ok";
     std::string status = r.status;
     for (char& c : status)
       if (c == ',' || c == '\n' || c == '"') c = ' ';
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.group, r.point, r.impl,
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.group, r.point, r.impl,
                      r.direction, ok ? fmt::format("{:.6g}", r.ms) : "", ok ? fmt::format("{:.6g}", r.tflops) : "",
-                     ok ? fmt::format("{:.4g}", r.peak_share) : "", r.workspace_bytes, r.fastest ? 1 : 0, status, h.N,
-                     h.C, h.H, h.W, h.K, h.R, h.S, h.stride_h, h.pad_h,
+                     ok ? fmt::format("{:.4g}", r.peak_share) : "", r.workspace_bytes, r.fastest ? 1 : 0, status,
+                     to_string(r.math), h.N, h.C, h.H, h.W, h.K, h.R, h.S, h.stride_h, h.pad_h,
                      ok && r.rel_err != -1 ? fmt::format("{:.3g}", r.rel_err) : "");
   }
   return s;
 }
 
 nlohmann::json ConvBenchResult::to_json() const {
-  nlohmann::json j{{"device", device}, {"peak_tflops", peak_tflops}, {"peak_gb_per_s", peak_gb_per_s}};
+  nlohmann::json j{{"device", device},
+                   {"precision", precision},
+                   {"peak_tflops", peak_tflops},
+                   {"peak_gb_per_s", peak_gb_per_s}};
   j["rows"] = nlohmann::json::array();
   for (const ConvBenchRow& r : rows) {
     const Conv2dShape& h = r.shape;
@@ -212,6 +223,7 @@ nlohmann::json ConvBenchResult::to_json() const {
                          {"status", r.status}, {"ms", r.ms}, {"tflops", r.tflops}, {"peak_share", r.peak_share},
                          {"workspace_bytes", r.workspace_bytes}, {"fastest", r.fastest},
                          {"rel_err", r.rel_err != -1 ? nlohmann::json(r.rel_err) : nlohmann::json(nullptr)},
+                         {"precision", to_string(r.math)}, {"tolerance", r.tolerance},
                          {"shape", {{"N", h.N}, {"C", h.C}, {"H", h.H}, {"W", h.W}, {"K", h.K}, {"R", h.R},
                                     {"S", h.S}, {"stride", h.stride_h}, {"padding", h.pad_h}}}});
   }

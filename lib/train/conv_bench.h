@@ -4,7 +4,9 @@
 // difference of its output from the reference on the same operands (conv_accuracy.h:
 // cuda:implicit_gemm on the GPU, the float64 CPU reference for cpu algorithms); per point the best
 // of ours against the best of cuDNN, overall and among the accurate ones (rel_err within the
-// tolerance), and per group the geometric mean of both ratios.
+// tolerance), and per group the geometric mean of both ratios. --precision tf32 lets the rows that
+// honour it (cuDNN) use TF32 tensor cores; each row says the math it did ("precision") and is
+// accurate within that math's tolerance (accuracy_tolerance.h: conv_tolerance).
 // Trap: an implementation that cannot run a point is a row with a status, never dropped, so
 // every table and CSV has the same implementations for every point.
 #pragma once
@@ -26,6 +28,8 @@ struct ConvBenchOptions {
   int warmup = -1, repeats = -1; // -1: the point's (sweep file defaults)
   size_t workspace_limit_bytes = size_t(1) << 30;
   double tolerance = kConvAccuracyTolerance;  // --autotune-tolerance: rel_err up to this is accurate
+  bool tolerance_given = false;  // the user's tolerance: it replaces the TF32 rows' own as well
+  MathMode math = MathMode::fp32;  // --precision: what the implementations are allowed
 };
 
 struct ConvBenchRow {
@@ -36,6 +40,9 @@ struct ConvBenchRow {
   size_t workspace_bytes = 0;
   bool fastest = false;
   double rel_err = -1;  // from the reference; -1 when not measured (status not ok, or no reference)
+  MathMode math = MathMode::fp32;     // what the implementation did (ConvAlgo::math_used)
+  double tolerance = kConvAccuracyTolerance;  // rel_err up to this is accurate (per the row's math)
+  bool accurate() const { return rel_err >= 0 && rel_err <= tolerance; }
 };
 
 struct ConvBenchSummary {
@@ -50,6 +57,7 @@ struct ConvBenchSummary {
 
 struct ConvBenchResult {
   std::string device;
+  std::string precision = "fp32";  // --precision of the run; rows carry the math each did
   double peak_tflops = 0, peak_gb_per_s = 0;  // 0 on the CPU (not measured)
   std::vector<ConvBenchRow> rows;
   std::vector<ConvBenchSummary> summaries;

@@ -38,6 +38,16 @@ Device resolve_device(const std::string& requested, const Graph& graph) {
   return Device::cpu;
 }
 
+// The run's precision (train.precision, which every layer carries as its math mode), once.
+static std::string precision_note(const Graph& graph, Device d) {
+  bool tf32 = false;
+  for (int i = 0; i < graph.size(); ++i) tf32 = tf32 || graph.node(i).layer->math() == MathMode::tf32;
+  if (!tf32) return "fp32 (plain FP32 math, no TF32)";
+  if (d == Device::cpu) return "tf32 asked, but the CPU has no TF32: every op runs in FP32";
+  return "tf32 (cuDNN convolutions and cuBLAS dense layers may use TF32 tensor cores with FP32 accumulation; our "
+         "CUDA kernels, batchnorm, pooling, activations, loss and optimizer stay FP32)";
+}
+
 DeviceSetup::DeviceSetup(const std::string& requested, Graph& graph, bool deterministic)
     : DeviceSetup(resolve_device(requested, graph), graph, deterministic, 0, 0) {}
 
@@ -54,6 +64,7 @@ DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_ind
   }
   m_ctx->deterministic = deterministic;
   spdlog::info("device: {}", m_description);
+  spdlog::info("precision: {}", precision_note(graph, d));
 }
 
 void DeviceSetup::autotune(Graph& graph, int64_t batch, const AutotuneOptions& options) {

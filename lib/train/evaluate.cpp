@@ -33,8 +33,8 @@ EvalReport evaluate(Executor& ex, Loader& loader, const std::vector<std::string>
     for (int64_t i = 0; i < n; ++i)
       for (int c = 0; c < b.crops; ++c) crop_labels.push_back(b.labels[size_t(i)]);
     SoftmaxCrossEntropyShape sh{rows, K, float(label_smoothing)};
-    softmax_cross_entropy_forward_cpu(ex.context(), sh, logits.data(), crop_labels.data(), nullptr, probs.data(),
-                                      nullptr);
+    run_op(Backend::cpu, SoftmaxCrossEntropyForward{&ex.context(), sh, logits.data(), crop_labels.data(), nullptr,
+                                                    probs.data(), nullptr, nullptr});
     avg.assign(size_t(n * K), 0.0f);
     double loss_sum = 0;
     for (int64_t i = 0; i < n; ++i) {

@@ -44,28 +44,30 @@ const float* LossFunction::weights_on(const ExecContext& ctx) const {
   return m_weights_device.data();
 }
 
+// Our own loss kernels of the context's device, through the op dispatcher like every op.
 double LossFunction::forward(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n,
                              float* probs, float* sample_loss) const {
-  SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};
-  if (ctx.device == Device::cuda)
-    return softmax_cross_entropy_forward_cuda(ctx, sh, logits, labels, weights_on(ctx), probs, sample_loss);
-  return softmax_cross_entropy_forward_cpu(ctx, sh, logits, labels, weights_on(ctx), probs, sample_loss);
+  double loss = 0.0;
+  run_op(native_backend(ctx.device), SoftmaxCrossEntropyForward{&ctx, shape(n), logits, labels, weights_on(ctx), probs,
+                                                                sample_loss, &loss});
+  return loss;
 }
 
 void LossFunction::forward_async(const ExecContext& ctx, const float* logits, const int32_t* labels, int64_t n,
                                  float* probs, float* batch_loss) const {
   CNN_CHECK(ctx.device == Device::cuda, "the asynchronous loss forward runs on the GPU only");
-  SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};
-  softmax_cross_entropy_forward_cuda_async(ctx, sh, logits, labels, weights_on(ctx), probs, nullptr, batch_loss);
+  run_op(native_backend(ctx.device), SoftmaxCrossEntropyForwardAsync{&ctx, shape(n), logits, labels, weights_on(ctx),
+                                                                     probs, nullptr, batch_loss});
 }
 
 void LossFunction::backward(const ExecContext& ctx, const float* probs, const int32_t* labels, int64_t n,
                             float* dlogits) const {
-  SoftmaxCrossEntropyShape sh{n, m_classes, float(m_spec.label_smoothing)};
-  if (ctx.device == Device::cuda)
-    softmax_cross_entropy_backward_cuda(ctx, sh, probs, labels, weights_on(ctx), dlogits);
-  else
-    softmax_cross_entropy_backward_cpu(ctx, sh, probs, labels, weights_on(ctx), dlogits);
+  run_op(native_backend(ctx.device),
+         SoftmaxCrossEntropyBackward{&ctx, shape(n), probs, labels, weights_on(ctx), dlogits});
+}
+
+SoftmaxCrossEntropyShape LossFunction::shape(int64_t n) const {
+  return SoftmaxCrossEntropyShape{n, m_classes, float(m_spec.label_smoothing)};
 }
 
 }  // namespace cnn

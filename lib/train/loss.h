@@ -15,6 +15,7 @@
 namespace cnn {
 
 struct Dataset;
+struct SoftmaxCrossEntropyShape;
 
 class LossFunction {
 public:
@@ -38,6 +39,7 @@ private:
   std::vector<float> m_weights;
   mutable Tensor m_weights_device;  // copy of m_weights on the GPU, made on first use
   const float* weights_on(const ExecContext& ctx) const;
+  SoftmaxCrossEntropyShape shape(int64_t n) const;
 };
 
 }  // namespace cnn

@@ -9,7 +9,7 @@
 #include "config/model_spec.h"
 #include "graph/graph.h"
 #include "ops/conv2d.h"
-#include "ops/cudnn_ops.h"
+#include "ops/conv2d_algo.h"
 #include "support/catch.h"
 
 using namespace cnn;
@@ -49,7 +49,7 @@ TEST_CASE("layers claim the cudnn backend exactly where cudnn has the op", "[cpu
   for (int i = 0; i < graph->size(); ++i) {
     const Layer& l = *graph->node(i).layer;
     INFO("layer " << l.name());
-    CHECK(l.supports(Backend::cudnn) == (cudnn_ops_built() && has_cudnn.at(l.name())));
+    CHECK(l.supports(Backend::cudnn) == (backend_built(Backend::cudnn) && has_cudnn.at(l.name())));
     CHECK(l.supports(Backend::cpu));
   }
 }
@@ -66,7 +66,7 @@ TEST_CASE("an explicit cudnn backend is honoured where cudnn has the op and a co
   std::unique_ptr<Graph> graph = Graph::build(spec);
   Layer& conv = *graph->node(0).layer;
   Layer& leaky = *graph->node(1).layer;
-  if (cudnn_ops_built()) {
+  if (backend_built(Backend::cudnn)) {
     CHECK_NOTHROW(conv.choose_backend(Device::cuda));
     CHECK(conv.backend() == Backend::cudnn);
   } else {
@@ -81,12 +81,14 @@ TEST_CASE("a cudnn op called where it cannot run throws a clear error", "[cpu]")
   const Conv2dShape sh = Conv2dShape::make(1, 1, 4, 4, 1, 3, 3);
   std::vector<float> x(16, 1.0f), w(9, 1.0f), b(1, 0.0f), y(4, 0.0f);
   // Without cuDNN in the build, or with a CPU context in a CUDA build: never a silent fallback.
-  const std::string expected = cudnn_ops_built() ? "needs a CUDA context" : "this build has no cuDNN";
-  CHECK_THROWS_WITH(conv2d_forward(Backend::cudnn, cpu, sh, x.data(), w.data(), b.data(), y.data()),
+  const std::string expected =
+      backend_built(Backend::cudnn) ? "needs a CUDA context" : "this build has no cudnn backend";
+  CHECK_THROWS_WITH(run_op(Backend::cudnn, Conv2dForward{&cpu, sh, x.data(), w.data(), b.data(), y.data()}),
                     Contains(expected));
-  CHECK_THROWS_WITH(
-      conv2d_backward(Backend::cudnn, cpu, sh, x.data(), w.data(), y.data(), x.data(), w.data(), b.data()),
-      Contains(expected));
+  CHECK_THROWS_WITH(run_op(Backend::cudnn, Conv2dBackwardData{&cpu, sh, w.data(), y.data(), x.data()}),
+                    Contains(expected));
+  CHECK_THROWS_WITH(run_op(Backend::cudnn, Conv2dBackwardFilter{&cpu, sh, x.data(), y.data(), w.data(), b.data()}),
+                    Contains(expected));
   CHECK(y == std::vector<float>(4, 0.0f));
 }
 
@@ -97,7 +99,7 @@ TEST_CASE("train.backend makes layers left auto take that backend on a gpu where
   std::unique_ptr<Graph> graph = Graph::build(spec);
   graph->choose_backends(Device::cpu);  // the host: the preference is about GPU backends only
   for (int i = 0; i < graph->size(); ++i) CHECK(graph->node(i).layer->backend() == Backend::cpu);
-  if (!cudnn_ops_built()) return;  // choosing GPU backends needs a CUDA build (not a GPU)
+  if (!backend_built(Backend::cudnn)) return;  // choosing GPU backends needs a CUDA build (not a GPU)
   graph = Graph::build(spec);
   graph->choose_backends(Device::cuda);
   for (int i = 0; i < graph->size(); ++i) {

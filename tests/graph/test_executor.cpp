@@ -126,3 +126,34 @@ TEST_CASE("executor rejects a batch larger than planned", "[cpu]") {
   Fixture f;
   CHECK_THROWS_WITH(f.ex.forward(4, true, 0, 1), Catch::Matchers::Contains("at most 3"));
 }
+
+TEST_CASE("precision tf32 reaches every layer and on the CPU computes bit for bit what fp32 does", "[cpu]") {
+  struct Run {
+    std::vector<float> output;
+    std::vector<std::vector<float>> grads;
+  };
+  auto run = [](const std::string& precision) {
+    ModelSpec spec = parse_model_text(kDag, "dag.yaml", {"train.precision=" + precision});
+    std::unique_ptr<Graph> graph = Graph::build(spec);
+    for (int i = 0; i < graph->size(); ++i)
+      CHECK(graph->node(i).layer->math() == parse_math_mode(precision));
+    graph->choose_backends(Device::cpu);
+    ExecContext ctx = ExecContext::cpu(1);
+    Executor ex(*graph, 3, ctx);
+    ex.init_params(7);
+    const std::vector<float> input = test::random_floats(3 * 2 * 5 * 5, 11), r = test::random_floats(3 * 4, 12);
+    std::copy(input.begin(), input.end(), ex.input().data());
+    ex.forward(3, true, 0, 1);
+    Run out;
+    out.output = ex.output().to_vector();
+    std::copy(r.begin(), r.end(), ex.output_grad().data());
+    ex.backward();
+    for (size_t p = 0; p < graph->params().size(); ++p)
+      if (graph->params()[p].trainable) out.grads.push_back(ex.grad(int(p)).to_vector());
+    return out;
+  };
+  const Run fp32 = run("fp32"), tf32 = run("tf32");
+  CHECK(fp32.output == tf32.output);
+  REQUIRE(fp32.grads.size() == tf32.grads.size());
+  for (size_t i = 0; i < fp32.grads.size(); ++i) CHECK(fp32.grads[i] == tf32.grads[i]);
+}

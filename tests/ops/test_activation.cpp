@@ -51,8 +51,8 @@ TEST_CASE("activations match hand-computed values on both cpu paths", "[cpu]") {
     activation_backward_reference(ctx, c.params, 5, x.data(), y.data(), ones.data(), dx.data());
     CHECK(compare(y, c.y, {1e-6, 1e-6}) == "");
     CHECK(compare(dx, c.dx, {1e-6, 1e-6}) == "");
-    activation_forward_cpu(ctx, c.params, 5, x.data(), y.data());
-    activation_backward_cpu(ctx, c.params, 5, x.data(), y.data(), ones.data(), dx.data());
+    run_op(Backend::cpu, ActivationForward{&ctx, c.params, 5, x.data(), y.data()});
+    run_op(Backend::cpu, ActivationBackward{&ctx, c.params, 5, x.data(), y.data(), ones.data(), dx.data()});
     CHECK(compare(y, c.y, {1e-6, 1e-6}) == "");
     CHECK(compare(dx, c.dx, {1e-6, 1e-6}) == "");
   }
@@ -95,15 +95,15 @@ TEST_CASE("activation cpu matches the float reference, in place too", "[cpu]") {
       std::vector<float> y_ref(n), y(n), dx_ref(n), dx(n);
       activation_forward_reference(ctx, prm, n, x.data(), y_ref.data());
       activation_backward_reference(ctx, prm, n, x.data(), y_ref.data(), dy.data(), dx_ref.data());
-      activation_forward_cpu(ctx, prm, n, x.data(), y.data());
-      activation_backward_cpu(ctx, prm, n, x.data(), y.data(), dy.data(), dx.data());
+      run_op(Backend::cpu, ActivationForward{&ctx, prm, n, x.data(), y.data()});
+      run_op(Backend::cpu, ActivationBackward{&ctx, prm, n, x.data(), y.data(), dy.data(), dx.data()});
       CHECK(compare(y, y_ref, cnn::test::kFastCpuVsReference) == "");
       CHECK(compare(dx, dx_ref, cnn::test::kFastCpuVsReference) == "");
       std::vector<float> inplace = x;  // y aliasing x
-      activation_forward_cpu(ctx, prm, n, inplace.data(), inplace.data());
+      run_op(Backend::cpu, ActivationForward{&ctx, prm, n, inplace.data(), inplace.data()});
       CHECK(compare(inplace, y_ref, cnn::test::kFastCpuVsReference) == "");
       std::vector<float> grad = dy;  // dx aliasing dy
-      activation_backward_cpu(ctx, prm, n, x.data(), y.data(), grad.data(), grad.data());
+      run_op(Backend::cpu, ActivationBackward{&ctx, prm, n, x.data(), y.data(), grad.data(), grad.data()});
       CHECK(compare(grad, dx_ref, cnn::test::kFastCpuVsReference) == "");
     }
   }
@@ -112,6 +112,6 @@ TEST_CASE("activation cpu matches the float reference, in place too", "[cpu]") {
 TEST_CASE("activation rejects a negative element count", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   float v = 0;
-  CHECK_THROWS_WITH(activation_forward_cpu(ctx, {}, -1, &v, &v), Catch::Matchers::Contains("element count must be non-negative"));
+  CHECK_THROWS_WITH(run_op(Backend::cpu, ActivationForward{&ctx, {}, -1, &v, &v}), Catch::Matchers::Contains("element count must be non-negative"));
   CHECK_THROWS_AS(activation_backward_reference(ctx, ActivationParams{}, int64_t{-3}, &v, &v, &v, &v), Error);
 }

@@ -7,6 +7,7 @@
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
+#include "support/views.h"
 
 using namespace cnn;
 using cnn::test::compare;
@@ -21,8 +22,8 @@ TEST_CASE("add sums its inputs and copies dy to every requested gradient", "[cpu
     std::vector<float> y(3), da(3, 9.0f), dc(3, 9.0f);
     float* dxs[] = {da.data(), nullptr, dc.data()};
     if (fast) {
-      add_forward_cpu(ctx, 3, 3, xs, y.data());
-      add_backward_cpu(ctx, 3, 3, dy.data(), dxs);
+      run_op(Backend::cpu, AddForward{&ctx, 3, 3, test::views(xs, 3).data(), y.data()});
+      run_op(Backend::cpu, AddBackward{&ctx, 3, 3, dy.data(), test::views(dxs, 3).data()});
     } else {
       add_forward_reference(ctx, 3, 3, xs, y.data());
       add_backward_reference(ctx, 3, 3, dy.data(), dxs);
@@ -66,15 +67,15 @@ TEST_CASE("add cpu matches the float reference, with y aliasing an input", "[cpu
       const std::vector<float> dy = cnn::test::random_floats(n, 99);
       std::vector<float> y_ref(n), y(n);
       add_forward_reference(ctx, n, count, xs.data(), y_ref.data());
-      add_forward_cpu(ctx, n, count, xs.data(), y.data());
+      run_op(Backend::cpu, AddForward{&ctx, n, count, test::views(xs.data(), count).data(), y.data()});
       CHECK(compare(y, y_ref, cnn::test::kFastCpuVsReference) == "");
       // In place into the last input.
-      add_forward_cpu(ctx, n, count, xs.data(), in.back().data());
+      run_op(Backend::cpu, AddForward{&ctx, n, count, test::views(xs.data(), count).data(), in.back().data()});
       CHECK(compare(in.back(), y_ref, cnn::test::kFastCpuVsReference) == "");
       std::vector<std::vector<float>> dx(count, std::vector<float>(n, 5.0f));
       std::vector<float*> dxs;
       for (auto& v : dx) dxs.push_back(v.data());
-      add_backward_cpu(ctx, n, count, dy.data(), dxs.data());
+      run_op(Backend::cpu, AddBackward{&ctx, n, count, dy.data(), test::views(dxs.data(), count).data()});
       for (auto& v : dx) CHECK(compare(v, dy, cnn::test::kExact) == "");
     }
   }
@@ -84,7 +85,7 @@ TEST_CASE("add rejects an empty input list and negative sizes", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   float v = 0;
   const float* xs[] = {&v};
-  CHECK_THROWS_WITH(add_forward_cpu(ctx, 1, 0, xs, &v), Catch::Matchers::Contains("needs at least one input, got 0"));
+  CHECK_THROWS_WITH(run_op(Backend::cpu, AddForward{&ctx, 1, 0, test::views(xs, 0).data(), &v}), Catch::Matchers::Contains("needs at least one input, got 0"));
   CHECK_THROWS_WITH(add_forward_reference(ctx, int64_t{-1}, 1, xs, &v),
                     Catch::Matchers::Contains("element count must be non-negative"));
 }

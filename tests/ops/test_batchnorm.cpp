@@ -35,10 +35,10 @@ TEST_CASE("batchnorm training step matches hand-computed values", "[cpu]") {
     INFO((fast ? "cpu" : "reference"));
     std::vector<float> y(4), rm{0}, rv{1}, save_mean(1), save_inv_std(1), dx(4), dgamma(1), dbeta(1);
     if (fast) {
-      batchnorm_forward_train_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
-                                  save_mean.data(), save_inv_std.data());
-      batchnorm_backward_cpu(ctx, sh, x.data(), gamma.data(), save_mean.data(), save_inv_std.data(), dy.data(),
-                             dx.data(), dgamma.data(), dbeta.data());
+      run_op(Backend::cpu, BatchnormForwardTrain{&ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
+                                  save_mean.data(), save_inv_std.data()});
+      run_op(Backend::cpu, BatchnormBackward{&ctx, sh, x.data(), gamma.data(), save_mean.data(), save_inv_std.data(), dy.data(),
+                             dx.data(), dgamma.data(), dbeta.data()});
     } else {
       batchnorm_forward_train_reference(ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(),
                                         rv.data(), save_mean.data(), save_inv_std.data());
@@ -67,7 +67,7 @@ TEST_CASE("batchnorm inference uses the running statistics", "[cpu]") {
   batchnorm_forward_infer_reference(ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), y.data());
   CHECK(compare(y, expected, kHand) == "");
   std::fill(y.begin(), y.end(), 0.0f);
-  batchnorm_forward_infer_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), y.data());
+  run_op(Backend::cpu, BatchnormForwardInfer{&ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), y.data()});
   CHECK(compare(y, expected, kHand) == "");
 }
 
@@ -125,11 +125,11 @@ TEST_CASE("batchnorm cpu matches the float reference over generated shapes", "[c
                                       yi_r.data());
 
     std::vector<float> y(n), rm = rm0, rv = rv0, sm(C), sis(C), dx(n), dg(C), db(C), yi(n);
-    batchnorm_forward_train_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
-                                sm.data(), sis.data());
-    batchnorm_backward_cpu(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
-                           db.data());
-    batchnorm_forward_infer_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), rm0.data(), rv0.data(), yi.data());
+    run_op(Backend::cpu, BatchnormForwardTrain{&ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
+                                sm.data(), sis.data()});
+    run_op(Backend::cpu, BatchnormBackward{&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
+                           db.data()});
+    run_op(Backend::cpu, BatchnormForwardInfer{&ctx, sh, x.data(), gamma.data(), beta.data(), rm0.data(), rv0.data(), yi.data()});
 
     const auto tol = cnn::test::kFastCpuVsReference;
     CHECK(compare(y, y_r, tol) == "");
@@ -152,10 +152,10 @@ TEST_CASE("batchnorm backward skips gradients passed as null", "[cpu]") {
   auto ctx = ExecContext::cpu(2);
   batchnorm_backward_reference(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx_r.data(),
                                dg_r.data(), db_r.data());
-  batchnorm_backward_cpu(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), nullptr, dg.data(),
-                         db.data());
-  batchnorm_backward_cpu(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), nullptr,
-                         nullptr);
+  run_op(Backend::cpu, BatchnormBackward{&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), nullptr, dg.data(),
+                         db.data()});
+  run_op(Backend::cpu, BatchnormBackward{&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), nullptr,
+                         nullptr});
   CHECK(compare(dg, dg_r, cnn::test::kFastCpuVsReference) == "");
   CHECK(compare(db, db_r, cnn::test::kFastCpuVsReference) == "");
   CHECK(compare(dx, dx_r, cnn::test::kFastCpuVsReference) == "");
@@ -164,13 +164,13 @@ TEST_CASE("batchnorm backward skips gradients passed as null", "[cpu]") {
 TEST_CASE("batchnorm rejects shapes without batch statistics", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   std::vector<float> v(4, 1.0f);
-  CHECK_THROWS_WITH(batchnorm_forward_train_cpu(ctx, make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(), v.data(),
-                                                v.data(), v.data(), v.data(), v.data()),
+  CHECK_THROWS_WITH(run_op(Backend::cpu, BatchnormForwardTrain{&ctx, make_batchnorm_shape(1, 4, 1, 1), v.data(), v.data(), v.data(), v.data(),
+                                                v.data(), v.data(), v.data(), v.data()}),
                     Catch::Matchers::Contains("more than one value per channel, got N*H*W = 1"));
   CHECK_THROWS_WITH(batchnorm_forward_infer_reference(ctx, make_batchnorm_shape(1, 0, 1, 1), v.data(), v.data(), v.data(),
                                                       v.data(), v.data(), v.data()),
                     Catch::Matchers::Contains("sizes must be positive"));
-  CHECK_THROWS_WITH(batchnorm_backward_cpu(ctx, make_batchnorm_shape(2, 1, 1, 1, 1e-5, 1.5), v.data(), v.data(), v.data(),
-                                           v.data(), v.data(), v.data(), v.data(), v.data()),
+  CHECK_THROWS_WITH(run_op(Backend::cpu, BatchnormBackward{&ctx, make_batchnorm_shape(2, 1, 1, 1, 1e-5, 1.5), v.data(), v.data(), v.data(),
+                                           v.data(), v.data(), v.data(), v.data(), v.data()}),
                     Catch::Matchers::Contains("momentum must be in [0, 1]"));
 }

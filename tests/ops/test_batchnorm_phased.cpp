@@ -55,7 +55,7 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   int64_t at = 0;
   for (int64_t p : parts) {
     std::vector<double> mine(S);
-    batchnorm_forward_stats_cpu(ctx, make_phased_shape(p, C, H, W), x.data() + at * C * HW, rm0.data(), mine.data());
+    run_op(Backend::cpu, BatchnormForwardStats{&ctx, make_phased_shape(p, C, H, W), x.data() + at * C * HW, rm0.data(), mine.data()});
     for (size_t i = 0; i < S; ++i) stats[i] += mine[i];
     at += p;
   }
@@ -66,9 +66,9 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   for (size_t r = 0; r < parts.size(); ++r) {
     std::vector<float> rm = rm0, rv = rv0;
     const int64_t off = at * C * HW;
-    batchnorm_forward_apply_cpu(ctx, make_phased_shape(parts[r], C, H, W), stats.data(), x.data() + off, gamma.data(),
+    run_op(Backend::cpu, BatchnormForwardApply{&ctx, make_phased_shape(parts[r], C, H, W), stats.data(), x.data() + off, gamma.data(),
                                 beta.data(), nullptr, y.data() + off, rm.data(), rv.data(), sm[r].data(),
-                                sis[r].data());
+                                sis[r].data()});
     INFO("rank " << r << " with " << parts[r] << " samples");
     CHECK(compare(rm, to_float(rm_ref), kPhased) == "");  // every rank: the global running statistics
     CHECK(compare(rv, to_float(rv_ref), kPhased) == "");
@@ -76,8 +76,8 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
     CHECK(compare(sis[r], to_float(sis_ref), kPhased) == "");
     std::vector<double> mine(S);
     std::vector<float> dg(C), db(C);
-    batchnorm_backward_stats_cpu(ctx, make_phased_shape(parts[r], C, H, W), x.data() + off, nullptr, nullptr, sm[r].data(),
-                                 sis[r].data(), dy.data() + off, mine.data(), dg.data(), db.data());
+    run_op(Backend::cpu, BatchnormBackwardStats{&ctx, make_phased_shape(parts[r], C, H, W), x.data() + off, nullptr, nullptr, sm[r].data(),
+                                 sis[r].data(), dy.data() + off, mine.data(), dg.data(), db.data()});
     for (size_t i = 0; i < S; ++i) sums[i] += mine[i];
     for (int64_t c = 0; c < C; ++c) {  // the gradient reducer's sum of the ranks' shares
       dgamma[size_t(c)] += dg[size_t(c)];
@@ -91,8 +91,8 @@ TEST_CASE("phased batchnorm over uneven parts with summed statistics equals the 
   at = 0;
   for (size_t r = 0; r < parts.size(); ++r) {
     const int64_t off = at * C * HW;
-    batchnorm_backward_apply_cpu(ctx, make_phased_shape(parts[r], C, H, W), sums.data(), x.data() + off, nullptr, nullptr,
-                                 gamma.data(), sm[r].data(), sis[r].data(), dy.data() + off, dx.data() + off);
+    run_op(Backend::cpu, BatchnormBackwardApply{&ctx, make_phased_shape(parts[r], C, H, W), sums.data(), x.data() + off, nullptr, nullptr,
+                                 gamma.data(), sm[r].data(), sis[r].data(), dy.data() + off, dx.data() + off});
     at += parts[r];
   }
   CHECK(compare(dx, to_float(dx_ref), kPhased) == "");
@@ -114,26 +114,26 @@ TEST_CASE("phased batchnorm with a fused activation equals batchnorm followed by
     // Unfused: batchnorm, then the activation layer's ops (its backward reads x = the bn output).
     std::vector<float> rm(C, 0.0f), rv(C, 1.0f), sm(C), sis(C), z(n), y(n), g(n), dx(n), dg(C), db(C), yi_bn(n),
         yi(n);
-    batchnorm_forward_train_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), z.data(), rm.data(), rv.data(),
-                                sm.data(), sis.data());
-    activation_forward_cpu(ctx, act, int64_t(n), z.data(), y.data());
-    activation_backward_cpu(ctx, act, int64_t(n), z.data(), y.data(), dy.data(), g.data());
-    batchnorm_backward_cpu(ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), g.data(), dx.data(), dg.data(),
-                           db.data());
-    batchnorm_forward_infer_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), yi_bn.data());
-    activation_forward_cpu(ctx, act, int64_t(n), yi_bn.data(), yi.data());
+    run_op(Backend::cpu, BatchnormForwardTrain{&ctx, sh, x.data(), gamma.data(), beta.data(), z.data(), rm.data(), rv.data(),
+                                sm.data(), sis.data()});
+    run_op(Backend::cpu, ActivationForward{&ctx, act, int64_t(n), z.data(), y.data()});
+    run_op(Backend::cpu, ActivationBackward{&ctx, act, int64_t(n), z.data(), y.data(), dy.data(), g.data()});
+    run_op(Backend::cpu, BatchnormBackward{&ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), g.data(), dx.data(), dg.data(),
+                           db.data()});
+    run_op(Backend::cpu, BatchnormForwardInfer{&ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), yi_bn.data()});
+    run_op(Backend::cpu, ActivationForward{&ctx, act, int64_t(n), yi_bn.data(), yi.data()});
     // Fused: one rank, so the sums are used as they are.
     std::vector<float> frm(C, 0.0f), frv(C, 1.0f), fsm(C), fsis(C), fy(n), fdx(n), fdg(C), fdb(C), fyi(n);
     std::vector<double> stats(2 * C + 1), sums(2 * C + 1);
-    batchnorm_forward_stats_cpu(ctx, sh, x.data(), frm.data(), stats.data());
-    batchnorm_forward_apply_cpu(ctx, sh, stats.data(), x.data(), gamma.data(), beta.data(), &act, fy.data(),
-                                frm.data(), frv.data(), fsm.data(), fsis.data());
-    batchnorm_backward_stats_cpu(ctx, sh, x.data(), fy.data(), &act, fsm.data(), fsis.data(), dy.data(), sums.data(),
-                                 fdg.data(), fdb.data());
-    batchnorm_backward_apply_cpu(ctx, sh, sums.data(), x.data(), fy.data(), &act, gamma.data(), fsm.data(),
-                                 fsis.data(), dy.data(), fdx.data());
-    batchnorm_forward_infer_act_cpu(ctx, sh, x.data(), gamma.data(), beta.data(), frm.data(), frv.data(), &act,
-                                    fyi.data());
+    run_op(Backend::cpu, BatchnormForwardStats{&ctx, sh, x.data(), frm.data(), stats.data()});
+    run_op(Backend::cpu, BatchnormForwardApply{&ctx, sh, stats.data(), x.data(), gamma.data(), beta.data(), &act, fy.data(),
+                                frm.data(), frv.data(), fsm.data(), fsis.data()});
+    run_op(Backend::cpu, BatchnormBackwardStats{&ctx, sh, x.data(), fy.data(), &act, fsm.data(), fsis.data(), dy.data(), sums.data(),
+                                 fdg.data(), fdb.data()});
+    run_op(Backend::cpu, BatchnormBackwardApply{&ctx, sh, sums.data(), x.data(), fy.data(), &act, gamma.data(), fsm.data(),
+                                 fsis.data(), dy.data(), fdx.data()});
+    run_op(Backend::cpu, BatchnormForwardInferAct{&ctx, sh, x.data(), gamma.data(), beta.data(), frm.data(), frv.data(), &act,
+                                    fyi.data()});
     CHECK(compare(fy, y, kPhased) == "");
     CHECK(compare(frm, rm, kPhased) == "");
     CHECK(compare(frv, rv, kPhased) == "");
@@ -143,7 +143,7 @@ TEST_CASE("phased batchnorm with a fused activation equals batchnorm followed by
     CHECK(compare(fyi, yi, kPhased) == "");
     // The activation's own backward from its output agrees with the one from its input.
     std::vector<float> gy(n);
-    activation_backward_from_output_cpu(ctx, act, int64_t(n), y.data(), dy.data(), gy.data());
+    run_op(Backend::cpu, ActivationBackwardFromOutput{&ctx, act, int64_t(n), y.data(), dy.data(), gy.data()});
     CHECK(compare(gy, g, kPhased) == "");
   }
 }

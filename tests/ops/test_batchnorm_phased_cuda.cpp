@@ -61,7 +61,7 @@ Result run_cpu(const std::vector<int64_t>& parts, int64_t C, int64_t H, int64_t 
   int64_t at = 0;
   for (int64_t p : parts) {
     std::vector<double> mine(S);
-    batchnorm_forward_stats_cpu(ctx, make_batchnorm_shape(p, C, H, W), x.data() + at * C * HW, rm0.data(), mine.data());
+    run_op(Backend::cpu, BatchnormForwardStats{&ctx, make_batchnorm_shape(p, C, H, W), x.data() + at * C * HW, rm0.data(), mine.data()});
     for (size_t i = 0; i < S; ++i) r.stats[i] += mine[i];
     at += p;
   }
@@ -70,12 +70,12 @@ Result run_cpu(const std::vector<int64_t>& parts, int64_t C, int64_t H, int64_t 
     const int64_t off = at * C * HW;
     std::vector<float> rm = rm0, rv = rv0, dg(C), db(C);
     std::vector<double> mine(S);
-    batchnorm_forward_apply_cpu(ctx, make_batchnorm_shape(p, C, H, W), r.stats.data(), x.data() + off, gamma.data(),
-                                beta.data(), act, r.y.data() + off, rm.data(), rv.data(), r.sm.data(), r.sis.data());
+    run_op(Backend::cpu, BatchnormForwardApply{&ctx, make_batchnorm_shape(p, C, H, W), r.stats.data(), x.data() + off, gamma.data(),
+                                beta.data(), act, r.y.data() + off, rm.data(), rv.data(), r.sm.data(), r.sis.data()});
     r.rm = rm;
     r.rv = rv;
-    batchnorm_backward_stats_cpu(ctx, make_batchnorm_shape(p, C, H, W), x.data() + off, r.y.data() + off, act, r.sm.data(),
-                                 r.sis.data(), dy.data() + off, mine.data(), dg.data(), db.data());
+    run_op(Backend::cpu, BatchnormBackwardStats{&ctx, make_batchnorm_shape(p, C, H, W), x.data() + off, r.y.data() + off, act, r.sm.data(),
+                                 r.sis.data(), dy.data() + off, mine.data(), dg.data(), db.data()});
     for (size_t i = 0; i < S; ++i) r.sums[i] += mine[i];
     for (int64_t c = 0; c < C; ++c) {
       r.dg[size_t(c)] += dg[size_t(c)];
@@ -86,14 +86,14 @@ Result run_cpu(const std::vector<int64_t>& parts, int64_t C, int64_t H, int64_t 
   at = 0;
   for (int64_t p : parts) {
     const int64_t off = at * C * HW;
-    batchnorm_backward_apply_cpu(ctx, make_batchnorm_shape(p, C, H, W), r.sums.data(), x.data() + off, r.y.data() + off, act,
-                                 gamma.data(), r.sm.data(), r.sis.data(), dy.data() + off, r.dx.data() + off);
+    run_op(Backend::cpu, BatchnormBackwardApply{&ctx, make_batchnorm_shape(p, C, H, W), r.sums.data(), x.data() + off, r.y.data() + off, act,
+                                 gamma.data(), r.sm.data(), r.sis.data(), dy.data() + off, r.dx.data() + off});
     at += p;
   }
   int64_t N = 0;
   for (int64_t p : parts) N += p;
-  batchnorm_forward_infer_act_cpu(ctx, make_batchnorm_shape(N, C, H, W), x.data(), gamma.data(), beta.data(), rm0.data(),
-                                  rv0.data(), act, r.yi.data());
+  run_op(Backend::cpu, BatchnormForwardInferAct{&ctx, make_batchnorm_shape(N, C, H, W), x.data(), gamma.data(), beta.data(), rm0.data(),
+                                  rv0.data(), act, r.yi.data()});
   return r;
 }
 
@@ -128,7 +128,7 @@ Result run_gpu(CudaContext& cuda, const std::vector<int64_t>& parts, int64_t C, 
   DeviceFloats rm0d(rm0);
   for (Part& p : ps) {
     DeviceDoubles mine(zeros);
-    batchnorm_forward_stats_cuda(ctx, make_batchnorm_shape(p.N, C, H, W), p.x.data(), rm0d.data(), mine.data());
+    run_op(Backend::cuda, BatchnormForwardStats{&ctx, make_batchnorm_shape(p.N, C, H, W), p.x.data(), rm0d.data(), mine.data()});
     cuda.synchronize();
     std::vector<double> m = mine.get();
     for (size_t i = 0; i < S; ++i) r.stats[i] += m[i];
@@ -139,10 +139,10 @@ Result run_gpu(CudaContext& cuda, const std::vector<int64_t>& parts, int64_t C, 
     DeviceFloats rm(rm0), rv(rv0), sm = DeviceFloats::poisoned(C), sis = DeviceFloats::poisoned(C);
     DeviceFloats dg = DeviceFloats::poisoned(C), db = DeviceFloats::poisoned(C);
     DeviceDoubles mine(zeros);
-    batchnorm_forward_apply_cuda(ctx, make_batchnorm_shape(p.N, C, H, W), stats.data(), p.x.data(), g.data(), b.data(), act,
-                                 p.y.data(), rm.data(), rv.data(), sm.data(), sis.data());
-    batchnorm_backward_stats_cuda(ctx, make_batchnorm_shape(p.N, C, H, W), p.x.data(), p.y.data(), act, sm.data(), sis.data(),
-                                  p.dy.data(), mine.data(), dg.data(), db.data());
+    run_op(Backend::cuda, BatchnormForwardApply{&ctx, make_batchnorm_shape(p.N, C, H, W), stats.data(), p.x.data(), g.data(), b.data(), act,
+                                 p.y.data(), rm.data(), rv.data(), sm.data(), sis.data()});
+    run_op(Backend::cuda, BatchnormBackwardStats{&ctx, make_batchnorm_shape(p.N, C, H, W), p.x.data(), p.y.data(), act, sm.data(), sis.data(),
+                                  p.dy.data(), mine.data(), dg.data(), db.data()});
     cuda.synchronize();
     r.rm = rm.get();
     r.rv = rv.get();
@@ -164,8 +164,8 @@ Result run_gpu(CudaContext& cuda, const std::vector<int64_t>& parts, int64_t C, 
   DeviceDoubles sums_d(sums);
   DeviceFloats sm(r.sm), sis(r.sis);
   for (Part& p : ps) {
-    batchnorm_backward_apply_cuda(ctx, make_batchnorm_shape(p.N, C, H, W), sums_d.data(), p.x.data(), p.y.data(), act,
-                                  g.data(), sm.data(), sis.data(), p.dy.data(), p.dx.data());
+    run_op(Backend::cuda, BatchnormBackwardApply{&ctx, make_batchnorm_shape(p.N, C, H, W), sums_d.data(), p.x.data(), p.y.data(), act,
+                                  g.data(), sm.data(), sis.data(), p.dy.data(), p.dx.data()});
     cuda.synchronize();
     if (p.N > 0) {
       std::vector<float> dxh = p.dx.get();
@@ -175,8 +175,8 @@ Result run_gpu(CudaContext& cuda, const std::vector<int64_t>& parts, int64_t C, 
   int64_t N = 0;
   for (int64_t p : parts) N += p;
   DeviceFloats xall(x, offset), yi = DeviceFloats::poisoned(int64_t(x.size()), offset), rv0d(rv0);
-  batchnorm_forward_infer_act_cuda(ctx, make_batchnorm_shape(N, C, H, W), xall.data(), g.data(), b.data(), rm0d.data(),
-                                   rv0d.data(), act, yi.data());
+  run_op(Backend::cuda, BatchnormForwardInferAct{&ctx, make_batchnorm_shape(N, C, H, W), xall.data(), g.data(), b.data(), rm0d.data(),
+                                   rv0d.data(), act, yi.data()});
   cuda.synchronize();
   r.yi = yi.get();
   return r;

@@ -7,6 +7,7 @@
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
+#include "support/views.h"
 
 using namespace cnn;
 using cnn::test::compare;
@@ -38,9 +39,9 @@ TEST_CASE("concat lays inputs out channel after channel within each sample", "[c
     float* dxs[] = {d0.data(), d1.data()};
     float* only_second[] = {nullptr, d1.data()};
     if (fast) {
-      concat_forward_cpu(ctx, sh, xs, y.data());
-      concat_backward_cpu(ctx, sh, y.data(), dxs);
-      concat_backward_cpu(ctx, sh, y.data(), only_second);
+      run_op(Backend::cpu, ConcatForward{&ctx, sh, test::views(xs, sh.channels.size()).data(), y.data()});
+      run_op(Backend::cpu, ConcatBackward{&ctx, sh, y.data(), test::views(dxs, sh.channels.size()).data()});
+      run_op(Backend::cpu, ConcatBackward{&ctx, sh, y.data(), test::views(only_second, sh.channels.size()).data()});
     } else {
       concat_forward_reference(ctx, sh, xs, y.data());
       concat_backward_reference(ctx, sh, y.data(), dxs);
@@ -90,7 +91,7 @@ TEST_CASE("concat cpu matches the float reference over generated shapes", "[cpu]
     const std::vector<float> dy = cnn::test::random_floats(ny, 130);
     std::vector<float> y_ref(ny), y(ny);
     concat_forward_reference(ctx, sh, xs.data(), y_ref.data());
-    concat_forward_cpu(ctx, sh, xs.data(), y.data());
+    run_op(Backend::cpu, ConcatForward{&ctx, sh, test::views(xs.data(), sh.channels.size()).data(), y.data()});
     CHECK(compare(y, y_ref, cnn::test::kFastCpuVsReference) == "");
     for (size_t i = 0; i < sh.channels.size(); ++i) {
       std::vector<std::vector<float>> dx_ref, dx;
@@ -104,7 +105,7 @@ TEST_CASE("concat cpu matches the float reference over generated shapes", "[cpu]
         p.push_back(j == i ? nullptr : dx[j].data());
       }
       concat_backward_reference(ctx, sh, dy.data(), p_ref.data());
-      concat_backward_cpu(ctx, sh, dy.data(), p.data());
+      run_op(Backend::cpu, ConcatBackward{&ctx, sh, dy.data(), test::views(p.data(), sh.channels.size()).data()});
       for (size_t j = 0; j < in.size(); ++j) CHECK(compare(dx[j], dx_ref[j], cnn::test::kFastCpuVsReference) == "");
     }
   }
@@ -114,8 +115,8 @@ TEST_CASE("concat rejects empty inputs", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   float v = 0;
   const float* xs[] = {&v, &v};
-  CHECK_THROWS_WITH(concat_forward_cpu(ctx, make_shape(1, 1, {}), xs, &v), Catch::Matchers::Contains("needs at least one input"));
+  CHECK_THROWS_WITH(run_op(Backend::cpu, ConcatForward{&ctx, make_shape(1, 1, {}), test::views(xs, 2).data(), &v}), Catch::Matchers::Contains("needs at least one input"));
   CHECK_THROWS_WITH(concat_forward_reference(ctx, make_shape(1, 1, {1, 0}), xs, &v),
                     Catch::Matchers::Contains("input 1 has 0 channels"));
-  CHECK_THROWS_WITH(concat_forward_cpu(ctx, make_shape(1, 0, {1}), xs, &v), Catch::Matchers::Contains("must be positive"));
+  CHECK_THROWS_WITH(run_op(Backend::cpu, ConcatForward{&ctx, make_shape(1, 0, {1}), test::views(xs, 2).data(), &v}), Catch::Matchers::Contains("must be positive"));
 }

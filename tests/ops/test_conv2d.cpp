@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "ops/conv2d.h"
 #include "support/catch.h"
+#include "support/conv_sweep.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
 
@@ -172,23 +173,7 @@ TEST_CASE("conv2d reference backward matches finite differences in double", "[cp
 
 // The shapes of the sweep: every stride, padding, dilation, groups and bias choice, for square,
 // rectangular and 1x1 kernels, on odd non-square inputs; N alternates between 1 and 3.
-static std::vector<Conv2dShape> sweep_shapes() {
-  std::vector<Conv2dShape> shapes;
-  const int kernels[][2] = {{1, 1}, {3, 3}, {2, 3}};
-  int i = 0;
-  for (auto& rs : kernels)
-    for (int stride : {1, 2, 3})
-      for (int pad : {0, 1, 2})
-        for (int dil : {1, 2})
-          for (int groups : {1, 2, 4})  // 4 == C == K: depthwise
-            for (bool bias : {true, false}) {
-              const int64_t N = (i++ % 2) ? 1 : 3, C = 4, K = groups == 4 ? 4 : 6;
-              const int64_t H = 7 + i % 3, W = 9 - i % 2;
-              shapes.push_back(Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], stride, stride == 3 ? 2 : stride, pad,
-                                                 pad == 2 ? 1 : pad, dil, dil, groups, bias));
-            }
-  return shapes;
-}
+static std::vector<Conv2dShape> sweep_shapes() { return test::conv_sweep_shapes(4, 6, true); }
 
 TEST_CASE("conv2d fast cpu matches the reference over generated shapes", "[cpu]") {
   for (int threads : {1, 2, 3}) {

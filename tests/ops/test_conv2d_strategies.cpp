@@ -1,7 +1,6 @@
 // Shape rules of the extra CUDA convolution strategies (conv2d_strategies.h): host logic, so these
-// run in every build. In a CUDA build can_implement must equal the rule and the workspace must stay
-// bounded as the batch grows; in a build without CUDA can_implement is false everywhere.
-// Trap: "built" is read from one shape every strategy supports, so the tests hold in both builds.
+// run in every build. In a CUDA build the rows' can_implement must equal the rule and the workspace
+// must stay bounded as the batch grows; a build without CUDA has no such rows.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,20 +19,16 @@ namespace {
 
 const ConvDir kDirs[] = {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter};
 
+// Each strategy's shape rule, and its rows' name after "cuda:".
 struct Rule {
   const char* name;
-  std::function<bool(const Conv2dShape&, ConvDir)> rule, can_implement;
-  std::function<size_t(const Conv2dShape&, ConvDir)> workspace_bytes;
+  std::function<bool(const Conv2dShape&, ConvDir)> rule;
 };
 
 const std::vector<Rule>& rules() {
-  static const std::vector<Rule> all{
-      {"winograd", conv2d_winograd_shape_supported, conv2d_cuda_winograd_can_implement,
-       conv2d_cuda_winograd_workspace_bytes},
-      {"im2col_gemm", conv2d_im2col_gemm_shape_supported, conv2d_cuda_im2col_gemm_can_implement,
-       conv2d_cuda_im2col_gemm_workspace_bytes},
-      {"fft", conv2d_fft_shape_supported, conv2d_cuda_fft_can_implement, conv2d_cuda_fft_workspace_bytes},
-  };
+  static const std::vector<Rule> all{{"winograd", conv2d_winograd_shape_supported},
+                                     {"im2col_gemm", conv2d_im2col_gemm_shape_supported},
+                                     {"fft", conv2d_fft_shape_supported}};
   return all;
 }
 
@@ -106,32 +101,37 @@ TEST_CASE("fft takes stride 1 convs of any filter and padding up to 1024-wide tr
 TEST_CASE("conv2d strategies can implement exactly what their rules allow where built, else nothing", "[cpu]") {
   std::vector<Conv2dShape> shapes = mixed_shapes();
   shapes.push_back(plain_3x3());
+  const ExecContext cpu = ExecContext::cpu(1);
   for (const Rule& r : rules()) {
-    const bool built = r.can_implement(plain_3x3(), ConvDir::forward);
-    for (const Conv2dShape& sh : shapes)
-      for (ConvDir dir : kDirs) {
-        INFO(fmt::format("{} built={} {} {}", r.name, built, sh.to_string(), to_string(dir)));
-        CHECK(r.can_implement(sh, dir) == (built && r.rule(sh, dir)));
-        if (!r.can_implement(sh, dir)) CHECK(r.workspace_bytes(sh, dir) == 0);
+    for (ConvDir dir : kDirs) {
+      const ConvAlgo* row = find_impl(conv2d_table(dir), Backend::cuda, DType::f32, std::string("cuda:") + r.name);
+      CHECK((row != nullptr) == backend_built(Backend::cuda));
+      if (!row) continue;
+      for (const Conv2dShape& sh : shapes) {
+        INFO(fmt::format("{} {} {}", r.name, sh.to_string(), to_string(dir)));
+        CHECK(row->can_implement(cpu, sh) == r.rule(sh, dir));
+        if (!row->can_implement(cpu, sh)) CHECK(row->workspace_bytes(cpu, sh) == 0);
       }
+    }
   }
 }
 
 TEST_CASE("conv2d strategy workspaces grow with the batch only up to a fixed bound", "[cpu]") {
-  const Conv2dShape small = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1);
-  if (!conv2d_cuda_im2col_gemm_can_implement(small, ConvDir::forward)) {
-    CHECK_FALSE(conv2d_cuda_winograd_can_implement(small, ConvDir::forward));
-    CNN_SKIP("this build has no CUDA strategies");
-  }
+  if (!backend_built(Backend::cuda)) CNN_SKIP("this build has no CUDA strategies");
+  const ExecContext cpu = ExecContext::cpu(1);
+  auto bytes = [&](const Rule& r, ConvDir dir, const Conv2dShape& sh) {
+    return conv2d_algo(dir, std::string("cuda:") + r.name).workspace_bytes(cpu, sh);
+  };
   // im2col: the columns of both images, (C*R*S) x (P*Q) each.
-  CHECK(conv2d_cuda_im2col_gemm_workspace_bytes(small, ConvDir::forward) == size_t(2 * 3 * 9 * 64) * sizeof(float));
+  const Conv2dShape small = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1);
+  CHECK(bytes(rules()[1], ConvDir::forward, small) == size_t(2 * 3 * 9 * 64) * sizeof(float));
   const size_t cap = size_t(256) << 20;
   for (const Rule& r : rules())
     for (ConvDir dir : kDirs) {
       INFO(fmt::format("{} {}", r.name, to_string(dir)));
       const Conv2dShape one = Conv2dShape::make(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1);
       const Conv2dShape many = Conv2dShape::make(1024, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1);
-      const size_t ws1 = r.workspace_bytes(one, dir), wsn = r.workspace_bytes(many, dir);
+      const size_t ws1 = bytes(r, dir, one), wsn = bytes(r, dir, many);
       CHECK(ws1 > 0);
       CHECK(wsn >= ws1);
       // The per-chunk part stays under the cap; the filter-sized part (K*C transforms) comes on top.

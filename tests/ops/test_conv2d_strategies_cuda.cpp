@@ -22,6 +22,7 @@
 #include "ops/conv2d_strategies.h"
 #include "support/catch.h"
 #include "support/conv_operands.h"
+#include "support/conv_sweep.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -39,7 +40,7 @@ struct Strategy {
   const char* name;
   std::function<bool(const Conv2dShape&, ConvDir)> can_implement;
   std::function<size_t(const Conv2dShape&, ConvDir)> workspace_bytes;
-  std::function<void(const ExecContext&, const Conv2dShape&, ConvDir, const ConvOperands&)> run;
+  std::function<void(const ExecContext&, const Conv2dShape&, ConvDir, const ConvOperandsF32&)> run;
   // FFT rounding error is relative to the whole transformed plane, not to each output (Mathieu et
   // al. 2014), so near-zero outputs get an absolute slack scaled by the largest one.
   bool plane_relative_error = false;
@@ -109,7 +110,7 @@ void run_and_check(CudaContext& cuda, const Strategy& s, ConvDir dir, const Refe
                    test::Tolerance tol = kGpuVsCpu) {
   REQUIRE(s.can_implement(r.sh, dir));
   d.poison();
-  ConvOperands op;
+  ConvOperandsF32 op;
   switch (dir) {
     case ConvDir::forward:
       op.x = d.x.data(), op.w = d.w.data(), op.b = r.sh.has_bias ? d.b.data() : nullptr, op.y = d.y.data();
@@ -175,19 +176,7 @@ std::vector<Conv2dShape> winograd_shapes() {
 // Every stride, padding, dilation and groups mix for 1x1, 3x3 and 2x3 windows on odd sizes (the
 // conv2d cuda sweep), channels off multiples of 4.
 std::vector<Conv2dShape> im2col_shapes() {
-  std::vector<Conv2dShape> shapes;
-  const int kernels[][2] = {{1, 1}, {3, 3}, {2, 3}};
-  int i = 0;
-  for (auto& rs : kernels)
-    for (int stride : {1, 2, 3})
-      for (int pad : {0, 1, 2})
-        for (int dil : {1, 2})
-          for (int groups : {1, 2, 6}) {  // 6 == C == K: depthwise
-            const int64_t N = (i++ % 2) ? 1 : 3, C = 6, K = groups == 6 ? 6 : 10;
-            const int64_t H = 7 + i % 3, W = 9 - i % 2;
-            shapes.push_back(Conv2dShape::make(N, C, H, W, K, rs[0], rs[1], stride, stride == 3 ? 2 : stride, pad,
-                                               pad == 2 ? 1 : pad, dil, dil, groups, i % 3 != 0));
-          }
+  std::vector<Conv2dShape> shapes = test::conv_sweep_shapes(6, 10, false);
   shapes.push_back(Conv2dShape::make(2, 35, 15, 13, 37, 3, 3, 1, 1, 1, 1));  // C and K past 32
   return shapes;
 }
@@ -328,7 +317,7 @@ TEST_CASE("conv2d cuda strategies refuse shapes outside their rules", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   const Conv2dShape strided = Conv2dShape::make(1, 2, 9, 9, 2, 3, 3, 2, 2, 1, 1);
-  ConvOperands op;
+  ConvOperandsF32 op;
   CHECK_THROWS_AS(conv2d_cuda_winograd_run(cuda.ctx(), strided, ConvDir::forward, op), Error);
   CHECK_THROWS_AS(conv2d_cuda_fft_run(cuda.ctx(), strided, ConvDir::forward, op), Error);
 }
@@ -360,10 +349,10 @@ TEST_CASE("conv2d cuda fft winograd and im2col gemm replay from a cuda graph wit
     }
     const size_t capacity = cuda.ctx().workspace->capacity_bytes();
     d.poison();
-    ConvOperands op{d.x.data(), d.w.data(), d.b.data(), d.y.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()};
+    ConvOperandsF32 op{d.x.data(), d.w.data(), d.b.data(), d.y.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()};
     cudaGraphExec_t exec = capture(cuda, [&] {
       for (ConvDir dir : kDirs) {
-        ConvOperands o = op;
+        ConvOperandsF32 o = op;
         if (dir == ConvDir::backward_data) o.dw = nullptr, o.db = nullptr;
         s->run(cuda.ctx(), sh, dir, o);
         s->run(cuda.ctx(), sh, dir, o);

@@ -57,8 +57,8 @@ TEST_CASE("dense matches a hand-computed 2x3 to 2 case", "[cpu]") {
     INFO((fast ? "fast cpu" : "reference"));
     std::vector<float> y(4, kNaN), dx(6, kNaN), dw(6, kNaN), db(2, kNaN);
     if (fast) {
-      dense_forward_cpu(ctx, sh, x.data(), w.data(), b.data(), y.data());
-      dense_backward_cpu(ctx, sh, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
+      run_op(Backend::cpu, DenseForward{&ctx, sh, x.data(), w.data(), b.data(), y.data()});
+      run_op(Backend::cpu, DenseBackward{&ctx, sh, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data()});
     } else {
       dense_forward_reference<float>(ctx, sh, x.data(), w.data(), b.data(), y.data());
       dense_backward_reference<float>(ctx, sh, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
@@ -108,11 +108,11 @@ TEST_CASE("dense fast cpu matches the reference over generated shapes", "[cpu]")
     for (const DenseShape& sh : shapes) {
       INFO(fmt::format("{} threads, {}", threads, dense_name(sh)));
       DenseData fast(sh, 5), ref(sh, 5);
-      dense_forward_cpu(ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data());
+      run_op(Backend::cpu, DenseForward{&ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data()});
       dense_forward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.b.data(), ref.y.data());
       CHECK(compare(fast.y, ref.y, test::kFastCpuVsReference) == "");
-      dense_backward_cpu(ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(),
-                         fast.db.data());
+      run_op(Backend::cpu, DenseBackward{&ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(),
+                         fast.db.data()});
       dense_backward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.dy.data(), ref.dx.data(), ref.dw.data(),
                                       ref.db.data());
       CHECK(compare(fast.dx, ref.dx, test::kFastCpuVsReference) == "");
@@ -120,9 +120,9 @@ TEST_CASE("dense fast cpu matches the reference over generated shapes", "[cpu]")
       CHECK(compare(fast.db, ref.db, test::kFastCpuVsReference) == "");
       // Each gradient alone, into fresh NaN buffers.
       DenseData alone(sh, 5);
-      dense_backward_cpu(ctx, sh, alone.x.data(), alone.w.data(), alone.dy.data(), alone.dx.data(), nullptr, nullptr);
-      dense_backward_cpu(ctx, sh, alone.x.data(), alone.w.data(), alone.dy.data(), nullptr, alone.dw.data(), nullptr);
-      dense_backward_cpu(ctx, sh, alone.x.data(), alone.w.data(), alone.dy.data(), nullptr, nullptr, alone.db.data());
+      run_op(Backend::cpu, DenseBackward{&ctx, sh, alone.x.data(), alone.w.data(), alone.dy.data(), alone.dx.data(), nullptr, nullptr});
+      run_op(Backend::cpu, DenseBackward{&ctx, sh, alone.x.data(), alone.w.data(), alone.dy.data(), nullptr, alone.dw.data(), nullptr});
+      run_op(Backend::cpu, DenseBackward{&ctx, sh, alone.x.data(), alone.w.data(), alone.dy.data(), nullptr, nullptr, alone.db.data()});
       CHECK(compare(alone.dx, fast.dx, test::kExact) == "");
       CHECK(compare(alone.dw, fast.dw, test::kExact) == "");
       CHECK(compare(alone.db, fast.db, test::kExact) == "");
@@ -133,7 +133,7 @@ TEST_CASE("dense fast cpu matches the reference over generated shapes", "[cpu]")
 TEST_CASE("dense rejects non-positive sizes", "[cpu]") {
   ExecContext ctx = ExecContext::cpu(1);
   std::vector<float> buf(16, 1.0f);
-  CHECK_THROWS_AS(dense_forward_cpu(ctx, DenseShape{0, 3, 2, true}, buf.data(), buf.data(), buf.data(), buf.data()),
+  CHECK_THROWS_AS(run_op(Backend::cpu, DenseForward{&ctx, DenseShape{0, 3, 2, true}, buf.data(), buf.data(), buf.data(), buf.data()}),
                   Error);
   CHECK_THROWS_AS(
       dense_forward_reference<float>(ctx, DenseShape{2, 3, 0, true}, buf.data(), buf.data(), buf.data(), buf.data()),
@@ -146,9 +146,9 @@ TEST_CASE("dense fast cpu benchmark on the Fashion-MNIST layers", "[.][bench]") 
     for (const DenseShape& sh : {DenseShape{64, 3136, 128, true}, DenseShape{64, 128, 10, true}}) {
       ExecContext ctx = ExecContext::cpu(threads);
       DenseData d(sh, 1);
-      double fwd = test::best_of_ms([&] { dense_forward_cpu(ctx, sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()); });
+      double fwd = test::best_of_ms([&] { run_op(Backend::cpu, DenseForward{&ctx, sh, d.x.data(), d.w.data(), d.b.data(), d.y.data()}); });
       double bwd = test::best_of_ms([&] {
-        dense_backward_cpu(ctx, sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data());
+        run_op(Backend::cpu, DenseBackward{&ctx, sh, d.x.data(), d.w.data(), d.dy.data(), d.dx.data(), d.dw.data(), d.db.data()});
       });
       const double f = sh.flops_forward();
       WARN(fmt::format("{} ({} threads): forward {:.3f} ms ({:.1f} GFLOP/s), backward {:.3f} ms ({:.1f} GFLOP/s)",

@@ -26,7 +26,7 @@ DropoutParams params(float p, uint64_t seed, uint64_t offset) {
 std::vector<float> forward_cpu(const DropoutParams& prm, const std::vector<float>& x) {
   auto ctx = ExecContext::cpu(2);
   std::vector<float> y(x.size(), -7.0f);
-  dropout_forward_cpu(ctx, prm, static_cast<int64_t>(x.size()), x.data(), y.data());
+  run_op(Backend::cpu, DropoutForward{&ctx, prm, static_cast<int64_t>(x.size()), x.data(), y.data()});
   return y;
 }
 
@@ -41,7 +41,7 @@ TEST_CASE("dropout drops exactly the elements whose philox draw is below p and s
   auto ctx = ExecContext::cpu(2);
   std::vector<float> y_ref(n), y(n);
   dropout_forward_reference(ctx, prm, n, x.data(), y_ref.data());
-  dropout_forward_cpu(ctx, prm, n, x.data(), y.data());
+  run_op(Backend::cpu, DropoutForward{&ctx, prm, n, x.data(), y.data()});
   int dropped = 0;
   for (int64_t i = 0; i < n; ++i) {
     const bool drop = philox_uniform(7, static_cast<uint64_t>(RngStream::dropout), 5 + i) < 0.25f;
@@ -66,7 +66,7 @@ TEST_CASE("dropout cpu and reference drop the same elements for the same seed an
       std::vector<float> y_ref(n), dx_ref(n), dx(n);
       dropout_forward_reference(ctx, prm, n, x.data(), y_ref.data());
       dropout_backward_reference(ctx, prm, n, dy.data(), dx_ref.data());
-      dropout_backward_cpu(ctx, prm, n, dy.data(), dx.data());
+      run_op(Backend::cpu, DropoutBackward{&ctx, prm, n, dy.data(), dx.data()});
       CHECK(compare(forward_cpu(prm, x), y_ref, cnn::test::kExact) == "");
       CHECK(compare(dx, dx_ref, cnn::test::kExact) == "");
     }
@@ -117,7 +117,7 @@ TEST_CASE("dropout with p = 0 is the identity", "[cpu]") {
   dropout_forward_reference(ctx, prm, n, x.data(), y_ref.data());
   CHECK(compare(y_ref, x, cnn::test::kExact) == "");
   CHECK(compare(forward_cpu(prm, x), x, cnn::test::kExact) == "");
-  dropout_backward_cpu(ctx, prm, n, x.data(), dx.data());
+  run_op(Backend::cpu, DropoutBackward{&ctx, prm, n, x.data(), dx.data()});
   CHECK(compare(dx, x, cnn::test::kExact) == "");
 }
 
@@ -142,7 +142,7 @@ TEST_CASE("dropout backward matches finite differences with a fixed mask", "[cpu
 TEST_CASE("dropout rejects a drop probability below 0 or from 1 up", "[cpu]") {
   auto ctx = ExecContext::cpu(1);
   float v = 1;
-  CHECK_THROWS_WITH(dropout_forward_cpu(ctx, params(1.0f, 0, 0), 1, &v, &v), Catch::Matchers::Contains("p must be in [0, 1), got 1"));
+  CHECK_THROWS_WITH(run_op(Backend::cpu, DropoutForward{&ctx, params(1.0f, 0, 0), 1, &v, &v}), Catch::Matchers::Contains("p must be in [0, 1), got 1"));
   CHECK_THROWS_WITH(dropout_backward_reference(ctx, params(-0.1f, 0, 0), int64_t{1}, &v, &v),
                     Catch::Matchers::Contains("p must be in [0, 1)"));
 }

@@ -26,8 +26,8 @@ void check_both_paths(const Pool2dShape& sh, const std::vector<float>& x, const 
   CHECK(compare(dx, dx_expected, {1e-6, 1e-6}) == "");
   std::fill(y.begin(), y.end(), -99.0f);
   std::fill(dx.begin(), dx.end(), -99.0f);
-  pool2d_forward_cpu(ctx, sh, x.data(), y.data());
-  pool2d_backward_cpu(ctx, sh, x.data(), y.data(), dy.data(), dx.data());
+  run_op(Backend::cpu, Pool2dForward{&ctx, sh, x.data(), y.data()});
+  run_op(Backend::cpu, Pool2dBackward{&ctx, sh, x.data(), y.data(), dy.data(), dx.data()});
   CHECK(compare(y, y_expected, {1e-6, 1e-6}) == "");
   CHECK(compare(dx, dx_expected, {1e-6, 1e-6}) == "");
 }
@@ -161,8 +161,8 @@ TEST_CASE("pool2d cpu matches the float reference over generated shapes", "[cpu]
       std::vector<float> y_ref(ny), y(ny), dx_ref(nx), dx(nx, 7.0f);
       pool2d_forward_reference(ctx, sh, x.data(), y_ref.data());
       pool2d_backward_reference(ctx, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data());
-      pool2d_forward_cpu(ctx, sh, x.data(), y.data());
-      pool2d_backward_cpu(ctx, sh, x.data(), y.data(), dy.data(), dx.data());
+      run_op(Backend::cpu, Pool2dForward{&ctx, sh, x.data(), y.data()});
+      run_op(Backend::cpu, Pool2dBackward{&ctx, sh, x.data(), y.data(), dy.data(), dx.data()});
       CHECK(compare(y, y_ref, cnn::test::kFastCpuVsReference) == "");
       CHECK(compare(dx, dx_ref, cnn::test::kFastCpuVsReference) == "");
     }

@@ -13,6 +13,15 @@
 using namespace cnn;
 using cnn::test::compare;
 
+
+// The batch loss one forward call returns through batch_loss.
+static double forward_loss(Backend backend, SoftmaxCrossEntropyForward a) {
+  double loss = 0.0;
+  a.batch_loss = &loss;
+  run_op(backend, a);
+  return loss;
+}
+
 namespace {
 
 constexpr cnn::test::Tolerance kHand{1e-6, 1e-6};
@@ -38,9 +47,9 @@ Result run(bool fast, const SoftmaxCrossEntropyShape& sh, const std::vector<floa
   r.sample_loss.resize(static_cast<size_t>(sh.N));
   r.dlogits.resize(static_cast<size_t>(sh.N * sh.K));
   if (fast) {
-    r.loss = softmax_cross_entropy_forward_cpu(ctx, sh, logits.data(), labels.data(), weights, r.probs.data(),
-                                               r.sample_loss.data());
-    softmax_cross_entropy_backward_cpu(ctx, sh, r.probs.data(), labels.data(), weights, r.dlogits.data());
+    r.loss = forward_loss(Backend::cpu, {&ctx, sh, logits.data(), labels.data(), weights, r.probs.data(),
+                                               r.sample_loss.data()});
+    run_op(Backend::cpu, SoftmaxCrossEntropyBackward{&ctx, sh, r.probs.data(), labels.data(), weights, r.dlogits.data()});
   } else {
     r.loss = softmax_cross_entropy_forward_reference(ctx, sh, logits.data(), labels.data(), weights,
                                                      r.probs.data(), r.sample_loss.data());
@@ -148,18 +157,18 @@ TEST_CASE("softmax cross entropy names the sample with an out-of-range label", "
   auto ctx = ExecContext::cpu(1);
   const auto sh = make_shape(3, 7);
   std::vector<float> logits(21, 0.0f), probs(21), loss(3);
-  CHECK_THROWS_WITH(softmax_cross_entropy_forward_cpu(ctx, sh, logits.data(), std::vector<int32_t>{0, 1, -1}.data(),
-                                                      nullptr, probs.data(), loss.data()),
+  CHECK_THROWS_WITH(run_op(Backend::cpu, SoftmaxCrossEntropyForward{&ctx, sh, logits.data(), std::vector<int32_t>{0, 1, -1}.data(),
+                                                      nullptr, probs.data(), loss.data()}),
                     Catch::Matchers::Contains("sample 2 has label -1, expected a class in [0, 7)"));
   CHECK_THROWS_WITH(softmax_cross_entropy_forward_reference<float>(ctx, sh, logits.data(),
                                                             std::vector<int32_t>{7, 1, 1}.data(), nullptr,
                                                             probs.data(), loss.data()),
                     Catch::Matchers::Contains("sample 0 has label 7"));
-  CHECK_THROWS_WITH(softmax_cross_entropy_backward_cpu(ctx, sh, probs.data(), std::vector<int32_t>{0, 9, 1}.data(),
-                                                       nullptr, logits.data()),
+  CHECK_THROWS_WITH(run_op(Backend::cpu, SoftmaxCrossEntropyBackward{&ctx, sh, probs.data(), std::vector<int32_t>{0, 9, 1}.data(),
+                                                       nullptr, logits.data()}),
                     Catch::Matchers::Contains("sample 1 has label 9"));
   const std::vector<float> zero_weights(7, 0.0f);
-  CHECK_THROWS_WITH(softmax_cross_entropy_forward_cpu(ctx, sh, logits.data(), std::vector<int32_t>{0, 1, 2}.data(),
-                                                      zero_weights.data(), probs.data(), loss.data()),
+  CHECK_THROWS_WITH(run_op(Backend::cpu, SoftmaxCrossEntropyForward{&ctx, sh, logits.data(), std::vector<int32_t>{0, 1, 2}.data(),
+                                                      zero_weights.data(), probs.data(), loss.data()}),
                     Catch::Matchers::Contains("sum to 0"));
 }

@@ -266,8 +266,10 @@ TEST_CASE("autotune tolerance comes from CNN_AUTOTUNE_TOLERANCE and is part of t
   }
   unsetenv("CNN_AUTOTUNE_TOLERANCE");
   const Conv2dShape sh = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3);
-  const std::string k1 = autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4);
-  const std::string k2 = autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-3);
+  const std::string k1 =
+      autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32);
+  const std::string k2 =
+      autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-3, MathMode::fp32);
   CHECK(k1 != k2);
   CHECK(k1.find("|tol 0.0001|probe 2") != std::string::npos);
   // A cached decision under another tolerance is not reused.
@@ -302,7 +304,7 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   auto run = off.run;
   off.run = [run](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
     run(c, s, op);
-    for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y[i] *= 1.01f;
+    for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y.f32()[i] *= 1.01f;
   };
   CHECK(probe.run_and_compare(off) == Approx(0.01).epsilon(1e-3));
   ConvAlgo idle = off;
@@ -319,9 +321,9 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   biased.run = [exact](const ExecContext& c, const Conv2dShape& s, const ConvOperands& op) {
     exact(c, s, op);
     bool nonnegative = true;
-    for (int64_t i = 0; i < s.N * s.C * s.H * s.W; ++i) nonnegative = nonnegative && op.x[i] >= 0;
+    for (int64_t i = 0; i < s.N * s.C * s.H * s.W; ++i) nonnegative = nonnegative && op.x.f32()[i] >= 0;
     if (nonnegative)
-      for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y[i] *= 1.02f;
+      for (int64_t i = 0; i < s.N * s.K * s.P * s.Q; ++i) op.y.f32()[i] *= 1.02f;
   };
   CHECK(probe.run_and_compare(biased) == Approx(0.02).epsilon(1e-3));
   probe.poison(ConvDir::forward);
@@ -341,7 +343,7 @@ TEST_CASE("relative L2 difference and the cpu conv probe against the float64 ref
   ConvOperands into = fwd;
   into.y = y.data();
   conv2d_algo(ConvDir::forward, "cpu:im2col_gemm").run(ctx, sh, into);
-  const float* dy = probe.operands(ConvDir::backward_filter).dy;
+  const float* dy = probe.operands(ConvDir::backward_filter).dy.f32();
   const int64_t PQ = sh.P * sh.Q;
   for (int64_t k = 0; k < sh.K; ++k) {
     double sum = 0, dot = 0, abs_sum = 0, y_norm = 0;
@@ -442,4 +444,99 @@ TEST_CASE("a layer knows whether cudnn came from train.backend or from its own b
   // Sticky: resolving again keeps where the request came from.
   bn1.choose_backend(Device::cuda);
   CHECK(bn1.backend_from_train());
+}
+
+TEST_CASE("the conv cache key differs by precision, and a tf32 key carries the TF32 tolerance", "[cpu]") {
+  const Conv2dShape sh = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3);
+  auto key = [&](MathMode m, double tf32_tol = kTf32AccuracyTolerance) {
+    return autotune_conv_key("gpu", sh, ConvDir::backward_filter, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, m, tf32_tol);
+  };
+  CHECK(key(MathMode::fp32) != key(MathMode::tf32));
+  CHECK(key(MathMode::fp32).find("|math fp32") != std::string::npos);
+  CHECK(key(MathMode::tf32).find("|math tf32 tol 0.005") != std::string::npos);
+  CHECK(key(MathMode::tf32) != key(MathMode::tf32, 1e-2));
+  CHECK(key(MathMode::fp32) == key(MathMode::fp32, 1e-2));  // an fp32 decision has no TF32 candidates
+  // An fp32 decision is not reused by a tf32 run (which may pick a TF32 algorithm), nor the reverse.
+  AutotuneCache cache("");
+  cache.put(key(MathMode::fp32), TuneRecord{"a", 2.0, "b", 3.0});
+  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
+  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, key(MathMode::tf32));
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.record.winner == "b");
+}
+
+TEST_CASE("accuracy tolerances per precision: FP32 candidates keep 1e-4, TF32 ones get 5e-3", "[cpu]") {
+  CHECK(conv_tolerance(MathMode::fp32) == kConvAccuracyTolerance);
+  CHECK(conv_tolerance(MathMode::tf32) == kTf32AccuracyTolerance);
+  CHECK(kTf32AccuracyTolerance == 5e-3);
+  // Above one truncated TF32 factor's worst relative error (2^-10), below what the FP32 guard was
+  // made to reject (cuDNN's winograd_nonfused: 0.5% to 7% off on 5x5 filters, the low end excepted).
+  CHECK(kTf32AccuracyTolerance > std::ldexp(1.0, -10));
+  CHECK(kTf32AccuracyTolerance > kConvAccuracyTolerance);
+  CHECK(kTf32AccuracyTolerance < 1e-2);
+}
+
+TEST_CASE("a per-candidate tolerance admits a TF32 candidate that the FP32 limit would exclude", "[cpu]") {
+  FakeClock clock{{{"cuda:implicit_gemm", 2.0}, {"cudnn:gemm", 0.5}, {"cudnn:fft", 0.4}}};
+  std::map<std::string, double> err{{"cuda:implicit_gemm", 1e-6}, {"cudnn:gemm", 1.2e-3}, {"cudnn:fft", 8e-3}};
+  auto rel_error = [&](const std::string& name) { return err.at(name); };
+  auto tolerance_of = [](const std::string& name) {
+    return name.rfind("cudnn:", 0) == 0 ? conv_tolerance(MathMode::tf32) : conv_tolerance(MathMode::fp32);
+  };
+  AutotuneCache cache("");
+  LogCapture log;
+  TuneOutcome r = tune_choice("layer 'c1' forward", {"cuda:implicit_gemm", "cudnn:gemm", "cudnn:fft"},
+                              std::ref(clock), cache, "k", rel_error,
+                              std::function<double(const std::string&)>(tolerance_of));
+  CHECK(r.record.winner == "cudnn:gemm");  // 1.2e-3: within TF32's 5e-3, over FP32's 1e-4
+  REQUIRE(r.excluded.size() == 1);
+  CHECK(r.excluded[0] == "cudnn:fft: 8.0e-03 from the reference");
+  CHECK(log.text.str().find("over the 5e-03 limit: excluded") != std::string::npos);
+  // Every candidate over its own limit: the error names both limits.
+  err = {{"cuda:implicit_gemm", 2e-4}, {"cudnn:gemm", 6e-3}, {"cudnn:fft", 8e-3}};
+  AutotuneCache fresh("");
+  try {
+    tune_choice("layer 'c1' forward", {"cuda:implicit_gemm", "cudnn:gemm", "cudnn:fft"}, std::ref(clock), fresh, "k",
+                rel_error, std::function<double(const std::string&)>(tolerance_of));
+    FAIL("no error");
+  } catch (const NoAccurateCandidate& e) {
+    CHECK(std::string(e.what()).find("no candidate within the accuracy tolerance 1e-04 or 5e-03 is left") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("only cuDNN's convolution rows follow the math mode; ours and the CPU's stay FP32", "[cpu]") {
+  int cudnn_rows = 0;
+  for (ConvDir d : kConvDirs)
+    for (const ConvAlgo& a : conv2d_table(d).rows) {
+      INFO(a.name);
+      const bool cudnn = a.backend == Backend::cudnn;
+      CHECK(a.follows_math == cudnn);
+      CHECK(a.math_used(MathMode::fp32) == MathMode::fp32);
+      CHECK(a.math_used(MathMode::tf32) == (cudnn ? MathMode::tf32 : MathMode::fp32));
+      CHECK(conv_math_tag(a, MathMode::fp32).empty());
+      CHECK(conv_math_tag(a, MathMode::tf32) == (cudnn ? " [tf32]" : " [fp32]"));
+      cudnn_rows += cudnn;
+    }
+  CHECK((cudnn_rows > 0) == backend_built(Backend::cudnn));
+}
+
+TEST_CASE("autotune on the cpu under tf32 tags every direction as FP32 and says the precision", "[cpu]") {
+  ModelSpec spec = parse_model_text(
+      "name: t\n"
+      "input: {channels: 2, height: 8, width: 8}\n"
+      "layers:\n"
+      "  - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: 1, algo: {forward: cpu:im2col_gemm}}\n"
+      "  - {name: fc, type: dense, units: 3}\n"
+      "train: {precision: tf32}\n",
+      "t.yaml");
+  auto g = Graph::build(spec);
+  g->choose_backends(Device::cpu);
+  const ExecContext ctx = ExecContext::cpu(1);
+  const std::vector<std::string> lines = autotune_graph(*g, ctx, 4, AutotuneOptions{});
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("layer 'c1' (conv2d ") == 0);
+  CHECK(lines[0].find(", precision tf32): forward cpu:im2col_gemm (requested) [fp32]; backward_data cpu:im2col_gemm "
+                      "(only candidate) [fp32]") != std::string::npos);
+  CHECK(describe_conv_plan(*g->node(0).layer)[1] == "backward_data cpu:im2col_gemm [fp32] (only candidate)");
 }

@@ -51,8 +51,8 @@ const char* kModel =
 const std::vector<int64_t> kBatches = {16, 16, 16, 16, 10, 16, 16, 10, 10, 16, 10};
 
 struct GraphRun {
-  GraphRun(const std::string& device, bool cuda_graph)
-      : spec(parse_model_text(kModel, "graph_step.yaml")), graph(Graph::build(spec)) {
+  GraphRun(const std::string& device, bool cuda_graph, const std::vector<std::string>& overrides = {})
+      : spec(parse_model_text(kModel, "graph_step.yaml", overrides)), graph(Graph::build(spec)) {
     dev = std::make_unique<DeviceSetup>(device, *graph, spec.train.deterministic);
     ex = std::make_unique<Executor>(*graph, spec.train.batch_size, dev->ctx());
     ex->init_params(spec.train.seed);
@@ -132,6 +132,36 @@ TEST_CASE("graph-captured training steps equal uncaptured ones bit for bit, part
   CHECK(differ == 0);
 }
 
+TEST_CASE("tf32 training on cuda (cuDNN convolutions, cuBLAS dense) has finite losses, captured or not alike",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const std::vector<std::string> tf32 = {"train.precision=tf32", "train.backend=cudnn"};
+  GraphRun plain("cuda", false, tf32), captured("cuda", true, tf32), fp32("cuda", false, {"train.backend=cudnn"});
+  REQUIRE(plain.graph->node(0).layer->math() == MathMode::tf32);
+  CHECK(to_string(plain.graph->node(0).layer->backend()) == std::string("cudnn"));
+  std::vector<double> plain_loss, captured_loss, fp32_loss;
+  std::vector<int64_t> plain_correct, captured_correct, fp32_correct;
+  plain.train(plain_loss, plain_correct);
+  captured.train(captured_loss, captured_correct);
+  fp32.train(fp32_loss, fp32_correct);
+  CHECK(captured.step->graph_replays() >= 5);
+  REQUIRE(plain_loss.size() == captured_loss.size());
+  for (size_t s = 0; s < plain_loss.size(); ++s) {
+    INFO("step " << s << ": tf32 " << plain_loss[s] << ", captured " << captured_loss[s] << ", fp32 " << fp32_loss[s]);
+    REQUIRE(std::isfinite(plain_loss[s]));
+    // The math mode is set per call (cuDNN descriptors, cuBLAS handle), so a replay runs the same
+    // TF32 kernels as the uncaptured step: bit for bit.
+    CHECK(captured_loss[s] == plain_loss[s]);
+    // TF32 rounds the factors (2^-11); AdamW turns tiny gradient differences into full-size steps,
+    // so the curves part, but over 11 steps of random labels (loss ~ ln 5) by far less than 5%: a
+    // wrong TF32 path (garbage, or a stale math mode) moves it by more within the first steps.
+    CHECK(std::abs(plain_loss[s] - fp32_loss[s]) <= 5e-2 * std::abs(fp32_loss[s]));
+  }
+  const std::vector<float> a = plain.state(), b = captured.state();
+  REQUIRE(a.size() == b.size());
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("a cpu training step reports the cuda graph off and trains as before", "[cpu]") {
   GraphRun cpu("cpu", true);
   CHECK(cpu.step->cuda_graph_status() == "off (CPU run)");
@@ -161,11 +191,16 @@ TEST_CASE("an out-of-memory message says what, how much was asked and how much i
 
 TEST_CASE("a model too large for the GPU fails naming the activation arena and its layers", "[gpu]") {
   CNN_REQUIRE_GPU();
-  ModelSpec spec = parse_model_text(kModel, "graph_step.yaml");
+  // 24 convolutions whose outputs (8, 16, 16) at batch 2^20 are 2^31 elements each: every tensor
+  // is at the per-tensor cap (allowed), and training keeps them all for backward, about 200 GB of
+  // activations: no GPU has that, so the arena's cudaMalloc fails.
+  std::string yaml = "name: too_large\ninput: {channels: 8, height: 16, width: 16}\nclasses: [a, b]\nlayers:\n";
+  for (int i = 1; i <= 24; ++i) yaml += "  - {name: conv" + std::to_string(i) + ", type: conv2d, filters: 8, kernel: 1}\n";
+  yaml += "  - {name: gap, type: global_avgpool}\n  - {name: fc, type: dense, units: 2}\n";
+  ModelSpec spec = parse_model_text(yaml, "too_large.yaml");
   auto graph = Graph::build(spec);
   DeviceSetup dev("cuda", *graph, false);
-  // About 2 TB of activations: no GPU has that, so the arena's cudaMalloc fails.
-  const int64_t batch = int64_t(1) << 27;
+  const int64_t batch = int64_t(1) << 20;
   try {
     Executor ex(*graph, batch, dev.ctx());
     FAIL("an executor for batch " << batch << " was built");

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "graph/graph.h"
 #include "layers/conv_plan.h"
-#include "ops/cudnn_ops.h"
+#include "ops/backend.h"
 #include "support/catch.h"
 #include "train/accuracy_tolerance.h"
 #include "train/autotune.h"
@@ -26,10 +26,10 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-#define CNN_REQUIRE_CUDNN()                                            \
-  do {                                                                 \
-    CNN_REQUIRE_GPU();                                                 \
-    if (!cudnn_ops_built()) CNN_SKIP("this build has no cuDNN");       \
+#define CNN_REQUIRE_CUDNN()                                                  \
+  do {                                                                       \
+    CNN_REQUIRE_GPU();                                                       \
+    if (!backend_built(Backend::cudnn)) CNN_SKIP("this build has no cuDNN"); \
   } while (0)
 
 // fer_cnn's layer kinds at a small size: conv, batchnorm, relu, max pooling, a dense batchnorm.

@@ -1,0 +1,68 @@
+// Typed, non-owning operand views: a pointer and the dtype of what it points to. Op argument
+// structs (ops/*.h) take their tensor operands as views, so an entry point states its operands'
+// dtypes once and keeps one signature for every dtype; the dispatcher picks the implementation
+// row by the dtype (ops/dispatch.h).
+// Trap: a view knows no shape and no device; the op's shape struct and context say those. A raw
+// float pointer converts implicitly to an f32 view (and nullptr to a null view), so host code
+// and tests pass plain float buffers as they always did.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace cnn {
+
+namespace detail {
+[[noreturn]] inline void view_dtype_mismatch(DType got, DType expected) {
+  CNN_THROW("an operand of dtype {} reached an implementation that reads {}", to_string(got), to_string(expected));
+}
+}  // namespace detail
+
+// A read-only operand.
+class ConstView {
+public:
+  constexpr ConstView() = default;
+  constexpr ConstView(std::nullptr_t) {}
+  constexpr ConstView(const float* p) : m_data(p), m_dtype(DType::f32) {}
+  constexpr ConstView(const void* p, DType t) : m_data(p), m_dtype(t) {}
+
+  constexpr const void* data() const { return m_data; }
+  constexpr DType dtype() const { return m_dtype; }
+  constexpr bool null() const { return m_data == nullptr; }
+  // The pointer as f32 data; throws cnn::Error when the view holds another dtype. A null view
+  // gives null whatever its dtype (an operand not wanted in this call).
+  const float* f32() const {
+    if (m_data && m_dtype != DType::f32) detail::view_dtype_mismatch(m_dtype, DType::f32);
+    return static_cast<const float*>(m_data);
+  }
+
+private:
+  const void* m_data = nullptr;
+  DType m_dtype = DType::f32;
+};
+
+// A written (or read and written) operand.
+class View {
+public:
+  constexpr View() = default;
+  constexpr View(std::nullptr_t) {}
+  constexpr View(float* p) : m_data(p), m_dtype(DType::f32) {}
+  constexpr View(void* p, DType t) : m_data(p), m_dtype(t) {}
+
+  constexpr void* data() const { return m_data; }
+  constexpr DType dtype() const { return m_dtype; }
+  constexpr bool null() const { return m_data == nullptr; }
+  float* f32() const {
+    if (m_data && m_dtype != DType::f32) detail::view_dtype_mismatch(m_dtype, DType::f32);
+    return static_cast<float*>(m_data);
+  }
+  constexpr operator ConstView() const { return ConstView(m_data, m_dtype); }
+
+private:
+  void* m_data = nullptr;
+  DType m_dtype = DType::f32;
+};
+
+}  // namespace cnn

@@ -1,0 +1,200 @@
+// Batchnorm in the cross-backend op harness (test_backend_ops.cpp says how it works): the plain
+// entry points against the double reference, over (C) and (C, H, W) inputs, N = 1, odd sizes and
+// large channel means; the phased ones against the cpu row (checked against the reference in
+// test_batchnorm_phased.cpp), with every fused activation.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ops/batchnorm.h"
+#include "support/batchnorm_shape.h"
+#include "support/op_harness.h"
+
+using namespace cnn;
+using namespace cnn::test;
+
+namespace {
+
+// ---- batchnorm: the plain entry points against the reference, the phased ones against the cpu row ----
+
+struct BatchnormCases {
+  std::vector<Case<BatchnormForwardTrain>> train;
+  std::vector<Case<BatchnormForwardInfer>> infer;
+  std::vector<Case<BatchnormBackward>> backward;
+};
+
+struct BatchnormSize {
+  int64_t N, C, H, W;
+  float mean;  // added to x: a large channel mean tests the shifted statistics
+};
+
+const BatchnormSize kBatchnormSizes[] = {
+    {2, 3, 1, 1, 0},     {64, 33, 1, 1, 0}, {1, 3, 5, 7, 0},       {1, 1, 2, 1, 0},      {4, 16, 7, 9, 0},
+    {3, 5, 4, 4, 0},     {2, 1, 13, 11, 0}, {8, 8, 16, 16, 0},     {2, 3, 9, 9, 100.0f}, {32, 4, 32, 32, 0},
+    {128, 3, 17, 17, 0}, {5, 70, 3, 3, 0},  {257, 2, 1, 1, 50.0f}, {16, 600, 2, 2, 0},
+};
+
+struct BatchnormInputs {
+  std::vector<float> x, gamma, beta, dy, running_mean, running_var;
+};
+
+BatchnormInputs batchnorm_inputs(const BatchnormSize& z) {
+  const size_t n = size_t(z.N * z.C * z.H * z.W), C = size_t(z.C);
+  BatchnormInputs in{random_floats(n, 61 + n, -1.5f, 2.5f), random_floats(C, 62, 0.5f, 1.5f), random_floats(C, 63),
+                     random_floats(n, 64 + n),             random_floats(C, 65),             random_floats(C, 66, 0.5f, 2.0f)};
+  for (float& v : in.x) v += z.mean;
+  return in;
+}
+
+std::string batchnorm_label(const BatchnormSize& z) {
+  return fmt::format("N={} C={} H={} W={} mean {}", z.N, z.C, z.H, z.W, z.mean);
+}
+
+BatchnormCases cases_batchnorm() {
+  BatchnormCases out;
+  for (const BatchnormSize& z : kBatchnormSizes) {
+    const BatchnormShape sh = make_batchnorm_shape(z.N, z.C, z.H, z.W);
+    const BatchnormInputs in = batchnorm_inputs(z);
+    const size_t n = in.x.size(), C = in.gamma.size();
+    std::vector<double> x = to_double(in.x), gamma = to_double(in.gamma), beta = to_double(in.beta),
+                        dy = to_double(in.dy), rm = to_double(in.running_mean), rv = to_double(in.running_var);
+    std::vector<double> y(n), mean(C), inv_std(C), y_infer(n), dx(n), dgamma(C), dbeta(C);
+    batchnorm_forward_infer_reference<double>(oracle_ctx(), sh, x.data(), gamma.data(), beta.data(), rm.data(),
+                                              rv.data(), y_infer.data());
+    batchnorm_forward_train_reference<double>(oracle_ctx(), sh, x.data(), gamma.data(), beta.data(), y.data(),
+                                              rm.data(), rv.data(), mean.data(), inv_std.data());
+    batchnorm_backward_reference<double>(oracle_ctx(), sh, x.data(), gamma.data(), mean.data(), inv_std.data(),
+                                         dy.data(), dx.data(), dgamma.data(), dbeta.data());
+    Case<BatchnormForwardTrain> t{batchnorm_label(z)};
+    t.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).out("y", to_float(y));
+    t.inout("running_mean", in.running_mean, to_float(rm)).inout("running_var", in.running_var, to_float(rv));
+    t.out("save_mean", to_float(mean)).out("save_inv_std", to_float(inv_std));
+    t.bind = [sh](Bound& b) {
+      return BatchnormForwardTrain{b.ctx(), sh, b.in("x"), b.f32("gamma"), b.f32("beta"), b.out("y"),
+                                   b.f32_out("running_mean"), b.f32_out("running_var"), b.f32_out("save_mean"),
+                                   b.f32_out("save_inv_std")};
+    };
+    out.train.push_back(t);
+    Case<BatchnormForwardInfer> f{batchnorm_label(z)};
+    f.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).in("running_mean", in.running_mean);
+    f.in("running_var", in.running_var).out("y", to_float(y_infer));
+    f.bind = [sh](Bound& b) {
+      return BatchnormForwardInfer{b.ctx(),           sh, b.in("x"), b.f32("gamma"), b.f32("beta"), b.f32("running_mean"),
+                                   b.f32("running_var"), b.out("y")};
+    };
+    out.infer.push_back(f);
+    Case<BatchnormBackward> g{batchnorm_label(z)};
+    g.in("x", in.x).in("gamma", in.gamma).in("save_mean", to_float(mean)).in("save_inv_std", to_float(inv_std));
+    g.in("dy", in.dy).optional_out("dx", to_float(dx)).optional_out("dgamma", to_float(dgamma));
+    g.optional_out("dbeta", to_float(dbeta));
+    g.bind = [sh](Bound& b) {
+      return BatchnormBackward{b.ctx(),   sh,          b.in("x"),          b.f32("gamma"),      b.f32("save_mean"),
+                               b.f32("save_inv_std"), b.in("dy"), b.out("dx"), b.f32_out("dgamma"), b.f32_out("dbeta")};
+    };
+    out.backward.push_back(g);
+  }
+  return out;
+}
+
+struct PhasedCases {
+  std::vector<Case<BatchnormForwardStats>> stats;
+  std::vector<Case<BatchnormForwardApply>> apply;
+  std::vector<Case<BatchnormForwardInferAct>> infer;
+  std::vector<Case<BatchnormBackwardStats>> backward_stats;
+  std::vector<Case<BatchnormBackwardApply>> backward_apply;
+};
+
+PhasedCases cases_batchnorm_phased() {
+  PhasedCases out;
+  const std::optional<ActivationParams> acts[] = {std::nullopt,
+                                                  ActivationParams{ActivationKind::relu, 0.0f},
+                                                  ActivationParams{ActivationKind::leaky_relu, 0.2f},
+                                                  ActivationParams{ActivationKind::elu, 0.5f},
+                                                  ActivationParams{ActivationKind::sigmoid, 0.0f},
+                                                  ActivationParams{ActivationKind::tanh, 0.0f}};
+  const BatchnormSize sizes[] = {{2, 3, 1, 1, 0}, {1, 3, 5, 7, 0},       {4, 16, 7, 9, 0},
+                                 {3, 5, 4, 4, 0}, {2, 3, 9, 9, 100.0f}, {64, 33, 1, 1, 0}};
+  for (const BatchnormSize& z : sizes)
+    for (const std::optional<ActivationParams>& act : acts) {
+      const BatchnormShape sh = make_batchnorm_shape(z.N, z.C, z.H, z.W);
+      const BatchnormInputs in = batchnorm_inputs(z);
+      const size_t n = in.x.size(), C = in.gamma.size(), S = 2 * C + 1;
+      const std::string label = batchnorm_label(z) + (act ? std::string(" ") + to_string(act->kind) : "");
+      // A pointer to the activation that lives in the bind function itself.
+      auto act_of = [](const std::optional<ActivationParams>& a) { return a ? &*a : nullptr; };
+      Case<BatchnormForwardStats> st{label};
+      st.in("x", in.x).in("running_mean", in.running_mean).doubles("stats", Operand::Kind::out, std::vector<double>(S));
+      st.bind = [sh](Bound& b) {
+        return BatchnormForwardStats{b.ctx(), sh, b.in("x"), b.f32("running_mean"), b.f64("stats")};
+      };
+      expect_cpu_row(st);
+      out.stats.push_back(st);
+      Case<BatchnormForwardApply> ap{label};
+      ap.doubles("stats", Operand::Kind::in, st.operand("stats").doubles);
+      ap.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).out("y", zeros(n));
+      ap.inout("running_mean", in.running_mean, zeros(C)).inout("running_var", in.running_var, zeros(C));
+      ap.out("save_mean", zeros(C)).out("save_inv_std", zeros(C));
+      ap.bind = [sh, act, act_of](Bound& b) {
+        return BatchnormForwardApply{b.ctx(),           sh,          b.f64("stats"), b.in("x"), b.f32("gamma"),
+                                     b.f32("beta"),     act_of(act), b.out("y"),     b.f32_out("running_mean"),
+                                     b.f32_out("running_var"), b.f32_out("save_mean"), b.f32_out("save_inv_std")};
+      };
+      expect_cpu_row(ap);
+      out.apply.push_back(ap);
+      Case<BatchnormForwardInferAct> inf{label};
+      inf.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).in("running_mean", in.running_mean);
+      inf.in("running_var", in.running_var).out("y", zeros(n));
+      inf.bind = [sh, act, act_of](Bound& b) {
+        return BatchnormForwardInferAct{b.ctx(), sh, b.in("x"), b.f32("gamma"), b.f32("beta"), b.f32("running_mean"),
+                                        b.f32("running_var"), act_of(act), b.out("y")};
+      };
+      expect_cpu_row(inf);
+      out.infer.push_back(inf);
+      const std::vector<float> y = ap.operand("y").values, mean = ap.operand("save_mean").values,
+                               inv_std = ap.operand("save_inv_std").values;
+      Case<BatchnormBackwardStats> bs{label};
+      bs.in("x", in.x).in("y", y).in("save_mean", mean).in("save_inv_std", inv_std).in("dy", in.dy);
+      bs.doubles("sums", Operand::Kind::out, std::vector<double>(S));
+      bs.optional_out("dgamma", zeros(C)).optional_out("dbeta", zeros(C));
+      bs.bind = [sh, act, act_of](Bound& b) {
+        return BatchnormBackwardStats{b.ctx(),           sh,         b.in("x"),         b.in("y"),
+                                      act_of(act),       b.f32("save_mean"), b.f32("save_inv_std"), b.in("dy"),
+                                      b.f64("sums"),     b.f32_out("dgamma"), b.f32_out("dbeta")};
+      };
+      expect_cpu_row(bs);
+      out.backward_stats.push_back(bs);
+      Case<BatchnormBackwardApply> ba{label};
+      ba.doubles("sums", Operand::Kind::in, bs.operand("sums").doubles);
+      ba.in("x", in.x).in("y", y).in("gamma", in.gamma).in("save_mean", mean).in("save_inv_std", inv_std);
+      ba.in("dy", in.dy).optional_out("dx", zeros(n));
+      ba.bind = [sh, act, act_of](Bound& b) {
+        return BatchnormBackwardApply{b.ctx(),      sh,         b.f64("sums"),    b.in("x"),
+                                      b.in("y"),    act_of(act), b.f32("gamma"), b.f32("save_mean"),
+                                      b.f32("save_inv_std"), b.in("dy"), b.out("dx")};
+      };
+      expect_cpu_row(ba);
+      out.backward_apply.push_back(ba);
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("backend ops: every cpu row of batchnorm matches the reference", "[cpu]") {
+  const BatchnormCases c = cases_batchnorm();
+  check_family(false, c.train, c.infer, c.backward);
+}
+TEST_CASE("backend ops: every gpu row of batchnorm matches the reference", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const BatchnormCases c = cases_batchnorm();
+  check_family(true, c.train, c.infer, c.backward);
+}
+
+TEST_CASE("backend ops: every gpu row of the phased batchnorm matches the cpu row", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const PhasedCases c = cases_batchnorm_phased();
+  check_family(true, c.stats, c.apply, c.infer, c.backward_stats, c.backward_apply);
+}
+

@@ -1,0 +1,155 @@
+// Conv2d in the cross-backend op harness (test_backend_ops.cpp says how it works): every row of
+// each direction (every named algorithm and every backend's default) against the double reference
+// on shapes covering every stride, padding, dilation, groups and bias choice; our direct and
+// implicit GEMM kernels also on shapes large enough for their tiles and split reductions.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/cuda_context.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"
+#include "support/conv_sweep.h"
+#include "support/op_harness.h"
+
+namespace cnn {
+
+// conv2d's rows also need their workspace within the context's limit (as the autotuner asks).
+template <typename Args>
+bool row_fits(const ConvAlgo& a, const Args& args) {
+  try {
+    return a.workspace_bytes(*args.ctx, args.sh) <= args.ctx->workspace_limit_bytes;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace cnn
+
+using namespace cnn;
+using namespace cnn::test;
+
+namespace {
+
+// ---- conv2d: every named algorithm and every backend's default, per direction ----
+
+// Every stride, padding, dilation, groups and bias choice for 1x1, 3x3 and 2x3 kernels on odd
+// non-square inputs, N alternating 1 and 3; then shapes for the direct kernels (C == 1 first layers,
+// depthwise with a channel multiplier, 5x5 windows) and the shapes the transforms and cuDNN take.
+std::vector<Conv2dShape> conv_shapes() {
+  std::vector<Conv2dShape> shapes = conv_sweep_shapes(4, 6, true);
+  for (int stride : {1, 2})
+    for (int pad : {0, 1}) {
+      shapes.push_back(Conv2dShape::make(3, 1, 11, 13, 5, 3, 3, stride, stride, pad, pad));          // C == 1
+      shapes.push_back(Conv2dShape::make(1, 1, 9, 7, 20, 2, 3, stride, 1, pad, 0, 1, 2, 1, false));  // K > chunk
+      shapes.push_back(Conv2dShape::make(2, 3, 10, 9, 6, 3, 3, stride, stride, pad, pad, 1, 1, 3));  // multiplier 2
+      shapes.push_back(Conv2dShape::make(2, 5, 12, 11, 5, 5, 5, stride, stride, pad + 1, pad, 1, 1, 5));  // 5x5
+      shapes.push_back(Conv2dShape::make(1, 2, 9, 9, 2, 5, 3, stride, 1, pad, pad, 2, 1, 2));        // 15 taps
+    }
+  for (const Conv2dShape& sh : {
+           Conv2dShape::make(2, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1),                 // 3x3 same (winograd, fft)
+           Conv2dShape::make(1, 5, 9, 11, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1, false),  // N=1, odd, no bias
+           Conv2dShape::make(3, 6, 10, 9, 4, 5, 5, 1, 1, 2, 2),                  // 5x5
+           Conv2dShape::make(2, 16, 7, 7, 32, 1, 1),                             // pointwise
+           Conv2dShape::make(2, 4, 13, 11, 6, 3, 3, 2, 2, 1, 1),                 // strided
+           Conv2dShape::make(2, 4, 11, 11, 6, 3, 3, 1, 1, 2, 2, 2, 2),           // dilated
+           Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2),          // grouped
+           Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8),          // depthwise
+           Conv2dShape::make(4, 1, 20, 20, 8, 5, 5, 1, 1, 0, 0),                 // C == 1 first layer
+           Conv2dShape::make(8, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1),               // split reductions
+       })
+    shapes.push_back(sh);
+  return shapes;
+}
+
+// Large enough for 128x128 and 64x128 tiles (ragged edges), split filter-gradient and forward
+// reductions, the vector and scalar paths and the direct kernels' split sums: for our direct and
+// implicit GEMM kernels (and the cuda default), as before the harness.
+std::vector<Conv2dShape> conv_large_shapes() {
+  return {
+      Conv2dShape::make(8, 64, 24, 24, 128, 3, 3, 1, 1, 1, 1),        Conv2dShape::make(8, 15, 47, 49, 160, 3, 3, 1, 1, 1, 1),
+      Conv2dShape::make(8, 144, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, false),
+      Conv2dShape::make(8, 64, 24, 24, 128, 3, 3, 2, 2, 1, 1),        Conv2dShape::make(4, 32, 21, 19, 96, 3, 2, 2, 3, 2, 1, 2, 3, 2),
+      Conv2dShape::make(8, 64, 24, 24, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64), Conv2dShape::make(8, 64, 24, 24, 64, 5, 5, 2, 2, 2, 2, 1, 1, 64),
+      Conv2dShape::make(8, 1, 48, 48, 64, 3, 3, 1, 1, 1, 1),          Conv2dShape::make(8, 3, 48, 47, 20, 3, 3, 1, 1, 1, 1),
+      Conv2dShape::make(8, 8, 46, 46, 8, 3, 3),                       Conv2dShape::make(8, 64, 12, 12, 40, 1, 1, 2, 2),
+      Conv2dShape::make(4, 128, 3, 3, 7, 3, 3, 1, 1, 1, 1),           Conv2dShape::make(2, 256, 4, 4, 16, 3, 3, 1, 1, 1, 1, 1, 1, 2),
+      Conv2dShape::make(8, 16, 16, 16, 16, 1, 1),                     Conv2dShape::make(8, 4, 32, 32, 4, 3, 3, 1, 1, 1, 1),
+      Conv2dShape::make(64, 1, 48, 48, 2, 3, 3, 1, 1, 1, 1),
+  };
+}
+
+struct ConvCases {
+  std::vector<Case<Conv2dForward>> forward;
+  std::vector<Case<Conv2dBackwardData>> data;
+  std::vector<Case<Conv2dBackwardFilter>> filter;
+};
+
+ConvCases cases_conv2d(bool large) {
+  ConvCases out;
+  const std::vector<Conv2dShape> shapes = large ? conv_large_shapes() : conv_shapes();
+  uint64_t seed = 17;
+  for (const Conv2dShape& sh : shapes) {
+    const std::vector<float> x = random_floats(size_t(sh.N * sh.C * sh.H * sh.W), ++seed),
+                             w = random_floats(size_t(sh.weight_numel()), ++seed), b = random_floats(size_t(sh.K), ++seed),
+                             dy = random_floats(size_t(sh.N * sh.K * sh.P * sh.Q), ++seed);
+    const std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+    conv2d_forward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), sh.has_bias ? bd.data() : nullptr,
+                                     y.data());
+    conv2d_backward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), dyd.data(), dx.data(), dw.data(),
+                                      db.data());
+    std::function<bool(std::string_view)> rows;
+    if (large) rows = [](std::string_view r) { return r == "cuda" || r == "cuda:implicit_gemm" || r == "cuda:direct"; };
+    Case<Conv2dForward> f{sh.to_string()};
+    f.in("x", x).in("w", w).in("b", b).out("y", to_float(y));
+    f.rows = rows;
+    f.bind = [sh](Bound& t) {
+      return Conv2dForward{t.ctx(), sh, t.in("x"), t.in("w"), sh.has_bias ? t.in("b") : nullptr, t.out("y")};
+    };
+    out.forward.push_back(f);
+    Case<Conv2dBackwardData> g{sh.to_string()};
+    g.in("w", w).in("dy", dy).out("dx", to_float(dx));
+    g.rows = rows;
+    g.bind = [sh](Bound& t) { return Conv2dBackwardData{t.ctx(), sh, t.in("w"), t.in("dy"), t.out("dx")}; };
+    out.data.push_back(g);
+    Case<Conv2dBackwardFilter> h{sh.to_string()};
+    h.in("x", x).in("dy", dy).out("dw", to_float(dw));
+    if (sh.has_bias) h.optional_out("db", to_float(db));
+    h.rows = rows;
+    h.bind = [sh](Bound& t) {
+      return Conv2dBackwardFilter{t.ctx(), sh, t.in("x"), t.in("dy"), t.out("dw"), sh.has_bias ? t.out("db") : nullptr};
+    };
+    out.filter.push_back(h);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("backend ops: every cpu row of conv2d matches the reference in every direction", "[cpu]") {
+  const ConvCases c = cases_conv2d(false);
+  check_family(false, c.forward, c.data, c.filter);
+}
+
+// cuDNN decides per shape and version which of its algorithms it accepts (9.14 with FMA math never
+// took cudnn:direct forward, cudnn:winograd forward/backward_data or cudnn:fft_tiling
+// backward_filter on these): the harness warns about those, and at least 4 cuDNN algorithms per
+// direction must have run, so the cuDNN part cannot pass vacuously.
+TEST_CASE("backend ops: every gpu row of conv2d matches the reference in every direction", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const ConvCases c = cases_conv2d(false);
+  CudaContext cuda;
+  const auto sync = [&] { cuda.synchronize(); };
+  const std::map<std::string, int> ran[] = {check_rows(c.forward, true, cuda.ctx(), sync),
+                                            check_rows(c.data, true, cuda.ctx(), sync),
+                                            check_rows(c.filter, true, cuda.ctx(), sync)};
+  for (const std::map<std::string, int>& dir : ran) {
+    int cudnn = 0;
+    for (const auto& [what, runs] : dir) cudnn += what.rfind("cudnn:", 0) == 0 && runs > 0;
+    CHECK(cudnn >= 4);
+  }
+  const ConvCases large = cases_conv2d(true);
+  check_family(true, large.forward, large.data, large.filter);
+}

@@ -1,0 +1,112 @@
+// The dispatcher (ops/dispatch.h, ops/registry.cpp): every table has its cpu f32 default row and
+// names each row after its backend; a backend or dtype the build has no row for throws an error
+// that names the op, the backend and the dtype, and op_supports answers no instead; an
+// implementation refuses an operand of a dtype it does not read.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/activation.h"
+#include "ops/add.h"
+#include "ops/batchnorm.h"
+#include "ops/concat.h"
+#include "ops/conv2d_algo.h"
+#include "ops/dense.h"
+#include "ops/dropout.h"
+#include "ops/pool2d.h"
+#include "ops/softmax_cross_entropy.h"
+#include "support/catch.h"
+
+using namespace cnn;
+
+namespace {
+
+// Every row's name is its backend's or "<backend>:<strategy>"; the default rows are unique.
+template <typename Args>
+void check_table(bool needs_cpu) {
+  const auto& table = Args::table();
+  INFO(table.op);
+  int cpu_defaults = 0;
+  for (const auto& row : table.rows) {
+    const std::string_view name = detail::row_name(row.name);
+    const std::string_view backend = to_string(row.backend);
+    CHECK((name == backend || name.rfind(std::string(backend) + ":", 0) == 0));
+    if (row.backend == Backend::cpu && row.dtype == DType::f32 && name == backend) ++cpu_defaults;
+    CHECK(find_impl(table, row.backend, row.dtype, name == backend ? std::string_view() : name) == &row);
+  }
+  CHECK(cpu_defaults == (needs_cpu ? 1 : 0));
+  for (const auto& row : table.rows)
+    if (row.backend != Backend::cpu) CHECK(backend_built(row.backend));
+}
+
+}  // namespace
+
+TEST_CASE("every op table has one cpu f32 default and rows named after their backend", "[cpu]") {
+  check_table<ActivationForward>(true);
+  check_table<ActivationBackward>(true);
+  check_table<ActivationBackwardFromOutput>(true);
+  check_table<AddForward>(true);
+  check_table<AddBackward>(true);
+  check_table<BatchnormForwardTrain>(true);
+  check_table<BatchnormForwardInfer>(true);
+  check_table<BatchnormBackward>(true);
+  check_table<BatchnormForwardStats>(true);
+  check_table<BatchnormForwardApply>(true);
+  check_table<BatchnormForwardInferAct>(true);
+  check_table<BatchnormBackwardStats>(true);
+  check_table<BatchnormBackwardApply>(true);
+  check_table<ConcatForward>(true);
+  check_table<ConcatBackward>(true);
+  check_table<Conv2dForward>(true);
+  check_table<Conv2dBackwardData>(true);
+  check_table<Conv2dBackwardFilter>(true);
+  check_table<DenseForward>(true);
+  check_table<DenseBackward>(true);
+  check_table<DropoutForward>(true);
+  check_table<DropoutBackward>(true);
+  check_table<Pool2dForward>(true);
+  check_table<Pool2dBackward>(true);
+  check_table<SoftmaxCrossEntropyForward>(true);
+  check_table<SoftmaxCrossEntropyBackward>(true);
+  check_table<SoftmaxCrossEntropyForwardAsync>(false);  // the capturable forward is CUDA's alone
+}
+
+TEST_CASE("the dispatcher names the op, backend and dtype it has no row for", "[cpu]") {
+  const ExecContext ctx = ExecContext::cpu(1);
+  float v[4] = {0, 0, 0, 0};
+  const ActivationParams relu{ActivationKind::relu, 0.0f};
+  // No bf16 row in any build yet.
+  const ActivationForward bf16{&ctx, relu, 4, ConstView(static_cast<const void*>(v), DType::bf16),
+                               View(static_cast<void*>(v), DType::bf16)};
+  CHECK_THROWS_WITH(run_op(Backend::cpu, bf16),
+                    Catch::Matchers::Contains("activation forward: no cpu implementation for bf16"));
+  CHECK_FALSE(op_supports(Backend::cpu, DType::bf16, bf16));
+  // No cudnn row for the capturable loss forward, in any build.
+  CHECK_THROWS_WITH(run_op(Backend::cudnn, SoftmaxCrossEntropyForwardAsync{&ctx, {1, 4, 0.0f}, v, nullptr, nullptr,
+                                                                           v, nullptr, v}),
+                    Catch::Matchers::Contains("softmax_cross_entropy forward_async: no cudnn implementation for f32"));
+  // A named conv algorithm this build lacks.
+  CHECK_THROWS_WITH(run_op(Backend::cpu, Conv2dForward{&ctx, Conv2dShape::make(1, 1, 2, 2, 1, 1, 1), v, v, nullptr, v},
+                           "cpu:winograd"),
+                    Catch::Matchers::Contains("conv2d forward: no implementation 'cpu:winograd' for f32"));
+  // A backend without kernels in this build says so.
+  if (!backend_built(Backend::cuda))
+    CHECK_THROWS_WITH(run_op(Backend::cuda, ActivationForward{&ctx, relu, 4, v, v}),
+                      Catch::Matchers::Contains("this build has no cuda backend"));
+  CHECK(v[0] == 0.0f);
+}
+
+TEST_CASE("run_op runs the backend's row and refuses a missing context or a foreign operand dtype", "[cpu]") {
+  const ExecContext ctx = ExecContext::cpu(1);
+  float x[3] = {-1.0f, 0.5f, 2.0f}, y[3] = {9, 9, 9};
+  run_op(Backend::cpu, ActivationForward{&ctx, {ActivationKind::relu, 0.0f}, 3, x, y});
+  CHECK(y[0] == 0.0f);
+  CHECK(y[1] == 0.5f);
+  CHECK(y[2] == 2.0f);
+  CHECK_THROWS_WITH(run_op(Backend::cpu, ActivationForward{nullptr, {ActivationKind::relu, 0.0f}, 3, x, y}),
+                    Catch::Matchers::Contains("without an execution context"));
+  // The key dtype (x) is f32, so the f32 row runs, and its checked read of y refuses the bf16 view.
+  const ActivationForward mixed{&ctx, {ActivationKind::relu, 0.0f}, 3, x, View(static_cast<void*>(y), DType::bf16)};
+  CHECK_THROWS_WITH(run_op(Backend::cpu, mixed), Catch::Matchers::Contains("dtype bf16"));
+}

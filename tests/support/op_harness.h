@@ -1,0 +1,348 @@
+// The machinery of the cross-backend op harness (tests/ops/test_backend_ops.cpp): a Case is one
+// call of one entry point (host inputs, the oracle's expected outputs, and how to build the
+// argument struct from bound operands); check_rows runs every row of the entry point's table on one
+// device class against every case and compares what it wrote.
+// Each case also runs with every optional output left null (it must stay unwritten), with every
+// declared alias (the output in the input's memory), and, on our CUDA rows, with every operand one
+// float off 16-byte alignment (the scalar paths). Outputs are poisoned with NaN before each run.
+// Trap: only f32 rows can be bound today; a row of another dtype fails loudly here until its
+// conversion (to_dtype / from_dtype below) is written, so a BF16 row cannot pass untested.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/cuda_context.h"
+#include "core/device.h"
+#include "core/tensor.h"
+#include "ops/dispatch.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+namespace cnn::test {
+
+// One operand of a case, by name.
+struct Operand {
+  enum class Kind {
+    in,            // read: values uploaded
+    out,           // written: values are the expected ones
+    optional_out,  // written unless null; a variant passes null and checks it stays unwritten
+    inout,         // read and updated: `initial` uploaded, `values` expected
+  };
+  std::string name{};
+  Kind kind = Kind::in;
+  std::vector<float> values{};
+  std::vector<float> initial{};          // inout only
+  std::vector<double> doubles{};         // a double operand (batchnorm's stats and sums) instead of floats
+  bool is_double = false;
+  bool host_only = false;                // stays in host memory on every device (a host scalar result)
+  std::optional<Tolerance> tolerance{};  // this output's own tolerance
+};
+
+class Bound;
+
+// One call of the entry point Args.
+template <typename Args>
+struct Case {
+  std::string label{};
+  std::vector<Operand> operands{};
+  std::vector<int32_t> labels{};  // an int32 operand bound by Bound::labels(), if the op takes one
+  std::vector<std::pair<std::string, std::string>> aliases{};  // (output, input): also run in place
+  std::optional<Tolerance> tolerance{};  // every output's tolerance, when the op's rows must agree exactly
+  std::function<Args(Bound&)> bind{};
+  std::function<bool(std::string_view row)> rows{};  // null: every row; else which rows take this case
+
+  Case& in(const std::string& name, std::vector<float> v) { return add({name, Operand::Kind::in, std::move(v)}); }
+  Case& out(const std::string& name, std::vector<float> want) {
+    return add({name, Operand::Kind::out, std::move(want)});
+  }
+  Case& optional_out(const std::string& name, std::vector<float> want) {
+    return add({name, Operand::Kind::optional_out, std::move(want)});
+  }
+  Case& inout(const std::string& name, std::vector<float> initial, std::vector<float> want) {
+    Operand o{name, Operand::Kind::inout, std::move(want)};
+    o.initial = std::move(initial);
+    return add(std::move(o));
+  }
+  Case& doubles(const std::string& name, Operand::Kind kind, std::vector<double> v) {
+    Operand o{name, kind};
+    o.doubles = std::move(v);
+    o.is_double = true;
+    return add(std::move(o));
+  }
+  Case& add(Operand o) {
+    operands.push_back(std::move(o));
+    return *this;
+  }
+  Operand& operand(const std::string& name) {
+    for (Operand& o : operands)
+      if (o.name == name) return o;
+    FAIL("no operand " << name << " in case " << label);
+    return operands.front();
+  }
+};
+
+// The operands of one case on one device for one run: what bind() reads to build the arguments.
+class Bound {
+public:
+  // `nulled`: an optional output passed as null; `alias`: (output, input) sharing the input's memory.
+  Bound(const std::vector<Operand>& operands, const std::vector<int32_t>& labels, const ExecContext& ctx,
+        DType dtype, int64_t offset, const std::string& nulled, const std::pair<std::string, std::string>* alias);
+  Bound(const Bound&) = delete;
+  Bound& operator=(const Bound&) = delete;
+
+  const ExecContext* ctx() const { return &m_ctx; }
+  ConstView in(const std::string& name) { return ConstView(slot(name).data, m_dtype); }
+  View out(const std::string& name);  // null when this run leaves the output out
+  const float* f32(const std::string& name) { return static_cast<const float*>(slot(name).data); }
+  float* f32_out(const std::string& name) { return static_cast<float*>(out(name).data()); }
+  double* f64(const std::string& name) { return static_cast<double*>(slot(name).data); }
+  const int32_t* labels() const { return static_cast<const int32_t*>(m_labels.get()); }
+  // Storage that lives as long as this run (the arrays of views add and concat take).
+  template <typename T>
+  const T* keep(std::vector<T> v) {
+    auto p = std::make_shared<std::vector<T>>(std::move(v));
+    m_kept.push_back(p);
+    return p->data();
+  }
+
+  // After the run: an operand's values on the host.
+  std::vector<float> floats(const std::string& name);
+  std::vector<double> doubles(const std::string& name);
+
+private:
+  struct Slot {
+    std::shared_ptr<void> storage;
+    void* data = nullptr;
+    Device device = Device::cpu;
+    size_t count = 0;
+    bool is_double = false;
+  };
+  Slot& slot(const std::string& name);
+
+  const ExecContext& m_ctx;
+  DType m_dtype;
+  std::string m_nulled;
+  std::map<std::string, Slot> m_slots;
+  std::shared_ptr<void> m_labels;
+  std::vector<std::shared_ptr<void>> m_kept;
+};
+
+// Where a row runs.
+inline bool on_gpu(Backend b) { return b != Backend::cpu; }
+
+// How closely a row must agree with the oracle (tolerance.h says why each size): the fast CPU
+// path's, any GPU kernel's, and the transforms' (FFT, Winograd; "cudnn", cuDNN's heuristic, may pick
+// one of them). A row of another dtype gets its precision's tolerance here when its conversion is
+// written (require_bindable).
+inline Tolerance row_tolerance(Backend b, DType t, std::string_view name) {
+  if (b == Backend::cpu) return kFastCpuVsReference;
+  if (name.find("fft") != std::string_view::npos || name.find("winograd") != std::string_view::npos ||
+      name == "cudnn")
+    return kGpuTransformVsCpu;
+  return kGpuVsCpu;
+}
+
+// A row that may find no generated shape it accepts: cuDNN's named convolution algorithms (the
+// library decides per shape and version which it takes), which are warned about instead.
+inline bool may_idle(std::string_view name) { return name.rfind("cudnn:", 0) == 0; }
+
+namespace detail {
+
+inline bool all_nan(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
+}
+
+// The harness uploads and reads back f32 only; a row of another dtype needs the conversion of its
+// operands (here and in Bound) and its tolerance (row_tolerance) before it can be tested.
+inline void require_bindable(DType t, const std::string& row) {
+  if (t != DType::f32) FAIL(row << ": the harness has no " << to_string(t) << " conversion yet");
+}
+
+}  // namespace detail
+
+// Extra conditions a row puts on a call beyond supports (conv2d: its workspace fits the limit);
+// overloaded for conv2d's rows in the harness file.
+template <typename Row, typename Args>
+bool row_fits(const Row&, const Args&) {
+  return true;
+}
+
+// Runs every row of Args' table on the GPU (gpu) or the CPU (!gpu) over `cases`; returns, per row
+// ("name dtype"), how many runs it made. `sync` waits for the device; `ctx` is the context rows run on.
+template <typename Args>
+std::map<std::string, int> check_rows(const std::vector<Case<Args>>& cases, bool gpu, const ExecContext& ctx,
+                                      const std::function<void()>& sync) {
+  std::map<std::string, int> ran;
+  const auto& table = Args::table();
+  for (const auto& row : table.rows) {
+    const std::string row_name(cnn::detail::row_name(row.name));
+    if (on_gpu(row.backend) != gpu) continue;
+    const bool admitted = std::any_of(cases.begin(), cases.end(), [&](const Case<Args>& c) {
+      return !c.rows || c.rows(row_name);
+    });
+    if (!admitted) continue;  // the cases are meant for other rows
+    const std::string what = row_name + " " + to_string(row.dtype);
+    ran.emplace(what, 0);
+    detail::require_bindable(row.dtype, what);
+    for (const Case<Args>& c : cases) {
+      if (c.rows && !c.rows(row_name)) continue;
+      std::vector<std::string> nulled{""};
+      for (const Operand& o : c.operands)
+        if (o.kind == Operand::Kind::optional_out) nulled.push_back(o.name);
+      std::vector<const std::pair<std::string, std::string>*> aliases{nullptr};
+      for (const auto& a : c.aliases) aliases.push_back(&a);
+      const std::vector<int64_t> offsets =
+          row.backend == Backend::cuda ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0};
+      for (int64_t offset : offsets)
+        for (const std::string& null_name : nulled)
+          for (const auto* alias : aliases) {
+            if (alias && !null_name.empty()) continue;
+            INFO(table.op << " [" << what << "] " << c.label << (offset ? ", misaligned" : "")
+                          << (null_name.empty() ? "" : ", without " + null_name)
+                          << (alias ? ", " + alias->first + " in " + alias->second : ""));
+            Bound b(c.operands, c.labels, ctx, row.dtype, offset, null_name, alias);
+            const Args args = c.bind(b);
+            if (!row_supports(row, args) || !row_fits(row, args)) continue;
+            invoke(row, args);
+            sync();
+            for (const Operand& o : c.operands) {
+              if (o.kind == Operand::Kind::in) continue;
+              INFO("output " << o.name);
+              if (o.name == null_name) {
+                CHECK(detail::all_nan(b.floats(o.name)));
+                continue;
+              }
+              const Tolerance tol = o.tolerance  ? *o.tolerance
+                                    : c.tolerance ? *c.tolerance
+                                                  : row_tolerance(row.backend, row.dtype, row_name);
+              if (o.is_double)
+                CHECK(compare(b.doubles(o.name), o.doubles, tol) == "");
+              else
+                CHECK(compare(b.floats(o.name), o.values, tol) == "");
+            }
+            ++ran[what];
+          }
+    }
+  }
+  for (const auto& [what, runs] : ran) {
+    if (runs > 0) continue;
+    if (may_idle(what.substr(0, what.find(' ')))) {
+      WARN(table.op << ": " << what << " accepted none of the generated cases");
+      continue;
+    }
+    INFO(table.op << ": " << what << " ran on no generated case");
+    CHECK(runs > 0);
+  }
+  return ran;
+}
+
+// ---- what the case files share ----
+
+inline std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+inline std::vector<float> zeros(size_t n) { return std::vector<float>(n); }
+
+// The context the oracles run on.
+inline const ExecContext& oracle_ctx() {
+  static const ExecContext ctx = ExecContext::cpu(1);
+  return ctx;
+}
+
+// Runs each case list's rows on one device class: the CPU (2 threads) or the GPU.
+template <typename... Cases>
+void check_family(bool gpu, const Cases&... cases) {
+  if (!gpu) {
+    const ExecContext cpu = ExecContext::cpu(2);
+    (check_rows(cases, false, cpu, [] {}), ...);
+    return;
+  }
+  CudaContext cuda;
+  (check_rows(cases, true, cuda.ctx(), [&] { cuda.synchronize(); }), ...);
+}
+
+// The outputs of a case from the cpu row: the oracle of ops without a reference (phased batchnorm).
+template <typename Args>
+void expect_cpu_row(Case<Args>& c) {
+  Bound b(c.operands, c.labels, oracle_ctx(), DType::f32, 0, "", nullptr);
+  impl_for(Args::table(), Backend::cpu, DType::f32).run(c.bind(b));
+  for (Operand& o : c.operands) {
+    if (o.kind == Operand::Kind::in) continue;
+    if (o.is_double)
+      o.doubles = b.doubles(o.name);
+    else
+      o.values = b.floats(o.name);
+  }
+}
+
+// ---- Bound ----
+
+inline Bound::Bound(const std::vector<Operand>& operands, const std::vector<int32_t>& labels, const ExecContext& ctx,
+                    DType dtype, int64_t offset, const std::string& nulled,
+                    const std::pair<std::string, std::string>* alias)
+    : m_ctx(ctx), m_dtype(dtype), m_nulled(nulled) {
+  for (const Operand& o : operands) {
+    Slot s;
+    s.device = o.host_only ? Device::cpu : ctx.device;
+    s.is_double = o.is_double;
+    s.count = o.is_double ? o.doubles.size() : o.values.size();
+    const size_t elem = o.is_double ? sizeof(double) : sizeof(float);
+    const size_t skip = o.is_double ? 0 : size_t(offset);  // doubles stay 8-byte aligned
+    const size_t bytes = (s.count + skip) * elem;
+    const Device dev = s.device;
+    s.storage = std::shared_ptr<void>(device_malloc(dev, std::max<size_t>(bytes, elem), "op harness operand"),
+                                      [dev](void* p) { device_free(dev, p); });
+    s.data = static_cast<char*>(s.storage.get()) + skip * elem;
+    // Inputs hold their values, inout operands their initial ones, outputs NaN.
+    std::vector<double> nan_d(s.count, std::nan(""));
+    std::vector<float> nan_f(s.count, std::nanf(""));
+    const void* src = nullptr;
+    if (o.kind == Operand::Kind::in) src = o.is_double ? static_cast<const void*>(o.doubles.data()) : o.values.data();
+    else if (o.kind == Operand::Kind::inout) src = o.initial.data();
+    else src = o.is_double ? static_cast<const void*>(nan_d.data()) : nan_f.data();
+    if (s.count) device_memcpy(s.data, dev, src, Device::cpu, s.count * elem);
+    m_slots[o.name] = s;
+  }
+  if (alias) m_slots[alias->first] = slot(alias->second);
+  if (!labels.empty()) {
+    const size_t bytes = labels.size() * sizeof(int32_t);
+    const Device dev = ctx.device;
+    m_labels = std::shared_ptr<void>(device_malloc(dev, bytes, "op harness labels"), [dev](void* p) { device_free(dev, p); });
+    device_memcpy(m_labels.get(), dev, labels.data(), Device::cpu, bytes);
+  }
+}
+
+inline View Bound::out(const std::string& name) {
+  if (name == m_nulled) return View(nullptr, m_dtype);
+  return View(slot(name).data, m_dtype);
+}
+
+inline Bound::Slot& Bound::slot(const std::string& name) {
+  auto it = m_slots.find(name);
+  if (it == m_slots.end()) FAIL("the case binds no operand " << name);
+  return it->second;
+}
+
+inline std::vector<float> Bound::floats(const std::string& name) {
+  Slot& s = slot(name);
+  std::vector<float> v(s.count);
+  if (s.count) device_memcpy(v.data(), Device::cpu, s.data, s.device, s.count * sizeof(float));
+  return v;
+}
+
+inline std::vector<double> Bound::doubles(const std::string& name) {
+  Slot& s = slot(name);
+  std::vector<double> v(s.count);
+  if (s.count) device_memcpy(v.data(), Device::cpu, s.data, s.device, s.count * sizeof(double));
+  return v;
+}
+
+}  // namespace cnn::test
