@@ -100,8 +100,6 @@ uint64_t read_u64_le(const uint8_t* p) {
   return v;
 }
 
-// Deeper nesting than a valid header needs (object > entry > shape array) plus slack.
-constexpr int kMaxJsonDepth = 8;
 
 std::map<std::string, std::string> parse_metadata(const json& v, const std::string& source) {
   std::map<std::string, std::string> out;
@@ -212,7 +210,7 @@ SafetensorsFile SafetensorsFile::from_header(const std::string& header, uint64_t
   if (header.empty() || header[0] != '{')
     CNN_THROW("{}: header must be a JSON object starting with '{{', got {} bytes starting with 0x{:02x}", source,
               header.size(), header.empty() ? 0 : static_cast<unsigned char>(header[0]));
-  json root = parse_bounded_json(header, kMaxJsonDepth, source + ": header");
+  json root = parse_bounded_json(header, kMaxHeaderJsonDepth, source + ": header");
   if (!root.is_object()) CNN_THROW("{}: header must be a JSON object, got {}", source, root.type_name());
 
   SafetensorsFile file;
@@ -291,7 +289,9 @@ struct Fd {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever; it has no effect on
+  // reads of a regular file, the only kind read on.
+  f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (f.fd < 0) CNN_THROW("cannot open safetensors file '{}': {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) CNN_THROW("cannot stat '{}': {}", path, std::strerror(errno));

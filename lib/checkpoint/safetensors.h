@@ -32,6 +32,9 @@ struct TensorInfo {
 
 // Header lengths above this are rejected before anything is allocated (the reference's limit).
 inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// JSON nesting of the header: deeper than a valid header needs (object > entry > shape array),
+// plus slack. Parsed with this bound, a deep header is an error, not a stack overflow.
+inline constexpr int kMaxHeaderJsonDepth = 8;
 // Key of the string->string metadata object in the header.
 inline constexpr const char* kMetadataKey = "__metadata__";
 

@@ -65,4 +65,11 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return m.empty() ? std::string() : fmt::format(", did you mean '{}'?", m);
 }
 
+std::string join_some(const std::vector<std::string>& names, size_t shown) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > shown) s += fmt::format(" and {} more", names.size() - shown);
+  return s;
+}
+
 }  // namespace cnn

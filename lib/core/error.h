@@ -55,6 +55,9 @@ int edit_distance(const std::string& a, const std::string& b);
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
 // ", did you mean 'x'?" or "" (for appending to messages).
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+// The first `shown` of `names` joined by ", " and a count of the rest ("a, b, c and 99997 more"):
+// a list read from a file goes into a message bounded, however many entries the file holds.
+std::string join_some(const std::vector<std::string>& names, size_t shown);
 
 }  // namespace cnn
 

@@ -92,14 +92,6 @@ std::string join(const std::vector<std::string>& v, const char* sep = "; ") {
   return s;
 }
 
-// Names of the first few tensors in `names`, and how many more.
-std::string some_names(const std::vector<std::string>& names) {
-  std::vector<std::string> head(names.begin(), names.begin() + std::min<size_t>(names.size(), 3));
-  std::string s = join(head, ", ");
-  if (names.size() > head.size()) s += fmt::format(" and {} more", names.size() - head.size());
-  return s;
-}
-
 }  // namespace
 
 LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir) {
@@ -113,7 +105,7 @@ LoadedCheckpoint read_checkpoint(const std::string& path_or_run_dir) {
   if (!rep.unchecked.empty())
     CNN_THROW("checkpoint '{}' carries cnn-train metadata but no checksum for {} of its {} tensors ({}): its bytes "
               "cannot be verified, so it is refused",
-              path, rep.unchecked.size(), c.file.tensors().size(), some_names(rep.unchecked));
+              path, rep.unchecked.size(), c.file.tensors().size(), join_some(rep.unchecked, 3));
   c.meta = read_checkpoint_meta(c.file);
   ModelSpec spec = validated_checkpoint_spec(c.meta.config_yaml, path);
   std::vector<std::string> problems = metadata_problems(c.meta, spec);
@@ -131,7 +123,7 @@ LoadedCheckpoint read_weights_checkpoint(const std::string& path_or_run_dir) {
     spdlog::warn("'{}' is not a cnn-train checkpoint and has no checksums: its bytes cannot be verified", path);
   else if (!rep.unchecked.empty())
     spdlog::warn("'{}' is not a cnn-train checkpoint and has no checksum for {} of its tensors ({})", path,
-                 rep.unchecked.size(), some_names(rep.unchecked));
+                 rep.unchecked.size(), join_some(rep.unchecked, 3));
   return LoadedCheckpoint{path, std::move(f), {}, false};
 }
 
@@ -160,16 +152,11 @@ std::vector<std::string> load_weights(Executor& ex, const SafetensorsFile& file,
     loads.emplace_back(int(i), file.read_f32(e.name));
   }
   std::vector<std::string> problems;
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-    return s;
-  };
-  if (!missing.empty()) problems.push_back("missing: " + list(missing));
-  if (!unexpected.empty()) problems.push_back("unexpected: " + list(unexpected));
-  if (!mismatched.empty()) problems.push_back("mismatched: " + list(mismatched));
+  if (!missing.empty()) problems.push_back("missing: " + join_some(missing, kNamesShown));
+  if (!unexpected.empty()) problems.push_back("unexpected: " + join_some(unexpected, kNamesShown));
+  if (!mismatched.empty()) problems.push_back("mismatched: " + join_some(mismatched, kNamesShown));
   if (strict && !problems.empty())
-    CNN_THROW("checkpoint '{}' does not match the model: {}", file.source(), list(problems));
+    CNN_THROW("checkpoint '{}' does not match the model: {}", file.source(), join(problems, ", "));
   for (auto& [i, values] : loads) ex.param(i).copy_from(Tensor::from_vector(g.params()[size_t(i)].shape, values));
   return problems;
 }

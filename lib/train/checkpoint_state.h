@@ -50,6 +50,9 @@ ModelSpec validated_checkpoint_spec(const std::string& config_yaml, const std::s
                                     const std::vector<std::string>& overrides = {});
 std::string resolve_checkpoint_path(const std::string& path_or_run_dir);
 
+// Tensor names a checkpoint problem lists before "and N more": a file may hold any number.
+inline constexpr size_t kNamesShown = 10;
+
 // Loads parameters and buffers by name. strict: every tensor of the graph must be present with
 // the same shape (else one error listing missing, unexpected and mismatched tensors). Not
 // strict (--init-from): loads what matches and returns the list of problems for the log.

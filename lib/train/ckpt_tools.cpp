@@ -276,9 +276,9 @@ std::vector<std::string> compare_parameters(const Graph& g, const SafetensorsFil
   for (const TensorInfo& t : f.tensors())
     if (t.name.rfind("optim.", 0) != 0 && !ours.count(t.name)) unexpected.push_back(t.name);
   std::vector<std::string> out;
-  if (!missing.empty()) out.push_back("missing: " + join(missing));
-  if (!unexpected.empty()) out.push_back("unexpected: " + join(unexpected));
-  if (!wrong.empty()) out.push_back("mismatched: " + join(wrong));
+  if (!missing.empty()) out.push_back("missing: " + join_some(missing, kNamesShown));
+  if (!unexpected.empty()) out.push_back("unexpected: " + join_some(unexpected, kNamesShown));
+  if (!wrong.empty()) out.push_back("mismatched: " + join_some(wrong, kNamesShown));
   return out;
 }
 
@@ -302,9 +302,10 @@ std::vector<std::string> compare_optimizer(const Graph& g, const ModelSpec& spec
     if (t.name.rfind("optim.", 0) == 0 && !want.count(t.name)) unexpected.push_back(t.name);
   std::vector<std::string> out;
   std::string kind = spec.train.optimizer.type;
-  if (!missing.empty()) out.push_back(fmt::format("missing for {}: {}", kind, join(missing)));
-  if (!unexpected.empty()) out.push_back(fmt::format("not slots of {}: {}", kind, join(unexpected)));
-  if (!wrong.empty()) out.push_back("mismatched: " + join(wrong));
+  if (!missing.empty()) out.push_back(fmt::format("missing for {}: {}", kind, join_some(missing, kNamesShown)));
+  if (!unexpected.empty())
+    out.push_back(fmt::format("not slots of {}: {}", kind, join_some(unexpected, kNamesShown)));
+  if (!wrong.empty()) out.push_back("mismatched: " + join_some(wrong, kNamesShown));
   return out;
 }
 
@@ -349,7 +350,9 @@ VerifyReport verify_checkpoint(const std::string& path_or_run_dir) {
     ChecksumReport cs = verify_checksums(*f);
     Problems p;
     if (!cs.ok()) p.push_back(fmt::format("tensor '{}': {}", cs.first_mismatch, cs.message));
-    if (!cs.unchecked.empty()) p.push_back("no checksum for: " + join(cs.unchecked));
+    if (!cs.unchecked.empty())
+      p.push_back(fmt::format("no checksum for {} of {} tensors ({})", cs.unchecked.size(), f->tensors().size(),
+                              join_some(cs.unchecked, 3)));
     detail = fmt::format("{} tensors match", cs.matched);
     return p;
   });

@@ -4,6 +4,8 @@
 #include <functional>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "app/ckpt_util.h"
 #include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
@@ -241,6 +243,30 @@ TEST_CASE("hostile checkpoints give clean errors from cnn-ckpt verify and cnn-tr
                                "' fails its checksums: tensor 'fc.weight'"));
     CHECK_THAT(i.out, Contains(json ? "\"valid\": false" : "checksums:     FAIL: tensor 'fc.weight'"));
   }
+}
+
+TEST_CASE("cnn-ckpt inspect and verify read a header of 100000 zero-size tensors and report them", "[cpu]") {
+  // Issue 16: such a header (5.8 MB, far within the 10^8-byte limit) took 129 s in inspect, its
+  // parse being quadratic; verify then listed all 100000 names in one message.
+  test::TempDir dir("cnn-ckpt-e2e");
+  SafetensorsWriter w;
+  for (int i = 0; i < 100000; ++i) w.add(fmt::format("t{:05}", i), DType::f32, {0}, nullptr, 0);
+  const std::string path = (dir / "zeros.safetensors").string();
+  w.write_atomic(path);
+  Finished text = ckpt({"inspect", path});
+  INFO(text.describe().substr(0, 2000));
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Contains("not a cnn-train checkpoint"));
+  CHECK_THAT(text.out, Contains("\nt00000 "));
+  CHECK_THAT(text.out, Contains("\nt99999 "));
+  Finished json = ckpt({"inspect", path, "--json"});
+  CHECK(json.exit_code == 0);
+  CHECK(nlohmann::json::parse(json.out)["tensors"].size() == 100000);
+  // verify: not our format, and no checksums; a short message however many tensors lack one.
+  Finished v = ckpt({"verify", path});
+  CHECK(v.exit_code == 1);
+  CHECK_THAT(v.out, Contains("no checksum for 100000 of 100000 tensors (t00000, t00001, t00002 and 99997 more)"));
+  CHECK(v.out.size() + v.err.size() < 4000);
 }
 
 namespace {

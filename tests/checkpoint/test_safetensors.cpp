@@ -3,6 +3,8 @@
 // safetensors is installed) loading our output with the reference implementation.
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -337,6 +339,30 @@ TEST_CASE("open checks the file on disk before reading it", "[cpu]") {
   CHECK_THROWS_WITH(SafetensorsFile::open(cut), HAS_PHRASE("file is 4 bytes"));
   CHECK_THROWS_WITH(SafetensorsFile::open((dir / "missing").string()), HAS_PHRASE("No such file or directory"));
   CHECK_THROWS_WITH(SafetensorsFile::open(dir.path().string()), HAS_PHRASE("is not a regular file"));
+  CHECK_THROWS_WITH(SafetensorsFile::open("/dev/zero"), HAS_PHRASE("is not a regular file"));
+}
+
+TEST_CASE("a FIFO given as a checkpoint is refused without blocking", "[cpu]") {
+  // open(O_RDONLY) of a FIFO waits for a writer: `cnn-ckpt inspect FIFO` and `--resume FIFO` hung.
+  // The child opens it under an alarm, so a blocking open fails the test instead of hanging it.
+  test::TempDir dir;
+  const std::string fifo = (dir / "ckpt.safetensors").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    try {
+      SafetensorsFile::open(fifo);
+    } catch (const Error& e) {
+      _exit(std::string(e.what()).find("'" + fifo + "' is not a regular file") != std::string::npos ? 0 : 5);
+    }
+    _exit(4);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO("signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << " (SIGALRM is " << SIGALRM << ": it blocked)");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("writer rejects duplicate names, wrong sizes and invalid UTF-8", "[cpu]") {

@@ -1,5 +1,6 @@
 // inspect / verify / diff of checkpoints (lib/train/ckpt_tools) on checkpoints written here,
 // in-process, and then edited byte by byte or tensor by tensor.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -194,6 +195,38 @@ TEST_CASE("verify accepts a fresh checkpoint and names every check it made", "[c
         std::vector<std::string>{"header", "metadata", "checksums", "config", "position", "parameters", "optimizer"});
   CHECK_THAT(to_text(r), Contains("\nvalid\n"));
   CHECK(to_json(r)["valid"] == true);
+}
+
+TEST_CASE("verify and the readers name a few tensors of a list and count the rest, however many there are", "[cpu]") {
+  // A file of 100000 zero-size tensors made verify print every name: a 700 KB line.
+  test::TempDir dir;
+  SafetensorsFile f = SafetensorsFile::open(write_unit_checkpoint(dir, "a.safetensors"));
+  SafetensorsWriter w;
+  for (const TensorInfo& t : f.tensors()) w.add(t.name, t.dtype, t.shape, f.data(t.name), t.bytes());
+  for (int i = 0; i < 1000; ++i) w.add(fmt::format("extra{:04}", i), DType::f32, {0}, nullptr, 0);
+  for (const auto& [k, v] : f.metadata())
+    if (k.rfind(kChecksumKeyPrefix, 0) != 0) w.set_metadata(k, v);
+  const std::string path = (dir / "unchecked.safetensors").string();
+  w.write_atomic(path);
+  const size_t n = f.tensors().size() + 1000;
+  VerifyReport r = verify_checkpoint(path);
+  INFO(to_text(r));
+  const auto problem = std::find_if(r.problems.begin(), r.problems.end(),
+                                    [](const std::string& p) { return p.rfind("checksums: ", 0) == 0; });
+  REQUIRE(problem != r.problems.end());
+  CHECK(*problem == fmt::format("checksums: no checksum for {} of {} tensors ({}, {}, {} and {} more)", n, n,
+                                f.tensors()[0].name, f.tensors()[1].name, f.tensors()[2].name, n - 3));
+  // The tensors the model does not have: as many as the file holds, listed up to kNamesShown.
+  CHECK(std::find(r.problems.begin(), r.problems.end(),
+                  "parameters: unexpected: extra0000, extra0001, extra0002, extra0003, extra0004, extra0005, "
+                  "extra0006, extra0007, extra0008, extra0009 and 990 more") != r.problems.end());
+  CHECK(to_text(r).size() < 4000);
+  try {
+    read_checkpoint(path);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).size() < 1000);
+  }
 }
 
 TEST_CASE("verify lists every way a checkpoint does not fit its config, first problem first", "[cpu]") {

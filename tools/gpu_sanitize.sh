@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The GPU half of the sanitizer job (issue 16), for a machine with a GPU: compute-sanitizer's memcheck,
+# racecheck and synccheck over the "[gpu]" test cases of every tests/test_* binary, then the
+# data-parallel GPU path with NCCL's network transport forced (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1).
+# Usage: tools/gpu_sanitize.sh [BUDGET_SECONDS] [BUILD_DIR]   (default 3600 s, build-gpu; builds it if absent)
+# Trap: the budget is checked before each run and also caps each run's timeout, so the last runs of a
+# short budget are cut short ("timeout") or not started ("skipped"); the summary says which.
+set -uo pipefail
+budget=${1:-3600}
+b=${2:-build-gpu}
+out=${OUT:-gpu-sanitize-out}
+per_run=${CNN_GPU_SANITIZE_RUN_TIMEOUT:-1200}
+tools=${CNN_GPU_SANITIZE_TOOLS:-memcheck racecheck synccheck}
+mkdir -p "$out/logs"
+sum=$out/summary.txt
+csv=$out/summary.csv
+: >"$sum"
+echo "tool,suite,result,exit,errors,seconds,tests" >"$csv"
+start=$(date +%s)
+left() { echo $((budget - ($(date +%s) - start))); }
+say() { echo "$*" | tee -a "$sum"; }
+
+command -v compute-sanitizer >/dev/null || { say "compute-sanitizer is not on PATH (it ships with the CUDA toolkit)"; exit 2; }
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+say "$(compute-sanitizer --version | tail -1); budget ${budget} s, at most ${per_run} s a run"
+if [[ ! -x $b/tests/test_core ]]; then
+  say "building $b (Release, sm_90, -lineinfo so reports name source lines)"
+  cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo \
+    >"$out/logs/configure.log" 2>&1 && cmake --build "$b" -j"$(nproc)" >"$out/logs/build.log" 2>&1 ||
+    { say "build failed: see $out/logs/build.log"; tail -30 "$out/logs/build.log" >>"$sum"; exit 1; }
+fi
+
+# One compute-sanitizer run: TOOL SUITE LOG COMMAND...; one summary line and one CSV row.
+sanitize() {
+  local tool=$1 suite=$2 log=$3
+  shift 3
+  local t=$(left)
+  if ((t <= 10)); then
+    say "$tool $suite: skipped (budget spent)"
+    echo "$tool,$suite,skipped,,,0," >>"$csv"
+    return
+  fi
+  ((t > per_run)) && t=$per_run
+  local s0=$(date +%s)
+  # --target-processes all: the end-to-end cases run cnn-train as a child; it is checked too.
+  timeout -k 30 "$t" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 99 --print-limit 200 \
+    "$@" >"$log" 2>&1
+  local rc=$? secs=$(($(date +%s) - s0))
+  # One "ERROR SUMMARY" line per checked process: add them up.
+  local errors=$(grep -o 'ERROR SUMMARY: [0-9]*' "$log" | awk '{s += $3} END {print s + 0}')
+  local tests=$(grep -E '^(All tests passed|test cases:)' "$log" | tail -1 | tr ',' ';')
+  local result=clean
+  if ((rc == 124 || rc == 137)); then result=timeout; elif ((errors > 0)); then result=errors; elif ((rc != 0)); then result=failed; fi
+  say "$tool $suite: $result (exit $rc, $errors errors, ${secs} s) $tests"
+  echo "$tool,$suite,$result,$rc,$errors,$secs,$tests" >>"$csv"
+  if [[ $result != clean ]]; then
+    # The first reports with their stacks, and the test case that was running (Catch2 -d yes lists each as it ends).
+    { echo "== $tool $suite: $result"; grep -m 1 -B2 -A25 '^========= [A-Z]' "$log"; tail -5 "$log"; } \
+      >>"$out/reports.txt"
+  fi
+}
+
+for tool in $tools; do
+  for bin in "$b"/tests/test_*; do
+    [[ -x $bin && -f $bin ]] || continue
+    suite=$(basename "$bin")
+    # Only the suites that have [gpu] cases (Catch2 2 lists names with --list-test-names-only, 3 with
+    # --list-tests --verbosity quiet).
+    n=$({ "$bin" "[gpu]" --list-test-names-only 2>/dev/null || "$bin" "[gpu]" --list-tests --verbosity quiet; } |
+      grep -c .)
+    ((n > 0)) || continue
+    sanitize "$tool" "$suite" "$out/logs/$tool.$suite.log" "$bin" "[gpu]" -d yes
+  done
+done
+
+# NCCL's network transport on one host: with P2P and shared memory off, ranks on different GPUs
+# talk over the socket (or IB) transport, the path ranks on different nodes take.
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+nccl_step() {
+  local name=$1
+  shift
+  local t=$(left)
+  if ((t <= 10)); then say "nccl-net $name: skipped (budget spent)"; return; fi
+  ((t > per_run)) && t=$per_run
+  timeout -k 30 "$t" "$@" >"$out/logs/nccl-net.$name.log" 2>&1
+  local rc=$?
+  local via=$(grep -o 'via NET/[A-Za-z]*' "$out/logs/nccl-net.$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+  say "nccl-net $name: exit $rc; NCCL channels: ${via:-none through NET (one rank has no peer)}"
+  ((rc == 0)) || tail -30 "$out/logs/nccl-net.$name.log" >>"$out/reports.txt"
+}
+nccl_step test_app "$b/tests/test_app" "[mpi][gpu]" -d yes
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if ((gpus >= 2)) && command -v mpirun >/dev/null; then
+  mp=(mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x NCCL_DEBUG
+      -x NCCL_DEBUG_SUBSYS)
+  nccl_step doctor "${mp[@]}" "$b/app/cnn-train" doctor --device cuda --size-mb 64 --iters 5
+  nccl_step train "${mp[@]}" "$b/app/cnn-train" models/tiny.yaml --device cuda --set data.synthetic_size=4096 \
+    --epochs 1 --out "$out/logs/run-nccl-net" --overwrite --quiet
+else
+  say "nccl-net: $gpus GPU(s): the two-rank runs need two GPUs (NCCL refuses two ranks on one GPU); skipped"
+fi
+say "done in $(($(date +%s) - start)) s; logs in $out/logs, first reports in $out/reports.txt"
