@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/face_detect.h"
-#include "train/predict.h"
+#include "eval/predict.h"
 
 using namespace cnn;
 

@@ -34,16 +34,16 @@
 #include "graph/summary.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "train/checkpoint_state.h"
-#include "train/config_diff.h"
-#include "train/device_setup.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/config_diff.h"
+#include "model/device_setup.h"
 #include "train/early_stopping.h"
-#include "train/evaluate.h"
-#include "train/loss.h"
+#include "eval/evaluate.h"
+#include "model/loss.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/signals.h"
-#include "train/train_step.h"
+#include "model/train_step.h"
 
 namespace cnn {
 

@@ -36,16 +36,16 @@
 #include "graph/summary.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "train/checkpoint_state.h"
-#include "train/config_diff.h"
-#include "train/device_setup.h"
-#include "train/evaluate.h"
-#include "train/loss.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/config_diff.h"
+#include "model/device_setup.h"
+#include "eval/evaluate.h"
+#include "model/loss.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/run_summary.h"
 #include "train/signals.h"
-#include "train/train_step.h"
+#include "model/train_step.h"
 
 namespace cnn {
 
