@@ -7,13 +7,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/rng.h"
 #include "data/dataset.h"
-#include "graph/executor.h"
-#include "graph/graph.h"
-#include "optim/optimizer.h"
-#include "tune/autotune.h"
-#include "model/device_setup.h"
-#include "model/loss.h"
-#include "model/train_step.h"
+#include "model/model_stack.h"
 
 namespace cnn {
 
@@ -54,20 +48,18 @@ static void dump_first_step(const std::string& path, const ModelSpec& spec, Exec
 
 ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
-  auto graph = Graph::build(spec);
-  DeviceSetup dev(opt.device, *graph, spec.train.deterministic);
-  dev.autotune(*graph, batch);
-  Executor ex(*graph, batch, dev.ctx());
+  ModelStack stack(spec);
+  Graph* graph = &stack.graph();
+  DeviceSetup& dev = stack.place(opt.device, spec.train.deterministic);
+  stack.autotune(batch, AutotuneOptions::from_environment());
+  Executor& ex = stack.build_executor(batch);
   ex.init_params(spec.train.seed);
-  std::vector<ParamSegment> segs;
-  for (const ParamEntry& e : graph->params())
-    if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
-  auto optim = make_optimizer(spec.train.optimizer, segs, graph->params_size(), dev.device());
+  stack.build_optimizer(spec.train.optimizer);
   Dataset none;
   LossSpec loss_spec = spec.loss;
   if (loss_spec.class_weights == "balanced") loss_spec.class_weights = "none";  // no data to balance
-  LossFunction loss(loss_spec, graph->num_classes(), none);
-  TrainStep step(ex, loss, *optim, spec.train.clip_grad_norm);
+  const LossFunction& loss = stack.build_loss(loss_spec, none);
+  TrainStep& step = stack.build_step(spec.train.clip_grad_norm);
   if (!spec.train.cuda_graph) step.set_cuda_graph(false, "--no-cuda-graph");
 
   // Synthetic batch: normal inputs, uniform labels (seeded); never zeros.

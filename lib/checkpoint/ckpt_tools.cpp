@@ -15,6 +15,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "graph/graph.h"
+#include "model/model_stack.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "checkpoint/checkpoint_state.h"
@@ -282,10 +283,7 @@ std::vector<std::string> compare_parameters(const Graph& g, const SafetensorsFil
 
 // The optimizer slots the config implies against the file's optim.* tensors.
 std::vector<std::string> compare_optimizer(const Graph& g, const ModelSpec& spec, const SafetensorsFile& f) {
-  std::vector<ParamSegment> segs;
-  for (const ParamEntry& e : g.params())
-    if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
-  std::unique_ptr<Optimizer> opt = make_optimizer(spec.train.optimizer, segs, g.params_size());
+  std::unique_ptr<Optimizer> opt = make_graph_optimizer(g, spec.train.optimizer);
   std::vector<std::string> missing, unexpected, wrong;
   std::set<std::string> want;
   for (auto& [name, t] : opt->state_tensors()) {
@@ -353,11 +351,11 @@ VerifyReport verify_checkpoint(const std::string& path_or_run_dir) {
   });
   if (!meta_ok) return r;
   ModelSpec spec;
-  std::unique_ptr<Graph> graph;
+  std::unique_ptr<ModelStack> model;  // the graph only: nothing runs
   if (!attempt("config", [&](std::string& detail) {
         spec = validated_checkpoint_spec(meta.config_yaml, r.path);
-        graph = Graph::build(spec);
-        detail = fmt::format("model '{}', {} parameters", spec.name, graph->trainable_count());
+        model = std::make_unique<ModelStack>(spec);
+        detail = fmt::format("model '{}', {} parameters", spec.name, model->graph().trainable_count());
         return Problems{};
       }))
     return r;
@@ -370,12 +368,12 @@ VerifyReport verify_checkpoint(const std::string& path_or_run_dir) {
     return p;
   });
   attempt("parameters", [&](std::string& detail) {
-    detail = fmt::format("{} tensors match the model", graph->params().size());
-    return compare_parameters(*graph, *f);
+    detail = fmt::format("{} tensors match the model", model->graph().params().size());
+    return compare_parameters(model->graph(), *f);
   });
   attempt("optimizer", [&](std::string& detail) {
     detail = fmt::format("{} slots match", spec.train.optimizer.type);
-    return compare_optimizer(*graph, spec, *f);
+    return compare_optimizer(model->graph(), spec, *f);
   });
   return r;
 }

@@ -66,14 +66,13 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   }
   const int crops = m.ten_crop ? 10 : 1;
   m.batch = std::max<int64_t>(1, m.spec.eval.batch_size / crops);
-  m.graph = Graph::build(m.spec);
+  m.stack = std::make_unique<ModelStack>(m.spec);
   // The trainer's device policy: auto takes the GPU only when every layer has a GPU implementation.
-  m.dev = std::make_unique<DeviceSetup>(device, *m.graph, m.spec.train.deterministic);
-  m.device = m.dev->device();
-  m.dev->autotune(*m.graph, m.batch * crops);
-  m.ex = std::make_unique<Executor>(*m.graph, m.batch * crops, m.dev->ctx(), false);
-  load_weights(*m.ex, c.file, true);
-  m.class_names = m.graph->class_names();
+  m.device = m.stack->place(device, m.spec.train.deterministic).device();
+  m.stack->autotune(m.batch * crops, AutotuneOptions::from_environment());
+  m.stack->build_executor(m.batch * crops, false);
+  load_weights(m.ex(), c.file, true);
+  m.class_names = m.graph().class_names();
   return m;
 }
 
@@ -104,7 +103,7 @@ std::string describe_eval_crops(const ModelSpec& spec, bool ten_crop) {
 }
 
 void use_data_class_names(TrainedModel& m, const DataSplits& data) {
-  if (m.spec.classes.empty() && int64_t(data.class_names.size()) == m.graph->num_classes())
+  if (m.spec.classes.empty() && int64_t(data.class_names.size()) == m.graph().num_classes())
     m.class_names = data.class_names;
 }
 
@@ -153,10 +152,10 @@ EvalReport evaluate_split(TrainedModel& m, const DataSplits& data, const Normali
   o.workers = m.spec.data.workers;
   o.prefetch = m.spec.data.prefetch;
   Loader loader(d, o, norm, m.spec.data.augment);
-  if (loader.output_shape() != m.graph->input_shape())
+  if (loader.output_shape() != m.graph().input_shape())
     CNN_THROW("the loader makes {} images but the network expects {}", loader.output_shape().to_string(),
-              m.graph->input_shape().to_string());
-  return evaluate(*m.ex, loader, m.class_names, split, m.spec.loss.label_smoothing);
+              m.graph().input_shape().to_string());
+  return evaluate(m.ex(), loader, m.class_names, split, m.spec.loss.label_smoothing);
 }
 
 std::vector<ClassProbability> rank_classes(const float* probs, const std::vector<std::string>& names) {

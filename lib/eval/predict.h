@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "config/model_spec.h"
-#include "model/device_setup.h"
+#include "model/model_stack.h"
 #include "data/dataset.h"
 #include "data/face_detect.h"
 #include "data/normalize.h"
@@ -35,10 +35,10 @@ struct TrainedModel {
   int64_t batch = 1;                     // images per forward pass: eval.batch_size rows / crops, like the trainer
   std::vector<std::string> class_names;  // the graph's; see use_data_class_names
   std::optional<Normalization> norm;     // the one the run trained with, when the checkpoint records it
-  std::unique_ptr<Graph> graph;
   Device device = Device::cpu;
-  std::unique_ptr<DeviceSetup> dev;   // the execution context; outlives ex
-  std::unique_ptr<Executor> ex;       // evaluation-only plan for batch * crops rows
+  std::unique_ptr<ModelStack> stack;  // graph, device, and an evaluation-only plan for batch * crops rows
+  Graph& graph() const { return stack->graph(); }
+  Executor& ex() const { return stack->executor(); }
 };
 
 // Reads and verifies the checkpoint (pick_eval_checkpoint, read_checkpoint), rebuilds its model

@@ -116,9 +116,9 @@ TEST_CASE("a checkpoint written by the trainer's writer loads into the same pred
   CHECK(m.which == "last");
   CHECK(m.ten_crop);
   CHECK(m.batch == 2);  // 25 rows / 10 crops
-  CHECK(m.ex->max_batch() == 20);
+  CHECK(m.ex().max_batch() == 20);
   CHECK(m.class_names == std::vector<std::string>{"a", "b", "c"});
-  std::vector<float> got = Predictor(*m.ex, m.spec, norm, false).probabilities(d.pixels.data(), d.size());
+  std::vector<float> got = Predictor(m.ex(), m.spec, norm, false).probabilities(d.pixels.data(), d.size());
   CHECK(cnn::test::compare(got, expected, cnn::test::Tolerance{1e-6, 1e-5}) == "");
 }
 
