@@ -1,6 +1,7 @@
 # cnn_add_module(NAME <dir> [DEPS cnn_x ...] [PUBLIC_LIBS ...] [PRIVATE_LIBS ...] [PRIVATE_INCLUDES ...])
 # Builds lib/<dir>/ into the static library cnn_<dir>. Files are selected by suffix, so the
 # layering rules of the README's Building section hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
+# *_sm90a.cu need sm_90 among the CUDA architectures (*_nosm90a.cpp stands in otherwise),
 # <base>_nocuda.cpp stands in for <base>_cuda.cu/.cpp without CUDA (or while that file is absent), *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
 function(cnn_filter_sources out)
   set(kept)
@@ -16,6 +17,14 @@ function(cnn_filter_sources out)
       endif()
     endif()
     if((ext STREQUAL ".cu" OR stem MATCHES "_(cuda|cudnn)$" OR f MATCHES "/cudnn/") AND NOT CNN_WITH_CUDA)
+      continue()
+    endif()
+    # *_sm90a.cu build in their own object library (lib/CMakeLists.txt); *_nosm90a.cpp stand in for
+    # them in CUDA builds without sm_90.
+    if(stem MATCHES "_sm90a$")
+      continue()
+    endif()
+    if(stem MATCHES "_nosm90a$" AND (NOT CNN_WITH_CUDA OR CNN_WITH_SM90A))
       continue()
     endif()
     if(stem MATCHES "_noopencv$" AND CNN_WITH_OPENCV)

@@ -8,12 +8,14 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/conv2d_direct_bf16.h"
+#include "ops/conv2d_direct_bf16_sum.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
 #include "ops/reduce.cuh"
 
 namespace cnn {
 
 using igemm_bf16_detail::Div;
+using igemm_bf16_detail::for_each_data_tap;
 
 struct DirectBf16Params {
   Div div_q, div_p, div_k, div_w, div_h, div_c, div_s, div_sh, div_sw, div_pq, div_taps;
@@ -67,20 +69,9 @@ static __global__ void conv2d_backward_data_direct_bf16_kernel(const DirectBf16P
       const int k = c * d.mult + m;
       const uint16_t* dyp = dy + (int64_t(n) * d.K + k) * d.P * d.Q;
       const uint16_t* wp = w + k * d.R * d.S;
-      for (int r = 0; r < d.R; ++r) {
-        const int hp = h + d.ph - r * d.dh;  // p * sh
-        if (hp < 0) continue;
-        int p, hm;
-        d.div_sh.divmod(hp, p, hm);
-        if (hm != 0 || p >= d.P) continue;
-        for (int s = 0; s < d.S; ++s) {
-          const int wq = ww + d.pw - s * d.dw;  // q * sw
-          if (wq < 0) continue;
-          int q, wm;
-          d.div_sw.divmod(wq, q, wm);
-          if (wm == 0 && q < d.Q) acc += bf(__ldg(dyp + p * d.Q + q)) * bf(__ldg(wp + r * d.S + s));
-        }
-      }
+      for_each_data_tap(d, h, ww, [&](int r, int s, int p, int q) {
+        acc += bf(__ldg(dyp + p * d.Q + q)) * bf(__ldg(wp + r * d.S + s));
+      });
     }
     dx[i] = bf16_bits_from_float(acc);
   }
@@ -229,7 +220,12 @@ void conv2d_backward_filter_direct_bf16_cuda(const ExecContext& ctx, const Conv2
     conv2d_backward_filter_direct_bf16_kernel<256>
         <<<dim3(unsigned(sh.K * taps), unsigned(slices)), 256, 0, stream>>>(d, npq, per_slice, xs, dys, parts);
   CUDA_CHECK_LAUNCH(what);
-  const int count = int(sh.K) * taps;
+  conv2d_direct_bf16_sum_slices_cuda(stream, parts, slices, int(sh.K), taps, dw, db, what);
+}
+
+void conv2d_direct_bf16_sum_slices_cuda(cudaStream_t stream, const float* parts, int slices, int K, int taps,
+                                        float* dw, float* db, const char* what) {
+  const int count = K * taps;
   conv2d_backward_filter_direct_bf16_sum_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
       parts, slices, Div(taps), count, dw, db);
   CUDA_CHECK_LAUNCH(what);

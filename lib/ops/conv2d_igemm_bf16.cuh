@@ -1,5 +1,6 @@
 // Device building blocks of conv2d_igemm_bf16_cuda.cu: PTX wrappers (cp.async, ldmatrix,
-// mma.sync m16n8k16 BF16 -> FP32), the block tiles, the main loop, and the epilogues.
+// mma.sync m16n8k16 BF16 -> FP32), the block tiles, the main loop, the epilogues, and the launch
+// helpers (also used by the NHWC kernels, conv2d_igemm_nhwc_bf16.cuh).
 // Main loop: A (M x 32 per step, reduction contiguous) comes either by cp.async 16-byte copies into
 // a STAGES-deep ring, or through registers; the gathered B operand always comes through registers
 // (NCHW gathers are 2-byte elements, which cp.async cannot copy), loaded one step ahead of its
@@ -18,8 +19,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/bf16.h"
+#include "core/cuda_check.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
 
 namespace cnn::igemm_bf16_detail {
@@ -56,6 +61,36 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A warp tile's accumulators (MI x NI fragments of m16n8), all zero.
+template <int MI, int NI>
+__device__ __forceinline__ void zero_acc(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+}
+
+// One ldmatrix.x4 r of B holds the fragments of two n8 columns: b[2 nj] and b[2 nj + 1].
+template <int NI>
+__device__ __forceinline__ void split_b_x4(uint32_t (&b)[NI][2], int nj, const uint32_t (&r)[4]) {
+  b[2 * nj][0] = r[0];
+  b[2 * nj][1] = r[1];
+  b[2 * nj + 1][0] = r[2];
+  b[2 * nj + 1][1] = r[3];
+}
+
+// acc[mi][ni] += a[mi] * b[ni] for every fragment pair of a warp tile.
+template <int MI, int NI>
+__device__ __forceinline__ void mma_tile(float (&acc)[MI][NI][4], const uint32_t (&a)[MI][4],
+                                         const uint32_t (&b)[NI][2]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
 }
 // One bf16 (as its bits) through the read-only path; 0 (+0.0) where !ok, without touching p.
 __device__ __forceinline__ uint32_t load_bf16_or_zero(const uint16_t* p, bool ok) { return ok ? __ldg(p) : 0u; }
@@ -242,15 +277,9 @@ __device__ __forceinline__ void mma_step(const uint16_t* sA, const uint16_t* sB,
       else
         ldmatrix_x4(r, sB + (wn * T::WTN + nj * 16 + (lane & 7) + (lane >> 4) * 8) * T::kLdBnk + kk +
                            ((lane >> 3) & 1) * 8);
-      b[2 * nj][0] = r[0];
-      b[2 * nj][1] = r[1];
-      b[2 * nj + 1][0] = r[2];
-      b[2 * nj + 1][1] = r[3];
+      split_b_x4(b, nj, r);
     }
-#pragma unroll
-    for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < T::NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    mma_tile(acc, a, b);
   }
 }
 
@@ -261,12 +290,7 @@ __device__ __forceinline__ void mainloop(L& ld, int steps, float (&acc)[T::MI][T
                                          uint16_t* sB) {
   constexpr int kBStage = kKN ? T::kBStageKN : T::kBStageNK;
   const Fragments<T> f;
-#pragma unroll
-  for (int mi = 0; mi < T::MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < T::NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+  zero_acc(acc);
   if (steps <= 0) return;
   if constexpr (L::kAsyncA) {
 #pragma unroll
@@ -370,6 +394,35 @@ __device__ __forceinline__ void store_nchw_bf16(const float (&acc)[T::MI][T::NI]
       if (++pos == po.plane) pos = 0, ++n;
     }
   }
+}
+
+// ---- launch helpers (host) ----
+// Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit first
+// where it is above the default 48 KB (once per kernel and device).
+template <class Kernel, class... Args>
+inline void launch(const char* what, Kernel* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
+                   Args... args) {
+  if (smem > 48 * 1024) {
+    static std::mutex mutex;
+    static std::set<std::pair<const void*, int>> raised;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(mutex);
+    const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+    if (!raised.count(key)) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      raised.insert(key);
+    }
+  }
+  kernel<<<grid, threads, smem, stream>>>(args...);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+inline int multiprocessors() {
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
 }
 
 }  // namespace cnn::igemm_bf16_detail

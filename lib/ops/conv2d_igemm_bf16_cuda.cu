@@ -11,8 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <mutex>
-#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -264,34 +262,6 @@ static void with_tile(int tile, Fn&& fn) {
     default:
       CNN_THROW("igemm bf16: tile index {} outside [0, {})", tile, kIgemmBf16Tiles);
   }
-}
-
-// Launches `kernel` with `smem` bytes of dynamic shared memory, raising the kernel's limit first
-// where it is above the default 48 KB (once per kernel and device).
-template <class Kernel, class... Args>
-static void launch(const char* what, Kernel* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                   Args... args) {
-  if (smem > 48 * 1024) {
-    static std::mutex mutex;
-    static std::set<std::pair<const void*, int>> raised;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    const std::lock_guard<std::mutex> lock(mutex);
-    const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-    if (!raised.count(key)) {
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      raised.insert(key);
-    }
-  }
-  kernel<<<grid, threads, smem, stream>>>(args...);
-  CUDA_CHECK_LAUNCH(what);
-}
-
-static int multiprocessors() {
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
 }
 
 struct Call {

@@ -37,6 +37,28 @@ struct Div {
   }
 };
 
+// Calls fn(r, s, p, q) for every tap (r, s) through which input pixel (h, w) feeds output (p, q):
+// p * stride_h == h + pad_h - r * dilation_h with 0 <= p < P, and the same along w (the transposed
+// window of a data gradient, for the direct kernels; d: their parameters).
+template <class D, class Fn>
+CNN_HD void for_each_data_tap(const D& d, int h, int w, Fn&& fn) {
+  for (int r = 0; r < d.R; ++r) {
+    const int hp = h + d.ph - r * d.dh;  // p * sh
+    if (hp < 0) continue;
+    int p, hm;
+    d.div_sh.divmod(hp, p, hm);
+    if (hm != 0 || p >= d.P) continue;
+    for (int s = 0; s < d.S; ++s) {
+      const int wq = w + d.pw - s * d.dw;  // q * sw
+      if (wq < 0) continue;
+      int q, wm;
+      d.div_sw.divmod(wq, q, wm);
+      if (wm != 0 || q >= d.Q) continue;
+      fn(r, s, p, q);
+    }
+  }
+}
+
 // Where one gathered element lives: an offset, the (h, w) it lands on in its plane and, for
 // strided data gradients, the residues that must match. A column's and a tap's parts add up.
 // A reduction tap also carries rs = r * S + s, its place in the filter window.

@@ -33,19 +33,30 @@ struct Case {
 
 std::vector<Case> cases() {
   const std::string small = "{channels: 1, height: 8, width: 8}";
+  // Values past a key's own cap (2^20 per dimension) are refused at that key by the schema; values
+  // within it whose products pass the per-tensor cap are refused by the graph at the layer or input.
   return {
-      {"conv same padding with a kernel whose dilated extent overflows (crash 1)",
+      {"conv same padding with a kernel of 2^62 + 1 (crash 1)",
        model(small, "{name: conv1, type: conv2d, filters: 2, kernel: 4611686018427387905, padding: same, dilation: 3}"),
-       {"conv1", "kernel 4611686018427387905", "does not fit"}},
+       {"layers[0].kernel", "4611686018427387905"}},
+      {"conv same padding whose dilated kernel passes an int",
+       model(small, "{name: conv1, type: conv2d, filters: 2, kernel: 1048576, padding: same, dilation: 1048576}"),
+       {"conv1", "does not fit", "out of range"}},
       {"an input of 2^32 x 2^32 pixels (crash 2)",
        model("{channels: 1, height: 4294967296, width: 4294967296}", "{name: conv1, type: conv2d, filters: 2, kernel: 3}"),
-       {"input", "height 4294967296", "per-tensor cap"}},
+       {"input.height", "4294967296"}},
+      {"an input of 2 x 32768 x 32769 values",
+       model("{channels: 2, height: 32768, width: 32769}", "{name: conv1, type: conv2d, filters: 2, kernel: 3}"),
+       {"'input'", "2147549184 elements", "per-tensor cap"}},
       {"a stride of 2^32 + 1", model(small, "{name: conv1, type: conv2d, filters: 2, kernel: 3, stride: 4294967297}"),
-       {"conv1", "stride 4294967297"}},
+       {"layers[0].stride", "4294967297"}},
       {"a padding of 2^32", model(small, "{name: conv1, type: conv2d, filters: 2, kernel: 3, padding: 4294967296}"),
-       {"conv1", "padding 4294967296"}},
+       {"layers[0].padding", "4294967296"}},
       {"filters 2^63 - 1", model(small, "{name: conv1, type: conv2d, filters: 9223372036854775807, kernel: 1}"),
-       {"conv1", "filters", "per-tensor cap"}},
+       {"layers[0].filters", "9223372036854775807"}},
+      {"weights of 2^20 filters x 4096 channels",
+       model("{channels: 4096, height: 1, width: 1}", "{name: conv1, type: conv2d, filters: 1048576, kernel: 1}"),
+       {"conv1", "per-tensor cap"}},
   };
 }
 
@@ -105,9 +116,11 @@ TEST_CASE("a checkpoint whose config has an input that does not fit is refused b
   const ProgramResult verify = run_program(program_path("cnn-ckpt"), {"verify", bad}, dir.path());
   INFO(verify.describe());
   CHECK(verify.exit_code != 0);
-  CHECK_THAT(verify.out + verify.err, Contains("height 4294967296"));
+  CHECK_THAT(verify.out + verify.err, Contains("input.height"));
+  CHECK_THAT(verify.out + verify.err, Contains("4294967296"));
   const ProgramResult eval = run_program(program_path("cnn-eval"), {bad, "--device", "cpu"}, dir.path());
   INFO(eval.describe());
   CHECK(eval.exit_code == 2);
-  CHECK_THAT(eval.err, Contains("height 4294967296"));
+  CHECK_THAT(eval.err, Contains("input.height"));
+  CHECK_THAT(eval.err, Contains("4294967296"));
 }

@@ -39,30 +39,45 @@ const char* kHead = "  - {name: g, type: global_avgpool}\n  - {name: fc, type: d
 }  // namespace
 
 TEST_CASE("conv2d 'same' padding whose dilated kernel overflows is a config error at the layer", "[cpu]") {
-  // Issue 16, crash 1: validate said ok, training wrote past a heap buffer in im2col.
+  // Issue 16, crash 1: validate said ok, training wrote past a heap buffer in im2col. A kernel of
+  // 2^62 + 1 is refused by the schema's per-dimension cap, at the key.
   const ConfigError e = build_error(model(kSmallInput,
                                           "  - {name: c1, type: conv2d, filters: 2, kernel: 4611686018427387905, "
                                           "padding: same, dilation: 3}\n" +
                                               std::string(kHead)));
   INFO(e.what());
-  CHECK(e.key_path() == "layers[0]");
+  CHECK(e.key_path() == "layers[0].kernel");
   CHECK(e.where().line == 4);
-  CHECK_THAT(e.message(), Catch::Matchers::Contains("layer 'c1'"));
-  CHECK_THAT(e.message(), Catch::Matchers::Contains("kernel 4611686018427387905"));
-  CHECK_THAT(e.message(), Catch::Matchers::Contains("does not fit"));
+  CHECK_THAT(e.message(), Catch::Matchers::Contains("4611686018427387905"));
+  // Kernel and dilation within their caps: the dilated kernel (2^40) and its 'same' padding are
+  // computed checked, and the weights pass the per-tensor cap: an error at the layer.
+  const ConfigError big = build_error(model(kSmallInput,
+                                            "  - {name: c1, type: conv2d, filters: 2, kernel: 1048576, "
+                                            "padding: same, dilation: 1048576}\n" +
+                                                std::string(kHead)));
+  INFO(big.what());
+  CHECK(big.key_path() == "layers[0]");
+  CHECK_THAT(big.message(), Catch::Matchers::Contains("layer 'c1'"));
+  CHECK_THAT(big.message(), Catch::Matchers::Contains("does not fit"));
 }
 
 TEST_CASE("an input whose element count overflows or passes the cap is a config error at input", "[cpu]") {
   // Issue 16, crash 2: 2^32 x 2^32 wrapped to 0 elements; validate said ok, training segfaulted.
+  // A dimension that large is refused by the schema's per-dimension cap, at the key.
   const ConfigError e = build_error(model("{channels: 1, height: " + k2p32 + ", width: " + k2p32 + "}", kHead));
   INFO(e.what());
-  CHECK(e.key_path() == "input");
+  CHECK(e.key_path() == "input.height");
   CHECK(e.where().line == 2);
-  CHECK_THAT(e.message(), Catch::Matchers::Contains("height 4294967296"));
-  CHECK_THAT(e.message(), Catch::Matchers::Contains("per-tensor cap"));
-  // Just over the cap, no overflow: refused all the same.
+  CHECK_THAT(e.message(), Catch::Matchers::Contains("4294967296"));
+  CHECK_THAT(e.message(), Catch::Matchers::Contains("1048576"));
+  // Dimensions within their cap whose product passes the per-tensor cap: refused at input.
   const ConfigError over = build_error(model("{channels: 2, height: 32768, width: 32769}", kHead));
+  INFO(over.what());
+  CHECK(over.key_path() == "input");
+  CHECK(over.where().line == 2);
+  CHECK_THAT(over.message(), Catch::Matchers::Contains("height 32768"));
   CHECK_THAT(over.message(), Catch::Matchers::Contains("2147549184 elements"));
+  CHECK_THAT(over.message(), Catch::Matchers::Contains("per-tensor cap"));
 }
 
 TEST_CASE("stride, padding and dilation beyond an int are errors, not narrowed", "[cpu]") {
@@ -77,30 +92,37 @@ TEST_CASE("stride, padding and dilation beyond an int are errors, not narrowed",
                         Case{"{name: c1, type: conv2d, filters: 2, kernel: 1, dilation: " + k2p32 + "}",
                              "dilation " + k2p32},
                         Case{"{name: p1, type: maxpool, kernel: 2, stride: " + big + "}", "stride " + big},
-                        Case{"{name: p1, type: avgpool, stride: 1, kernel: " + std::to_string(int64_t{1} << 33) +
-                                 ", padding: " + k2p32 + "}",
+                        Case{"{name: p1, type: avgpool, stride: 1, kernel: 2, padding: " + k2p32 + "}",
                              "padding " + k2p32}}) {
+    // Refused at the key by the schema's cap, never narrowed to an int.
     const ConfigError e = build_error(model(kSmallInput, "  - " + c.layer + "\n" + kHead));
     INFO(c.layer << "\n" << e.what());
-    CHECK(e.key_path() == "layers[0]");
-    CHECK_THAT(e.message(), Catch::Matchers::Contains(c.expect));
-    CHECK_THAT(e.message(), Catch::Matchers::Contains("out of range"));
+    CHECK(e.key_path() == "layers[0]." + c.expect.substr(0, c.expect.find(' ')));
+    CHECK_THAT(e.message(), Catch::Matchers::Contains(c.expect.substr(c.expect.find(' ') + 1)));
+    CHECK_THAT(e.message(), Catch::Matchers::Contains("expected an integer in"));
   }
 }
 
 TEST_CASE("filters or units too large for a tensor are config errors, not negative parameter counts", "[cpu]") {
-  // filters 2^63-1 printed negative parameter counts and "ok".
+  // filters 2^63-1 printed negative parameter counts and "ok": now refused by the schema at the key.
   const ConfigError conv = build_error(
       model(kSmallInput, "  - {name: c1, type: conv2d, filters: 9223372036854775807, kernel: 1}\n" + std::string(kHead)));
   INFO(conv.what());
-  CHECK(conv.key_path() == "layers[0]");
-  CHECK_THAT(conv.message(), Catch::Matchers::Contains("layer 'c1'"));
-  CHECK_THAT(conv.message(), Catch::Matchers::Contains("per-tensor cap"));
-  // A dense layer's output over the cap: no 2^62 class names are made.
+  CHECK(conv.key_path() == "layers[0].filters");
+  CHECK_THAT(conv.message(), Catch::Matchers::Contains("9223372036854775807"));
+  // Filters within the key's cap whose weights pass the per-tensor cap: 2^20 x 2^12 channels.
+  const ConfigError weights4d = build_error(model("{channels: 4096, height: 1, width: 1}",
+                                                  "  - {name: c1, type: conv2d, filters: 1048576, kernel: 1}\n" +
+                                                      std::string(kHead)));
+  INFO(weights4d.what());
+  CHECK(weights4d.key_path() == "layers[0]");
+  CHECK_THAT(weights4d.message(), Catch::Matchers::Contains("layer 'c1'"));
+  CHECK_THAT(weights4d.message(), Catch::Matchers::Contains("per-tensor cap"));
+  // A dense layer's units of 2^62: no 2^62 class names are made, the key is refused.
   const ConfigError units = build_error(model(kSmallInput, "  - {name: fc, type: dense, units: 4611686018427387904}\n"));
   INFO(units.what());
-  CHECK(units.key_path() == "layers.fc");
-  CHECK_THAT(units.message(), Catch::Matchers::Contains("the output per image [4611686018427387904]"));
+  CHECK(units.key_path() == "layers[0].units");
+  CHECK_THAT(units.message(), Catch::Matchers::Contains("4611686018427387904"));
   // Weights over the cap with a small output: 2^21 inputs times 2^11 units.
   const ConfigError weights = build_error(model("{channels: 2, height: 1024, width: 1024}",
                                                 "  - {name: f, type: flatten}\n  - {name: fc, type: dense, units: 2048}\n"));
@@ -139,14 +161,23 @@ TEST_CASE("a batch that takes an activation over the cap is a config error namin
 
 TEST_CASE("random_crop padding that takes the padded image past the cap is a config error at the key", "[cpu]") {
   // 2 * padding overflowed in the crop-size bound (issue 16: UBSan in model_spec.cpp).
-  try {
-    parse_model_text(model(kSmallInput, kHead) +
-                         "data:\n  augment: {random_crop: {size: 8, padding: 4611686018427387904}}\n",
-                     "t.yaml");
-    FAIL("no error");
-  } catch (const ConfigError& e) {
-    INFO(e.what());
-    CHECK(e.key_path() == "data.augment.random_crop.padding");
-    CHECK_THAT(e.message(), Catch::Matchers::Contains("per-tensor cap"));
-  }
+  auto crop_error = [](const std::string& padding) {
+    try {
+      parse_model_text(model(kSmallInput, kHead) + "data:\n  augment: {random_crop: {size: 8, padding: " + padding +
+                           "}}\n",
+                       "t.yaml");
+    } catch (const ConfigError& e) {
+      return e;
+    }
+    return ConfigError({}, "", "<no error>");
+  };
+  const ConfigError huge = crop_error("4611686018427387904");  // past the key's own cap
+  INFO(huge.what());
+  CHECK(huge.key_path() == "data.augment.random_crop.padding");
+  CHECK_THAT(huge.message(), Catch::Matchers::Contains("1048576"));
+  const ConfigError over = crop_error("1048576");  // within it, but (2^21 + 8)^2 pixels pass the tensor cap
+  INFO(over.what());
+  CHECK(over.key_path() == "data.augment.random_crop.padding");
+  CHECK_THAT(over.message(), Catch::Matchers::Contains("per-tensor cap"));
+  CHECK(crop_error("4").message() == "<no error>");
 }

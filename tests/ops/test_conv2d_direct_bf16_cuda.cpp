@@ -19,6 +19,7 @@
 using namespace cnn;
 using cnn::test::Bf16ConvOperands;
 using cnn::test::Bf16Reference;
+using cnn::test::check_outputs;
 using cnn::test::compare;
 
 TEST_CASE("conv2d direct bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
@@ -39,19 +40,13 @@ TEST_CASE("conv2d direct bf16 matches the cpu reference on depthwise and one-cha
     for (int64_t offset : {0, 1}) {
       INFO(fmt::format("{}, offset {}", sh.to_string(), offset));
       Bf16ConvOperands d(r, offset);
-      d.y.poison();
-      d.dx.poison();
-      d.dw.poison();
-      d.db.poison();
+      d.poison();
       conv2d_forward_direct_bf16_cuda(cuda.ctx(), sh, d.x.data(), d.w.data(), sh.has_bias ? d.b.data() : nullptr,
                                       d.y.data());
       conv2d_backward_data_direct_bf16_cuda(cuda.ctx(), sh, d.w.data(), d.dy.data(), d.dx.data());
       conv2d_backward_filter_direct_bf16_cuda(cuda.ctx(), sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data());
       cuda.synchronize();
-      CHECK(compare(d.y.get(), r.y, test::kBf16OutputVsCpu) == "");
-      CHECK(compare(d.dx.get(), r.dx, test::kBf16OutputVsCpu) == "");
-      CHECK(compare(d.dw.get(), r.dw, test::kGpuVsCpu) == "");
-      CHECK(compare(d.db.get(), r.db, test::kGpuVsCpu) == "");
+      check_outputs(outputs_of(d), reference_of(r));
     }
   }
   CHECK_FALSE(conv2d_direct_bf16_can_implement(Conv2dShape::make(2, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2)));

@@ -1,8 +1,9 @@
 // CPU tests of the BF16 tensor-core convolution's host side: BF16 rounding (core/bf16.h) against an
 // independent nearest-even rule in double, the CPU casts, the index decoders of the implicit GEMM
 // (each direction's GEMM rebuilt through them must equal the double reference convolution), the
-// reduction walk of the filter gradient, and the plan's cost model. The kernels themselves are
-// tested on the GPU in test_conv2d_igemm_bf16_cuda.cpp.
+// reduction walk of the filter gradient, the direct kernels' data-gradient tap walk, and the plan's
+// cost model. The kernels themselves are tested on the GPU in test_conv2d_igemm_bf16_cuda.cpp.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "ops/conv2d_igemm_bf16.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
 #include "support/catch.h"
+#include "support/decoder_shapes.h"
 #include "support/test_util.h"
 
 using namespace cnn;
@@ -46,23 +48,6 @@ uint16_t nearest_even_bf16(float f) {
   if (x - a < b - x) return down;
   if (b - x < x - a) return up;
   return (down & 1) ? up : down;
-}
-
-// Shapes with every stride, padding and dilation mix the kernels take, odd sizes and N = 1.
-std::vector<Conv2dShape> decoder_shapes() {
-  return {Conv2dShape::make(2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1),
-          Conv2dShape::make(1, 2, 11, 10, 3, 3, 2, 2, 3, 1, 0, 2, 1),
-          Conv2dShape::make(3, 4, 8, 8, 5, 1, 1, 2, 2, 0, 0),
-          Conv2dShape::make(1, 1, 12, 12, 6, 3, 3),
-          Conv2dShape::make(2, 5, 9, 9, 2, 5, 5, 3, 3, 2, 2),
-          Conv2dShape::make(1, 3, 10, 13, 4, 3, 3, 2, 1, 2, 2, 2, 3),
-          Conv2dShape::make(2, 2, 6, 5, 3, 2, 3, 3, 2, 1, 2, 1, 1)};
-}
-
-double rel_error(const std::vector<double>& a, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) num += (a[i] - ref[i]) * (a[i] - ref[i]), den += ref[i] * ref[i];
-  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace
@@ -133,7 +118,7 @@ TEST_CASE("igemm division by run-time constants matches integer division", "[cpu
 TEST_CASE("igemm bf16 decoders rebuild every direction's GEMM", "[cpu]") {
   const ExecContext cpu = ExecContext::cpu(1);
   uint64_t seed = 100;
-  for (Conv2dShape sh : decoder_shapes()) {
+  for (Conv2dShape sh : test::decoder_shapes()) {
     sh.has_bias = false;
     INFO(sh.to_string());
     seed += 10;
@@ -160,7 +145,7 @@ TEST_CASE("igemm bf16 decoders rebuild every direction's GEMM", "[cpu]") {
         y2[size_t((col / PQ * K + k) * PQ + col % PQ)] = s;
       }
     }
-    CHECK(rel_error(y2, y) < 1e-12);
+    CHECK(test::rel_l2_error(y2, y) < 1e-12);
 
     // backward data: dx (N, C, HW) = wt (C, KRS) * B (KRS, NHW), for both decoder forms
     auto check_data = [&](auto decode) {
@@ -176,7 +161,7 @@ TEST_CASE("igemm bf16 decoders rebuild every direction's GEMM", "[cpu]") {
           dx2[size_t((col / HW * C + ch) * HW + col % HW)] = s;
         }
       }
-      return rel_error(dx2, dx);
+      return test::rel_l2_error(dx2, dx);
     };
     DataDecode dd = DataDecode::make(sh);
     CHECK(check_data(dd) < 1e-12);
@@ -201,12 +186,39 @@ TEST_CASE("igemm bf16 decoders rebuild every direction's GEMM", "[cpu]") {
         wd.next(pos);
       }
     }
-    CHECK(rel_error(dw2, dw) < 1e-12);
+    CHECK(test::rel_l2_error(dw2, dw) < 1e-12);
+  }
+}
+
+TEST_CASE("for_each_data_tap visits exactly the taps through which an input pixel feeds an output", "[cpu]") {
+  struct Params {  // the fields the direct kernels' parameters carry
+    Div div_sh, div_sw;
+    int R, S, P, Q, ph, pw, dh, dw;
+  };
+  for (const Conv2dShape& sh : test::decoder_shapes()) {
+    INFO(sh.to_string());
+    const Params d{Div(sh.stride_h), Div(sh.stride_w), int(sh.R), int(sh.S),     int(sh.P),
+                   int(sh.Q),        sh.pad_h,         sh.pad_w,  sh.dilation_h, sh.dilation_w};
+    int mismatches = 0;
+    for (int h = 0; h < sh.H; ++h)
+      for (int w = 0; w < sh.W; ++w) {
+        std::vector<std::array<int, 4>> got, want;
+        for_each_data_tap(d, h, w, [&](int r, int s, int p, int q) { got.push_back({r, s, p, q}); });
+        for (int r = 0; r < sh.R; ++r)  // every (tap, output) pair whose window puts tap (r, s) on (h, w)
+          for (int s = 0; s < sh.S; ++s)
+            for (int p = 0; p < sh.P; ++p)
+              for (int q = 0; q < sh.Q; ++q)
+                if (p * sh.stride_h - sh.pad_h + r * sh.dilation_h == h &&
+                    q * sh.stride_w - sh.pad_w + s * sh.dilation_w == w)
+                  want.push_back({r, s, p, q});
+        mismatches += got != want;
+      }
+    CHECK(mismatches == 0);
   }
 }
 
 TEST_CASE("igemm bf16 window masks say which taps of a column exist", "[cpu]") {
-  for (const Conv2dShape& sh : decoder_shapes()) {
+  for (const Conv2dShape& sh : test::decoder_shapes()) {
     INFO(sh.to_string());
     auto check = [](const auto& dec, int ncols, int nred) {  // columns in groups of 8, as a kernel thread
       int mismatches = 0;

@@ -32,6 +32,7 @@
 using namespace cnn;
 using cnn::test::Bf16ConvOperands;
 using cnn::test::Bf16Reference;
+using cnn::test::check_outputs;
 using cnn::test::compare;
 using cnn::test::DeviceBf16;
 using cnn::test::DeviceFloats;
@@ -41,19 +42,13 @@ namespace {
 // Runs the three directions with `plan` (null: the chosen one) and checks each against r.
 void check_all(CudaContext& cuda, const Bf16Reference& r, Bf16ConvOperands& d, const IgemmBf16Plan* plan) {
   const ExecContext& ctx = cuda.ctx();
-  d.y.poison();
-  d.dx.poison();
-  d.dw.poison();
-  d.db.poison();
+  d.poison();
   conv2d_forward_igemm_bf16_cuda(ctx, r.sh, d.x.data(), d.w.data(), r.sh.has_bias ? d.b.data() : nullptr,
                                  d.y.data(), plan);
   conv2d_backward_data_igemm_bf16_cuda(ctx, r.sh, d.w.data(), d.dy.data(), d.dx.data(), plan);
   conv2d_backward_filter_igemm_bf16_cuda(ctx, r.sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data(), plan);
   cuda.synchronize();
-  CHECK(compare(d.y.get(), r.y, test::kBf16OutputVsCpu) == "");
-  CHECK(compare(d.dx.get(), r.dx, test::kBf16OutputVsCpu) == "");
-  CHECK(compare(d.dw.get(), r.dw, test::kGpuVsCpu) == "");
-  CHECK(compare(d.db.get(), r.db, test::kGpuVsCpu) == "");
+  check_outputs(outputs_of(d), reference_of(r));
 }
 
 // Odd sizes, N = 1, every stride / padding / dilation mix, C == 1, K = 7, reductions that are not
@@ -107,17 +102,14 @@ TEST_CASE("conv2d igemm bf16 is deterministic and writes only what is asked", "[
   Bf16ConvOperands d(r, 0);
   const IgemmBf16Plan split{0, 7};
   check_all(cuda, r, d, &split);
-  const std::vector<float> y1 = d.y.get(), dx1 = d.dx.get(), dw1 = d.dw.get(), db1 = d.db.get();
+  const test::Bf16ConvOutputs first = outputs_of(d);
   check_all(cuda, r, d, &split);
-  CHECK(compare(d.y.get(), y1, test::kExact) == "");
-  CHECK(compare(d.dx.get(), dx1, test::kExact) == "");
-  CHECK(compare(d.dw.get(), dw1, test::kExact) == "");
-  CHECK(compare(d.db.get(), db1, test::kExact) == "");
+  check_outputs(outputs_of(d), first, test::kExact, test::kExact);
   d.dw.poison();
   d.db.poison();
   conv2d_backward_filter_igemm_bf16_cuda(cuda.ctx(), r.sh, d.x.data(), d.dy.data(), nullptr, d.db.data(), &split);
   cuda.synchronize();
-  CHECK(compare(d.db.get(), db1, test::kExact) == "");
+  CHECK(compare(d.db.get(), first.db, test::kExact) == "");
   for (float v : d.dw.get()) REQUIRE(std::isnan(v));
 }
 

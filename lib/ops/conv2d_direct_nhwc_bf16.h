@@ -1,0 +1,41 @@
+// Direct BF16 convolutions over NHWC tensors for filters that read one input channel
+// (C / groups == 1): depthwise layers (channel multiplier K / C, any R x S window, stride, padding,
+// dilation) and C == 1 first layers (whose input is the same in NCHW and NHWC), where an implicit
+// GEMM would waste most of each tensor-core step. BF16 activations in and out, FP32 sums, each
+// output rounded once (core/bf16.h); bias, dw and db FP32.
+//   forward          one thread per output pixel and 8 channels (16-byte loads and stores along
+//                    the channels; a scalar variant for other channel counts or alignments)
+//   backward_data    one thread per input pixel and 8 channels (multiplier 1), or per channel
+//   backward_filter  per block: channels x pixel lanes over a slice of the N*P*Q positions, up to
+//                    10 taps a pass (3x3 + db in one), block sums in a fixed order; slices add up
+//                    in order (no atomics: results do not depend on scheduling)
+// Weights: the bf16 copy in (R, S, K) layout (Bf16WeightLayout::rsk, conv2d_weights_bf16.h), so
+// consecutive threads read consecutive channels; dw comes out as (K, 1, R, S), the master's layout.
+// Trap: a backward-filter call takes ctx.workspace (conv2d_direct_nhwc_bf16_workspace_bytes).
+#pragma once
+
+#include <cstddef>
+
+#include "core/bf16.h"
+#include "ops/conv2d.h"
+
+namespace cnn {
+
+// Non-throwing: C / groups == 1 and every tensor below 2^31 elements.
+bool conv2d_direct_nhwc_bf16_can_implement(const Conv2dShape& sh);
+// Slices of the N*P*Q positions a backward-filter call sums separately, and the bytes of
+// ctx.workspace it takes for their partial sums (forward and backward data take none).
+int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh);
+size_t conv2d_direct_nhwc_bf16_workspace_bytes(const Conv2dShape& sh);
+
+// x (N, H, W, C), w (R, S, K), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
+void conv2d_forward_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                          const float* b, bf16* y, bool relu = false);
+// w (R, S, K), dy (N, P, Q, K) -> dx (N, H, W, C)
+void conv2d_backward_data_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
+                                                const bf16* dy, bf16* dx);
+// x (N, H, W, C), dy (N, P, Q, K) -> dw (K, 1, R, S) or null, db (K) or null
+void conv2d_backward_filter_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
+                                                  const bf16* dy, float* dw, float* db);
+
+}  // namespace cnn

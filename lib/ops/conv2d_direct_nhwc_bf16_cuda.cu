@@ -1,0 +1,320 @@
+// Direct NHWC BF16 convolutions on the GPU for filters that read one input channel
+// (conv2d_direct_nhwc_bf16.h): FP32 sums, no tensor cores (these layers are bound by memory and
+// launch count). Consecutive threads take consecutive 8-channel chunks of a pixel, so loads and
+// stores are 16 bytes and coalesce along the channels.
+// Modes (kWidth 8 or 1): output channel k reads input channel k / mult; with kWidth 8 and
+// mult == 1 a chunk's 8 inputs are one 16-byte load, with mult % 8 == 0 they are one element.
+// Trap: the window loops check bounds per tap; the 3x3 instantiation unrolls them.
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/conv2d_direct_bf16_sum.h"
+#include "ops/conv2d_direct_nhwc_bf16.h"
+#include "ops/conv2d_direct_nhwc_bf16_layout.h"
+#include "ops/conv2d_igemm_bf16_decode.h"
+#include "ops/reduce.cuh"
+
+namespace cnn {
+
+using igemm_bf16_detail::Div;
+using igemm_bf16_detail::for_each_data_tap;
+
+struct DirectNhwcParams {
+  Div div_chunks, div_q, div_p, div_w, div_h, div_sh, div_sw;
+  int C, H, W, K, P, Q, R, S, sh, sw, ph, pw, dh, dw, mult;
+};
+
+// v[0..7] += the 8 bf16 of a (16 bytes) times those of b.
+__device__ __forceinline__ void fma8(float (&v)[8], const uint4& a, const uint4& b) {
+  const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] += float_from_bits(aw[j] << 16) * float_from_bits(bw[j] << 16);
+    v[2 * j + 1] += float_from_bits(aw[j] & 0xffff0000u) * float_from_bits(bw[j] & 0xffff0000u);
+  }
+}
+// v[0..7] += x * the 8 bf16 of b.
+__device__ __forceinline__ void fma8(float (&v)[8], float x, const uint4& b) {
+  const uint32_t bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] += x * float_from_bits(bw[j] << 16);
+    v[2 * j + 1] += x * float_from_bits(bw[j] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void unpack8(float (&v)[8], const uint4& a) {
+  const uint32_t aw[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    v[2 * j] = float_from_bits(aw[j] << 16), v[2 * j + 1] = float_from_bits(aw[j] & 0xffff0000u);
+}
+__device__ __forceinline__ float bf(uint16_t v) { return float_from_bf16_bits(v); }
+__device__ __forceinline__ uint4 ld16(const uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// y[n, p, q, k0 .. k0 + kWidth) for one item (pixel, channel chunk); kRS: the window if fixed.
+template <int kWidth, int kFixedR, int kFixedS>
+static __global__ void __launch_bounds__(kDirectNhwcThreads)
+    conv2d_forward_direct_nhwc_bf16_kernel(const DirectNhwcParams d, int items,
+                                           const uint16_t* __restrict__ x,         // (N, H, W, C)
+                                           const uint16_t* __restrict__ w,         // (R, S, K)
+                                           const float* __restrict__ b,            // (K) or null
+                                           bool relu, uint16_t* __restrict__ y) {  // (N, P, Q, K)
+  const int R = kFixedR ? kFixedR : d.R, S = kFixedS ? kFixedS : d.S;
+  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < items; i += int(gridDim.x * blockDim.x)) {
+    int pix, chunk, n, pq, p, q;
+    d.div_chunks.divmod(i, pix, chunk);
+    d.div_q.divmod(pix, pq, q);
+    d.div_p.divmod(pq, n, p);
+    const int k0 = chunk * kWidth, c0 = k0 / d.mult;
+    const uint16_t* xn = x + int64_t(n) * d.H * d.W * d.C + c0;
+    const int h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
+    float acc[kWidth] = {};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int h = h0 + r * d.dh;
+      if (unsigned(h) >= unsigned(d.H)) continue;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const int ww = w0 + s * d.dw;
+        if (unsigned(ww) >= unsigned(d.W)) continue;
+        const uint16_t* xp = xn + (h * d.W + ww) * d.C;
+        const uint16_t* wp = w + (r * S + s) * d.K + k0;
+        if constexpr (kWidth == 8) {
+          if (d.mult == 1)
+            fma8(acc, ld16(xp), ld16(wp));
+          else
+            fma8(acc, bf(__ldg(xp)), ld16(wp));
+        } else {
+          acc[0] += bf(__ldg(xp)) * bf(__ldg(wp));
+        }
+      }
+    }
+    uint16_t out[kWidth];
+#pragma unroll
+    for (int j = 0; j < kWidth; ++j) {
+      float v = acc[j] + (b ? __ldg(b + k0 + j) : 0.0f);
+      out[j] = bf16_bits_from_float(relu ? fmaxf(v, 0.0f) : v);
+    }
+    uint16_t* yp = y + int64_t(pix) * d.K + k0;
+    if constexpr (kWidth == 8)
+      *reinterpret_cast<uint4*>(yp) = make_uint4(out[0] | (uint32_t(out[1]) << 16), out[2] | (uint32_t(out[3]) << 16),
+                                                 out[4] | (uint32_t(out[5]) << 16), out[6] | (uint32_t(out[7]) << 16));
+    else
+      yp[0] = out[0];
+  }
+}
+
+// dx[n, h, w, c0 .. c0 + kWidth): kWidth 8 needs mult == 1 (the chunk's channels are dy's); with
+// kWidth 1 one input channel sums its mult output channels (16 bytes at a time when vec8).
+template <int kWidth, bool kVec8>
+static __global__ void __launch_bounds__(kDirectNhwcThreads)
+    conv2d_backward_data_direct_nhwc_bf16_kernel(const DirectNhwcParams d, int items,
+                                                 const uint16_t* __restrict__ w,   // (R, S, K)
+                                                 const uint16_t* __restrict__ dy,  // (N, P, Q, K)
+                                                 uint16_t* __restrict__ dx) {      // (N, H, W, C)
+  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < items; i += int(gridDim.x * blockDim.x)) {
+    int pix, chunk, n, hw, h, ww;
+    d.div_chunks.divmod(i, pix, chunk);
+    d.div_w.divmod(pix, hw, ww);
+    d.div_h.divmod(hw, n, h);
+    const int c0 = chunk * kWidth, k0 = c0 * d.mult;
+    const uint16_t* dyn = dy + int64_t(n) * d.P * d.Q * d.K + k0;
+    float acc[kWidth] = {};
+    for_each_data_tap(d, h, ww, [&](int r, int s, int p, int q) {
+      const uint16_t* dyp = dyn + (p * d.Q + q) * d.K;
+      const uint16_t* wp = w + (r * d.S + s) * d.K + k0;
+      if constexpr (kWidth == 8) {
+        fma8(acc, ld16(dyp), ld16(wp));
+      } else if constexpr (kVec8) {  // mult % 8 == 0
+        float part[8] = {};
+        for (int j = 0; j < d.mult; j += 8) fma8(part, ld16(dyp + j), ld16(wp + j));
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[0] += part[j];
+      } else {
+        for (int j = 0; j < d.mult; ++j) acc[0] += bf(__ldg(dyp + j)) * bf(__ldg(wp + j));
+      }
+    });
+    uint16_t* dxp = dx + int64_t(pix) * d.C + c0;
+    if constexpr (kWidth == 8)
+      *reinterpret_cast<uint4*>(dxp) = make_uint4(pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]),
+                                                  pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]));
+    else
+      dxp[0] = bf16_bits_from_float(acc[0]);
+  }
+}
+
+// Partial (slice, k, tap) = sum over the slice's positions of dy[npq, k] * x under tap (r, s) of
+// channel k / mult; tap R*S is the bias (x := 1). Block: lanes_k channel chunks x lanes_p pixel
+// lanes; grid: channel groups x slices x tap groups of kDirectNhwcTaps.
+template <int kWidth>
+static __global__ void __launch_bounds__(kDirectNhwcThreads)
+    conv2d_backward_filter_direct_nhwc_bf16_kernel(const DirectNhwcParams d, DirectNhwcFilterGrid g, int npq,
+                                                   int per_slice,
+                                                   const uint16_t* __restrict__ x,   // (N, H, W, C)
+                                                   const uint16_t* __restrict__ dy,  // (N, P, Q, K)
+                                                   float* __restrict__ parts) {      // (slices, K, R*S + 1)
+  constexpr int kTaps = kDirectNhwcTaps;
+  __shared__ float lanes[kDirectNhwcThreads / 32][32][kWidth];
+  const int t = int(threadIdx.x), lk = t % g.lanes_k, lp = t / g.lanes_k;
+  const int chunk = int(blockIdx.x) * g.lanes_k + lk, k0 = chunk * kWidth, RS = d.R * d.S, taps = RS + 1;
+  const bool active = k0 < d.K;  // lanes_p * lanes_k == the block's threads
+  const int tap0 = int(blockIdx.z) * kTaps;
+  int th[kTaps], tw[kTaps];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) {
+    const int tap = tap0 + j;
+    th[j] = tap < RS ? tap / d.S * d.dh : 0;
+    tw[j] = tap < RS ? tap % d.S * d.dw : 0;
+  }
+  float acc[kTaps][kWidth] = {};
+  const int begin = int(blockIdx.y) * per_slice, end = min(npq, begin + per_slice);
+  const int c0 = k0 / d.mult;
+  for (int j = begin + lp; active && j < end; j += g.lanes_p) {
+    int pq, n, p, q;
+    d.div_q.divmod(j, pq, q);
+    d.div_p.divmod(pq, n, p);
+    float gv[kWidth];
+    if constexpr (kWidth == 8)
+      unpack8(gv, ld16(dy + int64_t(j) * d.K + k0));
+    else
+      gv[0] = bf(__ldg(dy + int64_t(j) * d.K + k0));
+    const uint16_t* xn = x + int64_t(n) * d.H * d.W * d.C + c0;
+    const int h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
+#pragma unroll
+    for (int tj = 0; tj < kTaps; ++tj) {
+      const int tap = tap0 + tj;
+      if (tap == RS) {
+#pragma unroll
+        for (int v = 0; v < kWidth; ++v) acc[tj][v] += gv[v];
+      } else if (tap < RS) {
+        const int h = h0 + th[tj], ww = w0 + tw[tj];
+        if (unsigned(h) < unsigned(d.H) && unsigned(ww) < unsigned(d.W)) {
+          const uint16_t* xp = xn + (h * d.W + ww) * d.C;
+          if constexpr (kWidth == 8) {
+            if (d.mult == 1) {
+              float xv[8];
+              unpack8(xv, ld16(xp));
+#pragma unroll
+              for (int v = 0; v < 8; ++v) acc[tj][v] += gv[v] * xv[v];
+            } else {
+              const float xv = bf(__ldg(xp));
+#pragma unroll
+              for (int v = 0; v < 8; ++v) acc[tj][v] += gv[v] * xv;
+            }
+          } else {
+            acc[tj][0] += gv[0] * bf(__ldg(xp));
+          }
+        }
+      }
+    }
+  }
+  // Block sums over the pixel lanes, one tap at a time, in a fixed order: a butterfly over the
+  // lanes of each warp (lanes_k apart, lanes_k a power of two), then the 8 warps in order.
+  constexpr int kWarps = kDirectNhwcThreads / 32;
+  for (int tj = 0; tj < kTaps && tap0 + tj < taps; ++tj) {
+#pragma unroll
+    for (int v = 0; v < kWidth; ++v) {
+      float a = acc[tj][v];
+      for (int off = g.lanes_k; off < 32; off *= 2) a += __shfl_xor_sync(0xffffffffu, a, off);
+      if (t % 32 < g.lanes_k) lanes[t / 32][t % 32][v] = a;
+    }
+    __syncthreads();
+    if (t < g.lanes_k * kWidth) {
+      const int ok = t / kWidth, v = t % kWidth, k = (int(blockIdx.x) * g.lanes_k + ok) * kWidth + v;
+      if (k < d.K) {
+        float s = 0.0f;
+        for (int w = 0; w < kWarps; ++w) s += lanes[w][ok][v];
+        parts[(int64_t(blockIdx.y) * d.K + k) * taps + tap0 + tj] = s;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+static DirectNhwcParams direct_nhwc_params(const Conv2dShape& sh, int chunks) {
+  return {Div(chunks),      Div(sh.Q),     Div(sh.P),     Div(sh.W),       Div(sh.H),   Div(sh.stride_h),
+          Div(sh.stride_w), int(sh.C),     int(sh.H),     int(sh.W),       int(sh.K),   int(sh.P),
+          int(sh.Q),        int(sh.R),     int(sh.S),     sh.stride_h,     sh.stride_w, sh.pad_h,
+          sh.pad_w,         sh.dilation_h, sh.dilation_w, int(sh.K / sh.C)};
+}
+
+static cudaStream_t checked_stream(const ExecContext& ctx, const Conv2dShape& sh, const char* what) {
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  if (!conv2d_direct_nhwc_bf16_can_implement(sh))
+    CNN_THROW("{}: cannot implement {} (needs C / groups == 1 and tensors under 2^31 elements)", what, sh.to_string());
+  return stream;
+}
+
+void conv2d_forward_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                          const float* b, bf16* y, bool relu) {
+  const char* what = "conv2d forward direct nhwc bf16";
+  cudaStream_t stream = checked_stream(ctx, sh, what);
+  const auto* xs = reinterpret_cast<const uint16_t*>(x);
+  const auto* ws = reinterpret_cast<const uint16_t*>(w);
+  auto* ys = reinterpret_cast<uint16_t*>(y);
+  const bool vec = direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(ws) && cuda::aligned16(ys) &&
+                   (sh.K / sh.C != 1 || cuda::aligned16(xs));
+  const int width = vec ? 8 : 1, items = int(sh.N * sh.P * sh.Q * sh.K / width);
+  const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / width));
+  const unsigned blocks = cuda::grid_blocks(items, kDirectNhwcThreads, 1 << 16);
+  const bool three = sh.R == 3 && sh.S == 3;
+  if (vec)
+    (three ? conv2d_forward_direct_nhwc_bf16_kernel<8, 3, 3>
+           : conv2d_forward_direct_nhwc_bf16_kernel<8, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
+        d, items, xs, ws, b, relu, ys);
+  else
+    (three ? conv2d_forward_direct_nhwc_bf16_kernel<1, 3, 3>
+           : conv2d_forward_direct_nhwc_bf16_kernel<1, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
+        d, items, xs, ws, b, relu, ys);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+void conv2d_backward_data_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
+                                                const bf16* dy, bf16* dx) {
+  const char* what = "conv2d backward data direct nhwc bf16";
+  cudaStream_t stream = checked_stream(ctx, sh, what);
+  const auto* ws = reinterpret_cast<const uint16_t*>(w);
+  const auto* dys = reinterpret_cast<const uint16_t*>(dy);
+  auto* dxs = reinterpret_cast<uint16_t*>(dx);
+  const int64_t mult = sh.K / sh.C;
+  const bool aligned = cuda::aligned16(ws) && cuda::aligned16(dys);
+  const bool wide = mult == 1 && sh.C % 8 == 0 && aligned && cuda::aligned16(dxs);
+  const bool vec8 = !wide && mult % 8 == 0 && aligned;
+  const int width = wide ? 8 : 1, items = int(sh.N * sh.H * sh.W * sh.C / width);
+  const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.C / width));
+  const unsigned blocks = cuda::grid_blocks(items, kDirectNhwcThreads, 1 << 16);
+  auto kernel = wide   ? conv2d_backward_data_direct_nhwc_bf16_kernel<8, false>
+                : vec8 ? conv2d_backward_data_direct_nhwc_bf16_kernel<1, true>
+                       : conv2d_backward_data_direct_nhwc_bf16_kernel<1, false>;
+  kernel<<<blocks, kDirectNhwcThreads, 0, stream>>>(d, items, ws, dys, dxs);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+void conv2d_backward_filter_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
+                                                  const bf16* dy, float* dw, float* db) {
+  const char* what = "conv2d backward filter direct nhwc bf16";
+  cudaStream_t stream = checked_stream(ctx, sh, what);
+  if (!dw && !db) return;
+  const auto* xs = reinterpret_cast<const uint16_t*>(x);
+  const auto* dys = reinterpret_cast<const uint16_t*>(dy);
+  const bool vec =
+      direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(dys) && (sh.K / sh.C != 1 || cuda::aligned16(xs));
+  const int width = vec ? 8 : 1;
+  DirectNhwcFilterGrid g = direct_nhwc_filter_grid(sh, width);
+  g.slices = conv2d_direct_nhwc_bf16_filter_slices(sh);  // the workspace's, whatever the width
+  auto* parts = static_cast<float*>(cuda::workspace_bytes(ctx, conv2d_direct_nhwc_bf16_workspace_bytes(sh), what));
+  const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / width));
+  const int npq = int(sh.N * sh.P * sh.Q), per_slice = (npq + g.slices - 1) / g.slices;
+  const dim3 grid(unsigned(g.groups_k), unsigned(g.slices), unsigned(g.tap_groups));
+  if (vec)
+    conv2d_backward_filter_direct_nhwc_bf16_kernel<8>
+        <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
+  else
+    conv2d_backward_filter_direct_nhwc_bf16_kernel<1>
+        <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
+  CUDA_CHECK_LAUNCH(what);
+  conv2d_direct_bf16_sum_slices_cuda(stream, parts, g.slices, int(sh.K), int(sh.R * sh.S) + 1, dw, db, what);
+}
+
+}  // namespace cnn

@@ -1,0 +1,66 @@
+// Direct NHWC BF16 convolutions (conv2d_direct_nhwc_bf16.h: depthwise with channel multipliers,
+// C == 1 first layers) against the CPU reference in double on the same bf16-rounded inputs
+// permuted to NHWC. Tolerances as for the tensor-core kernels (support/tolerance.h): y, dx
+// kBf16OutputVsCpu (one bf16 rounding of the output); dw, db kGpuVsCpu (FP32 sums).
+// Trap: outputs are poisoned (NaN) before every run, so an element a kernel forgets fails; offset 1
+// breaks 16-byte alignment (the scalar kernels).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cuda_context.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_direct_nhwc_bf16.h"
+#include "ops/conv2d_weights_bf16.h"
+#include "support/bf16_conv.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+using namespace cnn;
+using cnn::test::Bf16NhwcOperands;
+using cnn::test::Bf16Reference;
+using cnn::test::check_outputs;
+using cnn::test::compare;
+
+TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const std::vector<Conv2dShape> shapes{
+      Conv2dShape::make(2, 8, 11, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false),      // depthwise, 8 channels
+      Conv2dShape::make(1, 6, 12, 13, 12, 3, 3, 2, 2, 1, 1, 1, 1, 6),           // multiplier 2, stride 2
+      Conv2dShape::make(3, 4, 10, 10, 4, 5, 5, 2, 1, 2, 1, 2, 1, 4),            // 5x5, dilation, mixed stride
+      Conv2dShape::make(2, 16, 9, 9, 16, 7, 7, 1, 1, 3, 3, 1, 1, 16),           // 7x7: five tap groups
+      Conv2dShape::make(2, 24, 7, 8, 24, 3, 3, 2, 2, 0, 1, 1, 1, 24),           // 24 channels, stride 2
+      Conv2dShape::make(2, 4, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 4),             // multiplier 8 (16 bytes)
+      Conv2dShape::make(3, 1, 12, 11, 5, 3, 3, 1, 1, 0, 0),                     // C == 1, K = 5
+      Conv2dShape::make(2, 1, 40, 40, 64, 3, 3, 1, 1, 1, 1),                    // vgg_fer conv1a at batch 2
+      Conv2dShape::make(4, 16, 22, 22, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, false),  // mini_xception m2_dw1
+      Conv2dShape::make(1, 136, 6, 6, 136, 3, 3, 1, 1, 1, 1, 1, 1, 136),        // past 32 channel lanes
+  };
+  uint64_t seed = 2700;
+  for (const Conv2dShape& sh : shapes) {
+    REQUIRE(conv2d_direct_nhwc_bf16_can_implement(sh));
+    const Bf16Reference r(sh, seed += 10);
+    for (int64_t offset : {0, 1}) {
+      INFO(fmt::format("{}, offset {}", sh.to_string(), offset));
+      Bf16NhwcOperands d(r, offset, {Bf16WeightLayout::rsk});
+      d.poison();
+      const ExecContext& ctx = cuda.ctx();
+      conv2d_forward_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.w[0].data(), sh.has_bias ? d.b.data() : nullptr,
+                                           d.y.data());
+      conv2d_backward_data_direct_nhwc_bf16_cuda(ctx, sh, d.w[0].data(), d.dy.data(), d.dx.data());
+      conv2d_backward_filter_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data());
+      cuda.synchronize();
+      check_outputs(outputs_of(d), reference_of(r, d));
+      d.y.poison();
+      conv2d_forward_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.w[0].data(), d.b.data(), d.y.data(), true);
+      cuda.synchronize();
+      std::vector<float> relu_ref = d.y_ref;
+      if (!sh.has_bias) continue;
+      for (float& v : relu_ref) v = std::fmax(v, 0.0f);
+      CHECK(compare(d.y.get(), relu_ref, test::kBf16OutputVsCpu) == "");
+    }
+  }
+}
