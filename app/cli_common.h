@@ -29,7 +29,7 @@ CLI::Validator not_negative();
 
 // --autotune-cache PATH|none, --workspace-mb N and --autotune-tolerance X on `cli`;
 // export_autotune_flags() (after parsing) passes them to the library as CNN_AUTOTUNE_CACHE /
-// CNN_WORKSPACE_MB / CNN_AUTOTUNE_TOLERANCE (train/autotune.h), which
+// CNN_WORKSPACE_MB / CNN_AUTOTUNE_TOLERANCE (tune/autotune.h), which
 // every device set-up of the process reads, data-parallel ranks included.
 struct AutotuneFlags {
   std::string cache;

@@ -10,9 +10,9 @@
 
 #include "cli_common.h"
 #include "config/model_spec.h"
-#include "train/benchmark.h"
-#include "train/autotune.h"
-#include "train/conv_bench.h"
+#include "bench/benchmark.h"
+#include "tune/autotune.h"
+#include "bench/conv_bench.h"
 
 using namespace cnn;
 

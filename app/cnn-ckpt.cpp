@@ -3,13 +3,13 @@
 // problem when a resume would fail or the file is damaged) and `diff A B` (exit 0 when the tensors
 // are equal, 1 when they differ; metadata differences are listed, not counted); --json prints the
 // same as one JSON object.
-// CKPT may be a run directory (its checkpoints/last.safetensors). The logic is lib/train/ckpt_tools.
+// CKPT may be a run directory (its checkpoints/last.safetensors). The logic is lib/checkpoint/ckpt_tools.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
 #include "cli_common.h"
-#include "train/ckpt_tools.h"
+#include "checkpoint/ckpt_tools.h"
 
 using namespace cnn;
 

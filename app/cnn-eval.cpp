@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/face_detect.h"
-#include "train/predict.h"
+#include "eval/predict.h"
 
 using namespace cnn;
 
@@ -71,7 +71,7 @@ static int run_eval(const EvalArgs& a) {
       faces = std::make_unique<FaceDetector>(a.cascade);
       spdlog::info("face cascade: {}", faces->cascade_path());
     }
-    Predictor predictor(*m.ex, m.spec, norm, m.ten_crop, m.class_names);
+    Predictor predictor(m.ex(), m.spec, norm, m.ten_crop, m.class_names);
     std::vector<ImagePrediction> preds = predictor.predict_files(a.predict, faces.get(), a.face_margin);
     for (const ImagePrediction& p : preds) std::cout << p.to_text();
     if (!a.json.empty()) write_json(a.json, predictions_to_json(preds, m));

@@ -13,7 +13,7 @@
 #include "dist/doctor.h"
 #include "graph/graph.h"
 #include "graph/summary.h"
-#include "train/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
 

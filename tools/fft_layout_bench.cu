@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <string>
 
-#include "bench/timer.h"
+#include "graph/timer.h"
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
 #include "core/error.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tf32 slice of issue 18 on a GPU machine, time-boxed: a CUDA build of what it needs, the
 # tf32 [gpu] tests, the accuracy probe's TF32 errors per cuDNN algorithm (what
-# kTf32AccuracyTolerance in lib/train/accuracy_tolerance.h must admit), ours in fp32 and tf32 on
+# kTf32AccuracyTolerance in lib/tune/accuracy_tolerance.h must admit), ours in fp32 and tf32 on
 # issue 18's four benchmark rows, then (unless --no-pytorch) tools/compare_pytorch.py --precision
 # tf32 on the same rows. Summary and logs go to $OUT (default ./tf32-out).
 # Usage: tools/tf32_gpu_check.sh [BUILD_DIR] [--no-pytorch]   (from the repository root)

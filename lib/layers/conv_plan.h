@@ -1,6 +1,6 @@
 // The per-direction convolution plan of a conv2d layer: which ConvAlgo (conv2d_algo.h) runs its
 // forward, backward_data and backward_filter. The layer reads the requests from its `algo:` key;
-// the autotuner (train/autotune.h) resolves them for the run's device and batch.
+// the autotuner (tune/autotune.h) resolves them for the run's device and batch.
 // Trap: a direction left unresolved (no autotuner ran: a CPU run, a test that builds an Executor
 // directly) runs the backend's default dispatch of conv2d.h, which is what it did before plans.
 #pragma once

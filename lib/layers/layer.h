@@ -91,7 +91,7 @@ public:
   // `backend:` key: the accuracy guard refuses the former with a warning, the latter with an error.
   bool backend_from_train() const { return m_backend_from_train; }
   // `auto` on a GPU where both cuda and cudnn support the layer: choose_backend takes cuda for now
-  // and leaves the choice to the autotuner (train/autotune.h), which measures both, then calls
+  // and leaves the choice to the autotuner (tune/autotune.h), which measures both, then calls
   // set_backend. A choice is measured, never assumed.
   bool backend_to_measure() const { return m_measure_backend; }
   void set_backend(Backend b, std::string how);

@@ -34,16 +34,16 @@
 #include "graph/summary.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "train/checkpoint_state.h"
-#include "train/config_diff.h"
-#include "train/device_setup.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/config_diff.h"
+#include "model/model_stack.h"
 #include "train/early_stopping.h"
-#include "train/evaluate.h"
-#include "train/loss.h"
+#include "eval/evaluate.h"
+#include "model/loss.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/signals.h"
-#include "train/train_step.h"
+#include "model/train_step.h"
 
 namespace cnn {
 
@@ -86,7 +86,7 @@ class TrainSession {
     if (m_watch) m_watch->set_phase(p);
   }
   void read_dist_test_hook();
-  const ExecContext& ctx() const { return *m_ctx; }
+  const ExecContext& ctx() const { return m_model->ctx(); }
   void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
   std::unique_ptr<Loader> make_test_loader() const;
   void save(const std::string& name, int64_t epoch, int64_t next_batch);
@@ -102,14 +102,9 @@ class TrainSession {
   std::atomic<RunDir*> m_fatal_log{nullptr};  // m_run for the watchdog's thread (null until it exists)
   DataSplits m_data;
   Normalization m_norm;
-  std::unique_ptr<Graph> m_graph;
-  std::unique_ptr<DeviceSetup> m_dev;  // a rank's: the local rank's GPU, or its share of the cores
-  const ExecContext* m_ctx = nullptr;
-  std::unique_ptr<Executor> m_ex;
-  std::unique_ptr<Optimizer> m_optim;
+  // Graph, the rank's device (its local GPU or share of the cores), executor, optimizer, loss, step.
+  std::unique_ptr<ModelStack> m_model;
   std::unique_ptr<LrSchedule> m_schedule;
-  std::unique_ptr<LossFunction> m_loss;
-  std::unique_ptr<TrainStep> m_train_step;
   std::unique_ptr<Loader> m_train_loader, m_val_loader, m_test_loader;
   std::optional<std::pair<int64_t, EvalReport>> m_epoch_test;  // eval.test_every_epoch: step and report
   std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU

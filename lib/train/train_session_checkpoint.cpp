@@ -19,9 +19,9 @@ namespace fs = std::filesystem;
 void TrainSession::resume_or_init() {
   if (m_resume) {
     const LoadedCheckpoint& c = *m_resume;
-    load_weights(*m_ex, c.file, true);
-    m_optim->load_state(read_optimizer_tensors(c.file));
-    m_optim->set_step_count(c.meta.optimizer_steps);
+    load_weights(m_model->executor(), c.file, true);
+    m_model->optimizer().load_state(read_optimizer_tensors(c.file));
+    m_model->optimizer().set_step_count(c.meta.optimizer_steps);
     m_schedule->load_state(c.meta.schedule);
     m_epoch = c.meta.epoch;
     m_next_batch = c.meta.next_batch;
@@ -47,10 +47,10 @@ void TrainSession::resume_or_init() {
     spdlog::info("resumed from '{}' at epoch {}, batch {} (step {})", c.path, m_epoch + 1, m_next_batch, m_step);
     return;
   }
-  m_ex->init_params(m_spec.train.seed);
+  m_model->executor().init_params(m_spec.train.seed);
   if (m_init) {  // read, and at least one tensor matched, before the run directory was made
     const LoadedCheckpoint& c = *m_init;
-    std::vector<std::string> problems = load_weights(*m_ex, c.file, false);
+    std::vector<std::string> problems = load_weights(m_model->executor(), c.file, false);
     spdlog::info("initialised weights from '{}'", c.path);
     for (const auto& p : problems) spdlog::warn("--init-from: {} (left at their initial values / ignored)", p);
   }
@@ -79,7 +79,7 @@ void TrainSession::save(const std::string& name, int64_t epoch, int64_t next_bat
   if (!m_run->enabled()) return;  // ranks other than 0
   phase(Phase::checkpoint);
   std::string path = m_run->checkpoints() + "/" + name + ".safetensors";
-  write_checkpoint(path, *m_ex, m_optim.get(), meta(epoch, next_batch));
+  write_checkpoint(path, m_model->executor(), &m_model->optimizer(), meta(epoch, next_batch));
   if (name == "last") m_result.last_checkpoint = path;
   if (name == "best") m_result.best_checkpoint = path;
 }

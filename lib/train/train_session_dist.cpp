@@ -58,10 +58,10 @@ void TrainSession::setup_data_parallel() {
   // the spans then fall in the flat buffer in strictly decreasing order, so a bucket boundary
   // between a layer's weight and bias still leaves the buckets' ranges disjoint.
   std::vector<GradSpan> order;
-  for (int i = m_graph->size() - 1; i >= 0; --i) {
-    const std::vector<int>& params = m_graph->node(i).params;
+  for (int i = m_model->graph().size() - 1; i >= 0; --i) {
+    const std::vector<int>& params = m_model->graph().node(i).params;
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
-      const ParamEntry& e = m_graph->params()[size_t(*it)];
+      const ParamEntry& e = m_model->graph().params()[size_t(*it)];
       if (e.trainable) order.push_back({*it, e.offset, e.shape.numel()});
     }
   }
@@ -76,14 +76,14 @@ void TrainSession::setup_data_parallel() {
   }
   m_reducer =
       std::make_unique<GradReducer>(*m_reduce_comm, std::move(order), m_spec.dist.bucket_mb,
-                                    parse_compression(m_spec.dist.compress), ctx().device, m_ex->grads().data());
+                                    parse_compression(m_spec.dist.compress), ctx().device, m_model->executor().grads().data());
   // NCCL means are stream-ordered: the step's forward, backward and means can be captured.
   if (ctx().device == Device::cuda) {
-    m_train_step->set_device_reduce(m_nccl != nullptr);
+    m_model->step().set_device_reduce(m_nccl != nullptr);
     if (!m_nccl)
-      m_train_step->set_cuda_graph(false, "data-parallel without NCCL: gradient means go through host memory");
+      m_model->step().set_cuda_graph(false, "data-parallel without NCCL: gradient means go through host memory");
   }
-  spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());
+  spdlog::info("CUDA graph: {}", m_model->step().cuda_graph_status());
   if (m_watch) {
     Watchdog* w = m_watch.get();
     m_reducer->set_blocking_observer([w](bool blocked) { w->set_phase(blocked ? Phase::allreduce : Phase::backward); });
@@ -91,9 +91,9 @@ void TrainSession::setup_data_parallel() {
   // dist.sync_batchnorm: every batchnorm normalises with the statistics of the global batch.
   int synced = 0;
   if (m_spec.dist.sync_batchnorm) {
-    m_stats_reducer = std::make_unique<CommStatsReducer>(*m_reduce_comm, *m_dev);
-    for (int i = 0; i < m_graph->size(); ++i) synced += m_graph->node(i).layer->set_stats_reducer(m_stats_reducer.get());
-    m_train_step->set_sync_batchnorm(synced > 0);
+    m_stats_reducer = std::make_unique<CommStatsReducer>(*m_reduce_comm, m_model->device());
+    for (int i = 0; i < m_model->graph().size(); ++i) synced += m_model->graph().node(i).layer->set_stats_reducer(m_stats_reducer.get());
+    m_model->step().set_sync_batchnorm(synced > 0);
   }
   const int64_t global = t.batch_size * m_world;
   spdlog::info(
@@ -146,10 +146,10 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
   if (n > 0) load_input(b);
   const int64_t global = m_spec.train.batch_size * m_world;
   const double weight = share_weight(n, global_batch_samples(b.index, global, m_data.train.size()), m_world);
-  TrainStep::Result r = m_train_step->forward_backward(b.labels.data(), n, uint64_t(m_step), m_spec.train.seed,
+  TrainStep::Result r = m_model->step().forward_backward(b.labels.data(), n, uint64_t(m_step), m_spec.train.seed,
                                                        *m_reducer, weight, m_watch.get());
   // allreduce_exposed_ms is timed on uncaptured steps only (a graph replay records no timing events).
-  if (!m_train_step->last_step_replayed()) ++m_dist_steps_in_epoch;
+  if (!m_model->step().last_step_replayed()) ++m_dist_steps_in_epoch;
   const bool bad = n > 0 && !std::isfinite(r.loss);
   if (m_step + 1 == m_test_stop_step && (m_test_stop_rank < 0 || m_test_stop_rank == m_rank))
     std::raise(m_test_stop_signal);
@@ -170,7 +170,7 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
     diverged(b, epoch, bad ? r.loss : std::nan(""), ranks);
   }
   phase(Phase::optimizer);
-  m_train_step->update(lr);
+  m_model->step().update(lr);
   return {double(v[3]), double(v[4]), int64_t(v[5]), v[0] > 0 ? SIGTERM : v[1] > 0 ? SIGINT : 0};
 }
 
@@ -182,10 +182,10 @@ void TrainSession::start_data_parallel() {
   check_same_on_all_ranks(*m_comm,
                           "the resolved configurations or the datasets (checksum of config and data fingerprint)",
                           compute_checksum(identity.data(), identity.size()));
-  m_reduce_comm->broadcast(m_ex->params().data(), m_graph->params_size(), 0, ctx().device);
-  if (m_graph->buffers_size() > 0)
-    m_reduce_comm->broadcast(m_ex->buffers().data(), m_graph->buffers_size(), 0, ctx().device);
-  std::vector<float> p = m_ex->params().to_vector(), q = m_ex->buffers().to_vector();
+  m_reduce_comm->broadcast(m_model->executor().params().data(), m_model->graph().params_size(), 0, ctx().device);
+  if (m_model->graph().buffers_size() > 0)
+    m_reduce_comm->broadcast(m_model->executor().buffers().data(), m_model->graph().buffers_size(), 0, ctx().device);
+  std::vector<float> p = m_model->executor().params().to_vector(), q = m_model->executor().buffers().to_vector();
   uint32_t crc = crc32c(p.data(), p.size() * sizeof(float));
   crc = crc32c(q.data(), q.size() * sizeof(float), crc);
   check_same_on_all_ranks(*m_comm, "the parameters after the broadcast from rank 0 (CRC-32C)", checksum_hex(crc));

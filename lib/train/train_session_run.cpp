@@ -89,7 +89,7 @@ TrainResult TrainSession::run_session() {
   // building writes every layer default into the config, resolving it as the checkpoint's was.
   if (!m_opt.resume.empty()) m_resume = read_checkpoint(m_opt.resume);
   try {
-    m_graph = Graph::build(m_spec);
+    m_model = std::make_unique<ModelStack>(m_spec);
   } catch (const ConfigError&) {
     // A model changed since the checkpoint may not even build: the differences say more.
     if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
@@ -122,7 +122,7 @@ TrainResult TrainSession::run_session() {
 
 void TrainSession::check_before_touching_anything() {
   if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
-  m_device = resolve_device(m_opt.device, *m_graph);
+  m_device = resolve_device(m_opt.device, m_model->graph());
   if (m_comm)
     check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)",
                             to_string(m_device));
@@ -130,7 +130,7 @@ void TrainSession::check_before_touching_anything() {
   m_init = read_weights_checkpoint(m_opt.init_from);
   std::string ours, theirs;
   int matched = 0;
-  for (const ParamEntry& e : m_graph->params()) {
+  for (const ParamEntry& e : m_model->graph().params()) {
     ours += (ours.empty() ? "" : ", ") + e.name + " " + e.shape.to_string();
     if (m_init->file.contains(e.name) && m_init->file.info(e.name).shape == e.shape.dims()) ++matched;
   }
@@ -211,7 +211,7 @@ void TrainSession::finish() {
       m_result.test = std::move(m_epoch_test->second);
     } else {
       if (!m_test_loader) m_test_loader = make_test_loader();
-      m_result.test = evaluate(*m_ex, *m_test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+      m_result.test = evaluate(m_model->executor(), *m_test_loader, m_model->graph().class_names(), "test", m_spec.loss.label_smoothing);
     }
     m_result.has_test = true;
     nlohmann::json line{{"event", "test"},

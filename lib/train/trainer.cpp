@@ -36,16 +36,16 @@
 #include "graph/summary.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "train/checkpoint_state.h"
-#include "train/config_diff.h"
-#include "train/device_setup.h"
-#include "train/evaluate.h"
-#include "train/loss.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/config_diff.h"
+#include "model/device_setup.h"
+#include "eval/evaluate.h"
+#include "model/loss.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/run_summary.h"
 #include "train/signals.h"
-#include "train/train_step.h"
+#include "model/train_step.h"
 
 namespace cnn {
 
@@ -77,14 +77,14 @@ void TrainSession::read_test_hook() {
 void TrainSession::setup_data() {
   // Synthetic data has as many classes as the network's final layer when the model names none.
   const bool synthetic_from_graph = m_spec.classes.empty() && m_spec.data.format == "synthetic";
-  m_data = load_dataset(m_spec.data, m_spec.input, synthetic_from_graph ? m_graph->class_names() : m_spec.classes);
+  m_data = load_dataset(m_spec.data, m_spec.input, synthetic_from_graph ? m_model->graph().class_names() : m_spec.classes);
   for (const auto& note : m_data.notes) spdlog::info("data: {}", note);
   if (m_data.bad_skipped) spdlog::warn("data: {} bad rows/files skipped (data.on_bad_row: skip)", m_data.bad_skipped);
   spdlog::info("class histogram:\n{}", class_histogram_table(m_data));
   if (m_data.train.size() == 0) CNN_THROW("the training split of '{}' is empty", m_spec.data.path);
   if (m_spec.classes.empty() && !m_data.class_names.empty()) {
     // Class names found by the data (image-folder folders): use them and record them in config.yaml.
-    m_graph->set_class_names(m_data.class_names);
+    m_model->graph().set_class_names(m_data.class_names);
     set_classes(m_spec, m_data.class_names);
   }
   m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
@@ -105,8 +105,7 @@ void TrainSession::setup_device() {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     threads = std::max(1, int(cores) / std::max(1, m_comm->local_size()));
   }
-  m_dev = std::make_unique<DeviceSetup>(m_device, *m_graph, m_spec.train.deterministic, gpu, threads);
-  m_ctx = &m_dev->ctx();
+  m_model->place(m_device, m_spec.train.deterministic, gpu, threads);
 }
 
 void TrainSession::setup_model() {
@@ -118,13 +117,13 @@ void TrainSession::setup_model() {
     tune.tune = m_rank == 0;
     tune.share = [this](const std::string& mine) { return m_comm->allgather(mine).at(0); };
   }
-  m_dev->autotune(*m_graph, t.batch_size, tune);
+  m_model->autotune(t.batch_size, tune);
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
-  m_ex = std::make_unique<Executor>(*m_graph, std::max(t.batch_size, eval_batch * crops), ctx());
+  m_model->build_executor(std::max(t.batch_size, eval_batch * crops));
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
-               m_spec.name, m_graph->trainable_count(), m_graph->training_flops() / 1e6, t.batch_size,
-               format_bytes(double(estimate_training_memory(*m_graph, m_spec, t.batch_size).total())));
+               m_spec.name, m_model->graph().trainable_count(), m_model->graph().training_flops() / 1e6, t.batch_size,
+               format_bytes(double(estimate_training_memory(m_model->graph(), m_spec, t.batch_size).total())));
 
   LoaderOptions lo;
   lo.batch_size = t.batch_size;
@@ -136,9 +135,9 @@ void TrainSession::setup_model() {
   lo.rank = m_rank;
   lo.world_size = m_world;
   m_train_loader = std::make_unique<Loader>(m_data.train, lo, m_norm, m_spec.data.augment);
-  if (m_train_loader->output_shape() != m_graph->input_shape())
+  if (m_train_loader->output_shape() != m_model->graph().input_shape())
     CNN_THROW("the loader makes {} images but the network expects {}", m_train_loader->output_shape().to_string(),
-              m_graph->input_shape().to_string());
+              m_model->graph().input_shape().to_string());
   setup_gpu_resident(lo);
   if (m_data.val.size() > 0 && m_rank == 0) {  // rank 0 evaluates the whole split
     LoaderOptions vo = lo;
@@ -150,17 +149,14 @@ void TrainSession::setup_model() {
     vo.drop_last = false;
     m_val_loader = std::make_unique<Loader>(m_data.val, vo, m_norm, m_spec.data.augment);
   }
-  std::vector<ParamSegment> segs;
-  for (const ParamEntry& e : m_graph->params())
-    if (e.trainable) segs.emplace_back(e.name, e.offset, e.shape.numel(), e.decay, e.shape);
-  m_optim = make_optimizer(t.optimizer, segs, m_graph->params_size(), ctx().device);
+  m_model->build_optimizer(t.optimizer);
   m_lr = scaled_learning_rate(t.lr_scaling, t.optimizer.lr, m_world);
   m_schedule = std::make_unique<LrSchedule>(t.schedule, m_lr, m_train_loader->batches_per_epoch(), t.epochs);
-  m_loss = std::make_unique<LossFunction>(m_spec.loss, m_graph->num_classes(), m_data.train);
-  m_train_step = std::make_unique<TrainStep>(*m_ex, *m_loss, *m_optim, t.clip_grad_norm);
-  if (!t.cuda_graph) m_train_step->set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
-  if (!m_comm) spdlog::info("CUDA graph: {}", m_train_step->cuda_graph_status());  // else setup_data_parallel
-  spdlog::info("loss: {}; {} steps per epoch", m_loss->describe(), m_train_loader->batches_per_epoch());
+  m_model->build_loss(m_spec.loss, m_data.train);
+  m_model->build_step(t.clip_grad_norm);
+  if (!t.cuda_graph) m_model->step().set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
+  if (!m_comm) spdlog::info("CUDA graph: {}", m_model->step().cuda_graph_status());  // else setup_data_parallel
+  spdlog::info("loss: {}; {} steps per epoch", m_model->loss().describe(), m_train_loader->batches_per_epoch());
   std::istringstream lines(describe_optimization(m_spec, m_lr));
   for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
   if (m_comm) setup_data_parallel();
@@ -191,17 +187,17 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
     m_dist_steps_in_epoch = 0;
   }
   std::string val_text;
-  if (m_comm && m_graph->buffers_size() > 0) {
+  if (m_comm && m_model->graph().buffers_size() > 0) {
     // Each rank's batchnorm statistics saw only its own samples: evaluate and save their mean.
     phase(Phase::allreduce);
-    m_reduce_comm->mean_async(m_ex->buffers().data(), m_graph->buffers_size(), ctx().device, Compression::none);
+    m_reduce_comm->mean_async(m_model->executor().buffers().data(), m_model->graph().buffers_size(), ctx().device, Compression::none);
     m_reduce_comm->wait_means();
   }
   if (m_data.val.size() > 0) {
     EvalReport r;
     if (m_val_loader) {
       phase(Phase::evaluate);
-      r = evaluate(*m_ex, *m_val_loader, m_graph->class_names(), "val", m_spec.loss.label_smoothing);
+      r = evaluate(m_model->executor(), *m_val_loader, m_model->graph().class_names(), "val", m_spec.loss.label_smoothing);
     }
     if (m_comm) {  // rank 0's numbers drive every rank's schedule, checkpoint and stopping choices
       phase(Phase::allreduce);
@@ -238,7 +234,7 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
     // For time-to-accuracy figures: reported in the epoch line, never used for any choice.
     if (!m_test_loader) m_test_loader = make_test_loader();
     phase(Phase::evaluate);
-    EvalReport t = evaluate(*m_ex, *m_test_loader, m_graph->class_names(), "test", m_spec.loss.label_smoothing);
+    EvalReport t = evaluate(m_model->executor(), *m_test_loader, m_model->graph().class_names(), "test", m_spec.loss.label_smoothing);
     line["test_loss"] = t.loss;
     line["test_acc"] = t.top1;
     val_text += fmt::format(", test acc {:.2f}%", 100 * t.top1);
@@ -292,18 +288,18 @@ bool TrainSession::next_batch(Batch& b, int64_t epoch) {
 
 void TrainSession::load_input(const Batch& b) {
   if (!m_gpu_data) {
-    load_batch_input(*m_ex, b);
+    load_batch_input(m_model->executor(), b);
     return;
   }
   int64_t n = 0;
-  m_gpu_data->make_batch(b.index, m_ex->input().data(), nullptr, n);
+  m_gpu_data->make_batch(b.index, m_model->executor().input().data(), nullptr, n);
   CNN_CHECK(n == b.size(), "GPU-resident batch {} has {} samples, expected {}", b.index, n, b.size());
 }
 
 StepStats TrainSession::plain_step(const Batch& b, double lr, int64_t epoch) {
   const int64_t n = b.size();
   load_input(b);
-  TrainStep::Result r = m_train_step->run(b.labels.data(), n, lr, uint64_t(m_step), m_spec.train.seed);
+  TrainStep::Result r = m_model->step().run(b.labels.data(), n, lr, uint64_t(m_step), m_spec.train.seed);
   if (!std::isfinite(r.loss)) diverged(b, epoch, r.loss, "");
   return {r.loss * double(n), double(r.correct), n, 0};
 }
@@ -312,10 +308,10 @@ void TrainSession::diverged(const Batch& b, int64_t epoch, double loss, const st
   std::string where = "another rank's batch (see its message)";
   if (b.size() > 0 && !std::isfinite(loss)) {
     load_input(b);
-    int bad = m_ex->forward_find_nonfinite(b.size(), true, uint64_t(m_step), m_spec.train.seed);
+    int bad = m_model->executor().forward_find_nonfinite(b.size(), true, uint64_t(m_step), m_spec.train.seed);
     where = bad == -2 ? "the input batch"
             : bad >= 0
-                ? fmt::format("layer '{}' ({})", m_graph->node(bad).layer->name(), m_graph->node(bad).layer->type())
+                ? fmt::format("layer '{}' ({})", m_model->graph().node(bad).layer->name(), m_model->graph().node(bad).layer->type())
                 : "the loss (all layer outputs are finite)";
   }
   CNN_THROW(

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "config/model_spec.h"
-#include "train/metrics.h"
+#include "eval/metrics.h"
 
 namespace cnn {
 

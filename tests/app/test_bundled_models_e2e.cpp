@@ -12,7 +12,7 @@
 #include "config/model_spec.h"
 #include "graph/graph.h"
 #include "support/catch.h"
-#include "train/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 
 using namespace cnn;
 using namespace cnn::test::ckpt;

@@ -18,7 +18,7 @@
 #include "dist/communicator.h"
 #include "support/catch.h"
 #include "support/test_util.h"
-#include "train/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 
 using namespace cnn;
 using namespace cnn::test;

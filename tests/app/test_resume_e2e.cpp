@@ -12,7 +12,7 @@
 #include "data/image_io.h"
 #include "data/synthetic_faces.h"
 #include "support/catch.h"
-#include "train/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 
 using namespace cnn;
 using namespace cnn::test::ckpt;

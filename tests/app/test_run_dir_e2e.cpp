@@ -11,7 +11,7 @@
 #include "app/app_util.h"
 #include "app/ckpt_util.h"
 #include "support/catch.h"
-#include "train/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 
 using namespace cnn;
 using namespace cnn::test::ckpt;

@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "fuzz_util.h"
-#include "train/checkpoint_meta.h"
+#include "checkpoint/checkpoint_meta.h"
 
 using namespace cnn;
 

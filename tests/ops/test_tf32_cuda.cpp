@@ -14,7 +14,7 @@
 #include "support/catch.h"
 #include "support/device_floats.h"
 #include "support/test_util.h"
-#include "train/accuracy_tolerance.h"
+#include "tune/accuracy_tolerance.h"
 
 using namespace cnn;
 using cnn::test::DeviceFloats;

@@ -20,10 +20,10 @@
 #include "support/catch.h"
 #include "support/param_segments.h"
 #include "support/test_util.h"
-#include "train/device_setup.h"
-#include "train/evaluate.h"
-#include "train/loss.h"
-#include "train/train_step.h"
+#include "model/device_setup.h"
+#include "eval/evaluate.h"
+#include "model/loss.h"
+#include "model/train_step.h"
 
 using namespace cnn;
 

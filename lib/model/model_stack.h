@@ -1,0 +1,71 @@
+// The model stack every program assembles around a model file: the graph, its device and execution
+// context (autotuned), the executor, and for training the optimizer, the loss and the step. Each
+// use builds the parts it needs, in this order: training all of them, prediction up to the
+// executor, the model benchmark all of them, the checkpoint tools only an optimizer on the CPU.
+// Trap: autotune() comes before build_executor() (the executor binds the layers' parameters; the
+// tuner binds scratch ones), and every later part refers to the earlier ones: the stack owns them
+// and must outlive every reference taken from it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/model_spec.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "model/device_setup.h"
+#include "model/loss.h"
+#include "model/train_step.h"
+#include "optim/optimizer.h"
+
+namespace cnn {
+
+class ModelStack {
+ public:
+  explicit ModelStack(const ModelSpec& spec);  // builds the graph (Graph::build)
+  explicit ModelStack(std::unique_ptr<Graph> graph);
+  ModelStack(const ModelStack&) = delete;
+  ModelStack& operator=(const ModelStack&) = delete;
+
+  // The device: `requested` is --device auto|cpu|cuda (model/device_setup.h), or one already
+  // resolved, with a rank's GPU or share of the cores.
+  DeviceSetup& place(const std::string& requested, bool deterministic);
+  DeviceSetup& place(Device device, bool deterministic, int gpu_index, int cpu_threads);
+  void autotune(int64_t batch, const AutotuneOptions& options);
+  // training = false plans for forward passes only (evaluation, prediction).
+  Executor& build_executor(int64_t max_batch, bool training = true);
+  Optimizer& build_optimizer(const OptimizerSpec& spec);  // over the trainable parameters, on the stack's device
+  LossFunction& build_loss(const LossSpec& spec, const Dataset& train);
+  TrainStep& build_step(double clip_grad_norm);
+
+  Graph& graph() const { return *m_graph; }
+  DeviceSetup& device() const { return need(m_dev, "a device (place)"); }
+  const ExecContext& ctx() const { return device().ctx(); }
+  Executor& executor() const { return need(m_ex, "an executor (build_executor)"); }
+  Optimizer& optimizer() const { return need(m_optim, "an optimizer (build_optimizer)"); }
+  LossFunction& loss() const { return need(m_loss, "a loss (build_loss)"); }
+  TrainStep& step() const { return need(m_step, "a step (build_step)"); }
+
+ private:
+  template <class T>
+  static T& need(const std::unique_ptr<T>& p, const char* what) {
+    if (!p) missing(what);
+    return *p;
+  }
+  [[noreturn]] static void missing(const char* what);
+
+  std::unique_ptr<Graph> m_graph;
+  std::unique_ptr<DeviceSetup> m_dev;  // outlives m_ex and everything built on its context
+  std::unique_ptr<Executor> m_ex;
+  std::unique_ptr<Optimizer> m_optim;
+  std::unique_ptr<LossFunction> m_loss;
+  std::unique_ptr<TrainStep> m_step;
+};
+
+// The optimizer the config implies for `graph`'s trainable parameters (no device context needed:
+// the checkpoint tools compare its slots against a file).
+std::unique_ptr<Optimizer> make_graph_optimizer(const Graph& graph, const OptimizerSpec& spec,
+                                                Device device = Device::cpu);
+
+}  // namespace cnn

@@ -1,0 +1,546 @@
+// The autotuner (see autotune.h).
+#include "tune/autotune.h"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <memory>
+
+#include "graph/timer.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/conv_plan.h"
+#include "tune/layer_accuracy.h"
+
+namespace cnn {
+
+AutotuneOptions AutotuneOptions::from_environment() {
+  AutotuneOptions o;
+  o.cache_path = resolve_autotune_cache_path();
+  if (const char* mb = std::getenv("CNN_WORKSPACE_MB"); mb && *mb) {
+    char* end = nullptr;
+    const long long v = std::strtoll(mb, &end, 10);
+    if (*end != '\0' || v < 0)
+      throw ConfigError({"CNN_WORKSPACE_MB"}, "", fmt::format("expected a number of MiB >= 0, found '{}'", mb));
+    o.workspace_limit_bytes = size_t(v) << 20;
+  }
+  if (const char* tol = std::getenv("CNN_AUTOTUNE_TOLERANCE"); tol && *tol) {
+    char* end = nullptr;
+    const double v = std::strtod(tol, &end);
+    if (*end != '\0' || !(v > 0) || !std::isfinite(v))
+      throw ConfigError({"CNN_AUTOTUNE_TOLERANCE"}, "",
+                        fmt::format("expected a relative error > 0 (e.g. 1e-4), found '{}'", tol));
+    o.tolerance = v;
+    o.tolerance_given = true;
+  }
+  return o;
+}
+
+std::string TuneOutcome::describe() const {
+  if (!from_cache && record.ms == 0 && record.runner_up.empty()) return record.winner + " (only candidate)";
+  std::string s = fmt::format("{} {:.4f} ms", record.winner, record.ms);
+  if (winner_rel_err >= 0) s += fmt::format(" (rel_err {:.1e})", winner_rel_err);
+  if (!record.runner_up.empty())
+    s += fmt::format(", runner-up {} {:.4f} ms ({:.2f}x)", record.runner_up, record.runner_up_ms,
+                     record.ms > 0 ? record.runner_up_ms / record.ms : 0.0);
+  else
+    s += ", no runner-up";
+  if (!excluded.empty()) s += fmt::format(", {} excluded as inaccurate", excluded.size());
+  return s + (from_cache ? " [cache]" : "");
+}
+
+TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
+                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
+                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
+                        double tolerance) {
+  return tune_choice(what, candidates, measure, cache, key, rel_error,
+                     std::function<double(const std::string&)>([tolerance](const std::string&) { return tolerance; }));
+}
+
+TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
+                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
+                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
+                        const std::function<double(const std::string&)>& tolerance_of) {
+  CNN_CHECK(!candidates.empty(), "autotune: {}: no candidates", what);
+  TuneOutcome out;
+  if (auto hit = cache.find(key)) {
+    if (std::find(candidates.begin(), candidates.end(), hit->winner) != candidates.end()) {
+      out.record = *hit;
+      out.from_cache = true;
+      return out;
+    }
+  }
+  if (candidates.size() == 1) {
+    out.record.winner = candidates[0];
+    return out;  // nothing to compare: not timed, not cached
+  }
+  std::vector<std::pair<double, std::string>> timed;
+  std::map<std::string, double> errors;
+  std::vector<double> limits;  // the distinct tolerances of the candidates, for the error below
+  for (const std::string& c : candidates) {
+    try {
+      const double ms = measure(c);
+      if (rel_error) {
+        const double err = rel_error(c);
+        const double tolerance = tolerance_of(c);
+        if (std::find(limits.begin(), limits.end(), tolerance) == limits.end()) limits.push_back(tolerance);
+        if (!(err <= tolerance)) {  // NaN too
+          out.excluded.push_back(fmt::format("{}: {:.1e} from the reference", c, err));
+          spdlog::warn("autotune: {} for {}: {:.1e} from the reference, over the {:.0e} limit: excluded", c, what, err,
+                       tolerance);
+          continue;
+        }
+        errors[c] = err;
+      }
+      timed.emplace_back(ms, c);
+    } catch (const std::exception& e) {
+      out.failures.push_back(fmt::format("{}: {}", c, e.what()));
+      spdlog::warn("autotune: {}: {} failed and is excluded: {}", what, c, e.what());
+    }
+  }
+  if (timed.empty()) {
+    if (out.excluded.empty()) CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
+    std::vector<std::string> all = out.excluded;
+    all.insert(all.end(), out.failures.begin(), out.failures.end());
+    std::vector<std::string> limit_text;
+    for (double t : limits) limit_text.push_back(fmt::format("{:.0e}", t));
+    throw NoAccurateCandidate(fmt::format("autotune: {}: no candidate within the accuracy tolerance {} is left: {}",
+                                          what, fmt::join(limit_text, " or "), fmt::join(all, "; ")));
+  }
+  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  out.record.winner = timed[0].second;
+  out.record.ms = timed[0].first;
+  if (rel_error) out.winner_rel_err = errors[out.record.winner];
+  if (timed.size() > 1) out.record.runner_up = timed[1].second, out.record.runner_up_ms = timed[1].first;
+  cache.put(key, out.record);
+  return out;
+}
+
+std::string conv_math_tag(const ConvAlgo& a, MathMode allowed) {
+  if (allowed == MathMode::fp32) return "";
+  return fmt::format(" [{}]", to_string(a.math_used(allowed)));
+}
+
+std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
+                              const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
+                              double tolerance, MathMode math, double tf32_tolerance) {
+  // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
+  // under the zero-mean probe alone are not reused. "math": the precision the layer allows (and, for
+  // tf32, the tolerance of its TF32 candidates), so an fp32 decision is never reused under tf32 or
+  // the other way round.
+  std::string key = fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}|probe 2|math {}", env, sh.to_string(),
+                                to_string(d), fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance,
+                                to_string(math));
+  if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
+  return key;
+}
+
+namespace {
+
+// Device scratch with small non-zero values (zeros or garbage could take other paths).
+Tensor scratch(const Shape& shape, Device device, uint64_t seed) {
+  Tensor t = Tensor::empty(shape, device, "autotune scratch");
+  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> v(size_t(t.numel()));
+  for (float& f : v) f = rng.uniform() - 0.5f;
+  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
+  return t;
+}
+
+double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run) {
+  return median_ms(ctx, opt.warmup, std::max(1, opt.repeats), run);
+}
+
+std::vector<Backend> allowed_backends(const Layer& layer, Device device) {
+  if (device == Device::cpu) return {Backend::cpu};
+  const std::string& req = layer.requested_backend();
+  if (req == "cuda") return {Backend::cuda};
+  if (req == "cudnn") return {Backend::cudnn};
+  return {Backend::cuda, Backend::cudnn};
+}
+
+bool allowed(const std::vector<Backend>& bs, Backend b) { return std::find(bs.begin(), bs.end(), b) != bs.end(); }
+
+ConfigError layer_error(const Layer& l, const std::string& message) {
+  return ConfigError(l.where(), fmt::format("layers.{}.algo", l.name()),
+                     fmt::format("layer '{}' ({}): {}", l.name(), l.type(), message));
+}
+
+ConfigError backend_error(const Layer& l, const std::string& message) {
+  return ConfigError(l.where(), fmt::format("layers.{}.backend", l.name()),
+                     fmt::format("layer '{}' ({}): {}", l.name(), l.type(), message));
+}
+
+struct Tuner {
+  Graph& graph;
+  const ExecContext& ctx;
+  int64_t batch;
+  const AutotuneOptions& opt;
+  AutotuneCache cache;
+  std::string env = autotune_environment_key();
+  std::vector<std::string> lines;
+
+  void log(const std::string& line) {
+    spdlog::info("autotune: {}", line);
+    lines.push_back(line);
+  }
+
+  // An explicit name: it must run here, on an allowed backend.
+  const ConvAlgo& explicit_algo(const Layer& l, ConvDir d, const std::string& name, const Conv2dShape& sh,
+                                const std::vector<Backend>& backends) {
+    const ConvAlgo& a = conv2d_algo(d, name);
+    std::vector<std::string> can;
+    for (const ConvAlgo& c : conv2d_algos(d))
+      if (allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math())) can.push_back(c.name);
+    const std::string alternatives = can.empty() ? "none" : fmt::format("{}", fmt::join(can, ", "));
+    if (!allowed(backends, a.backend))
+      throw layer_error(l, fmt::format("algo '{}' for {} cannot run on device {} (algorithms that can: {})", name,
+                                       to_string(d), to_string(ctx.device), alternatives));
+    if (!a.can_implement(ctx, sh, l.math()))
+      throw layer_error(l, fmt::format("algo '{}' cannot implement {} of {} (algorithms that can: {})", name,
+                                       to_string(d), sh.to_string(), alternatives));
+    return a;
+  }
+
+  // The tolerance of a conv candidate that multiplies in `math` (ConvAlgo::math_used): FP32 ones
+  // opt.tolerance, TF32 ones kTf32AccuracyTolerance unless the user gave a tolerance, which then
+  // replaces every one (accuracy_tolerance.h).
+  double conv_candidate_tolerance(MathMode math) const {
+    return math == MathMode::fp32 || opt.tolerance_given ? opt.tolerance : conv_tolerance(math);
+  }
+
+  // The tolerance of a non-conv layer's cuDNN implementation (accuracy_tolerance.h).
+  double layer_tolerance(const Layer& l) const {
+    return opt.tolerance_given ? opt.tolerance : cudnn_layer_tolerance(l.type());
+  }
+
+  // Tunes the conv plan; when only cuDNN was allowed and none of its algorithms is accurate, a
+  // layer's own `backend: cudnn` is a config error and train.backend cudnn is refused for our kernels.
+  void tune_conv(Layer& l, ConvPlanned& planned) {
+    const std::vector<Backend> backends = allowed_backends(l, ctx.device);
+    try {
+      tune_conv_on(l, planned, backends);
+    } catch (const NoAccurateCandidate& e) {
+      if (backends != std::vector<Backend>{Backend::cudnn}) throw;
+      if (!l.backend_from_train() || !l.supports(Backend::cuda))
+        throw backend_error(l, fmt::format("backend cudnn was requested, but {}; choose backend cuda or auto, or "
+                                           "raise the tolerance with --autotune-tolerance",
+                                           e.what()));
+      spdlog::warn("autotune: layer '{}' (conv2d): train.backend cudnn refused by the accuracy guard ({}); the layer "
+                   "runs on our cuda kernels",
+                   l.name(), e.what());
+      tune_conv_on(l, planned, {Backend::cuda});
+      for (ConvDir d : kConvDirs) planned.conv_plan().note(d) += " (cudnn refused: inaccurate)";
+    }
+  }
+
+  void tune_conv_on(Layer& l, ConvPlanned& planned, const std::vector<Backend>& backends) {
+    ConvPlan& plan = planned.conv_plan();
+    const Conv2dShape sh = planned.conv_shape(batch);
+    const MathMode math = l.math();
+    // Under tf32 each direction's line says what its algorithm does: [tf32] (cuDNN) or [fp32] (ours).
+    auto math_tag = [&](const ConvAlgo& a) { return conv_math_tag(a, math); };
+    auto tolerance_of = [&](const ConvAlgo& a) { return conv_candidate_tolerance(a.math_used(math)); };
+    std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
+    auto probe = [&]() -> ConvProbe& {
+      if (!probe_ptr) {
+        probe_ptr = std::make_unique<ConvProbe>(ctx, sh);
+        probe_ptr->set_math(math);
+      }
+      return *probe_ptr;
+    };
+    std::vector<std::string> parts;
+    bool timed = false;
+    for (ConvDir d : kConvDirs) {
+      const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
+      const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
+      if (plan.request(d) != "auto") {
+        const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
+        // A cuDNN algorithm named by `algo:` is checked like any other cuDNN choice.
+        std::string err;
+        if (a.backend == Backend::cudnn && reference) {
+          const double e = probe().run_and_compare(a);
+          if (!(e <= tolerance_of(a)))
+            throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
+                                             "over the accuracy tolerance {:.0e} (raise it with "
+                                             "--autotune-tolerance to use this algorithm anyway)",
+                                             a.name, to_string(d), e, *reference, tolerance_of(a)));
+          err = fmt::format(", rel_err {:.1e}", e);
+        }
+        plan.algo(d) = &a;
+        plan.note(d) = "requested";
+        parts.push_back(fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, math_tag(a)));
+        continue;
+      }
+      std::vector<std::string> names, skipped;
+      for (const ConvAlgo& a : conv2d_algos(d)) {
+        if (!allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
+        if (ctx.deterministic && !a.deterministic) {
+          skipped.push_back(a.name + " (not deterministic)");
+        } else if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
+          skipped.push_back(fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20,
+                                        opt.workspace_limit_bytes >> 20));
+        } else {
+          names.push_back(a.name);
+        }
+      }
+      if (!skipped.empty()) spdlog::info("autotune: {}: skipped {}", what, fmt::join(skipped, ", "));
+      if (names.empty())
+        throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
+                                         skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
+      auto measure = [&](const std::string& name) {
+        const ConvAlgo& a = conv2d_algo(d, name);
+        const ConvOperands op = probe().operands(d);
+        probe().poison(d);
+        return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
+      };
+      // The output the timed runs left, against the reference on the same operands.
+      auto rel_error = [&](const std::string& name) { return probe().worst_error(conv2d_algo(d, name)); };
+      if (!reference && names.size() > 1)
+        spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
+                     sh.to_string());
+      const std::string key =
+          autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
+                            opt.tolerance, math, conv_candidate_tolerance(MathMode::tf32));
+      TuneOutcome r = tune_choice(what, names, measure, cache, key,
+                                  reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
+                                  std::function<double(const std::string&)>([&](const std::string& name) {
+                                    return tolerance_of(conv2d_algo(d, name));
+                                  }));
+      // The only candidate is not timed; a cuDNN one is still checked.
+      const ConvAlgo& winner = conv2d_algo(d, r.record.winner);
+      if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
+        r.winner_rel_err = probe().run_and_compare(winner);
+        if (!(r.winner_rel_err <= tolerance_of(winner)))
+          throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
+                                                "over the accuracy tolerance {:.0e}",
+                                                what, winner.name, r.winner_rel_err, tolerance_of(winner)));
+      }
+      plan.algo(d) = &winner;
+      plan.note(d) = r.record.runner_up.empty()
+                         ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
+                         : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
+                                       r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+      parts.push_back(fmt::format("{} {}{}", to_string(d), r.describe(), math_tag(winner)));
+      timed = timed || names.size() > 1;
+    }
+    l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    const std::string line =
+        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(),
+                    math == MathMode::fp32 ? "" : fmt::format(", precision {}", to_string(math)), fmt::join(parts, "; "));
+    lines.push_back(line);
+    if (timed) spdlog::info("autotune: {}", line);
+    else spdlog::debug("autotune: {}", line);
+  }
+
+  // A non-conv layer placed on cuDNN (by its `backend:` or by train.backend): its outputs against
+  // our cuda kernels on probe operands. Over the op's tolerance: an error for the layer's own
+  // request, a logged refusal (the layer runs on cuda) for train.backend's.
+  void guard_cudnn_layer(int index) {
+    Layer& l = *graph.node(index).layer;
+    const double tol = layer_tolerance(l);
+    const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    const std::optional<LayerAccuracy> acc = layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
+    if (!acc) {
+      spdlog::warn("autotune: {}: our cuda kernels cannot run it, so cuDNN's accuracy is not checked", what);
+      return;
+    }
+    if (acc->rel_err <= tol) {
+      log(fmt::format("{} cudnn: {:.1e} from our cuda kernels ({}), within {:.0e}", what, acc->rel_err, acc->worst, tol));
+      return;
+    }
+    const std::string why = fmt::format("cuDNN's {} is {:.1e} from our cuda kernels on probe operands ({}), over the "
+                                        "{} tolerance {:.0e}",
+                                        l.type(), acc->rel_err, acc->worst, l.type(), tol);
+    if (!l.backend_from_train())
+      throw backend_error(l, fmt::format("backend cudnn was requested, but {}; choose backend cuda or auto, or raise "
+                                         "the tolerance with --autotune-tolerance",
+                                         why));
+    spdlog::warn("autotune: {}: train.backend cudnn refused by the accuracy guard: {}; the layer runs on our cuda "
+                 "kernels",
+                 what, why);
+    l.set_backend(Backend::cuda, fmt::format("train.backend cudnn refused: {:.1e} from cuda", acc->rel_err));
+    log(fmt::format("{}: cudnn refused ({:.1e} from cuda, over {:.0e}), runs on cuda", what, acc->rel_err, tol));
+  }
+
+  static std::vector<std::string> backend_names(const std::vector<Backend>& bs) {
+    std::vector<std::string> s;
+    for (Backend b : bs) s.push_back(to_string(b));
+    return s;
+  }
+
+  // cuda vs cudnn for a layer that supports both: forward + backward on scratch tensors.
+  void tune_backend(int index) {
+    GraphNode& node = graph.node(index);
+    Layer& l = *node.layer;
+    std::vector<Tensor> params, grads, xs, dxs;
+    uint64_t seed = 10;
+    for (const ParamInfo& p : l.params()) {
+      params.push_back(scratch(p.shape, ctx.device, seed++));
+      grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
+    }
+    std::vector<std::string> in_shapes;
+    for (int in : node.inputs) {
+      const Shape s = (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
+      xs.push_back(scratch(s, ctx.device, seed++));
+      dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx"));
+      in_shapes.push_back(s.to_string());
+    }
+    Tensor y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y");
+    Tensor dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++);
+    l.bind(params, grads);
+    l.prepare(batch, ctx.device);
+    std::vector<const Tensor*> xp;
+    std::vector<Tensor*> dxp;
+    for (size_t i = 0; i < xs.size(); ++i) xp.push_back(&xs[i]), dxp.push_back(&dxs[i]);
+    RunContext rc;
+    rc.exec = &ctx;
+    auto measure = [&](const std::string& name) {
+      l.bind(params, grads);  // again: the accuracy probe binds its own operands
+      l.prepare(batch, ctx.device);
+      l.set_backend(parse_backend(name), "measuring");
+      return time_ms(ctx, opt, [&] {
+        l.forward(rc, xp, y);
+        l.backward(rc, xp, y, dy, dxp);
+      });
+    };
+    // Accuracy guard: cuda is the reference; cudnn is compared with it on probe operands.
+    const double tol = layer_tolerance(l);
+    auto rel_error = [&](const std::string& name) {
+      if (name != "cudnn") return 0.0;
+      const std::optional<LayerAccuracy> acc =
+          layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
+      return acc ? acc->rel_err : 0.0;
+    };
+    const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    // "guard": decisions cached before cuDNN's non-conv ops were checked are not reused.
+    const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1", env, l.type(), l.summary(),
+                                        fmt::join(in_shapes, " "), int(ctx.deterministic), tol);
+    const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
+    std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
+    if (!r.record.runner_up.empty())
+      how += fmt::format(": {:.2f}x over {}", r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+    l.set_backend(parse_backend(r.record.winner), how);
+    log(fmt::format("{} forward+backward: {}", what, r.describe()));
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
+                                        const AutotuneOptions& opt) {
+  Tuner t{graph, ctx, batch, opt, AutotuneCache(ctx.device == Device::cuda ? opt.cache_path : std::string()),
+          autotune_environment_key(), {}};
+  if (opt.tune) {
+    for (int i = 0; i < graph.size(); ++i) {
+      Layer& l = *graph.node(i).layer;
+      if (auto* planned = dynamic_cast<ConvPlanned*>(&l))
+        t.tune_conv(l, *planned);
+      else if (l.backend_to_measure())
+        t.tune_backend(i);
+      else if (l.backend() == Backend::cudnn)
+        t.guard_cudnn_layer(i);
+    }
+    t.cache.save();
+  }
+  if (opt.share) {
+    const std::string mine = opt.tune ? autotune_decisions(graph) : std::string();
+    const std::string job = opt.share(mine);
+    if (job != mine) {
+      apply_autotune_decisions(graph, job, "rank 0's choice");
+      t.log(opt.tune ? "this rank chose differently; rank 0's decisions apply" : "rank 0's decisions apply");
+    }
+  }
+  return t.lines;
+}
+
+std::string autotune_decisions(const Graph& graph) {
+  std::string s;
+  for (int i = 0; i < graph.size(); ++i) {
+    const Layer& l = *graph.node(i).layer;
+    if (auto* planned = dynamic_cast<const ConvPlanned*>(&l)) {
+      s += "conv " + l.name();
+      for (ConvDir d : kConvDirs) {
+        const ConvAlgo* a = planned->conv_plan().algo(d);
+        s += " " + (a ? a->name : std::string("-"));
+      }
+      s += "\n";
+    } else {
+      s += fmt::format("backend {} {}\n", l.name(), to_string(l.backend()));
+    }
+  }
+  return s;
+}
+
+void apply_autotune_decisions(Graph& graph, const std::string& decisions, const std::string& how) {
+  std::map<std::string, Layer*> layers;
+  for (int i = 0; i < graph.size(); ++i) layers[graph.node(i).layer->name()] = graph.node(i).layer.get();
+  std::istringstream in(decisions);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::istringstream f(line);
+    std::string kind, name;
+    f >> kind >> name;
+    auto it = layers.find(name);
+    CNN_CHECK(it != layers.end(), "autotune decisions: no layer '{}' in this graph ({})", name, line);
+    Layer& l = *it->second;
+    if (kind == "conv") {
+      auto* planned = dynamic_cast<ConvPlanned*>(&l);
+      CNN_CHECK(planned, "autotune decisions: layer '{}' is not a conv2d layer", name);
+      ConvPlan& plan = planned->conv_plan();
+      for (ConvDir d : kConvDirs) {
+        std::string algo;
+        f >> algo;
+        CNN_CHECK(!algo.empty() && algo != "-", "autotune decisions: layer '{}' {} unresolved ({})", name,
+                  to_string(d), line);
+        const ConvAlgo* a = &conv2d_algo(d, algo);
+        if (plan.algo(d) != a) plan.algo(d) = a, plan.note(d) = how;
+      }
+      l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    } else if (kind == "backend") {
+      std::string b;
+      f >> b;
+      const Backend backend = parse_backend(b);
+      if (backend != l.backend() || l.backend_to_measure()) l.set_backend(backend, how);
+    } else {
+      CNN_THROW("autotune decisions: unknown line '{}'", line);
+    }
+  }
+}
+
+size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
+  size_t most = 0;
+  for (int i = 0; i < graph.size(); ++i) {
+    auto* planned = dynamic_cast<ConvPlanned*>(graph.node(i).layer.get());
+    if (!planned) continue;
+    const Conv2dShape sh = planned->conv_shape(batch);
+    for (ConvDir d : kConvDirs)
+      if (const ConvAlgo* a = planned->conv_plan().algo(d))
+        most = std::max(most, a->workspace_bytes(ctx, sh, graph.node(i).layer->math()));
+  }
+  return most;
+}
+
+std::vector<std::string> describe_conv_plan(const Layer& layer) {
+  auto* planned = dynamic_cast<const ConvPlanned*>(&layer);
+  if (!planned) return {};
+  const ConvPlan& plan = planned->conv_plan();
+  std::vector<std::string> out;
+  for (ConvDir d : kConvDirs) {
+    const ConvAlgo* a = plan.algo(d);
+    out.push_back(a ? fmt::format("{} {}{} ({})", to_string(d), a->name, conv_math_tag(*a, layer.math()),
+                                  plan.notes[size_t(d)])
+                    : fmt::format("{} {} (not resolved)", to_string(d), plan.request(d)));
+  }
+  return out;
+}
+
+}  // namespace cnn

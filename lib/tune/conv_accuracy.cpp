@@ -1,0 +1,226 @@
+// Convolution accuracy against a trusted reference (see conv_accuracy.h).
+#include "tune/conv_accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "ops/conv2d.h"
+
+namespace cnn {
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(ref[i]);
+    diff += d * d;
+    norm += double(ref[i]) * double(ref[i]);
+  }
+  if (std::isnan(diff)) return std::numeric_limits<double>::quiet_NaN();
+  if (norm == 0) return diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(diff / norm);
+}
+
+std::vector<float> probe_normals(int64_t n, float stddev, uint64_t seed) {
+  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
+  for (float& f : v) f = stddev * rng.normal();
+  return v;
+}
+
+Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device) {
+  Tensor t = Tensor::empty(shape, device, "accuracy probe operand");
+  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> probe_download(const Tensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  device_memcpy(v.data(), Device::cpu, t.data(), t.device(), v.size() * sizeof(float));
+  return v;
+}
+
+namespace {
+
+void fill_nan(Tensor& t) {
+  const std::vector<float> v(size_t(t.numel()), std::numeric_limits<float>::quiet_NaN());
+  device_memcpy(t.data(), t.device(), v.data(), Device::cpu, v.size() * sizeof(float));
+}
+
+}  // namespace
+
+ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed) : m_ctx(ctx), m_sh(sh) {
+  const Device dev = ctx.device;
+  const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
+  m_hxs[0] = probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
+  m_hxs[1] = m_hxs[0];
+  for (float& f : m_hxs[1]) f = std::max(f, 0.0f);
+  m_hw = probe_normals(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
+  m_hb = probe_normals(sh.K, 1.0f, seed * 4 + 2);
+  m_hdys[0] = probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3);
+  for (int i = 0; i < kInputSets; ++i) m_xs[i] = probe_upload(m_hxs[i], Shape{sh.N, sh.C, sh.H, sh.W}, dev);
+  m_w = probe_upload(m_hw, Shape{sh.weight_numel()}, dev);
+  m_b = probe_upload(m_hb, Shape{sh.K}, dev);
+  m_dys[0] = probe_upload(m_hdys[0], Shape{sh.N, sh.K, sh.P, sh.Q}, dev);
+  m_y = Tensor::empty(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, "conv accuracy y");
+  m_dx = Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev, "conv accuracy dx");
+  m_dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "conv accuracy dw");
+  m_db = Tensor::empty(Shape{sh.K}, dev, "conv accuracy db");
+}
+
+void ConvProbe::ensure_dy(ConvDir d) {
+  if (d != ConvDir::forward && m_set == 1 && m_hdys[1].empty()) make_projected_dy();
+}
+
+ConvOperands ConvProbe::operands(ConvDir d) {
+  ensure_dy(d);
+  ConvOperands op;
+  op.math = m_math;
+  if (d == ConvDir::forward)
+    op.x = m_xs[m_set].data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
+  if (d == ConvDir::backward_data) op.w = m_w.data(), op.dy = m_dys[m_set].data(), op.dx = m_dx.data();
+  if (d == ConvDir::backward_filter)
+    op.x = m_xs[m_set].data(), op.dy = m_dys[m_set].data(), op.dw = m_dw.data(), op.db = m_sh.has_bias ? m_db.data() : nullptr;
+  return op;
+}
+
+void ConvProbe::poison(ConvDir d) {
+  if (d == ConvDir::forward) fill_nan(m_y);
+  if (d == ConvDir::backward_data) fill_nan(m_dx);
+  if (d == ConvDir::backward_filter) {
+    fill_nan(m_dw);
+    if (m_sh.has_bias) fill_nan(m_db);
+  }
+}
+
+std::vector<float> ConvProbe::output(ConvDir d) const {
+  if (d == ConvDir::forward) return probe_download(m_y);
+  if (d == ConvDir::backward_data) return probe_download(m_dx);
+  std::vector<float> v = probe_download(m_dw);
+  if (m_sh.has_bias) {
+    const std::vector<float> b = probe_download(m_db);
+    v.insert(v.end(), b.begin(), b.end());
+  }
+  return v;
+}
+
+std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Conv2dShape& sh, ConvDir d) {
+  if (ctx.device == Device::cpu) return std::string("cpu:reference_fp64");
+  const char* forward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:implicit_gemm"};
+  const char* backward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:algo_1"};
+  for (const char* name : d == ConvDir::forward ? forward : backward)
+    for (const ConvAlgo& a : conv2d_algos(d))
+      if (a.name == name && a.can_implement(ctx, sh)) return a.name;
+  return std::nullopt;
+}
+
+const std::vector<float>& ConvProbe::reference(ConvDir d) {
+  std::optional<std::vector<float>>& slot = m_ref[m_set][size_t(d)];
+  if (slot) return *slot;
+  ensure_dy(d);
+  const std::optional<std::string> name = reference_name(d);
+  CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
+  if (m_ctx.device == Device::cpu) {
+    const Conv2dShape& sh = m_sh;
+    auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    const std::vector<double> x = dbl(m_hxs[m_set]), w = dbl(m_hw), b = dbl(m_hb), dy = dbl(m_hdys[m_set]);
+    std::vector<double> out;
+    if (d == ConvDir::forward) {
+      out.resize(size_t(sh.N * sh.K * sh.P * sh.Q));
+      conv2d_forward_reference<double>(m_ctx, sh, x.data(), w.data(), sh.has_bias ? b.data() : nullptr, out.data());
+    } else if (d == ConvDir::backward_data) {
+      out.resize(size_t(sh.N * sh.C * sh.H * sh.W));
+      conv2d_backward_reference<double>(m_ctx, sh, x.data(), w.data(), dy.data(), out.data(), nullptr, nullptr);
+    } else {
+      out.resize(size_t(sh.weight_numel() + (sh.has_bias ? sh.K : 0)));
+      conv2d_backward_reference<double>(m_ctx, sh, x.data(), w.data(), dy.data(), nullptr, out.data(),
+                                        sh.has_bias ? out.data() + sh.weight_numel() : nullptr);
+    }
+    slot = std::vector<float>(out.begin(), out.end());
+  } else {
+    const ConvAlgo& a = conv2d_algo(d, *name);
+    poison(d);
+    ConvOperands op = operands(d);
+    op.math = MathMode::fp32;  // the reference is plain FP32 whatever the candidates may do
+    a.run(m_ctx, m_sh, op);
+    slot = output(d);
+  }
+  return *slot;
+}
+
+double ConvProbe::output_error(ConvDir d) {
+  std::vector<float> got = output(d);  // before reference(), which may overwrite the outputs
+  return relative_l2(got, reference(d));
+}
+
+// dy of set 1: per output channel k, g = N(0,1) values (set 0's dy) minus their mean and minus
+// yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17.
+// Called with set 1 selected (ensure_dy).
+void ConvProbe::make_projected_dy() {
+  const std::vector<float> y = reference(ConvDir::forward);  // a copy: the slot stays
+  const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q, count = N * PQ;
+  std::vector<float>& g = m_hdys[1];
+  g = m_hdys[0];
+  for (int64_t k = 0; k < K; ++k) {
+    auto at = [&](int64_t i) { return size_t(((i / PQ) * K + k) * PQ + i % PQ); };
+    double my = 0, mg = 0;
+    for (int64_t i = 0; i < count; ++i) my += y[at(i)], mg += g[at(i)];
+    my /= double(count), mg /= double(count);
+    double var = 0;
+    for (int64_t i = 0; i < count; ++i) var += (y[at(i)] - my) * (y[at(i)] - my);
+    const double inv_std = 1.0 / std::sqrt(var / double(count) + 1e-5);
+    double mgy = 0;
+    for (int64_t i = 0; i < count; ++i) mgy += (g[at(i)] - mg) * (y[at(i)] - my) * inv_std;
+    mgy /= double(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const double yhat = (y[at(i)] - my) * inv_std;
+      g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, -17));
+    }
+  }
+  m_dys[1] = probe_upload(g, Shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q}, m_ctx.device);
+}
+
+void ConvProbe::use_input_set(int set) {
+  CNN_CHECK(set >= 0 && set < kInputSets, "conv accuracy: input set {} (there are {})", set, kInputSets);
+  m_set = set;
+}
+
+// Runs `a` on input sets [first, last) and returns the largest error (NaN as soon as one is NaN).
+double ConvProbe::errors_on_sets(const ConvAlgo& a, int first, int last) {
+  double worst = 0;
+  try {
+    for (int set = first; set < last; ++set) {
+      use_input_set(set);
+      reference(a.dir);
+      poison(a.dir);
+      a.run(m_ctx, m_sh, operands(a.dir));
+      const double e = output_error(a.dir);
+      if (std::isnan(e)) {
+        worst = e;
+        break;
+      }
+      worst = std::max(worst, e);
+    }
+  } catch (...) {
+    use_input_set(0);
+    throw;
+  }
+  use_input_set(0);
+  return worst;
+}
+
+double ConvProbe::run_and_compare(const ConvAlgo& a) {
+  return errors_on_sets(a, 0, kInputSets);
+}
+
+double ConvProbe::worst_error(const ConvAlgo& a) {
+  use_input_set(0);
+  const double e = output_error(a.dir);
+  if (std::isnan(e)) return e;
+  return std::max(e, errors_on_sets(a, 1, kInputSets));
+}
+
+}  // namespace cnn

@@ -1,0 +1,89 @@
+// How far a convolution algorithm's output is from a trusted one: the autotuner's accuracy guard
+// and the rel_err column of `cnn-bench conv` both use this, on the same kind of operands.
+// Two operand sets; an algorithm's error is the worse of the two.
+//  0, zero-mean: x ~ N(0,1), w ~ N(0, 2/fan_in) (He), b ~ N(0,1), dy ~ N(0,1).
+//  1, as in a network trained with batchnorm: x = max(0, N(0,1)) (a ReLU's output), the same w and
+//     b, and dy as a following batchnorm's backward hands it down: per output channel, N(0,1)
+//     values made zero-mean and orthogonal to the normalised conv output of this x (the
+//     projection batchnorm's backward applies), scaled by 2^-17 (~8e-6, the size of real
+//     gradients a few layers below the loss).
+// Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
+// inputs small and non-negative, as in training. Trap: the probe is not a proof. In a fer_cnn step
+// cuDNN's winograd_nonfused filter gradient of conv3b was 2.5e-3 from float64 (PyTorch 5e-6),
+// while both sets measured it near 5e-6; that algorithm is excluded by a rule measured on the
+// real step (conv2d_cudnn.cpp), not by this probe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/exec_context.h"
+#include "core/tensor.h"
+#include "ops/conv2d_algo.h"
+#include "tune/accuracy_tolerance.h"
+
+namespace cnn {
+
+// The largest relative L2 difference from the reference an algorithm may have to count as
+// accurate is kConvAccuracyTolerance (tune/accuracy_tolerance.h, with its reason; autotuner:
+// --autotune-tolerance / CNN_AUTOTUNE_TOLERANCE).
+
+// ||got - ref|| / ||ref|| (0 when both are zero, infinity when only ref is, or the sizes differ;
+// NaN in got gives NaN). Computed in double.
+double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
+
+// Probe operands, shared with layer_accuracy.h: n values stddev * N(0,1) from `seed` (the test
+// stream of core/rng.h); a tensor of `shape` on `device` holding v; a host copy of t.
+std::vector<float> probe_normals(int64_t n, float stddev, uint64_t seed);
+Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device);
+std::vector<float> probe_download(const Tensor& t);
+
+// Name of the reference of direction d for `shape` on ctx's device ("cpu:reference_fp64" on the
+// CPU); nullopt when none can run it.
+std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Conv2dShape& shape, ConvDir d);
+
+class ConvProbe {
+public:
+  ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1);
+  const Conv2dShape& shape() const { return m_sh; }
+  // The math the candidates are allowed (ConvOperands::math of operands()); the reference always
+  // runs in plain FP32. Default fp32.
+  void set_math(MathMode m) { m_math = m; }
+  MathMode math() const { return m_math; }
+  // The operands of direction d: inputs and this probe's output buffers (db only with a bias).
+  ConvOperands operands(ConvDir d);
+  // Fills d's outputs with NaN.
+  void poison(ConvDir d);
+  // Host copy of d's outputs: y; dx; dw followed by db when the shape has a bias.
+  std::vector<float> output(ConvDir d) const;
+  std::optional<std::string> reference_name(ConvDir d) const { return conv_reference_name(m_ctx, m_sh, d); }
+  // Relative L2 of d's current outputs from the reference (computed once per direction, on this
+  // probe's inputs; throws when there is no reference).
+  double output_error(ConvDir d);
+  // Poisons, runs `a` on each operand set and returns the largest output_error. operands() is
+  // set 0 again afterwards.
+  double run_and_compare(const ConvAlgo& a);
+  // After `a` ran on operands() of set 0 (e.g. timed runs): output_error of that result, then `a`
+  // once on each other set; the largest error.
+  double worst_error(const ConvAlgo& a);
+  // The operand set operands() and output_error() use (see the top of this file).
+  void use_input_set(int set);
+  static constexpr int kInputSets = 2;
+
+private:
+  const std::vector<float>& reference(ConvDir d);
+  double errors_on_sets(const ConvAlgo& a, int first, int last);
+  void ensure_dy(ConvDir d);  // set 1's dy exists before direction d (a backward one) reads it
+  void make_projected_dy();    // set 1's dy, from the reference forward of set 1
+  const ExecContext& m_ctx;
+  Conv2dShape m_sh;
+  Tensor m_xs[kInputSets], m_w, m_b, m_dys[kInputSets], m_y, m_dx, m_dw, m_db;
+  std::vector<float> m_hxs[kInputSets], m_hw, m_hb, m_hdys[kInputSets];  // host copies of the inputs
+  int m_set = 0;
+  MathMode m_math = MathMode::fp32;
+  std::optional<std::vector<float>> m_ref[kInputSets][3];
+};
+
+}  // namespace cnn

@@ -1,0 +1,215 @@
+// Inference helpers of cnn-eval: the predictor against the evaluation loop (the slow, obvious
+// path), checkpoint choice and round trip, normalisation, class ranking, and face crops.
+#include <cmath>
+#include <filesystem>
+
+#include "config/value.h"
+#include "data/face_detect.h"
+#include "data/image_io.h"
+#include "data/loader.h"
+#include "data/synthetic_faces.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "checkpoint/checkpoint_state.h"
+#include "eval/evaluate.h"
+#include "eval/predict.h"
+
+using namespace cnn;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 3 classes on 12x12 gray images; crop > 0 adds a random crop (the network then sees crop x crop).
+ModelSpec small_spec(int64_t crop) {
+  std::string yaml =
+      "name: p\ninput: {channels: 1, height: 12, width: 12}\nclasses: [a, b, c]\nlayers:\n"
+      "  - {name: conv1, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: bn1, type: batchnorm}\n  - {name: relu1, type: relu}\n"
+      "  - {name: pool1, type: maxpool, kernel: 2}\n  - {name: fc, type: dense, units: 3}\n"
+      "data: {format: synthetic, synthetic_size: 40" +
+      (crop > 0 ? ", augment: {random_crop: {size: " + std::to_string(crop) + "}}" : std::string()) + "}\n";
+  return parse_model_text(yaml, "test.yaml");
+}
+
+// Mean cross-entropy and top-1 of probabilities (n, K) against labels.
+std::pair<double, double> loss_and_top1(const std::vector<float>& p, const std::vector<int32_t>& y, int64_t K) {
+  double loss = 0, correct = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const float* row = p.data() + int64_t(i) * K;
+    loss -= std::log(double(row[y[i]]));
+    correct += (std::max_element(row, row + K) - row) == y[i] ? 1 : 0;
+  }
+  return {loss / double(y.size()), correct / double(y.size())};
+}
+
+}  // namespace
+
+TEST_CASE("predictor probabilities agree with the evaluation loop, centre crop and ten-crop", "[cpu]") {
+  for (bool ten_crop : {false, true}) {
+    INFO("ten_crop " << ten_crop);
+    ModelSpec spec = small_spec(10);
+    auto graph = Graph::build(spec);
+    Executor ex(*graph, 40, ExecContext::cpu(1), false);
+    ex.init_params(5);
+    Dataset d = make_synthetic_faces(25, 3, 1, 12, 12, 3);
+    Normalization norm = compute_normalization(d);
+
+    LoaderOptions o;
+    o.mode = LoaderMode::eval;
+    o.batch_size = 4;
+    o.ten_crop = ten_crop;
+    Loader loader(d, o, norm, spec.data.augment);
+    EvalReport r = evaluate(ex, loader, graph->class_names(), "test");
+
+    Predictor predictor(ex, spec, norm, ten_crop);
+    std::vector<float> p = predictor.probabilities(d.pixels.data(), d.size());
+    REQUIRE(p.size() == size_t(25 * 3));
+    for (int64_t i = 0; i < 25; ++i) CHECK(p[i * 3] + p[i * 3 + 1] + p[i * 3 + 2] == Approx(1.0).margin(1e-6));
+    auto [loss, top1] = loss_and_top1(p, d.labels, 3);
+    CHECK(loss == Approx(r.loss).epsilon(1e-5));
+    CHECK(top1 == Approx(r.top1));
+  }
+}
+
+TEST_CASE("predictor gives the same probabilities whatever the executor's batch", "[cpu]") {
+  Dataset d = make_synthetic_faces(23, 3, 1, 12, 12, 4);
+  Normalization norm = compute_normalization(d);
+  std::vector<std::vector<float>> results;
+  for (int64_t rows : {1, 7, 64}) {
+    ModelSpec spec = small_spec(0);
+    auto graph = Graph::build(spec);
+    Executor ex(*graph, rows, ExecContext::cpu(1), false);
+    ex.init_params(9);
+    Predictor predictor(ex, spec, norm, false);
+    results.push_back(predictor.probabilities(d.pixels.data(), d.size()));
+  }
+  CHECK(cnn::test::compare(results[0], results[2], cnn::test::Tolerance{1e-6, 1e-5}) == "");
+  CHECK(cnn::test::compare(results[1], results[2], cnn::test::Tolerance{1e-6, 1e-5}) == "");
+}
+
+TEST_CASE("rank_classes sorts by probability and keeps class order on ties", "[cpu]") {
+  std::vector<float> p{0.1f, 0.4f, 0.1f, 0.4f};
+  std::vector<ClassProbability> r = rank_classes(p.data(), {"a", "b", "c", "d"});
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].name == "b");
+  CHECK(r[1].name == "d");
+  CHECK(r[2].name == "a");
+  CHECK(r[3].name == "c");
+  CHECK(r[0].probability == Approx(0.4));
+}
+
+TEST_CASE("a checkpoint written by the trainer's writer loads into the same predictions", "[cpu]") {
+  cnn::test::TempDir dir;
+  ModelSpec spec = small_spec(10);
+  auto graph = Graph::build(spec);
+  Executor ex(*graph, 16, ExecContext::cpu(1), false);
+  ex.init_params(11);
+  Dataset d = make_synthetic_faces(12, 3, 1, 12, 12, 6);
+  Normalization norm = compute_normalization(d);
+  std::vector<float> expected = Predictor(ex, spec, norm, false).probabilities(d.pixels.data(), d.size());
+  CheckpointMeta meta;
+  meta.config_yaml = to_yaml(spec.config);
+  meta.seed = spec.train.seed;
+  write_checkpoint((dir / "run" / "checkpoints" / "last.safetensors").string(), ex, nullptr, meta);
+
+  TrainedModel m = load_trained_model((dir / "run").string(), "cpu", {"eval.batch_size=25", "eval.ten_crop=true"});
+  CHECK(m.which == "last");
+  CHECK(m.ten_crop);
+  CHECK(m.batch == 2);  // 25 rows / 10 crops
+  CHECK(m.ex().max_batch() == 20);
+  CHECK(m.class_names == std::vector<std::string>{"a", "b", "c"});
+  std::vector<float> got = Predictor(m.ex(), m.spec, norm, false).probabilities(d.pixels.data(), d.size());
+  CHECK(cnn::test::compare(got, expected, cnn::test::Tolerance{1e-6, 1e-5}) == "");
+}
+
+TEST_CASE("pick_eval_checkpoint prefers a run's best checkpoint, then its last", "[cpu]") {
+  cnn::test::TempDir dir;
+  std::string which;
+  fs::create_directories(dir / "checkpoints");
+  CHECK_THROWS_WITH(pick_eval_checkpoint(dir.path().string()), Catch::Matchers::Contains("best.safetensors"));
+  cnn::test::write_text_file(dir / "checkpoints" / "last.safetensors", "x");
+  CHECK(pick_eval_checkpoint(dir.path().string(), &which) == (dir / "checkpoints" / "last.safetensors").string());
+  CHECK(which == "last");
+  cnn::test::write_text_file(dir / "checkpoints" / "best.safetensors", "x");
+  CHECK(pick_eval_checkpoint(dir.path().string(), &which) == (dir / "checkpoints" / "best.safetensors").string());
+  CHECK(which == "best");
+  const std::string file = (dir / "checkpoints" / "last.safetensors").string();
+  CHECK(pick_eval_checkpoint(file, &which) == file);
+  CHECK(which == "file");
+  CHECK_THROWS_WITH(pick_eval_checkpoint((dir / "nope").string()), Catch::Matchers::Contains("nope"));
+}
+
+TEST_CASE("training_normalization recomputes auto statistics from train and needs the data for it", "[cpu]") {
+  ModelSpec spec = small_spec(0);
+  DataSplits data;
+  data.train = make_synthetic_faces(10, 3, 1, 12, 12, 2);
+  Normalization want = compute_normalization(data.train);
+  Normalization got = training_normalization(spec, &data);
+  CHECK(got.mean == want.mean);
+  CHECK(got.std == want.std);
+  CHECK_THROWS_WITH(training_normalization(spec, nullptr), Catch::Matchers::Contains("auto"));
+  spec.data.normalize.automatic = false;
+  spec.data.normalize.mean = {0.5};
+  spec.data.normalize.std = {0.25};
+  got = training_normalization(spec, nullptr);
+  CHECK(got.mean == std::vector<float>{0.5f});
+  CHECK(got.std == std::vector<float>{0.25f});
+}
+
+TEST_CASE("square_face_crop centres a square with margin and keeps it inside the image", "[cpu]") {
+  auto crop = [](FaceBox f, double margin, int64_t h, int64_t w) {
+    FaceBox c = square_face_crop(f, margin, h, w);
+    return std::vector<int64_t>{c.x, c.y, c.width, c.height};
+  };
+  CHECK(crop({40, 30, 20, 20}, 0.25, 200, 200) == std::vector<int64_t>{35, 25, 30, 30});
+  CHECK(crop({10, 10, 20, 40}, 0.0, 200, 200) == std::vector<int64_t>{0, 10, 40, 40});  // the longer side
+  CHECK(crop({0, 0, 20, 20}, 0.5, 200, 200) == std::vector<int64_t>{0, 0, 40, 40});     // shifted in, not clipped
+  CHECK(crop({50, 40, 10, 10}, 0.5, 50, 60) == std::vector<int64_t>{40, 30, 20, 20});
+  CHECK(crop({0, 0, 100, 80}, 0.2, 90, 120) == std::vector<int64_t>{5, 0, 90, 90});  // shrunk to the image
+}
+
+TEST_CASE("face detection falls back to the whole image when there is no face", "[cpu]") {
+  if (!image_io_available()) {
+    CHECK_THROWS_WITH(FaceDetector(""), Catch::Matchers::Contains("OpenCV"));
+    CNN_SKIP("this build has no OpenCV: no face detection");
+  }
+  try {
+    find_face_cascade();
+  } catch (const std::exception& e) {
+    CNN_SKIP(std::string("no Haar cascade installed: ") + e.what());
+  }
+  CHECK_THROWS_WITH(FaceDetector("/no/such/cascade.xml"), Catch::Matchers::Contains("/no/such/cascade.xml"));
+  cnn::test::TempDir dir;
+  std::vector<uint8_t> img(80 * 100);
+  for (size_t i = 0; i < img.size(); ++i) img[i] = uint8_t((i % 100) * 2);  // a horizontal ramp
+  const std::string path = (dir / "ramp.png").string();
+  write_image_file(path, img.data(), 1, 80, 100);
+  FaceDetector det;
+  CHECK_FALSE(det.largest_face(img.data(), 80, 100).has_value());
+  std::vector<uint8_t> got(24 * 24), want(24 * 24);
+  FaceImage f = det.read_face(path, 0.1, true, 1, 24, 24, got.data());
+  CHECK_FALSE(f.found);
+  CHECK(f.image_height == 80);
+  CHECK(f.image_width == 100);
+  CHECK(f.crop.width == 100);
+  REQUIRE(read_image_file(path, true, 1, 24, 24, want.data()));
+  CHECK(got == want);
+}
+
+TEST_CASE("check_ten_crop refuses ten-crop unless some crop dimension is smaller than the input", "[cpu]") {
+  ModelSpec spec = small_spec(0);  // 12x12
+  CHECK_NOTHROW(check_ten_crop(spec, "x"));  // ten-crop off
+  spec.eval.ten_crop = true;
+  CHECK_THROWS_WITH(check_ten_crop(spec, "x"), Catch::Matchers::Contains("no data.augment.random_crop"));
+  spec.data.augment.crop_size = 12;
+  CHECK_THROWS_WITH(check_ten_crop(spec, "x"), Catch::Matchers::Contains("random_crop.size is 12"));
+  spec.input.width = 16;  // 12x12 crops of 12x16 images: the corners differ
+  CHECK_NOTHROW(check_ten_crop(spec, "x"));
+  spec = small_spec(10);
+  spec.eval.ten_crop = true;
+  CHECK_NOTHROW(check_ten_crop(spec, "x"));
+  CHECK(describe_eval_crops(spec, true) ==
+        "ten-crop: the mean over 10 crops of 10x10 from 12x12 (corners, centre, each flipped)");
+  CHECK(describe_eval_crops(spec, false) == "centre crop 10x10 of 12x12");
+  CHECK(describe_eval_crops(small_spec(0), false) == "whole image 12x12");
+}

@@ -1,0 +1,148 @@
+// The autotuner on the GPU: a small model's conv directions and cuda-vs-cudnn layers are measured
+// and cached on the first run, and the second run takes every timed decision from the cache;
+// the tuned graph then runs a forward and backward step. The accuracy guard excludes only
+// algorithms that really are inaccurate, and every chosen algorithm is within the tolerance.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "config/model_spec.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "layers/conv_plan.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "tune/autotune.h"
+#include "tune/conv_accuracy.h"
+#include "model/device_setup.h"
+
+using namespace cnn;
+
+static const char* kModel =
+    "name: t\n"
+    "input: {channels: 3, height: 16, width: 16}\n"
+    "layers:\n"
+    "  - {name: c1, type: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+    "  - {name: bn1, type: batchnorm}\n"
+    "  - {name: r1, type: relu}\n"
+    "  - {name: c2, type: conv2d, filters: 8, kernel: 5, padding: 2, algo: {backward_data: cuda:implicit_gemm}}\n"
+    "  - {name: p1, type: maxpool, kernel: 2}\n"
+    "  - {name: fc, type: dense, units: 5}\n";
+
+TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the next run", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  test::TempDir dir;
+  AutotuneOptions opt;
+  opt.cache_path = (dir / "autotune.json").string();
+  std::vector<std::string> first, second;
+  for (int run = 0; run < 2; ++run) {
+    ModelSpec spec = parse_model_text(kModel, "t.yaml");
+    auto g = Graph::build(spec);
+    DeviceSetup dev("cuda", *g, false);
+    (run == 0 ? first : second) = autotune_graph(*g, dev.ctx(), 4, opt);
+    for (int i : {0, 3}) {
+      auto* p = dynamic_cast<ConvPlanned*>(g->node(i).layer.get());
+      REQUIRE(p);
+      for (ConvDir d : kConvDirs) {
+        REQUIRE(p->conv_plan().algo(d));
+        CHECK(p->conv_plan().algo(d)->backend != Backend::cpu);
+      }
+    }
+    CHECK(dynamic_cast<ConvPlanned*>(g->node(3).layer.get())->conv_plan().algo(ConvDir::backward_data)->name ==
+          "cuda:implicit_gemm");
+    for (int i = 0; i < g->size(); ++i) CHECK_FALSE(g->node(i).layer->backend_to_measure());
+    // The tuned graph runs a training step.
+    Executor ex(*g, 4, dev.ctx());
+    ex.init_params(1);
+    ex.forward(4, true, 0, 1);
+    ex.output_grad().copy_from(ex.output());
+    ex.backward();
+    dev.synchronize();
+  }
+  REQUIRE(std::filesystem::exists(opt.cache_path));
+  REQUIRE(first.size() == second.size());
+  for (const std::string& line : first) CHECK(line.find("[cache]") == std::string::npos);
+  for (const std::string& line : second) {
+    INFO(line);
+    if (line.find("runner-up") != std::string::npos) CHECK(line.find("[cache]") != std::string::npos);
+  }
+}
+
+TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every chosen one is within the tolerance",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  // fer_cnn-like: 3x3 and 5x5 filters, where FFT and Winograd variants are tempting.
+  const char* model =
+      "name: acc\n"
+      "input: {channels: 1, height: 48, width: 48}\n"
+      "layers:\n"
+      "  - {name: c1, type: conv2d, filters: 32, kernel: 3, padding: 1}\n"
+      "  - {name: r1, type: relu}\n"
+      "  - {name: c2, type: conv2d, filters: 64, kernel: 5, padding: 2}\n"
+      "  - {name: p1, type: maxpool, kernel: 2}\n"
+      "  - {name: c3, type: conv2d, filters: 64, kernel: 3, padding: 1}\n"
+      "  - {name: fc, type: dense, units: 7}\n";
+  const int64_t batch = 32;
+  ModelSpec spec = parse_model_text(model, "acc.yaml");
+  auto g = Graph::build(spec);
+  DeviceSetup dev("cuda", *g, false);
+  AutotuneOptions opt;  // no cache: every decision is measured
+  opt.cache_path = "";
+  std::ostringstream log;
+  auto old = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  std::vector<std::string> lines;
+  try {
+    lines = autotune_graph(*g, dev.ctx(), batch, opt);
+  } catch (...) {
+    spdlog::set_default_logger(old);
+    throw;
+  }
+  spdlog::set_default_logger(old);
+  INFO(log.str());
+  std::map<std::string, ConvPlanned*> convs;
+  for (int i = 0; i < g->size(); ++i)
+    if (auto* p = dynamic_cast<ConvPlanned*>(g->node(i).layer.get())) convs[g->node(i).layer->name()] = p;
+  REQUIRE(convs.size() == 3);
+  // Plain FP32 sums (direct, implicit or explicit GEMM) are never excluded; what is excluded is
+  // off by more than plain FP32 rounding on fresh operands too.
+  const std::set<std::string> plain{"cuda:implicit_gemm", "cuda:direct", "cuda:im2col_gemm", "cudnn:implicit_gemm",
+                                    "cudnn:implicit_precomp_gemm", "cudnn:gemm", "cudnn:algo_0", "cudnn:algo_1",
+                                    "cudnn:algo_3"};
+  const std::regex excluded_re(R"((\S+) for layer '(\w+)' (\w+): (\S+) from the reference, over the \S+ limit: excluded)");
+  const std::string text = log.str();
+  int excluded = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), excluded_re), end; it != end; ++it, ++excluded) {
+    const std::string algo = (*it)[1], layer = (*it)[2], dir = (*it)[3];
+    INFO(it->str());
+    CHECK(plain.count(algo) == 0);
+    REQUIRE(convs.count(layer));
+    ConvDir d = dir == "forward" ? ConvDir::forward : dir == "backward_data" ? ConvDir::backward_data
+                                                                             : ConvDir::backward_filter;
+    ConvProbe fresh(dev.ctx(), convs[layer]->conv_shape(batch), 7);
+    CHECK(fresh.run_and_compare(conv2d_algo(d, algo)) > opt.tolerance / 10);
+  }
+  WARN(excluded << " candidates excluded as inaccurate");
+  // Every chosen algorithm is within the tolerance, measured again on other operands.
+  for (const auto& [name, p] : convs) {
+    ConvProbe fresh(dev.ctx(), p->conv_shape(batch), 11);
+    for (ConvDir d : kConvDirs) {
+      const ConvAlgo* a = p->conv_plan().algo(d);
+      REQUIRE(a);
+      const double err = fresh.run_and_compare(*a);
+      INFO(name << " " << to_string(d) << " " << a->name << " rel_err " << err);
+      CHECK(err <= opt.tolerance);
+    }
+  }
+  for (const std::string& line : lines) {
+    INFO(line);
+    // Conv lines name each winner's measured error (cuda-vs-cudnn lines of other layers do not).
+    if (line.find("(conv2d") != std::string::npos && line.find("runner-up") != std::string::npos)
+      CHECK(line.find("rel_err") != std::string::npos);
+  }
+}
