@@ -37,26 +37,35 @@ inline Dataset patterned_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int
   return d;
 }
 
+// True in an AddressSanitizer build (tools/sanitize.sh), whose programs (this one, and cnn-train
+// of the same build) reserve terabytes of address space for the shadow: no address-space cap
+// (ulimit -v) can be applied to them.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
+// "ulimit -v <mib MiB>; " for a shell command line, or "" in an AddressSanitizer build.
+inline std::string address_space_cap(int64_t mib) {
+  return kAddressSanitizer ? std::string() : fmt::format("ulimit -v {}; ", mib * 1024);
+}
+
 // Runs the hidden test case `name` of this test binary in a child process under an address-space
 // cap of `mib` MiB (ulimit -v) and a wall-clock limit of `seconds`; true when it passed. The case
-// writes its own inputs. Sanitizer builds reserve terabytes of address space: no cap there.
+// writes its own inputs.
 inline bool passes_bounded(const std::string& name, int mib, int seconds) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return false;
   self[n] = 0;
-#if defined(__SANITIZE_ADDRESS__)
-  const bool cap = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  const bool cap = false;
-#else
-  const bool cap = true;
-#endif
-#else
-  const bool cap = true;
-#endif
-  const std::string limit = cap ? fmt::format("ulimit -v {}; ", int64_t{mib} * 1024) : "";
+  const std::string limit = address_space_cap(mib);
   const std::string cmd =
       fmt::format("{}exec timeout {} '{}' '{}' >/dev/null 2>&1", limit, seconds, self, name);
   return std::system(cmd.c_str()) == 0;
