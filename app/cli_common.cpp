@@ -83,10 +83,20 @@ std::vector<std::string> precision_override(const std::string& precision) {
   return {"train.precision=" + precision};
 }
 
-void export_autotune_flags(const AutotuneFlags& flags) {
-  if (!flags.cache.empty()) setenv("CNN_AUTOTUNE_CACHE", flags.cache.c_str(), 1);
-  if (flags.workspace_mb >= 0) setenv("CNN_WORKSPACE_MB", std::to_string(flags.workspace_mb).c_str(), 1);
-  if (flags.tolerance > 0) setenv("CNN_AUTOTUNE_TOLERANCE", fmt::format("{}", flags.tolerance).c_str(), 1);
+std::vector<std::string> autotune_overrides(const AutotuneFlags& flags) {
+  std::vector<std::string> sets;
+  if (!flags.cache.empty()) sets.push_back("train.autotune.cache=" + flags.cache);
+  if (flags.workspace_mb >= 0) sets.push_back(fmt::format("train.autotune.workspace_mb={}", flags.workspace_mb));
+  if (flags.tolerance > 0) sets.push_back(fmt::format("train.autotune.tolerance={}", flags.tolerance));
+  return sets;
+}
+
+AutotuneSpec autotune_spec(const AutotuneFlags& flags) {
+  AutotuneSpec s;
+  s.cache = flags.cache;
+  if (flags.workspace_mb >= 0) s.workspace_mb = flags.workspace_mb;
+  if (flags.tolerance > 0) s.tolerance = flags.tolerance;
+  return s;
 }
 
 // The library's source location ("(gzip.cpp:18)") of an error, with --verbose only.

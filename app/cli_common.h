@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "config/model_spec.h"
+
 namespace cnn::app {
 
 // Adds --verbose to `cli` and each of its subcommands, parses argv, then runs body; every
@@ -27,17 +29,19 @@ CLI::Validator at_least(long long lowest);
 // An unsigned option's check (CLI11 would wrap "-1" to 2^64-1): "expected an integer >= 0, found -1".
 CLI::Validator not_negative();
 
-// --autotune-cache PATH|none, --workspace-mb N and --autotune-tolerance X on `cli`;
-// export_autotune_flags() (after parsing) passes them to the library as CNN_AUTOTUNE_CACHE /
-// CNN_WORKSPACE_MB / CNN_AUTOTUNE_TOLERANCE (tune/autotune.h), which
-// every device set-up of the process reads, data-parallel ranks included.
+// --autotune-cache PATH|none, --workspace-mb N and --autotune-tolerance X on `cli`; after parsing,
+// autotune_overrides() turns them into train.autotune.* config overrides (so the run's config,
+// config.yaml and every data-parallel rank see the same values; no environment in between).
 struct AutotuneFlags {
   std::string cache;
   long long workspace_mb = -1;
   double tolerance = -1;  // <= 0: the library default
 };
 void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags);
-void export_autotune_flags(const AutotuneFlags& flags);
+// The flags as config overrides (train.autotune.*), so config.yaml records them.
+std::vector<std::string> autotune_overrides(const AutotuneFlags& flags);
+// The flags alone (cnn-bench conv, which has no model file).
+AutotuneSpec autotune_spec(const AutotuneFlags& flags);
 
 // --precision P on `cli` (train.precision); what it says after `default_text`. Not checked here:
 // precision_override() makes it the --set override "train.precision=P" (nothing when not given),

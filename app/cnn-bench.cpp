@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     std::sort(model_files.begin(), model_files.end());
     for (ConvPoint& p : model_conv_points(model_files)) points.push_back(std::move(p));
     if (points.empty()) throw ConfigError({"<command line>"}, "", "nothing to time: give sweep files and/or --models");
-    const AutotuneOptions tune_opt = AutotuneOptions::from_environment();
+    const AutotuneOptions tune_opt = AutotuneOptions::from_spec(app::autotune_spec(tune));
     copt.workspace_limit_bytes = tune_opt.workspace_limit_bytes;
     copt.tolerance = tune_opt.tolerance;
     copt.tolerance_given = tune_opt.tolerance_given;
@@ -99,13 +99,13 @@ int main(int argc, char** argv) {
 
   return app::guarded_main("cnn-bench", cli, argc, argv, [&]() -> int {
     app::setup_logging(quiet);
-    app::export_autotune_flags(tune);
     if (*c) return run_conv();
     if (opt.steps < 1 || opt.repeats < 1 || opt.warmup < 0)
       throw ConfigError({"<command line>"}, "", "--steps and --repeats must be >= 1, --warmup >= 0");
     if (no_cuda_graph) sets.push_back("train.cuda_graph=false");
     if (!backend.empty()) sets.push_back("train.backend=" + backend);
     for (const std::string& s : app::precision_override(precision)) sets.push_back(s);
+    for (const std::string& s : app::autotune_overrides(tune)) sets.push_back(s);
     ModelBenchResult r = bench_model(load_model_spec(model, sets), opt);
     std::cout << r.to_table();
     if (!json_path.empty()) {

@@ -18,6 +18,7 @@
 using namespace cnn;
 
 struct EvalArgs {
+  std::vector<std::string> autotune_sets;  // train.autotune.* from the autotune flags
   std::string target, split = "test", data, json, device = "auto", cascade, precision;
   std::vector<std::string> predict;
   int64_t batch = 0;
@@ -43,6 +44,7 @@ static int run_eval(const EvalArgs& a) {
   if (a.batch > 0) sets.push_back(fmt::format("eval.batch_size={}", a.batch));
   if (a.ten_crop) sets.push_back("eval.ten_crop=true");
   for (const std::string& s : app::precision_override(a.precision)) sets.push_back(s);
+  sets.insert(sets.end(), a.autotune_sets.begin(), a.autotune_sets.end());
   TrainedModel m = load_trained_model(a.target, a.device, sets);
   if (!a.data.empty()) m.spec.data.path = a.data;
   const char* why = m.which == "best"   ? " (the run's best checkpoint)"
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--quiet", a.quiet, "only warnings and errors on stderr");
   return app::guarded_main("cnn-eval", cli, argc, argv, [&]() -> int {
     app::setup_logging(a.quiet);
-    app::export_autotune_flags(tune);
+    a.autotune_sets = app::autotune_overrides(tune);
     return run_eval(a);
   });
 }

@@ -167,7 +167,9 @@ int main(int argc, char** argv) {
 
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
-    app::export_autotune_flags(tune);
+    const std::vector<std::string> tune_sets = app::autotune_overrides(tune);
+    t.sets.insert(t.sets.begin(), tune_sets.begin(), tune_sets.end());  // an explicit --set still wins
+    val_sets.insert(val_sets.begin(), tune_sets.begin(), tune_sets.end());
     if (*validate) return run_validate(val_files, val_batch, val_sets, val_keys);
     if (*doctor) return run_doctor(doc);
     return run_train(t);

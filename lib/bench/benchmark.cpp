@@ -51,7 +51,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   ModelStack stack(spec);
   Graph* graph = &stack.graph();
   DeviceSetup& dev = stack.place(opt.device, spec.train.deterministic);
-  stack.autotune(batch, AutotuneOptions::from_environment());
+  stack.autotune(batch, AutotuneOptions::from_spec(spec.train.autotune));
   Executor& ex = stack.build_executor(batch);
   ex.init_params(spec.train.seed);
   stack.build_optimizer(spec.train.optimizer);

@@ -187,6 +187,19 @@ SchemaPtr train_schema() {
   s->key("precision", Type::choice({"fp32", "tf32"}),
          "how convolutions and dense layers multiply: fp32 exact; tf32 TF32 tensor cores in cuDNN and cuBLAS (bf16, fp16: not yet)")
       .defaults_to(d.precision);
+  {
+    const AutotuneSpec a;
+    auto at = std::make_shared<Schema>("autotune");
+    at->key("cache", Type::string(),
+            "decisions file, or none; empty: $CNN_AUTOTUNE_CACHE, else ~/.cache/cnn-train/autotune.json (--autotune-cache)")
+        .defaults_to(a.cache);
+    at->key("workspace_mb", Type::integer(0, int64_t(1) << 20), "most scratch MiB one conv algorithm may take (--workspace-mb)")
+        .defaults_to(a.workspace_mb);
+    at->key("tolerance", Type::real(0.0),
+            "largest relative L2 error from the FP32 reference a candidate may have; 0: each op's own (--autotune-tolerance)")
+        .defaults_to(a.tolerance);
+    s->key("autotune", Type::map(at), "how the autotuner measures");
+  }
   s->key("clip_grad_norm", Type::real(0.0), "clip the global gradient L2 norm to this (0: off)").defaults_to(d.clip_grad_norm);
   s->key("lr_scaling", Type::choice({"none", "linear", "sqrt"}), "data-parallel: lr times 1, ranks or sqrt(ranks)")
       .defaults_to(d.lr_scaling);
@@ -408,6 +421,9 @@ void read_train(const Value& s, TrainSpec& t) {
   t.cuda_graph = s["cuda_graph"].boolean();
   t.backend = s["backend"].string();
   t.precision = s["precision"].string();
+  t.autotune.cache = s["autotune"]["cache"].string();
+  t.autotune.workspace_mb = s["autotune"]["workspace_mb"].integer();
+  t.autotune.tolerance = s["autotune"]["tolerance"].real();
   t.clip_grad_norm = s["clip_grad_norm"].real();
   t.lr_scaling = s["lr_scaling"].string();
   t.log_every = s["log_every"].integer();

@@ -120,6 +120,14 @@ struct EarlyStoppingSpec {
   double min_delta = 0.0;           // the smallest change that counts as an improvement
 };
 
+// train.autotune: how the autotuner measures (set by --autotune-cache, --workspace-mb and
+// --autotune-tolerance through the config, so config.yaml records them).
+struct AutotuneSpec {
+  std::string cache;           // "" = $CNN_AUTOTUNE_CACHE, else the per-user default; "none" = no disk cache
+  int64_t workspace_mb = 1024;  // most scratch MiB one conv algorithm may take
+  double tolerance = 0.0;      // 0 = each candidate's own (FP32 1e-4, TF32 5e-3, per op); > 0 replaces all
+};
+
 struct TrainSpec {
   int64_t epochs = 10;
   int64_t batch_size = 64;
@@ -129,6 +137,7 @@ struct TrainSpec {
   int64_t max_steps = 0;        // 0 = no limit
   std::string backend = "auto";  // auto | cuda | cudnn: on a GPU, layers left auto use this one where they can
   std::string precision = "fp32";  // fp32 | tf32 (core/math_mode.h); bf16 and fp16 are not implemented yet
+  AutotuneSpec autotune;
   bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)
   double clip_grad_norm = 0.0;  // 0 = no clipping
   std::string lr_scaling = "none";  // none | linear | sqrt (data-parallel)

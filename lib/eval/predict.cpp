@@ -69,7 +69,7 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   m.stack = std::make_unique<ModelStack>(m.spec);
   // The trainer's device policy: auto takes the GPU only when every layer has a GPU implementation.
   m.device = m.stack->place(device, m.spec.train.deterministic).device();
-  m.stack->autotune(m.batch * crops, AutotuneOptions::from_environment());
+  m.stack->autotune(m.batch * crops, AutotuneOptions::from_spec(m.spec.train.autotune));
   m.stack->build_executor(m.batch * crops, false);
   load_weights(m.ex(), c.file, true);
   m.class_names = m.graph().class_names();

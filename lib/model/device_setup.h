@@ -30,7 +30,7 @@ class DeviceSetup {
   // Resolves conv plans and measured backends for `batch` (tune/autotune.h), sets the context's
   // workspace limit and grows the workspace to what the chosen algorithms take. Call before
   // building the Executor (it binds the layers' parameters; tuning binds scratch ones).
-  void autotune(Graph& graph, int64_t batch, const AutotuneOptions& options = AutotuneOptions::from_environment());
+  void autotune(Graph& graph, int64_t batch, const AutotuneOptions& options = AutotuneOptions{});
   std::string description() const { return m_description; }
 
  private:

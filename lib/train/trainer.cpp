@@ -112,7 +112,7 @@ void TrainSession::setup_model() {
   setup_device();
   m_setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
   const TrainSpec& t = m_spec.train;
-  AutotuneOptions tune = AutotuneOptions::from_environment();
+  AutotuneOptions tune = AutotuneOptions::from_spec(t.autotune);
   if (m_comm) {  // rank 0 decides for the job; the others take its plans instead of timing their own
     tune.tune = m_rank == 0;
     tune.share = [this](const std::string& mine) { return m_comm->allgather(mine).at(0); };

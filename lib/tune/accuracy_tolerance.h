@@ -1,6 +1,6 @@
 // The accuracy guard's tolerances, in one place: the largest relative L2 difference (over every
 // output of the op on the probe operands, conv_accuracy.h and layer_accuracy.h) an implementation
-// may have from our trusted reference to be used. `--autotune-tolerance` (CNN_AUTOTUNE_TOLERANCE),
+// may have from our trusted reference to be used. `--autotune-tolerance` (train.autotune.tolerance),
 // when given, replaces every one of them. Each says why it has its size.
 #pragma once
 

@@ -21,23 +21,12 @@
 
 namespace cnn {
 
-AutotuneOptions AutotuneOptions::from_environment() {
+AutotuneOptions AutotuneOptions::from_spec(const AutotuneSpec& spec) {
   AutotuneOptions o;
-  o.cache_path = resolve_autotune_cache_path();
-  if (const char* mb = std::getenv("CNN_WORKSPACE_MB"); mb && *mb) {
-    char* end = nullptr;
-    const long long v = std::strtoll(mb, &end, 10);
-    if (*end != '\0' || v < 0)
-      throw ConfigError({"CNN_WORKSPACE_MB"}, "", fmt::format("expected a number of MiB >= 0, found '{}'", mb));
-    o.workspace_limit_bytes = size_t(v) << 20;
-  }
-  if (const char* tol = std::getenv("CNN_AUTOTUNE_TOLERANCE"); tol && *tol) {
-    char* end = nullptr;
-    const double v = std::strtod(tol, &end);
-    if (*end != '\0' || !(v > 0) || !std::isfinite(v))
-      throw ConfigError({"CNN_AUTOTUNE_TOLERANCE"}, "",
-                        fmt::format("expected a relative error > 0 (e.g. 1e-4), found '{}'", tol));
-    o.tolerance = v;
+  o.cache_path = resolve_autotune_cache_path(spec.cache);
+  o.workspace_limit_bytes = size_t(spec.workspace_mb) << 20;
+  if (spec.tolerance > 0) {
+    o.tolerance = spec.tolerance;
     o.tolerance_given = true;
   }
   return o;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "config/model_spec.h"
 #include "core/exec_context.h"
 #include "graph/graph.h"
 #include "tune/autotune_cache.h"
@@ -46,9 +47,9 @@ struct AutotuneOptions {
   // what it returns (rank 0's, e.g. an allgather's first entry) with apply_autotune_decisions.
   std::function<std::string(const std::string&)> share;
   bool tune = true;  // false: time nothing, take every decision from `share`
-  // From CNN_AUTOTUNE_CACHE (path or none), CNN_WORKSPACE_MB and CNN_AUTOTUNE_TOLERANCE, else the
-  // defaults.
-  static AutotuneOptions from_environment();
+  // From a run's train.autotune keys; an empty cache path resolves at the edge
+  // (resolve_autotune_cache_path: $CNN_AUTOTUNE_CACHE, $XDG_CACHE_HOME, $HOME).
+  static AutotuneOptions from_spec(const AutotuneSpec& spec);
 };
 
 // One decision among `candidates`: `measure(name)` returns ms (throws on failure). On a cache hit

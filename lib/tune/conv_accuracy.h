@@ -28,7 +28,7 @@ namespace cnn {
 
 // The largest relative L2 difference from the reference an algorithm may have to count as
 // accurate is kConvAccuracyTolerance (tune/accuracy_tolerance.h, with its reason; autotuner:
-// --autotune-tolerance / CNN_AUTOTUNE_TOLERANCE).
+// --autotune-tolerance / train.autotune.tolerance).
 
 // ||got - ref|| / ||ref|| (0 when both are zero, infinity when only ref is, or the sizes differ;
 // NaN in got gives NaN). Computed in double.

@@ -252,19 +252,28 @@ TEST_CASE("autotune tolerance decides what counts as accurate, NaN is never accu
   CHECK_FALSE(cache.find("k"));
 }
 
-TEST_CASE("autotune tolerance comes from CNN_AUTOTUNE_TOLERANCE and is part of the conv cache key", "[cpu]") {
-  unsetenv("CNN_AUTOTUNE_TOLERANCE");
-  CHECK(AutotuneOptions::from_environment().tolerance == kConvAccuracyTolerance);
-  CHECK_FALSE(AutotuneOptions::from_environment().tolerance_given);
+TEST_CASE("autotune options come from train.autotune and the tolerance is part of the conv cache key", "[cpu]") {
+  // Defaults: each candidate's own tolerance, 1 GiB of workspace.
+  const AutotuneOptions d = AutotuneOptions::from_spec(AutotuneSpec{});
+  CHECK(d.tolerance == kConvAccuracyTolerance);
+  CHECK_FALSE(d.tolerance_given);
+  CHECK(d.workspace_limit_bytes == size_t(1) << 30);
   CHECK(kConvAccuracyTolerance == 1e-4);
-  setenv("CNN_AUTOTUNE_TOLERANCE", "2.5e-3", 1);
-  CHECK(AutotuneOptions::from_environment().tolerance == 2.5e-3);
-  CHECK(AutotuneOptions::from_environment().tolerance_given);  // replaces every cuDNN op's own tolerance too
-  for (const char* bad : {"0", "-1", "abc", "1e-4x"}) {
-    setenv("CNN_AUTOTUNE_TOLERANCE", bad, 1);
-    CHECK_THROWS_AS(AutotuneOptions::from_environment(), ConfigError);
-  }
-  unsetenv("CNN_AUTOTUNE_TOLERANCE");
+  // The keys as a model file (or --autotune-* through --set) gives them.
+  const char* yaml =
+      "name: t\ninput: {channels: 1, height: 4, width: 4}\nlayers:\n  - {name: fc, type: dense, units: 2}\n";
+  const ModelSpec spec = parse_model_text(
+      yaml, "t.yaml",
+      {"train.autotune.tolerance=2.5e-3", "train.autotune.workspace_mb=64", "train.autotune.cache=none"});
+  const AutotuneOptions o = AutotuneOptions::from_spec(spec.train.autotune);
+  CHECK(o.tolerance == 2.5e-3);
+  CHECK(o.tolerance_given);  // replaces every cuDNN op's own tolerance too
+  CHECK(o.workspace_limit_bytes == size_t(64) << 20);
+  CHECK(o.cache_path.empty());  // none: no disk cache
+  CHECK(AutotuneOptions::from_spec(AutotuneSpec{"/x/decisions.json", 1024, 0}).cache_path == "/x/decisions.json");
+  for (const char* bad : {"train.autotune.tolerance=-1", "train.autotune.tolerance=abc",
+                          "train.autotune.workspace_mb=-3", "train.autotune.nonsense=1"})
+    CHECK_THROWS_AS(parse_model_text(yaml, "t.yaml", {bad}), ConfigError);
   const Conv2dShape sh = Conv2dShape::make(2, 3, 8, 8, 4, 3, 3);
   const std::string k1 =
       autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32);
