@@ -28,10 +28,10 @@ static ConfigError located(const LayerSpec& ls, const std::string& key, const st
 
 // The model input within the per-tensor cap, as a config error at `input`.
 static void check_input_cap(const ModelSpec& spec, const Shape& input) {
-  if (within_tensor_cap(checked_product(input.dims()))) return;
-  const std::string count = checked_product(input.dims()).ok()
-                                ? fmt::format("{} elements", checked_product(input.dims()).value(""))
-                                : std::string("more elements than a 64-bit integer counts");
+  const Checked n = checked_product(input.dims());
+  if (within_tensor_cap(n)) return;
+  const std::string count =
+      n.ok() ? fmt::format("{} elements", n.value("")) : std::string("more elements than a 64-bit integer counts");
   throw ConfigError(spec.input.config.where().line ? spec.input.config.where() : Location{spec.file}, "input",
                     fmt::format("the input (channels {}, height {}, width {}) has {}, over the per-tensor cap of {} "
                                 "(2^31) elements per image",
