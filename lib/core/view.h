@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "core/bf16.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -37,6 +38,11 @@ public:
     if (m_data && m_dtype != DType::f32) detail::view_dtype_mismatch(m_dtype, DType::f32);
     return static_cast<const float*>(m_data);
   }
+  // The same for bf16 data (stored channels-last when it is an activation: core/tensor.h).
+  const bf16* bf16_data() const {
+    if (m_data && m_dtype != DType::bf16) detail::view_dtype_mismatch(m_dtype, DType::bf16);
+    return static_cast<const bf16*>(m_data);
+  }
 
 private:
   const void* m_data = nullptr;
@@ -57,6 +63,10 @@ public:
   float* f32() const {
     if (m_data && m_dtype != DType::f32) detail::view_dtype_mismatch(m_dtype, DType::f32);
     return static_cast<float*>(m_data);
+  }
+  bf16* bf16_data() const {
+    if (m_data && m_dtype != DType::bf16) detail::view_dtype_mismatch(m_dtype, DType::bf16);
+    return static_cast<bf16*>(m_data);
   }
   constexpr operator ConstView() const { return ConstView(m_data, m_dtype); }
 

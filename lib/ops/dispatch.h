@@ -9,14 +9,26 @@
 // "<backend>:<strategy>" ("cuda:direct") and is run only when asked for by name (conv2d's
 // algorithms, conv2d_algo.h, are its rows of this kind).
 //
-// Adding a BF16 implementation later (nothing else changes, no layer is touched): write the
-// kernel, then add its row to the op's table in registry.cpp, e.g.
+// BF16 rows (train.precision bf16), the contract every op's bf16 row keeps:
+//  - Activation operands (x, y, dy, dx of an op; whatever its comment shapes (N, C, H, W) or
+//    (N, F) or (n)) are bf16, rank-4 ones stored channels-last, (N, H, W, C) (core/tensor.h); the
+//    shape structs keep the logical NCHW sizes. Everything else stays f32 exactly as in the f32
+//    rows: parameters (w, b, gamma, beta), their gradients (dw, db, dgamma, dbeta, written in
+//    FP32, never rounded to bf16), running and saved statistics, loss values.
+//  - Sums and arithmetic in FP32 (or double); each bf16 output is rounded once, to nearest even
+//    (core/bf16.h: to_bf16 on the CPU, bf16_bits_from_float on the GPU: the same bits).
+//  - Weights: a bf16 conv2d or dense row reads the FP32 master weights it is given and casts (and
+//    packs) them into ctx.workspace itself; its workspace_bytes counts that.
+//  - The cpu bf16 row is the emulation the GPU rows are tested against: it widens its bf16 operands
+//    into f32 NCHW (widen_bf16, ops/convert.h), runs the op's f32 arithmetic, and rounds each
+//    activation output once back into bf16 channels-last (narrow_to_bf16): the same rounding points.
+//  - Dropout's keep mask is indexed by the storage index (channels-last for bf16).
+// Adding one (no layer is touched): write the kernel, add its row next to the f32 sibling in
+// registry.cpp, e.g.
 //   {Backend::cuda, DType::bf16, "cuda", activation_cuda_bf16_supports, activation_forward_cuda_bf16},
-// where the run function reads a.x.data() as BF16 (a checked accessor like View::f32) and the
-// supports function says which shapes the kernel takes. Layers pass views whose dtype comes from
-// their tensors, so a BF16 tensor reaches the BF16 row, and ask op_supports(b, dtype(), ...) with
-// their own dtype; tests/ops/test_backend_ops.cpp then tests the row against the CPU oracle at the
-// BF16 tolerance of tests/support/tolerance.h.
+// read operands with View::bf16_data(), and mark the activation operands of the op's cases in
+// tests/ops/test_backend_ops*.cpp (Case::act, with bf16_exact inputs): the harness then binds the
+// row in bf16 and compares it with the oracle at tests/support/tolerance.h's bf16 tolerance.
 // Trap: the dispatcher keys on args.dtype(), the dtype of the op's activation operand (x or y
 // forward, dy backward). supports() is a question about shapes (operands may be null); an operand whose
 // dtype the row does not read makes its checked accessor throw when the row runs.

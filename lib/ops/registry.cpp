@@ -10,6 +10,7 @@
 #include "ops/add.h"
 #include "ops/batchnorm.h"
 #include "ops/concat.h"
+#include "ops/convert.h"
 #include "ops/conv2d_algo.h"
 #include "ops/dense.h"
 #include "ops/dispatch.h"
@@ -65,6 +66,8 @@ void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a);
 void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a);
 void batchnorm_backward_stats_cuda(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a);
+void convert_forward_cpu(const ConvertForward& a);
+void convert_forward_cuda(const ConvertForward& a);
 void concat_forward_cpu(const ConcatForward& a);
 void concat_backward_cpu(const ConcatBackward& a);
 void concat_forward_cuda(const ConcatForward& a);
@@ -144,6 +147,9 @@ CNN_OP_TABLE(Pool2dBackward, "pool2d backward", row(kCpu, pool2d_backward_cpu),
 
 CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu), CNN_CUDA_ROWS(row(kCuda, add_forward_cuda)))
 CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu), CNN_CUDA_ROWS(row(kCuda, add_backward_cuda)))
+CNN_OP_TABLE(ConvertForward, "convert", row(kCpu, convert_forward_cpu),
+             row(kCpu, convert_forward_cpu, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, convert_forward_cuda), row(kCuda, convert_forward_cuda, nullptr, DType::bf16)))
 CNN_OP_TABLE(ConcatForward, "concat forward", row(kCpu, concat_forward_cpu),
              CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda)))
 CNN_OP_TABLE(ConcatBackward, "concat backward", row(kCpu, concat_backward_cpu),

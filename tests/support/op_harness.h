@@ -5,8 +5,12 @@
 // Each case also runs with every optional output left null (it must stay unwritten), with every
 // declared alias (the output in the input's memory), and, on our CUDA rows, with every operand one
 // float off 16-byte alignment (the scalar paths). Outputs are poisoned with NaN before each run.
-// Trap: only f32 rows can be bound today; a row of another dtype fails loudly here until its
-// conversion (to_dtype / from_dtype below) is written, so a BF16 row cannot pass untested.
+// Rows of another dtype (bf16): the operands a case marks as activations (Case::act, with their
+// logical NCHW dims) are bound in the row's dtype and layout (bf16 channels-last, core/tensor.h):
+// uploaded rounded and permuted, read back widened and permuted back; every other operand stays
+// f32 (parameters, their gradients, statistics). Such a case's float inputs must already be exact
+// in bf16 (bf16_exact below), so the oracle saw the same inputs as the row and only the row's own
+// output rounding is tolerated (row_tolerance). A bf16 row meeting a case without marks fails.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/cuda_context.h"
 #include "core/device.h"
 #include "core/tensor.h"
@@ -44,6 +49,7 @@ struct Operand {
   std::vector<double> doubles{};         // a double operand (batchnorm's stats and sums) instead of floats
   bool is_double = false;
   bool host_only = false;                // stays in host memory on every device (a host scalar result)
+  std::vector<int64_t> act{};            // an activation's logical dims (N, C, H, W), (N, F) or (n); empty: always f32
   std::optional<Tolerance> tolerance{};  // this output's own tolerance
 };
 
@@ -82,6 +88,20 @@ struct Case {
     operands.push_back(std::move(o));
     return *this;
   }
+  // Marks the operand added last as an activation of these logical dims (their product is its size):
+  // bound in the row's dtype and layout.
+  Case& act(std::vector<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    Operand& o = operands.back();
+    if (o.is_double || n != int64_t(o.is_double ? o.doubles.size() : o.values.size()))
+      FAIL("case " << label << ": act dims of " << o.name << " do not match its size");
+    o.act = std::move(dims);
+    return *this;
+  }
+  bool has_act() const {
+    return std::any_of(operands.begin(), operands.end(), [](const Operand& o) { return !o.act.empty(); });
+  }
   Operand& operand(const std::string& name) {
     for (Operand& o : operands)
       if (o.name == name) return o;
@@ -100,10 +120,16 @@ public:
   Bound& operator=(const Bound&) = delete;
 
   const ExecContext* ctx() const { return &m_ctx; }
-  ConstView in(const std::string& name) { return ConstView(slot(name).data, m_dtype); }
+  // An operand as the row reads it: activations in the row's dtype, everything else f32.
+  ConstView in(const std::string& name) { return ConstView(slot(name).data, slot(name).dtype); }
   View out(const std::string& name);  // null when this run leaves the output out
-  const float* f32(const std::string& name) { return static_cast<const float*>(slot(name).data); }
-  float* f32_out(const std::string& name) { return static_cast<float*>(out(name).data()); }
+  // An operand the row takes as a plain float pointer (parameters, statistics): never an activation
+  // bound in another dtype.
+  const float* f32(const std::string& name) { return static_cast<const float*>(f32_slot(name).data); }
+  float* f32_out(const std::string& name) {
+    f32_slot(name);
+    return static_cast<float*>(out(name).data());
+  }
   double* f64(const std::string& name) { return static_cast<double*>(slot(name).data); }
   const int32_t* labels() const { return static_cast<const int32_t*>(m_labels.get()); }
   // Storage that lives as long as this run (the arrays of views add and concat take).
@@ -125,8 +151,15 @@ private:
     Device device = Device::cpu;
     size_t count = 0;
     bool is_double = false;
+    DType dtype = DType::f32;
+    std::vector<int64_t> act;  // logical dims of an activation bound in another dtype
   };
   Slot& slot(const std::string& name);
+  Slot& f32_slot(const std::string& name) {
+    Slot& s = slot(name);
+    if (s.dtype != DType::f32) FAIL("operand " << name << " is bound as " << to_string(s.dtype) << ", read as f32");
+    return s;
+  }
 
   const ExecContext& m_ctx;
   DType m_dtype;
@@ -144,6 +177,7 @@ inline bool on_gpu(Backend b) { return b != Backend::cpu; }
 // one of them). A row of another dtype gets its precision's tolerance here when its conversion is
 // written (require_bindable).
 inline Tolerance row_tolerance(Backend b, DType t, std::string_view name) {
+  if (t == DType::bf16) return kBf16OutputVsCpu;
   if (b == Backend::cpu) return kFastCpuVsReference;
   if (name.find("fft") != std::string_view::npos || name.find("winograd") != std::string_view::npos ||
       name == "cudnn")
@@ -161,10 +195,19 @@ inline bool all_nan(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
 }
 
-// The harness uploads and reads back f32 only; a row of another dtype needs the conversion of its
-// operands (here and in Bound) and its tolerance (row_tolerance) before it can be tested.
+// The harness binds f32 and bf16 rows; another dtype needs its conversion (Bound) and tolerance
+// (row_tolerance) first.
 inline void require_bindable(DType t, const std::string& row) {
-  if (t != DType::f32) FAIL(row << ": the harness has no " << to_string(t) << " conversion yet");
+  if (t != DType::f32 && t != DType::bf16) FAIL(row << ": the harness has no " << to_string(t) << " conversion yet");
+}
+
+// NCHW index <-> channels-last storage index of an activation's logical dims (rank 4 permutes;
+// other ranks are the same in both layouts).
+inline size_t storage_index(const std::vector<int64_t>& d, size_t i) {
+  if (d.size() != 4) return i;
+  const size_t C = size_t(d[1]), HW = size_t(d[2] * d[3]);
+  const size_t n = i / (C * HW), c = (i / HW) % C, hw = i % HW;
+  return (n * HW + hw) * C + c;
 }
 
 }  // namespace detail
@@ -195,6 +238,10 @@ std::map<std::string, int> check_rows(const std::vector<Case<Args>>& cases, bool
     detail::require_bindable(row.dtype, what);
     for (const Case<Args>& c : cases) {
       if (c.rows && !c.rows(row_name)) continue;
+      if (row.dtype != DType::f32 && !c.has_act()) {
+        INFO(table.op << " [" << what << "] " << c.label);
+        FAIL("the case marks no activation operand (Case::act), so a " << to_string(row.dtype) << " row cannot bind it");
+      }
       std::vector<std::string> nulled{""};
       for (const Operand& o : c.operands)
         if (o.kind == Operand::Kind::optional_out) nulled.push_back(o.name);
@@ -250,6 +297,11 @@ std::map<std::string, int> check_rows(const std::vector<Case<Args>>& cases, bool
 inline std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 inline std::vector<float> zeros(size_t n) { return std::vector<float>(n); }
+// The values rounded to bf16 (and back): inputs of cases that bf16 rows take.
+inline std::vector<float> bf16_exact(std::vector<float> v) {
+  for (float& f : v) f = round_to_bf16(f);
+  return v;
+}
 
 // The context the oracles run on.
 inline const ExecContext& oracle_ctx() {
@@ -294,7 +346,11 @@ inline Bound::Bound(const std::vector<Operand>& operands, const std::vector<int3
     s.device = o.host_only ? Device::cpu : ctx.device;
     s.is_double = o.is_double;
     s.count = o.is_double ? o.doubles.size() : o.values.size();
-    const size_t elem = o.is_double ? sizeof(double) : sizeof(float);
+    if (!o.act.empty() && dtype != DType::f32) {
+      s.dtype = dtype;
+      s.act = o.act;
+    }
+    const size_t elem = o.is_double ? sizeof(double) : dtype_size(s.dtype);
     const size_t skip = o.is_double ? 0 : size_t(offset);  // doubles stay 8-byte aligned
     const size_t bytes = (s.count + skip) * elem;
     const Device dev = s.device;
@@ -308,7 +364,19 @@ inline Bound::Bound(const std::vector<Operand>& operands, const std::vector<int3
     if (o.kind == Operand::Kind::in) src = o.is_double ? static_cast<const void*>(o.doubles.data()) : o.values.data();
     else if (o.kind == Operand::Kind::inout) src = o.initial.data();
     else src = o.is_double ? static_cast<const void*>(nan_d.data()) : nan_f.data();
-    if (s.count) device_memcpy(s.data, dev, src, Device::cpu, s.count * elem);
+    if (s.count && s.dtype == DType::bf16) {
+      const float* f = static_cast<const float*>(src);
+      std::vector<bf16> h(s.count);
+      for (size_t i = 0; i < s.count; ++i) {
+        if (o.kind != Operand::Kind::out && o.kind != Operand::Kind::optional_out && !std::isnan(f[i]) &&
+            round_to_bf16(f[i]) != f[i])
+          FAIL("operand " << o.name << " holds " << f[i] << " at " << i << ", not exact in bf16 (use bf16_exact)");
+        h[detail::storage_index(s.act, i)] = to_bf16(f[i]);
+      }
+      device_memcpy(s.data, dev, h.data(), Device::cpu, s.count * elem);
+    } else if (s.count) {
+      device_memcpy(s.data, dev, src, Device::cpu, s.count * elem);
+    }
     m_slots[o.name] = s;
   }
   if (alias) m_slots[alias->first] = slot(alias->second);
@@ -321,8 +389,9 @@ inline Bound::Bound(const std::vector<Operand>& operands, const std::vector<int3
 }
 
 inline View Bound::out(const std::string& name) {
-  if (name == m_nulled) return View(nullptr, m_dtype);
-  return View(slot(name).data, m_dtype);
+  Slot& s = slot(name);
+  if (name == m_nulled) return View(nullptr, s.dtype);
+  return View(s.data, s.dtype);
 }
 
 inline Bound::Slot& Bound::slot(const std::string& name) {
@@ -334,7 +403,13 @@ inline Bound::Slot& Bound::slot(const std::string& name) {
 inline std::vector<float> Bound::floats(const std::string& name) {
   Slot& s = slot(name);
   std::vector<float> v(s.count);
-  if (s.count) device_memcpy(v.data(), Device::cpu, s.data, s.device, s.count * sizeof(float));
+  if (s.count && s.dtype == DType::bf16) {
+    std::vector<bf16> h(s.count);
+    device_memcpy(h.data(), Device::cpu, s.data, s.device, s.count * sizeof(bf16));
+    for (size_t i = 0; i < s.count; ++i) v[i] = to_float(h[detail::storage_index(s.act, i)]);
+  } else if (s.count) {
+    device_memcpy(v.data(), Device::cpu, s.data, s.device, s.count * sizeof(float));
+  }
   return v;
 }
 
