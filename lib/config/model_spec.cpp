@@ -184,8 +184,10 @@ SchemaPtr train_schema() {
   s->key("cuda_graph", Type::boolean(), "capture the GPU training step in a CUDA graph").defaults_to(d.cuda_graph);
   s->key("backend", Type::choice({"auto", "cuda", "cudnn"}), "on a GPU, layers left auto use this backend where they can")
       .defaults_to(d.backend);
-  s->key("precision", Type::choice({"fp32", "tf32"}),
-         "how convolutions and dense layers multiply: fp32 exact; tf32 TF32 tensor cores in cuDNN and cuBLAS (bf16, fp16: not yet)")
+  s->key("precision", Type::choice({"fp32", "tf32", "bf16"}),
+         "fp32: FP32 everywhere; tf32: FP32 storage, TF32 tensor cores in cuDNN convolutions and cuBLAS dense; "
+         "bf16: activations and their gradients stored in BF16 (channels-last), FP32 master weights, "
+         "gradients, sums and optimizer (README \"Precision\")")
       .defaults_to(d.precision);
   {
     const AutotuneSpec a;
@@ -252,6 +254,9 @@ SchemaPtr layer_schema(const LayerSchemas& layers) {
          "where the layer runs; auto: the run's device, the faster GPU backend measured")
       .defaults_to(d.backend);
   s->key("algo", Type::choice({"auto"}), "convolution algorithm (conv2d only)").defaults_to("auto");
+  s->key("precision", Type::choice({"auto", "fp32", "tf32", "bf16"}),
+         "this layer's precision; auto: train.precision (fp32 keeps a layer in FP32 in a bf16 run, with casts planned)")
+      .defaults_to("auto");
   s->discriminate_by("type");
   for (const auto& [type, own] : layers) s->variant(type, own.keys(), own.summary());
   return s;
@@ -313,6 +318,7 @@ void read_layers(const Value& list, std::vector<LayerSpec>& layers) {
     l.type = ln["type"].string();
     if (const Value* in = ln.find("inputs")) l.inputs = in->is_list() ? in->strings() : std::vector<std::string>{in->string()};
     l.backend = ln["backend"].string();
+    l.own_precision = ln["precision"].string();
     l.attrs = ln;
     layers.push_back(std::move(l));
   }
@@ -476,7 +482,7 @@ ModelSpec parse_model_spec(const Value& root, const std::string& file, const Lay
   read_train(doc["train"], spec.train);
   for (LayerSpec& l : spec.layers) {
     l.preferred_backend = spec.train.backend;
-    l.precision = spec.train.precision;
+    l.precision = l.own_precision == "auto" ? spec.train.precision : l.own_precision;
   }
   read_eval(doc["eval"], spec.eval);
   read_dist(doc["dist"], spec.dist);

@@ -35,7 +35,8 @@ struct LayerSpec {
   std::vector<std::string> inputs;  // empty: the previous layer (or the model input for the first)
   std::string backend = "auto";     // auto | cpu | cuda | cudnn
   std::string preferred_backend = "auto";  // train.backend: what `auto` means on a GPU where the layer supports it
-  std::string precision = "fp32";   // train.precision: fp32 | tf32, how the layer's convolutions and GEMMs multiply
+  std::string own_precision = "auto";  // the layer's `precision:` key: auto | fp32 | tf32 | bf16
+  std::string precision = "fp32";   // resolved: own_precision, or train.precision when auto (core/math_mode.h)
   int index = 0;                    // position in `layers`
   Value attrs;                      // this layer's map: every key of its type, defaults filled in, with locations
   Location where;
@@ -136,7 +137,7 @@ struct TrainSpec {
   bool fuse_activations = true;  // batchnorm/dense apply a following activation in their kernels
   int64_t max_steps = 0;        // 0 = no limit
   std::string backend = "auto";  // auto | cuda | cudnn: on a GPU, layers left auto use this one where they can
-  std::string precision = "fp32";  // fp32 | tf32 (core/math_mode.h); bf16 and fp16 are not implemented yet
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 (core/math_mode.h: Precision)
   AutotuneSpec autotune;
   bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)
   double clip_grad_norm = 0.0;  // 0 = no clipping

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace cnn {
@@ -21,7 +22,26 @@ inline const char* to_string(MathMode m) { return m == MathMode::tf32 ? "tf32" :
 inline MathMode parse_math_mode(const std::string& s) {
   if (s == "fp32") return MathMode::fp32;
   if (s == "tf32") return MathMode::tf32;
-  CNN_THROW("unknown precision '{}' (expected fp32 or tf32)", s);
+  CNN_THROW("unknown math mode '{}' (expected fp32 or tf32)", s);
 }
+
+// A training precision (train.precision, a layer's `precision:`): how activations are stored and
+// how products are taken. fp32 and tf32 store f32 (tf32 allows TF32 tensor cores); bf16 stores
+// activations and their gradients in bf16, channels-last (core/tensor.h), with FP32 master weights,
+// FP32 weight gradients and FP32 sums in every op (its math mode is fp32: the bf16 rows say how
+// they multiply).
+enum class Precision { fp32, tf32, bf16 };
+
+inline const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : p == Precision::tf32 ? "tf32" : "fp32"; }
+// "fp32" | "tf32" | "bf16"; anything else throws cnn::Error naming the allowed values.
+inline Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "tf32") return Precision::tf32;
+  if (s == "bf16") return Precision::bf16;
+  CNN_THROW("unknown precision '{}' (expected fp32, tf32 or bf16)", s);
+}
+inline MathMode math_mode(Precision p) { return p == Precision::tf32 ? MathMode::tf32 : MathMode::fp32; }
+// The dtype of a layer's activations in precision p.
+inline DType storage_dtype(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
 
 }  // namespace cnn

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/out_of_memory.h"
 #include "ops/add.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -40,21 +41,25 @@ Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool
   m_buffers = Tensor::zeros(Shape{graph.buffers_size()}, d, fmt::format("buffers (running statistics) of layers {}", span));
   m_arena = Tensor::empty(Shape{m_plan.arena_size}, d,
                           fmt::format("activation arena for layers {} (planned peak {} at batch {})", span,
-                                      format_byte_count(double(m_plan.arena_size) * sizeof(float)), max_batch));
-  // Scratch for input gradients that must be accumulated: at most all inputs of one layer.
+                                      format_byte_count(double(m_plan.arena_size)), max_batch),
+                          DType::u8);
+  // Scratch for input gradients that must be accumulated: at most all inputs of one layer, each in
+  // its producer's dtype (aligned like the arena).
   int64_t scratch = 0;
   int scratch_owner = 0;
   for (int i = 0; i < graph.size(); ++i) {
     Checked sum = 0;
     for (int in : graph.node(i).inputs)
-      if (in != Graph::kModelInput) sum = sum + graph.node(in).out_shape.numel();
+      if (in != Graph::kModelInput)
+        sum = sum + (Checked(graph.node(in).out_shape.numel()) * int64_t(dtype_size(graph.dtype_of(in))) + kArenaAlign);
     if (sum.value("the gradient scratch") > scratch) scratch = sum.value(""), scratch_owner = i;
   }
   // Each input is within the per-tensor cap at max_batch (plan_memory); their sum is checked.
   m_scratch = Tensor::empty(Shape{(Checked(scratch) * max_batch).value("the gradient scratch at the batch")}, d,
                             graph.size() == 0 ? std::string("gradient scratch")
                                               : fmt::format("gradient scratch (inputs of layer '{}' at batch {})",
-                                                            graph.node(scratch_owner).layer->name(), max_batch));
+                                                            graph.node(scratch_owner).layer->name(), max_batch),
+                            DType::u8);
   m_input = Tensor::zeros(batch_shape(graph.input_shape(), max_batch), d,
                           fmt::format("input batch {}", batch_shape(graph.input_shape(), max_batch).to_string()));
   for (int i = 0; i < graph.size(); ++i) {
@@ -95,17 +100,36 @@ static size_t storage_node(const Graph& g, int node) {
   return static_cast<size_t>(g.node(node).fused_into >= 0 ? g.node(node).fused_into : node);
 }
 
+Tensor Executor::arena_view(const PlannedTensor& t, const Shape& shape, DType dtype) const {
+  return Tensor::wrap(static_cast<char*>(const_cast<void*>(m_arena.raw())) + t.offset, shape, m_arena.device(), dtype);
+}
+
 Tensor Executor::act_view(int node, int64_t n) const {
   const PlannedTensor& t = m_plan.activations[storage_node(m_graph, node)];
-  return Tensor::wrap(const_cast<float*>(m_arena.data()) + t.offset,
-                      batch_shape(m_graph.node(node).out_shape, n), m_arena.device());
+  return arena_view(t, batch_shape(m_graph.node(node).out_shape, n), m_graph.dtype_of(node));
 }
 
 Tensor Executor::grad_view(int node, int64_t n) const {
   const PlannedTensor& t = m_plan.gradients[storage_node(m_graph, node)];
   CNN_CHECK(t.size > 0, "no gradient planned for node {} (executor built for inference)", node);
-  return Tensor::wrap(const_cast<float*>(m_arena.data()) + t.offset,
-                      batch_shape(m_graph.node(node).out_shape, n), m_arena.device());
+  return arena_view(t, batch_shape(m_graph.node(node).out_shape, n), m_graph.dtype_of(node));
+}
+
+// (n, C, H, W) or (n, F) as convert's dims.
+static ActDims act_dims(const Shape& batched) {
+  ActDims d;
+  d.N = batched[0];
+  d.C = batched.rank() > 1 ? batched[1] : 1;
+  d.H = batched.rank() > 2 ? batched[2] : 1;
+  d.W = batched.rank() > 3 ? batched[3] : 1;
+  for (int k = 4; k < batched.rank(); ++k) d.W *= batched[k];
+  return d;
+}
+
+void Executor::convert(const Tensor& from, Tensor& to) const {
+  run_op(native_backend(m_ctx.device), ConvertForward{&m_ctx, act_dims(from.shape()), from.view(),
+                                                       activation_layout(from.dtype()), to.view(),
+                                                       activation_layout(to.dtype())});
 }
 
 Tensor Executor::activation(int node) const { return act_view(node, m_n); }
@@ -136,19 +160,45 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
   if (check_finite && !all_finite(input)) return -2;
   for (int i = 0; i < m_graph.size(); ++i) {
     GraphNode& node = m_graph.node(i);
-    std::vector<Tensor> in_views;
-    for (int in : node.inputs) in_views.push_back(in == Graph::kModelInput ? input : act_view(in, n));
-    std::vector<const Tensor*> xs;
-    for (const Tensor& t : in_views) xs.push_back(&t);
-    Tensor y = act_view(i, n);
     if (m_timer) m_timer->begin(i, false);
-    if (node.fused_into < 0) naming_layer(node, "forward", [&] { node.layer->forward(rc, xs, y); });  // a fused activation ran in its producer
+    if (node.fused_into < 0) {  // a fused activation ran in its producer
+      const std::vector<Tensor> in_views = inputs_of(i, n, input, true);
+      std::vector<const Tensor*> xs;
+      for (const Tensor& t : in_views) xs.push_back(&t);
+      Tensor y = act_view(i, n);
+      naming_layer(node, "forward", [&] { node.layer->forward(rc, xs, y); });
+    }
     if (m_timer) m_timer->end(i, false);
-    if (check_finite && !all_finite(y)) return i;
+    if (check_finite && !all_finite(act_view(i, n))) return i;
   }
-  m_output_view = act_view(m_graph.size() - 1, n);
-  if (m_plan.gradients[storage_node(m_graph, m_graph.size() - 1)].size > 0) m_output_grad_view = grad_view(m_graph.size() - 1, n);
+  const int last = m_graph.size() - 1;
+  const Shape out_shape = batch_shape(m_graph.output_shape(), n);
+  if (m_plan.output_f32.size > 0) {  // the loss reads f32
+    m_output_view = arena_view(m_plan.output_f32, out_shape, DType::f32);
+    convert(act_view(last, n), m_output_view);
+    if (m_plan.output_grad_f32.size > 0) m_output_grad_view = arena_view(m_plan.output_grad_f32, out_shape, DType::f32);
+  } else {
+    m_output_view = act_view(last, n);
+    if (m_plan.gradients[storage_node(m_graph, last)].size > 0) m_output_grad_view = grad_view(last, n);
+  }
   return -1;
+}
+
+std::vector<Tensor> Executor::inputs_of(int i, int64_t n, const Tensor& input, bool forward) const {
+  const GraphNode& node = m_graph.node(i);
+  std::vector<Tensor> views;
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const int in = node.inputs[k];
+    Tensor src = in == Graph::kModelInput ? input : act_view(in, n);
+    if (const PlannedCast* c = m_plan.cast_of(i, int(k))) {
+      Tensor cast = arena_view(c->act, src.shape(), c->to);
+      if (forward) convert(src, cast);  // backward reads the copy forward made
+      views.push_back(cast);
+    } else {
+      views.push_back(src);
+    }
+  }
+  return views;
 }
 
 void Executor::backward(const GradHook& hook) {
@@ -160,29 +210,46 @@ void Executor::backward(const GradHook& hook) {
   // Which nodes already hold a gradient (the first consumer writes, later ones accumulate).
   std::vector<char> written(static_cast<size_t>(m_graph.size()), 0);
   written.back() = 1;  // the loss wrote d(output)
-  for (int i = m_graph.size() - 1; i >= 0; --i) {
+  const int last = m_graph.size() - 1;
+  if (m_plan.output_grad_f32.size > 0) {  // the loss wrote f32: into the last layer's dtype
+    Tensor dlast = grad_view(last, n);
+    convert(m_output_grad_view, dlast);
+  }
+  char* scratch = static_cast<char*>(m_scratch.raw());
+  for (int i = last; i >= 0; --i) {
     GraphNode& node = m_graph.node(i);
-    std::vector<Tensor> in_views;
-    for (int in : node.inputs) in_views.push_back(in == Graph::kModelInput ? input : act_view(in, n));
+    const std::vector<Tensor> in_views = inputs_of(i, n, input, false);
     std::vector<const Tensor*> xs;
     for (const Tensor& t : in_views) xs.push_back(&t);
-    // dx targets: the input's gradient buffer, or scratch when it must be accumulated.
+    // dx targets: the input's gradient buffer, or scratch when it must be accumulated, or the
+    // cast's gradient (the layer's dtype) when the input was converted.
     std::vector<Tensor> dx_views(node.inputs.size());
     std::vector<Tensor*> dxs(node.inputs.size(), nullptr);
-    std::vector<int> accumulate;  // input slots to add from scratch
+    std::vector<int> accumulate;  // input slots whose gradient is added to the producer's
+    std::vector<int> converted;   // input slots whose gradient is converted into the producer's
     int64_t scratch_offset = 0;
+    auto scratch_view = [&](const Shape& s, DType t) {
+      Tensor v = Tensor::wrap(scratch + scratch_offset, s, m_scratch.device(), t);
+      scratch_offset += (int64_t(v.bytes()) + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      return v;
+    };
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int in = node.inputs[k];
       if (in == Graph::kModelInput) continue;
+      const Shape s = batch_shape(m_graph.node(in).out_shape, n);
+      if (const PlannedCast* c = m_plan.cast_of(i, int(k))) {
+        dx_views[k] = arena_view(c->grad, s, c->to);
+        converted.push_back(int(k));
+        dxs[k] = &dx_views[k];
+        continue;
+      }
       bool dup_earlier = false;  // the same input twice in one layer (add(x, x))
       for (size_t j = 0; j < k; ++j) dup_earlier |= node.inputs[j] == in;
       if (!written[static_cast<size_t>(in)] && !dup_earlier) {
         dx_views[k] = grad_view(in, n);
         written[static_cast<size_t>(in)] = 1;
       } else {
-        Shape s = batch_shape(m_graph.node(in).out_shape, n);
-        dx_views[k] = Tensor::wrap(m_scratch.data() + scratch_offset, s, m_scratch.device());
-        scratch_offset += s.numel();
+        dx_views[k] = scratch_view(s, m_graph.dtype_of(in));
         accumulate.push_back(static_cast<int>(k));
       }
       dxs[k] = &dx_views[k];
@@ -191,6 +258,19 @@ void Executor::backward(const GradHook& hook) {
     Tensor dy = grad_view(i, n);
     if (m_timer) m_timer->begin(i, true);
     if (node.fused_into < 0) naming_layer(node, "backward", [&] { node.layer->backward(rc, xs, y, dy, dxs); });
+    for (int k : converted) {  // into the producer's dtype and layout, written or added
+      const int in = node.inputs[static_cast<size_t>(k)];
+      if (!written[static_cast<size_t>(in)]) {
+        Tensor target = grad_view(in, n);
+        convert(dx_views[static_cast<size_t>(k)], target);
+        written[static_cast<size_t>(in)] = 1;
+      } else {
+        Tensor tmp = scratch_view(dx_views[static_cast<size_t>(k)].shape(), m_graph.dtype_of(in));
+        convert(dx_views[static_cast<size_t>(k)], tmp);
+        dx_views[static_cast<size_t>(k)] = tmp;
+        accumulate.push_back(k);
+      }
+    }
     for (int k : accumulate) {
       Tensor target = grad_view(node.inputs[static_cast<size_t>(k)], n);
       const ConstView two[2] = {target.view(), dx_views[static_cast<size_t>(k)].view()};

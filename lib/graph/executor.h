@@ -72,6 +72,11 @@ private:
   int run_forward(int64_t n, bool training, uint64_t step, uint64_t seed, bool check_finite);
   Tensor act_view(int node, int64_t n) const;
   Tensor grad_view(int node, int64_t n) const;
+  Tensor arena_view(const PlannedTensor& t, const Shape& shape, DType dtype) const;
+  // Node i's inputs as the layer reads them: planned casts in its dtype (converted when forward).
+  std::vector<Tensor> inputs_of(int i, int64_t n, const Tensor& input, bool forward) const;
+  // from -> to (equal numel), each in its dtype's layout (ops/convert.h), on the run's stream.
+  void convert(const Tensor& from, Tensor& to) const;
   Graph& m_graph;
   int64_t m_max_batch;
   ExecContext m_ctx;

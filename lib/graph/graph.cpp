@@ -251,7 +251,18 @@ double Graph::training_flops() const {
 
 std::vector<std::string> Graph::choose_backends(Device device) {
   std::vector<std::string> notes;
+  m_precision_notes.clear();
   for (auto& n : m_nodes) {
+    Layer& l = *n.layer;
+    const DType want = storage_dtype(l.precision());
+    l.set_dtype(want);
+    if (want != DType::f32 && !l.can_run_on(device)) {
+      l.set_dtype(DType::f32);
+      m_precision_notes.push_back(fmt::format("layer '{}' ({}) stays f32: no {} implementation of it{} on the {}",
+                                              l.name(), l.type(), to_string(want),
+                                              l.requested_backend() == "auto" ? "" : " on backend " + l.requested_backend(),
+                                              to_string(device)));
+    }
     n.layer->choose_backend(device);
     const std::string& req = n.layer->requested_backend();
     if (req == "auto" || req.empty())
@@ -261,6 +272,20 @@ std::vector<std::string> Graph::choose_backends(Device device) {
   // The producers' answers depend on their backends.
   const int fused = fuse_activations(m_fuse);
   if (fused > 0) notes.push_back(fmt::format("{} activation(s) fused into their producers", fused));
+  auto layout = [](DType t) { return t == DType::f32 ? "NCHW" : "NHWC"; };
+  for (int i = 0; i < size(); ++i) {
+    const GraphNode& n = node(i);
+    if (n.fused_into >= 0) continue;
+    for (int p : n.inputs)
+      if (dtype_of(p) != n.layer->dtype())
+        m_precision_notes.push_back(fmt::format("cast {} -> {}: {} {} -> {} {}",
+                                                p == kModelInput ? std::string("input") : node(p).layer->name(),
+                                                n.layer->name(), to_string(dtype_of(p)), layout(dtype_of(p)),
+                                                to_string(n.layer->dtype()), layout(n.layer->dtype())));
+  }
+  if (size() > 0 && node(size() - 1).layer->dtype() != DType::f32)
+    m_precision_notes.push_back(fmt::format("cast {} -> loss: {} -> f32", node(size() - 1).layer->name(),
+                                            to_string(node(size() - 1).layer->dtype())));
   return notes;
 }
 
@@ -282,6 +307,7 @@ int Graph::fuse_activations(bool enabled) {
     // The producer's output must die into the activation alone (anything else would read act(y)).
     if (prod.consumers.size() != 1 || prod.fused_act >= 0 || prod.fused_into >= 0) continue;
     if (!our_kernels(act.layer->backend()) || !(act.layer->backend() == prod.layer->backend())) continue;
+    if (act.layer->dtype() != prod.layer->dtype()) continue;  // a cast lies between them
     if (!prod.layer->fuse_activation(p)) continue;
     prod.fused_act = a;
     act.fused_into = act.inputs[0];

@@ -77,9 +77,16 @@ public:
   double forward_flops() const;
   double training_flops() const;
 
-  // Resolves each layer's backend for `device` (throws when an explicit one can't be honoured);
-  // returns one log line per layer that `auto` placed, in order. Then redoes the activation fusion.
+  // Resolves each layer's dtype and backend for `device` (throws when an explicit backend can't be
+  // honoured); returns one log line per layer that `auto` placed, in order. Then redoes the
+  // activation fusion. A layer whose precision stores another dtype (bf16) gets it where one of
+  // its backends on the device supports it, else stays f32: precision_notes() says which.
   std::vector<std::string> choose_backends(Device device);
+  // After choose_backends: one line per layer kept in f32 against its precision, and one per
+  // planned cast edge ("input -> conv1: f32 NCHW -> bf16 NHWC").
+  const std::vector<std::string>& precision_notes() const { return m_precision_notes; }
+  // The dtype of a node's output (f32 for kModelInput).
+  DType dtype_of(int node) const { return node == kModelInput ? DType::f32 : m_nodes[static_cast<size_t>(node)].layer->dtype(); }
 
   // Fuses each activation (relu, leaky_relu/elu with alpha > 0, sigmoid, tanh) into the batchnorm
   // or dense layer that feeds only it, where both run our cpu/cuda kernels (train.fuse_activations;
@@ -97,6 +104,7 @@ private:
   int64_t m_params_size = 0;
   int64_t m_buffers_size = 0;
   bool m_fuse = true;
+  std::vector<std::string> m_precision_notes;
 };
 
 // Network input per sample for a spec (see Graph::input_shape).

@@ -41,6 +41,12 @@ int64_t assign_offsets(std::vector<PlannedTensor*>& tensors, int64_t align) {
   return arena;
 }
 
+const PlannedCast* MemoryPlan::cast_of(int node, int slot) const {
+  for (const PlannedCast& c : casts)
+    if (c.node == node && c.slot == slot) return &c;
+  return nullptr;
+}
+
 // The elements of `per_sample` at `batch`, within the per-tensor cap: a config error at the layer
 // (node >= 0) or at train.batch_size (the model input).
 static int64_t batched_elements(const Graph& g, int node, const Shape& per_sample, int64_t batch) {
@@ -77,7 +83,8 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
     // A producer with a fused activation writes the activation's output: its readers are ours.
     const int out = n.fused_act >= 0 ? n.fused_act : i;
     const GraphNode& reader_of = g.node(out);
-    a.size = batched_elements(g, i, n.out_shape, max_batch);
+    const int64_t elements = batched_elements(g, i, n.out_shape, max_batch);
+    a.size = elements * int64_t(dtype_size(n.layer->dtype()));  // below 2^31 elements: no overflow
     a.first = i;
     a.last = out == L - 1 ? L : i;  // the last output is read by the loss
     for (int c : reader_of.consumers) {
@@ -95,13 +102,45 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
       gr.last = bwd(i);
     }
   }
+  // Casts: every input read in another dtype than its producer's (fused activations read nothing).
+  for (int i = 0; i < L; ++i) {
+    const GraphNode& n = g.node(i);
+    if (n.fused_into >= 0) continue;
+    const DType to = n.layer->dtype();
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int p = n.inputs[k];
+      const DType from = g.dtype_of(p);
+      if (from == to) continue;
+      PlannedCast c;
+      c.node = i;
+      c.slot = int(k);
+      c.producer = p;
+      c.from = from;
+      c.to = to;
+      const std::string edge = (p == Graph::kModelInput ? std::string("input") : g.node(p).layer->name()) + "->" +
+                               n.layer->name();
+      const Shape& shape = p == Graph::kModelInput ? g.input_shape() : g.node(p).out_shape;
+      const int64_t bytes = batched_elements(g, i, shape, max_batch) * int64_t(dtype_size(to));
+      c.act = {"cast " + edge, bytes, i, training && n.layer->backward_needs_inputs() ? bwd(i) : i};
+      if (training && p != Graph::kModelInput) c.grad = {"cast grad " + edge, bytes, bwd(i), bwd(i)};
+      plan.casts.push_back(c);
+    }
+  }
+  if (L > 0 && g.node(L - 1).layer->dtype() != DType::f32) {
+    const int64_t bytes = batched_elements(g, L - 1, g.output_shape(), max_batch) * int64_t(sizeof(float));
+    plan.output_f32 = {"output f32", bytes, L - 1, L};
+    if (training) plan.output_grad_f32 = {"output grad f32", bytes, L, bwd(L - 1)};
+  }
   std::vector<PlannedTensor*> all;
   for (auto& t : plan.activations) all.push_back(&t);
   for (auto& t : plan.gradients) all.push_back(&t);
+  for (auto& c : plan.casts) all.push_back(&c.act), all.push_back(&c.grad);
+  all.push_back(&plan.output_f32);
+  all.push_back(&plan.output_grad_f32);
   Checked naive = 0;
   for (auto* t : all) naive = naive + t->size;
   plan.naive_size = naive.value("the activation memory without reuse");
-  plan.arena_size = assign_offsets(all, Graph::kAlign);
+  plan.arena_size = assign_offsets(all, kArenaAlign);
   return plan;
 }
 

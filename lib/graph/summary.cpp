@@ -48,8 +48,8 @@ MemoryEstimate estimate_training_memory(const Graph& g, const ModelSpec& spec, i
   m.optimizer_bytes = bytes(Checked(optimizer_slots(spec.train.optimizer)) * g.params_size() * f, "the optimizer bytes");
   m.buffers_bytes = bytes(Checked(g.buffers_size()) * f, "the buffer bytes");
   MemoryPlan plan = plan_memory(g, batch, true);  // holds every batched tensor to the cap
-  m.activations_bytes = bytes(Checked(plan.arena_size) * f, "the activation bytes");
-  m.activations_naive_bytes = bytes(Checked(plan.naive_size) * f, "the activation bytes without reuse");
+  m.activations_bytes = plan.arena_size;
+  m.activations_naive_bytes = plan.naive_size;
   m.input_bytes = bytes(Checked(g.input_shape().numel()) * batch * f, "the input bytes");
   return m;
 }

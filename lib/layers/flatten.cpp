@@ -1,6 +1,9 @@
-// flatten layer: (C, H, W) -> (C*H*W). A copy, so the planner can treat it like any layer.
+// flatten layer: (C, H, W) -> (C*H*W). A copy, so the planner can treat it like any layer. In bf16
+// the input is channels-last and the output takes NCHW order (a permute through the convert op), so
+// the features reach a dense layer in the same order in every precision and its weights mean the same.
 #include "layers/registry.h"
 #include "ops/add.h"
+#include "ops/convert.h"
 
 namespace cnn {
 namespace {
@@ -11,17 +14,33 @@ void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst
   run_op(b, AddForward{rc.exec, dst.numel(), 1, one, dst.view()});
 }
 
+// The (N, C, H, W) side of a flatten as convert's dims ((N, F) as (N, F, 1, 1)).
+ActDims image_dims(const Shape& s) {
+  return s.rank() == 4 ? ActDims{s[0], s[1], s[2], s[3]} : ActDims{s[0], s.numel() / s[0], 1, 1};
+}
+
 class FlattenLayer : public Layer {
  public:
   explicit FlattenLayer(const LayerSpec& spec) : Layer(spec) {}
   Shape infer_shape(const std::vector<Shape>& in) override { return Shape{in[0].numel()}; }
   bool backward_needs_inputs() const override { return false; }
+  bool supports(Backend b) const override {
+    if (dtype() == DType::f32) return Layer::supports(b);
+    return op_supports(b, dtype(), ConvertForward{});  // the permute (or copy) of both directions
+  }
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    stream_copy(backend(), rc, *x[0], y);
+    if (dtype() != DType::f32)  // permute (a copy for a flat input)
+      run_op(backend(), ConvertForward{rc.exec, image_dims(x[0]->shape()), x[0]->view(), Layout::nhwc, y.view(), Layout::nchw});
+    else
+      stream_copy(backend(), rc, *x[0], y);
   }
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    if (dx[0]) stream_copy(backend(), rc, dy, *dx[0]);
+    if (!dx[0]) return;
+    if (dtype() != DType::f32)
+      run_op(backend(), ConvertForward{rc.exec, image_dims(dx[0]->shape()), dy.view(), Layout::nchw, dx[0]->view(), Layout::nhwc});
+    else
+      stream_copy(backend(), rc, dy, *dx[0]);
   }
 };
 

@@ -13,9 +13,22 @@ Layer::Layer(const LayerSpec& spec)
       m_index(spec.index),
       m_requested_backend(spec.backend),
       m_preferred_backend(spec.preferred_backend),
-      m_math(parse_math_mode(spec.precision)) {}
+      m_precision(parse_precision(spec.precision)),
+      m_math(math_mode(m_precision)) {}
 
-bool Layer::supports(Backend b) const { return b == Backend::cpu || (b == Backend::cuda && backend_built(b)); }
+bool Layer::can_run_on(Device device) const {
+  const std::string& req = m_requested_backend;
+  if (req != "auto" && !req.empty()) {
+    const Backend b = parse_backend(req);
+    return ((b == Backend::cpu) == (device == Device::cpu)) && supports(b);
+  }
+  if (device == Device::cpu) return supports(Backend::cpu);
+  return supports(Backend::cuda) || supports(Backend::cudnn);
+}
+
+bool Layer::supports(Backend b) const {
+  return m_dtype == DType::f32 && (b == Backend::cpu || (b == Backend::cuda && backend_built(b)));
+}
 
 void Layer::fail(const std::string& message) const {
   throw ConfigError(m_where, m_path,

@@ -74,11 +74,19 @@ public:
   virtual int max_inputs() const { return 1; }
 
   // Non-throwing: can this layer run on `b` for its inferred shapes and dtype()? Layers ask the
-  // tables of their ops (op_supports, ops/dispatch.h). Default: cpu, and cuda when built.
+  // tables of their ops (op_supports, ops/dispatch.h). Default: f32 only, on cpu, and cuda when built.
   virtual bool supports(Backend b) const;
-  // The dtype of the layer's activations, which its op calls pass on through the tensors' views:
-  // f32 until mixed precision sets it.
+  // The layer's precision (its `precision:` key, else train.precision) and the dtype of its
+  // activations, which its op calls pass on through the tensors' views. The graph sets the dtype
+  // (Graph::choose_backends): storage_dtype(precision()) where an implementation of the layer
+  // supports it on the device, else f32 (reported, with casts planned around the layer).
+  Precision precision() const { return m_precision; }
   DType dtype() const { return m_dtype; }
+  // Layers with state sized by dtype override it and call the base.
+  virtual void set_dtype(DType t) { m_dtype = t; }
+  // Non-throwing: whether a backend the layer may use on `device` supports it at its dtype (its
+  // own `backend:` when it names one, else any backend of the device).
+  bool can_run_on(Device device) const;
   // How the layer's convolutions and GEMMs may multiply (train.precision): passed on in the op
   // arguments; implementations that have no TF32 path compute FP32 under tf32 too.
   MathMode math() const { return m_math; }
@@ -139,6 +147,7 @@ private:
   bool m_backend_from_train = false;
   Backend m_backend = Backend::cpu;
   DType m_dtype = DType::f32;
+  Precision m_precision = Precision::fp32;
   MathMode m_math = MathMode::fp32;
   bool m_measure_backend = false;
   std::string m_backend_note;

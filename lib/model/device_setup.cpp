@@ -38,10 +38,18 @@ Device resolve_device(const std::string& requested, const Graph& graph) {
   return Device::cpu;
 }
 
-// The run's precision (train.precision, which every layer carries as its math mode), once.
+// The run's precision (train.precision, which every layer carries, or its own `precision:`), once.
 static std::string precision_note(const Graph& graph, Device d) {
   bool tf32 = false;
-  for (int i = 0; i < graph.size(); ++i) tf32 = tf32 || graph.node(i).layer->math() == MathMode::tf32;
+  int bf16 = 0;
+  for (int i = 0; i < graph.size(); ++i) {
+    tf32 = tf32 || graph.node(i).layer->math() == MathMode::tf32;
+    bf16 += graph.node(i).layer->dtype() == DType::bf16;
+  }
+  if (bf16 > 0)
+    return fmt::format("bf16: {} of {} layers store activations and gradients in BF16 (channels-last); FP32 master "
+                       "weights, weight gradients, sums, batchnorm statistics, loss and optimizer{}",
+                       bf16, graph.size(), tf32 ? "; the FP32 layers may use TF32" : "");
   if (!tf32) return "fp32 (plain FP32 math, no TF32)";
   if (d == Device::cpu) return "tf32 asked, but the CPU has no TF32: every op runs in FP32";
   return "tf32 (cuDNN convolutions and cuBLAS dense layers may use TF32 tensor cores with FP32 accumulation; our "
@@ -65,6 +73,7 @@ DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_ind
   m_ctx->deterministic = deterministic;
   spdlog::info("device: {}", m_description);
   spdlog::info("precision: {}", precision_note(graph, d));
+  for (const std::string& line : graph.precision_notes()) spdlog::info("precision: {}", line);
 }
 
 void DeviceSetup::autotune(Graph& graph, int64_t batch, const AutotuneOptions& options) {

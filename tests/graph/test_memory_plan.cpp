@@ -7,10 +7,15 @@
 
 using namespace cnn;
 
-static void check_no_conflicts(const MemoryPlan& plan) {
+void check_no_conflicts(const MemoryPlan& plan);  // also used by test_precision.cpp
+
+void check_no_conflicts(const MemoryPlan& plan) {
   std::vector<const PlannedTensor*> all;
   for (const auto& t : plan.activations) all.push_back(&t);
   for (const auto& t : plan.gradients) all.push_back(&t);
+  for (const auto& c : plan.casts) all.push_back(&c.act), all.push_back(&c.grad);
+  all.push_back(&plan.output_f32);
+  all.push_back(&plan.output_grad_f32);
   for (size_t i = 0; i < all.size(); ++i) {
     const PlannedTensor& a = *all[i];
     if (!a.size) continue;

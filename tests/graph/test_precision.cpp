@@ -1,0 +1,163 @@
+// Mixed precision in the graph and executor: each layer's dtype from its precision (and f32 where no
+// implementation of it supports bf16, reported), the planned casts (model input, between layers
+// of different dtypes, the output for the loss) with their memory, and forward/backward through
+// them on the CPU against the all-FP32 run (BF16 rounding of the stored activations only).
+#include <cmath>
+#include <numeric>
+
+#include "config/model_spec.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "graph/memory_plan.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+
+using namespace cnn;
+
+void check_no_conflicts(const MemoryPlan& plan);  // test_memory_plan.cpp
+
+namespace {
+
+// conv a -> flatten f (its own precision) -> dense fc: flatten permutes a channels-last image.
+const char* kModel =
+    "name: mixed\n"
+    "input: {channels: 3, height: 4, width: 5}\n"
+    "layers:\n"
+    "  - {name: a, type: conv2d, filters: 6, kernel: 3, padding: 1}\n"
+    "  - {name: f, type: flatten, precision: bf16}\n"
+    "  - {name: fc, type: dense, units: 7}\n";
+
+// conv a -> dense fc -> flatten f (bf16, the last layer: its output is cast to f32 for the loss).
+const char* kLastBf16 =
+    "name: last\n"
+    "input: {channels: 2, height: 3, width: 3}\n"
+    "layers:\n"
+    "  - {name: a, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+    "  - {name: fc, type: dense, units: 5}\n"
+    "  - {name: f, type: flatten, precision: bf16}\n";
+
+struct Run {
+  std::vector<float> output;
+  std::vector<std::vector<float>> grads;
+  std::vector<std::string> notes;
+  MemoryPlan plan;
+};
+
+Run run(const char* yaml, const std::vector<std::string>& overrides) {
+  ModelSpec spec = parse_model_text(yaml, "m.yaml", overrides);
+  std::unique_ptr<Graph> graph = Graph::build(spec);
+  graph->choose_backends(Device::cpu);
+  ExecContext ctx = ExecContext::cpu(1);
+  const int64_t n = 3;
+  Executor ex(*graph, n, ctx);
+  ex.init_params(5);
+  const std::vector<float> input = test::random_floats(size_t(ex.input().numel()), 21);
+  std::copy(input.begin(), input.end(), ex.input().data());
+  ex.forward(n, true, 0, 1);
+  Run out;
+  out.output = ex.output().to_vector();
+  const std::vector<float> r = test::random_floats(out.output.size(), 22);
+  REQUIRE(ex.output_grad().dtype() == DType::f32);
+  std::copy(r.begin(), r.end(), ex.output_grad().data());
+  ex.backward();
+  for (size_t p = 0; p < graph->params().size(); ++p)
+    if (graph->params()[p].trainable) out.grads.push_back(ex.grad(int(p)).to_vector());
+  out.notes = graph->precision_notes();
+  out.plan = ex.plan();
+  return out;
+}
+
+// Relative L2 distance of b from a.
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(a[i]) * a[i];
+  return std::sqrt(d / std::max(n, 1e-30));
+}
+
+bool has_note(const Run& r, const std::string& text) {
+  return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("precision: a bf16 layer between f32 layers gets casts both ways and matches fp32 to bf16 rounding", "[cpu]") {
+  const Run fp32 = run(kModel, {"layers.f.precision=fp32"});
+  const Run mixed = run(kModel, {});
+  CHECK(fp32.plan.casts.empty());
+  REQUIRE(mixed.plan.casts.size() == 2);
+  CHECK(mixed.plan.casts[0].from == DType::f32);
+  CHECK(mixed.plan.casts[0].to == DType::bf16);
+  CHECK(mixed.plan.casts[1].from == DType::bf16);
+  CHECK(mixed.plan.casts[1].to == DType::f32);
+  CHECK(has_note(mixed, "cast a -> f: f32 NCHW -> bf16 NHWC"));
+  CHECK(has_note(mixed, "cast f -> fc: bf16 NHWC -> f32 NCHW"));
+  check_no_conflicts(mixed.plan);
+  // Only the conv output is rounded to bf16 (relative 2^-9 per element); a wrong permute would
+  // scramble the features the dense layer sees and miss by far more.
+  const double out_err = rel_l2(fp32.output, mixed.output);
+  CHECK(out_err > 0.0);
+  CHECK(out_err < 4e-3);
+  REQUIRE(fp32.grads.size() == mixed.grads.size());
+  for (size_t i = 0; i < fp32.grads.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(rel_l2(fp32.grads[i], mixed.grads[i]) < 8e-3);
+  }
+}
+
+TEST_CASE("precision: a bf16 last layer's output reaches the loss as f32, its gradient comes back", "[cpu]") {
+  const Run fp32 = run(kLastBf16, {"layers.f.precision=fp32"});
+  const Run mixed = run(kLastBf16, {});
+  CHECK(mixed.plan.output_f32.size == int64_t(3 * 5 * sizeof(float)));
+  CHECK(mixed.plan.output_grad_f32.size == int64_t(3 * 5 * sizeof(float)));
+  CHECK(fp32.plan.output_f32.size == 0);
+  CHECK(has_note(mixed, "cast f -> loss: bf16 -> f32"));
+  check_no_conflicts(mixed.plan);
+  const double out_err = rel_l2(fp32.output, mixed.output);
+  CHECK(out_err > 0.0);
+  CHECK(out_err < 4e-3);
+  for (size_t i = 0; i < fp32.grads.size(); ++i) CHECK(rel_l2(fp32.grads[i], mixed.grads[i]) < 8e-3);
+}
+
+TEST_CASE("precision: a layer with no bf16 implementation stays f32, reported, with casts around it", "[cpu]") {
+  // Every layer asks for bf16; a grouped convolution with several channels per group has no bf16 row
+  // anywhere, so it stays f32 (and so does any layer whose rows are not there yet).
+  const char* yaml =
+      "name: g\n"
+      "input: {channels: 4, height: 3, width: 3}\n"
+      "layers:\n"
+      "  - {name: g, type: conv2d, filters: 4, kernel: 3, padding: 1, groups: 2}\n"
+      "  - {name: f, type: flatten}\n"
+      "  - {name: fc, type: dense, units: 3, precision: fp32}\n";
+  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=bf16"});
+  std::unique_ptr<Graph> graph = Graph::build(spec);
+  graph->choose_backends(Device::cpu);
+  CHECK(graph->node(0).layer->dtype() == DType::f32);
+  CHECK(graph->node(1).layer->dtype() == DType::bf16);
+  CHECK(graph->node(2).layer->dtype() == DType::f32);
+  const auto& notes = graph->precision_notes();
+  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& s) {
+    return s.find("layer 'g' (conv2d) stays f32: no bf16 implementation") != std::string::npos;
+  }));
+  CHECK(graph->node(0).layer->precision() == Precision::bf16);  // asked for, not given
+  CHECK(graph->node(2).layer->precision() == Precision::fp32);
+}
+
+TEST_CASE("precision: bf16 activations take half the arena bytes of f32 ones", "[cpu]") {
+  ModelSpec spec = parse_model_text(kModel, "m.yaml", {});
+  std::unique_ptr<Graph> graph = Graph::build(spec);
+  graph->choose_backends(Device::cpu);
+  const MemoryPlan plan = plan_memory(*graph, 4, true);
+  // flatten (bf16) output: 4 x 6*4*5 elements of 2 bytes.
+  CHECK(plan.activations[1].size == 4 * 120 * 2);
+  CHECK(plan.activations[0].size == 4 * 120 * 4);
+  CHECK(plan.gradients[1].size == 4 * 120 * 2);
+}
+
+TEST_CASE("precision: the per-layer key is checked and resolved against train.precision", "[cpu]") {
+  ModelSpec spec = parse_model_text(kModel, "m.yaml", {"train.precision=tf32"});
+  CHECK(spec.layers[0].precision == "tf32");
+  CHECK(spec.layers[1].precision == "bf16");
+  CHECK_THROWS_WITH(parse_model_text(kModel, "m.yaml", {"layers.f.precision=fp16"}),
+                    Catch::Matchers::Contains("precision"));
+}
