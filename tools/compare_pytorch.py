@@ -12,10 +12,13 @@ names its tensors like our checkpoints: state_dict keys are "conv1.weight", "bn1
  2. timing: per --batch, whole PyTorch training steps (forward, loss, backward, the model's
     optimizer) on synthetic data in eager mode, under torch.compile(model) and captured as one CUDA
     graph, next to `cnn-bench model --json`; one table, and everything in --json.
-    --precision fp32|tf32 (default fp32) is the precision of both sides' timings: ours runs
+    --precision fp32|tf32|bf16 (default fp32) is the precision of both sides' timings: ours runs
     `cnn-bench model --precision P`, PyTorch sets torch.backends.cudnn.allow_tf32 and
     torch.backends.cuda.matmul.allow_tf32 to P == tf32 (--tf32 on|off overrides PyTorch's side
-    alone). The check always compares FP32 with TF32 off on both sides.
+    alone); for bf16 PyTorch runs as its users train in mixed precision: the forward and the loss
+    under torch.autocast("cuda", dtype=torch.bfloat16), model and input in channels_last, FP32
+    weights and optimizer (the whole-step graph captures autocast with its weight cache off).
+    The check always compares FP32 with TF32 off on both sides.
 Needs torch, safetensors and pyyaml, and a CUDA build of cnn-bench (Debian: /usr/bin/python3 with
 python3-torch, python3-yaml and python3-safetensors, or pip's). Example:
     python3 tools/compare_pytorch.py models/fashion_cnn.yaml --batch 64 --batch 256 --json cmp.json
@@ -399,6 +402,10 @@ def time_mode(mode, plan, cfg, batch, args, device):
     torch.manual_seed(0)
     model = build_model(plan).to(device).train()
     x = torch.randn(batch, *input_shape(cfg), device=device)
+    bf16 = args.precision == "bf16"
+    if bf16:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, plan[-1][3]["out"][0], (batch,), device=device)
     cls, kw = optimizer_spec(cfg, lr_scale=1e-3)
     if mode == "graph" and cls != "SGD":
@@ -411,7 +418,12 @@ def time_mode(mode, plan, cfg, batch, args, device):
     forward, info = (torch.compile(model) if mode == "compile" else model), {}
 
     def body():
-        loss_fn(forward(x), y).backward()
+        if bf16:
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=mode != "graph"):
+                loss = loss_fn(forward(x), y)
+            loss.backward()
+        else:
+            loss_fn(forward(x), y).backward()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
@@ -478,9 +490,9 @@ def parse_args(argv):
     p.add_argument("--backend", choices=("auto", "cuda", "cudnn"),
                    help="our side's train.backend (the same as --set train.backend=X), e.g. cudnn to check the "
                         "accuracy-guarded cuDNN choices")
-    p.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
-                   help="precision of both sides' timings: ours --precision P, PyTorch's TF32 flags on for tf32 "
-                        "(default %(default)s; the check: FP32, TF32 off)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                   help="precision of both sides' timings: ours --precision P, PyTorch's TF32 flags on for tf32, "
+                        "autocast bf16 + channels_last for bf16 (default %(default)s; the check: FP32, TF32 off)")
     p.add_argument("--tf32", choices=("off", "on"),
                    help="TF32 in the PyTorch timings alone (default: on for --precision tf32, else off)")
     p.add_argument("--ddp", type=int, metavar="N",
