@@ -1,7 +1,8 @@
-// Pointwise activations on the GPU: one kernel instance per kind, so the switch of
-// activation_math.h folds away; float4 accesses when every pointer read or written is 16-byte
-// aligned (the n % 4 tail goes element by element), plain float accesses otherwise
-// (elementwise.cuh's loop).
+// Pointwise activations on the GPU: one kernel instance per kind and element type (float, or bf16
+// for BF16 training: widened to float, computed in float, rounded once), so the switch of
+// activation_math.h folds away; 16-byte accesses (four floats, eight bf16: elementwise.cuh's
+// Lanes) when every pointer read or written is 16-byte aligned (the tail goes element by element),
+// plain element accesses otherwise. The layout does not matter: every element is independent.
 // Trap: y may alias x and dx may alias dy, so nothing is __restrict__; each thread reads its
 // elements before writing them, and backward loads only the operands its kind needs (x or y may be null).
 #include "core/cuda_check.h"
@@ -22,152 +23,132 @@ constexpr bool backward_reads_y() {
   return K == ActivationKind::elu || K == ActivationKind::sigmoid || K == ActivationKind::tanh;
 }
 
-template <ActivationKind K>
-__device__ __forceinline__ float backward_one(float alpha, const float* x, const float* y, const float* dy, int64_t i) {
-  const float xv = backward_reads_x<K>() ? x[i] : 0.0f;
-  const float yv = backward_reads_y<K>() ? y[i] : 0.0f;
-  return activation_backward_value(K, alpha, xv, yv, dy[i]);
-}
+// The operands of one call, typed: T is float or bf16.
+template <typename T>
+struct ActOperands {
+  const T* x;   // (n) or null when backward's kind ignores it
+  const T* y;   // (n) or null when backward's kind ignores it
+  const T* dy;  // (n), backward only
+  T* out;       // (n): y forward, dx backward
+};
 
-template <ActivationKind K, bool kVec>
-static __global__ void activation_forward_pointwise_kernel(int64_t n, float alpha,
-                                                           const float* x,  // (n)
-                                                           float* y) {      // (n)
+template <typename T, ActivationKind K, bool kVec>
+static __global__ void activation_forward_pointwise_kernel(int64_t n, float alpha, ActOperands<T> a) {
   auto f = [alpha](float v) { return activation_forward_value(K, alpha, v); };
-  cuda::for_each_element<kVec>(
-      n, [&](int64_t i) { cuda::store4(y, i, cuda::map4(f, cuda::load4(x, i))); }, [&](int64_t i) { y[i] = f(x[i]); });
+  cuda::for_each_element<kVec, cuda::Lanes<T>::kWidth>(
+      n, [&](int64_t i) { cuda::store_lanes(a.out, i, cuda::map_lanes(f, cuda::load_lanes(a.x, i))); },
+      [&](int64_t i) { cuda::store_one(a.out, i, f(cuda::load_one(a.x, i))); });
 }
 
-template <ActivationKind K, bool kVec>
-static __global__ void activation_backward_pointwise_kernel(int64_t n, float alpha,
-                                                            const float* x,   // (n) or null when K ignores it
-                                                            const float* y,   // (n) or null when K ignores it
-                                                            const float* dy,  // (n)
-                                                            float* dx) {      // (n)
-  auto vec4 = [&](int64_t i) {
-    const float4 g = cuda::load4(dy, i);
-    float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), yv = xv;
-    if (backward_reads_x<K>()) xv = cuda::load4(x, i);
-    if (backward_reads_y<K>()) yv = cuda::load4(y, i);
-    auto f = [alpha](float xe, float ye, float ge) { return activation_backward_value(K, alpha, xe, ye, ge); };
-    cuda::store4(dx, i, cuda::map4(f, xv, yv, g));
+template <typename T, ActivationKind K, bool kVec>
+static __global__ void activation_backward_pointwise_kernel(int64_t n, float alpha, ActOperands<T> a) {
+  auto f = [alpha](float xe, float ye, float ge) { return activation_backward_value(K, alpha, xe, ye, ge); };
+  auto vec = [&](int64_t i) {
+    const cuda::Lanes<T> g = cuda::load_lanes(a.dy, i);
+    cuda::Lanes<T> xv{}, yv{};
+    if (backward_reads_x<K>()) xv = cuda::load_lanes(a.x, i);
+    if (backward_reads_y<K>()) yv = cuda::load_lanes(a.y, i);
+    cuda::store_lanes(a.out, i, cuda::map_lanes(f, xv, yv, g));
   };
-  cuda::for_each_element<kVec>(n, vec4, [&](int64_t i) { dx[i] = backward_one<K>(alpha, x, y, dy, i); });
+  auto one = [&](int64_t i) {
+    const float xv = backward_reads_x<K>() ? cuda::load_one(a.x, i) : 0.0f;
+    const float yv = backward_reads_y<K>() ? cuda::load_one(a.y, i) : 0.0f;
+    cuda::store_one(a.out, i, f(xv, yv, cuda::load_one(a.dy, i)));
+  };
+  cuda::for_each_element<kVec, cuda::Lanes<T>::kWidth>(n, vec, one);
 }
 
-// dx = act'(y) dy from the output alone (activation_fusable kinds); dx may alias dy. Scalar loads.
-template <ActivationKind K>
-static __global__ void activation_backward_from_output_kernel(int64_t n, float alpha,
-                                                              const float* y,   // (n)
-                                                              const float* dy,  // (n)
-                                                              float* dx) {      // (n)
-  cuda::for_each_element<false>(
-      n, [](int64_t) {}, [&](int64_t i) { dx[i] = activation_backward_from_output(K, alpha, y[i], dy[i]); });
+// dx = act'(y) dy from the output alone (activation_fusable kinds); dx may alias dy.
+template <typename T, ActivationKind K, bool kVec>
+static __global__ void activation_backward_from_output_kernel(int64_t n, float alpha, ActOperands<T> a) {
+  auto f = [alpha](float ye, float ge) { return activation_backward_from_output(K, alpha, ye, ge); };
+  auto vec = [&](int64_t i) {
+    cuda::store_lanes(a.out, i, cuda::map_lanes(f, cuda::load_lanes(a.y, i), cuda::load_lanes(a.dy, i)));
+  };
+  cuda::for_each_element<kVec, cuda::Lanes<T>::kWidth>(
+      n, vec, [&](int64_t i) { cuda::store_one(a.out, i, f(cuda::load_one(a.y, i), cuda::load_one(a.dy, i))); });
 }
 
-template <ActivationKind K>
-static void launch_forward(cudaStream_t stream, int64_t n, float alpha, const float* x, float* y) {
-  cuda::launch_elementwise<kThreads>(cuda::aligned16(x) && cuda::aligned16(y), n, [&](unsigned blocks, auto vec) {
-    activation_forward_pointwise_kernel<K, decltype(vec)::value><<<blocks, kThreads, 0, stream>>>(n, alpha, x, y);
+enum class Direction { forward, backward, from_output };
+
+// Whether every pointer the kernel of direction D and kind K touches is 16-byte aligned.
+template <Direction D, ActivationKind K, typename T>
+static bool vectorisable(const ActOperands<T>& a) {
+  const bool reads_x = D == Direction::forward || (D == Direction::backward && backward_reads_x<K>());
+  const bool reads_y = D == Direction::from_output || (D == Direction::backward && backward_reads_y<K>());
+  return (!reads_x || cuda::aligned16(a.x)) && (!reads_y || cuda::aligned16(a.y)) &&
+         (D == Direction::forward || cuda::aligned16(a.dy)) && cuda::aligned16(a.out);
+}
+
+template <Direction D, ActivationKind K, typename T>
+static void launch(cudaStream_t stream, int64_t n, float alpha, const ActOperands<T>& a) {
+  cuda::launch_elementwise<kThreads, cuda::Lanes<T>::kWidth>(vectorisable<D, K>(a), n, [&](unsigned blocks, auto v) {
+    constexpr bool kVec = decltype(v)::value;
+    if constexpr (D == Direction::forward)
+      activation_forward_pointwise_kernel<T, K, kVec><<<blocks, kThreads, 0, stream>>>(n, alpha, a);
+    else if constexpr (D == Direction::backward)
+      activation_backward_pointwise_kernel<T, K, kVec><<<blocks, kThreads, 0, stream>>>(n, alpha, a);
+    else
+      activation_backward_from_output_kernel<T, K, kVec><<<blocks, kThreads, 0, stream>>>(n, alpha, a);
   });
-  CUDA_CHECK_LAUNCH("activation forward");
 }
 
-template <ActivationKind K>
-static void launch_backward(cudaStream_t stream, int64_t n, float alpha, const float* x, const float* y,
-                            const float* dy, float* dx) {
-  const bool vec = (!backward_reads_x<K>() || cuda::aligned16(x)) && (!backward_reads_y<K>() || cuda::aligned16(y)) &&
-                   cuda::aligned16(dy) && cuda::aligned16(dx);
-  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
-    activation_backward_pointwise_kernel<K, decltype(v)::value>
-        <<<blocks, kThreads, 0, stream>>>(n, alpha, x, y, dy, dx);
-  });
-  CUDA_CHECK_LAUNCH("activation backward");
+// The kernel of direction D for p's kind.
+template <Direction D, typename T>
+static void launch_kind(cudaStream_t stream, const char* what, const ActivationParams& p, int64_t n,
+                        const ActOperands<T>& a) {
+  switch (p.kind) {
+    case ActivationKind::relu: return launch<D, ActivationKind::relu>(stream, n, p.alpha, a);
+    case ActivationKind::leaky_relu: return launch<D, ActivationKind::leaky_relu>(stream, n, p.alpha, a);
+    case ActivationKind::elu: return launch<D, ActivationKind::elu>(stream, n, p.alpha, a);
+    case ActivationKind::sigmoid: return launch<D, ActivationKind::sigmoid>(stream, n, p.alpha, a);
+    case ActivationKind::tanh: return launch<D, ActivationKind::tanh>(stream, n, p.alpha, a);
+  }
+  CNN_THROW("{}: unknown kind {}", what, static_cast<int>(p.kind));
 }
 
 static void check_count(const char* what, int64_t n) {
   if (n < 0) CNN_THROW("{}: element count must be non-negative, got {}", what, n);
 }
 
-void activation_forward_cuda(const ActivationForward& args) {
-  const ActivationParams& p = args.p;
-  const int64_t n = args.n;
-  const float* x = args.x.f32();
-  float* y = args.y.f32();
-  cudaStream_t stream = cuda::stream_of(*args.ctx, "activation forward");
-  check_count("activation forward", n);
-  if (n == 0) return;
-  switch (p.kind) {
-    case ActivationKind::relu:
-      return launch_forward<ActivationKind::relu>(stream, n, p.alpha, x, y);
-    case ActivationKind::leaky_relu:
-      return launch_forward<ActivationKind::leaky_relu>(stream, n, p.alpha, x, y);
-    case ActivationKind::elu:
-      return launch_forward<ActivationKind::elu>(stream, n, p.alpha, x, y);
-    case ActivationKind::sigmoid:
-      return launch_forward<ActivationKind::sigmoid>(stream, n, p.alpha, x, y);
-    case ActivationKind::tanh:
-      return launch_forward<ActivationKind::tanh>(stream, n, p.alpha, x, y);
-  }
-  CNN_THROW("activation forward: unknown kind {}", static_cast<int>(p.kind));
-}
-
-void activation_backward_cuda(const ActivationBackward& args) {
-  const ActivationParams& p = args.p;
-  const int64_t n = args.n;
-  const float *x = args.x.f32(), *y = args.y.f32(), *dy = args.dy.f32();
-  float* dx = args.dx.f32();
-  cudaStream_t stream = cuda::stream_of(*args.ctx, "activation backward");
-  check_count("activation backward", n);
-  if (n == 0) return;
-  const float a = p.alpha;
-  switch (p.kind) {
-    case ActivationKind::relu:
-      return launch_backward<ActivationKind::relu>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::leaky_relu:
-      return launch_backward<ActivationKind::leaky_relu>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::elu:
-      return launch_backward<ActivationKind::elu>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::sigmoid:
-      return launch_backward<ActivationKind::sigmoid>(stream, n, a, x, y, dy, dx);
-    case ActivationKind::tanh:
-      return launch_backward<ActivationKind::tanh>(stream, n, a, x, y, dy, dx);
-  }
-  CNN_THROW("activation backward: unknown kind {}", static_cast<int>(p.kind));
-}
-
-void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& args) {
-  const char* what = "activation backward from the output";
-  const ActivationParams& p = args.p;
-  const int64_t n = args.n;
-  const float *y = args.y.f32(), *dy = args.dy.f32();
-  float* dx = args.dx.f32();
-  cudaStream_t stream = cuda::stream_of(*args.ctx, what);
+// Checks the call and launches the kernel of direction D on the context's stream.
+template <Direction D, typename T>
+static void run(const ExecContext& ctx, const char* what, const ActivationParams& p, int64_t n,
+                const ActOperands<T>& a) {
+  cudaStream_t stream = cuda::stream_of(ctx, what);
   check_count(what, n);
-  if (!activation_fusable(p)) CNN_THROW("{}: {} with alpha {} needs its input", what, to_string(p.kind), p.alpha);
+  if (D == Direction::from_output && !activation_fusable(p))
+    CNN_THROW("{}: {} with alpha {} needs its input", what, to_string(p.kind), p.alpha);
   if (n == 0) return;
-  const unsigned blocks = cuda::grid_blocks(n, kThreads);
-  const float a = p.alpha;
-  switch (p.kind) {
-    case ActivationKind::relu:
-      activation_backward_from_output_kernel<ActivationKind::relu><<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
-      break;
-    case ActivationKind::leaky_relu:
-      activation_backward_from_output_kernel<ActivationKind::leaky_relu>
-          <<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
-      break;
-    case ActivationKind::elu:
-      activation_backward_from_output_kernel<ActivationKind::elu><<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
-      break;
-    case ActivationKind::sigmoid:
-      activation_backward_from_output_kernel<ActivationKind::sigmoid>
-          <<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
-      break;
-    case ActivationKind::tanh:
-      activation_backward_from_output_kernel<ActivationKind::tanh><<<blocks, kThreads, 0, stream>>>(n, a, y, dy, dx);
-      break;
-  }
-  CUDA_CHECK_LAUNCH("activation backward from the output");
+  launch_kind<D>(stream, what, p, n, a);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+void activation_forward_cuda(const ActivationForward& a) {
+  run<Direction::forward>(*a.ctx, "activation forward", a.p, a.n,
+                          ActOperands<float>{a.x.f32(), nullptr, nullptr, a.y.f32()});
+}
+void activation_forward_cuda_bf16(const ActivationForward& a) {
+  run<Direction::forward>(*a.ctx, "activation forward", a.p, a.n,
+                          ActOperands<bf16>{a.x.bf16_data(), nullptr, nullptr, a.y.bf16_data()});
+}
+
+void activation_backward_cuda(const ActivationBackward& a) {
+  run<Direction::backward>(*a.ctx, "activation backward", a.p, a.n,
+                           ActOperands<float>{a.x.f32(), a.y.f32(), a.dy.f32(), a.dx.f32()});
+}
+void activation_backward_cuda_bf16(const ActivationBackward& a) {
+  run<Direction::backward>(*a.ctx, "activation backward", a.p, a.n,
+                           ActOperands<bf16>{a.x.bf16_data(), a.y.bf16_data(), a.dy.bf16_data(), a.dx.bf16_data()});
+}
+
+void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& a) {
+  run<Direction::from_output>(*a.ctx, "activation backward from the output", a.p, a.n,
+                              ActOperands<float>{nullptr, a.y.f32(), a.dy.f32(), a.dx.f32()});
+}
+void activation_backward_from_output_cuda_bf16(const ActivationBackwardFromOutput& a) {
+  run<Direction::from_output>(*a.ctx, "activation backward from the output", a.p, a.n,
+                              ActOperands<bf16>{nullptr, a.y.bf16_data(), a.dy.bf16_data(), a.dx.bf16_data()});
 }
 
 }  // namespace cnn

@@ -1,10 +1,13 @@
 // Element-wise sum of several tensors on the CPU. The fast path works in cache-sized chunks,
 // adding the inputs one after another in the same order as the reference (bitwise equal).
+// The bf16 rows (the CPU emulation, ops/dispatch.h) widen, run the f32 row and round y once (the
+// gradients are copies, exact); element-wise, so the storage order needs no permute.
 // Trap: y may alias an input, and a dx may alias dy; both paths are written to allow that.
 #include <algorithm>
 
 #include "core/error.h"
 #include "ops/add.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -89,6 +92,33 @@ void add_backward_cpu(const AddBackward& a) {
     for (int k = 0; k < count; ++k)
       if (dxs[k] && dxs[k] != dy) std::copy(dy + begin, dy + begin + len, dxs[k] + begin);
   }
+}
+
+void add_forward_cpu_bf16(const AddForward& a) {
+  check_args("forward", a.n, a.count);
+  const ActDims flat{a.n, 1};
+  std::vector<std::vector<float>> xs;
+  for (int k = 0; k < a.count; ++k) xs.push_back(widen_bf16(a.xs[k].bf16_data(), flat));
+  std::vector<ConstView> views;
+  for (const auto& x : xs) views.emplace_back(x.data());
+  std::vector<float> y(size_t(a.n));
+  add_forward_cpu(AddForward{a.ctx, a.n, a.count, views.data(), y.data()});
+  narrow_to_bf16(y.data(), flat, a.y.bf16_data());
+}
+
+void add_backward_cpu_bf16(const AddBackward& a) {
+  check_args("backward", a.n, a.count);
+  const ActDims flat{a.n, 1};
+  const std::vector<float> dy = widen_bf16(a.dy.bf16_data(), flat);
+  std::vector<std::vector<float>> dxs(size_t(a.count));
+  std::vector<View> views;
+  for (int k = 0; k < a.count; ++k) {
+    if (!a.dxs[k].null()) dxs[size_t(k)].resize(size_t(a.n));
+    views.emplace_back(a.dxs[k].null() ? nullptr : dxs[size_t(k)].data());
+  }
+  add_backward_cpu(AddBackward{a.ctx, a.n, a.count, dy.data(), views.data()});
+  for (int k = 0; k < a.count; ++k)
+    if (!a.dxs[k].null()) narrow_to_bf16(dxs[size_t(k)].data(), flat, a.dxs[k].bf16_data());
 }
 
 }  // namespace cnn

@@ -1,7 +1,8 @@
 // Element-wise sum of up to 64 tensors on the GPU: the input pointers travel by value in the
-// kernel's parameters, the sum runs left to right in float like the CPU (bitwise equal), float4
-// when every pointer is 16-byte aligned with a scalar tail (elementwise.cuh's loop). Backward writes dy to every gradient
-// in one pass, reading dy once.
+// kernel's parameters, the sum runs left to right in float like the CPU (bitwise equal), in
+// 16-byte packs when every pointer is 16-byte aligned with a scalar tail (elementwise.cuh's loop).
+// Backward writes dy to every gradient in one pass, reading dy once. T is float or bf16 (BF16
+// training: the float sum of the widened inputs is rounded once; the layout does not matter).
 // Trap: y may alias any input: each thread reads all of its elements before writing them.
 #include <vector>
 
@@ -14,40 +15,43 @@ namespace cnn {
 static constexpr int kThreads = 256;
 static constexpr int kMaxInputs = 64;
 
+template <typename T>
 struct AddInputs {
-  const float* x[kMaxInputs];
+  const T* x[kMaxInputs];
 };
+template <typename T>
 struct AddOutputs {
-  float* dx[kMaxInputs];
+  T* dx[kMaxInputs];
 };
 
-template <bool kVec>
+template <typename T, bool kVec>
 static __global__ void add_forward_pointwise_kernel(int64_t n, int count,
-                                                    const __grid_constant__ AddInputs in,  // count x (n)
-                                                    float* y) {                            // (n)
+                                                    const __grid_constant__ AddInputs<T> in,  // count x (n)
+                                                    T* y) {                                   // (n)
   auto plus = [](float a, float b) { return a + b; };
-  auto vec4 = [&](int64_t i) {
-    float4 acc = cuda::load4(in.x[0], i);
-    for (int k = 1; k < count; ++k) acc = cuda::map4(plus, acc, cuda::load4(in.x[k], i));
-    cuda::store4(y, i, acc);
+  auto vec = [&](int64_t i) {
+    cuda::Lanes<T> acc = cuda::load_lanes(in.x[0], i);
+    for (int k = 1; k < count; ++k) acc = cuda::map_lanes(plus, acc, cuda::load_lanes(in.x[k], i));
+    cuda::store_lanes(y, i, acc);
   };
-  cuda::for_each_element<kVec>(n, vec4, [&](int64_t i) {
-    float acc = in.x[0][i];
-    for (int k = 1; k < count; ++k) acc += in.x[k][i];
-    y[i] = acc;
+  cuda::for_each_element<kVec, cuda::Lanes<T>::kWidth>(n, vec, [&](int64_t i) {
+    float acc = cuda::load_one(in.x[0], i);
+    for (int k = 1; k < count; ++k) acc += cuda::load_one(in.x[k], i);
+    cuda::store_one(y, i, acc);
   });
 }
 
-template <bool kVec>
+// A copy: the bits move unchanged (no widening).
+template <typename T, bool kVec>
 static __global__ void add_backward_broadcast_kernel(int64_t n, int count,
-                                                     const float* __restrict__ dy,              // (n)
-                                                     const __grid_constant__ AddOutputs out) {  // count x (n)
-  auto vec4 = [&](int64_t i) {
-    const float4 g = cuda::load4(dy, i);
-    for (int k = 0; k < count; ++k) cuda::store4(out.dx[k], i, g);
+                                                     const T* __restrict__ dy,                     // (n)
+                                                     const __grid_constant__ AddOutputs<T> out) {  // count x (n)
+  auto vec = [&](int64_t i) {
+    const float4 g = cuda::load4(reinterpret_cast<const float*>(dy), i);
+    for (int k = 0; k < count; ++k) cuda::store4(reinterpret_cast<float*>(out.dx[k]), i, g);
   };
-  cuda::for_each_element<kVec>(n, vec4, [&](int64_t i) {
-    const float g = dy[i];
+  cuda::for_each_element<kVec, cuda::Lanes<T>::kWidth>(n, vec, [&](int64_t i) {
+    const T g = dy[i];
     for (int k = 0; k < count; ++k) out.dx[k][i] = g;
   });
 }
@@ -63,40 +67,34 @@ static cudaStream_t stream_for(const Args& a, const char* what) {
   return stream;
 }
 
-void add_forward_cuda(const AddForward& a) {
-  const char* what = "add forward";
-  cudaStream_t stream = stream_for(a, what);
+template <typename T>
+static void add_forward(const AddForward& a, cudaStream_t stream, const std::vector<const T*>& xs, T* y) {
   const int64_t n = a.n;
   const int count = a.count;
-  const std::vector<const float*> xs = f32_pointers(a.xs, size_t(count));
-  float* y = a.y.f32();
   if (n == 0) return;
   if (count == 1) {
     if (xs[0] != y)
-      CUDA_CHECK(cudaMemcpyAsync(y, xs[0], static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      CUDA_CHECK(cudaMemcpyAsync(y, xs[0], static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  AddInputs in{};
+  AddInputs<T> in{};
   bool vec = cuda::aligned16(y);
   for (int k = 0; k < count; ++k) {
     in.x[k] = xs[k];
     vec = vec && cuda::aligned16(xs[k]);
   }
-  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
-    add_forward_pointwise_kernel<decltype(v)::value><<<blocks, kThreads, 0, stream>>>(n, count, in, y);
+  cuda::launch_elementwise<kThreads, cuda::Lanes<T>::kWidth>(vec, n, [&](unsigned blocks, auto v) {
+    add_forward_pointwise_kernel<T, decltype(v)::value><<<blocks, kThreads, 0, stream>>>(n, count, in, y);
   });
-  CUDA_CHECK_LAUNCH(what);
+  CUDA_CHECK_LAUNCH("add forward");
 }
 
-void add_backward_cuda(const AddBackward& a) {
-  const char* what = "add backward";
-  cudaStream_t stream = stream_for(a, what);
+template <typename T>
+static void add_backward(const AddBackward& a, cudaStream_t stream, const T* dy, const std::vector<T*>& dxs) {
   const int64_t n = a.n;
   const int count = a.count;
-  const float* dy = a.dy.f32();
-  const std::vector<float*> dxs = f32_pointers(a.dxs, size_t(count));
   if (n == 0) return;
-  AddOutputs out{};
+  AddOutputs<T> out{};
   int targets = 0;
   bool vec = cuda::aligned16(dy);
   for (int k = 0; k < count; ++k) {
@@ -105,10 +103,27 @@ void add_backward_cuda(const AddBackward& a) {
     vec = vec && cuda::aligned16(dxs[k]);
   }
   if (targets == 0) return;
-  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
-    add_backward_broadcast_kernel<decltype(v)::value><<<blocks, kThreads, 0, stream>>>(n, targets, dy, out);
+  cuda::launch_elementwise<kThreads, cuda::Lanes<T>::kWidth>(vec, n, [&](unsigned blocks, auto v) {
+    add_backward_broadcast_kernel<T, decltype(v)::value><<<blocks, kThreads, 0, stream>>>(n, targets, dy, out);
   });
-  CUDA_CHECK_LAUNCH(what);
+  CUDA_CHECK_LAUNCH("add backward");
+}
+
+void add_forward_cuda(const AddForward& a) {
+  cudaStream_t stream = stream_for(a, "add forward");
+  add_forward(a, stream, f32_pointers(a.xs, size_t(a.count)), a.y.f32());
+}
+void add_forward_cuda_bf16(const AddForward& a) {
+  cudaStream_t stream = stream_for(a, "add forward");
+  add_forward(a, stream, bf16_pointers(a.xs, size_t(a.count)), a.y.bf16_data());
+}
+void add_backward_cuda(const AddBackward& a) {
+  cudaStream_t stream = stream_for(a, "add backward");
+  add_backward(a, stream, a.dy.f32(), f32_pointers(a.dxs, size_t(a.count)));
+}
+void add_backward_cuda_bf16(const AddBackward& a) {
+  cudaStream_t stream = stream_for(a, "add backward");
+  add_backward(a, stream, a.dy.bf16_data(), bf16_pointers(a.dxs, size_t(a.count)));
 }
 
 }  // namespace cnn

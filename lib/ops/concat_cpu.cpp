@@ -1,5 +1,7 @@
 // Channel concatenation on the CPU: per sample, input i is one contiguous block of channels[i] * HW
 // values in y, so the fast path is one copy per (sample, input) pair, threaded over the pairs.
+// The bf16 rows (the CPU emulation, ops/dispatch.h) widen the channels-last operands into f32 NCHW,
+// run the f32 row and narrow back (copies: exact).
 // Trap: the blocks interleave across samples (y is N-major), so an input is not one block of y.
 #include <algorithm>
 #include <numeric>
@@ -7,6 +9,7 @@
 
 #include "core/error.h"
 #include "ops/concat.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -98,6 +101,38 @@ void concat_backward_cpu(const ConcatBackward& a) {
     const int64_t len = sh.channels[i] * sh.HW;
     std::copy(dy + at, dy + at + len, dxs[i] + n * len);
   });
+}
+
+// The logical dims (N, channels, H*W, 1) of an input or the output as an activation.
+static ActDims dims_of(const ConcatShape& sh, int64_t channels) { return ActDims{sh.N, channels, sh.HW, 1}; }
+
+void concat_forward_cpu_bf16(const ConcatForward& a) {
+  const ConcatShape& sh = a.sh;
+  check_shape("forward", sh);
+  std::vector<std::vector<float>> xs;
+  for (size_t i = 0; i < sh.channels.size(); ++i)
+    xs.push_back(widen_bf16(a.xs[i].bf16_data(), dims_of(sh, sh.channels[i])));
+  std::vector<ConstView> views;
+  for (const auto& x : xs) views.emplace_back(x.data());
+  const ActDims out = dims_of(sh, sh.total_channels());
+  std::vector<float> y(size_t(out.numel()));
+  concat_forward_cpu(ConcatForward{a.ctx, sh, views.data(), y.data()});
+  narrow_to_bf16(y.data(), out, a.y.bf16_data());
+}
+
+void concat_backward_cpu_bf16(const ConcatBackward& a) {
+  const ConcatShape& sh = a.sh;
+  check_shape("backward", sh);
+  const std::vector<float> dy = widen_bf16(a.dy.bf16_data(), dims_of(sh, sh.total_channels()));
+  std::vector<std::vector<float>> dxs(sh.channels.size());
+  std::vector<View> views;
+  for (size_t i = 0; i < sh.channels.size(); ++i) {
+    if (!a.dxs[i].null()) dxs[i].resize(size_t(dims_of(sh, sh.channels[i]).numel()));
+    views.emplace_back(a.dxs[i].null() ? nullptr : dxs[i].data());
+  }
+  concat_backward_cpu(ConcatBackward{a.ctx, sh, dy.data(), views.data()});
+  for (size_t i = 0; i < sh.channels.size(); ++i)
+    if (!a.dxs[i].null()) narrow_to_bf16(dxs[i].data(), dims_of(sh, sh.channels[i]), a.dxs[i].bf16_data());
 }
 
 }  // namespace cnn

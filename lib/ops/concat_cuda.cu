@@ -1,6 +1,9 @@
 // Channel concatenation on the GPU. Per sample, input i is one block of channels[i]*HW values in y,
 // so both directions are one strided copy: N rows of `len` floats per part, rows src_pitch /
 // dst_pitch apart; one launch copies up to kMaxParts parts (blockIdx.z), float4 where a part allows.
+// BF16 operands are channels-last: there a row is a pixel (N*HW rows) and input i is channels[i]
+// contiguous values of each row, copied in 16-byte accesses (8 channels) where the channel counts
+// and pointers allow, else 8-, 4- or 2-byte ones.
 // Trap: the blocks interleave across samples (y is N-major): an input is N blocks of y, not one.
 #include <algorithm>
 #include <vector>
@@ -46,10 +49,52 @@ static __global__ void concat_copy_rows_kernel(int64_t rows, const __grid_consta
   }
 }
 
+// The strided copies of one call: part i copies rows of len[i] values, rows src_pitch[i] / dst_pitch[i] apart.
+template <typename T>
+struct Copies {
+  std::vector<const T*> src;
+  std::vector<T*> dst;
+  std::vector<int64_t> len, src_pitch, dst_pitch;
+  void add(const T* s, T* d, int64_t n, int64_t sp, int64_t dp) {
+    src.push_back(s);
+    dst.push_back(d);
+    len.push_back(n);
+    src_pitch.push_back(sp);
+    dst_pitch.push_back(dp);
+  }
+};
+
+// Input i's part of y: rows of channels[i] * unit values at channel c0 (the sum of the channels
+// before it) of rows total * unit long; unit = HW in NCHW (a row per sample), 1 in channels-last
+// (a row per pixel).
+template <typename T>
+static Copies<T> forward_copies(const ConcatShape& sh, int64_t unit, const std::vector<const T*>& xs, T* y) {
+  Copies<T> c;
+  const int64_t row = sh.total_channels() * unit;
+  int64_t c0 = 0;
+  for (size_t i = 0; i < sh.channels.size(); ++i) {
+    const int64_t block = sh.channels[i] * unit;
+    c.add(xs[i], y + c0 * unit, block, block, row);
+    c0 += sh.channels[i];
+  }
+  return c;
+}
+template <typename T>
+static Copies<T> backward_copies(const ConcatShape& sh, int64_t unit, const T* dy, const std::vector<T*>& dxs) {
+  Copies<T> c;
+  const int64_t row = sh.total_channels() * unit;
+  int64_t c0 = 0;
+  for (size_t i = 0; i < sh.channels.size(); ++i) {
+    const int64_t block = sh.channels[i] * unit;
+    if (dxs[i]) c.add(dy + c0 * unit, dxs[i], block, row, block);
+    c0 += sh.channels[i];
+  }
+  return c;
+}
+
 // Copies every part, kMaxParts per launch.
-static void launch_copies(cudaStream_t stream, const char* what, int64_t rows, const std::vector<const float*>& src,
-                          const std::vector<float*>& dst, const std::vector<int64_t>& len,
-                          const std::vector<int64_t>& src_pitch, const std::vector<int64_t>& dst_pitch) {
+static void launch_copies(cudaStream_t stream, const char* what, int64_t rows, const Copies<float>& c) {
+  const auto& [src, dst, len, src_pitch, dst_pitch] = c;
   for (size_t begin = 0; begin < src.size(); begin += kMaxParts) {
     const size_t end = std::min(src.size(), begin + kMaxParts);
     CopyParts parts{};
@@ -79,54 +124,114 @@ static void check_shape(const char* what, const ConcatShape& sh) {
     if (sh.channels[i] <= 0) CNN_THROW("{}: input {} has {} channels, expected at least 1", what, i, sh.channels[i]);
 }
 
+// The bf16 parts of one launch: part j copies rows of len[j] elements (bf16 bits), rows src_pitch[j]
+// / dst_pitch[j] elements apart, width[j] elements (8, 4, 2 or 1) per access.
+struct PixelParts {
+  const uint16_t* src[kMaxParts];
+  uint16_t* dst[kMaxParts];
+  int64_t units[kMaxParts];      // rows * len / width
+  int64_t row_units[kMaxParts];  // len / width
+  int64_t src_pitch[kMaxParts];  // in units
+  int64_t dst_pitch[kMaxParts];  // in units
+  cuda::FastDiv32 per_row[kMaxParts];  // divides by row_units while units fits int32
+  bool fast[kMaxParts];
+  int width[kMaxParts];
+};
+
+template <typename Word>
+__device__ __forceinline__ void copy_units(const PixelParts& parts, int part) {
+  const Word* s = reinterpret_cast<const Word*>(parts.src[part]);
+  Word* d = reinterpret_cast<Word*>(parts.dst[part]);
+  const int64_t units = parts.units[part], row_units = parts.row_units[part];
+  const int64_t sp = parts.src_pitch[part], dp = parts.dst_pitch[part];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += stride) {
+    const int64_t r = parts.fast[part] ? parts.per_row[part].div(static_cast<int32_t>(u)) : u / row_units;
+    const int64_t k = u - r * row_units;
+    d[r * dp + k] = s[r * sp + k];
+  }
+}
+
+// grid (unit blocks, 1, parts): part blockIdx.z, its units grid-stride.
+static __global__ void concat_copy_pixels_bf16_kernel(const __grid_constant__ PixelParts parts) {
+  const int part = blockIdx.z;
+  switch (parts.width[part]) {
+    case 8: return copy_units<uint4>(parts, part);
+    case 4: return copy_units<uint2>(parts, part);
+    case 2: return copy_units<uint32_t>(parts, part);
+    default: return copy_units<uint16_t>(parts, part);
+  }
+}
+
+// The widest access (elements) that every length, pitch and base of a part allows.
+static int access_width(const void* src, const void* dst, int64_t len, int64_t src_pitch, int64_t dst_pitch) {
+  for (int w : {8, 4, 2}) {
+    const uintptr_t bytes = uintptr_t(2 * w);
+    if (len % w == 0 && src_pitch % w == 0 && dst_pitch % w == 0 && reinterpret_cast<uintptr_t>(src) % bytes == 0 &&
+        reinterpret_cast<uintptr_t>(dst) % bytes == 0)
+      return w;
+  }
+  return 1;
+}
+
+// Copies every part (rows of bf16 values), kMaxParts per launch.
+static void launch_pixel_copies(cudaStream_t stream, const char* what, int64_t rows, const Copies<bf16>& c) {
+  const auto& [src, dst, len, src_pitch, dst_pitch] = c;
+  for (size_t begin = 0; begin < src.size(); begin += kMaxParts) {
+    const size_t end = std::min(src.size(), begin + kMaxParts);
+    PixelParts parts{};
+    int64_t most = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const size_t j = i - begin;
+      const int w = access_width(src[i], dst[i], len[i], src_pitch[i], dst_pitch[i]);
+      parts.src[j] = reinterpret_cast<const uint16_t*>(src[i]);
+      parts.dst[j] = reinterpret_cast<uint16_t*>(dst[i]);
+      parts.width[j] = w;
+      parts.row_units[j] = len[i] / w;
+      parts.units[j] = rows * parts.row_units[j];
+      parts.src_pitch[j] = src_pitch[i] / w;
+      parts.dst_pitch[j] = dst_pitch[i] / w;
+      parts.fast[j] = cuda::fits_int32(parts.units[j]);  // every divided unit index is below it
+      if (parts.fast[j]) parts.per_row[j] = cuda::FastDiv32(parts.row_units[j]);
+      most = std::max(most, parts.units[j]);
+    }
+    const dim3 grid(cuda::grid_blocks(most, kThreads), 1, static_cast<unsigned>(end - begin));
+    concat_copy_pixels_bf16_kernel<<<grid, kThreads, 0, stream>>>(parts);
+    CUDA_CHECK_LAUNCH(what);
+  }
+}
+
 void concat_forward_cuda(const ConcatForward& a) {
   const char* what = "concat forward";
-  const ConcatShape& sh = a.sh;
   cudaStream_t stream = cuda::stream_of(*a.ctx, what);
-  check_shape(what, sh);
-  const std::vector<const float*> xs = f32_pointers(a.xs, sh.channels.size());
-  float* y = a.y.f32();
-  const int64_t row = sh.total_channels() * sh.HW;
-  std::vector<const float*> src;
-  std::vector<float*> dst;
-  std::vector<int64_t> len, src_pitch, dst_pitch;
-  int64_t c0 = 0;
-  for (size_t i = 0; i < sh.channels.size(); ++i) {
-    const int64_t block = sh.channels[i] * sh.HW;
-    src.push_back(xs[i]);
-    dst.push_back(y + c0 * sh.HW);
-    len.push_back(block);
-    src_pitch.push_back(block);
-    dst_pitch.push_back(row);
-    c0 += sh.channels[i];
-  }
-  launch_copies(stream, what, sh.N, src, dst, len, src_pitch, dst_pitch);
+  check_shape(what, a.sh);
+  launch_copies(stream, what, a.sh.N,
+                forward_copies(a.sh, a.sh.HW, f32_pointers(a.xs, a.sh.channels.size()), a.y.f32()));
 }
 
 void concat_backward_cuda(const ConcatBackward& a) {
   const char* what = "concat backward";
-  const ConcatShape& sh = a.sh;
   cudaStream_t stream = cuda::stream_of(*a.ctx, what);
-  check_shape(what, sh);
-  const float* dy = a.dy.f32();
-  const std::vector<float*> dxs = f32_pointers(a.dxs, sh.channels.size());
-  const int64_t row = sh.total_channels() * sh.HW;
-  std::vector<const float*> src;
-  std::vector<float*> dst;
-  std::vector<int64_t> len, src_pitch, dst_pitch;
-  int64_t c0 = 0;
-  for (size_t i = 0; i < sh.channels.size(); ++i) {
-    const int64_t block = sh.channels[i] * sh.HW;
-    if (dxs[i]) {
-      src.push_back(dy + c0 * sh.HW);
-      dst.push_back(dxs[i]);
-      len.push_back(block);
-      src_pitch.push_back(row);
-      dst_pitch.push_back(block);
-    }
-    c0 += sh.channels[i];
-  }
-  launch_copies(stream, what, sh.N, src, dst, len, src_pitch, dst_pitch);
+  check_shape(what, a.sh);
+  launch_copies(stream, what, a.sh.N,
+                backward_copies(a.sh, a.sh.HW, a.dy.f32(), f32_pointers(a.dxs, a.sh.channels.size())));
+}
+
+// Channels-last: row n*HW + hw of y holds every input's channels of that pixel.
+void concat_forward_cuda_bf16(const ConcatForward& a) {
+  const char* what = "concat forward";
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
+  check_shape(what, a.sh);
+  launch_pixel_copies(stream, what, a.sh.N * a.sh.HW,
+                      forward_copies(a.sh, 1, bf16_pointers(a.xs, a.sh.channels.size()), a.y.bf16_data()));
+}
+
+void concat_backward_cuda_bf16(const ConcatBackward& a) {
+  const char* what = "concat backward";
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
+  check_shape(what, a.sh);
+  launch_pixel_copies(stream, what, a.sh.N * a.sh.HW,
+                      backward_copies(a.sh, 1, a.dy.bf16_data(), bf16_pointers(a.dxs, a.sh.channels.size())));
 }
 
 }  // namespace cnn

@@ -109,6 +109,17 @@ inline std::vector<float*> f32_pointers(const View* views, size_t count) {
   for (size_t i = 0; i < count; ++i) out[i] = views[i].f32();
   return out;
 }
+// The same for bf16 operands (their bf16 rows).
+inline std::vector<const bf16*> bf16_pointers(const ConstView* views, size_t count) {
+  std::vector<const bf16*> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = views[i].bf16_data();
+  return out;
+}
+inline std::vector<bf16*> bf16_pointers(const View* views, size_t count) {
+  std::vector<bf16*> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = views[i].bf16_data();
+  return out;
+}
 
 // How the dispatcher calls a row and asks it about a shape; conv2d's rows (ConvAlgo) have their
 // own overloads in conv2d_algo.h, found by argument-dependent lookup.

@@ -1,11 +1,14 @@
 // Inverted dropout on the CPU. Element i is dropped when philox_uniform(seed, dropout, offset + i) < p.
 // The reference draws one Philox block per element; the fast path draws each 4-lane block once.
+// The bf16 rows (the CPU emulation, ops/dispatch.h) widen, mask in f32 and round once; the mask is
+// indexed by the storage index (the contract), so there is no permute.
 // Trap: blocks are aligned to the counter offset + i, not to i, so an offset that is not a
 // multiple of 4 starts mid-block; backward is the same masking applied to dy.
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "ops/convert.h"
 #include "ops/dropout.h"
 
 namespace cnn {
@@ -89,6 +92,24 @@ void dropout_forward_cpu(const DropoutForward& a) {
 void dropout_backward_cpu(const DropoutBackward& a) {
   check_params("backward", a.prm, a.n);
   mask_cpu(*a.ctx, a.prm, a.n, a.dy.f32(), a.dx.f32());
+}
+
+// in (n, bf16) -> out (n, bf16), which may alias it.
+static void mask_cpu_bf16(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const bf16* in, bf16* out) {
+  const ActDims flat{n, 1};
+  std::vector<float> v = widen_bf16(in, flat);
+  mask_cpu(ctx, prm, n, v.data(), v.data());
+  narrow_to_bf16(v.data(), flat, out);
+}
+
+void dropout_forward_cpu_bf16(const DropoutForward& a) {
+  check_params("forward", a.prm, a.n);
+  mask_cpu_bf16(*a.ctx, a.prm, a.n, a.x.bf16_data(), a.y.bf16_data());
+}
+
+void dropout_backward_cpu_bf16(const DropoutBackward& a) {
+  check_params("backward", a.prm, a.n);
+  mask_cpu_bf16(*a.ctx, a.prm, a.n, a.dy.bf16_data(), a.dx.bf16_data());
 }
 
 }  // namespace cnn

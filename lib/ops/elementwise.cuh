@@ -1,11 +1,15 @@
 // Element-wise CUDA loops written once, for the .cu files of lib/ops and lib/optim: a grid-stride
-// loop over n elements that takes them four at a time through one 16-byte access when every
-// pointer is 16-byte aligned (then the n % 4 tail one by one), the loads, stores and per-lane maps
-// of such packs, and the host side that picks the vector or scalar kernel and sizes the grid.
-// The element type is a template parameter: a BF16 kernel adds Pack4<__nv_bfloat16> (four BF16 in
-// one 8-byte access) and its map4 overloads, and its loops stay the same.
-// Trap: the vector body gets the index of a pack (elements 4 i4 .. 4 i4 + 3), the scalar body the
-// index of an element; callers that alias outputs with inputs must read a pack before storing it.
+// loop over n elements that takes them a pack at a time through one 16-byte access when every
+// pointer is 16-byte aligned (then the n % width tail one by one), the loads, stores and per-lane
+// maps of such packs, and the host side that picks the vector or scalar kernel and sizes the grid.
+// Packs: float4 (load4/map4, four floats), and Lanes<T>, the pack of an element type as floats:
+// Lanes<float> is four floats, Lanes<bf16> eight BF16 (one uint4) widened exactly on load and
+// rounded once on store (core/bf16.h's rounding, so the GPU writes the CPU emulation's bits). A
+// kernel templated on T (float or bf16) over load_lanes/store_lanes/map_lanes and load_one/store_one
+// serves both dtypes with one body.
+// Trap: the vector body gets the index of a pack (elements width * i .. width * i + width - 1), the
+// scalar body the index of an element; callers that alias outputs with inputs must read a pack
+// before storing it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/bf16.h"
 #include "ops/reduce.cuh"
 
 namespace cnn::cuda {
@@ -48,26 +53,79 @@ __device__ __forceinline__ float4 map4(F&& f, float4 a, float4 b, float4 c) {
   return make_float4(f(a.x, b.x, c.x), f(a.y, b.y, c.y), f(a.z, b.z, c.z), f(a.w, b.w, c.w));
 }
 
-// The grid-stride loop over n elements: vec4(i4) for every whole pack when kVec, then one(i) for
-// the n % 4 tail (for every element when !kVec).
-template <bool kVec, typename Vec4, typename One>
-__device__ __forceinline__ void for_each_element(int64_t n, Vec4&& vec4, One&& one) {
+// kWidth elements of T moved by one 16-byte access, as floats.
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<float> {
+  static constexpr int kWidth = 4;
+  float v[4];
+};
+template <>
+struct Lanes<bf16> {
+  static constexpr int kWidth = 8;
+  float v[8];
+};
+
+__device__ __forceinline__ Lanes<float> load_lanes(const float* p, int64_t i) {
+  const float4 a = load4(p, i);
+  return Lanes<float>{{a.x, a.y, a.z, a.w}};
+}
+__device__ __forceinline__ void store_lanes(float* p, int64_t i, const Lanes<float>& l) {
+  store4(p, i, make_float4(l.v[0], l.v[1], l.v[2], l.v[3]));
+}
+// Word k of the uint4 holds elements 2k (low half) and 2k + 1 (high half).
+__device__ __forceinline__ Lanes<bf16> load_lanes(const bf16* p, int64_t i) {
+  const uint4 a = reinterpret_cast<const uint4*>(p)[i];
+  const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+  Lanes<bf16> l;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    l.v[2 * k] = float_from_bits(w[k] << 16);
+    l.v[2 * k + 1] = float_from_bits(w[k] & 0xffff0000u);
+  }
+  return l;
+}
+__device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const Lanes<bf16>& l) {
+  reinterpret_cast<uint4*>(p)[i] = make_uint4(pack_bf16x2(l.v[0], l.v[1]), pack_bf16x2(l.v[2], l.v[3]),
+                                              pack_bf16x2(l.v[4], l.v[5]), pack_bf16x2(l.v[6], l.v[7]));
+}
+
+// One element as a float, and a float stored as one element (bf16: rounded once).
+__device__ __forceinline__ float load_one(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_one(const bf16* p, int64_t i) { return to_float(p[i]); }
+__device__ __forceinline__ void store_one(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_one(bf16* p, int64_t i, float v) { p[i] = to_bf16(v); }
+
+// f lane by lane over one or more packs of the same type.
+template <typename F, typename L, typename... More>
+__device__ __forceinline__ L map_lanes(F&& f, const L& a, const More&... more) {
+  L r;
+#pragma unroll
+  for (int k = 0; k < L::kWidth; ++k) r.v[k] = f(a.v[k], more.v[k]...);
+  return r;
+}
+
+// The grid-stride loop over n elements: vec(i) for every whole pack of kWidth when kVec, then
+// one(i) for the n % kWidth tail (for every element when !kVec).
+template <bool kVec, int kWidth = 4, typename Vec, typename One>
+__device__ __forceinline__ void for_each_element(int64_t n, Vec&& vec, One&& one) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t done = 0;
   if (kVec) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) vec4(i);
-    done = 4 * n4;
+    const int64_t packs = n / kWidth;
+    for (int64_t i = first; i < packs; i += stride) vec(i);
+    done = kWidth * packs;
   }
   for (int64_t i = done + first; i < n; i += stride) one(i);
 }
 
-// Host side: launch(blocks, tag) with tag std::true_type (the vector kernel, blocks sized for n / 4
-// packs) when `vec`, else std::false_type (blocks for n elements), kThreads threads a block.
-template <int kThreads, typename Launch>
+// Host side: launch(blocks, tag) with tag std::true_type (the vector kernel, blocks sized for
+// n / kWidth packs) when `vec`, else std::false_type (blocks for n elements), kThreads threads a block.
+template <int kThreads, int kWidth = 4, typename Launch>
 void launch_elementwise(bool vec, int64_t n, Launch&& launch) {
-  const unsigned blocks = grid_blocks(vec ? n / 4 : n, kThreads);
+  const unsigned blocks = grid_blocks(vec ? n / kWidth : n, kThreads);
   if (vec)
     launch(blocks, std::true_type{});
   else

@@ -7,19 +7,12 @@
 #include <cmath>
 
 #include "core/cuda_check.h"
-#include "ops/pool2d.h"
+#include "ops/pool2d.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
 
 static constexpr int kThreads = 256;
-
-// Pool2dShape in int32 (planes excepted), checked on the host.
-struct PoolDims {
-  int64_t planes;  // N * C
-  int H, W, P, Q, R, S;
-  int stride_h, stride_w, pad_h, pad_w;
-};
 
 // The divisors of the index arithmetic: FastDiv32 while every index fits in int32, else PlainDiv64.
 template <typename Div>
@@ -29,19 +22,6 @@ struct PoolDivs {
 template <typename Div>
 static PoolDivs<Div> divs_of(const PoolDims& d) {
   return PoolDivs<Div>{Div(d.H), Div(d.W), Div(d.P), Div(d.Q), Div(d.stride_h), Div(d.stride_w)};
-}
-
-// m <- v when v is larger, or when v is the first NaN (as pool2d_cpu.cpp).
-__device__ __forceinline__ bool max_takes(float v, float m) { return v > m || (v != v && m == m); }
-__device__ __forceinline__ bool is_argmax(float v, float y) { return v == y || (v != v && y != y); }
-
-// Window of output (p, q) clipped to the input: rows [h0, h1), columns [w0, w1).
-struct Window {
-  int h0, h1, w0, w1;
-};
-__device__ __forceinline__ Window clipped_window(const PoolDims& d, int p, int q) {
-  const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
-  return Window{max(hs, 0), min(hs + d.R, d.H), max(ws, 0), min(ws + d.S, d.W)};
 }
 
 template <typename Div, bool kMax>
@@ -105,15 +85,6 @@ static __global__ void pool2d_forward_global_kernel(int64_t planes, int HW,
   }
 }
 
-// Outputs whose window contains input row h: [lo, hi] along one axis (empty when lo > hi).
-template <typename Div>
-__device__ __forceinline__ void covering_outputs(int h, int pad, int window, const Div& stride, int out, int& lo,
-                                                 int& hi) {
-  const int top = h + pad;  // h in padded coordinates; output o covers [o*stride, o*stride + window)
-  lo = top - window < 0 ? 0 : static_cast<int>(stride.div(top - window)) + 1;
-  hi = min(static_cast<int>(stride.div(top)), out - 1);
-}
-
 template <typename Div, bool kMax>
 static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> dv,
                                                      const float* __restrict__ x,   // (N, C, H, W)
@@ -160,34 +131,6 @@ static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> d
   }
 }
 
-static PoolDims dims_of(const Pool2dShape& sh, const char* what) {
-  if (sh.N <= 0 || sh.C <= 0 || sh.P <= 0 || sh.Q <= 0)
-    CNN_THROW("{}: shape was not made by Pool2dShape::make ({})", what, sh.to_string());
-  if (!cuda::fits_int32(sh.H * sh.W) || !cuda::fits_int32(sh.P * sh.Q) || !cuda::fits_int32(sh.R * sh.S))
-    CNN_THROW("{}: a plane of {} is too large for the CUDA kernels (2^31 values at most)", what, sh.to_string());
-  return PoolDims{sh.N * sh.C,
-                  static_cast<int>(sh.H),
-                  static_cast<int>(sh.W),
-                  static_cast<int>(sh.P),
-                  static_cast<int>(sh.Q),
-                  static_cast<int>(sh.R),
-                  static_cast<int>(sh.S),
-                  sh.stride_h,
-                  sh.stride_w,
-                  sh.pad_h,
-                  sh.pad_w};
-}
-
-// Whether every flat index of x and y, plus one grid stride past the end, fits the int32 kernels.
-static bool index_fits_int32(const PoolDims& d, unsigned blocks) {
-  const int64_t largest = std::max(d.planes * d.H * d.W, d.planes * d.P * d.Q);
-  return cuda::fits_int32(largest + int64_t{blocks} * kThreads);
-}
-
-static bool is_global(const Pool2dShape& sh) {
-  return sh.R == sh.H && sh.S == sh.W && sh.pad_h == 0 && sh.pad_w == 0 && sh.P == 1 && sh.Q == 1;
-}
-
 template <bool kMax>
 static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const PoolDims& d, const float* x, float* y) {
   if (is_global(sh)) {
@@ -198,7 +141,7 @@ static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const Poo
   }
   const int64_t total = d.planes * d.P * d.Q;
   const unsigned blocks = cuda::grid_blocks(total, kThreads);
-  if (index_fits_int32(d, blocks))
+  if (index_fits_int32(d, int64_t{blocks} * kThreads))
     pool2d_forward_window_kernel<cuda::FastDiv32, kMax>
         <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y);
   else
@@ -211,7 +154,7 @@ static void launch_backward(cudaStream_t stream, const PoolDims& d, const float*
                             float* dx) {
   const int64_t total = d.planes * d.H * d.W;
   const unsigned blocks = cuda::grid_blocks(total, kThreads);
-  if (index_fits_int32(d, blocks))
+  if (index_fits_int32(d, int64_t{blocks} * kThreads))
     pool2d_backward_gather_kernel<cuda::FastDiv32, kMax>
         <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y, dy, dx);
   else

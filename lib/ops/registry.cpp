@@ -38,15 +38,25 @@ namespace cnn {
 void activation_forward_cpu(const ActivationForward& a);
 void activation_backward_cpu(const ActivationBackward& a);
 void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& a);
+void activation_forward_cpu_bf16(const ActivationForward& a);
+void activation_backward_cpu_bf16(const ActivationBackward& a);
+void activation_backward_from_output_cpu_bf16(const ActivationBackwardFromOutput& a);
 void activation_forward_cuda(const ActivationForward& a);
 void activation_backward_cuda(const ActivationBackward& a);
 void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& a);
+void activation_forward_cuda_bf16(const ActivationForward& a);
+void activation_backward_cuda_bf16(const ActivationBackward& a);
+void activation_backward_from_output_cuda_bf16(const ActivationBackwardFromOutput& a);
 void activation_forward_cudnn(const ActivationForward& a);
 void activation_backward_cudnn(const ActivationBackward& a);
 void add_forward_cpu(const AddForward& a);
 void add_backward_cpu(const AddBackward& a);
+void add_forward_cpu_bf16(const AddForward& a);
+void add_backward_cpu_bf16(const AddBackward& a);
 void add_forward_cuda(const AddForward& a);
 void add_backward_cuda(const AddBackward& a);
+void add_forward_cuda_bf16(const AddForward& a);
+void add_backward_cuda_bf16(const AddBackward& a);
 void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a);
 void batchnorm_forward_infer_cpu(const BatchnormForwardInfer& a);
 void batchnorm_backward_cpu(const BatchnormBackward& a);
@@ -70,20 +80,32 @@ void convert_forward_cpu(const ConvertForward& a);
 void convert_forward_cuda(const ConvertForward& a);
 void concat_forward_cpu(const ConcatForward& a);
 void concat_backward_cpu(const ConcatBackward& a);
+void concat_forward_cpu_bf16(const ConcatForward& a);
+void concat_backward_cpu_bf16(const ConcatBackward& a);
 void concat_forward_cuda(const ConcatForward& a);
 void concat_backward_cuda(const ConcatBackward& a);
+void concat_forward_cuda_bf16(const ConcatForward& a);
+void concat_backward_cuda_bf16(const ConcatBackward& a);
 void dense_forward_cpu(const DenseForward& a);
 void dense_backward_cpu(const DenseBackward& a);
 void dense_forward_cuda(const DenseForward& a);
 void dense_backward_cuda(const DenseBackward& a);
 void dropout_forward_cpu(const DropoutForward& a);
 void dropout_backward_cpu(const DropoutBackward& a);
+void dropout_forward_cpu_bf16(const DropoutForward& a);
+void dropout_backward_cpu_bf16(const DropoutBackward& a);
 void dropout_forward_cuda(const DropoutForward& a);
 void dropout_backward_cuda(const DropoutBackward& a);
+void dropout_forward_cuda_bf16(const DropoutForward& a);
+void dropout_backward_cuda_bf16(const DropoutBackward& a);
 void pool2d_forward_cpu(const Pool2dForward& a);
 void pool2d_backward_cpu(const Pool2dBackward& a);
+void pool2d_forward_cpu_bf16(const Pool2dForward& a);
+void pool2d_backward_cpu_bf16(const Pool2dBackward& a);
 void pool2d_forward_cuda(const Pool2dForward& a);
 void pool2d_backward_cuda(const Pool2dBackward& a);
+void pool2d_forward_cuda_bf16(const Pool2dForward& a);
+void pool2d_backward_cuda_bf16(const Pool2dBackward& a);
 void pool2d_forward_cudnn(const Pool2dForward& a);
 void pool2d_backward_cudnn(const Pool2dBackward& a);
 void softmax_cross_entropy_forward_cpu(const SoftmaxCrossEntropyForward& a);
@@ -127,37 +149,63 @@ constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entro
 }  // namespace
 
 CNN_OP_TABLE(ActivationForward, "activation forward", row(kCpu, activation_forward_cpu),
+             row(kCpu, activation_forward_cpu_bf16, nullptr, DType::bf16),
              CNN_CUDA_ROWS(row(kCuda, activation_forward_cuda),
+                           row(kCuda, activation_forward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, activation_forward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackward, "activation backward", row(kCpu, activation_backward_cpu),
+             row(kCpu, activation_backward_cpu_bf16, nullptr, DType::bf16),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_cuda),
+                           row(kCuda, activation_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, activation_backward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
              row(kCpu, activation_backward_from_output_cpu),
-             CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda)))
+             row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda),
+                           row(kCuda, activation_backward_from_output_cuda_bf16, nullptr, DType::bf16)))
 
 CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu), CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda)))
 CNN_OP_TABLE(DenseBackward, "dense backward", row(kCpu, dense_backward_cpu),
              CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda)))
 
 CNN_OP_TABLE(Pool2dForward, "pool2d forward", row(kCpu, pool2d_forward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda), row(kCudnn, pool2d_forward_cudnn, pool2d_on_cudnn)))
+             row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda),
+                           row(kCuda, pool2d_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCudnn, pool2d_forward_cudnn, pool2d_on_cudnn)))
 CNN_OP_TABLE(Pool2dBackward, "pool2d backward", row(kCpu, pool2d_backward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, pool2d_backward_cuda), row(kCudnn, pool2d_backward_cudnn, pool2d_on_cudnn)))
+             row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, pool2d_backward_cuda),
+                           row(kCuda, pool2d_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCudnn, pool2d_backward_cudnn, pool2d_on_cudnn)))
 
-CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu), CNN_CUDA_ROWS(row(kCuda, add_forward_cuda)))
-CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu), CNN_CUDA_ROWS(row(kCuda, add_backward_cuda)))
+CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu),
+             row(kCpu, add_forward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, add_forward_cuda),
+                           row(kCuda, add_forward_cuda_bf16, nullptr, DType::bf16)))
+CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu),
+             row(kCpu, add_backward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, add_backward_cuda),
+                           row(kCuda, add_backward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(ConvertForward, "convert", row(kCpu, convert_forward_cpu),
              row(kCpu, convert_forward_cpu, nullptr, DType::bf16),
              CNN_CUDA_ROWS(row(kCuda, convert_forward_cuda), row(kCuda, convert_forward_cuda, nullptr, DType::bf16)))
 CNN_OP_TABLE(ConcatForward, "concat forward", row(kCpu, concat_forward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda)))
+             row(kCpu, concat_forward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda),
+                           row(kCuda, concat_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(ConcatBackward, "concat backward", row(kCpu, concat_backward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, concat_backward_cuda)))
+             row(kCpu, concat_backward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, concat_backward_cuda),
+                           row(kCuda, concat_backward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(DropoutForward, "dropout forward", row(kCpu, dropout_forward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, dropout_forward_cuda)))
+             row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, dropout_forward_cuda),
+                           row(kCuda, dropout_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda)))
+             row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda),
+                           row(kCuda, dropout_backward_cuda_bf16, nullptr, DType::bf16)))
 
 CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchnorm_forward_train_cpu),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),

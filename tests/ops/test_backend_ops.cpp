@@ -47,19 +47,21 @@ ActivationCases cases_activation() {
   for (const ActivationParams& p : params)
     for (int64_t n : {1, 3, 4, 5, 7, 64, 1001, 4096, 65537}) {
       const std::string label = fmt::format("{} alpha {} n={}", to_string(p.kind), p.alpha, n);
-      std::vector<float> x = random_floats(size_t(n), 100 + n, -4.0f, 4.0f);
+      std::vector<float> x = bf16_exact(random_floats(size_t(n), 100 + n, -4.0f, 4.0f));
       x[0] = 0.0f;  // the kink: every row must take the same side as the reference
-      const std::vector<float> dy = random_floats(size_t(n), 200 + n);
+      const std::vector<float> dy = bf16_exact(random_floats(size_t(n), 200 + n));
       std::vector<float> y(x.size()), dx(x.size());
       activation_forward_reference(oracle_ctx(), p, n, x.data(), y.data());
-      activation_backward_reference(oracle_ctx(), p, n, x.data(), y.data(), dy.data(), dx.data());
+      // Backward takes y as a bf16 forward stored it; every row gets the same (bf16-exact) y.
+      const std::vector<float> y_stored = bf16_exact(y);
+      activation_backward_reference(oracle_ctx(), p, n, x.data(), y_stored.data(), dy.data(), dx.data());
       Case<ActivationForward> f{label};
-      f.in("x", x).out("y", y);
+      f.in("x", x).act({n}).out("y", y).act({n});
       f.aliases = {{"y", "x"}};
       f.bind = [p, n](Bound& b) { return ActivationForward{b.ctx(), p, n, b.in("x"), b.out("y")}; };
       out.forward.push_back(f);
       Case<ActivationBackward> g{label};
-      g.in("x", x).in("y", y).in("dy", dy).out("dx", dx);
+      g.in("x", x).act({n}).in("y", y_stored).act({n}).in("dy", dy).act({n}).out("dx", dx).act({n});
       g.aliases = {{"dx", "dy"}};
       g.bind = [p, n](Bound& b) {
         return ActivationBackward{b.ctx(), p, n, b.in("x"), b.in("y"), b.in("dy"), b.out("dx")};
@@ -67,7 +69,7 @@ ActivationCases cases_activation() {
       out.backward.push_back(g);
       if (!activation_fusable(p)) continue;
       Case<ActivationBackwardFromOutput> h{label};
-      h.in("y", y).in("dy", dy).out("dx", dx);
+      h.in("y", y_stored).act({n}).in("dy", dy).act({n}).out("dx", dx).act({n});
       h.aliases = {{"dx", "dy"}};
       h.bind = [p, n](Bound& b) {
         return ActivationBackwardFromOutput{b.ctx(), p, n, b.in("y"), b.in("dy"), b.out("dx")};
@@ -123,7 +125,8 @@ std::pair<std::vector<Case<Pool2dForward>>, std::vector<Case<Pool2dBackward>>> c
   };
   const int strides[][2] = {{1, 1}, {2, 2}, {1, 3}, {3, 2}};
   for (PoolKind kind : {PoolKind::max, PoolKind::avg}) {
-    for (const Size& z : {Size{1, 1, 5, 7}, Size{2, 3, 8, 9}, Size{1, 2, 13, 6}})
+    // 16 channels: the bf16 cuda row's 8-channel accesses.
+    for (const Size& z : {Size{1, 1, 5, 7}, Size{2, 3, 8, 9}, Size{1, 2, 13, 6}, Size{2, 16, 6, 7}})
       for (int64_t R : {1, 2, 3, 4})
         for (int64_t S : {1, 2, 3})
           for (const auto& st : strides)
@@ -133,7 +136,8 @@ std::pair<std::vector<Case<Pool2dForward>>, std::vector<Case<Pool2dBackward>>> c
               shapes.push_back(Pool2dShape::make(kind, z.N, z.C, z.H, z.W, R, S, st[0], st[1], ph, pw));
             }
     // Global pooling, small and large planes.
-    for (const Size& z : {Size{1, 1, 1, 1}, Size{1, 5, 7, 7}, Size{3, 17, 5, 9}, Size{2, 4, 33, 31}, Size{64, 64, 7, 7}})
+    for (const Size& z : {Size{1, 1, 1, 1}, Size{1, 5, 7, 7}, Size{3, 17, 5, 9}, Size{2, 4, 33, 31}, Size{64, 64, 7, 7},
+                          Size{2, 24, 48, 48}, Size{3, 72, 5, 3}})
       shapes.push_back(Pool2dShape::make(kind, z.N, z.C, z.H, z.W, z.H, z.W, int(z.H), int(z.W)));
   }
   std::vector<Case<Pool2dForward>> fwd;
@@ -144,24 +148,29 @@ std::pair<std::vector<Case<Pool2dForward>>, std::vector<Case<Pool2dBackward>>> c
     std::vector<float> x = random_floats(size_t(sh.N * sh.C * sh.H * sh.W), ++seed);
     if (seed % 2)
       for (float& v : x) v = std::round(v * 4.0f) / 4.0f;
-    const std::vector<float> dy = random_floats(size_t(sh.N * sh.C * sh.P * sh.Q), ++seed);
+    x = bf16_exact(x);
+    const std::vector<float> dy = bf16_exact(random_floats(size_t(sh.N * sh.C * sh.P * sh.Q), ++seed));
     const std::vector<double> xd = to_double(x), dyd = to_double(dy);
     std::vector<double> y(dy.size()), dx(x.size());
     pool2d_forward_reference<double>(oracle_ctx(), sh, xd.data(), y.data());
     pool2d_backward_reference<double>(oracle_ctx(), sh, xd.data(), y.data(), dyd.data(), dx.data());
+    const std::vector<int64_t> in_dims{sh.N, sh.C, sh.H, sh.W}, out_dims{sh.N, sh.C, sh.P, sh.Q};
     Case<Pool2dForward> f{sh.to_string()};
-    f.in("x", x).out("y", to_float(y));
+    f.in("x", x).act(in_dims).out("y", to_float(y)).act(out_dims);
     f.bind = [sh](Bound& b) { return Pool2dForward{b.ctx(), sh, b.in("x"), b.out("y")}; };
     fwd.push_back(f);
     Case<Pool2dBackward> g{sh.to_string()};
-    g.in("x", x).in("y", to_float(y)).in("dy", dy).out("dx", to_float(dx));
+    // y as a bf16 forward stores it: a max is one of the inputs (exact); avg backward ignores y.
+    g.in("x", x).act(in_dims).in("y", bf16_exact(to_float(y))).act(out_dims).in("dy", dy).act(out_dims);
+    g.out("dx", to_float(dx)).act(in_dims);
     g.bind = [sh](Bound& b) { return Pool2dBackward{b.ctx(), sh, b.in("x"), b.in("y"), b.in("dy"), b.out("dx")}; };
     bwd.push_back(g);
   }
   return {fwd, bwd};
 }
 
-// ---- add, concat, dropout: no arithmetic beyond the CPU's own, so every row agrees exactly ----
+// ---- add, concat, dropout: no arithmetic beyond the CPU's own, so every f32 row agrees exactly (a
+// bf16 row rounds a sum or a scaled value once) ----
 
 std::string indexed(const char* name, size_t i) { return fmt::format("{}{}", name, i); }
 
@@ -173,13 +182,13 @@ std::pair<std::vector<Case<AddForward>>, std::vector<Case<AddBackward>>> cases_a
       const std::string label = fmt::format("{} inputs n={}", count, n);
       std::vector<std::vector<float>> xs;
       std::vector<const float*> ptrs;
-      for (int k = 0; k < count; ++k) xs.push_back(random_floats(size_t(n), 1000 * k + n));
+      for (int k = 0; k < count; ++k) xs.push_back(bf16_exact(random_floats(size_t(n), 1000 * k + n)));
       for (const auto& x : xs) ptrs.push_back(x.data());
       std::vector<float> y = zeros(size_t(n));
       add_forward_reference(oracle_ctx(), n, count, ptrs.data(), y.data());
       Case<AddForward> f{label};
-      for (int k = 0; k < count; ++k) f.in(indexed("x", k), xs[k]);
-      f.out("y", y);
+      for (int k = 0; k < count; ++k) f.in(indexed("x", k), xs[k]).act({n});
+      f.out("y", y).act({n});
       f.aliases = {{"y", indexed("x", count - 1)}};
       f.tolerance = kExact;
       f.bind = [n, count](Bound& b) {
@@ -188,11 +197,11 @@ std::pair<std::vector<Case<AddForward>>, std::vector<Case<AddBackward>>> cases_a
         return AddForward{b.ctx(), n, count, b.keep(v), b.out("y")};
       };
       fwd.push_back(f);
-      const std::vector<float> dy = random_floats(size_t(n), 5 + n);
+      const std::vector<float> dy = bf16_exact(random_floats(size_t(n), 5 + n));
       Case<AddBackward> g{label};
-      g.in("dy", dy);
+      g.in("dy", dy).act({n});
       for (int k = 0; k < count; ++k)
-        g.add({indexed("dx", k), k == 1 ? Operand::Kind::optional_out : Operand::Kind::out, dy});
+        g.add({indexed("dx", k), k == 1 ? Operand::Kind::optional_out : Operand::Kind::out, dy}).act({n});
       g.aliases = {{"dx0", "dy"}};
       g.tolerance = kExact;
       g.bind = [n, count](Bound& b) {
@@ -213,20 +222,24 @@ std::pair<std::vector<Case<ConcatForward>>, std::vector<Case<ConcatBackward>>> c
   uint64_t seed = 1;
   for (int64_t N : {1, 3})
     for (int64_t HW : {1, 3, 4, 49, 64})
-      for (const std::vector<int64_t>& channels : {std::vector<int64_t>{1}, {2, 3}, {1, 1, 1}, {4, 8, 5}, twenty}) {
+      for (const std::vector<int64_t>& channels :
+           {std::vector<int64_t>{1}, {2, 3}, {1, 1, 1}, {4, 8, 5}, twenty, {8, 16, 8}, {2, 6, 4, 4}}) {
         ConcatShape sh;
         sh.N = N, sh.HW = HW, sh.channels = channels;
         const std::string label = fmt::format("N={} HW={} {} inputs", N, HW, channels.size());
         const size_t parts = channels.size();
         std::vector<std::vector<float>> xs;
         std::vector<const float*> ptrs;
-        for (size_t i = 0; i < parts; ++i) xs.push_back(random_floats(size_t(N * channels[i] * HW), ++seed));
+        for (size_t i = 0; i < parts; ++i)
+          xs.push_back(bf16_exact(random_floats(size_t(N * channels[i] * HW), ++seed)));
         for (const auto& x : xs) ptrs.push_back(x.data());
         std::vector<float> y(size_t(N * sh.total_channels() * HW));
         concat_forward_reference(oracle_ctx(), sh, ptrs.data(), y.data());
         Case<ConcatForward> f{label};
-        for (size_t i = 0; i < parts; ++i) f.in(indexed("x", i), xs[i]);
-        f.out("y", y);
+        // Activations (N, C, H*W, 1): channels-last in bf16, so a bf16 concat interleaves per pixel.
+        const std::vector<int64_t> out_dims{N, sh.total_channels(), HW, 1};
+        for (size_t i = 0; i < parts; ++i) f.in(indexed("x", i), xs[i]).act({N, channels[i], HW, 1});
+        f.out("y", y).act(out_dims);
         f.tolerance = kExact;
         f.bind = [sh](Bound& b) {
           std::vector<ConstView> v;
@@ -234,16 +247,17 @@ std::pair<std::vector<Case<ConcatForward>>, std::vector<Case<ConcatBackward>>> c
           return ConcatForward{b.ctx(), sh, b.keep(v), b.out("y")};
         };
         fwd.push_back(f);
-        const std::vector<float> dy = random_floats(y.size(), ++seed);
+        const std::vector<float> dy = bf16_exact(random_floats(y.size(), ++seed));
         std::vector<std::vector<float>> dxs;
         std::vector<float*> dptrs;
         for (size_t i = 0; i < parts; ++i) dxs.push_back(zeros(xs[i].size()));
         for (auto& d : dxs) dptrs.push_back(d.data());
         concat_backward_reference(oracle_ctx(), sh, dy.data(), dptrs.data());
         Case<ConcatBackward> g{label};
-        g.in("dy", dy);
+        g.in("dy", dy).act(out_dims);
         for (size_t i = 0; i < parts; ++i)
-          g.add({indexed("dx", i), i == parts / 2 ? Operand::Kind::optional_out : Operand::Kind::out, dxs[i]});
+          g.add({indexed("dx", i), i == parts / 2 ? Operand::Kind::optional_out : Operand::Kind::out, dxs[i]})
+              .act({N, channels[i], HW, 1});
         g.tolerance = kExact;
         g.bind = [sh](Bound& b) {
           std::vector<View> v;
@@ -264,17 +278,17 @@ std::pair<std::vector<Case<DropoutForward>>, std::vector<Case<DropoutBackward>>>
       for (int64_t n : {1, 2, 3, 4, 5, 9, 1001, 4096, 65539}) {
         const DropoutParams prm{p, uint64_t(1234 + n), counter};
         const std::string label = fmt::format("p={} counter={} n={}", p, counter, n);
-        const std::vector<float> x = random_floats(size_t(n), 40 + n, 0.5f, 1.5f);
+        const std::vector<float> x = bf16_exact(random_floats(size_t(n), 40 + n, 0.5f, 1.5f));
         std::vector<float> y(x.size());
         dropout_forward_reference(oracle_ctx(), prm, n, x.data(), y.data());
         Case<DropoutForward> f{label};
-        f.in("x", x).out("y", y);
+        f.in("x", x).act({n}).out("y", y).act({n});  // the mask follows the storage index
         f.aliases = {{"y", "x"}};
         f.tolerance = kExact;
         f.bind = [prm, n](Bound& b) { return DropoutForward{b.ctx(), prm, n, b.in("x"), b.out("y")}; };
         fwd.push_back(f);
         Case<DropoutBackward> g{label};
-        g.in("dy", x).out("dx", y);  // the same mask on the gradient
+        g.in("dy", x).act({n}).out("dx", y).act({n});  // the same mask on the gradient
         g.aliases = {{"dx", "dy"}};
         g.tolerance = kExact;
         g.bind = [prm, n](Bound& b) { return DropoutBackward{b.ctx(), prm, n, b.in("dy"), b.out("dx")}; };

@@ -76,11 +76,11 @@ TEST_CASE("the dispatcher names the op, backend and dtype it has no row for", "[
   const ExecContext ctx = ExecContext::cpu(1);
   float v[4] = {0, 0, 0, 0};
   const ActivationParams relu{ActivationKind::relu, 0.0f};
-  // No bf16 row in any build yet.
-  const ActivationForward bf16{&ctx, relu, 4, ConstView(static_cast<const void*>(v), DType::bf16),
-                               View(static_cast<void*>(v), DType::bf16)};
+  // No bf16 row for the loss in any build (the graph casts the logits to f32 before it).
+  const SoftmaxCrossEntropyForward bf16{&ctx, {1, 4, 0.0f}, ConstView(static_cast<const void*>(v), DType::bf16),
+                                        nullptr, nullptr, v, nullptr, nullptr};
   CHECK_THROWS_WITH(run_op(Backend::cpu, bf16),
-                    Catch::Matchers::Contains("activation forward: no cpu implementation for bf16"));
+                    Catch::Matchers::Contains("softmax_cross_entropy forward: no cpu implementation for bf16"));
   CHECK_FALSE(op_supports(Backend::cpu, DType::bf16, bf16));
   // No cudnn row for the capturable loss forward, in any build.
   CHECK_THROWS_WITH(run_op(Backend::cudnn, SoftmaxCrossEntropyForwardAsync{&ctx, {1, 4, 0.0f}, v, nullptr, nullptr,
