@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/bf16.h"
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/activation_math.h"
@@ -58,6 +59,21 @@ inline ChannelLayout group_layout_of(const BatchnormShape& sh) {
   return ChannelLayout{sh.C, static_cast<int>(HW4), static_cast<int>(sh.N * HW4), cuda::FastDiv32(HW4)};
 }
 
+
+// An element as a float: FP32 as is, BF16 widened (exact).
+__device__ __forceinline__ float value_of(float v) { return v; }
+__device__ __forceinline__ float value_of(bf16 v) { return to_float(v); }
+
+// The shift the forward sums subtract in channel c: p[c * stride]. The channel's first value (x
+// NCHW: stride H*W; x channels-last: stride 1) or running_mean (stride 1, the phased sums).
+template <typename T>
+struct ChannelShift {
+  const T* __restrict__ p;
+  int64_t stride;
+  __device__ __forceinline__ double operator()(int c) const {
+    return static_cast<double>(value_of(p[static_cast<int64_t>(c) * stride]));
+  }
+};
 
 // Channel c's slice pairs of partial (C, slices, 2) added in slice order. Loads bypass L1: other
 // blocks of the same kernel wrote them.
@@ -121,14 +137,12 @@ inline Scratch scratch(const ExecContext& ctx, const BatchnormShape& sh, int sli
   return Scratch{reinterpret_cast<double*>(base), reinterpret_cast<float*>(base + partial_bytes)};
 }
 
-// grid (slices, C): partial sums of d = x - shift[c * shift_stride] and d^2 for each (channel, slice):
-// the channel's first value (shift = x, stride HW) or a given per-channel shift (stride 1). The
+// grid (slices, C): partial sums of d = x - shift(c) and d^2 for each (channel, slice). The
 // channel's last block calls tail(c, sum d, sum d^2) in thread 0 with the slices added in order.
 template <typename Tail>
 static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
                                                       const float* __restrict__ x,      // (N, C, H, W)
-                                                      const float* __restrict__ shift,  // see above
-                                                      int64_t shift_stride,
+                                                      ChannelShift<float> shift,
                                                       double* __restrict__ partial,     // (C, slices, 2)
                                                       unsigned* __restrict__ counters,  // (C), zero
                                                       Tail tail) {
@@ -138,7 +152,7 @@ static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
   slice_of(L.M, begin, end);
   double s = 0.0, ss = 0.0;
   if (begin < end) {
-    const double k = shift[static_cast<int64_t>(c) * shift_stride];
+    const double k = shift(c);
     for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
       const double d = static_cast<double>(x[L.at(c, j)]) - k;
       s += d;

@@ -2,6 +2,7 @@
 // sums over fixed slices (grid slices x C, fixed-order block sums) whose last block per channel
 // adds them in slice order and finalizes the channel, then one elementwise pass. Slicing depends on
 // the shape only: bitwise repeatable.
+// The bf16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same tails.
 // Trap: statistics sum x - x0 (x0 = the channel's first value) as on the CPU, because
 // sum(x^2) - sum(x)^2/M in any precision loses the variance of large-mean channels.
 #include <algorithm>
@@ -9,16 +10,18 @@
 #include "core/cuda_check.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm.cuh"
+#include "ops/batchnorm_nhwc_bf16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
 
 // Tail of the forward sums (thread 0 of a channel's last block): mean, variance, running
 // statistics, and the (mean, scale) the normalisation pass uses, as batchnorm_forward_train_cpu.
+template <typename T>
 struct ForwardFinalize {
-  int M, HW;
+  int M;
   double eps, momentum;
-  const float* __restrict__ x;         // (N, C, H, W): the shift is the channel's first value
+  ChannelShift<T> shift;               // the channel's first value of x, the sums' shift
   const float* __restrict__ gamma;     // (C)
   float* __restrict__ running_mean;    // (C)
   float* __restrict__ running_var;     // (C)
@@ -28,7 +31,7 @@ struct ForwardFinalize {
   float* __restrict__ norm_scale;      // (C)
   __device__ void operator()(int c, double s, double ss) const {
     const double m = static_cast<double>(M);
-    const double mean = static_cast<double>(x[static_cast<int64_t>(c) * HW]) + s / m;
+    const double mean = shift(c) + s / m;
     const double var = fmax(0.0, (ss - s * s / m) / m);
     const double inv_std = 1.0 / sqrt(var + eps);
     const float mean_f = static_cast<float>(mean);
@@ -82,17 +85,19 @@ void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) {
   const Scratch s = scratch(ctx, sh, slices, 2 * sh.C, what);
   float* norm_mean = s.per_channel;
   float* norm_scale = s.per_channel + C;
-  const ForwardFinalize tail{L.M,         L.HW,        sh.eps,       sh.momentum, x,         gamma,
-                             running_mean, running_var, save_mean, save_inv_std, norm_mean, norm_scale};
+  const ChannelShift<float> shift{x, L.HW};  // the channel's first value
+  const ForwardFinalize<float> tail{L.M,         sh.eps,    sh.momentum,  shift,     gamma,     running_mean,
+                                    running_var, save_mean, save_inv_std, norm_mean, norm_scale};
   batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
-      L, x, x, L.HW, s.partial, channel_counters(ctx, sh, what), tail);
+      L, x, shift, s.partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm forward (statistics)");
   launch_normalize(stream, sh, NoActivation{}, NormFromArrays{norm_mean, norm_scale}, x, beta, y, nullptr);
   CUDA_CHECK_LAUNCH("batchnorm forward (normalize)");
 }
 
 void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a) {
-  // The phased path without an activation, after the stricter checks (N > 0, eps, momentum).
+  // The phased path without an activation, after the stricter checks (N > 0, eps, momentum); its
+  // row of the operands' dtype runs, so this is the bf16 row too.
   check_shape("batchnorm inference", a.sh);
   run_op(Backend::cuda, BatchnormForwardInferAct{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, nullptr, a.y});
 }
@@ -116,6 +121,59 @@ void batchnorm_backward_cuda(const BatchnormBackward& a) {
   if (!dx) return;
   launch_dx(stream, sh, NoActivation{}, CoefFromArray{C, s.per_channel}, save_mean, x, nullptr, dy, dx);
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
+}
+
+// BF16 channels-last: the same sums and tails over (N, H, W, C); x0 is x[c], the channel's first
+// value there too.
+void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const bf16* x = a.x.bf16_data();
+  bf16* y = a.y.bf16_data();
+  const char* what = "batchnorm forward";
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  check_shape(what, sh);
+  batchnorm_check_training_count(what, sh);
+  unsigned* counters = channel_counters(ctx, sh, what);
+  per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+    constexpr int V = decltype(width)::value;
+    const Scratch s = scratch(ctx, sh, t.slices, 2 * sh.C, what);
+    float* norm_mean = s.per_channel;
+    float* norm_scale = s.per_channel + sh.C;
+    const ChannelShift<bf16> shift{x, 1};
+    const ForwardFinalize<bf16> tail{t.M,           sh.eps,         sh.momentum, shift,     a.gamma,  a.running_mean,
+                                     a.running_var, a.save_mean, a.save_inv_std, norm_mean, norm_scale};
+    batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
+        t, ShiftedTerms<V, ChannelShift<bf16>>{x, shift}, s.partial, counters, tail);
+    CUDA_CHECK_LAUNCH("batchnorm forward bf16 (statistics)");
+    batchnorm_normalize_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
+        t, NoActivation{}, NormFromArrays{norm_mean, norm_scale}, x, a.beta, y, nullptr);
+    CUDA_CHECK_LAUNCH("batchnorm forward bf16 (normalize)");
+  });
+}
+
+void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
+  bf16* dx = a.dx.bf16_data();
+  const char* what = "batchnorm backward";
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  check_shape(what, sh);
+  unsigned* counters = channel_counters(ctx, sh, what);
+  per_nhwc_tile(sh, nhwc_vectorized(sh, {x, dy, dx}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+    constexpr int V = decltype(width)::value;
+    const Scratch s = scratch(ctx, sh, t.slices, 3 * sh.C, what);
+    const int C = static_cast<int>(sh.C);
+    const BackwardFinalize tail{C, t.M, a.gamma, a.save_inv_std, a.dgamma, a.dbeta, s.per_channel};
+    batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
+        t, GradTerms<V, NoActivation>{NoActivation{}, x, nullptr, dy, a.save_mean}, s.partial, counters, tail);
+    CUDA_CHECK_LAUNCH("batchnorm backward bf16 (sums)");
+    if (!dx) return;
+    batchnorm_dx_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(t, NoActivation{}, CoefFromArray{C, s.per_channel},
+                                                                  a.save_mean, x, nullptr, dy, dx);
+    CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
+  });
 }
 
 }  // namespace cnn

@@ -3,6 +3,7 @@
 // caller may all-reduce over the ranks; then one per-channel pass (grid slices x C) whose blocks
 // derive their channel's coefficients from those sums, with the activation folded into its
 // epilogue (forward) or into its read of dy (backward, from the saved y). One kernel per phase.
+// The bf16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same prologues.
 // Trap: N may be 0 (a rank without samples still joins the reductions): kernels then see no values,
 // and the sums are zeros with count 0; the elementwise passes are skipped.
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "core/cuda_check.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm.cuh"
+#include "ops/batchnorm_nhwc_bf16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
@@ -93,7 +95,8 @@ void batchnorm_forward_stats_cuda(const BatchnormForwardStats& a) {
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
   const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), a.stats, nullptr, nullptr, nullptr};
   batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
-      layout_of(sh), a.x.f32(), a.running_mean, 1, partial, channel_counters(ctx, sh, what), tail);
+      layout_of(sh), a.x.f32(), ChannelShift<float>{a.running_mean, 1}, partial, channel_counters(ctx, sh, what),
+      tail);
   CUDA_CHECK_LAUNCH("batchnorm forward statistics (sums)");
 }
 
@@ -152,6 +155,102 @@ void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a) {
   const CoefFromSums coef{static_cast<int>(sh.C), a.sums, a.gamma, a.save_inv_std};
   with_epilogue(a.act, [&](auto epi) { launch_dx(stream, sh, epi, coef, a.save_mean, x, y_read, dy, dx); });
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
+}
+
+// BF16 channels-last (batchnorm_nhwc_bf16.cuh): the same phases, sums and coefficients.
+void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const bf16* x = a.x.bf16_data();
+  const char* what = "batchnorm forward statistics";
+  cudaStream_t stream = phase_stream(ctx, sh, what);
+  unsigned* counters = channel_counters(ctx, sh, what);
+  const CollectTail tail{static_cast<int>(sh.C), static_cast<double>(sh.N * sh.H * sh.W), a.stats, nullptr, nullptr,
+                         nullptr};
+  per_nhwc_tile(sh, nhwc_vectorized(sh, {x}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+    constexpr int V = decltype(width)::value;
+    double* partial = scratch(ctx, sh, t.slices, 0, what).partial;
+    const ShiftedTerms<V, ChannelShift<float>> terms{x, ChannelShift<float>{a.running_mean, 1}};
+    batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(t, terms, partial, counters, tail);
+  });
+  CUDA_CHECK_LAUNCH("batchnorm forward statistics bf16 (sums)");
+}
+
+void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const bf16* x = a.x.bf16_data();
+  bf16* y = a.y.bf16_data();
+  const char* what = "batchnorm forward";
+  cudaStream_t stream = phase_stream(ctx, sh, what);
+  const NormFromSums pro{static_cast<int>(sh.C), sh.eps,        sh.momentum, a.stats,       a.gamma,
+                         a.running_mean,         a.running_var, a.save_mean, a.save_inv_std};
+  unsigned* counters = channel_counters(ctx, sh, what);
+  // With N = 0 the kernel still runs (one slice a tile) to update the running statistics.
+  with_epilogue(a.act, [&](auto epi) {
+    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+      batchnorm_normalize_nhwc_bf16_kernel<decltype(width)::value>
+          <<<grid, block, 0, stream>>>(t, epi, pro, x, a.beta, y, counters);
+    });
+  });
+  CUDA_CHECK_LAUNCH("batchnorm forward bf16 (apply)");
+}
+
+void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a) {
+  const BatchnormShape& sh = a.sh;
+  const bf16* x = a.x.bf16_data();
+  bf16* y = a.y.bf16_data();
+  cudaStream_t stream = phase_stream(*a.ctx, sh, "batchnorm inference");
+  if (sh.N == 0) return;
+  const NormFromRunning pro{sh.eps, a.gamma, a.running_mean, a.running_var};
+  with_epilogue(a.act, [&](auto epi) {
+    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+      batchnorm_normalize_nhwc_bf16_kernel<decltype(width)::value>
+          <<<grid, block, 0, stream>>>(t, epi, pro, x, a.beta, y, nullptr);
+    });
+  });
+  CUDA_CHECK_LAUNCH("batchnorm inference bf16 (normalize)");
+}
+
+void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
+  const bf16* y_read = a.act ? a.y.bf16_data() : nullptr;
+  const char* what = "batchnorm backward statistics";
+  cudaStream_t stream = phase_stream(ctx, sh, what);
+  unsigned* counters = channel_counters(ctx, sh, what);
+  const CollectTail tail{static_cast<int>(sh.C), static_cast<double>(sh.N * sh.H * sh.W), a.sums, a.save_inv_std,
+                         a.dgamma, a.dbeta};
+  with_epilogue(a.act, [&](auto epi) {
+    using Epi = decltype(epi);
+    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+      constexpr int V = decltype(width)::value;
+      double* partial = scratch(ctx, sh, t.slices, 0, what).partial;
+      batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
+          t, GradTerms<V, Epi>{epi, x, y_read, dy, a.save_mean}, partial, counters, tail);
+    });
+  });
+  CUDA_CHECK_LAUNCH("batchnorm backward statistics bf16 (sums)");
+}
+
+void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a) {
+  const ExecContext& ctx = *a.ctx;
+  const BatchnormShape& sh = a.sh;
+  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
+  const bf16* y_read = a.act ? a.y.bf16_data() : nullptr;
+  bf16* dx = a.dx.bf16_data();
+  cudaStream_t stream = phase_stream(ctx, sh, "batchnorm backward");
+  if (sh.N == 0 || !dx) return;
+  const CoefFromSums coef{static_cast<int>(sh.C), a.sums, a.gamma, a.save_inv_std};
+  with_epilogue(a.act, [&](auto epi) {
+    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy, dx}),
+                  [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+                    batchnorm_dx_nhwc_bf16_kernel<decltype(width)::value>
+                        <<<grid, block, 0, stream>>>(t, epi, coef, a.save_mean, x, y_read, dy, dx);
+                  });
+  });
+  CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
 }
 
 }  // namespace cnn

@@ -76,6 +76,21 @@ void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a);
 void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a);
 void batchnorm_backward_stats_cuda(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a);
+void batchnorm_forward_train_cpu_bf16(const BatchnormForwardTrain& a);
+void batchnorm_forward_infer_cpu_bf16(const BatchnormForwardInfer& a);
+void batchnorm_backward_cpu_bf16(const BatchnormBackward& a);
+void batchnorm_forward_stats_cpu_bf16(const BatchnormForwardStats& a);
+void batchnorm_forward_apply_cpu_bf16(const BatchnormForwardApply& a);
+void batchnorm_forward_infer_act_cpu_bf16(const BatchnormForwardInferAct& a);
+void batchnorm_backward_stats_cpu_bf16(const BatchnormBackwardStats& a);
+void batchnorm_backward_apply_cpu_bf16(const BatchnormBackwardApply& a);
+void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a);
+void batchnorm_backward_cuda_bf16(const BatchnormBackward& a);
+void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a);
+void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a);
+void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a);
+void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a);
+void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a);
 void convert_forward_cpu(const ConvertForward& a);
 void convert_forward_cuda(const ConvertForward& a);
 void concat_forward_cpu(const ConcatForward& a);
@@ -207,25 +222,43 @@ CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu
              CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda),
                            row(kCuda, dropout_backward_cuda_bf16, nullptr, DType::bf16)))
 
+// batchnorm: no cuDNN bf16 rows (a bf16 layer runs cuda); batchnorm_forward_infer_cuda serves both
+// dtypes (it runs the forward_infer_act row of its operands' dtype).
 CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchnorm_forward_train_cpu),
+             row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::bf16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
+                           row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
+             row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_cuda),
+                           row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::bf16),
                            row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backward_cpu),
+             row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::bf16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
+                           row(kCuda, batchnorm_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
-             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_stats_cuda)))
+             row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_stats_cuda),
+                           row(kCuda, batchnorm_forward_stats_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormForwardApply, "batchnorm forward_apply", row(kCpu, batchnorm_forward_apply_cpu),
-             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_apply_cuda)))
+             row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_apply_cuda),
+                           row(kCuda, batchnorm_forward_apply_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormForwardInferAct, "batchnorm forward_infer_act", row(kCpu, batchnorm_forward_infer_act_cpu),
-             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_act_cuda)))
+             row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_act_cuda),
+                           row(kCuda, batchnorm_forward_infer_act_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormBackwardStats, "batchnorm backward_stats", row(kCpu, batchnorm_backward_stats_cpu),
-             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_stats_cuda)))
+             row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_stats_cuda),
+                           row(kCuda, batchnorm_backward_stats_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormBackwardApply, "batchnorm backward_apply", row(kCpu, batchnorm_backward_apply_cpu),
-             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda)))
+             row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda),
+                           row(kCuda, batchnorm_backward_apply_cuda_bf16, nullptr, DType::bf16)))
 
 CNN_OP_TABLE(SoftmaxCrossEntropyForward, "softmax_cross_entropy forward", row(kCpu, softmax_cross_entropy_forward_cpu),
              CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda),

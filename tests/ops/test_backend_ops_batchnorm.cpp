@@ -1,7 +1,9 @@
 // Batchnorm in the cross-backend op harness (test_backend_ops.cpp says how it works): the plain
 // entry points against the double reference, over (C) and (C, H, W) inputs, N = 1, odd sizes and
-// large channel means; the phased ones against the cpu row (checked against the reference in
-// test_batchnorm_phased.cpp), with every fused activation.
+// large channel means; the phased ones against the cpu f32 row (checked against the reference in
+// test_batchnorm_phased.cpp), with every fused activation. x, y, dy, dx are marked activations with
+// bf16-exact values, so the bf16 rows (channels-last) run on the same cases; the channels-last
+// shapes (C = 8, 16, 64: the 16-byte path; C = 7: the scalar one) span several blocks of rows.
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +36,8 @@ const BatchnormSize kBatchnormSizes[] = {
     {2, 3, 1, 1, 0},     {64, 33, 1, 1, 0}, {1, 3, 5, 7, 0},       {1, 1, 2, 1, 0},      {4, 16, 7, 9, 0},
     {3, 5, 4, 4, 0},     {2, 1, 13, 11, 0}, {8, 8, 16, 16, 0},     {2, 3, 9, 9, 100.0f}, {32, 4, 32, 32, 0},
     {128, 3, 17, 17, 0}, {5, 70, 3, 3, 0},  {257, 2, 1, 1, 50.0f}, {16, 600, 2, 2, 0},
+    // channels-last: several slices of rows, a 16-byte group per thread or (C = 7) one channel
+    {8, 8, 24, 24, 0},   {4, 16, 24, 24, 0}, {2, 64, 24, 24, 3.0f}, {10, 7, 10, 10, 0},
 };
 
 struct BatchnormInputs {
@@ -45,6 +49,8 @@ BatchnormInputs batchnorm_inputs(const BatchnormSize& z) {
   BatchnormInputs in{random_floats(n, 61 + n, -1.5f, 2.5f), random_floats(C, 62, 0.5f, 1.5f), random_floats(C, 63),
                      random_floats(n, 64 + n),             random_floats(C, 65),             random_floats(C, 66, 0.5f, 2.0f)};
   for (float& v : in.x) v += z.mean;
+  in.x = bf16_exact(in.x);
+  in.dy = bf16_exact(in.dy);
   return in;
 }
 
@@ -68,7 +74,8 @@ BatchnormCases cases_batchnorm() {
     batchnorm_backward_reference<double>(oracle_ctx(), sh, x.data(), gamma.data(), mean.data(), inv_std.data(),
                                          dy.data(), dx.data(), dgamma.data(), dbeta.data());
     Case<BatchnormForwardTrain> t{batchnorm_label(z)};
-    t.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).out("y", to_float(y));
+    const std::vector<int64_t> dims{z.N, z.C, z.H, z.W};
+    t.in("x", in.x).act(dims).in("gamma", in.gamma).in("beta", in.beta).out("y", to_float(y)).act(dims);
     t.inout("running_mean", in.running_mean, to_float(rm)).inout("running_var", in.running_var, to_float(rv));
     t.out("save_mean", to_float(mean)).out("save_inv_std", to_float(inv_std));
     t.bind = [sh](Bound& b) {
@@ -78,16 +85,17 @@ BatchnormCases cases_batchnorm() {
     };
     out.train.push_back(t);
     Case<BatchnormForwardInfer> f{batchnorm_label(z)};
-    f.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).in("running_mean", in.running_mean);
-    f.in("running_var", in.running_var).out("y", to_float(y_infer));
+    f.in("x", in.x).act(dims).in("gamma", in.gamma).in("beta", in.beta).in("running_mean", in.running_mean);
+    f.in("running_var", in.running_var).out("y", to_float(y_infer)).act(dims);
     f.bind = [sh](Bound& b) {
       return BatchnormForwardInfer{b.ctx(),           sh, b.in("x"), b.f32("gamma"), b.f32("beta"), b.f32("running_mean"),
                                    b.f32("running_var"), b.out("y")};
     };
     out.infer.push_back(f);
     Case<BatchnormBackward> g{batchnorm_label(z)};
-    g.in("x", in.x).in("gamma", in.gamma).in("save_mean", to_float(mean)).in("save_inv_std", to_float(inv_std));
-    g.in("dy", in.dy).optional_out("dx", to_float(dx)).optional_out("dgamma", to_float(dgamma));
+    g.in("x", in.x).act(dims).in("gamma", in.gamma).in("save_mean", to_float(mean));
+    g.in("save_inv_std", to_float(inv_std)).in("dy", in.dy).act(dims).optional_out("dx", to_float(dx)).act(dims);
+    g.optional_out("dgamma", to_float(dgamma));
     g.optional_out("dbeta", to_float(dbeta));
     g.bind = [sh](Bound& b) {
       return BatchnormBackward{b.ctx(),   sh,          b.in("x"),          b.f32("gamma"),      b.f32("save_mean"),
@@ -114,18 +122,20 @@ PhasedCases cases_batchnorm_phased() {
                                                   ActivationParams{ActivationKind::elu, 0.5f},
                                                   ActivationParams{ActivationKind::sigmoid, 0.0f},
                                                   ActivationParams{ActivationKind::tanh, 0.0f}};
-  const BatchnormSize sizes[] = {{2, 3, 1, 1, 0}, {1, 3, 5, 7, 0},       {4, 16, 7, 9, 0},
-                                 {3, 5, 4, 4, 0}, {2, 3, 9, 9, 100.0f}, {64, 33, 1, 1, 0}};
+  const BatchnormSize sizes[] = {{2, 3, 1, 1, 0}, {1, 3, 5, 7, 0},       {4, 16, 7, 9, 0},  {3, 5, 4, 4, 0},
+                                 {2, 3, 9, 9, 100.0f}, {64, 33, 1, 1, 0}, {8, 8, 24, 24, 0}, {2, 64, 24, 24, 3.0f},
+                                 {10, 7, 10, 10, 0}};
   for (const BatchnormSize& z : sizes)
     for (const std::optional<ActivationParams>& act : acts) {
       const BatchnormShape sh = make_batchnorm_shape(z.N, z.C, z.H, z.W);
       const BatchnormInputs in = batchnorm_inputs(z);
       const size_t n = in.x.size(), C = in.gamma.size(), S = 2 * C + 1;
       const std::string label = batchnorm_label(z) + (act ? std::string(" ") + to_string(act->kind) : "");
+      const std::vector<int64_t> dims{z.N, z.C, z.H, z.W};
       // A pointer to the activation that lives in the bind function itself.
       auto act_of = [](const std::optional<ActivationParams>& a) { return a ? &*a : nullptr; };
       Case<BatchnormForwardStats> st{label};
-      st.in("x", in.x).in("running_mean", in.running_mean).doubles("stats", Operand::Kind::out, std::vector<double>(S));
+      st.in("x", in.x).act(dims).in("running_mean", in.running_mean).doubles("stats", Operand::Kind::out, std::vector<double>(S));
       st.bind = [sh](Bound& b) {
         return BatchnormForwardStats{b.ctx(), sh, b.in("x"), b.f32("running_mean"), b.f64("stats")};
       };
@@ -133,7 +143,7 @@ PhasedCases cases_batchnorm_phased() {
       out.stats.push_back(st);
       Case<BatchnormForwardApply> ap{label};
       ap.doubles("stats", Operand::Kind::in, st.operand("stats").doubles);
-      ap.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).out("y", zeros(n));
+      ap.in("x", in.x).act(dims).in("gamma", in.gamma).in("beta", in.beta).out("y", zeros(n)).act(dims);
       ap.inout("running_mean", in.running_mean, zeros(C)).inout("running_var", in.running_var, zeros(C));
       ap.out("save_mean", zeros(C)).out("save_inv_std", zeros(C));
       ap.bind = [sh, act, act_of](Bound& b) {
@@ -144,18 +154,20 @@ PhasedCases cases_batchnorm_phased() {
       expect_cpu_row(ap);
       out.apply.push_back(ap);
       Case<BatchnormForwardInferAct> inf{label};
-      inf.in("x", in.x).in("gamma", in.gamma).in("beta", in.beta).in("running_mean", in.running_mean);
-      inf.in("running_var", in.running_var).out("y", zeros(n));
+      inf.in("x", in.x).act(dims).in("gamma", in.gamma).in("beta", in.beta).in("running_mean", in.running_mean);
+      inf.in("running_var", in.running_var).out("y", zeros(n)).act(dims);
       inf.bind = [sh, act, act_of](Bound& b) {
         return BatchnormForwardInferAct{b.ctx(), sh, b.in("x"), b.f32("gamma"), b.f32("beta"), b.f32("running_mean"),
                                         b.f32("running_var"), act_of(act), b.out("y")};
       };
       expect_cpu_row(inf);
       out.infer.push_back(inf);
-      const std::vector<float> y = ap.operand("y").values, mean = ap.operand("save_mean").values,
+      // The saved output as a bf16 layer keeps it (rounded), so the bf16 rows read the oracle's y.
+      const std::vector<float> y = bf16_exact(ap.operand("y").values), mean = ap.operand("save_mean").values,
                                inv_std = ap.operand("save_inv_std").values;
       Case<BatchnormBackwardStats> bs{label};
-      bs.in("x", in.x).in("y", y).in("save_mean", mean).in("save_inv_std", inv_std).in("dy", in.dy);
+      bs.in("x", in.x).act(dims).in("y", y).act(dims).in("save_mean", mean).in("save_inv_std", inv_std);
+      bs.in("dy", in.dy).act(dims);
       bs.doubles("sums", Operand::Kind::out, std::vector<double>(S));
       bs.optional_out("dgamma", zeros(C)).optional_out("dbeta", zeros(C));
       bs.bind = [sh, act, act_of](Bound& b) {
@@ -167,8 +179,8 @@ PhasedCases cases_batchnorm_phased() {
       out.backward_stats.push_back(bs);
       Case<BatchnormBackwardApply> ba{label};
       ba.doubles("sums", Operand::Kind::in, bs.operand("sums").doubles);
-      ba.in("x", in.x).in("y", y).in("gamma", in.gamma).in("save_mean", mean).in("save_inv_std", inv_std);
-      ba.in("dy", in.dy).optional_out("dx", zeros(n));
+      ba.in("x", in.x).act(dims).in("y", y).act(dims).in("gamma", in.gamma).in("save_mean", mean);
+      ba.in("save_inv_std", inv_std).in("dy", in.dy).act(dims).optional_out("dx", zeros(n)).act(dims);
       ba.bind = [sh, act, act_of](Bound& b) {
         return BatchnormBackwardApply{b.ctx(),      sh,         b.f64("sums"),    b.in("x"),
                                       b.in("y"),    act_of(act), b.f32("gamma"), b.f32("save_mean"),
@@ -192,6 +204,11 @@ TEST_CASE("backend ops: every gpu row of batchnorm matches the reference", "[gpu
   check_family(true, c.train, c.infer, c.backward);
 }
 
+// The cpu f32 row is its own oracle here; the cpu bf16 row (the emulation) is checked against it.
+TEST_CASE("backend ops: every cpu row of the phased batchnorm matches the cpu f32 row", "[cpu]") {
+  const PhasedCases c = cases_batchnorm_phased();
+  check_family(false, c.stats, c.apply, c.infer, c.backward_stats, c.backward_apply);
+}
 TEST_CASE("backend ops: every gpu row of the phased batchnorm matches the cpu row", "[gpu]") {
   CNN_REQUIRE_GPU();
   const PhasedCases c = cases_batchnorm_phased();

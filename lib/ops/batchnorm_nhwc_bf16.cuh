@@ -1,0 +1,348 @@
+// Device code of the BF16 channels-last batchnorm rows (batchnorm_cuda.cu, batchnorm_phased_cuda.cu):
+// x, y, dy, dx are (N, H, W, C) bf16, so a channel's values are M = N*H*W rows apart. A block is a
+// tile of TG channel groups (8 channels: one 16-byte access; 1 channel on the scalar path) by TR
+// rows, over one slice of the rows; grid (slices, tiles). A thread keeps its channels' double sums
+// or FP32 coefficients in registers for its whole slice. The sums kernel adds the block's rows in a
+// fixed tree, stores one partial per (slice, channel), and the tile's last block adds the slices in
+// a fixed order and calls the same per-channel tails as the NCHW kernels (batchnorm.cuh).
+// Trap: the tiling (TG, TR, slices) is a function of the shape and the path only, never of
+// occupancy, and it is part of the sums: change it and the bits of every result change.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/bf16.h"
+#include "ops/batchnorm.cuh"
+
+namespace cnn {
+
+// One NHWC pass's tiling (nhwc_tiling).
+struct NhwcTiling {
+  int64_t C;          // channels: the row length
+  int M;              // rows, N * H * W
+  int G;              // channel groups of the path's width: C / V
+  int TG, TR;         // a block: TG groups by TR rows (TG * TR <= kThreads threads)
+  int slices, tiles;  // grid (slices, tiles); tiles = ceil(G / TG)
+};
+
+// V = 8 (C % 8 == 0, 16-byte aligned operands) or 1. Up to 32 groups a tile (a warp's lanes read
+// one contiguous run of a row); groups spread evenly over the tiles so few threads idle; slices
+// of at least 8 rows a thread, and enough blocks over all tiles to fill a large GPU.
+template <int V>
+inline NhwcTiling nhwc_tiling(const BatchnormShape& sh) {
+  NhwcTiling t{};
+  t.C = sh.C;
+  t.M = static_cast<int>(sh.N * sh.H * sh.W);
+  t.G = static_cast<int>(sh.C / V);
+  t.tiles = (t.G + 31) / 32;
+  t.TG = (t.G + t.tiles - 1) / t.tiles;
+  t.TR = kThreads / t.TG;
+  const int64_t rows_per_slice = 8 * static_cast<int64_t>(t.TR);
+  const int64_t by_size = (t.M + rows_per_slice - 1) / rows_per_slice;
+  const int64_t by_fill = (1024 + t.tiles - 1) / t.tiles;
+  t.slices = static_cast<int>(std::max<int64_t>(1, std::min(by_size, by_fill)));
+  return t;
+}
+
+// This thread's place in its tile: group g of the tile, row r, and its first channel c0 (valid
+// when active: the last tile may have fewer groups than TG).
+template <int V>
+struct NhwcThread {
+  int g, r, c0;
+  bool active;
+  __device__ __forceinline__ explicit NhwcThread(const NhwcTiling& t) {
+    g = static_cast<int>(threadIdx.x) % t.TG;
+    r = static_cast<int>(threadIdx.x) / t.TG;
+    const int group = static_cast<int>(blockIdx.y) * t.TG + g;
+    active = group < t.G;
+    c0 = group * V;
+  }
+};
+
+// V consecutive bf16 at p + i as floats (exact), and V floats rounded once into p + i.
+__device__ __forceinline__ void unpack_bf16x2(uint32_t u, float& lo, float& hi) {
+  lo = float_from_bits(u << 16);
+  hi = float_from_bits(u & 0xffff0000u);
+}
+__device__ __forceinline__ void load_lanes(const bf16* p, int64_t i, float (&v)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p + i);
+  unpack_bf16x2(u.x, v[0], v[1]);
+  unpack_bf16x2(u.y, v[2], v[3]);
+  unpack_bf16x2(u.z, v[4], v[5]);
+  unpack_bf16x2(u.w, v[6], v[7]);
+}
+__device__ __forceinline__ void load_lanes(const bf16* p, int64_t i, float (&v)[1]) { v[0] = to_float(p[i]); }
+__device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const float (&v)[8]) {
+  *reinterpret_cast<uint4*>(p + i) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
+                                                pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+}
+__device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const float (&v)[1]) { p[i] = to_bf16(v[0]); }
+
+// f(offset of the row's first channel of this thread) for each row of this block's slice: rows
+// r, r + TR, ... in increasing order (the order of the sums).
+template <int V, typename F>
+__device__ __forceinline__ void for_rows(const NhwcTiling& t, const NhwcThread<V>& th, F&& f) {
+  int begin, end;
+  slice_of(t.M, begin, end);
+#pragma unroll 4
+  for (int m = begin + th.r; m < end; m += t.TR) f(static_cast<int64_t>(m) * t.C + th.c0);
+}
+
+// Sums each lane of s over the TR rows of the block's tile, in a fixed tree (rows past the
+// largest power of two fold in first); row 0's threads end with the totals. Every thread of the
+// block calls it. red: V * blockDim.x doubles of shared memory.
+template <int V>
+__device__ __forceinline__ void sum_rows(const NhwcTiling& t, const NhwcThread<V>& th, double (&s)[V], double* red) {
+  const int n = t.TG * t.TR, me = static_cast<int>(threadIdx.x);
+  __syncthreads();  // red is free
+#pragma unroll
+  for (int v = 0; v < V; ++v) red[v * n + me] = s[v];
+  __syncthreads();
+  // Row r adds row r + h when `take`, then the block waits.
+  auto step = [&](bool take, int h) {
+    if (take) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        s[v] += red[v * n + (th.r + h) * t.TG + th.g];
+        red[v * n + me] = s[v];
+      }
+    }
+    __syncthreads();
+  };
+  int p = 1;
+  while (2 * p <= t.TR) p *= 2;
+  step(th.r < t.TR - p, p);  // rows p .. TR - 1 into rows 0 .. TR - p - 1
+  for (int h = p / 2; h > 0; h /= 2) step(th.r < h, h);
+}
+
+// Terms of the forward sums: (d, d^2), d = x - shift(c).
+template <int V, typename Shift>
+struct ShiftedTerms {
+  const bf16* __restrict__ x;  // (N, H, W, C)
+  Shift shift;
+  struct Lanes {
+    double k[V];
+  };
+  __device__ __forceinline__ Lanes begin(int c0) const {
+    Lanes l;
+#pragma unroll
+    for (int v = 0; v < V; ++v) l.k[v] = shift(c0 + v);
+    return l;
+  }
+  __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
+    float xv[V];
+    load_lanes(x, at, xv);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const double d = static_cast<double>(xv[v]) - l.k[v];
+      s[v] += d;
+      t[v] += d * d;
+    }
+  }
+};
+
+// Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null), the
+// products as batchnorm_backward_stats_act_kernel forms them.
+template <int V, typename Epi>
+struct GradTerms {
+  Epi epi;
+  const bf16* __restrict__ x;          // (N, H, W, C)
+  const bf16* __restrict__ y;          // (N, H, W, C) or null
+  const bf16* __restrict__ dy;         // (N, H, W, C)
+  const float* __restrict__ save_mean; // (C)
+  struct Lanes {
+    float mean[V];
+  };
+  __device__ __forceinline__ Lanes begin(int c0) const {
+    Lanes l;
+#pragma unroll
+    for (int v = 0; v < V; ++v) l.mean[v] = save_mean[c0 + v];
+    return l;
+  }
+  __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
+    float xv[V], yv[V], dyv[V];
+    load_lanes(x, at, xv);
+    load_lanes(dy, at, dyv);
+    if (y) {
+      load_lanes(y, at, yv);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const double g = epi.grad(yv[v], dyv[v]);
+      s[v] += g;
+      t[v] += g * static_cast<double>(xv[v] - l.mean[v]);
+    }
+  }
+};
+
+// grid (slices, tiles): per-channel sums of terms' two values over the rows. Each block stores its
+// (slice, channel) pairs into partial (slices, 2, C); the tile's last block adds them in a fixed
+// order and calls tail(c, first sum, second sum) once per channel of the tile.
+template <int V, typename Terms, typename Tail>
+static __global__ void batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms,
+                                                       double* __restrict__ partial,    // (slices, 2, C)
+                                                       unsigned* __restrict__ counters, // (tiles), zero
+                                                       Tail tail) {
+  __shared__ double red[kThreads * V];
+  const NhwcThread<V> th(t);
+  double s[V], q[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
+  if (th.active) {
+    const typename Terms::Lanes lanes = terms.begin(th.c0);
+    for_rows(t, th, [&](int64_t at) { terms.add(lanes, at, s, q); });
+  }
+  sum_rows(t, th, s, red);
+  sum_rows(t, th, q, red);
+  const int64_t C = t.C;
+  if (th.r == 0 && th.active) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      partial[(2 * static_cast<int64_t>(blockIdx.x)) * C + th.c0 + v] = s[v];
+      partial[(2 * static_cast<int64_t>(blockIdx.x) + 1) * C + th.c0 + v] = q[v];
+    }
+  }
+  if (!cuda::arrive_last(counters + blockIdx.y, gridDim.x)) return;
+#pragma unroll
+  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
+  if (th.active)
+    for (int b = th.r; b < static_cast<int>(gridDim.x); b += t.TR) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        s[v] += __ldcg(partial + (2 * static_cast<int64_t>(b)) * C + th.c0 + v);
+        q[v] += __ldcg(partial + (2 * static_cast<int64_t>(b) + 1) * C + th.c0 + v);
+      }
+    }
+  sum_rows(t, th, s, red);
+  sum_rows(t, th, q, red);
+  if (th.r == 0 && th.active) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) tail(th.c0 + v, s[v], q[v]);
+  }
+}
+
+// grid (slices, tiles): y = epi((x - m) k + beta[c]) with each channel's (m, k) from
+// pro.begin(c, m, k) (row 0's threads, into shared memory). With counters, the tile's last block
+// then calls pro.finish(c) for each of its channels (after pro.begin again, which a finish may need:
+// every block has read what begin reads by then). M = 0 touches no x or y.
+template <int V, typename Epi, typename Pro>
+static __global__ void batchnorm_normalize_nhwc_bf16_kernel(NhwcTiling t, Epi epi, Pro pro,
+                                                            const bf16* __restrict__ x,       // (N, H, W, C)
+                                                            const float* __restrict__ beta,   // (C)
+                                                            bf16* __restrict__ y,             // (N, H, W, C)
+                                                            unsigned* __restrict__ counters)  // (tiles), zero; or null
+{
+  __shared__ float norm[2][kThreads];
+  const NhwcThread<V> th(t);
+  const int at = th.g * V;
+  if (th.r == 0 && th.active) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) pro.begin(th.c0 + v, norm[0][at + v], norm[1][at + v]);
+  }
+  __syncthreads();
+  if (th.active) {
+    float m[V], k[V], b[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      m[v] = norm[0][at + v];
+      k[v] = norm[1][at + v];
+      b[v] = beta[th.c0 + v];
+    }
+    for_rows(t, th, [&](int64_t i) {
+      float e[V];
+      load_lanes(x, i, e);
+#pragma unroll
+      for (int v = 0; v < V; ++v) e[v] = epi.forward((e[v] - m[v]) * k[v] + b[v]);
+      store_lanes(y, i, e);
+    });
+  }
+  if (counters && cuda::arrive_last(counters + blockIdx.y, gridDim.x) && th.r == 0 && th.active) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      float m, k;
+      pro.begin(th.c0 + v, m, k);
+      pro.finish(th.c0 + v);
+    }
+  }
+}
+
+// grid (slices, tiles): dx = a (g - b - (x - save_mean[c]) k), g = epi'(y) dy (y read only when
+// non-null), each channel's (a, b, k) from coef(c, abk) (row 0's threads, into shared memory).
+template <int V, typename Epi, typename Coef>
+static __global__ void batchnorm_dx_nhwc_bf16_kernel(NhwcTiling t, Epi epi, Coef coef,
+                                                     const float* __restrict__ save_mean,  // (C)
+                                                     const bf16* __restrict__ x,           // (N, H, W, C)
+                                                     const bf16* __restrict__ y,           // (N, H, W, C) or null
+                                                     const bf16* __restrict__ dy,          // (N, H, W, C)
+                                                     bf16* __restrict__ dx) {              // (N, H, W, C)
+  __shared__ float abkm[4][kThreads];
+  const NhwcThread<V> th(t);
+  const int at = th.g * V;
+  if (th.r == 0 && th.active) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      float abk[3];
+      coef(th.c0 + v, abk);
+      abkm[0][at + v] = abk[0];
+      abkm[1][at + v] = abk[1];
+      abkm[2][at + v] = abk[2];
+      abkm[3][at + v] = save_mean[th.c0 + v];
+    }
+  }
+  __syncthreads();
+  if (!th.active) return;
+  float a[V], b[V], k[V], m[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    a[v] = abkm[0][at + v];
+    b[v] = abkm[1][at + v];
+    k[v] = abkm[2][at + v];
+    m[v] = abkm[3][at + v];
+  }
+  for_rows(t, th, [&](int64_t i) {
+    float xv[V], yv[V], e[V];
+    load_lanes(x, i, xv);
+    load_lanes(dy, i, e);
+    if (y) {
+      load_lanes(y, i, yv);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
+    store_lanes(dx, i, e);
+  });
+}
+
+// Whether the 16-byte path applies: whole groups of 8 channels and every operand (null or)
+// 16-byte aligned.
+inline bool nhwc_vectorized(const BatchnormShape& sh, std::initializer_list<const void*> operands) {
+  if (sh.C % 8 != 0) return false;
+  for (const void* p : operands)
+    if (!cuda::aligned16(p)) return false;
+  return true;
+}
+
+// launch(tiling, grid, block, width tag) on the 16-byte path (std::integral_constant<int, 8>) when
+// `vec`, else on the scalar path (<int, 1>).
+template <typename F>
+static void per_nhwc_tile(const BatchnormShape& sh, bool vec, F&& launch) {
+  auto go = [&](auto width) {
+    const NhwcTiling t = nhwc_tiling<decltype(width)::value>(sh);
+    launch(t, dim3(static_cast<unsigned>(t.slices), static_cast<unsigned>(t.tiles)),
+           dim3(static_cast<unsigned>(t.TG * t.TR)), width);
+  };
+  if (vec)
+    go(std::integral_constant<int, 8>{});
+  else
+    go(std::integral_constant<int, 1>{});
+}
+
+}  // namespace cnn
