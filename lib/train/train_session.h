@@ -104,7 +104,7 @@ class TrainSession {
   Normalization m_norm;
   // Graph, the rank's device (its local GPU or share of the cores), executor, optimizer, loss, step.
   std::unique_ptr<ModelStack> m_model;
-  std::unique_ptr<LrSchedule> m_schedule;
+  std::unique_ptr<LrSchedule> m_schedule;  // every step's learning rate (lr_scaling, schedule, warmup)
   std::unique_ptr<Loader> m_train_loader, m_val_loader, m_test_loader;
   std::optional<std::pair<int64_t, EvalReport>> m_epoch_test;  // eval.test_every_epoch: step and report
   std::unique_ptr<GpuDataset> m_gpu_data;  // data.gpu_resident: training batches built on the GPU
@@ -119,7 +119,6 @@ class TrainSession {
   std::unique_ptr<StatsReducer> m_stats_reducer;  // dist.sync_batchnorm (the layers hold it)
   std::unique_ptr<Watchdog> m_watch;
   int m_rank = 0, m_world = 1;
-  double m_lr = 0;               // after train.lr_scaling
   int m_test_stop_rank = -1;     // CNN_TEST_STOP_RANK: only this rank raises the signal (-1: all)
   int64_t m_test_kill_step = 0;  // CNN_TEST_KILL_AT_STEP on rank CNN_TEST_KILL_RANK
   int m_test_kill_rank = -1;

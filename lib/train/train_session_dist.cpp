@@ -103,7 +103,7 @@ void TrainSession::setup_data_parallel() {
       m_world, m_train_loader->batches_per_epoch(),
       m_spec.dist.sync_batchnorm ? fmt::format("on ({} layer{})", synced, synced == 1 ? "" : "s") : "off");
   spdlog::info(
-      "learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_lr, t.lr_scaling, m_world,
+      "learning rate {} -> {} (train.lr_scaling: {}, world size {}){}", t.optimizer.lr, m_schedule->base_lr(), t.lr_scaling, m_world,
       t.schedule.warmup_epochs > 0 ? fmt::format("; warmup over {} epochs still applies", t.schedule.warmup_epochs)
                                    : "");
   spdlog::info("gradients: {} bucket(s) of up to {} MiB, compress {}, averaged over {} rank(s)",

@@ -150,14 +150,13 @@ void TrainSession::setup_model() {
     m_val_loader = std::make_unique<Loader>(m_data.val, vo, m_norm, m_spec.data.augment);
   }
   m_model->build_optimizer(t.optimizer);
-  m_lr = scaled_learning_rate(t.lr_scaling, t.optimizer.lr, m_world);
-  m_schedule = std::make_unique<LrSchedule>(t.schedule, m_lr, m_train_loader->batches_per_epoch(), t.epochs);
+  m_schedule = std::make_unique<LrSchedule>(t, m_world, m_train_loader->batches_per_epoch());
   m_model->build_loss(m_spec.loss, m_data.train);
   m_model->build_step(t.clip_grad_norm);
   if (!t.cuda_graph) m_model->step().set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
   if (!m_comm) spdlog::info("CUDA graph: {}", m_model->step().cuda_graph_status());  // else setup_data_parallel
   spdlog::info("loss: {}; {} steps per epoch", m_model->loss().describe(), m_train_loader->batches_per_epoch());
-  std::istringstream lines(describe_optimization(m_spec, m_lr));
+  std::istringstream lines(describe_optimization(m_spec, m_schedule->base_lr()));
   for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
   if (m_comm) setup_data_parallel();
 }
@@ -172,14 +171,12 @@ std::unique_ptr<Loader> TrainSession::make_test_loader() const {
 }
 
 void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {
-  // The epoch's last step, counted with this run's epoch length (a resume may change it).
-  const int64_t last_step = std::max<int64_t>(0, m_schedule->step_at(epoch, m_train_loader->batches_per_epoch() - 1));
   nlohmann::json line{{"event", "epoch"},
                       {"epoch", epoch + 1},
                       {"step", m_step},
                       {"train_loss", train_loss},
                       {"train_acc", train_acc},
-                      {"lr", m_schedule->lr(last_step)},
+                      {"lr", m_schedule->lr_at(epoch, m_train_loader->batches_per_epoch() - 1)},  // its last step's
                       {"img_per_s", seconds > 0 ? double(images) / seconds : 0.0}};
   if (m_reduce_comm && m_dist_steps_in_epoch > 0) {
     // Rank 0's wait for gradient means after its backward ended, per step (exposed communication).
@@ -360,8 +357,9 @@ bool TrainSession::run_epochs() {
       if (m_watch) m_watch->set(Phase::data, m_step + 1);
       if (!next_batch(b, epoch)) break;
       if (!m_comm && b.size() == 0) continue;
-      // The schedule counts steps of this run's epoch length (a resumed run may have another).
-      const double lr = m_schedule->lr(m_schedule->step_at(epoch, b.index));
+      // The step's learning rate, computed once: the schedule counts steps of this run's epoch
+      // length (a resumed run may have another) from the base scaled for the world size.
+      const double lr = m_schedule->lr_at(epoch, b.index);
       StepStats st;
       try {
         st = m_comm ? dist_step(b, lr, epoch) : plain_step(b, lr, epoch);
