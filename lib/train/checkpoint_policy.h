@@ -1,10 +1,8 @@
-// Which checkpoints a training run writes, and when (train.checkpoint): checkpoints/last at every
-// epoch end and at every stop, best when the epoch's val metric (best_metric) is the best so far
-// (every epoch when the data has no val split), epoch-NNNN every every_epochs epochs keeping the
-// last keep_last of them; and the best value so far, which each checkpoint carries so a resumed
-// run compares against it. What a checkpoint holds is checkpoint/checkpoint_state.h's.
-// Trap: only rank 0 writes; the other ranks' policy (no directory) writes nothing but still
-// tracks the best value, since their val metrics are rank 0's.
+// Which checkpoints a run writes, and when (train.checkpoint): last at every epoch end and stop, best
+// when best_metric improves (every epoch without a val split), epoch-NNNN every every_epochs keeping
+// keep_last; and the best value so far, which checkpoints carry for a resume. Their contents are
+// checkpoint_state.h's. Trap: only rank 0 writes; the other ranks (no directory) still track the
+// best, since their val metrics are rank 0's.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,7 @@
-// The data of a training run: the splits and their normalisation, the training batches (from the
-// host loader, or built by CUDA kernels from a GPU-resident copy of the images: data.gpu_resident),
-// and the val and test loaders. Every rank reads every split and trains on its share of each
-// global batch. Trap: the val loader exists on rank 0 only (it evaluates the whole split for the
-// job), the test loader is made on first use, and the spec given to the constructor must outlive
-// the pipeline (the session owns both).
+// The data of a training run: splits, normalisation, the training batches (host loader, or CUDA
+// kernels over GPU-resident images: data.gpu_resident) and the val and test loaders; each rank
+// trains on its share of every global batch. Trap: the val loader exists on rank 0 only, the test
+// loader is made on first use, and the spec given to the constructor must outlive the pipeline.
 #pragma once
 
 #include <memory>

@@ -1,9 +1,8 @@
-// The data-parallel side of a training run: the job's communicator and, for GPU buffers, NCCL's;
-// the bucketed gradient reducer; sync batchnorm's statistics reducer; the watchdog; and the step
-// every rank runs with the ranks' agreement on it. A session holds one only when it trains
-// data-parallel (a communicator that is distributed); the plain loop has none and communicates
-// nothing. Trap: every collective here must be called by every rank in the same order (a rank
-// without samples still joins the step), or the job hangs until the watchdog ends it.
+// The data-parallel side of a training run: communicators (NCCL for GPU buffers), gradient and
+// sync-batchnorm reducers, the watchdog, and the step every rank runs and agrees on. Only a
+// data-parallel session holds one; the plain loop communicates nothing. Trap: every collective
+// here must be called by every rank in the same order (a rank without samples still joins the
+// step), or the job hangs until the watchdog ends it.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,7 @@
-// Internal to lib/train: one training run. The session owns the run's life (checks, run directory,
-// resume, the epochs, the end) and what it holds: the model stack, the data (DataPipeline), the
-// learning rate (LrSchedule), the checkpoint policy (CheckpointPolicy) and, in data-parallel runs
-// only, the ranks' side (DistContext). Files: train_session_run.cpp (the run's life),
-// train_session_resume.cpp (resume and checkpoint contents), trainer.cpp (set-up and the loop).
-// Not a public API: programs call train_model() (trainer.h).
+// Internal to lib/train: one training run, its life (checks, run directory, resume, epochs, end) and
+// what it holds: model stack, DataPipeline, LrSchedule, CheckpointPolicy and, data-parallel only,
+// DistContext. Set-up and loop in trainer.cpp, life in train_session_run.cpp, resume and
+// checkpoint contents in train_session_resume.cpp. Programs call train_model() (trainer.h).
 #pragma once
 
 #include <spdlog/details/log_msg_buffer.h>
