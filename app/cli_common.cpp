@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "tune/accuracy_tolerance.h"
 
 namespace cnn::app {
 
@@ -64,11 +65,15 @@ CLI::Validator at_least(long long lowest) {
 void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags) {
   cli.add_option("--autotune-cache", flags.cache,
                  "autotune decisions file, or none (default $CNN_AUTOTUNE_CACHE, else ~/.cache/cnn-train/autotune.json)");
-  cli.add_option("--workspace-mb", flags.workspace_mb, "most scratch MiB one conv algorithm may take (default 1024)")
+  const AutotuneSpec defaults;  // train.autotune's declared defaults
+  cli.add_option("--workspace-mb", flags.workspace_mb,
+                 fmt::format("most scratch MiB one conv algorithm may take (default {})", defaults.workspace_mb))
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--autotune-tolerance", flags.tolerance,
-                 "largest relative L2 difference from the plain FP32 reference an autotuned conv algorithm may have "
-                 "(default 1e-4)")
+                 fmt::format("largest relative L2 difference from the plain FP32 reference an autotuned conv algorithm "
+                             "may have (default: {})",
+                             defaults.tolerance > 0 ? fmt::format("{}", defaults.tolerance)
+                                                    : fmt::format("each op's own; {} for FP32 convolutions", kConvAccuracyTolerance)))
       ->check(CLI::PositiveNumber);
 }
 
@@ -91,13 +96,7 @@ std::vector<std::string> autotune_overrides(const AutotuneFlags& flags) {
   return sets;
 }
 
-AutotuneSpec autotune_spec(const AutotuneFlags& flags) {
-  AutotuneSpec s;
-  s.cache = flags.cache;
-  if (flags.workspace_mb >= 0) s.workspace_mb = flags.workspace_mb;
-  if (flags.tolerance > 0) s.tolerance = flags.tolerance;
-  return s;
-}
+AutotuneSpec autotune_spec(const AutotuneFlags& flags) { return parse_autotune_overrides(autotune_overrides(flags)); }
 
 // The library's source location ("(gzip.cpp:18)") of an error, with --verbose only.
 static std::string location_suffix(const std::exception& e) {

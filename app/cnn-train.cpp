@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli_common.h"
@@ -110,6 +111,7 @@ static int run_train(TrainArgs& a) {
   opt.resume = a.resume;
   opt.overwrite = a.overwrite;
   opt.init_from = a.init_from;
+  opt.test_hooks = parse_test_hooks([](const char* name) { return std::getenv(name); });  // CNN_TEST_*: tests only
   TrainResult r = train_model(std::move(spec), opt);
   if (r.exit_code) return r.exit_code;
   if (comm->rank() == 0) std::cout << format_train_result(r);

@@ -120,7 +120,7 @@ std::vector<ConvPoint> model_conv_points(const std::vector<std::string>& model_f
     auto graph = Graph::build(spec);
     for (int i = 0; i < graph->size(); ++i) {
       const Layer& l = *graph->node(i).layer;
-      auto* planned = dynamic_cast<const ConvPlanned*>(&l);
+      const ConvPlanned* planned = l.conv_planned();
       if (!planned) continue;
       const Conv2dShape sh = planned->conv_shape(spec.train.batch_size);
       if (!seen.insert(sh.to_string()).second) continue;

@@ -154,6 +154,20 @@ SchemaPtr schedule_schema() {
   return s;
 }
 
+SchemaPtr autotune_schema() {
+  const AutotuneSpec a;
+  auto at = std::make_shared<Schema>("autotune");
+  at->key("cache", Type::string(),
+          "decisions file, or none; empty: $CNN_AUTOTUNE_CACHE, else ~/.cache/cnn-train/autotune.json (--autotune-cache)")
+      .defaults_to(a.cache);
+  at->key("workspace_mb", Type::integer(0, int64_t(1) << 20), "most scratch MiB one conv algorithm may take (--workspace-mb)")
+      .defaults_to(a.workspace_mb);
+  at->key("tolerance", Type::real(0.0),
+          "largest relative L2 error from the FP32 reference a candidate may have; 0: each op's own (--autotune-tolerance)")
+      .defaults_to(a.tolerance);
+  return at;
+}
+
 SchemaPtr train_schema() {
   const TrainSpec d;
   auto ckpt = std::make_shared<Schema>("checkpoint");
@@ -189,19 +203,7 @@ SchemaPtr train_schema() {
          "bf16: activations and their gradients stored in BF16 (channels-last), FP32 master weights, "
          "gradients, sums and optimizer (README \"Precision\")")
       .defaults_to(d.precision);
-  {
-    const AutotuneSpec a;
-    auto at = std::make_shared<Schema>("autotune");
-    at->key("cache", Type::string(),
-            "decisions file, or none; empty: $CNN_AUTOTUNE_CACHE, else ~/.cache/cnn-train/autotune.json (--autotune-cache)")
-        .defaults_to(a.cache);
-    at->key("workspace_mb", Type::integer(0, int64_t(1) << 20), "most scratch MiB one conv algorithm may take (--workspace-mb)")
-        .defaults_to(a.workspace_mb);
-    at->key("tolerance", Type::real(0.0),
-            "largest relative L2 error from the FP32 reference a candidate may have; 0: each op's own (--autotune-tolerance)")
-        .defaults_to(a.tolerance);
-    s->key("autotune", Type::map(at), "how the autotuner measures");
-  }
+  s->key("autotune", Type::map(autotune_schema()), "how the autotuner measures");
   s->key("clip_grad_norm", Type::real(0.0), "clip the global gradient L2 norm to this (0: off)").defaults_to(d.clip_grad_norm);
   s->key("lr_scaling", Type::choice({"none", "linear", "sqrt"}), "data-parallel: lr times 1, ranks or sqrt(ranks)")
       .defaults_to(d.lr_scaling);
@@ -417,6 +419,14 @@ void read_schedule(const Value& s, ScheduleSpec& sc) {
   if (s.has("threshold")) sc.threshold = s["threshold"].real();
 }
 
+AutotuneSpec read_autotune(const Value& s) {
+  AutotuneSpec a;
+  a.cache = s["cache"].string();
+  a.workspace_mb = s["workspace_mb"].integer();
+  a.tolerance = s["tolerance"].real();
+  return a;
+}
+
 void read_train(const Value& s, TrainSpec& t) {
   t.epochs = s["epochs"].integer();
   t.batch_size = s["batch_size"].integer();
@@ -427,9 +437,7 @@ void read_train(const Value& s, TrainSpec& t) {
   t.cuda_graph = s["cuda_graph"].boolean();
   t.backend = s["backend"].string();
   t.precision = s["precision"].string();
-  t.autotune.cache = s["autotune"]["cache"].string();
-  t.autotune.workspace_mb = s["autotune"]["workspace_mb"].integer();
-  t.autotune.tolerance = s["autotune"]["tolerance"].real();
+  t.autotune = read_autotune(s["autotune"]);
   t.clip_grad_norm = s["clip_grad_norm"].real();
   t.lr_scaling = s["lr_scaling"].string();
   t.log_every = s["log_every"].integer();
@@ -502,6 +510,16 @@ ModelSpec load_model_spec(const std::string& path, const std::vector<std::string
   Value root = load_yaml_file(path);
   for (const auto& o : overrides) apply_override(root, o);
   return parse_model_spec(root, path, layers);
+}
+
+AutotuneSpec parse_autotune_overrides(const std::vector<std::string>& overrides) {
+  Value root = Value::map(Location{"<--set>", 0, 0});
+  for (const auto& o : overrides) apply_override(root, o);
+  auto train = std::make_shared<Schema>("train");
+  train->key("autotune", Type::map(autotune_schema()), "how the autotuner measures");
+  auto top = std::make_shared<Schema>();
+  top->key("train", Type::map(train), "the training");
+  return read_autotune(check(root, Type::map(top))["train"]["autotune"]);
 }
 
 void set_classes(ModelSpec& spec, const std::vector<std::string>& names) {

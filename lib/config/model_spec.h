@@ -196,6 +196,11 @@ ModelSpec parse_model_text(const std::string& yaml, const std::string& file,
 // From an already-parsed tree (overrides applied).
 ModelSpec parse_model_spec(const Value& root, const std::string& file, const LayerSchemas& layers);
 
+// train.autotune without a model file (cnn-bench conv): "train.autotune.KEY=VALUE" overrides
+// checked against the same declarations as a model file's, every key not given at its declared
+// default. Any other key is a ConfigError.
+AutotuneSpec parse_autotune_overrides(const std::vector<std::string>& overrides);
+
 // Sets the class names (found by the data when the model file names none) in the spec and in its
 // resolved config.
 void set_classes(ModelSpec& spec, const std::vector<std::string>& names);

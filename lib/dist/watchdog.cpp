@@ -6,33 +6,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 
 #include "core/error.h"
 
 namespace cnn {
 
 const char* to_string(Phase p) {
-  switch (p) {
-    case Phase::startup:
-      return "startup";
-    case Phase::data:
-      return "data";
-    case Phase::forward:
-      return "forward";
-    case Phase::backward:
-      return "backward";
-    case Phase::allreduce:
-      return "all-reduce";
-    case Phase::optimizer:
-      return "optimizer";
-    case Phase::evaluate:
-      return "evaluate";
-    case Phase::checkpoint:
-      return "checkpoint";
-    case Phase::finished:
-      return "finished";
-  }
-  return "unknown";
+  // In the order of the enum; the assert catches a phase added without its name.
+  static constexpr const char* kNames[] = {"startup",   "data",     "forward",    "backward", "all-reduce",
+                                           "optimizer", "evaluate", "checkpoint", "finished"};
+  static_assert(std::size(kNames) == size_t(Phase::finished) + 1, "a Phase without a name");
+  const auto i = size_t(p);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 double watchdog_clock() {

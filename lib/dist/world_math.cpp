@@ -2,19 +2,10 @@
 #include "dist/world_math.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 
 namespace cnn {
-
-double scaled_learning_rate(const std::string& rule, double lr, int64_t world) {
-  CNN_CHECK(world >= 1, "world size {}", world);
-  if (rule == "none") return lr;
-  if (rule == "linear") return lr * double(world);
-  if (rule == "sqrt") return lr * std::sqrt(double(world));
-  CNN_THROW("train.lr_scaling is '{}', expected none, linear or sqrt", rule);
-}
 
 int64_t global_batch_samples(int64_t b, int64_t global, int64_t dataset) {
   return std::max<int64_t>(0, std::min(global, dataset - b * global));

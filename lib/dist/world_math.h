@@ -1,17 +1,14 @@
-// The arithmetic of a data-parallel run that depends only on the world size: the learning-rate
-// scaling rule, the global batch, the weight of a rank's share of a short last batch, and moving a
-// checkpoint's data cursor to another world size. Pure functions (tests/dist checks them).
+// The arithmetic of a data-parallel run that depends only on the world size: the global batch, the
+// weight of a rank's share of a short last batch, and moving a checkpoint's data cursor to another
+// world size. Pure functions (tests/dist checks them). The learning rate's scaling by the world
+// size is the schedule's (optim/schedule.h).
 // Trap: the cursor counts GLOBAL batches of the world that wrote it (batch_size * world samples
 // each), so it must be converted before it is used with a different world size.
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace cnn {
-
-// train.lr_scaling: none keeps lr, linear multiplies it by world, sqrt by sqrt(world).
-double scaled_learning_rate(const std::string& rule, double lr, int64_t world);
 
 // Samples of global batch b of an epoch of `dataset` samples, global batch `global`.
 int64_t global_batch_samples(int64_t b, int64_t global, int64_t dataset);

@@ -45,6 +45,8 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     read_algo(a["algo"], spec.backend);
   }
 
+  ConvPlanned* conv_planned() override { return this; }
+  const ConvPlanned* conv_planned() const override { return this; }
   ConvPlan& conv_plan() override { return m_plan; }
   const ConvPlan& conv_plan() const override { return m_plan; }
   Conv2dShape conv_shape(int64_t batch) const override {

@@ -25,7 +25,7 @@ struct ConvPlan {
   const ConvAlgo* algo(ConvDir d) const { return chosen[size_t(d)]; }
 };
 
-// Implemented by the conv2d layer; the autotuner finds it with dynamic_cast.
+// Implemented by the conv2d layer; the autotuner finds it through Layer::conv_planned().
 class ConvPlanned {
 public:
   virtual ~ConvPlanned() = default;

@@ -47,6 +47,8 @@ public:
   virtual void sum(double* data, int64_t n, Device where) = 0;
 };
 
+class ConvPlanned;  // layers/conv_plan.h
+
 class Layer {
 public:
   explicit Layer(const LayerSpec& spec);
@@ -126,6 +128,10 @@ public:
   // rank that runs no forward (or no backward) this step join the same reductions with zeros.
   virtual bool set_stats_reducer(StatsReducer* sync) { return false; }
   virtual void join_sync_idle(const RunContext& rc, bool backward) {}
+  // The per-direction convolution plan (layers/conv_plan.h) of a layer that has one (conv2d), for
+  // the autotuner and the benchmarks; null for every other layer.
+  virtual ConvPlanned* conv_planned() { return nullptr; }
+  virtual const ConvPlanned* conv_planned() const { return nullptr; }
 
   // A short human summary for tables ("3x3/1 p1, 64").
   virtual std::string summary() const { return ""; }

@@ -45,6 +45,18 @@ int64_t parse_int(const std::map<std::string, std::string>& state, const std::st
 
 }  // namespace
 
+double scaled_learning_rate(const std::string& rule, double lr, int64_t world) {
+  CNN_CHECK(world >= 1, "world size {}", world);
+  if (rule == "none") return lr;
+  if (rule == "linear") return lr * double(world);
+  if (rule == "sqrt") return lr * std::sqrt(double(world));
+  CNN_THROW("train.lr_scaling is '{}', expected none, linear or sqrt", rule);
+}
+
+LrSchedule::LrSchedule(const TrainSpec& train, int64_t world, int64_t steps_per_epoch)
+    : LrSchedule(train.schedule, scaled_learning_rate(train.lr_scaling, train.optimizer.lr, world), steps_per_epoch,
+                 train.epochs) {}
+
 LrSchedule::LrSchedule(const ScheduleSpec& spec, double base_lr, int64_t steps_per_epoch, int64_t epochs)
     : m_spec(spec), m_base_lr(base_lr), m_steps_per_epoch(steps_per_epoch), m_epochs(epochs) {
   static const std::vector<std::string> types{"constant", "step", "multistep", "exponential", "cosine", "plateau"};

@@ -1,5 +1,6 @@
-// Learning-rate schedules evaluated per optimizer step, with linear warmup, plus reduce-on-plateau,
-// which changes only at epoch ends. Trap: `step` counts with THIS schedule's steps_per_epoch; a run
+// The learning rate of every optimizer step of a run, from one owner: the base (train.optimizer.lr
+// scaled by train.lr_scaling for the world size), the schedule and its linear warmup, plus
+// reduce-on-plateau, which changes only at epoch ends. Trap: `step` counts with THIS schedule's steps_per_epoch; a run
 // resumed with another steps_per_epoch (other world size or batch) must pass
 // step_at(epoch, step_in_epoch), not the step count saved by the old run.
 #pragma once
@@ -26,11 +27,22 @@ namespace cnn {
 // improves when metric < best*(1-threshold) for val_loss, metric > best*(1+threshold) for val_acc;
 // after more than `patience` consecutive epochs without improvement the lr becomes
 // max(lr*factor, min_lr) and the count restarts.
+// train.lr_scaling for a data-parallel run of `world` ranks: none keeps lr, linear multiplies it by
+// world, sqrt by sqrt(world).
+double scaled_learning_rate(const std::string& rule, double lr, int64_t world);
+
 class LrSchedule {
 public:
   LrSchedule(const ScheduleSpec& spec, double base_lr, int64_t steps_per_epoch, int64_t epochs);
+  // A training run's: the base is train.optimizer.lr scaled by train.lr_scaling for `world` ranks,
+  // the schedule is train.schedule over train.epochs epochs of `steps_per_epoch` steps.
+  LrSchedule(const TrainSpec& train, int64_t world, int64_t steps_per_epoch);
 
   double lr(int64_t step) const;
+  // The learning rate of batch `step_in_epoch` of `epoch`, counted with this run's epoch length:
+  // what the step is given, the progress line and the epoch's line show.
+  double lr_at(int64_t epoch, int64_t step_in_epoch) const { return lr(step_at(epoch, step_in_epoch)); }
+  double base_lr() const { return m_base_lr; }  // after train.lr_scaling, before schedule and warmup
 
   // Call after every epoch's validation, with strictly increasing epoch numbers. Only plateau
   // uses the metric (the spec's monitor: val_loss or val_acc).

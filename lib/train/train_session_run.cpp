@@ -6,9 +6,15 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
+#include "checkpoint/config_diff.h"
+#include "eval/evaluate.h"
 #include "train/run_summary.h"
+#include "train/signals.h"
 #include "train/train_session.h"
 
 namespace cnn {
@@ -53,6 +59,14 @@ TrainResult TrainSession::run() {
   }
 }
 
+void TrainSession::log_test_hooks() const {
+  const TestHooks& h = m_opt.test_hooks;
+  if (h.stop_at_step != 0 && (h.stop_rank < 0 || h.stop_rank == rank()))
+    spdlog::warn("test hook: raising signal {} after step {}", h.stop_signal, h.stop_at_step);
+  if (m_dist && h.kill_at_step != 0 && h.kill_rank == rank())
+    spdlog::warn("test hook: this rank will {} at step {}", h.kill_stall ? "stall" : "die", h.kill_at_step);
+}
+
 void TrainSession::record_fatal(const std::string& message) noexcept {
   if (RunDir* run = m_fatal_log.load()) run->log_to_file(spdlog::level::err, message);
 }
@@ -68,23 +82,10 @@ TrainResult TrainSession::run_session() {
   auto earlier = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
   ScopedSink keep_earlier(earlier);
   m_early = EarlyStopping(m_spec.train.early_stopping);
-  if (m_opt.comm && m_opt.comm->distributed()) {
-    m_comm = m_opt.comm;
-    m_rank = m_comm->rank();
-    m_world = m_comm->size();
-    Watchdog::Options wo;
-    wo.timeout_s = m_spec.dist.timeout_s;
-    wo.stop_requested = [] { return stop_requested(); };
-    wo.fail = [this](const std::string& msg) {  // the watchdog's thread
-      record_fatal(msg);
-      if (m_opt.on_fatal) m_opt.on_fatal(msg, 1);
-      std::fprintf(stderr, "error: %s\n", msg.c_str());
-      m_comm->abort(1);
-    };
-    m_watch = std::make_unique<Watchdog>(*m_comm, m_comm->allgather(m_comm->host()), wo);
-  }
-  read_test_hook();
-  read_dist_test_hook();
+  if (m_opt.comm && m_opt.comm->distributed())
+    m_dist = std::make_unique<DistContext>(*m_opt.comm, m_spec, m_opt,
+                                           [this](const std::string& msg) { record_fatal(msg); });
+  log_test_hooks();
   // Build the network first: config errors surface before any directory or data is touched, and
   // building writes every layer default into the config, resolving it as the checkpoint's was.
   if (!m_opt.resume.empty()) m_resume = read_checkpoint(m_opt.resume);
@@ -101,21 +102,23 @@ TrainResult TrainSession::run_session() {
   keep_earlier.detach();
   setup_data();
   if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::after_data);
-  if (m_early.enabled() && m_data.val.size() == 0)
+  if (m_early.enabled() && m_data.splits().val.size() == 0)
     throw ConfigError({m_spec.file}, "train.early_stopping.patience",
                       "early stopping watches a val metric, but the data has no val split (set data.val_split > 0, "
                       "or patience 0)");
   setup_model();
   m_run->write_config(to_yaml(m_spec.config));
   resume_or_init();
-  if (m_comm) start_data_parallel();
+  if (m_dist) m_dist->start(*m_model, m_data);
   install_stop_handlers();
   bool finished = run_epochs();
   uninstall_stop_handlers();
-  if (m_watch) m_watch->finish();
+  if (m_dist) m_dist->finish();
   m_result.steps = m_step;
   m_result.end_reason = m_end_reason;
-  if (!finished || m_rank != 0) return m_result;
+  m_result.last_checkpoint = m_ckpt->last_path();
+  m_result.best_checkpoint = m_ckpt->best_path();
+  if (!finished || rank() != 0) return m_result;
   finish();
   return m_result;
 }
@@ -123,8 +126,8 @@ TrainResult TrainSession::run_session() {
 void TrainSession::check_before_touching_anything() {
   if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
   m_device = resolve_device(m_opt.device, m_model->graph());
-  if (m_comm)
-    check_same_on_all_ranks(*m_comm, "the devices the ranks chose (pass --device cpu or --device cuda)",
+  if (m_dist)
+    check_same_on_all_ranks(m_dist->comm(), "the devices the ranks chose (pass --device cpu or --device cuda)",
                             to_string(m_device));
   if (m_opt.init_from.empty()) return;
   m_init = read_weights_checkpoint(m_opt.init_from);
@@ -183,14 +186,16 @@ void TrainSession::open_run_dir(const std::vector<spdlog::details::log_msg_buffe
   }
   std::string dir = m_opt.out_dir;
   if (dir.empty()) dir = !resumed_dir.empty() ? resumed_dir : default_run_dir(m_spec.name);
-  if (m_rank != 0) {  // the other ranks write nothing
+  if (rank() != 0) {  // the other ranks write nothing
     m_run = std::make_unique<RunDir>();
+    m_ckpt.emplace(m_spec.train.checkpoint, "");
     return;
   }
   std::error_code ec;
   RunDirClaim claim = m_opt.overwrite ? RunDirClaim::overwrite : RunDirClaim::fresh;
   if (!resumed_dir.empty() && fs::equivalent(dir, resumed_dir, ec)) claim = RunDirClaim::resume;
   m_run = std::make_unique<RunDir>(dir, claim, earlier);
+  m_ckpt.emplace(m_spec.train.checkpoint, m_run->checkpoints());
   m_fatal_log.store(m_run.get());
   m_result.run_dir = dir;
   spdlog::info("run directory: {}", dir);
@@ -201,17 +206,17 @@ void TrainSession::append_end(const std::string& reason, nlohmann::json extra) {
   extra["reason"] = reason;
   extra["step"] = m_step;
   extra["steps_trained"] = m_step - m_start_step;
-  extra["elapsed_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
+  extra["elapsed_s"] = seconds_since_start();
   m_run->append_metrics(extra);
 }
 
 void TrainSession::finish() {
-  if (m_data.test.size() > 0) {
+  if (m_data.splits().test.size() > 0) {
     if (m_epoch_test && m_epoch_test->first == m_step) {  // the last epoch line tested these very weights
       m_result.test = std::move(m_epoch_test->second);
     } else {
-      if (!m_test_loader) m_test_loader = make_test_loader();
-      m_result.test = evaluate(m_model->executor(), *m_test_loader, m_model->graph().class_names(), "test", m_spec.loss.label_smoothing);
+      m_result.test = evaluate(m_model->executor(), m_data.test_loader(), m_model->graph().class_names(), "test",
+                               m_spec.loss.label_smoothing);
     }
     m_result.has_test = true;
     nlohmann::json line{{"event", "test"},

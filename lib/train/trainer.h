@@ -12,6 +12,7 @@
 
 #include "config/model_spec.h"
 #include "eval/metrics.h"
+#include "train/test_hooks.h"
 
 namespace cnn {
 
@@ -32,6 +33,8 @@ struct TrainOptions {
   // aborts every rank). Called for an error on this rank and, from the watchdog's thread, for a
   // dead or stalled rank. Null: the message goes to stderr and comm->abort(code).
   std::function<void(const std::string& message, int exit_code)> on_fatal;
+  // The end-to-end tests' stop and kill hooks (cnn-train fills them from CNN_TEST_*); none by default.
+  TestHooks test_hooks;
 };
 
 struct TrainResult {

@@ -430,7 +430,7 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
   if (opt.tune) {
     for (int i = 0; i < graph.size(); ++i) {
       Layer& l = *graph.node(i).layer;
-      if (auto* planned = dynamic_cast<ConvPlanned*>(&l))
+      if (ConvPlanned* planned = l.conv_planned())
         t.tune_conv(l, *planned);
       else if (l.backend_to_measure())
         t.tune_backend(i);
@@ -454,7 +454,7 @@ std::string autotune_decisions(const Graph& graph) {
   std::string s;
   for (int i = 0; i < graph.size(); ++i) {
     const Layer& l = *graph.node(i).layer;
-    if (auto* planned = dynamic_cast<const ConvPlanned*>(&l)) {
+    if (const ConvPlanned* planned = l.conv_planned()) {
       s += "conv " + l.name();
       for (ConvDir d : kConvDirs) {
         const ConvAlgo* a = planned->conv_plan().algo(d);
@@ -482,7 +482,7 @@ void apply_autotune_decisions(Graph& graph, const std::string& decisions, const 
     CNN_CHECK(it != layers.end(), "autotune decisions: no layer '{}' in this graph ({})", name, line);
     Layer& l = *it->second;
     if (kind == "conv") {
-      auto* planned = dynamic_cast<ConvPlanned*>(&l);
+      ConvPlanned* planned = l.conv_planned();
       CNN_CHECK(planned, "autotune decisions: layer '{}' is not a conv2d layer", name);
       ConvPlan& plan = planned->conv_plan();
       for (ConvDir d : kConvDirs) {
@@ -508,7 +508,7 @@ void apply_autotune_decisions(Graph& graph, const std::string& decisions, const 
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
   size_t most = 0;
   for (int i = 0; i < graph.size(); ++i) {
-    auto* planned = dynamic_cast<ConvPlanned*>(graph.node(i).layer.get());
+    ConvPlanned* planned = graph.node(i).layer->conv_planned();
     if (!planned) continue;
     const Conv2dShape sh = planned->conv_shape(batch);
     for (ConvDir d : kConvDirs)
@@ -519,7 +519,7 @@ size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t bat
 }
 
 std::vector<std::string> describe_conv_plan(const Layer& layer) {
-  auto* planned = dynamic_cast<const ConvPlanned*>(&layer);
+  const ConvPlanned* planned = layer.conv_planned();
   if (!planned) return {};
   const ConvPlan& plan = planned->conv_plan();
   std::vector<std::string> out;

@@ -173,6 +173,39 @@ TEST_CASE("two ranks with batch B end with the weights of one rank with batch 2B
   CHECK(compare_checkpoints(fx.last("one"), fx.last("tiny"), 1e-5) == "");
 }
 
+TEST_CASE("linear lr_scaling gives two ranks twice the learning rate in the log and every epoch line", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  const std::vector<std::string> sched{"--set", "train.lr_scaling=linear", "--set", "train.schedule.type=cosine",
+                                       "--set", "train.schedule.warmup_epochs=1.5"};
+  std::vector<std::string> args{fx.model, "--device", "cpu", "--deterministic", "--batch", "16", "--out",
+                                fx.run_dir("one")};
+  args.insert(args.end(), sched.begin(), sched.end());
+  ProgramResult one = train_plain(args);
+  INFO(one.describe());
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.err.find("after train.lr_scaling") == std::string::npos);  // one process: nothing to scale
+  args = {fx.model, "--device", "cpu", "--deterministic", "--batch", "8", "--out", fx.run_dir("two")};
+  args.insert(args.end(), sched.begin(), sched.end());
+  ProgramResult two = mpirun(2, args);
+  INFO(two.describe());
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.err, Contains("learning rate 0.05 -> 0.1 (train.lr_scaling: linear, world size 2); warmup over 1.5 "
+                               "epochs still applies"));
+  CHECK_THAT(two.err, Contains("; lr 0.1 after train.lr_scaling linear"));
+  // Same steps per epoch (global batch 16 both times): each epoch's last-step lr (in warmup, then
+  // in the cosine decay) is exactly twice the single process's.
+  std::vector<double> lr_one, lr_two;
+  for (const nlohmann::json& line : read_metrics(fx.run_dir("one")))
+    if (line.value("event", "") == "epoch") lr_one.push_back(line["lr"].get<double>());
+  for (const nlohmann::json& line : read_metrics(fx.run_dir("two")))
+    if (line.value("event", "") == "epoch") lr_two.push_back(line["lr"].get<double>());
+  REQUIRE(lr_one.size() == 2);
+  REQUIRE(lr_two.size() == 2);
+  CHECK(lr_one[0] < 0.05);  // still warming up after epoch 1
+  for (size_t i = 0; i < 2; ++i) CHECK(lr_two[i] == Approx(2 * lr_one[i]).epsilon(1e-12));
+}
+
 TEST_CASE("one rank under mpirun takes the data-parallel path and matches the plain run", "[mpi][app]") {
   REQUIRE_MPIRUN();
   Fixture fx;

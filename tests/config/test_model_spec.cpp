@@ -318,3 +318,30 @@ TEST_CASE("train.precision takes fp32 (the default) or tf32, reaches every layer
     CHECK(std::string(e.what()).rfind("m.yaml:7:", 0) == 0);
   }
 }
+
+TEST_CASE("train.autotune without a model file takes the model file's defaults and checks the same way", "[cpu]") {
+  using cnn::AutotuneSpec;
+  using cnn::parse_autotune_overrides;
+  // Nothing given: exactly what a model file without train.autotune resolves to.
+  const AutotuneSpec from_model = parse_model(kHead).train.autotune;
+  const AutotuneSpec none = parse_autotune_overrides({});
+  CHECK(none.cache == from_model.cache);
+  CHECK(none.workspace_mb == from_model.workspace_mb);
+  CHECK(none.tolerance == from_model.tolerance);
+  // Given keys, each the same as through a model file's --set.
+  const std::vector<std::string> sets{"train.autotune.workspace_mb=64", "train.autotune.tolerance=2.5e-3",
+                                      "train.autotune.cache=none"};
+  const AutotuneSpec given = parse_autotune_overrides(sets);
+  const AutotuneSpec given_model = parse_model(kHead, sets).train.autotune;
+  CHECK(given.workspace_mb == 64);
+  CHECK(given.workspace_mb == given_model.workspace_mb);
+  CHECK(given.tolerance == 2.5e-3);
+  CHECK(given.cache == "none");
+  // The declarations' ranges and the unknown-key check hold here too.
+  const std::string too_big =
+      config_error([] { parse_autotune_overrides({"train.autotune.workspace_mb=2000000"}); }).what();
+  CHECK(too_big.find("'train.autotune.workspace_mb'") != std::string::npos);
+  CHECK_THROWS_AS(parse_autotune_overrides({"train.autotune.tolerance=-1"}), ConfigError);
+  CHECK_THROWS_AS(parse_autotune_overrides({"train.autotune.nonsense=1"}), ConfigError);
+  CHECK_THROWS_AS(parse_autotune_overrides({"train.epochs=3"}), ConfigError);
+}

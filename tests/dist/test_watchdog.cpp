@@ -173,4 +173,10 @@ TEST_CASE("phase names are the ones messages use", "[cpu]") {
   CHECK(std::string(to_string(Phase::allreduce)) == "all-reduce");
   CHECK(std::string(to_string(Phase::data)) == "data");
   CHECK(std::string(to_string(Phase::optimizer)) == "optimizer");
+  const char* all[] = {"startup",   "data",     "forward",    "backward", "all-reduce",
+                       "optimizer", "evaluate", "checkpoint", "finished"};
+  for (int32_t i = 0; i <= int32_t(Phase::finished); ++i) CHECK(std::string(to_string(Phase(i))) == all[i]);
+  // A peer's heartbeat carries the phase as a number: one out of range is named, not read past.
+  CHECK(std::string(to_string(Phase(int32_t(Phase::finished) + 1))) == "unknown");
+  CHECK(std::string(to_string(Phase(-1))) == "unknown");
 }

@@ -1,21 +1,9 @@
-// World-size arithmetic: learning-rate scaling, the weight of a short batch's shares, and moving
-// a checkpoint's data cursor to another number of ranks.
-#include <cmath>
-
+// World-size arithmetic: the weight of a short batch's shares, and moving a checkpoint's data
+// cursor to another number of ranks.
 #include "dist/world_math.h"
 #include "support/catch.h"
 
 using namespace cnn;
-using Catch::Matchers::Contains;
-
-TEST_CASE("learning-rate scaling: none keeps it, linear multiplies by the world, sqrt by its root", "[cpu]") {
-  CHECK(scaled_learning_rate("none", 0.1, 8) == 0.1);
-  CHECK(scaled_learning_rate("linear", 0.1, 8) == Approx(0.8));
-  CHECK(scaled_learning_rate("sqrt", 0.1, 4) == Approx(0.2));
-  CHECK(scaled_learning_rate("sqrt", 0.1, 2) == Approx(0.1 * std::sqrt(2.0)));
-  CHECK(scaled_learning_rate("linear", 0.05, 1) == 0.05);
-  CHECK_THROWS_WITH(scaled_learning_rate("cubic", 0.1, 2), Contains("none, linear or sqrt"));
-}
 
 TEST_CASE("a full global batch weighs every share 1, a short one by its share of the samples", "[cpu]") {
   CHECK(global_batch_samples(0, 32, 100) == 32);

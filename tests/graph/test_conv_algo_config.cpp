@@ -29,9 +29,23 @@ static std::string build_error(const std::string& conv_extra) {
 static ConvPlan plan_of(const std::string& conv_extra) {
   ModelSpec spec = parse_model_text(model(conv_extra), "m.yaml");
   auto g = Graph::build(spec);
-  auto* planned = dynamic_cast<ConvPlanned*>(g->node(0).layer.get());
+  ConvPlanned* planned = g->node(0).layer->conv_planned();
   REQUIRE(planned != nullptr);
   return planned->conv_plan();
+}
+
+TEST_CASE("conv2d layers answer conv_planned with their plan, other layers with null", "[cpu]") {
+  ModelSpec spec = parse_model_text(model(", algo: cpu:im2col_gemm"), "m.yaml");
+  auto g = Graph::build(spec);
+  Layer& conv = *g->node(0).layer;
+  const Layer& dense = *g->node(1).layer;
+  REQUIRE(conv.conv_planned() != nullptr);
+  CHECK(conv.conv_planned() == dynamic_cast<ConvPlanned*>(&conv));
+  CHECK(static_cast<const Layer&>(conv).conv_planned() == conv.conv_planned());
+  CHECK(conv.conv_planned()->conv_plan().request(ConvDir::forward) == "cpu:im2col_gemm");
+  CHECK(conv.conv_planned()->conv_shape(5).N == 5);
+  CHECK(dense.conv_planned() == nullptr);
+  CHECK(g->node(1).layer->conv_planned() == nullptr);
 }
 
 TEST_CASE("conv2d algo defaults to auto and one name applies to every direction", "[cpu]") {

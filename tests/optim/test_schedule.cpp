@@ -198,3 +198,34 @@ TEST_CASE("schedule rejects an unknown type naming the closest one", "[cpu]") {
   CHECK(message.find("did you mean 'cosine'") != std::string::npos);
   CHECK_THROWS_AS(LrSchedule(spec_of("constant"), 1.0, 0, 10), Error);
 }
+
+TEST_CASE("learning-rate scaling: none keeps it, linear multiplies by the world, sqrt by its root", "[cpu]") {
+  CHECK(scaled_learning_rate("none", 0.1, 8) == 0.1);
+  CHECK(scaled_learning_rate("linear", 0.1, 8) == Approx(0.8));
+  CHECK(scaled_learning_rate("sqrt", 0.1, 4) == Approx(0.2));
+  CHECK(scaled_learning_rate("sqrt", 0.1, 2) == Approx(0.1 * std::sqrt(2.0)));
+  CHECK(scaled_learning_rate("linear", 0.05, 1) == 0.05);
+  CHECK_THROWS_WITH(scaled_learning_rate("cubic", 0.1, 2), Catch::Matchers::Contains("none, linear or sqrt"));
+}
+
+TEST_CASE("a run's schedule scales train.optimizer.lr for the world, then warms up and decays it", "[cpu]") {
+  TrainSpec t;
+  t.epochs = 10;
+  t.optimizer.lr = 0.05;
+  t.lr_scaling = "linear";
+  t.schedule = spec_of("cosine");
+  t.schedule.warmup_epochs = 1;
+  t.schedule.warmup_start_factor = 0.1;
+  const LrSchedule run(t, 4, 10);
+  CHECK(run.base_lr() == Approx(0.2));
+  // The same numbers as the schedule built on the scaled base by hand, warmup and decay included.
+  const LrSchedule by_hand(t.schedule, 0.05 * 4, 10, 10);
+  for (int64_t step : {0, 3, 9, 10, 55, 99, 100}) CHECK(run.lr(step) == by_hand.lr(step));
+  CHECK(run.lr(0) == Approx(0.2 * 0.1));
+  // lr_at counts with this schedule's epoch length.
+  CHECK(run.lr_at(5, 5) == run.lr(55));
+  t.lr_scaling = "none";
+  CHECK(LrSchedule(t, 4, 10).base_lr() == 0.05);
+  t.lr_scaling = "sqrt";
+  CHECK(LrSchedule(t, 4, 10).lr(50) == Approx(LrSchedule(t.schedule, 0.1, 10, 10).lr(50)));
+}

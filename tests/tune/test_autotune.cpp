@@ -180,7 +180,7 @@ TEST_CASE("autotune on the cpu resolves every conv direction and honours an expl
   CHECK(lines[0].find("layer 'c1'") != std::string::npos);
   CHECK(lines[1].find("backward_data cpu:im2col_gemm (requested)") != std::string::npos);
   for (int i = 0; i < 2; ++i) {
-    auto* planned = dynamic_cast<ConvPlanned*>(g->node(i).layer.get());
+    auto* planned = g->node(i).layer->conv_planned();
     REQUIRE(planned);
     for (ConvDir d : kConvDirs) {
       REQUIRE(planned->conv_plan().algo(d));
@@ -401,7 +401,7 @@ TEST_CASE("a rank that does not tune takes every decision from the share hook, a
   };
   autotune_graph(*other, ctx, 4, follower);
   CHECK(asked == "");  // it timed nothing
-  auto* planned = dynamic_cast<ConvPlanned*>(other->node(0).layer.get());
+  auto* planned = other->node(0).layer->conv_planned();
   REQUIRE(planned);
   for (ConvDir d : kConvDirs) {
     REQUIRE(planned->conv_plan().algo(d));

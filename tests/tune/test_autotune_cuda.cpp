@@ -45,14 +45,14 @@ TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the 
     DeviceSetup dev("cuda", *g, false);
     (run == 0 ? first : second) = autotune_graph(*g, dev.ctx(), 4, opt);
     for (int i : {0, 3}) {
-      auto* p = dynamic_cast<ConvPlanned*>(g->node(i).layer.get());
+      auto* p = g->node(i).layer->conv_planned();
       REQUIRE(p);
       for (ConvDir d : kConvDirs) {
         REQUIRE(p->conv_plan().algo(d));
         CHECK(p->conv_plan().algo(d)->backend != Backend::cpu);
       }
     }
-    CHECK(dynamic_cast<ConvPlanned*>(g->node(3).layer.get())->conv_plan().algo(ConvDir::backward_data)->name ==
+    CHECK(g->node(3).layer->conv_planned()->conv_plan().algo(ConvDir::backward_data)->name ==
           "cuda:implicit_gemm");
     for (int i = 0; i < g->size(); ++i) CHECK_FALSE(g->node(i).layer->backend_to_measure());
     // The tuned graph runs a training step.
@@ -107,7 +107,7 @@ TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every cho
   INFO(log.str());
   std::map<std::string, ConvPlanned*> convs;
   for (int i = 0; i < g->size(); ++i)
-    if (auto* p = dynamic_cast<ConvPlanned*>(g->node(i).layer.get())) convs[g->node(i).layer->name()] = p;
+    if (auto* p = g->node(i).layer->conv_planned()) convs[g->node(i).layer->name()] = p;
   REQUIRE(convs.size() == 3);
   // Plain FP32 sums (direct, implicit or explicit GEMM) are never excluded; what is excluded is
   // off by more than plain FP32 rounding on fresh operands too.

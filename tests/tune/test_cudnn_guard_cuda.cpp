@@ -81,7 +81,7 @@ TEST_CASE("cudnn batchnorm, pooling and activations are within their tolerances 
   int checked = 0;
   for (int i = 0; i < g->size(); ++i) {
     const Layer& l = *g->node(i).layer;
-    if (dynamic_cast<const ConvPlanned*>(&l) || !l.supports(Backend::cudnn)) continue;
+    if (l.conv_planned() || !l.supports(Backend::cudnn)) continue;
     const auto acc = layer_backend_error(*g, i, dev.ctx(), 32, Backend::cudnn, Backend::cuda);
     REQUIRE(acc);
     INFO(l.name() << " (" << l.type() << "): " << acc->rel_err << " on " << acc->worst);
@@ -106,7 +106,7 @@ TEST_CASE("train.backend cudnn tunes convolutions among cudnn algorithms and gua
   for (int i = 0; i < g->size(); ++i) {
     const Layer& l = *g->node(i).layer;
     INFO(l.name());
-    if (auto* p = dynamic_cast<const ConvPlanned*>(&l)) {
+    if (auto* p = l.conv_planned()) {
       // Tuned with the guard: every chosen algorithm is within the tolerance on fresh operands.
       ConvProbe fresh(dev.ctx(), p->conv_shape(32), 5);
       for (ConvDir d : kConvDirs) {
@@ -195,7 +195,7 @@ TEST_CASE("a cudnn algorithm named by algo is checked by the guard like any othe
   for (const std::string& line : lines) seen = seen || line.find("cudnn:implicit_gemm (requested, rel_err") != std::string::npos;
   CHECK(seen);
   // Over an impossible tolerance: a config error at the layer's algo.
-  auto* c1 = dynamic_cast<ConvPlanned*>(g->node(0).layer.get());
+  auto* c1 = g->node(0).layer->conv_planned();
   REQUIRE(c1);
   ConvProbe probe(dev.ctx(), c1->conv_shape(32));
   if (probe.run_and_compare(conv2d_algo(ConvDir::forward, "cudnn:implicit_gemm")) == 0)

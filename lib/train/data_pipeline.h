@@ -1,0 +1,58 @@
+// The data of a training run: splits, normalisation, the training batches (host loader, or CUDA
+// kernels over GPU-resident images: data.gpu_resident) and the val and test loaders; each rank
+// trains on its share of every global batch. Trap: the val loader exists on rank 0 only, the test
+// loader is made on first use, and the spec given to the constructor must outlive the pipeline.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "core/exec_context.h"
+#include "data/dataset.h"
+#include "data/gpu_dataset.h"
+#include "data/loader.h"
+#include "data/normalize.h"
+#include "graph/executor.h"
+
+namespace cnn {
+
+class DataPipeline {
+ public:
+  explicit DataPipeline(const ModelSpec& spec) : m_spec(spec) {}
+
+  // Reads the splits (synthetic data of a model that names no classes takes the network's,
+  // `graph_classes`) and resolves the normalisation from the training split; logs the data's notes,
+  // the class histogram and the normalisation. An empty training split is an error.
+  void load(const std::vector<std::string>& graph_classes);
+  // The training loader of `rank`'s share of every global batch of `world` ranks (checked against
+  // the network's per-sample input shape), the GPU-resident training images when data.gpu_resident
+  // asks for them on `ctx`'s device, and on rank 0 the val loader (eval batches of
+  // eval.batch_size images, ten crops each under eval.ten_crop).
+  void build_loaders(int rank, int world, const ExecContext& ctx, const Shape& input_shape);
+
+  const DataSplits& splits() const { return m_data; }
+  const Normalization& normalization() const { return m_norm; }
+  int64_t batches_per_epoch() const { return m_train->batches_per_epoch(); }
+
+  // From batch `first` of `epoch` on (a resumed run starts mid-epoch).
+  void start_epoch(int64_t epoch, int64_t first);
+  bool next_batch(Batch& b, int64_t epoch);  // false at the end of the epoch
+  void load_input(Executor& ex, const Batch& b) const;  // the batch into the executor's input
+  Loader* val_loader() { return m_val.get(); }  // null: no val split, or not rank 0
+  Loader& test_loader();
+
+ private:
+  void setup_gpu_resident(const LoaderOptions& lo, const ExecContext& ctx);
+  int64_t eval_batch() const;  // images per eval batch before ten-crop
+
+  const ModelSpec& m_spec;
+  DataSplits m_data;
+  Normalization m_norm;
+  std::unique_ptr<Loader> m_train, m_val, m_test;
+  std::unique_ptr<GpuDataset> m_gpu;  // data.gpu_resident: training batches built on the GPU
+  int64_t m_gpu_next = 0;             // next batch of m_gpu in the epoch
+};
+
+}  // namespace cnn
