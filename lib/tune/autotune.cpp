@@ -508,6 +508,7 @@ void apply_autotune_decisions(Graph& graph, const std::string& decisions, const 
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
   size_t most = 0;
   for (int i = 0; i < graph.size(); ++i) {
+    most = std::max(most, graph.node(i).layer->workspace_bytes(batch));
     auto* planned = dynamic_cast<ConvPlanned*>(graph.node(i).layer.get());
     if (!planned) continue;
     const Conv2dShape sh = planned->conv_shape(batch);
