@@ -44,7 +44,7 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
     if (opt.direction != "all" && opt.direction != to_string(d)) continue;
     const size_t first = out.rows.size();
     for (const ConvAlgo& a : conv2d_algos(d)) {
-      if (!glob_match(opt.impl_glob, a.name)) continue;
+      if (!glob_match(opt.impl_glob, a.name) || a.dtype != DType::f32) continue;  // f32 probe operands
       if ((a.backend == Backend::cpu) != (dev == Device::cpu)) continue;
       ConvBenchRow r;
       r.group = p.group, r.point = p.name, r.impl = a.name, r.direction = to_string(d), r.shape = sh;

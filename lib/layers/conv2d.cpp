@@ -20,7 +20,8 @@ namespace {
 void check_algo_name(const Value& at, ConvDir dir, const std::string& name, const std::string& backend) {
   if (name == "auto") return;
   std::vector<std::string> names;
-  for (const ConvAlgo& a : conv2d_algos(dir)) names.push_back(a.name);
+  for (const ConvAlgo& a : conv2d_algos(dir))  // each name once, though listed per dtype
+    if (std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
   if (std::find(names.begin(), names.end(), name) == names.end())
     at.fail(fmt::format("unknown {} convolution algorithm '{}'{} (expected auto or one of: {})", to_string(dir), name,
                         did_you_mean(name, names), fmt::join(names, ", ")));

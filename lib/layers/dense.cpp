@@ -34,6 +34,12 @@ class DenseLayer : public Layer {
     return op_supports(b, dtype(), DenseForward{nullptr, m_shape}) &&
            op_supports(b, dtype(), DenseBackward{nullptr, m_shape});
   }
+  size_t workspace_bytes(int64_t batch) const override {
+    if (backend() != Backend::cuda || dtype() != DType::bf16) return 0;
+    DenseShape sh = m_shape;
+    sh.N = batch;
+    return dense_bf16_workspace_bytes(sh);
+  }
   bool backward_needs_output() const override { return m_fused; }
   bool fuse_activation(const ActivationParams* act) override {
     m_fused = act && activation_fusable(*act) && (backend() == Backend::cpu || backend() == Backend::cuda);

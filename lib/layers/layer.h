@@ -111,6 +111,11 @@ public:
   void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
   // Per-batch scratch the layer keeps between forward and backward (e.g. batchnorm statistics).
   virtual void prepare(int64_t max_batch, Device device) {}
+  // Bytes of the shared ctx.workspace one forward or backward call takes at `batch` besides a
+  // convolution plan's (the dense bf16 cuda row's weight copy, say): planned_workspace_bytes
+  // (tune/autotune.h) reserves the largest before a CUDA graph is captured. Valid after
+  // choose_backend.
+  virtual size_t workspace_bytes(int64_t batch) const { return 0; }
 
   // x: inputs (N, ...); y: output (N, ...), preallocated.
   virtual void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) = 0;

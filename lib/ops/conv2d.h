@@ -105,7 +105,8 @@ void conv2d_backward_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f
 // cuDNN: FP32 with FMA math (no TF32) for MathMode::fp32, cuDNN's default math (TF32 tensor cores
 // allowed) for MathMode::tf32 (conv2d_cudnn.cpp, whose rows are its algorithms by name and the
 // "cudnn" defaults: the heuristic's first choice within ctx.workspace_limit_bytes, deterministic
-// ones when ctx.deterministic). supports: non-throwing; the sizes fit cuDNN's int API (whether an
+// ones when ctx.deterministic); the same rows in dtype bf16 run cuDNN on bf16 NHWC activations
+// (conv2d_cudnn.cpp says how). supports: non-throwing; the sizes fit cuDNN's int API (whether an
 // algorithm exists for the shape is the library's answer at run time).
 bool conv2d_cudnn_supports(const Conv2dShape& sh);
 

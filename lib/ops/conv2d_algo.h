@@ -108,12 +108,13 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
 // ones only in a CUDA build).
 std::vector<ConvAlgo> conv2d_cpu_algos();    // conv2d_algo.cpp
 std::vector<ConvAlgo> conv2d_cuda_algos();   // our CUDA strategies (conv2d_algo_cuda.cpp)
-std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm (conv2d_cudnn.cpp)
-// Our accuracy rule on top of cuDNN's support answer, a pure function of the shape (so it can be
-// checked without a GPU): false for cudnn:winograd_nonfused (measured too inaccurate; see
-// conv2d_cudnn.cpp), whose can_implement is then false. `name` is a listed cuDNN algorithm of `dir`
-// ("cudnn:..."), else throws. CUDA builds only (conv2d_cudnn.cpp).
-bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh);
+std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm, f32 and bf16 (conv2d_cudnn.cpp)
+// Our accuracy rule on top of cuDNN's support answer, a pure function of the shape and the rows'
+// dtype (so it can be checked without a GPU): false for cudnn:winograd_nonfused (measured too
+// inaccurate; see conv2d_cudnn.cpp), whose can_implement is then false, in either dtype. `name` is
+// a listed cuDNN algorithm of `dir` ("cudnn:..."), else throws. CUDA builds only (conv2d_cudnn.cpp).
+bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh,
+                                DType dtype = DType::f32);
 
 // The rows of one direction: the table of its entry point (registry.cpp), named algorithms first.
 const ImplTable<ConvAlgo>& conv2d_table(ConvDir dir);

@@ -6,9 +6,18 @@
 // direction is one ConvAlgo (follows_math: the same row serves both modes); the "cudnn" default rows take the one cuDNN's heuristic ranks first among those that
 // fit the workspace limit and that we measured accurate (accurate_enough: no WINOGRAD_NONFUSED on
 // any filter).
+// BF16 rows (dtype bf16, the same names): x, y, dy, dx bf16 channels-last in NHWC descriptors,
+// the filter a bf16 KRSC (CUDNN_TENSOR_NHWC) copy of the FP32 master packed into ctx.workspace,
+// FP32 compute type, CUDNN_TENSOR_OP_MATH (BF16 tensor cores; the call's math is ignored). cuDNN's
+// legacy API takes a bias and writes dw only in the data's dtype, so: forward fills y with the
+// bias rounded to bf16 and blends the convolution onto it (beta = 1: y = conv + bf16(b), rounded
+// once); backward_filter writes dw in bf16 KRSC into the workspace, which a kernel widens into the
+// FP32 (K, C/groups, R, S) gradient (dw is so rounded to bf16 once, unlike our own bf16 rows); db
+// is an FP32 column sum of dy (column_sum_bf16.h). Workspace: cuDNN's, then the packed weights
+// (forward, backward_data) or the bf16 dw and the column sum's partials, each 256-byte aligned.
 // Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
-// descriptors, those answers and the heuristic's choice are memoised per shape and math mode in the
-// context (the two math types may support, rank and size the algorithms differently).
+// descriptors, those answers and the heuristic's choice are memoised per shape, math mode and
+// dtype in the context (they may support, rank and size the algorithms differently).
 #include <cudnn.h>
 
 #include <array>
@@ -16,8 +25,11 @@
 
 #include "core/error.h"
 #include "cudnn/handle.h"
+#include "ops/column_sum_bf16.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_algo.h"
+#include "ops/conv2d_cudnn_bf16.h"
+#include "ops/conv2d_weights_bf16.h"
 
 namespace cnn {
 namespace {
@@ -107,13 +119,15 @@ bool is_winograd_nonfused(ConvDir dir, int id) {
 // 2.5e-3 (conv3b, the first conv backward reaches) to 5.6e-3 (conv1a) from a float64 step, where
 // PyTorch's FP32 step was 5e-6 and 6e-4, and cuda:winograd, cudnn:fft_tiling or the autotuner
 // without it pass. Too inaccurate for training, so it is refused on every shape (can_implement,
-// the heuristic's choice and a run by name).
-bool accurate_enough(ConvDir dir, int id, const Conv2dShape&) { return !is_winograd_nonfused(dir, id); }
+// the heuristic's choice and a run by name). BF16: the same rule (not measured apart; a bf16 row's
+// error is dominated by its rounding of y, dx and dw, and nothing suggests the transform got better).
+bool accurate_enough(ConvDir dir, int id, const Conv2dShape&, DType) { return !is_winograd_nonfused(dir, id); }
 
 // Descriptors of one shape, cuDNN's workspace answers per direction and algorithm, and the
 // heuristic's choice per direction for the (limit, deterministic) it was made under.
 struct ConvDescs {
-  cudnn::TensorDescriptor x, y, bias;  // x (N, C, H, W), y/dy (N, K, P, Q), bias/db (1, K, 1, 1)
+  DType dtype = DType::f32;            // f32: NCHW float; bf16: NHWC bf16, filter KRSC
+  cudnn::TensorDescriptor x, y, bias;  // x (N, C, H, W), y/dy (N, K, P, Q), bias/db (1, K, 1, 1) f32
   cudnn::FilterDescriptor w;           // (K, C/groups, R, S)
   cudnn::ConvolutionDescriptor conv;
   std::array<std::array<int64_t, kMaxAlgos>, kDirs> workspace;
@@ -130,24 +144,47 @@ struct ConvCache {
   cudnn::ShapeMemo<ConvDescs> memo;
 };
 
-cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math) {
+// The math a row's descriptors are made for: bf16 rows ignore the call's (always tensor cores).
+MathMode descs_math(MathMode math, DType dtype) { return dtype == DType::bf16 ? MathMode::fp32 : math; }
+
+cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math, DType dtype) {
   return {{sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h,
-           sh.dilation_w, sh.groups, sh.P, sh.Q, int64_t(math)}};
+           sh.dilation_w, sh.groups, sh.P, sh.Q, int64_t(math) | int64_t(dtype) << 8}};
 }
 
-void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, const char* what) {
+// A packed bf16 channels-last tensor of logical dims (n, c, h, w).
+void set_nhwc_bf16(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w, const char* what) {
+  if (!cudnn::fits_nchw(n, c, h, w))
+    CNN_THROW("{}: tensor ({}, {}, {}, {}) is too large for cuDNN's int sizes", what, n, c, h, w);
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, static_cast<int>(n),
+                                         static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
+}
+
+void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype, const char* what) {
   CNN_CHECK(conv2d_cudnn_supports(sh), "{}: cuDNN cannot take this shape ({})", what, sh.to_string());
-  cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
-  cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "{}: no cuDNN convolution rows for dtype {}", what,
+            to_string(dtype));
+  d.dtype = dtype;
+  const bool is_bf16 = dtype == DType::bf16;
+  if (is_bf16) {
+    set_nhwc_bf16(d.x, sh.N, sh.C, sh.H, sh.W, what);
+    set_nhwc_bf16(d.y, sh.N, sh.K, sh.P, sh.Q, what);
+  } else {
+    cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
+    cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
+  }
   cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, is_bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
+                                         is_bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
                                          static_cast<int>(sh.C / sh.groups), static_cast<int>(sh.R),
                                          static_cast<int>(sh.S)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv, sh.pad_h, sh.pad_w, sh.stride_h, sh.stride_w, sh.dilation_h,
                                               sh.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, sh.groups));
   // fp32: FMA only. tf32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 data on sm_80+.
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // bf16: tensor cores on the bf16 data (no down-conversion to allow: it is bf16 already).
+  CUDNN_CHECK(cudnnSetConvolutionMathType(
+      d.conv, is_bf16 ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
   CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}", what,
@@ -155,10 +192,11 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, const char* 
   for (auto& per_dir : d.workspace) per_dir.fill(kUnasked);
 }
 
-ConvDescs& descs(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, const char* what) {
+ConvDescs& descs(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, DType dtype, const char* what) {
   cudnn::handle(ctx, what);  // validates the context before its State is used
-  return cudnn::slot<ConvCache>(ctx, cudnn::Slot::conv2d).memo.get(key_of(sh, math), [&](ConvDescs& d) {
-    make_descs(d, sh, math, what);
+  math = descs_math(math, dtype);
+  return cudnn::slot<ConvCache>(ctx, cudnn::Slot::conv2d).memo.get(key_of(sh, math, dtype), [&](ConvDescs& d) {
+    make_descs(d, sh, math, dtype, what);
   });
 }
 
@@ -235,7 +273,7 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
     const int algo = r.algo;
     // Deterministic by cuDNN's documentation and by the heuristic's own answer for this shape.
     if (ctx.deterministic && !(algo_deterministic(dir, algo) && r.deterministic)) continue;
-    if (!accurate_enough(dir, algo, sh)) continue;
+    if (!accurate_enough(dir, algo, sh, d.dtype)) continue;
     const int64_t bytes = workspace_of(h, d, dir, algo);
     if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
     c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
@@ -245,7 +283,7 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
   // that cuDNN accepts (still cuDNN, in the same math) beats failing the layer.
   for (int algo = 0; algo < kMaxAlgos; ++algo) {
     if (!find_algo(dir, algo) || (ctx.deterministic && !algo_deterministic(dir, algo))) continue;
-    if (!accurate_enough(dir, algo, sh)) continue;
+    if (!accurate_enough(dir, algo, sh, d.dtype)) continue;
     const int64_t bytes = workspace_of(h, d, dir, algo);
     if (bytes == kUnsupported || static_cast<size_t>(bytes) > ctx.workspace_limit_bytes) continue;
     c = {true, ctx.workspace_limit_bytes, ctx.deterministic, algo};
@@ -263,7 +301,7 @@ void* scratch(const ExecContext& ctx, int64_t bytes, const char* what) {
 
 int64_t usable_workspace(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo, const Conv2dShape& sh,
                          const char* what) {
-  if (!accurate_enough(dir, algo, sh))
+  if (!accurate_enough(dir, algo, sh, d.dtype))
     CNN_THROW("{}: cuDNN {} algorithm cudnn:{} is refused for {} (measured too inaccurate above 3x3 filters)", what,
               to_string(dir), find_algo(dir, algo) ? find_algo(dir, algo)->name : "?", sh.to_string());
   const int64_t bytes = workspace_of(h, d, dir, algo);
@@ -273,112 +311,173 @@ int64_t usable_workspace(cudnnHandle_t h, ConvDescs& d, ConvDir dir, int algo, c
   return bytes;
 }
 
-void run_forward(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, int algo, const float* x,
-                 const float* w, const float* b, float* y, const char* what) {
+// One call's handle, descriptors, algorithm (algo < 0: the heuristic's) and cuDNN's workspace bytes.
+struct Call {
+  cudnnHandle_t h;
+  ConvDescs& d;
+  int algo;
+  int64_t bytes;
+};
+Call prepare(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, DType dtype, ConvDir dir, int algo,
+             const char* what) {
   cudnnHandle_t h = cudnn::handle(ctx, what);
-  ConvDescs& d = descs(ctx, sh, math, what);
-  if (algo < 0) algo = choose(ctx, h, d, ConvDir::forward, sh, what);
-  const int64_t bytes = usable_workspace(h, d, ConvDir::forward, algo, sh, what);
-  void* ws = scratch(ctx, bytes, what);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(algo), ws,
-                                      static_cast<size_t>(bytes), &zero, d.y, y));
-  if (b) CUDNN_CHECK(cudnnAddTensor(h, &one, d.bias, b, &one, d.y, y));
+  ConvDescs& d = descs(ctx, sh, math, dtype, what);
+  if (algo < 0) algo = choose(ctx, h, d, dir, sh, what);
+  return {h, d, algo, usable_workspace(h, d, dir, algo, sh, what)};
 }
 
-void run_backward_data(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, int algo, const float* w,
-                       const float* dy, float* dx, const char* what) {
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  ConvDescs& d = descs(ctx, sh, math, what);
-  if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_data, sh, what);
-  const int64_t bytes = usable_workspace(h, d, ConvDir::backward_data, algo, sh, what);
-  void* ws = scratch(ctx, bytes, what);
+void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
+             const char* what) {
+  const ConvOperandsF32 f = f32_operands(op);
+  const Call c = prepare(ctx, sh, op.math, DType::f32, dir, algo, what);
+  void* ws = scratch(ctx, c.bytes, what);
+  const size_t bytes = static_cast<size_t>(c.bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y, dy, d.conv, cudnnConvolutionBwdDataAlgo_t(algo), ws,
-                                           static_cast<size_t>(bytes), &zero, d.x, dx));
-}
-
-// dw through `algo` when dw is given (a negative algo: the heuristic's), db when given.
-void run_backward_filter(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, int algo, const float* x,
-                         const float* dy, float* dw, float* db, const char* what) {
-  cudnnHandle_t h = cudnn::handle(ctx, what);
-  ConvDescs& d = descs(ctx, sh, math, what);
-  const float one = 1.0f, zero = 0.0f;
-  if (dw) {
-    if (algo < 0) algo = choose(ctx, h, d, ConvDir::backward_filter, sh, what);
-    const int64_t bytes = usable_workspace(h, d, ConvDir::backward_filter, algo, sh, what);
-    void* ws = scratch(ctx, bytes, what);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, dy, d.conv, cudnnConvolutionBwdFilterAlgo_t(algo),
-                                               ws, static_cast<size_t>(bytes), &zero, d.w, dw));
+  switch (dir) {
+    case ConvDir::forward:
+      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, f.x, c.d.w, f.w, c.d.conv,
+                                          cudnnConvolutionFwdAlgo_t(c.algo), ws, bytes, &zero, c.d.y, f.y));
+      if (f.b) CUDNN_CHECK(cudnnAddTensor(c.h, &one, c.d.bias, f.b, &one, c.d.y, f.y));
+      break;
+    case ConvDir::backward_data:
+      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, f.w, c.d.y, f.dy, c.d.conv,
+                                               cudnnConvolutionBwdDataAlgo_t(c.algo), ws, bytes, &zero, c.d.x, f.dx));
+      break;
+    case ConvDir::backward_filter:
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.h, &one, c.d.x, f.x, c.d.y, f.dy, c.d.conv,
+                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, bytes, &zero, c.d.w,
+                                                 f.dw));
+      if (f.db) CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y, f.dy, &zero, c.d.bias, f.db));
+      break;
   }
-  if (db) CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y, dy, &zero, d.bias, db));
+}
+
+// ---- bf16 rows (see the top): one ctx.workspace allocation, cuDNN's scratch first ----
+
+size_t pad256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The bf16 row's own scratch after cuDNN's: the packed KRSC weights (forward, backward_data), or
+// the bf16 KRSC dw and the column sum's partials for db (backward_filter).
+size_t bf16_own_bytes(const Conv2dShape& sh, ConvDir dir) {
+  const size_t w16 = pad256(size_t(sh.weight_numel()) * sizeof(bf16));
+  return dir == ConvDir::backward_filter ? w16 + column_sum_bf16_scratch_bytes(sh.N * sh.P * sh.Q, sh.K) : w16;
+}
+
+// One bf16 call's workspace: cuDNN's `bytes` at its front, then the row's own pieces.
+struct Bf16Scratch {
+  void* cudnn;      // cuDNN's workspace, null when it takes none
+  bf16* own;        // packed weights (K, R, S, C/groups), or dw in bf16 (backward_filter)
+  float* partials;  // the column sum's (backward_filter)
+};
+Bf16Scratch bf16_scratch(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int64_t bytes, const char* what) {
+  const size_t own_at = pad256(size_t(bytes)), partials_at = own_at + pad256(size_t(sh.weight_numel()) * sizeof(bf16));
+  char* base = static_cast<char*>(scratch(ctx, int64_t(own_at + bf16_own_bytes(sh, dir)), what));
+  return {bytes > 0 ? base : nullptr, reinterpret_cast<bf16*>(base + own_at),
+          dir == ConvDir::backward_filter ? reinterpret_cast<float*>(base + partials_at) : nullptr};
+}
+
+void run_bf16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
+              const char* what) {
+  const float one = 1.0f, zero = 0.0f;
+  const int64_t pixels = sh.N * sh.P * sh.Q;
+  if (dir == ConvDir::backward_filter && op.dw.null()) {  // db alone: no convolution
+    column_sum_bf16_cuda(ctx, pixels, sh.K, op.dy.bf16_data(), op.db.f32(), bf16_scratch(ctx, sh, dir, 0, what).partials);
+    return;
+  }
+  const Call c = prepare(ctx, sh, MathMode::fp32, DType::bf16, dir, algo, what);
+  const Bf16Scratch ws = bf16_scratch(ctx, sh, dir, c.bytes, what);
+  const size_t bytes = static_cast<size_t>(c.bytes);
+  switch (dir) {
+    case ConvDir::forward: {
+      conv2d_pack_weights_bf16_cuda(ctx, sh, Bf16WeightLayout::krsc, op.w.f32(), ws.own);
+      bf16* y = op.y.bf16_data();
+      const float* b = op.b.f32();
+      if (b) conv2d_cudnn_bf16_fill_bias_cuda(ctx, pixels, sh.K, b, y);
+      const float beta = b ? 1.0f : 0.0f;  // y = conv + bf16(b), rounded once by cuDNN
+      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, op.x.bf16_data(), c.d.w, ws.own, c.d.conv,
+                                          cudnnConvolutionFwdAlgo_t(c.algo), ws.cudnn, bytes, &beta, c.d.y, y));
+      break;
+    }
+    case ConvDir::backward_data:
+      conv2d_pack_weights_bf16_cuda(ctx, sh, Bf16WeightLayout::krsc, op.w.f32(), ws.own);
+      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, ws.own, c.d.y, op.dy.bf16_data(), c.d.conv,
+                                               cudnnConvolutionBwdDataAlgo_t(c.algo), ws.cudnn, bytes, &zero, c.d.x,
+                                               op.dx.bf16_data()));
+      break;
+    case ConvDir::backward_filter:
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.h, &one, c.d.x, op.x.bf16_data(), c.d.y, op.dy.bf16_data(),
+                                                 c.d.conv, cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.cudnn, bytes,
+                                                 &zero, c.d.w, ws.own));
+      conv2d_cudnn_bf16_unpack_dw_cuda(ctx, sh, ws.own, op.dw.f32());
+      if (!op.db.null()) column_sum_bf16_cuda(ctx, pixels, sh.K, op.dy.bf16_data(), op.db.f32(), ws.partials);
+      break;
+  }
 }
 
 // Non-throwing: a context without cuDNN, a shape cuDNN cannot describe, or a failed query is "no".
-bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, ConvDir dir, int algo) {
+bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, DType dtype, ConvDir dir, int algo) {
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
-    if (!accurate_enough(dir, algo, sh)) return false;
+    if (dtype == DType::bf16 && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+    if (!accurate_enough(dir, algo, sh, dtype)) return false;
     const char* what = "conv2d cudnn can_implement";
     cudnnHandle_t h = cudnn::handle(ctx, what);
-    return workspace_of(h, descs(ctx, sh, math, what), dir, algo) != kUnsupported;
+    return workspace_of(h, descs(ctx, sh, math, dtype, what), dir, algo) != kUnsupported;
   } catch (const std::exception&) {
     return false;
   }
 }
 
-// The rows of algorithm `id` of `dir` (-1: the heuristic's choice per call, the default row).
-ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic) {
+// The default rows: f32 answers from the shape (cuDNN runs every FP32 shape it can describe); bf16
+// asks cuDNN, given a CUDA context, whether any listed algorithm takes the shape (its BF16 support
+// is narrower), and answers from the shape for a shape question without one.
+bool default_can_implement(const ExecContext& ctx, const Conv2dShape& sh, DType dtype, ConvDir dir) {
+  if (!conv2d_cudnn_supports(sh)) return false;
+  if (dtype == DType::f32) return true;
+  if (!conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+  if (ctx.device != Device::cuda || !ctx.cudnn_handle) return true;
+  for (int algo = 0; algo < kMaxAlgos; ++algo)
+    if (find_algo(dir, algo) && can_implement(ctx, sh, MathMode::fp32, dtype, dir, algo)) return true;
+  return false;
+}
+
+// The row of algorithm `id` of `dir` for `dtype` (-1: the heuristic's choice per call, the default row).
+ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DType dtype) {
   ConvAlgo a;
   a.name = std::move(name);
   a.backend = Backend::cudnn;
+  a.dtype = dtype;
   a.dir = dir;
   a.deterministic = deterministic;
-  a.follows_math = true;
-  if (id < 0) {
-    a.can_implement_fn = [](const ExecContext&, const Conv2dShape& sh, MathMode) { return conv2d_cudnn_supports(sh); };
-  } else {
-    a.can_implement_fn = [dir, id](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
-      return can_implement(ctx, sh, math, dir, id);
-    };
-  }
-  a.workspace_fn = [dir, id](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
-    const char* what = "conv2d cudnn workspace_bytes";
-    cudnnHandle_t h = cudnn::handle(ctx, what);
-    ConvDescs& d = descs(ctx, sh, math, what);
-    const int algo = id < 0 ? choose(ctx, h, d, dir, sh, what) : id;
-    return static_cast<size_t>(usable_workspace(h, d, dir, algo, sh, what));
+  a.follows_math = dtype == DType::f32;  // bf16: tensor cores on bf16 data whatever the call allows
+  a.can_implement_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
+    return id < 0 ? default_can_implement(ctx, sh, dtype, dir) : can_implement(ctx, sh, math, dtype, dir, id);
   };
-  switch (dir) {
-    case ConvDir::forward:
-      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-        const ConvOperandsF32 f = f32_operands(op);
-        run_forward(ctx, sh, op.math, id, f.x, f.w, f.b, f.y, "conv2d cudnn forward");
-      };
-      break;
-    case ConvDir::backward_data:
-      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-        const ConvOperandsF32 f = f32_operands(op);
-        CNN_CHECK(f.dx, "conv2d cudnn backward_data: dx is null");
-        run_backward_data(ctx, sh, op.math, id, f.w, f.dy, f.dx, "conv2d cudnn backward_data");
-      };
-      break;
-    case ConvDir::backward_filter:
-      a.run = [id](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-        const ConvOperandsF32 f = f32_operands(op);
-        CNN_CHECK(f.dw, "conv2d cudnn backward_filter: dw is null");
-        run_backward_filter(ctx, sh, op.math, id, f.x, f.dy, f.dw, f.db, "conv2d cudnn backward_filter");
-      };
-      break;
-  }
+  a.workspace_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
+    const Call c = prepare(ctx, sh, math, dtype, dir, id, "conv2d cudnn workspace_bytes");
+    const size_t bytes = static_cast<size_t>(c.bytes);
+    return dtype == DType::bf16 ? pad256(bytes) + bf16_own_bytes(sh, dir) : bytes;
+  };
+  a.run = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
+    static const char* const kWhat[2][3] = {
+        {"conv2d cudnn forward", "conv2d cudnn backward_data", "conv2d cudnn backward_filter"},
+        {"conv2d cudnn forward bf16", "conv2d cudnn backward_data bf16", "conv2d cudnn backward_filter bf16"}};
+    const bool is_bf16 = dtype == DType::bf16;
+    const char* what = kWhat[is_bf16][size_t(dir)];
+    CNN_CHECK(dir != ConvDir::backward_data || !op.dx.null(), "{}: dx is null", what);
+    // bf16 also takes db alone (a column sum); the f32 rows always compute dw
+    CNN_CHECK(dir != ConvDir::backward_filter || !op.dw.null() || (is_bf16 && !op.db.null()), "{}: dw is null", what);
+    (is_bf16 ? run_bf16 : run_f32)(ctx, sh, dir, id, op, what);
+  };
   return a;
 }
 
 template <size_t N>
-void add_algos(std::vector<ConvAlgo>& out, ConvDir dir, const std::array<AlgoInfo, N>& table) {
-  for (const AlgoInfo& info : table) out.push_back(make_row(dir, info.id, std::string("cudnn:") + info.name, info.deterministic));
+void add_algos(std::vector<ConvAlgo>& out, ConvDir dir, const std::array<AlgoInfo, N>& table, DType dtype) {
+  for (const AlgoInfo& info : table)
+    out.push_back(make_row(dir, info.id, std::string("cudnn:") + info.name, info.deterministic, dtype));
   // The heuristic's choice depends on the context (deterministic or not), so it is not called so.
-  out.push_back(make_row(dir, -1, "cudnn", false));
+  out.push_back(make_row(dir, -1, "cudnn", false, dtype));
 }
 
 }  // namespace
@@ -392,7 +491,7 @@ bool conv2d_cudnn_supports(const Conv2dShape& sh) {
          cudnn::fits_nchw(sh.K, sh.C / sh.groups, sh.R, sh.S);
 }
 
-bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh) {
+bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh, DType dtype) {
   auto find = [&name](const auto& table) -> const AlgoInfo* {
     for (const AlgoInfo& a : table)
       if (name == std::string("cudnn:") + a.name) return &a;
@@ -402,14 +501,17 @@ bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv
                       : dir == ConvDir::backward_data ? find(kBackwardData)
                                                       : find(kBackwardFilter);
   CNN_CHECK(a, "conv2d_cudnn_algo_accurate: no cuDNN {} algorithm named '{}'", to_string(dir), name);
-  return accurate_enough(dir, a->id, sh);
+  return accurate_enough(dir, a->id, sh, dtype);
 }
 
+// The f32 rows of every direction, then the bf16 ones (a lookup by name alone finds the f32 row).
 std::vector<ConvAlgo> conv2d_cudnn_algos() {
   std::vector<ConvAlgo> algos;
-  add_algos(algos, ConvDir::forward, kForward);
-  add_algos(algos, ConvDir::backward_data, kBackwardData);
-  add_algos(algos, ConvDir::backward_filter, kBackwardFilter);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    add_algos(algos, ConvDir::forward, kForward, dtype);
+    add_algos(algos, ConvDir::backward_data, kBackwardData, dtype);
+    add_algos(algos, ConvDir::backward_filter, kBackwardFilter, dtype);
+  }
   return algos;
 }
 

@@ -3,10 +3,14 @@
 // Backward writes (never accumulates) dx, dw, db; any may be null.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/exec_context.h"
 #include "core/math_mode.h"
+#include "ops/column_sum_bf16.h"
 #include "ops/dispatch.h"
 
 namespace cnn {
@@ -56,5 +60,28 @@ struct DenseBackward {
 // Rows (registry.cpp): cpu (dense_cpu.cpp, OpenBLAS SGEMM, FP32 whatever the math), cuda
 // (dense_cuda.cu, cuBLAS on ctx.cuda_stream, device memory: pedantic FP32 math for fp32,
 // CUBLAS_TF32_TENSOR_OP_MATH for tf32; the bias sum db stays an FP32 kernel in both).
+// BF16 rows (ops/dispatch.h's contract; x, y, dy, dx bf16, rank 2 so no layout change; w, b FP32
+// masters; dw, db FP32; the call's math is ignored: BF16 products, FP32 sums):
+//   cuda  casts w into a bf16 copy in ctx.workspace, then cublasGemmEx on BF16 tensor cores with
+//         CUBLAS_COMPUTE_32F: forward writes x w^T in FP32 into the workspace and one kernel adds
+//         b (FP32) and rounds y once, with core/bf16.h's rounding (with or without a bias); dx = dy w
+//         in bf16 straight from cuBLAS (rounded once from its FP32 sums); dw = dy^T x with an FP32
+//         output matrix; db a deterministic FP32 column sum of dy (column_sum_bf16.h).
+//         Workspace: dense_bf16_workspace_bytes. (Not a cublasLt bias epilogue: the FP32 pass
+//         costs N*K*8 bytes, small next to the GEMM's operands, and the rounding stays ours.)
+//   cpu   the emulation the cuda row is tested against: x, dy widened, w rounded to bf16 values
+//         (round_to_bf16, as the cuda row's cast), the f32 row's SGEMMs, y and dx rounded once.
+
+// The bf16 copy of w at the front of the cuda bf16 row's workspace: K*C*2 bytes padded to 256.
+inline size_t dense_bf16_weights_bytes(const DenseShape& sh) {
+  return (size_t(sh.K * sh.C) * sizeof(bf16) + 255) / 256 * 256;
+}
+// Bytes of ctx.workspace one call of the cuda bf16 row takes, forward or backward (the larger):
+// the bf16 copy of w, then forward's FP32 y (N*K*4) or backward's column-sum partials
+// (column_sum_bf16_scratch_bytes(N, K)). The cpu rows take none.
+inline size_t dense_bf16_workspace_bytes(const DenseShape& sh) {
+  return dense_bf16_weights_bytes(sh) +
+         std::max(size_t(sh.N * sh.K) * sizeof(float), column_sum_bf16_scratch_bytes(sh.N, sh.K));
+}
 
 }  // namespace cnn

@@ -1,5 +1,6 @@
 // Dense (fully connected) on the CPU: naive reference loops (float and double, the oracle) and the
 // fast path through OpenMP-split SGEMM. Weights are PyTorch's (K, C), so forward multiplies by w^T.
+// The bf16 rows are the emulation of the cuda bf16 row: the same SGEMMs on widened operands.
 // Trap: db is written whenever it is non-null, even if the shape has no bias (it is then the
 // gradient a bias would get); forward adds b only when sh.has_bias.
 #include "ops/dense.h"
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "ops/blas_cpu.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -56,10 +58,9 @@ template void dense_backward_reference<float>(const ExecContext&, const DenseSha
 template void dense_backward_reference<double>(const ExecContext&, const DenseShape&, const double*, const double*,
                                                const double*, double*, double*, double*);
 
-void dense_forward_cpu(const DenseForward& a) {
-  const DenseShape& sh = a.sh;
-  const float *x = a.x.f32(), *w = a.w.f32(), *b = a.b.f32();
-  float* y = a.y.f32();
+// The f32 row's arithmetic over plain pointers, shared by the f32 row and the bf16 emulation.
+static void forward_f32(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w, const float* b,
+                        float* y) {
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
   float beta = 0.0f;
@@ -68,14 +69,12 @@ void dense_forward_cpu(const DenseForward& a) {
     beta = 1.0f;
   }
   // y (N, K) = x (N, C) * w^T (C, K) [+ y]
-  sgemm_parallel(a.ctx->threads(), false, true, sh.N, sh.K, sh.C, 1.0f, x, sh.C, w, sh.C, beta, y, sh.K);
+  sgemm_parallel(ctx.threads(), false, true, sh.N, sh.K, sh.C, 1.0f, x, sh.C, w, sh.C, beta, y, sh.K);
 }
 
-void dense_backward_cpu(const DenseBackward& a) {
-  const DenseShape& sh = a.sh;
-  const float *x = a.x.f32(), *w = a.w.f32(), *dy = a.dy.f32();
-  float *dx = a.dx.f32(), *dw = a.dw.f32(), *db = a.db.f32();
-  const int threads = a.ctx->threads();
+static void backward_f32(const ExecContext& ctx, const DenseShape& sh, const float* x, const float* w,
+                         const float* dy, float* dx, float* dw, float* db) {
+  const int threads = ctx.threads();
   check_shape(sh);
   // dx (N, C) = dy (N, K) * w (K, C)
   if (dx) sgemm_parallel(threads, false, false, sh.N, sh.C, sh.K, 1.0f, dy, sh.K, w, sh.C, 0.0f, dx, sh.C);
@@ -88,6 +87,44 @@ void dense_backward_cpu(const DenseBackward& a) {
       for (int64_t k = 0; k < sh.K; ++k) acc[k] += dy[n * sh.K + k];
     for (int64_t k = 0; k < sh.K; ++k) db[k] = static_cast<float>(acc[k]);
   }
+}
+
+void dense_forward_cpu(const DenseForward& a) { forward_f32(*a.ctx, a.sh, a.x.f32(), a.w.f32(), a.b.f32(), a.y.f32()); }
+
+void dense_backward_cpu(const DenseBackward& a) {
+  backward_f32(*a.ctx, a.sh, a.x.f32(), a.w.f32(), a.dy.f32(), a.dx.f32(), a.dw.f32(), a.db.f32());
+}
+
+// The BF16 emulation (dense.h): operands widened, w rounded to the bf16 values the cuda row casts
+// it to, the f32 arithmetic, each bf16 output rounded once.
+static std::vector<float> rounded_weights(const DenseShape& sh, const float* w) {
+  std::vector<float> r(w, w + sh.K * sh.C);
+  for (float& v : r) v = round_to_bf16(v);
+  return r;
+}
+
+void dense_forward_cpu_bf16(const DenseForward& a) {
+  const DenseShape& sh = a.sh;
+  check_shape(sh);
+  const std::vector<float> x = widen_bf16(a.x.bf16_data(), ActDims{sh.N, sh.C}),
+                           w = rounded_weights(sh, a.w.f32());
+  std::vector<float> y(size_t(sh.N * sh.K));
+  forward_f32(*a.ctx, sh, x.data(), w.data(), a.b.f32(), y.data());
+  narrow_to_bf16(y.data(), ActDims{sh.N, sh.K}, a.y.bf16_data());
+}
+
+void dense_backward_cpu_bf16(const DenseBackward& a) {
+  const DenseShape& sh = a.sh;
+  check_shape(sh);
+  bf16* dx16 = a.dx.bf16_data();
+  float *dw = a.dw.f32(), *db = a.db.f32();
+  const std::vector<float> dy = widen_bf16(a.dy.bf16_data(), ActDims{sh.N, sh.K});
+  const std::vector<float> x = dw ? widen_bf16(a.x.bf16_data(), ActDims{sh.N, sh.C}) : std::vector<float>();
+  const std::vector<float> w = dx16 ? rounded_weights(sh, a.w.f32()) : std::vector<float>();
+  std::vector<float> dx(dx16 ? size_t(sh.N * sh.C) : 0);
+  backward_f32(*a.ctx, sh, dw ? x.data() : nullptr, dx16 ? w.data() : nullptr, dy.data(), dx16 ? dx.data() : nullptr,
+               dw, db);
+  if (dx16) narrow_to_bf16(dx.data(), ActDims{sh.N, sh.C}, dx16);
 }
 
 }  // namespace cnn

@@ -4,6 +4,9 @@
 // math mode is set for the call and put back after it (BlasMath), so the handle's other users (the
 // im2col convolution strategy) keep plain FP32. Setting it is host-side handle state read when a
 // GEMM is enqueued, so it is also right under CUDA graph capture.
+// The bf16 rows (dense.h) run cublasGemmEx on BF16 tensor cores (CUBLAS_DEFAULT_MATH for the
+// call, CUBLAS_COMPUTE_32F) on a bf16 copy of w cast into ctx.workspace; forward's bias add and
+// rounding of y is one kernel over cuBLAS's FP32 output, so y is rounded once, after the bias.
 // Trap: cuBLAS is column-major; a row-major (R, C) matrix is the column-major (C, R) matrix, its
 // transpose. So y (N, K) = x w^T is computed as y^T (K, N) = w (K, C) x^T (C, N), i.e.
 // gemm(T, N) on w (col-major C x K, ld C) and x (col-major C x N, ld C) into y (col-major K x N, ld K).
@@ -15,7 +18,10 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/cast_bf16.h"
+#include "ops/column_sum_bf16.h"
 #include "ops/dense.h"
+#include "ops/reduce.cuh"
 
 namespace cnn {
 
@@ -50,6 +56,16 @@ static __global__ void __launch_bounds__(256)
   }
 }
 
+// y[n, k] = bf16(acc[n, k] + b[k]) (b null: no bias): the one rounding of the bf16 forward.
+static __global__ void __launch_bounds__(256)
+    dense_forward_bias_round_bf16_kernel(int64_t count, int K,
+                                         const float* __restrict__ acc,  // (N, K) x w^T in FP32
+                                         const float* __restrict__ b,    // (K) or null
+                                         uint16_t* __restrict__ y) {     // (N, K) bf16 bits
+  for (int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x; i < count; i += int64_t(gridDim.x) * 256)
+    y[i] = bf16_bits_from_float(b ? acc[i] + __ldg(b + i % K) : acc[i]);
+}
+
 static void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     CNN_THROW("dense cuda: {} failed: {} ({})", what, cublasGetStatusName(status), cublasGetStatusString(status));
@@ -65,9 +81,10 @@ static void check_shape(const DenseShape& sh) {
 // The handle's math mode for one call's GEMMs (see the top); restores the previous mode on exit.
 class BlasMath {
  public:
-  BlasMath(cublasHandle_t h, MathMode m) : m_h(h) {
+  BlasMath(cublasHandle_t h, MathMode m)
+      : BlasMath(h, m == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH) {}
+  BlasMath(cublasHandle_t h, cublasMath_t want) : m_h(h) {
     check_cublas(cublasGetMathMode(h, &m_prev), "cublasGetMathMode");
-    const cublasMath_t want = m == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH;
     if (want != m_prev) {
       check_cublas(cublasSetMathMode(h, want), "cublasSetMathMode");
       m_set = true;
@@ -150,6 +167,84 @@ void dense_backward_cuda(const DenseBackward& a) {
     dense_backward_bias_colsum_kernel<<<unsigned((K + 31) / 32), 256, 0, stream>>>(N, K, dy, db);
     CUDA_CHECK_LAUNCH("dense_backward_bias_colsum_kernel");
   }
+}
+
+// The bf16 row's scratch in ctx.workspace (dense_bf16_workspace_bytes): the bf16 copy of w, then
+// forward's FP32 y or backward's column-sum partials.
+namespace {
+struct Bf16Scratch {
+  bf16* w16 = nullptr;  // (K, C)
+  float* rest = nullptr;
+};
+}  // namespace
+static Bf16Scratch bf16_scratch(const ExecContext& ctx, const DenseShape& sh, const char* what) {
+  char* base = static_cast<char*>(cuda::workspace_bytes(ctx, dense_bf16_workspace_bytes(sh), what));
+  return {reinterpret_cast<bf16*>(base), reinterpret_cast<float*>(base + dense_bf16_weights_bytes(sh))};
+}
+
+void dense_forward_cuda_bf16(const DenseForward& a) {
+  const char* what = "dense forward cuda bf16";
+  const ExecContext& ctx = *a.ctx;
+  const DenseShape& sh = a.sh;
+  const bf16* x = a.x.bf16_data();
+  const float *w = a.w.f32(), *b = a.b.f32();
+  bf16* y = a.y.bf16_data();
+  check_shape(sh);
+  CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
+  const cudaStream_t stream = cuda::stream_of(ctx, what);
+  const cublasHandle_t h = blas_handle(ctx);
+  bind_stream(h, stream);
+  const Bf16Scratch ws = bf16_scratch(ctx, sh, what);
+  cast_float_to_bf16_cuda(ctx, sh.K * sh.C, w, ws.w16);
+  const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
+  const float alpha = 1.0f, beta = 0.0f;
+  {
+    const BlasMath math(h, CUBLAS_DEFAULT_MATH);  // BF16 tensor cores; CUBLAS_COMPUTE_32F keeps FP32 sums
+    // y^T (K, N) = w (K, C) * x^T (C, N), in FP32 into the scratch
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, ws.w16, CUDA_R_16BF, C, x, CUDA_R_16BF, C,
+                              &beta, ws.rest, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (dense forward bf16)");
+  }
+  const int64_t count = sh.N * sh.K;
+  dense_forward_bias_round_bf16_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
+      count, K, ws.rest, sh.has_bias ? b : nullptr, reinterpret_cast<uint16_t*>(y));
+  CUDA_CHECK_LAUNCH("dense_forward_bias_round_bf16_kernel");
+}
+
+void dense_backward_cuda_bf16(const DenseBackward& a) {
+  const char* what = "dense backward cuda bf16";
+  const ExecContext& ctx = *a.ctx;
+  const DenseShape& sh = a.sh;
+  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
+  const float* w = a.w.f32();
+  bf16* dx = a.dx.bf16_data();
+  float *dw = a.dw.f32(), *db = a.db.f32();
+  check_shape(sh);
+  CNN_CHECK(!dx || w, "{}: dx needs w", what);
+  CNN_CHECK(!dw || x, "{}: dw needs x", what);
+  if (!dx && !dw && !db) return;
+  const cudaStream_t stream = cuda::stream_of(ctx, what);
+  const Bf16Scratch ws = bf16_scratch(ctx, sh, what);
+  const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
+  const float alpha = 1.0f, beta = 0.0f;
+  if (dx || dw) {
+    const cublasHandle_t h = blas_handle(ctx);
+    bind_stream(h, stream);
+    const BlasMath math(h, CUBLAS_DEFAULT_MATH);
+    // dx^T (C, N) = w^T (C, K) * dy^T (K, N), rounded once to bf16 by cuBLAS
+    if (dx) {
+      cast_float_to_bf16_cuda(ctx, sh.K * sh.C, w, ws.w16);
+      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, ws.w16, CUDA_R_16BF, C, dy, CUDA_R_16BF,
+                                K, &beta, dx, CUDA_R_16BF, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (dense dx bf16)");
+    }
+    // dw^T (C, K) = x^T (C, N) * dy (N, K), an FP32 output matrix
+    if (dw)
+      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, C, K, N, &alpha, x, CUDA_R_16BF, C, dy, CUDA_R_16BF, K,
+                                &beta, dw, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (dense dw bf16)");
+  }
+  if (db) column_sum_bf16_cuda(ctx, sh.N, sh.K, dy, db, ws.rest);
 }
 
 }  // namespace cnn

@@ -103,8 +103,12 @@ void concat_forward_cuda_bf16(const ConcatForward& a);
 void concat_backward_cuda_bf16(const ConcatBackward& a);
 void dense_forward_cpu(const DenseForward& a);
 void dense_backward_cpu(const DenseBackward& a);
+void dense_forward_cpu_bf16(const DenseForward& a);
+void dense_backward_cpu_bf16(const DenseBackward& a);
 void dense_forward_cuda(const DenseForward& a);
 void dense_backward_cuda(const DenseBackward& a);
+void dense_forward_cuda_bf16(const DenseForward& a);
+void dense_backward_cuda_bf16(const DenseBackward& a);
 void dropout_forward_cpu(const DropoutForward& a);
 void dropout_backward_cpu(const DropoutBackward& a);
 void dropout_forward_cpu_bf16(const DropoutForward& a);
@@ -179,9 +183,12 @@ CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
              CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda),
                            row(kCuda, activation_backward_from_output_cuda_bf16, nullptr, DType::bf16)))
 
-CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu), CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda)))
+CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu),
+             row(kCpu, dense_forward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(DenseBackward, "dense backward", row(kCpu, dense_backward_cpu),
-             CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda)))
+             row(kCpu, dense_backward_cpu_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda), row(kCuda, dense_backward_cuda_bf16, nullptr, DType::bf16)))
 
 CNN_OP_TABLE(Pool2dForward, "pool2d forward", row(kCpu, pool2d_forward_cpu),
              row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::bf16),

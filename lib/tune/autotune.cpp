@@ -187,7 +187,8 @@ struct Tuner {
     const ConvAlgo& a = conv2d_algo(d, name);
     std::vector<std::string> can;
     for (const ConvAlgo& c : conv2d_algos(d))
-      if (allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math())) can.push_back(c.name);
+      if (c.dtype == l.dtype() && allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math()))
+        can.push_back(c.name);
     const std::string alternatives = can.empty() ? "none" : fmt::format("{}", fmt::join(can, ", "));
     if (!allowed(backends, a.backend))
       throw layer_error(l, fmt::format("algo '{}' for {} cannot run on device {} (algorithms that can: {})", name,
@@ -269,8 +270,8 @@ struct Tuner {
         continue;
       }
       std::vector<std::string> names, skipped;
-      for (const ConvAlgo& a : conv2d_algos(d)) {
-        if (!allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
+      for (const ConvAlgo& a : conv2d_algos(d)) {  // the rows of the layer's dtype
+        if (a.dtype != l.dtype() || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
         if (ctx.deterministic && !a.deterministic) {
           skipped.push_back(a.name + " (not deterministic)");
         } else if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
@@ -508,6 +509,7 @@ void apply_autotune_decisions(Graph& graph, const std::string& decisions, const 
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
   size_t most = 0;
   for (int i = 0; i < graph.size(); ++i) {
+    most = std::max(most, graph.node(i).layer->workspace_bytes(batch));
     ConvPlanned* planned = graph.node(i).layer->conv_planned();
     if (!planned) continue;
     const Conv2dShape sh = planned->conv_shape(batch);

@@ -105,7 +105,8 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
 std::string autotune_decisions(const Graph& graph);
 void apply_autotune_decisions(Graph& graph, const std::string& decisions, const std::string& how);
 
-// Scratch bytes the plans of `graph` need at `batch` (the workspace is grown to this).
+// Scratch bytes the plans of `graph` need at `batch`, and its layers' own (Layer::workspace_bytes):
+// the workspace is grown to the largest.
 size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch);
 
 // What algorithm `a` does when the layer allows `allowed`, for logs and tables: "" under fp32 (the

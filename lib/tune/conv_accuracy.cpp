@@ -113,7 +113,7 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
   const char* backward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:algo_1"};
   for (const char* name : d == ConvDir::forward ? forward : backward)
     for (const ConvAlgo& a : conv2d_algos(d))
-      if (a.name == name && a.can_implement(ctx, sh)) return a.name;
+      if (a.name == name && a.dtype == DType::f32 && a.can_implement(ctx, sh)) return a.name;
   return std::nullopt;
 }
 

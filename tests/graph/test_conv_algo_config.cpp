@@ -65,6 +65,17 @@ TEST_CASE("conv2d algo with an unknown name is a config error at the key with a 
   CHECK(e.find("did you mean 'cpu:im2col_gemm'") != std::string::npos);
 }
 
+TEST_CASE("conv2d algo with an unknown name lists each valid name once, though rows exist per dtype", "[cpu]") {
+  const std::string e = build_error(", algo: {backward_data: nope}");
+  auto count = [&e](const std::string& name) {
+    size_t n = 0;
+    for (size_t at = e.find(name); at != std::string::npos; at = e.find(name, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("cpu:im2col_gemm") == 1);
+  CHECK(count("cudnn:algo_1") <= 1);  // listed in f32 and bf16 in a CUDA build; absent without one
+}
+
 TEST_CASE("conv2d algo map with an unknown direction key or name names the key", "[cpu]") {
   std::string e = build_error(", algo: {fowrard: auto}");
   CHECK(e.find("fowrard") != std::string::npos);

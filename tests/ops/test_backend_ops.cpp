@@ -81,38 +81,46 @@ ActivationCases cases_activation() {
 
 // ---- dense ----
 
+// Every size mix of N, C, K with and without a bias, and one batch past the bf16 bias gradient's
+// 512-row chunk (column_sum_bf16.h).
 std::pair<std::vector<Case<DenseForward>>, std::vector<Case<DenseBackward>>> cases_dense() {
   std::vector<Case<DenseForward>> fwd;
   std::vector<Case<DenseBackward>> bwd;
   uint64_t seed = 30;
+  auto add = [&](int64_t N, int64_t C, int64_t K, bool bias) {
+    const DenseShape sh{N, C, K, bias};
+    const std::string label = fmt::format("N={} C={} K={}{}", N, C, K, bias ? " bias" : "");
+    // bf16-exact, so the bf16 rows (which round w too) read what the oracle read
+    const std::vector<float> x = bf16_exact(random_floats(size_t(N * C), ++seed)),
+                             w = bf16_exact(random_floats(size_t(K * C), ++seed)),
+                             b = bf16_exact(random_floats(size_t(K), ++seed)),
+                             dy = bf16_exact(random_floats(size_t(N * K), ++seed));
+    const std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+    dense_forward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), bias ? bd.data() : nullptr, y.data());
+    dense_backward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), dyd.data(), dx.data(), dw.data(),
+                                     db.data());
+    Case<DenseForward> f{label};
+    f.in("x", x).act({N, C}).in("w", w).in("b", b).out("y", to_float(y)).act({N, K});
+    f.bind = [sh](Bound& t) {
+      return DenseForward{t.ctx(), sh, t.in("x"), t.in("w"), sh.has_bias ? t.in("b") : nullptr, t.out("y")};
+    };
+    fwd.push_back(f);
+    Case<DenseBackward> g{label};
+    g.in("x", x).act({N, C}).in("w", w).in("dy", dy).act({N, K}).optional_out("dx", to_float(dx)).act({N, C});
+    g.optional_out("dw", to_float(dw));
+    if (bias) g.optional_out("db", to_float(db));
+    g.bind = [sh](Bound& t) {
+      return DenseBackward{t.ctx(), sh, t.in("x"), t.in("w"), t.in("dy"), t.out("dx"), t.out("dw"),
+                           sh.has_bias ? t.out("db") : nullptr};
+    };
+    bwd.push_back(g);
+  };
   for (int64_t N : {1, 3, 64})
     for (int64_t C : {1, 5, 128, 301})
       for (int64_t K : {1, 7, 64})
-        for (bool bias : {true, false}) {
-          const DenseShape sh{N, C, K, bias};
-          const std::string label = fmt::format("N={} C={} K={}{}", N, C, K, bias ? " bias" : "");
-          const std::vector<float> x = random_floats(size_t(N * C), ++seed), w = random_floats(size_t(K * C), ++seed),
-                                   b = random_floats(size_t(K), ++seed), dy = random_floats(size_t(N * K), ++seed);
-          const std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
-          std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
-          dense_forward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), bias ? bd.data() : nullptr, y.data());
-          dense_backward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), dyd.data(), dx.data(), dw.data(),
-                                           db.data());
-          Case<DenseForward> f{label};
-          f.in("x", x).in("w", w).in("b", b).out("y", to_float(y));
-          f.bind = [sh](Bound& t) {
-            return DenseForward{t.ctx(), sh, t.in("x"), t.in("w"), sh.has_bias ? t.in("b") : nullptr, t.out("y")};
-          };
-          fwd.push_back(f);
-          Case<DenseBackward> g{label};
-          g.in("x", x).in("w", w).in("dy", dy).optional_out("dx", to_float(dx)).optional_out("dw", to_float(dw));
-          if (bias) g.optional_out("db", to_float(db));
-          g.bind = [sh](Bound& t) {
-            return DenseBackward{t.ctx(), sh, t.in("x"), t.in("w"), t.in("dy"), t.out("dx"), t.out("dw"),
-                                 sh.has_bias ? t.out("db") : nullptr};
-          };
-          bwd.push_back(g);
-        }
+        for (bool bias : {true, false}) add(N, C, K, bias);
+  add(600, 40, 24, true);
   return {fwd, bwd};
 }
 

@@ -14,19 +14,19 @@ using namespace cnn;
 
 static const ConvDir kDirs[] = {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter};
 
-TEST_CASE("conv2d algorithm names are unique per direction and name their backend", "[cpu]") {
+TEST_CASE("conv2d algorithm names are unique per direction and dtype and name their backend", "[cpu]") {
   for (ConvDir d : kDirs) {
     std::set<std::string> seen;
     for (const ConvAlgo& a : conv2d_algos(d)) {
-      INFO(a.name << " " << to_string(d));
+      INFO(a.name << " " << to_string(a.dtype) << " " << to_string(d));
       CHECK(a.dir == d);
-      CHECK(seen.insert(a.name).second);
+      CHECK(seen.insert(a.name + " " + to_string(a.dtype)).second);
       const std::string backend = a.name.substr(0, a.name.find(':'));
       CHECK(a.name.find(':') != std::string::npos);
       const char* own = a.backend == Backend::cpu ? "cpu" : a.backend == Backend::cuda ? "cuda" : "cudnn";
       CHECK(backend == own);
     }
-    CHECK(seen.count("cpu:im2col_gemm") == 1);
+    CHECK(seen.count("cpu:im2col_gemm f32") == 1);
   }
   CHECK(std::string(to_string(ConvDir::backward_filter)) == "backward_filter");
 }

@@ -17,7 +17,9 @@ using namespace cnn;
 TEST_CASE("cudnn conv2d algorithms are listed by direction with their determinism and accuracy rule", "[cpu]") {
   const std::vector<ConvAlgo> algos = test::named_conv_algos(Backend::cudnn);
   REQUIRE(algos.size() == 20);
-  const auto accurate = conv2d_cudnn_algo_accurate;
+  const auto accurate = [](ConvDir d, const std::string& name, const Conv2dShape& sh) {
+    return conv2d_cudnn_algo_accurate(d, name, sh);
+  };
   std::map<ConvDir, std::set<std::string>> names, nondeterministic;
   for (const ConvAlgo& a : algos) {
     CHECK(a.backend == Backend::cudnn);

@@ -63,17 +63,19 @@ inline std::vector<float> widen(const std::vector<bf16>& v) {
   return f;
 }
 
-// Operands rounded to bf16 (bias stays FP32) and the double reference on those values.
+// Operands rounded to bf16 (bias stays FP32 unless bias_bf16: rounded too, as cuDNN's bf16 rows
+// use it) and the double reference on those values.
 struct Bf16Reference {
   Conv2dShape sh;
   std::vector<bf16> x, w, dy;
   std::vector<float> b, y, dx, dw, db;
-  Bf16Reference(const Conv2dShape& shape, uint64_t seed)
+  Bf16Reference(const Conv2dShape& shape, uint64_t seed, bool bias_bf16 = false)
       : sh(shape),
         x(to_bf16_vector(test::random_floats(sh.N * sh.C * sh.H * sh.W, seed))),
         w(to_bf16_vector(test::random_floats(sh.weight_numel(), seed + 1))),
         dy(to_bf16_vector(test::random_floats(sh.N * sh.K * sh.P * sh.Q, seed + 2))),
         b(test::random_floats(sh.K, seed + 3)) {
+    if (bias_bf16) b = widen(to_bf16_vector(b));
     const ExecContext cpu = ExecContext::cpu();
     auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
     const std::vector<double> xd = dbl(widen(x)), wd = dbl(widen(w)), dyd = dbl(widen(dy)), bd = dbl(b);

@@ -1,0 +1,74 @@
+// CUDA kernels of conv2d_cudnn_bf16.h: the bias broadcast (8 channels a 16-byte store where K % 8
+// == 0 and y is aligned, one at a time otherwise) and the KRSC bf16 -> KCRS FP32 filter gradient
+// through the weight packing's index map (conv2d_weights_bf16.h), so the two layouts agree.
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "ops/conv2d_cudnn_bf16.h"
+#include "ops/conv2d_weights_bf16.h"
+#include "ops/reduce.cuh"
+
+namespace cnn {
+
+static constexpr int kThreads = 256;
+
+// y[i] = bf16(b[i % K]); kVec: 8 elements (one channel run of a pixel, K % 8 == 0) a store.
+template <bool kVec>
+static __global__ void __launch_bounds__(kThreads)
+    conv2d_cudnn_bf16_fill_bias_kernel(int64_t count, int64_t K,
+                                       const float* __restrict__ b,  // (K)
+                                       uint16_t* __restrict__ y) {   // (pixels, K) bf16 bits
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if constexpr (kVec) {
+    for (int64_t i8 = first; i8 < count / 8; i8 += stride) {
+      const float* bk = b + (i8 * 8) % K;
+      reinterpret_cast<uint4*>(y)[i8] = make_uint4(pack_bf16x2(__ldg(bk), __ldg(bk + 1)),
+                                                   pack_bf16x2(__ldg(bk + 2), __ldg(bk + 3)),
+                                                   pack_bf16x2(__ldg(bk + 4), __ldg(bk + 5)),
+                                                   pack_bf16x2(__ldg(bk + 6), __ldg(bk + 7)));
+    }
+  } else {
+    for (int64_t i = first; i < count; i += stride) y[i] = bf16_bits_from_float(__ldg(b + i % K));
+  }
+}
+
+// dw[index(o)] = dw16[o] for every element o of the KRSC copy.
+static __global__ void __launch_bounds__(kThreads)
+    conv2d_cudnn_bf16_unpack_dw_kernel(WeightsBf16Dims d, int n,
+                                       const uint16_t* __restrict__ dw16,  // (K, R, S, C/groups) bf16 bits
+                                       float* __restrict__ dw) {           // (K, C/groups, R, S)
+  for (int o = int(blockIdx.x) * kThreads + int(threadIdx.x); o < n; o += int(gridDim.x) * kThreads)
+    dw[conv2d_weights_bf16_index(Bf16WeightLayout::krsc, d, o)] = float_from_bf16_bits(__ldg(dw16 + o));
+}
+
+void conv2d_cudnn_bf16_fill_bias_cuda(const ExecContext& ctx, int64_t pixels, int64_t K, const float* b, bf16* y) {
+  const char* what = "conv2d cudnn bf16 bias fill";
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  CNN_CHECK(pixels >= 0 && K >= 1, "{}: expected pixels >= 0 and K >= 1, got {} and {}", what, pixels, K);
+  const int64_t count = pixels * K;
+  if (count == 0) return;
+  auto* bits = reinterpret_cast<uint16_t*>(y);
+  if (K % 8 == 0 && cuda::aligned16(y))
+    conv2d_cudnn_bf16_fill_bias_kernel<true><<<cuda::grid_blocks(count / 8, kThreads), kThreads, 0, stream>>>(
+        count, K, b, bits);
+  else
+    conv2d_cudnn_bf16_fill_bias_kernel<false><<<cuda::grid_blocks(count, kThreads), kThreads, 0, stream>>>(count, K,
+                                                                                                           b, bits);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+void conv2d_cudnn_bf16_unpack_dw_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* dw16, float* dw) {
+  const char* what = "conv2d cudnn bf16 unpack dw";
+  cudaStream_t stream = cuda::stream_of(ctx, what);
+  CNN_CHECK(conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc), "{}: no krsc layout for {}", what,
+            sh.to_string());
+  const int n = int(sh.weight_numel());
+  const WeightsBf16Dims d{int(sh.K), int(sh.C / sh.groups), int(sh.R), int(sh.S)};
+  conv2d_cudnn_bf16_unpack_dw_kernel<<<cuda::grid_blocks(n, kThreads), kThreads, 0, stream>>>(
+      d, n, reinterpret_cast<const uint16_t*>(dw16), dw);
+  CUDA_CHECK_LAUNCH(what);
+}
+
+}  // namespace cnn
