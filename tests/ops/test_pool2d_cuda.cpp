@@ -1,5 +1,5 @@
 // Pooling CUDA beyond what the harness compares with the reference (test_backend_ops.cpp): NaN
-// propagation and the argmax rule of max pooling, and a hidden benchmark.
+// propagation and the argmax rule of max pooling, and a hidden benchmark (f32 NCHW, bf16 channels-last).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
 #include "core/tensor.h"
+#include "ops/activation.h"
 #include "ops/pool2d.h"
 #include "support/catch.h"
 #include "support/device_floats.h"
@@ -50,6 +51,15 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
   }
 }
 
+// A tensor of the logical shape s on the GPU, values in [-1, 1] in storage order (bf16: channels-last).
+static Tensor random_tensor(const Shape& s, DType t, uint64_t seed) {
+  const std::vector<float> v = test::random_floats(static_cast<size_t>(s.numel()), seed);
+  if (t == DType::f32) return Tensor::from_vector(s, v).to(Device::cuda);
+  Tensor host = Tensor::empty(s, Device::cpu, "bench", DType::bf16);
+  for (size_t i = 0; i < v.size(); ++i) static_cast<bf16*>(host.raw())[i] = to_bf16(v[i]);
+  return host.to(Device::cuda);
+}
+
 TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
@@ -58,19 +68,39 @@ TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]
     PoolKind kind;
     int64_t N, C, H, W, R, stride, pad;
   };
-  for (const Bench& b :
-       {Bench{PoolKind::max, 64, 64, 48, 48, 2, 2, 0}, Bench{PoolKind::max, 256, 128, 24, 24, 3, 2, 1},
-        Bench{PoolKind::avg, 256, 512, 6, 6, 6, 1, 0}, Bench{PoolKind::avg, 64, 64, 48, 48, 3, 1, 1}}) {
-    const auto sh = Pool2dShape::make(b.kind, b.N, b.C, b.H, b.W, b.R, b.R, static_cast<int>(b.stride),
-                                      static_cast<int>(b.stride), static_cast<int>(b.pad), static_cast<int>(b.pad));
-    const int64_t nx = b.N * b.C * b.H * b.W, ny = b.N * b.C * sh.P * sh.Q;
-    DeviceFloats x(test::random_floats(static_cast<size_t>(nx), 1)),
-        dy(test::random_floats(static_cast<size_t>(ny), 2));
-    DeviceFloats y = DeviceFloats::poisoned(ny), dx = DeviceFloats::poisoned(nx);
-    const double fwd = time_ms([&] { run_op(Backend::cuda, Pool2dForward{&cuda.ctx(), sh, x.data(), y.data()}); });
-    const double bwd = time_ms([&] { run_op(Backend::cuda, Pool2dBackward{&cuda.ctx(), sh, x.data(), y.data(), dy.data(), dx.data()}); });
-    const double mx = nx * 4.0 / 1e6, my = ny * 4.0 / 1e6;
-    WARN(sh.to_string() << ": forward " << fwd << " ms (" << (mx + my) / fwd << " GB/s), backward " << bwd << " ms ("
-                        << (2 * mx + 2 * my) / bwd << " GB/s)");
+  for (DType t : {DType::f32, DType::bf16}) {
+    const double bytes = static_cast<double>(dtype_size(t));
+    // Global average pooling (R = H) at 48x48 and at mini_xception's 3x3 x 7 channels among them.
+    for (const Bench& b :
+         {Bench{PoolKind::max, 64, 64, 48, 48, 2, 2, 0}, Bench{PoolKind::max, 256, 128, 24, 24, 3, 2, 1},
+          Bench{PoolKind::avg, 64, 64, 48, 48, 3, 1, 1}, Bench{PoolKind::avg, 64, 64, 48, 48, 48, 48, 0},
+          Bench{PoolKind::avg, 256, 512, 6, 6, 6, 6, 0}, Bench{PoolKind::avg, 256, 7, 3, 3, 3, 3, 0}}) {
+      const auto sh = Pool2dShape::make(b.kind, b.N, b.C, b.H, b.W, b.R, b.R, static_cast<int>(b.stride),
+                                        static_cast<int>(b.stride), static_cast<int>(b.pad), static_cast<int>(b.pad));
+      const Shape in{b.N, b.C, b.H, b.W}, out{b.N, b.C, sh.P, sh.Q};
+      Tensor x = random_tensor(in, t, 1), dy = random_tensor(out, t, 2);
+      Tensor y = Tensor::empty(out, Device::cuda, "y", t), dx = Tensor::empty(in, Device::cuda, "dx", t);
+      run_op(Backend::cuda, Pool2dForward{&cuda.ctx(), sh, x.view(), y.view()});  // y for max backward
+      const double fwd = time_ms([&] { run_op(Backend::cuda, Pool2dForward{&cuda.ctx(), sh, x.view(), y.view()}); });
+      const double bwd = time_ms([&] {
+        run_op(Backend::cuda, Pool2dBackward{&cuda.ctx(), sh, x.view(), y.view(), dy.view(), dx.view()});
+      });
+      const double mx = in.numel() * bytes / 1e6, my = out.numel() * bytes / 1e6;
+      const double bwd_mb = b.kind == PoolKind::max ? 2 * mx + 2 * my : mx + my;  // avg reads neither x nor y
+      WARN(to_string(t) << " " << sh.to_string() << ": forward " << fwd << " ms (" << (mx + my) / fwd
+                        << " GB/s), backward " << bwd << " ms (" << bwd_mb / bwd << " GB/s)");
+    }
+    const Shape act{64, 64, 48, 48};
+    Tensor x = random_tensor(act, t, 3), dy = random_tensor(act, t, 4), y = Tensor::empty(act, Device::cuda, "y", t);
+    const ActivationParams relu{ActivationKind::relu, 0.0f};
+    const int64_t n = act.numel();
+    const double fwd =
+        time_ms([&] { run_op(Backend::cuda, ActivationForward{&cuda.ctx(), relu, n, x.view(), y.view()}); });
+    const double bwd = time_ms([&] {
+      run_op(Backend::cuda, ActivationBackward{&cuda.ctx(), relu, n, x.view(), nullptr, dy.view(), y.view()});
+    });
+    const double mb = n * bytes / 1e6;
+    WARN(to_string(t) << " relu " << act.to_string() << ": forward " << fwd << " ms (" << 2 * mb / fwd
+                      << " GB/s), backward " << bwd << " ms (" << 3 * mb / bwd << " GB/s)");
   }
 }
