@@ -124,12 +124,12 @@ struct ShiftedTerms {
   const bf16* __restrict__ x;  // (N, H, W, C)
   Shift shift;
   struct Lanes {
-    double k[V];
+    float k[V];  // exact: the shift is a float or bf16 value (half the registers of a double)
   };
   __device__ __forceinline__ Lanes begin(int c0) const {
     Lanes l;
 #pragma unroll
-    for (int v = 0; v < V; ++v) l.k[v] = shift(c0 + v);
+    for (int v = 0; v < V; ++v) l.k[v] = static_cast<float>(shift(c0 + v));
     return l;
   }
   __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
@@ -137,7 +137,7 @@ struct ShiftedTerms {
     load_lanes(x, at, xv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const double d = static_cast<double>(xv[v]) - l.k[v];
+      const double d = static_cast<double>(xv[v]) - static_cast<double>(l.k[v]);
       s[v] += d;
       t[v] += d * d;
     }
