@@ -88,6 +88,9 @@ struct BatchnormBackward {  // of the training forward
 // ctx.cuda_stream), cudnn (batchnorm_cudnn.cpp: cuDNN's spatial batchnorm, whose momentum,
 // variance and saved-statistics conventions are ours). batchnorm_cudnn_supports: non-throwing; eps
 // at least cuDNN's minimum and C, H, W within its int sizes (N is checked per call).
+// bf16 rows of every entry point here (ops/dispatch.h's contract; x, y, dy, dx stored (N, H, W, C)):
+// cpu (batchnorm_bf16_cpu.cpp, the emulation) and cuda (batchnorm_nhwc_bf16.cuh's kernels); cuDNN has
+// none, so a bf16 layer runs cuda.
 bool batchnorm_cudnn_supports(const BatchnormShape& sh);
 
 // Phased batchnorm, for statistics summed over the ranks of a data-parallel run (sync batchnorm)

@@ -4,6 +4,7 @@
 // into channels-last. Statistics, sums, gamma/beta and their gradients pass through as FP32.
 // Trap: a null operand stays null (dx, or y without an activation), and N may be 0 in the phased
 // entry points, whose operands may then be null altogether.
+#include <initializer_list>
 #include <vector>
 
 #include "core/checked.h"
@@ -25,118 +26,76 @@ ActDims act_dims(const char* what, const BatchnormShape& sh) {
   return ActDims{sh.N, sh.C, sh.H, sh.W};
 }
 
-// A bf16 operand widened into f32 NCHW (nothing for a null one).
-struct Widened {
-  std::vector<float> v;
-  bool null = true;
-  Widened(ConstView x, const ActDims& d) : null(x.null()) {
-    if (!null) v = widen_bf16(x.bf16_data(), d);
+// Runs the cpu f32 row on a copy of `a` whose bf16 operands `in` are widened into f32 NCHW and
+// whose bf16 outputs `out` are f32 NCHW buffers, then rounds those once into the outputs. A null
+// operand becomes a null f32 view.
+template <typename Args>
+void run_widened(const Args& a, const char* what, std::initializer_list<ConstView Args::*> in,
+                 std::initializer_list<View Args::*> out) {
+  const ActDims d = act_dims(what, a.sh);
+  Args f = a;
+  std::vector<std::vector<float>> buffers;  // moving a vector keeps its data where it is
+  buffers.reserve(in.size() + out.size());
+  for (ConstView Args::*m : in) {
+    if ((a.*m).null()) {
+      f.*m = ConstView(nullptr);
+      continue;
+    }
+    buffers.push_back(widen_bf16((a.*m).bf16_data(), d));
+    f.*m = ConstView(buffers.back().data());
   }
-  ConstView view() const { return null ? ConstView(nullptr) : ConstView(v.data()); }
-};
-
-// An f32 NCHW output for a bf16 operand, narrowed into it by done() (nothing for a null one).
-struct Narrowed {
-  View dst;
-  ActDims d;
-  std::vector<float> v;
-  Narrowed(View out, const ActDims& dims) : dst(out), d(dims) {
-    if (!dst.null()) v.resize(size_t(d.numel()));
+  for (View Args::*m : out) {
+    if ((a.*m).null()) {
+      f.*m = View(nullptr);
+      continue;
+    }
+    buffers.emplace_back(size_t(d.numel()));
+    f.*m = View(buffers.back().data());
   }
-  View view() { return dst.null() ? View(nullptr) : View(v.data()); }
-  void done() {
-    if (!dst.null()) narrow_to_bf16(v.data(), d, dst.bf16_data());
-  }
-};
+  run_op(Backend::cpu, f);
+  size_t at = buffers.size() - out.size();
+  for (View Args::*m : out)
+    if (!(a.*m).null()) narrow_to_bf16(buffers[at++].data(), d, (a.*m).bf16_data());
+}
 
 }  // namespace
 
-void batchnorm_forward_train_cpu_bf16(const BatchnormForwardTrain& a) {
-  const ActDims d = act_dims("batchnorm forward", a.sh);
-  Widened x(a.x, d);
-  Narrowed y(a.y, d);
-  BatchnormForwardTrain f = a;
-  f.x = x.view();
-  f.y = y.view();
-  run_op(Backend::cpu, f);
-  y.done();
-}
+using Train = BatchnormForwardTrain;
+using Infer = BatchnormForwardInfer;
+using Backward = BatchnormBackward;
+using Stats = BatchnormForwardStats;
+using Apply = BatchnormForwardApply;
+using InferAct = BatchnormForwardInferAct;
+using BackwardStats = BatchnormBackwardStats;
+using BackwardApply = BatchnormBackwardApply;
 
-void batchnorm_forward_infer_cpu_bf16(const BatchnormForwardInfer& a) {
-  const ActDims d = act_dims("batchnorm inference", a.sh);
-  Widened x(a.x, d);
-  Narrowed y(a.y, d);
-  BatchnormForwardInfer f = a;
-  f.x = x.view();
-  f.y = y.view();
-  run_op(Backend::cpu, f);
-  y.done();
+void batchnorm_forward_train_cpu_bf16(const Train& a) {
+  run_widened(a, "batchnorm forward", {&Train::x}, {&Train::y});
 }
-
-void batchnorm_backward_cpu_bf16(const BatchnormBackward& a) {
-  const ActDims d = act_dims("batchnorm backward", a.sh);
-  Widened x(a.x, d), dy(a.dy, d);
-  Narrowed dx(a.dx, d);
-  BatchnormBackward f = a;
-  f.x = x.view();
-  f.dy = dy.view();
-  f.dx = dx.view();
-  run_op(Backend::cpu, f);
-  dx.done();
+void batchnorm_forward_infer_cpu_bf16(const Infer& a) {
+  run_widened(a, "batchnorm inference", {&Infer::x}, {&Infer::y});
 }
-
-void batchnorm_forward_stats_cpu_bf16(const BatchnormForwardStats& a) {
-  const ActDims d = act_dims("batchnorm forward statistics", a.sh);
-  Widened x(a.x, d);
-  BatchnormForwardStats f = a;
-  f.x = x.view();
-  run_op(Backend::cpu, f);
+void batchnorm_backward_cpu_bf16(const Backward& a) {
+  run_widened(a, "batchnorm backward", {&Backward::x, &Backward::dy}, {&Backward::dx});
 }
-
-void batchnorm_forward_apply_cpu_bf16(const BatchnormForwardApply& a) {
-  const ActDims d = act_dims("batchnorm forward", a.sh);
-  Widened x(a.x, d);
-  Narrowed y(a.y, d);
-  BatchnormForwardApply f = a;
-  f.x = x.view();
-  f.y = y.view();
-  run_op(Backend::cpu, f);
-  y.done();
+void batchnorm_forward_stats_cpu_bf16(const Stats& a) { run_widened(a, "batchnorm forward statistics", {&Stats::x}, {}); }
+void batchnorm_forward_apply_cpu_bf16(const Apply& a) {
+  run_widened(a, "batchnorm forward", {&Apply::x}, {&Apply::y});
 }
-
-void batchnorm_forward_infer_act_cpu_bf16(const BatchnormForwardInferAct& a) {
-  const ActDims d = act_dims("batchnorm inference", a.sh);
-  Widened x(a.x, d);
-  Narrowed y(a.y, d);
-  BatchnormForwardInferAct f = a;
-  f.x = x.view();
-  f.y = y.view();
-  run_op(Backend::cpu, f);
-  y.done();
+void batchnorm_forward_infer_act_cpu_bf16(const InferAct& a) {
+  run_widened(a, "batchnorm inference", {&InferAct::x}, {&InferAct::y});
 }
-
 // y is read only through the activation's derivative, so it is widened only with one.
-void batchnorm_backward_stats_cpu_bf16(const BatchnormBackwardStats& a) {
-  const ActDims d = act_dims("batchnorm backward statistics", a.sh);
-  Widened x(a.x, d), y(a.act ? a.y : ConstView(nullptr), d), dy(a.dy, d);
-  BatchnormBackwardStats f = a;
-  f.x = x.view();
-  f.y = y.view();
-  f.dy = dy.view();
-  run_op(Backend::cpu, f);
+void batchnorm_backward_stats_cpu_bf16(const BackwardStats& a) {
+  BackwardStats b = a;
+  if (!a.act) b.y = nullptr;
+  run_widened(b, "batchnorm backward statistics", {&BackwardStats::x, &BackwardStats::y, &BackwardStats::dy}, {});
 }
-
-void batchnorm_backward_apply_cpu_bf16(const BatchnormBackwardApply& a) {
-  const ActDims d = act_dims("batchnorm backward", a.sh);
-  Widened x(a.x, d), y(a.act ? a.y : ConstView(nullptr), d), dy(a.dy, d);
-  Narrowed dx(a.dx, d);
-  BatchnormBackwardApply f = a;
-  f.x = x.view();
-  f.y = y.view();
-  f.dy = dy.view();
-  f.dx = dx.view();
-  run_op(Backend::cpu, f);
-  dx.done();
+void batchnorm_backward_apply_cpu_bf16(const BackwardApply& a) {
+  BackwardApply b = a;
+  if (!a.act) b.y = nullptr;
+  run_widened(b, "batchnorm backward", {&BackwardApply::x, &BackwardApply::y, &BackwardApply::dy},
+              {&BackwardApply::dx});
 }
 
 }  // namespace cnn

@@ -129,27 +129,25 @@ void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
   const bf16* x = a.x.bf16_data();
-  bf16* y = a.y.bf16_data();
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
   batchnorm_check_training_count(what, sh);
-  unsigned* counters = channel_counters(ctx, sh, what);
-  per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-    constexpr int V = decltype(width)::value;
-    const Scratch s = scratch(ctx, sh, t.slices, 2 * sh.C, what);
-    float* norm_mean = s.per_channel;
-    float* norm_scale = s.per_channel + sh.C;
-    const ChannelShift<bf16> shift{x, 1};
-    const ForwardFinalize<bf16> tail{t.M,           sh.eps,         sh.momentum, shift,     a.gamma,  a.running_mean,
-                                     a.running_var, a.save_mean, a.save_inv_std, norm_mean, norm_scale};
-    batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
-        t, ShiftedTerms<V, ChannelShift<bf16>>{x, shift}, s.partial, counters, tail);
-    CUDA_CHECK_LAUNCH("batchnorm forward bf16 (statistics)");
-    batchnorm_normalize_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
-        t, NoActivation{}, NormFromArrays{norm_mean, norm_scale}, x, a.beta, y, nullptr);
-    CUDA_CHECK_LAUNCH("batchnorm forward bf16 (normalize)");
-  });
+  const int M = static_cast<int>(sh.N * sh.H * sh.W);
+  const ChannelShift<bf16> shift{x, 1};
+  // The tail writes the normalisation's (mean, scale) into the scratch's (2, C) floats.
+  const Scratch s = launch_sums_nhwc_bf16(
+      ctx, stream, sh, nhwc_vectorized(sh, {x}), 2 * sh.C, what,
+      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<bf16>>{x, shift}; },
+      [&](const Scratch& sc) {
+        return ForwardFinalize<bf16>{M,           sh.eps,         sh.momentum, shift,         a.gamma,
+                                     a.running_mean, a.running_var, a.save_mean, a.save_inv_std, sc.per_channel,
+                                     sc.per_channel + sh.C};
+      });
+  CUDA_CHECK_LAUNCH("batchnorm forward bf16 (statistics)");
+  launch_normalize_nhwc_bf16(stream, sh, nullptr, NormFromArrays{s.per_channel, s.per_channel + sh.C}, x, a.beta,
+                             a.y.bf16_data(), nullptr);
+  CUDA_CHECK_LAUNCH("batchnorm forward bf16 (normalize)");
 }
 
 void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) {
@@ -160,20 +158,20 @@ void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) {
   const char* what = "batchnorm backward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
-  unsigned* counters = channel_counters(ctx, sh, what);
-  per_nhwc_tile(sh, nhwc_vectorized(sh, {x, dy, dx}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-    constexpr int V = decltype(width)::value;
-    const Scratch s = scratch(ctx, sh, t.slices, 3 * sh.C, what);
-    const int C = static_cast<int>(sh.C);
-    const BackwardFinalize tail{C, t.M, a.gamma, a.save_inv_std, a.dgamma, a.dbeta, s.per_channel};
-    batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
-        t, GradTerms<V, NoActivation>{NoActivation{}, x, nullptr, dy, a.save_mean}, s.partial, counters, tail);
-    CUDA_CHECK_LAUNCH("batchnorm backward bf16 (sums)");
-    if (!dx) return;
-    batchnorm_dx_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(t, NoActivation{}, CoefFromArray{C, s.per_channel},
-                                                                  a.save_mean, x, nullptr, dy, dx);
-    CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
-  });
+  const int C = static_cast<int>(sh.C), M = static_cast<int>(sh.N * sh.H * sh.W);
+  // The tail writes dx's coefficients (a, b, k) into the scratch's (3, C) floats.
+  const Scratch s = launch_sums_nhwc_bf16(
+      ctx, stream, sh, nhwc_vectorized(sh, {x, dy}), 3 * sh.C, what,
+      [&](auto width) {
+        return GradTerms<decltype(width)::value, NoActivation>{NoActivation{}, x, nullptr, dy, a.save_mean};
+      },
+      [&](const Scratch& sc) {
+        return BackwardFinalize{C, M, a.gamma, a.save_inv_std, a.dgamma, a.dbeta, sc.per_channel};
+      });
+  CUDA_CHECK_LAUNCH("batchnorm backward bf16 (sums)");
+  if (!dx) return;
+  launch_dx_nhwc_bf16(stream, sh, nullptr, CoefFromArray{C, s.per_channel}, a.save_mean, x, nullptr, dy, dx);
+  CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
 }
 
 }  // namespace cnn

@@ -75,6 +75,16 @@ __device__ __forceinline__ void load_lanes(const bf16* p, int64_t i, float (&v)[
   unpack_bf16x2(u.w, v[6], v[7]);
 }
 __device__ __forceinline__ void load_lanes(const bf16* p, int64_t i, float (&v)[1]) { v[0] = to_float(p[i]); }
+// The same, or zeros when p is null (y without an activation, read by no epilogue).
+template <int V>
+__device__ __forceinline__ void load_lanes_or_zero(const bf16* p, int64_t i, float (&v)[V]) {
+  if (p) {
+    load_lanes(p, i, v);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = 0.0f;
+  }
+}
 __device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(p + i) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
                                                 pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
@@ -124,12 +134,12 @@ struct ShiftedTerms {
   const bf16* __restrict__ x;  // (N, H, W, C)
   Shift shift;
   struct Lanes {
-    double k[V];
+    float k[V];  // exact: the shift is a float or bf16 value (half the registers of a double)
   };
   __device__ __forceinline__ Lanes begin(int c0) const {
     Lanes l;
 #pragma unroll
-    for (int v = 0; v < V; ++v) l.k[v] = shift(c0 + v);
+    for (int v = 0; v < V; ++v) l.k[v] = static_cast<float>(shift(c0 + v));
     return l;
   }
   __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
@@ -137,7 +147,7 @@ struct ShiftedTerms {
     load_lanes(x, at, xv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const double d = static_cast<double>(xv[v]) - l.k[v];
+      const double d = static_cast<double>(xv[v]) - static_cast<double>(l.k[v]);
       s[v] += d;
       t[v] += d * d;
     }
@@ -166,12 +176,7 @@ struct GradTerms {
     float xv[V], yv[V], dyv[V];
     load_lanes(x, at, xv);
     load_lanes(dy, at, dyv);
-    if (y) {
-      load_lanes(y, at, yv);
-    } else {
-#pragma unroll
-      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
-    }
+    load_lanes_or_zero(y, at, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const double g = epi.grad(yv[v], dyv[v]);
@@ -309,12 +314,7 @@ static __global__ void batchnorm_dx_nhwc_bf16_kernel(NhwcTiling t, Epi epi, Coef
     float xv[V], yv[V], e[V];
     load_lanes(x, i, xv);
     load_lanes(dy, i, e);
-    if (y) {
-      load_lanes(y, i, yv);
-    } else {
-#pragma unroll
-      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
-    }
+    load_lanes_or_zero(y, i, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
     store_lanes(dx, i, e);
@@ -343,6 +343,51 @@ static void per_nhwc_tile(const BatchnormShape& sh, bool vec, F&& launch) {
     go(std::integral_constant<int, 8>{});
   else
     go(std::integral_constant<int, 1>{});
+}
+
+// The sums pass on `stream` (batchnorm_sums_nhwc_bf16_kernel) with make_terms(width tag)'s terms
+// and make_tail(scratch)'s tail; the scratch holds the partials and then `floats` per-channel floats
+// (which the tail may write for a later pass): returned.
+template <typename MakeTerms, typename MakeTail>
+static Scratch launch_sums_nhwc_bf16(const ExecContext& ctx, cudaStream_t stream, const BatchnormShape& sh, bool vec,
+                                     int64_t floats, const char* what, MakeTerms&& make_terms, MakeTail&& make_tail) {
+  unsigned* counters = channel_counters(ctx, sh, what);
+  Scratch s{};
+  per_nhwc_tile(sh, vec, [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+    s = scratch(ctx, sh, t.slices, floats, what);
+    batchnorm_sums_nhwc_bf16_kernel<decltype(width)::value>
+        <<<grid, block, 0, stream>>>(t, make_terms(width), s.partial, counters, make_tail(s));
+  });
+  return s;
+}
+
+// The normalise pass on `stream` (batchnorm_normalize_nhwc_bf16_kernel) with act's epilogue (null:
+// none); counters (or null) as the kernel takes them.
+template <typename Pro>
+static void launch_normalize_nhwc_bf16(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
+                                       const Pro& pro, const bf16* x, const float* beta, bf16* y, unsigned* counters) {
+  with_epilogue(act, [&](auto epi) {
+    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+      batchnorm_normalize_nhwc_bf16_kernel<decltype(width)::value>
+          <<<grid, block, 0, stream>>>(t, epi, pro, x, beta, y, counters);
+    });
+  });
+}
+
+// The dx pass on `stream` (batchnorm_dx_nhwc_bf16_kernel) with act's derivative (null: none; y is
+// then not read).
+template <typename Coef>
+static void launch_dx_nhwc_bf16(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
+                                const Coef& coef, const float* save_mean, const bf16* x, const bf16* y, const bf16* dy,
+                                bf16* dx) {
+  const bf16* y_read = act ? y : nullptr;
+  with_epilogue(act, [&](auto epi) {
+    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy, dx}),
+                  [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+                    batchnorm_dx_nhwc_bf16_kernel<decltype(width)::value>
+                        <<<grid, block, 0, stream>>>(t, epi, coef, save_mean, x, y_read, dy, dx);
+                  });
+  });
 }
 
 }  // namespace cnn

@@ -159,97 +159,61 @@ void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a) {
 
 // BF16 channels-last (batchnorm_nhwc_bf16.cuh): the same phases, sums and coefficients.
 void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a) {
-  const ExecContext& ctx = *a.ctx;
-  const BatchnormShape& sh = a.sh;
-  const bf16* x = a.x.bf16_data();
   const char* what = "batchnorm forward statistics";
-  cudaStream_t stream = phase_stream(ctx, sh, what);
-  unsigned* counters = channel_counters(ctx, sh, what);
-  const CollectTail tail{static_cast<int>(sh.C), static_cast<double>(sh.N * sh.H * sh.W), a.stats, nullptr, nullptr,
-                         nullptr};
-  per_nhwc_tile(sh, nhwc_vectorized(sh, {x}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-    constexpr int V = decltype(width)::value;
-    double* partial = scratch(ctx, sh, t.slices, 0, what).partial;
-    const ShiftedTerms<V, ChannelShift<float>> terms{x, ChannelShift<float>{a.running_mean, 1}};
-    batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(t, terms, partial, counters, tail);
-  });
+  cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
+  const bf16* x = a.x.bf16_data();
+  const ChannelShift<float> shift{a.running_mean, 1};
+  const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.stats, nullptr,
+                         nullptr, nullptr};
+  launch_sums_nhwc_bf16(
+      *a.ctx, stream, a.sh, nhwc_vectorized(a.sh, {x}), 0, what,
+      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<float>>{x, shift}; },
+      [&](const Scratch&) { return tail; });
   CUDA_CHECK_LAUNCH("batchnorm forward statistics bf16 (sums)");
 }
 
 void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a) {
-  const ExecContext& ctx = *a.ctx;
-  const BatchnormShape& sh = a.sh;
-  const bf16* x = a.x.bf16_data();
-  bf16* y = a.y.bf16_data();
   const char* what = "batchnorm forward";
-  cudaStream_t stream = phase_stream(ctx, sh, what);
-  const NormFromSums pro{static_cast<int>(sh.C), sh.eps,        sh.momentum, a.stats,       a.gamma,
-                         a.running_mean,         a.running_var, a.save_mean, a.save_inv_std};
-  unsigned* counters = channel_counters(ctx, sh, what);
+  cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
+  const NormFromSums pro{static_cast<int>(a.sh.C), a.sh.eps,      a.sh.momentum, a.stats,       a.gamma,
+                         a.running_mean,           a.running_var, a.save_mean,   a.save_inv_std};
   // With N = 0 the kernel still runs (one slice a tile) to update the running statistics.
-  with_epilogue(a.act, [&](auto epi) {
-    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-      batchnorm_normalize_nhwc_bf16_kernel<decltype(width)::value>
-          <<<grid, block, 0, stream>>>(t, epi, pro, x, a.beta, y, counters);
-    });
-  });
+  launch_normalize_nhwc_bf16(stream, a.sh, a.act, pro, a.x.bf16_data(), a.beta, a.y.bf16_data(),
+                             channel_counters(*a.ctx, a.sh, what));
   CUDA_CHECK_LAUNCH("batchnorm forward bf16 (apply)");
 }
 
 void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a) {
-  const BatchnormShape& sh = a.sh;
-  const bf16* x = a.x.bf16_data();
-  bf16* y = a.y.bf16_data();
-  cudaStream_t stream = phase_stream(*a.ctx, sh, "batchnorm inference");
-  if (sh.N == 0) return;
-  const NormFromRunning pro{sh.eps, a.gamma, a.running_mean, a.running_var};
-  with_epilogue(a.act, [&](auto epi) {
-    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-      batchnorm_normalize_nhwc_bf16_kernel<decltype(width)::value>
-          <<<grid, block, 0, stream>>>(t, epi, pro, x, a.beta, y, nullptr);
-    });
-  });
+  cudaStream_t stream = phase_stream(*a.ctx, a.sh, "batchnorm inference");
+  if (a.sh.N == 0) return;
+  const NormFromRunning pro{a.sh.eps, a.gamma, a.running_mean, a.running_var};
+  launch_normalize_nhwc_bf16(stream, a.sh, a.act, pro, a.x.bf16_data(), a.beta, a.y.bf16_data(), nullptr);
   CUDA_CHECK_LAUNCH("batchnorm inference bf16 (normalize)");
 }
 
 void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a) {
-  const ExecContext& ctx = *a.ctx;
-  const BatchnormShape& sh = a.sh;
+  const char* what = "batchnorm backward statistics";
+  cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
   const bf16* y_read = a.act ? a.y.bf16_data() : nullptr;
-  const char* what = "batchnorm backward statistics";
-  cudaStream_t stream = phase_stream(ctx, sh, what);
-  unsigned* counters = channel_counters(ctx, sh, what);
-  const CollectTail tail{static_cast<int>(sh.C), static_cast<double>(sh.N * sh.H * sh.W), a.sums, a.save_inv_std,
-                         a.dgamma, a.dbeta};
+  const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.sums,
+                         a.save_inv_std,           a.dgamma,                                     a.dbeta};
   with_epilogue(a.act, [&](auto epi) {
-    using Epi = decltype(epi);
-    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-      constexpr int V = decltype(width)::value;
-      double* partial = scratch(ctx, sh, t.slices, 0, what).partial;
-      batchnorm_sums_nhwc_bf16_kernel<V><<<grid, block, 0, stream>>>(
-          t, GradTerms<V, Epi>{epi, x, y_read, dy, a.save_mean}, partial, counters, tail);
-    });
+    launch_sums_nhwc_bf16(
+        *a.ctx, stream, a.sh, nhwc_vectorized(a.sh, {x, y_read, dy}), 0, what,
+        [&](auto width) { return GradTerms<decltype(width)::value, decltype(epi)>{epi, x, y_read, dy, a.save_mean}; },
+        [&](const Scratch&) { return tail; });
   });
   CUDA_CHECK_LAUNCH("batchnorm backward statistics bf16 (sums)");
 }
 
 void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a) {
-  const ExecContext& ctx = *a.ctx;
-  const BatchnormShape& sh = a.sh;
-  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
-  const bf16* y_read = a.act ? a.y.bf16_data() : nullptr;
+  cudaStream_t stream = phase_stream(*a.ctx, a.sh, "batchnorm backward");
   bf16* dx = a.dx.bf16_data();
-  cudaStream_t stream = phase_stream(ctx, sh, "batchnorm backward");
-  if (sh.N == 0 || !dx) return;
-  const CoefFromSums coef{static_cast<int>(sh.C), a.sums, a.gamma, a.save_inv_std};
-  with_epilogue(a.act, [&](auto epi) {
-    per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy, dx}),
-                  [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-                    batchnorm_dx_nhwc_bf16_kernel<decltype(width)::value>
-                        <<<grid, block, 0, stream>>>(t, epi, coef, a.save_mean, x, y_read, dy, dx);
-                  });
-  });
+  if (a.sh.N == 0 || !dx) return;
+  const CoefFromSums coef{static_cast<int>(a.sh.C), a.sums, a.gamma, a.save_inv_std};
+  launch_dx_nhwc_bf16(stream, a.sh, a.act, coef, a.save_mean, a.x.bf16_data(), a.act ? a.y.bf16_data() : nullptr,
+                      a.dy.bf16_data(), dx);
   CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
 }
 

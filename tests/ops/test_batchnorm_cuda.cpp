@@ -107,6 +107,16 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+void check_bitwise_equal(const Outputs& a, const Outputs& b) {
+  CHECK(bitwise_equal(a.y, b.y));
+  CHECK(bitwise_equal(a.running_var, b.running_var));
+  CHECK(bitwise_equal(a.save_inv_std, b.save_inv_std));
+  CHECK(bitwise_equal(a.dx, b.dx));
+  CHECK(bitwise_equal(a.dgamma, b.dgamma));
+  CHECK(bitwise_equal(a.dbeta, b.dbeta));
+  CHECK(bitwise_equal(a.y_infer, b.y_infer));
+}
+
 }  // namespace
 
 TEST_CASE("batchnorm cuda repeats bit for bit", "[gpu]") {
@@ -114,13 +124,7 @@ TEST_CASE("batchnorm cuda repeats bit for bit", "[gpu]") {
   CudaContext cuda;
   const BatchnormShape sh = make_batchnorm_shape(32, 16, 24, 24);
   const Inputs in = make_inputs({32, 16, 24, 24, 3.0f});
-  const Outputs a = run_gpu(cuda, sh, in, 0), b = run_gpu(cuda, sh, in, 0);
-  CHECK(bitwise_equal(a.y, b.y));
-  CHECK(bitwise_equal(a.running_var, b.running_var));
-  CHECK(bitwise_equal(a.save_inv_std, b.save_inv_std));
-  CHECK(bitwise_equal(a.dx, b.dx));
-  CHECK(bitwise_equal(a.dgamma, b.dgamma));
-  CHECK(bitwise_equal(a.dbeta, b.dbeta));
+  check_bitwise_equal(run_gpu(cuda, sh, in, 0), run_gpu(cuda, sh, in, 0));
 }
 
 // Several slices of rows per channel group, on the 16-byte path (C = 64) and the scalar one (C = 12).
@@ -130,14 +134,7 @@ TEST_CASE("batchnorm cuda bf16 channels-last repeats bit for bit", "[gpu]") {
   for (const Case& c : {Case{32, 64, 12, 12, 3.0f}, Case{32, 12, 24, 24, 0}}) {
     const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
     const Inputs in = make_inputs(c);
-    const Outputs a = run_gpu_bf16(cuda, sh, in), b = run_gpu_bf16(cuda, sh, in);
-    CHECK(bitwise_equal(a.y, b.y));
-    CHECK(bitwise_equal(a.running_var, b.running_var));
-    CHECK(bitwise_equal(a.save_inv_std, b.save_inv_std));
-    CHECK(bitwise_equal(a.dx, b.dx));
-    CHECK(bitwise_equal(a.dgamma, b.dgamma));
-    CHECK(bitwise_equal(a.dbeta, b.dbeta));
-    CHECK(bitwise_equal(a.y_infer, b.y_infer));
+    check_bitwise_equal(run_gpu_bf16(cuda, sh, in), run_gpu_bf16(cuda, sh, in));
   }
 }
 
