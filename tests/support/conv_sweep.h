@@ -35,12 +35,13 @@ inline std::vector<Conv2dShape> conv_sweep_shapes(int64_t C, int64_t K, bool eac
   return shapes;
 }
 
-// The named algorithms of backend b, every direction (forward, backward data, backward filter).
-inline std::vector<ConvAlgo> named_conv_algos(Backend b) {
+// The named algorithms of backend b and dtype t, every direction (forward, backward data, backward
+// filter).
+inline std::vector<ConvAlgo> named_conv_algos(Backend b, DType t = DType::f32) {
   std::vector<ConvAlgo> algos;
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter})
     for (const ConvAlgo& a : conv2d_algos(dir))
-      if (a.backend == b) algos.push_back(a);
+      if (a.backend == b && a.dtype == t) algos.push_back(a);
   return algos;
 }
 
