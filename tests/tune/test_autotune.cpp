@@ -40,6 +40,16 @@ struct FakeClock {
   }
 };
 
+// A decision cached under `cached` (winner a) is not reused under `asked`: both are timed, b wins.
+void check_not_reused(const std::string& cached, const std::string& asked) {
+  AutotuneCache cache("");
+  cache.put(cached, TuneRecord{"a", 2.0, "b", 3.0});
+  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
+  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, asked);
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.record.winner == "b");
+}
+
 // Routes spdlog to a string while alive.
 struct LogCapture {
   std::ostringstream text;
@@ -468,12 +478,7 @@ TEST_CASE("the conv cache key differs by precision, and a tf32 key carries the T
   CHECK(key(MathMode::tf32) != key(MathMode::tf32, 1e-2));
   CHECK(key(MathMode::fp32) == key(MathMode::fp32, 1e-2));  // an fp32 decision has no TF32 candidates
   // An fp32 decision is not reused by a tf32 run (which may pick a TF32 algorithm), nor the reverse.
-  AutotuneCache cache("");
-  cache.put(key(MathMode::fp32), TuneRecord{"a", 2.0, "b", 3.0});
-  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
-  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, key(MathMode::tf32));
-  CHECK_FALSE(r.from_cache);
-  CHECK(r.record.winner == "b");
+  check_not_reused(key(MathMode::fp32), key(MathMode::tf32));
 }
 
 TEST_CASE("accuracy tolerances per precision: FP32 candidates keep 1e-4, TF32 ones get 5e-3", "[cpu]") {
@@ -566,12 +571,7 @@ TEST_CASE("the conv cache key carries the activations' dtype, and a bf16 key the
   CHECK(autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32) ==
         key(DType::f32));
   // A bf16 layer's decision (among bf16 rows) is not reused for an f32 layer of the same shape.
-  AutotuneCache cache("");
-  cache.put(key(DType::bf16), TuneRecord{"a", 0.5, "b", 2.0});
-  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
-  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, key(DType::f32));
-  CHECK_FALSE(r.from_cache);
-  CHECK(r.record.winner == "b");
+  check_not_reused(key(DType::bf16), key(DType::f32));
 }
 
 TEST_CASE("accuracy tolerances per precision: bf16 candidates get 1e-2 in every math mode", "[cpu]") {
