@@ -46,6 +46,7 @@ void bench_point(const ExecContext& ctx, const ConvPoint& p, const ConvBenchOpti
     for (const ConvAlgo& a : conv2d_algos(d)) {
       if (!glob_match(opt.impl_glob, a.name) || a.dtype != DType::f32) continue;  // f32 probe operands
       if ((a.backend == Backend::cpu) != (dev == Device::cpu)) continue;
+      if (a.dtype != DType::f32) continue;  // the probe's operands are f32 (bf16 rows: the autotuner times them)
       ConvBenchRow r;
       r.group = p.group, r.point = p.name, r.impl = a.name, r.direction = to_string(d), r.shape = sh;
       r.math = a.math_used(opt.math);

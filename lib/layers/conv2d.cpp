@@ -15,17 +15,18 @@
 namespace cnn {
 namespace {
 
-// Checks one requested name of `dir` at its config value: known in this build, on the layer's backend.
+// Checks one requested name of `dir` at its config value: known in this build (in some dtype: the
+// autotuner checks it against the layer's dtype), on the layer's backend.
 // (The schema declares algo as a string: the names a build has differ, the reference must not.)
 void check_algo_name(const Value& at, ConvDir dir, const std::string& name, const std::string& backend) {
   if (name == "auto") return;
-  std::vector<std::string> names;
-  for (const ConvAlgo& a : conv2d_algos(dir))  // each name once, though listed per dtype
-    if (std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
+  const std::vector<std::string> names = conv2d_algo_names(dir);
   if (std::find(names.begin(), names.end(), name) == names.end())
     at.fail(fmt::format("unknown {} convolution algorithm '{}'{} (expected auto or one of: {})", to_string(dir), name,
                         did_you_mean(name, names), fmt::join(names, ", ")));
-  const char* own = to_string(conv2d_algo(dir, name).backend);
+  const char* own = "";
+  for (const ConvAlgo& a : conv2d_algos(dir))
+    if (a.name == name) own = to_string(a.backend);
   if (backend != "auto" && backend != own)
     at.fail(fmt::format("algorithm '{}' runs on backend {}, but the layer asks for backend: {}", name, own, backend));
 }

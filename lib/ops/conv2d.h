@@ -5,6 +5,7 @@
 // algorithm. Below them:
 //   *_reference  naive loops, templated for float and double: the oracle (conv2d_cpu.cpp)
 //   *_cpu        im2col + OpenBLAS SGEMM, OpenMP-threaded (conv2d_cpu.cpp): the cpu rows
+//   *_bf16_cpu   the same on widened bf16 activations, outputs rounded once: the cpu bf16 rows
 //   *_cuda*      our CUDA kernels (conv2d_cuda.cu), *_cudnn cuDNN (conv2d_cudnn.cpp): the rows of
 //                conv2d_algo_cuda.cpp and conv2d_cudnn.cpp
 // Backward writes (never accumulates) dx, dw, db; any of them may be null when not needed.
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/bf16.h"
 #include "core/exec_context.h"
 #include "core/math_mode.h"
 #include "ops/dispatch.h"
@@ -56,6 +58,15 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
                         const float* b, float* y);
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
+// BF16 emulation, the cpu rows of dtype bf16 (conv2d_cpu.cpp) and the oracle of the cuda bf16 rows:
+// x, y, dy, dx bf16 channels-last ((N, H, W, C), (N, P, Q, K)); w, b, dw, db FP32. The rounding
+// points of the GPU rows: the FP32 master weights rounded to bf16 values (the GPU rows pack them
+// into bf16 copies), x and dy widened exactly, the f32 cpu convolution above, then y and dx
+// rounded once; dw and db stay FP32 (never rounded).
+void conv2d_forward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
+                             const float* b, bf16* y);
+void conv2d_backward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
+                              const bf16* dy, bf16* dx, float* dw, float* db);
 
 // Entry points (run_op; rows: conv2d_algo.h). A named algorithm is run with
 // run_op(algo.backend, args, algo.name).

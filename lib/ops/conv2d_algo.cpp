@@ -20,14 +20,23 @@ ConvOperandsF32 f32_operands(const ConvOperands& op) {
   return {op.x.f32(), op.w.f32(), op.b.f32(), op.y.f32(), op.dy.f32(), op.dx.f32(), op.dw.f32(), op.db.f32()};
 }
 
-void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
-                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
-                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes, ConvForwardF32 forward,
-                   ConvBackwardF32 backward) {
+ConvOperandsBf16 bf16_operands(const ConvOperands& op) {
+  return {op.x.bf16_data(), op.w.f32(), op.b.f32(), op.y.bf16_data(), op.dy.bf16_data(), op.dx.bf16_data(),
+          op.dw.f32(), op.db.f32()};
+}
+
+// The rows of the three directions of one dtype; `typed` gives the operands as that dtype's
+// pointers (f32_operands, bf16_operands), which forward and backward take.
+template <typename Typed, typename Forward, typename Backward>
+static void add_typed_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, DType dtype,
+                           bool deterministic, std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                           std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                           Forward forward, Backward backward, Typed (*typed)(const ConvOperands&)) {
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
     auto workspace = [bytes, dir](const ExecContext& ctx, const Conv2dShape& sh, MathMode) { return bytes(ctx, sh, dir); };
-    auto run = [forward, backward, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-      const ConvOperandsF32 f = f32_operands(op);
+    auto run = [forward, backward, typed, dir, name](const ExecContext& ctx, const Conv2dShape& sh,
+                                                     const ConvOperands& op) {
+      const Typed f = typed(op);
       if (dir == ConvDir::forward) return forward(ctx, sh, f.x, f.w, f.b, f.y);
       if (dir == ConvDir::backward_data) {
         CNN_CHECK(f.dx, "{} backward_data: dx is null", name);
@@ -37,8 +46,24 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
       backward(ctx, sh, f.x, nullptr, f.dy, nullptr, f.dw, f.db);
     };
     auto can = [can_implement](const ExecContext& ctx, const Conv2dShape& sh, MathMode) { return can_implement(ctx, sh); };
-    out.push_back(ConvAlgo{name, backend, DType::f32, dir, deterministic, can, workspace, run});
+    out.push_back(ConvAlgo{name, backend, dtype, dir, deterministic, can, workspace, run});
   }
+}
+
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes, ConvForwardF32 forward,
+                   ConvBackwardF32 backward) {
+  add_typed_rows(out, name, backend, DType::f32, deterministic, std::move(can_implement), std::move(bytes), forward,
+                 backward, f32_operands);
+}
+
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                   ConvForwardBf16 forward, ConvBackwardBf16 backward) {
+  add_typed_rows(out, name, backend, DType::bf16, deterministic, std::move(can_implement), std::move(bytes), forward,
+                 backward, bf16_operands);
 }
 
 // conv2d_cpu.cpp's GEMMs take int sizes: every matrix dimension of one group must fit.
@@ -63,11 +88,16 @@ static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh,
 }
 
 // The one CPU algorithm, which is also the backend's default; slices are summed in a fixed order.
+// In bf16 the same algorithm on widened copies (host vectors, not workspace: the emulation is the
+// oracle, not a fast path), outputs rounded once.
 std::vector<ConvAlgo> conv2d_cpu_algos() {
   std::vector<ConvAlgo> algos;
-  for (const char* name : {"cpu:im2col_gemm", "cpu"})
+  for (const char* name : {"cpu:im2col_gemm", "cpu"}) {
     add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes, conv2d_forward_cpu,
                   conv2d_backward_cpu);
+    add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes, conv2d_forward_bf16_cpu,
+                  conv2d_backward_bf16_cpu);
+  }
   return algos;
 }
 
@@ -91,14 +121,26 @@ ConvAlgoList conv2d_algos(ConvDir dir) {
   return {rows.data(), rows.data() + (named_end - rows.begin())};
 }
 
-const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name) {
-  const ConvAlgoList list = conv2d_algos(dir);
-  for (const ConvAlgo& a : list)
-    if (a.name == name) return a;
+std::vector<std::string> conv2d_algo_names(ConvDir dir) {
   std::vector<std::string> names;
-  for (const ConvAlgo& a : list) names.push_back(a.name);
-  CNN_THROW("unknown {} convolution algorithm '{}'{} (this build has: {})", to_string(dir), name,
-            did_you_mean(name, names), names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+  for (const ConvAlgo& a : conv2d_algos(dir))
+    if (std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
+  return names;
+}
+
+const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name, DType dtype) {
+  std::vector<std::string> names, other_dtypes;
+  for (const ConvAlgo& a : conv2d_algos(dir)) {
+    if (a.dtype == dtype && a.name == name) return a;
+    if (a.dtype == dtype) names.push_back(a.name);
+    else if (a.name == name) other_dtypes.push_back(to_string(a.dtype));
+  }
+  const std::string have = names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+  if (!other_dtypes.empty())
+    CNN_THROW("{} convolution algorithm '{}' has no {} implementation (it computes {}; {} ones in this build: {})",
+              to_string(dir), name, to_string(dtype), fmt::join(other_dtypes, ", "), to_string(dtype), have);
+  CNN_THROW("unknown {} convolution algorithm '{}'{} (this build has{}: {})", to_string(dir), name,
+            did_you_mean(name, names), dtype == DType::f32 ? "" : fmt::format(" for {}", to_string(dtype)), have);
 }
 
 void invoke(const ConvAlgo& a, const Conv2dForward& args) {

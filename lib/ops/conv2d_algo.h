@@ -11,6 +11,13 @@
 // which is what run_op(backend, args) runs when no algorithm is named: "cpu" (im2col GEMM), "cuda"
 // (direct kernels where every filter reads one input channel and has at most 25 taps, implicit
 // GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
+// Dtypes: a row computes one activation dtype (ConvAlgo::dtype). The bf16 rows (ops/dispatch.h's
+// contract: x, y, dy, dx bf16 channels-last; w, b, dw, db FP32) are "cpu" and "cpu:im2col_gemm"
+// (the emulation, conv2d_forward_bf16_cpu), "cuda:igemm_nhwc" (conv2d_igemm_nhwc_bf16.h, groups
+// 1), "cuda:direct_nhwc" (conv2d_direct_nhwc_bf16.h, C/groups == 1) and "cuda" (direct_nhwc where
+// it can implement the shape, igemm_nhwc elsewhere): conv2d_algo_bf16_cuda.cpp. A name may exist in
+// several dtypes ("cpu:im2col_gemm"), so a lookup names the dtype too (conv2d_algo).
+// Grouped convolutions with 1 < C/groups and groups > 1 have no cuda bf16 row.
 //
 // Operands (device memory for cuda/cudnn, host memory for cpu; layouts as in conv2d.h):
 //   forward          reads x, w, b (b may be null)   writes y
@@ -28,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
+#include "core/dtype.h"
 #include "core/view.h"
 #include "ops/backend.h"
 #include "ops/conv2d.h"
@@ -64,6 +73,18 @@ struct ConvOperandsF32 {
   float* db = nullptr;
 };
 ConvOperandsF32 f32_operands(const ConvOperands& op);
+// The same for the bf16 rows: the activations as bf16, the parameters and their gradients f32.
+struct ConvOperandsBf16 {
+  const bf16* x = nullptr;  // (N, H, W, C)
+  const float* w = nullptr;
+  const float* b = nullptr;
+  bf16* y = nullptr;         // (N, P, Q, K)
+  const bf16* dy = nullptr;  // (N, P, Q, K)
+  bf16* dx = nullptr;        // (N, H, W, C)
+  float* dw = nullptr;
+  float* db = nullptr;
+};
+ConvOperandsBf16 bf16_operands(const ConvOperands& op);
 
 struct ConvAlgo {
   std::string name;  // "<backend>:<strategy>", or the backend's name for its default row
@@ -102,12 +123,22 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                    std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
                    std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
                    ConvForwardF32 forward, ConvBackwardF32 backward);
+// The same for bf16 rows (dtype bf16): activations bf16, w and b read as FP32 masters, dw and db FP32.
+using ConvForwardBf16 = void (*)(const ExecContext&, const Conv2dShape&, const bf16* x, const float* w,
+                                 const float* b, bf16* y);
+using ConvBackwardBf16 = void (*)(const ExecContext&, const Conv2dShape&, const bf16* x, const float* w,
+                                  const bf16* dy, bf16* dx, float* dw, float* db);
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                   ConvForwardBf16 forward, ConvBackwardBf16 backward);
 
 // Providers, one per backend family, each returning every row of every direction it has: named
 // algorithms and the backend's default rows. registry.cpp assembles the tables from them (the CUDA
 // ones only in a CUDA build).
 std::vector<ConvAlgo> conv2d_cpu_algos();    // conv2d_algo.cpp
-std::vector<ConvAlgo> conv2d_cuda_algos();   // our CUDA strategies (conv2d_algo_cuda.cpp)
+std::vector<ConvAlgo> conv2d_cuda_algos();   // our CUDA strategies (conv2d_algo_cuda.cpp), bf16 ones included
+std::vector<ConvAlgo> conv2d_cuda_bf16_algos();  // our bf16 NHWC kernels' rows (conv2d_algo_bf16_cuda.cpp)
 std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm, f32 and bf16 (conv2d_cudnn.cpp)
 // Our accuracy rule on top of cuDNN's support answer, a pure function of the shape and the rows'
 // dtype (so it can be checked without a GPU): false for cudnn:winograd_nonfused (measured too
@@ -119,7 +150,8 @@ bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv
 // The rows of one direction: the table of its entry point (registry.cpp), named algorithms first.
 const ImplTable<ConvAlgo>& conv2d_table(ConvDir dir);
 
-// The named algorithms of one direction, in a fixed order (cpu, cuda, cudnn), every dtype.
+// The named algorithms of one direction, in a fixed order (cpu, cuda, cudnn), every dtype (callers
+// that run them keep the rows of their operands' dtype: ConvAlgo::dtype).
 struct ConvAlgoList {
   const ConvAlgo* first = nullptr;
   const ConvAlgo* last = nullptr;
@@ -129,8 +161,12 @@ struct ConvAlgoList {
   bool empty() const { return first == last; }
 };
 ConvAlgoList conv2d_algos(ConvDir dir);
-// The named algorithm of that name and direction; throws cnn::Error listing the valid names otherwise.
-const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name);
+// The named algorithm of that name, direction and dtype; throws cnn::Error listing the valid names
+// of that dtype otherwise (and saying which dtypes have the name when it exists in another one).
+const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name, DType dtype = DType::f32);
+// The names of the named algorithms of `dir` of every dtype, each once, in table order (a layer's
+// `algo:` key is checked against them before its dtype is known).
+std::vector<std::string> conv2d_algo_names(ConvDir dir);
 
 // How the dispatcher (ops/dispatch.h: run_op, op_supports) calls a row of conv2d. A shape question
 // without a context asks can_implement with an empty CPU context (cuDNN's named rows then say no;

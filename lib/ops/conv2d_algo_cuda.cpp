@@ -1,6 +1,7 @@
 // Our CUDA convolution rows (conv2d_algo.h): implicit_gemm and direct from conv2d_cuda.cu,
 // winograd, im2col_gemm and fft from conv2d_strategies.h, and the "cuda" default rows (direct where
-// conv2d_cuda_direct_is_default, implicit GEMM elsewhere). CUDA builds only (registry.cpp).
+// conv2d_cuda_direct_is_default, implicit GEMM elsewhere), then the bf16 rows of
+// conv2d_algo_bf16_cuda.cpp. CUDA builds only (registry.cpp).
 // Trap: conv2d_backward_cuda_<s> computes whichever of dx, dw, db is non-null, so one backward
 // function serves two directions (add_conv_rows passes null dw/db for backward_data).
 #include "core/error.h"
@@ -76,6 +77,7 @@ std::vector<ConvAlgo> conv2d_cuda_algos() {
   add_strategy(algos, "cuda:fft", conv2d_cuda_fft_can_implement, conv2d_cuda_fft_workspace_bytes, conv2d_cuda_fft_run);
   add_gemm_family(algos, "cuda", default_can, default_bytes, default_forward_bytes, conv2d_forward_cuda,
                   conv2d_backward_cuda);
+  for (ConvAlgo& a : conv2d_cuda_bf16_algos()) algos.push_back(std::move(a));
   return algos;
 }
 

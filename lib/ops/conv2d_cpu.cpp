@@ -3,6 +3,7 @@
 // Trap: dw is summed over images in per-thread slices that are then added in slice order, so the
 // result depends on ctx.threads() (deterministic for a given count, not across counts). db is
 // written whenever it is non-null, even without a bias (it is the gradient a bias would get).
+// The bf16 emulation at the end runs this fast path on widened copies (allocated per call).
 #include "ops/conv2d.h"
 
 #include <omp.h>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/parallel_errors.h"
 #include "ops/blas_cpu.h"
+#include "ops/convert.h"
 #include "ops/im2col.h"
 
 namespace cnn {
@@ -299,6 +301,36 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
     }
   }
   errors.rethrow();
+}
+
+// ---- BF16 emulation (the cpu bf16 rows) ----
+
+// The FP32 master weights rounded to the bf16 values the GPU rows' packed copies hold.
+static std::vector<float> weights_as_bf16(const Conv2dShape& sh, const float* w) {
+  std::vector<float> out(size_t(sh.weight_numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = round_to_bf16(w[i]);
+  return out;
+}
+
+void conv2d_forward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
+                             const float* b, bf16* y) {
+  const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
+  const std::vector<float> xf = widen_bf16(x, in), wf = weights_as_bf16(sh, w);
+  std::vector<float> yf(size_t(out.numel()));
+  conv2d_forward_cpu(ctx, sh, xf.data(), wf.data(), b, yf.data());
+  narrow_to_bf16(yf.data(), out, y);
+}
+
+void conv2d_backward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
+                              const bf16* dy, bf16* dx, float* dw, float* db) {
+  const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
+  const std::vector<float> dyf = widen_bf16(dy, out);
+  const std::vector<float> xf = x && (dw || db) ? widen_bf16(x, in) : std::vector<float>();
+  const std::vector<float> wf = w && dx ? weights_as_bf16(sh, w) : std::vector<float>();
+  std::vector<float> dxf(dx ? size_t(in.numel()) : 0);
+  conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), wf.empty() ? nullptr : wf.data(), dyf.data(),
+                      dx ? dxf.data() : nullptr, dw, db);
+  if (dx) narrow_to_bf16(dxf.data(), in, dx);
 }
 
 }  // namespace cnn

@@ -440,9 +440,7 @@ inline NhwcCall prepare_call(const ExecContext& ctx, const Conv2dShape& sh, Conv
   c.stream = cuda::stream_of(ctx, what);
   if (!conv2d_igemm_nhwc_bf16_can_implement(sh))
     CNN_THROW("{}: cannot implement {} (needs groups == 1 and every tensor under 2^31 elements)", what, sh.to_string());
-  c.plan = plan ? *plan
-                : conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), ctx.workspace_limit_bytes,
-                                                     igemm_nhwc_bf16_wgmma_usable());
+  c.plan = plan ? *plan : conv2d_igemm_nhwc_bf16_device_plan(sh, dir, ctx.workspace_limit_bytes);
   conv2d_igemm_nhwc_bf16_tile_info(c.plan.tile);  // throws for a bad index
   CNN_CHECK(c.plan.splits >= 1, "{}: plan splits must be >= 1, got {}", what, c.plan.splits);
   c.splits = conv2d_igemm_nhwc_bf16_effective_splits(sh, dir, c.plan);

@@ -88,6 +88,10 @@ size_t conv2d_igemm_nhwc_bf16_workspace_bytes(const Conv2dShape& sh, ConvDir dir
 
 // Whether the current device runs the wgmma tiles (compute capability 9.0 and a build with sm_90).
 bool conv2d_igemm_nhwc_bf16_wgmma_usable();
+// The plan the entry points take when given none, with workspace_limit in place of
+// ctx.workspace_limit_bytes: choose_plan with the current device's multiprocessor count and wgmma
+// where usable. Queries the device (CUDA builds; the stand-in throws).
+IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_device_plan(const Conv2dShape& sh, ConvDir dir, size_t workspace_limit);
 
 // CUDA entry points: device memory, queued on ctx.cuda_stream; `plan` null = choose_plan with the
 // device's multiprocessor count, ctx.workspace_limit_bytes and wgmma where usable. Throw where !can_implement. A plan

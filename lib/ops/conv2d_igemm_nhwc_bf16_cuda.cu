@@ -107,6 +107,10 @@ static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
 
 bool conv2d_igemm_nhwc_bf16_wgmma_usable() { return igemm_nhwc_bf16_wgmma_usable(); }
 
+IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_device_plan(const Conv2dShape& sh, ConvDir dir, size_t workspace_limit) {
+  return conv2d_igemm_nhwc_bf16_choose_plan(sh, dir, multiprocessors(), workspace_limit, igemm_nhwc_bf16_wgmma_usable());
+}
+
 void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
                                          const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {
   run_gather<false>(ctx, sh, ConvDir::forward, reinterpret_cast<const uint16_t*>(x),

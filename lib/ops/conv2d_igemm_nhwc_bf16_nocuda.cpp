@@ -1,4 +1,4 @@
-// Stand-ins for the CUDA entry points of conv2d_igemm_nhwc_bf16 (forward, backward data) where
+// Stand-ins for the CUDA entry points of conv2d_igemm_nhwc_bf16 (forward, backward data, the device's plan) where
 // conv2d_igemm_nhwc_bf16_cuda.cu is not built (a CPU-only build): each throws, never silently.
 #include "core/error.h"
 #include "ops/conv2d_igemm_nhwc_bf16.h"
@@ -6,6 +6,10 @@
 namespace cnn {
 
 bool conv2d_igemm_nhwc_bf16_wgmma_usable() { return false; }
+
+IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_device_plan(const Conv2dShape& sh, ConvDir dir, size_t workspace_limit) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_igemm_nhwc_bf16_device_plan");
+}
 
 void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
                                          const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {

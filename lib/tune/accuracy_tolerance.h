@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/dtype.h"
 #include "core/math_mode.h"
 
 namespace cnn {
@@ -32,10 +33,33 @@ inline constexpr double kConvAccuracyTolerance = 1e-4;
 // a GPU (the rel_err column of `cnn-bench conv --precision tf32`).
 inline constexpr double kTf32AccuracyTolerance = 5e-3;
 
+// BF16 convolutions (the bf16 rows of a layer under train.precision bf16), against the plain FP32
+// reference run on the same bf16 activations (conv_accuracy.h: the probe's x and dy are rounded to
+// bf16 values, which both read; w and b are the FP32 masters). BF16 keeps 8 significant bits:
+// rounding to nearest even costs up to u = 2^-8 (3.9e-3) of a value, about u / sqrt(3) (2.3e-3)
+// RMS near the bottom of a binade. A bf16 candidate rounds twice: the master weights into its
+// packed copy (forward, backward data) and its output y or dx, once; products of two bf16 values
+// are exact in FP32 and the sums stay FP32 (~1e-6). The two roundings are independent, so y and
+// dx come out about sqrt(2/3) u = 3.2e-3 off (relative L2), at most; dw and db are FP32 sums of
+// exactly read bf16 inputs, ~1e-6 as in FP32, so set 1's cancellation in dw costs nothing here.
+// Measured on the probe (the CPU emulation, a 3x3x32 layer): 2.3e-3 forward and backward data,
+// 4e-8 dw. 1e-2 leaves a factor of 3 above the two roundings' 3.2e-3 and still rejects a candidate
+// that rounds its partial sums to bf16 (error growing like sqrt of the reduction length: 1.4e-2
+// measured over 3x3x32 = 288 terms, tests/tune/test_autotune.cpp) or loses digits as transforms do
+// (0.5-7% for FFT or Winograd on 5x5 filters, see kConvAccuracyTolerance). To be checked against
+// the probe's bf16 errors of the GPU rows (tests/tune/test_autotune_cuda.cpp; the autotuner logs
+// each winner's rel_err).
+inline constexpr double kBf16AccuracyTolerance = 1e-2;
+
 // The tolerance of a convolution candidate that multiplies in `math` (ConvAlgo::math_used): FP32
 // candidates keep kConvAccuracyTolerance, TF32 ones get kTf32AccuracyTolerance.
 inline double conv_tolerance(MathMode math) {
   return math == MathMode::tf32 ? kTf32AccuracyTolerance : kConvAccuracyTolerance;
+}
+// The same for a candidate of activation dtype `dtype` (ConvAlgo::dtype): bf16 ones get
+// kBf16AccuracyTolerance whatever the math mode, f32 ones conv_tolerance(math).
+inline double conv_tolerance(DType dtype, MathMode math) {
+  return dtype == DType::bf16 ? kBf16AccuracyTolerance : conv_tolerance(math);
 }
 
 // cuDNN batchnorm (spatial, training forward and backward, running statistics), against our CUDA

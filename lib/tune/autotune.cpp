@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "graph/timer.h"
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -119,7 +120,8 @@ std::string conv_math_tag(const ConvAlgo& a, MathMode allowed) {
 
 std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
                               const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
-                              double tolerance, MathMode math, double tf32_tolerance) {
+                              double tolerance, MathMode math, double tf32_tolerance, DType dtype,
+                              double bf16_tolerance) {
   // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
   // under the zero-mean probe alone are not reused. "math": the precision the layer allows (and, for
   // tf32, the tolerance of its TF32 candidates), so an fp32 decision is never reused under tf32 or
@@ -128,17 +130,27 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, Con
                                 to_string(d), fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance,
                                 to_string(math));
   if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
+  // "dtype": the activations' (the candidates are that dtype's rows), with the bf16 tolerance.
+  key += fmt::format("|dtype {}", to_string(dtype));
+  if (dtype == DType::bf16) key += fmt::format(" tol {:g}", bf16_tolerance);
   return key;
 }
 
 namespace {
 
-// Device scratch with small non-zero values (zeros or garbage could take other paths).
-Tensor scratch(const Shape& shape, Device device, uint64_t seed) {
-  Tensor t = Tensor::empty(shape, device, "autotune scratch");
+// Device scratch with small non-zero values (zeros or garbage could take other paths), in dtype
+// (f32 or bf16: random values need no particular layout).
+Tensor scratch(const Shape& shape, Device device, uint64_t seed, DType dtype = DType::f32) {
+  Tensor t = Tensor::empty(shape, device, "autotune scratch", dtype);
   Rng rng(seed, static_cast<uint64_t>(RngStream::test));
   std::vector<float> v(size_t(t.numel()));
   for (float& f : v) f = rng.uniform() - 0.5f;
+  if (dtype == DType::bf16) {
+    std::vector<bf16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = to_bf16(v[i]);
+    device_memcpy(t.raw(), device, h.data(), Device::cpu, t.bytes());
+    return t;
+  }
   device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
   return t;
 }
@@ -181,10 +193,16 @@ struct Tuner {
     lines.push_back(line);
   }
 
-  // An explicit name: it must run here, on an allowed backend.
+  // An explicit name: it must exist for the layer's dtype and run here, on an allowed backend.
   const ConvAlgo& explicit_algo(const Layer& l, ConvDir d, const std::string& name, const Conv2dShape& sh,
                                 const std::vector<Backend>& backends) {
-    const ConvAlgo& a = conv2d_algo(d, name);
+    const ConvAlgo* found = nullptr;
+    try {
+      found = &conv2d_algo(d, name, l.dtype());
+    } catch (const Error& e) {
+      throw layer_error(l, e.what());
+    }
+    const ConvAlgo& a = *found;
     std::vector<std::string> can;
     for (const ConvAlgo& c : conv2d_algos(d))
       if (c.dtype == l.dtype() && allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math()))
@@ -199,11 +217,13 @@ struct Tuner {
     return a;
   }
 
-  // The tolerance of a conv candidate that multiplies in `math` (ConvAlgo::math_used): FP32 ones
-  // opt.tolerance, TF32 ones kTf32AccuracyTolerance unless the user gave a tolerance, which then
-  // replaces every one (accuracy_tolerance.h).
-  double conv_candidate_tolerance(MathMode math) const {
-    return math == MathMode::fp32 || opt.tolerance_given ? opt.tolerance : conv_tolerance(math);
+  // The tolerance of a conv candidate of activation dtype `dtype` that multiplies in `math`
+  // (ConvAlgo::dtype, ConvAlgo::math_used): FP32 ones opt.tolerance, TF32 ones
+  // kTf32AccuracyTolerance, bf16 ones kBf16AccuracyTolerance, unless the user gave a tolerance,
+  // which then replaces every one (accuracy_tolerance.h).
+  double conv_candidate_tolerance(DType dtype, MathMode math) const {
+    const bool plain = dtype == DType::f32 && math == MathMode::fp32;
+    return plain || opt.tolerance_given ? opt.tolerance : conv_tolerance(dtype, math);
   }
 
   // The tolerance of a non-conv layer's cuDNN implementation (accuracy_tolerance.h).
@@ -235,13 +255,15 @@ struct Tuner {
     ConvPlan& plan = planned.conv_plan();
     const Conv2dShape sh = planned.conv_shape(batch);
     const MathMode math = l.math();
+    const DType dtype = l.dtype();  // the candidates are this dtype's rows, timed on its operands
     // Under tf32 each direction's line says what its algorithm does: [tf32] (cuDNN) or [fp32] (ours).
     auto math_tag = [&](const ConvAlgo& a) { return conv_math_tag(a, math); };
-    auto tolerance_of = [&](const ConvAlgo& a) { return conv_candidate_tolerance(a.math_used(math)); };
+    auto tolerance_of = [&](const ConvAlgo& a) { return conv_candidate_tolerance(a.dtype, a.math_used(math)); };
+    auto algo = [&](ConvDir d, const std::string& name) -> const ConvAlgo& { return conv2d_algo(d, name, dtype); };
     std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
     auto probe = [&]() -> ConvProbe& {
       if (!probe_ptr) {
-        probe_ptr = std::make_unique<ConvProbe>(ctx, sh);
+        probe_ptr = std::make_unique<ConvProbe>(ctx, sh, 1, dtype);
         probe_ptr->set_math(math);
       }
       return *probe_ptr;
@@ -270,8 +292,8 @@ struct Tuner {
         continue;
       }
       std::vector<std::string> names, skipped;
-      for (const ConvAlgo& a : conv2d_algos(d)) {  // the rows of the layer's dtype
-        if (a.dtype != l.dtype() || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
+      for (const ConvAlgo& a : conv2d_algos(d)) {
+        if (a.dtype != dtype || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
         if (ctx.deterministic && !a.deterministic) {
           skipped.push_back(a.name + " (not deterministic)");
         } else if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
@@ -286,26 +308,24 @@ struct Tuner {
         throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
                                          skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
       auto measure = [&](const std::string& name) {
-        const ConvAlgo& a = conv2d_algo(d, name);
+        const ConvAlgo& a = algo(d, name);
         const ConvOperands op = probe().operands(d);
         probe().poison(d);
         return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
       };
       // The output the timed runs left, against the reference on the same operands.
-      auto rel_error = [&](const std::string& name) { return probe().worst_error(conv2d_algo(d, name)); };
+      auto rel_error = [&](const std::string& name) { return probe().worst_error(algo(d, name)); };
       if (!reference && names.size() > 1)
         spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
                      sh.to_string());
-      const std::string key =
-          autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
-                            opt.tolerance, math, conv_candidate_tolerance(MathMode::tf32));
-      TuneOutcome r = tune_choice(what, names, measure, cache, key,
-                                  reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
-                                  std::function<double(const std::string&)>([&](const std::string& name) {
-                                    return tolerance_of(conv2d_algo(d, name));
-                                  }));
+      const std::string key = autotune_conv_key(
+          env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes, opt.tolerance, math,
+          conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(DType::bf16, math));
+      TuneOutcome r = tune_choice(
+          what, names, measure, cache, key, reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
+          std::function<double(const std::string&)>([&](const std::string& name) { return tolerance_of(algo(d, name)); }));
       // The only candidate is not timed; a cuDNN one is still checked.
-      const ConvAlgo& winner = conv2d_algo(d, r.record.winner);
+      const ConvAlgo& winner = algo(d, r.record.winner);
       if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
         r.winner_rel_err = probe().run_and_compare(winner);
         if (!(r.winner_rel_err <= tolerance_of(winner)))
@@ -322,9 +342,11 @@ struct Tuner {
       timed = timed || names.size() > 1;
     }
     l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    const std::string precision = dtype != DType::f32    ? fmt::format(", precision {}", to_string(dtype))
+                                  : math != MathMode::fp32 ? fmt::format(", precision {}", to_string(math))
+                                                           : std::string();
     const std::string line =
-        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(),
-                    math == MathMode::fp32 ? "" : fmt::format(", precision {}", to_string(math)), fmt::join(parts, "; "));
+        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(), precision, fmt::join(parts, "; "));
     lines.push_back(line);
     if (timed) spdlog::info("autotune: {}", line);
     else spdlog::debug("autotune: {}", line);
@@ -377,14 +399,16 @@ struct Tuner {
       grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
     }
     std::vector<std::string> in_shapes;
+    // Activations in the layer's dtype, so the rows measured are the ones it runs.
+    const DType dtype = l.dtype();
     for (int in : node.inputs) {
       const Shape s = (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
-      xs.push_back(scratch(s, ctx.device, seed++));
-      dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx"));
+      xs.push_back(scratch(s, ctx.device, seed++, dtype));
+      dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx", dtype));
       in_shapes.push_back(s.to_string());
     }
-    Tensor y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y");
-    Tensor dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++);
+    Tensor y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y", dtype);
+    Tensor dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, dtype);
     l.bind(params, grads);
     l.prepare(batch, ctx.device);
     std::vector<const Tensor*> xp;
@@ -410,9 +434,10 @@ struct Tuner {
       return acc ? acc->rel_err : 0.0;
     };
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
-    // "guard": decisions cached before cuDNN's non-conv ops were checked are not reused.
-    const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1", env, l.type(), l.summary(),
-                                        fmt::join(in_shapes, " "), int(ctx.deterministic), tol);
+    // "guard": decisions cached before cuDNN's non-conv ops were checked are not reused; "dtype":
+    // the activations' (another dtype runs other rows).
+    const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1|dtype {}", env, l.type(), l.summary(),
+                                        fmt::join(in_shapes, " "), int(ctx.deterministic), tol, to_string(dtype));
     const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
     if (!r.record.runner_up.empty())
@@ -491,7 +516,7 @@ void apply_autotune_decisions(Graph& graph, const std::string& decisions, const 
         f >> algo;
         CNN_CHECK(!algo.empty() && algo != "-", "autotune decisions: layer '{}' {} unresolved ({})", name,
                   to_string(d), line);
-        const ConvAlgo* a = &conv2d_algo(d, algo);
+        const ConvAlgo* a = &conv2d_algo(d, algo, l.dtype());
         if (plan.algo(d) != a) plan.algo(d) = a, plan.note(d) = how;
       }
       l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");

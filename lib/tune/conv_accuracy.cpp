@@ -5,9 +5,11 @@
 #include <cmath>
 #include <limits>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "ops/conv2d.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -46,59 +48,107 @@ std::vector<float> probe_download(const Tensor& t) {
 namespace {
 
 void fill_nan(Tensor& t) {
+  if (t.dtype() == DType::bf16) {
+    const std::vector<bf16> v(size_t(t.numel()), bf16{0x7fc0});
+    device_memcpy(t.raw(), t.device(), v.data(), Device::cpu, t.bytes());
+    return;
+  }
   const std::vector<float> v(size_t(t.numel()), std::numeric_limits<float>::quiet_NaN());
   device_memcpy(t.data(), t.device(), v.data(), Device::cpu, v.size() * sizeof(float));
 }
 
+ActDims dims_of(const Shape& s) { return ActDims{s[0], s[1], s[2], s[3]}; }
+
+// A host copy of an activation, NCHW floats (a bf16 one widened from channels-last).
+std::vector<float> download_nchw(const Tensor& t) {
+  if (t.dtype() != DType::bf16) return probe_download(t);
+  std::vector<bf16> h(size_t(t.numel()));
+  device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
+  return widen_bf16(h.data(), dims_of(t.shape()));
+}
+
 }  // namespace
 
-ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed) : m_ctx(ctx), m_sh(sh) {
+ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, DType dtype)
+    : m_ctx(ctx), m_sh(sh), m_dtype(dtype) {
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "conv accuracy: no probe for activations of dtype {}",
+            to_string(dtype));
   const Device dev = ctx.device;
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
-  m_hxs[0] = probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0);
+  // Activations exact in the candidates' dtype, so the reference reads what they read.
+  auto exact = [dtype](std::vector<float> v) {
+    if (dtype == DType::bf16)
+      for (float& f : v) f = round_to_bf16(f);
+    return v;
+  };
+  m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0));
   m_hxs[1] = m_hxs[0];
   for (float& f : m_hxs[1]) f = std::max(f, 0.0f);
   m_hw = probe_normals(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
   m_hb = probe_normals(sh.K, 1.0f, seed * 4 + 2);
-  m_hdys[0] = probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3);
-  for (int i = 0; i < kInputSets; ++i) m_xs[i] = probe_upload(m_hxs[i], Shape{sh.N, sh.C, sh.H, sh.W}, dev);
+  m_hdys[0] = exact(probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3));
+  m_ref_act = make_activations(DType::f32);
+  m_cand_act = dtype == DType::f32 ? m_ref_act : make_activations(dtype);
   m_w = probe_upload(m_hw, Shape{sh.weight_numel()}, dev);
   m_b = probe_upload(m_hb, Shape{sh.K}, dev);
-  m_dys[0] = probe_upload(m_hdys[0], Shape{sh.N, sh.K, sh.P, sh.Q}, dev);
-  m_y = Tensor::empty(Shape{sh.N, sh.K, sh.P, sh.Q}, dev, "conv accuracy y");
-  m_dx = Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, dev, "conv accuracy dx");
   m_dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "conv accuracy dw");
   m_db = Tensor::empty(Shape{sh.K}, dev, "conv accuracy db");
+}
+
+Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
+  if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
+  std::vector<bf16> h(v.size());
+  narrow_to_bf16(v.data(), dims_of(shape), h.data());  // exact: the values are bf16 already
+  Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
+  device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
+  return out;
+}
+
+ConvProbe::Activations ConvProbe::make_activations(DType t) const {
+  const Shape in{m_sh.N, m_sh.C, m_sh.H, m_sh.W}, out{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};
+  Activations a;
+  for (int i = 0; i < kInputSets; ++i) a.xs[i] = upload(m_hxs[i], in, t);
+  a.dys[0] = upload(m_hdys[0], out, t);  // set 1's when first needed (make_projected_dy)
+  a.y = Tensor::empty(out, m_ctx.device, "conv accuracy y", t);
+  a.dx = Tensor::empty(in, m_ctx.device, "conv accuracy dx", t);
+  return a;
 }
 
 void ConvProbe::ensure_dy(ConvDir d) {
   if (d != ConvDir::forward && m_set == 1 && m_hdys[1].empty()) make_projected_dy();
 }
 
-ConvOperands ConvProbe::operands(ConvDir d) {
-  ensure_dy(d);
+ConvOperands ConvProbe::operands_of(Activations& a, ConvDir d) {
   ConvOperands op;
   op.math = m_math;
   if (d == ConvDir::forward)
-    op.x = m_xs[m_set].data(), op.w = m_w.data(), op.b = m_sh.has_bias ? m_b.data() : nullptr, op.y = m_y.data();
-  if (d == ConvDir::backward_data) op.w = m_w.data(), op.dy = m_dys[m_set].data(), op.dx = m_dx.data();
+    op.x = a.xs[m_set].view(), op.w = m_w.view(), op.b = m_sh.has_bias ? m_b.view() : View(nullptr), op.y = a.y.view();
+  if (d == ConvDir::backward_data) op.w = m_w.view(), op.dy = a.dys[m_set].view(), op.dx = a.dx.view();
   if (d == ConvDir::backward_filter)
-    op.x = m_xs[m_set].data(), op.dy = m_dys[m_set].data(), op.dw = m_dw.data(), op.db = m_sh.has_bias ? m_db.data() : nullptr;
+    op.x = a.xs[m_set].view(), op.dy = a.dys[m_set].view(), op.dw = m_dw.view(),
+    op.db = m_sh.has_bias ? m_db.view() : View(nullptr);
   return op;
 }
 
-void ConvProbe::poison(ConvDir d) {
-  if (d == ConvDir::forward) fill_nan(m_y);
-  if (d == ConvDir::backward_data) fill_nan(m_dx);
+ConvOperands ConvProbe::operands(ConvDir d) {
+  ensure_dy(d);
+  return operands_of(m_cand_act, d);
+}
+
+void ConvProbe::poison_of(Activations& a, ConvDir d) {
+  if (d == ConvDir::forward) fill_nan(a.y);
+  if (d == ConvDir::backward_data) fill_nan(a.dx);
   if (d == ConvDir::backward_filter) {
     fill_nan(m_dw);
     if (m_sh.has_bias) fill_nan(m_db);
   }
 }
 
-std::vector<float> ConvProbe::output(ConvDir d) const {
-  if (d == ConvDir::forward) return probe_download(m_y);
-  if (d == ConvDir::backward_data) return probe_download(m_dx);
+void ConvProbe::poison(ConvDir d) { poison_of(m_cand_act, d); }
+
+std::vector<float> ConvProbe::output_of(const Activations& a, ConvDir d) const {
+  if (d == ConvDir::forward) return download_nchw(a.y);
+  if (d == ConvDir::backward_data) return download_nchw(a.dx);
   std::vector<float> v = probe_download(m_dw);
   if (m_sh.has_bias) {
     const std::vector<float> b = probe_download(m_db);
@@ -107,13 +157,15 @@ std::vector<float> ConvProbe::output(ConvDir d) const {
   return v;
 }
 
+std::vector<float> ConvProbe::output(ConvDir d) const { return output_of(m_cand_act, d); }
+
 std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Conv2dShape& sh, ConvDir d) {
   if (ctx.device == Device::cpu) return std::string("cpu:reference_fp64");
   const char* forward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:implicit_gemm"};
   const char* backward[] = {"cuda:implicit_gemm", "cuda:direct", "cudnn:algo_1"};
   for (const char* name : d == ConvDir::forward ? forward : backward)
     for (const ConvAlgo& a : conv2d_algos(d))
-      if (a.name == name && a.dtype == DType::f32 && a.can_implement(ctx, sh)) return a.name;
+      if (a.dtype == DType::f32 && a.name == name && a.can_implement(ctx, sh)) return a.name;
   return std::nullopt;
 }
 
@@ -141,12 +193,12 @@ const std::vector<float>& ConvProbe::reference(ConvDir d) {
     }
     slot = std::vector<float>(out.begin(), out.end());
   } else {
-    const ConvAlgo& a = conv2d_algo(d, *name);
-    poison(d);
-    ConvOperands op = operands(d);
+    const ConvAlgo& a = conv2d_algo(d, *name, DType::f32);
+    poison_of(m_ref_act, d);
+    ConvOperands op = operands_of(m_ref_act, d);
     op.math = MathMode::fp32;  // the reference is plain FP32 whatever the candidates may do
     a.run(m_ctx, m_sh, op);
-    slot = output(d);
+    slot = output_of(m_ref_act, d);
   }
   return *slot;
 }
@@ -178,9 +230,12 @@ void ConvProbe::make_projected_dy() {
     for (int64_t i = 0; i < count; ++i) {
       const double yhat = (y[at(i)] - my) * inv_std;
       g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, -17));
+      if (m_dtype == DType::bf16) g[at(i)] = round_to_bf16(g[at(i)]);
     }
   }
-  m_dys[1] = probe_upload(g, Shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q}, m_ctx.device);
+  const Shape shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};
+  m_ref_act.dys[1] = upload(g, shape, DType::f32);
+  m_cand_act.dys[1] = m_dtype == DType::f32 ? m_ref_act.dys[1] : upload(g, shape, m_dtype);
 }
 
 void ConvProbe::use_input_set(int set) {

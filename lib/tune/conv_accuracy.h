@@ -8,7 +8,11 @@
 //     projection batchnorm's backward applies), scaled by 2^-17 (~8e-6, the size of real
 //     gradients a few layers below the loss).
 // Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
-// inputs small and non-negative, as in training. Trap: the probe is not a proof. In a fer_cnn step
+// inputs small and non-negative, as in training.
+// Dtype: a bf16 probe holds x and dy rounded to bf16 values, uploaded twice: bf16 channels-last
+// for the candidates (the bf16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
+// exactly the values the candidates read (w and b stay the FP32 masters, which bf16 rows round
+// themselves): what is measured is the candidate's own rounding (weights, outputs) and summation. Trap: the probe is not a proof. In a fer_cnn step
 // cuDNN's winograd_nonfused filter gradient of conv3b was 2.5e-3 from float64 (PyTorch 5e-6),
 // while both sets measured it near 5e-6; that algorithm is excluded by a rule measured on the
 // real step (conv2d_cudnn.cpp), not by this probe.
@@ -46,17 +50,21 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
 
 class ConvProbe {
 public:
-  ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1);
+  // dtype: of the candidates' activations (f32 or bf16); the algorithms run on it must be of it.
+  ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1, DType dtype = DType::f32);
   const Conv2dShape& shape() const { return m_sh; }
+  DType dtype() const { return m_dtype; }
   // The math the candidates are allowed (ConvOperands::math of operands()); the reference always
   // runs in plain FP32. Default fp32.
   void set_math(MathMode m) { m_math = m; }
   MathMode math() const { return m_math; }
-  // The operands of direction d: inputs and this probe's output buffers (db only with a bias).
+  // The operands of direction d for the candidates (activations in dtype()): inputs and this
+  // probe's output buffers (db only with a bias).
   ConvOperands operands(ConvDir d);
   // Fills d's outputs with NaN.
   void poison(ConvDir d);
-  // Host copy of d's outputs: y; dx; dw followed by db when the shape has a bias.
+  // Host copy of d's outputs, NCHW floats (bf16 ones widened): y; dx; dw followed by db when the
+  // shape has a bias.
   std::vector<float> output(ConvDir d) const;
   std::optional<std::string> reference_name(ConvDir d) const { return conv_reference_name(m_ctx, m_sh, d); }
   // Relative L2 of d's current outputs from the reference (computed once per direction, on this
@@ -73,13 +81,25 @@ public:
   static constexpr int kInputSets = 2;
 
 private:
+  // The activations of every set in one dtype (f32 NCHW, or bf16 channels-last).
+  struct Activations {
+    Tensor xs[kInputSets], dys[kInputSets], y, dx;
+  };
+  Activations make_activations(DType t) const;
+  ConvOperands operands_of(Activations& a, ConvDir d);
+  void poison_of(Activations& a, ConvDir d);
+  std::vector<float> output_of(const Activations& a, ConvDir d) const;
+  Tensor upload(const std::vector<float>& v, const Shape& shape, DType t) const;  // v NCHW
   const std::vector<float>& reference(ConvDir d);
   double errors_on_sets(const ConvAlgo& a, int first, int last);
   void ensure_dy(ConvDir d);  // set 1's dy exists before direction d (a backward one) reads it
   void make_projected_dy();    // set 1's dy, from the reference forward of set 1
   const ExecContext& m_ctx;
   Conv2dShape m_sh;
-  Tensor m_xs[kInputSets], m_w, m_b, m_dys[kInputSets], m_y, m_dx, m_dw, m_db;
+  DType m_dtype = DType::f32;
+  Activations m_ref_act;   // f32: what the reference reads and writes
+  Activations m_cand_act;  // the candidates' (shares m_ref_act's tensors under f32)
+  Tensor m_w, m_b, m_dw, m_db;
   std::vector<float> m_hxs[kInputSets], m_hw, m_hb, m_hdys[kInputSets];  // host copies of the inputs
   int m_set = 0;
   MathMode m_math = MathMode::fp32;

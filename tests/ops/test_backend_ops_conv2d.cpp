@@ -2,6 +2,11 @@
 // each direction (every named algorithm and every backend's default) against the double reference
 // on shapes covering every stride, padding, dilation, groups and bias choice; our direct and
 // implicit GEMM kernels also on shapes large enough for their tiles and split reductions.
+// Every input is exact in bf16 (weights too: the bf16 rows round the FP32 masters) and x, y, dy, dx
+// are marked as activations, so the bf16 rows run the same cases (the cpu emulation here, the
+// cuda:igemm_nhwc, cuda:direct_nhwc and cuda rows in the [gpu] test): the depthwise and C == 1
+// shapes take the direct kernels, C and K multiples of 8 the GEMM's 16-byte path, the others its
+// scalar one; grouped shapes with 1 < C/groups have no cuda bf16 row and are skipped there.
 #include <functional>
 #include <map>
 #include <string>
@@ -91,9 +96,11 @@ ConvCases cases_conv2d(bool large) {
   const std::vector<Conv2dShape> shapes = large ? conv_large_shapes() : conv_shapes();
   uint64_t seed = 17;
   for (const Conv2dShape& sh : shapes) {
-    const std::vector<float> x = random_floats(size_t(sh.N * sh.C * sh.H * sh.W), ++seed),
-                             w = random_floats(size_t(sh.weight_numel()), ++seed), b = random_floats(size_t(sh.K), ++seed),
-                             dy = random_floats(size_t(sh.N * sh.K * sh.P * sh.Q), ++seed);
+    const std::vector<float> x = bf16_exact(random_floats(size_t(sh.N * sh.C * sh.H * sh.W), ++seed)),
+                             w = bf16_exact(random_floats(size_t(sh.weight_numel()), ++seed)),
+                             b = bf16_exact(random_floats(size_t(sh.K), ++seed)),
+                             dy = bf16_exact(random_floats(size_t(sh.N * sh.K * sh.P * sh.Q), ++seed));
+    const std::vector<int64_t> in_dims{sh.N, sh.C, sh.H, sh.W}, out_dims{sh.N, sh.K, sh.P, sh.Q};
     const std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
     std::vector<double> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
     conv2d_forward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), sh.has_bias ? bd.data() : nullptr,
@@ -101,21 +108,25 @@ ConvCases cases_conv2d(bool large) {
     conv2d_backward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), dyd.data(), dx.data(), dw.data(),
                                       db.data());
     std::function<bool(std::string_view)> rows;
-    if (large) rows = [](std::string_view r) { return r == "cuda" || r == "cuda:implicit_gemm" || r == "cuda:direct"; };
+    if (large)
+      rows = [](std::string_view r) {
+        return r == "cuda" || r == "cuda:implicit_gemm" || r == "cuda:direct" || r == "cuda:igemm_nhwc" ||
+               r == "cuda:direct_nhwc";
+      };
     Case<Conv2dForward> f{sh.to_string()};
-    f.in("x", x).in("w", w).in("b", b).out("y", to_float(y));
+    f.in("x", x).act(in_dims).in("w", w).in("b", b).out("y", to_float(y)).act(out_dims);
     f.rows = rows;
     f.bind = [sh](Bound& t) {
       return Conv2dForward{t.ctx(), sh, t.in("x"), t.in("w"), sh.has_bias ? t.in("b") : nullptr, t.out("y")};
     };
     out.forward.push_back(f);
     Case<Conv2dBackwardData> g{sh.to_string()};
-    g.in("w", w).in("dy", dy).out("dx", to_float(dx));
+    g.in("w", w).in("dy", dy).act(out_dims).out("dx", to_float(dx)).act(in_dims);
     g.rows = rows;
     g.bind = [sh](Bound& t) { return Conv2dBackwardData{t.ctx(), sh, t.in("w"), t.in("dy"), t.out("dx")}; };
     out.data.push_back(g);
     Case<Conv2dBackwardFilter> h{sh.to_string()};
-    h.in("x", x).in("dy", dy).out("dw", to_float(dw));
+    h.in("x", x).act(in_dims).in("dy", dy).act(out_dims).out("dw", to_float(dw));
     if (sh.has_bias) h.optional_out("db", to_float(db));
     h.rows = rows;
     h.bind = [sh](Bound& t) {

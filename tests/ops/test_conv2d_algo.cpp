@@ -1,11 +1,14 @@
-// The convolution algorithm registry: names unique and well formed per direction, lookups that
-// fail with the valid names and a suggestion, and the CPU entries against the reference.
+// The convolution algorithm registry: names unique and well formed per direction and dtype, lookups
+// by dtype that fail with the valid names and a suggestion, which shapes the bf16 cuda rows take,
+// and the CPU entries against the reference.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "ops/conv2d_algo.h"
+#include "ops/conv2d_direct_nhwc_bf16.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
@@ -18,7 +21,7 @@ TEST_CASE("conv2d algorithm names are unique per direction and dtype and name th
   for (ConvDir d : kDirs) {
     std::set<std::string> seen;
     for (const ConvAlgo& a : conv2d_algos(d)) {
-      INFO(a.name << " " << to_string(a.dtype) << " " << to_string(d));
+      INFO(a.name << " " << to_string(d) << " " << to_string(a.dtype));
       CHECK(a.dir == d);
       CHECK(seen.insert(a.name + " " + to_string(a.dtype)).second);
       const std::string backend = a.name.substr(0, a.name.find(':'));
@@ -27,6 +30,13 @@ TEST_CASE("conv2d algorithm names are unique per direction and dtype and name th
       CHECK(backend == own);
     }
     CHECK(seen.count("cpu:im2col_gemm f32") == 1);
+    CHECK(seen.count("cpu:im2col_gemm bf16") == 1);
+    CHECK(seen.count("cuda:igemm_nhwc bf16") == backend_built(Backend::cuda));
+    CHECK(seen.count("cuda:direct_nhwc bf16") == backend_built(Backend::cuda));
+    // Every backend has a default row in both dtypes (the cpu emulation, our bf16 kernels).
+    for (Backend b : {Backend::cpu, Backend::cuda})
+      for (DType t : {DType::f32, DType::bf16})
+        CHECK((find_impl(conv2d_table(d), b, t) != nullptr) == backend_built(b));
   }
   CHECK(std::string(to_string(ConvDir::backward_filter)) == "backward_filter");
 }
@@ -42,6 +52,65 @@ TEST_CASE("conv2d algorithm lookup of an unknown name lists the valid names and 
     CHECK(m.find("did you mean 'cpu:im2col_gemm'") != std::string::npos);
     CHECK(m.find("this build has: cpu:im2col_gemm") != std::string::npos);
   }
+}
+
+TEST_CASE("conv2d algorithm lookup names the dtype: a name may exist in f32 only or in both", "[cpu]") {
+  CHECK(conv2d_algo(ConvDir::forward, "cpu:im2col_gemm").dtype == DType::f32);
+  CHECK(conv2d_algo(ConvDir::forward, "cpu:im2col_gemm", DType::bf16).dtype == DType::bf16);
+  CHECK(&conv2d_algo(ConvDir::backward_data, "cpu:im2col_gemm", DType::bf16) !=
+        &conv2d_algo(ConvDir::backward_data, "cpu:im2col_gemm", DType::f32));
+  const std::vector<std::string> names = conv2d_algo_names(ConvDir::forward);
+  CHECK(std::count(names.begin(), names.end(), "cpu:im2col_gemm") == 1);  // each name once, whatever its dtypes
+  CHECK_THROWS_WITH(conv2d_algo(ConvDir::backward_filter, "cpu:im2col_gem", DType::bf16),
+                    Catch::Matchers::Contains("unknown backward_filter convolution algorithm 'cpu:im2col_gem', did you "
+                                              "mean 'cpu:im2col_gemm'? (this build has for bf16: cpu:im2col_gemm"));
+  if (!backend_built(Backend::cuda)) return;
+  CHECK(std::count(names.begin(), names.end(), "cuda:igemm_nhwc") == 1);
+  // An f32 strategy asked for in bf16, and a bf16 one in f32.
+  CHECK_THROWS_WITH(conv2d_algo(ConvDir::forward, "cuda:implicit_gemm", DType::bf16),
+                    Catch::Matchers::Contains("forward convolution algorithm 'cuda:implicit_gemm' has no bf16 "
+                                              "implementation (it computes f32; bf16 ones in this build: "
+                                              "cpu:im2col_gemm, cuda:igemm_nhwc, cuda:direct_nhwc"));
+  CHECK_THROWS_WITH(conv2d_algo(ConvDir::forward, "cuda:direct_nhwc"),
+                    Catch::Matchers::Contains("'cuda:direct_nhwc' has no f32 implementation (it computes bf16"));
+}
+
+// Which shapes the cuda bf16 rows take (a question about the shape alone, so asked without a GPU):
+// direct_nhwc where every filter reads one input channel, igemm_nhwc where groups == 1, the default
+// either, and no row for grouped convolutions with 1 < C/groups.
+TEST_CASE("conv2d cuda bf16 rows implement groups 1 and C/groups 1, and grouped shapes have none", "[cpu]") {
+  if (!backend_built(Backend::cuda)) {
+    CNN_SKIP("this build has no CUDA rows");
+  }
+  const ExecContext cpu = ExecContext::cpu(1);
+  struct Want {
+    Conv2dShape sh;
+    bool igemm, direct;
+  };
+  const Want wants[] = {
+      {Conv2dShape::make(2, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1), true, false},              // plain
+      {Conv2dShape::make(2, 1, 12, 12, 8, 3, 3, 1, 1, 1, 1), true, true},               // C == 1 first layer
+      {Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8), false, true},       // depthwise
+      {Conv2dShape::make(2, 8, 9, 9, 16, 5, 5, 2, 2, 2, 2, 1, 1, 8), false, true},      // multiplier 2
+      {Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2), false, false},      // grouped, C/groups 4
+  };
+  for (const Want& w : wants)
+    for (ConvDir d : kDirs) {
+      INFO(w.sh.to_string() << " " << to_string(d));
+      CHECK(conv2d_algo(d, "cuda:igemm_nhwc", DType::bf16).can_implement(cpu, w.sh) == w.igemm);
+      CHECK(conv2d_algo(d, "cuda:direct_nhwc", DType::bf16).can_implement(cpu, w.sh) == w.direct);
+      const ConvAlgo* def = find_impl(conv2d_table(d), Backend::cuda, DType::bf16);
+      REQUIRE(def);
+      CHECK(def->can_implement(cpu, w.sh) == (w.igemm || w.direct));
+      CHECK(def->deterministic);
+    }
+  // The direct rows' workspace (no device needed): the packed rsk copy, 256-byte aligned, for
+  // forward and backward data; the filter gradient's slice partials, no copy.
+  const Conv2dShape mult = wants[3].sh;  // K R S = 16 x 5 x 5: 800 bytes of bf16 weights
+  CHECK(conv2d_algo(ConvDir::forward, "cuda:direct_nhwc", DType::bf16).workspace_bytes(cpu, mult) == 1024);
+  CHECK(conv2d_algo(ConvDir::backward_data, "cuda:direct_nhwc", DType::bf16).workspace_bytes(cpu, mult) == 1024);
+  CHECK(conv2d_algo(ConvDir::backward_filter, "cuda:direct_nhwc", DType::bf16).workspace_bytes(cpu, mult) ==
+        (conv2d_direct_nhwc_bf16_workspace_bytes(mult) + 255) / 256 * 256);
 }
 
 TEST_CASE("conv2d cpu algorithms match the reference and write only their direction's outputs", "[cpu]") {

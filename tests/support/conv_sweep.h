@@ -35,8 +35,8 @@ inline std::vector<Conv2dShape> conv_sweep_shapes(int64_t C, int64_t K, bool eac
   return shapes;
 }
 
-// The named algorithms of backend b for activations of dtype t, every direction (forward, backward
-// data, backward filter).
+// The named algorithms of backend b and dtype t, every direction (forward, backward data, backward
+// filter).
 inline std::vector<ConvAlgo> named_conv_algos(Backend b, DType t = DType::f32) {
   std::vector<ConvAlgo> algos;
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter})

@@ -1,5 +1,6 @@
 // The autotuner's choice among candidates (with an injected timing function), its disk cache
-// (round trip, key mismatch, corrupt file, atomic write) and a whole-graph run on the CPU.
+// (round trip, key mismatch, corrupt file, atomic write), a whole-graph run on the CPU, and its
+// precision handling: keys and tolerances per precision, the bf16 accuracy probe on the CPU.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/model_spec.h"
+#include "core/bf16.h"
 #include "core/exec_context.h"
 #include "graph/graph.h"
 #include "layers/conv_plan.h"
@@ -37,6 +39,16 @@ struct FakeClock {
     return it->second;
   }
 };
+
+// A decision cached under `cached` (winner a) is not reused under `asked`: both are timed, b wins.
+void check_not_reused(const std::string& cached, const std::string& asked) {
+  AutotuneCache cache("");
+  cache.put(cached, TuneRecord{"a", 2.0, "b", 3.0});
+  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
+  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, asked);
+  CHECK_FALSE(r.from_cache);
+  CHECK(r.record.winner == "b");
+}
 
 // Routes spdlog to a string while alive.
 struct LogCapture {
@@ -466,12 +478,7 @@ TEST_CASE("the conv cache key differs by precision, and a tf32 key carries the T
   CHECK(key(MathMode::tf32) != key(MathMode::tf32, 1e-2));
   CHECK(key(MathMode::fp32) == key(MathMode::fp32, 1e-2));  // an fp32 decision has no TF32 candidates
   // An fp32 decision is not reused by a tf32 run (which may pick a TF32 algorithm), nor the reverse.
-  AutotuneCache cache("");
-  cache.put(key(MathMode::fp32), TuneRecord{"a", 2.0, "b", 3.0});
-  FakeClock clock{{{"a", 2.0}, {"b", 0.5}}};
-  TuneOutcome r = tune_choice("w", {"a", "b"}, std::ref(clock), cache, key(MathMode::tf32));
-  CHECK_FALSE(r.from_cache);
-  CHECK(r.record.winner == "b");
+  check_not_reused(key(MathMode::fp32), key(MathMode::tf32));
 }
 
 TEST_CASE("accuracy tolerances per precision: FP32 candidates keep 1e-4, TF32 ones get 5e-3", "[cpu]") {
@@ -552,4 +559,101 @@ TEST_CASE("autotune on the cpu under tf32 tags every direction as FP32 and says 
   CHECK(lines[0].find(", precision tf32): forward cpu:im2col_gemm (requested) [fp32]; backward_data cpu:im2col_gemm "
                       "(only candidate) [fp32]") != std::string::npos);
   CHECK(describe_conv_plan(*g->node(0).layer)[1] == "backward_data cpu:im2col_gemm [fp32] (only candidate)");
+}
+
+TEST_CASE("the conv cache key carries the activations' dtype, and a bf16 key the bf16 tolerance", "[cpu]") {
+  const Conv2dShape sh = Conv2dShape::make(2, 8, 8, 8, 8, 3, 3);
+  auto key = [&](DType t, double bf16_tol = kBf16AccuracyTolerance) {
+    return autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32,
+                             kTf32AccuracyTolerance, t, bf16_tol);
+  };
+  CHECK(key(DType::f32) != key(DType::bf16));
+  CHECK(key(DType::f32).find("|math fp32|dtype f32") != std::string::npos);
+  CHECK(key(DType::bf16).find("|dtype bf16 tol 0.01") != std::string::npos);
+  CHECK(key(DType::bf16) != key(DType::bf16, 2e-2));
+  CHECK(key(DType::f32) == key(DType::f32, 2e-2));  // an f32 decision has no bf16 candidates
+  CHECK(autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32) ==
+        key(DType::f32));
+  // A bf16 layer's decision (among bf16 rows) is not reused for an f32 layer of the same shape.
+  check_not_reused(key(DType::bf16), key(DType::f32));
+}
+
+TEST_CASE("accuracy tolerances per precision: bf16 candidates get 1e-2 in every math mode", "[cpu]") {
+  CHECK(conv_tolerance(DType::bf16, MathMode::fp32) == kBf16AccuracyTolerance);
+  CHECK(conv_tolerance(DType::bf16, MathMode::tf32) == kBf16AccuracyTolerance);
+  CHECK(conv_tolerance(DType::f32, MathMode::fp32) == kConvAccuracyTolerance);
+  CHECK(conv_tolerance(DType::f32, MathMode::tf32) == kTf32AccuracyTolerance);
+  CHECK(kBf16AccuracyTolerance == 1e-2);
+  // Three times the RMS of two independent bf16 roundings (sqrt(2/3) u, u = 2^-8); what it rejects
+  // is measured below (bf16 partial sums).
+  const double u = std::ldexp(1.0, -8);
+  CHECK(kBf16AccuracyTolerance > 3 * std::sqrt(2.0 / 3.0) * u);
+  CHECK(kBf16AccuracyTolerance > kTf32AccuracyTolerance);
+}
+
+namespace {
+
+// A bf16 forward convolution that rounds every partial sum to bf16 (what the bf16 guard must
+// reject): x (N, H, W, C) bf16, w (K, C, R, S) FP32 rounded, y (N, P, Q, K) bf16; groups 1.
+void forward_bf16_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOperands& op) {
+  const bf16* x = op.x.bf16_data();
+  const float* w = op.w.f32();
+  bf16* y = op.y.bf16_data();
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t p = 0; p < s.P; ++p)
+      for (int64_t q = 0; q < s.Q; ++q)
+        for (int64_t k = 0; k < s.K; ++k) {
+          float acc = 0;
+          for (int64_t c = 0; c < s.C; ++c)
+            for (int64_t r = 0; r < s.R; ++r)
+              for (int64_t t = 0; t < s.S; ++t) {
+                const int64_t h = p * s.stride_h - s.pad_h + r * s.dilation_h, v = q * s.stride_w - s.pad_w + t * s.dilation_w;
+                if (h < 0 || h >= s.H || v < 0 || v >= s.W) continue;
+                const float xv = to_float(x[((n * s.H + h) * s.W + v) * s.C + c]);
+                acc = round_to_bf16(acc + xv * round_to_bf16(w[((k * s.C + c) * s.R + r) * s.S + t]));
+              }
+          if (op.b.f32()) acc += op.b.f32()[k];
+          y[((n * s.P + p) * s.Q + q) * s.K + k] = to_bf16(acc);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("a bf16 conv probe runs bf16 rows on bf16 operands against the FP32 reference on the same values",
+          "[cpu]") {
+  const ExecContext ctx = ExecContext::cpu(1);
+  const Conv2dShape sh = Conv2dShape::make(2, 32, 7, 6, 8, 3, 3, 1, 1, 1, 1);
+  ConvProbe probe(ctx, sh, 1, DType::bf16);
+  CHECK(probe.dtype() == DType::bf16);
+  const ConvOperands fwd = probe.operands(ConvDir::forward);
+  CHECK(fwd.x.dtype() == DType::bf16);
+  CHECK(fwd.y.dtype() == DType::bf16);
+  CHECK(fwd.w.dtype() == DType::f32);  // the FP32 master: bf16 rows round it themselves
+  CHECK(probe.operands(ConvDir::backward_filter).dw.dtype() == DType::f32);
+  // The emulation rounds the weights and the output once each: more than an FP32 algorithm may
+  // differ, within two roundings' RMS (accuracy_tolerance.h); dw and db stay FP32 sums of the
+  // exactly read bf16 inputs.
+  const double u = std::ldexp(1.0, -8);
+  for (ConvDir d : kConvDirs) {
+    INFO(to_string(d));
+    const double e = probe.run_and_compare(conv2d_algo(d, "cpu:im2col_gemm", DType::bf16));
+    if (d == ConvDir::backward_filter) {
+      CHECK(e < 1e-5);
+    } else {
+      CHECK(e > kConvAccuracyTolerance);
+      CHECK(e < std::sqrt(2.0 / 3.0) * u);
+    }
+    CHECK(e < conv_tolerance(DType::bf16, MathMode::fp32));
+  }
+  // Set 1's dy (for the backward directions) holds bf16 values too.
+  probe.use_input_set(1);
+  CHECK(probe.operands(ConvDir::backward_data).dy.dtype() == DType::bf16);
+  probe.use_input_set(0);
+  // An f32 row cannot read the probe's bf16 operands (the dtype-checked views refuse).
+  CHECK_THROWS_WITH(probe.run_and_compare(conv2d_algo(ConvDir::forward, "cpu:im2col_gemm")),
+                    Catch::Matchers::Contains("dtype bf16 reached an implementation that reads f32"));
+  // Rounding every partial sum to bf16 over this 288-term reduction is over the bf16 limit.
+  ConvAlgo sloppy = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm", DType::bf16);
+  sloppy.run = forward_bf16_partial_sums;
+  CHECK(probe.run_and_compare(sloppy) > kBf16AccuracyTolerance);
 }
