@@ -15,6 +15,10 @@ void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst
 
 class DropoutLayer : public Layer {
  public:
+  bool supports(Backend b) const override {  // the copy of evaluation mode included
+    return op_supports(b, dtype(), DropoutForward{}) && op_supports(b, dtype(), DropoutBackward{}) &&
+           op_supports(b, dtype(), AddForward{});
+  }
   explicit DropoutLayer(const LayerSpec& spec) : Layer(spec) {
     m_p = spec.attrs["p"].real();
     uint64_t h = 1469598103934665603ull;

@@ -21,6 +21,9 @@ std::vector<View> views_of(const std::vector<Tensor*>& ts) {
 
 class AddLayer : public Layer {
  public:
+  bool supports(Backend b) const override {
+    return op_supports(b, dtype(), AddForward{}) && op_supports(b, dtype(), AddBackward{});
+  }
   explicit AddLayer(const LayerSpec& spec) : Layer(spec) {}
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 64; }
@@ -51,6 +54,9 @@ class AddLayer : public Layer {
 
 class ConcatLayer : public Layer {
  public:
+  bool supports(Backend b) const override {
+    return op_supports(b, dtype(), ConcatForward{}) && op_supports(b, dtype(), ConcatBackward{});
+  }
   explicit ConcatLayer(const LayerSpec& spec) : Layer(spec) {}
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 64; }

@@ -9,6 +9,7 @@
 #include "graph/executor.h"
 #include "graph/graph.h"
 #include "graph/memory_plan.h"
+#include "layers/registry.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 
@@ -119,28 +120,66 @@ TEST_CASE("precision: a bf16 last layer's output reaches the loss as f32, its gr
   for (size_t i = 0; i < fp32.grads.size(); ++i) CHECK(rel_l2(fp32.grads[i], mixed.grads[i]) < 8e-3);
 }
 
+namespace {
+// A layer type with an f32 implementation only (a copy), to stand for any layer whose op has no
+// bf16 row on the device.
+class F32OnlyLayer : public Layer {
+ public:
+  explicit F32OnlyLayer(const LayerSpec& spec) : Layer(spec) {}
+  Shape infer_shape(const std::vector<Shape>& in) override { return in[0]; }
+  bool backward_needs_inputs() const override { return false; }
+  void forward(const RunContext&, const std::vector<const Tensor*>& x, Tensor& y) override {
+    std::copy(x[0]->data(), x[0]->data() + y.numel(), y.data());
+  }
+  void backward(const RunContext&, const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]) std::copy(dy.data(), dy.data() + dy.numel(), dx[0]->data());
+  }
+};
+}  // namespace
+
 TEST_CASE("precision: a layer with no bf16 implementation stays f32, reported, with casts around it", "[cpu]") {
-  // Every layer asks for bf16; a grouped convolution with several channels per group has no bf16 row
-  // anywhere, so it stays f32 (and so does any layer whose rows are not there yet).
+  LayerRegistry registry;
+  register_builtin_layers(registry);
+  registry.add("f32only", [](const LayerSpec& s) { return std::make_unique<F32OnlyLayer>(s); },
+               Schema("f32only", "a copy, f32 only"));
   const char* yaml =
       "name: g\n"
       "input: {channels: 4, height: 3, width: 3}\n"
       "layers:\n"
-      "  - {name: g, type: conv2d, filters: 4, kernel: 3, padding: 1, groups: 2}\n"
+      "  - {name: c, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: o, type: f32only}\n"
       "  - {name: f, type: flatten}\n"
       "  - {name: fc, type: dense, units: 3, precision: fp32}\n";
-  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=bf16"});
-  std::unique_ptr<Graph> graph = Graph::build(spec);
+  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=bf16"}, registry.schemas());
+  std::unique_ptr<Graph> graph = Graph::build(spec, registry);
   graph->choose_backends(Device::cpu);
-  CHECK(graph->node(0).layer->dtype() == DType::f32);
-  CHECK(graph->node(1).layer->dtype() == DType::bf16);
-  CHECK(graph->node(2).layer->dtype() == DType::f32);
+  CHECK(graph->node(0).layer->dtype() == DType::bf16);
+  CHECK(graph->node(1).layer->dtype() == DType::f32);  // asked for bf16, not given
+  CHECK(graph->node(1).layer->precision() == Precision::bf16);
+  CHECK(graph->node(2).layer->dtype() == DType::bf16);
+  CHECK(graph->node(3).layer->dtype() == DType::f32);  // its own precision: fp32
   const auto& notes = graph->precision_notes();
-  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& s) {
-    return s.find("layer 'g' (conv2d) stays f32: no bf16 implementation") != std::string::npos;
-  }));
-  CHECK(graph->node(0).layer->precision() == Precision::bf16);  // asked for, not given
-  CHECK(graph->node(2).layer->precision() == Precision::fp32);
+  auto has = [&](const std::string& text) {
+    return std::any_of(notes.begin(), notes.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
+  };
+  CHECK(has("layer 'o' (f32only) stays f32: no bf16 implementation of it on the cpu"));
+  CHECK(has("cast c -> o: bf16 NHWC -> f32 NCHW"));
+  CHECK(has("cast o -> f: f32 NCHW -> bf16 NHWC"));
+  CHECK(has("cast f -> fc: bf16 NHWC -> f32 NCHW"));
+  CHECK_FALSE(has("-> loss"));
+  // And it trains through the casts: forward and backward run, gradients finite and non-zero.
+  ExecContext ctx = ExecContext::cpu(1);
+  Executor ex(*graph, 2, ctx);
+  ex.init_params(3);
+  const std::vector<float> input = test::random_floats(size_t(ex.input().numel()), 5);
+  std::copy(input.begin(), input.end(), ex.input().data());
+  ex.forward(2, true, 0, 1);
+  std::fill(ex.output_grad().data(), ex.output_grad().data() + ex.output_grad().numel(), 0.5f);
+  ex.backward();
+  const std::vector<float> g = ex.grad(0).to_vector();  // c.weight, behind two casts
+  CHECK(std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(std::any_of(g.begin(), g.end(), [](float v) { return v != 0.0f; }));
 }
 
 TEST_CASE("precision: bf16 activations take half the arena bytes of f32 ones", "[cpu]") {
