@@ -93,8 +93,9 @@ TEST_CASE("cudnn conv2d bf16 rows mirror the f32 ones by name, determinism and a
     CHECK(bf[i].dir == f32[i].dir);
     CHECK(bf[i].deterministic == f32[i].deterministic);
     CHECK(!bf[i].follows_math);  // BF16 tensor cores whatever the call allows
+    const bool bad_filter = bf[i].dir == ConvDir::backward_filter && bf[i].name == "cudnn:algo_0";
     CHECK(conv2d_cudnn_algo_accurate(bf[i].dir, bf[i].name, sh, DType::bf16) ==
-          (bf[i].name != "cudnn:winograd_nonfused"));
+          (bf[i].name != "cudnn:winograd_nonfused" && !bad_filter));
     CHECK(!bf[i].can_implement(cpu, sh));  // needs a CUDA context with cuDNN
   }
   for (ConvDir d : kDirs) {
