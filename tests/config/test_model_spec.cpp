@@ -81,7 +81,7 @@ TEST_CASE("the resolved tree shows every default and parses back to the same spe
   CHECK(resolved.find("beta1") == std::string::npos);  // not a setting of sgd
   CHECK(resolved.find("    random_crop:\n      size: 0\n      padding: 0\n") != std::string::npos);
   CHECK(resolved.find("  - name: conv1\n    type: conv2d\n    filters: 4\n    kernel: 3\n"
-                      "    backend: auto\n    algo: auto\n    stride: 1\n") != std::string::npos);
+                      "    backend: auto\n    algo: auto\n    precision: auto\n    stride: 1\n") != std::string::npos);
   CHECK(resolved.find("train:\n  epochs: 10\n") != std::string::npos);
   CHECK(resolved.find("  early_stopping:\n    metric: val_loss\n    patience: 0\n    min_delta: 0.0\n") !=
         std::string::npos);
@@ -300,8 +300,8 @@ TEST_CASE("load_model_spec reads a file, applies overrides and names a missing f
   CHECK(std::string(e.what()).find(missing) != std::string::npos);
 }
 
-TEST_CASE("train.precision takes fp32 (the default) or tf32, reaches every layer, and refuses bf16 naming both",
-          "[cpu]") {
+TEST_CASE("train.precision takes fp32 (the default), tf32 or bf16, reaches every layer unless it has its own, and "
+          "refuses fp16 naming them", "[cpu]") {
   ModelSpec plain = parse_model(kHead);
   CHECK(plain.train.precision == "fp32");
   CHECK(plain.config["train"]["precision"].string() == "fp32");  // the resolved config records the default
@@ -310,11 +310,17 @@ TEST_CASE("train.precision takes fp32 (the default) or tf32, reaches every layer
   CHECK(tf32.train.precision == "tf32");
   for (const cnn::LayerSpec& l : tf32.layers) CHECK(l.precision == "tf32");
   CHECK(parse_model(kHead, {"train.precision=tf32"}).train.precision == "tf32");
-  // bf16 and fp16 are issue 18's later slices: refused until they are implemented.
-  for (const std::string bad : {"bf16", "fp16", "TF32"}) {
+  ModelSpec bf16 = parse_model(kHead, {"train.precision=bf16"});
+  for (const cnn::LayerSpec& l : bf16.layers) CHECK(l.precision == "bf16");
+  ModelSpec own = parse_model(kHead, {"train.precision=bf16", "layers." + bf16.layers[0].name + ".precision=fp32"});
+  CHECK(own.layers[0].own_precision == "fp32");
+  CHECK(own.layers[0].precision == "fp32");
+  CHECK(own.layers[1].precision == "bf16");
+  // fp16 (with its loss scaler) is not implemented: refused.
+  for (const std::string bad : {"fp16", "TF32"}) {
     const ConfigError e = model_error(kHead + "train: {precision: " + bad + "}\n");
     INFO(e.what());
-    CHECK(e.message().rfind("expected one of fp32, tf32, found '" + bad + "'", 0) == 0);
+    CHECK(e.message().rfind("expected one of fp32, tf32, bf16, found '" + bad + "'", 0) == 0);
     CHECK(std::string(e.what()).rfind("m.yaml:7:", 0) == 0);
   }
 }

@@ -70,7 +70,7 @@ TEST_CASE("hostile input sizes and layer counts are refused", "[cpu]") {
 TEST_CASE("a key of another layer type names the types that take it", "[cpu]") {
   CHECK(parse_error(model("  - {name: r, type: relu, alpha: 0.1}\n")) ==
         "m.yaml:4:27: 'layers[0].alpha': unknown key 'alpha' for layer type 'relu' (it applies to elu, leaky_relu; "
-        "'relu' takes name, type, inputs, backend, algo)");
+        "'relu' takes name, type, inputs, backend, algo, precision)");
   CHECK(parse_error(model("  - {name: f, type: flatten}\n  - {name: d, type: dense, units: 3, algo: cpu:im2col_gemm}\n"))
             .find("'layers[1].algo': expected one of auto, found 'cpu:im2col_gemm'") != std::string::npos);
   CHECK(parse_error(model("  - {name: c, type: conv}\n")).find("unknown layer type 'conv', did you mean 'conv2d'?") !=
@@ -92,7 +92,7 @@ TEST_CASE("every layer type's defaults are in the resolved config as soon as it 
   INFO(yaml);
   for (const char* line : {"    stride: 1\n    dilation: 1\n    padding: 0\n    groups: 1\n    bias: true\n    init: he_normal\n",
                            "    momentum: 0.1\n    eps: 1e-05\n", "    alpha: 0.01\n", "    stride: [2, 3]\n    padding: 0\n",
-                           "    p: 0.5\n", "    units: 3\n    backend: auto\n    algo: auto\n    bias: true\n"})
+                           "    p: 0.5\n", "    units: 3\n    backend: auto\n    algo: auto\n    precision: auto\n    bias: true\n"})
     CHECK(yaml.find(line) != std::string::npos);
   CHECK(spec.layers[0].attrs["dilation"].pair() == std::pair<int64_t, int64_t>{1, 1});
 }
