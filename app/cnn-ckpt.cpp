@@ -13,6 +13,12 @@
 
 using namespace cnn;
 
+// A report as indented JSON. Messages in it may quote a hostile file's bytes cut short by another
+// module (a config error's excerpt): invalid UTF-8 is replaced (U+FFFD), not a failed report.
+static std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 int main(int argc, char** argv) {
   CLI::App cli{"cnn-ckpt: inspect, verify and compare cnn-train checkpoints (safetensors files)"};
   app::add_version_flag(cli, "cnn-ckpt");
@@ -49,7 +55,7 @@ int main(int argc, char** argv) {
         std::cout << r.config_yaml;
         return 0;
       }
-      std::cout << (json ? to_json(r).dump(2) + "\n" : to_text(r));
+      std::cout << (json ? json_text(to_json(r)) : to_text(r));
       if (r.ok()) return 0;
       std::cerr << "cnn-ckpt: error: "
                 << (r.checksum_problem.empty() ? r.metadata_problem
@@ -59,13 +65,13 @@ int main(int argc, char** argv) {
     }
     if (*verify) {
       VerifyReport r = verify_checkpoint(path);
-      std::cout << (json ? to_json(r).dump(2) + "\n" : to_text(r));
+      std::cout << (json ? json_text(to_json(r)) : to_text(r));
       if (r.ok()) return 0;
       std::cerr << "cnn-ckpt: error: '" << r.path << "' is not a valid checkpoint: " << r.problems.front() << "\n";
       return 1;
     }
     DiffReport r = diff_checkpoints(path, path_b);
-    std::cout << (json ? to_json(r).dump(2) + "\n" : to_text(r));
+    std::cout << (json ? json_text(to_json(r)) : to_text(r));
     return r.tensors_equal() ? 0 : 1;
   });
 }

@@ -13,9 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string clip(const std::string& s, size_t max_chars = 60) {
-  return s.size() <= max_chars ? s : s.substr(0, max_chars) + "...";
-}
+std::string clip(const std::string& s, size_t max_chars = 60) { return clip_text(s, max_chars); }
 
 const std::string& required(const std::map<std::string, std::string>& m, const char* key, const std::string& source) {
   auto it = m.find(key);
@@ -48,9 +46,12 @@ double meta_double(const std::map<std::string, std::string>& m, const char* key,
   return v;
 }
 
-json meta_json(const std::map<std::string, std::string>& m, const char* key, const std::string& source) {
-  json j = parse_bounded_json(required(m, key, source), kMaxMetadataJsonDepth,
-                              fmt::format("checkpoint '{}': metadata '{}'", source, key));
+// `json_values` counts the values of every JSON metadata value parsed so far: they are kept
+// together, so kMaxMetadataJsonValues caps them together.
+json meta_json(const std::map<std::string, std::string>& m, const char* key, const std::string& source,
+               size_t& json_values) {
+  json j = parse_bounded_json(required(m, key, source), {kMaxMetadataJsonDepth, kMaxMetadataJsonValues},
+                              fmt::format("checkpoint '{}': metadata '{}'", source, key), &json_values);
   if (!j.is_object()) CNN_THROW("checkpoint '{}': metadata '{}' is a JSON {}, expected an object", source, key, j.type_name());
   return j;
 }
@@ -110,20 +111,21 @@ CheckpointMeta parse_checkpoint_meta(const std::map<std::string, std::string>& m
   meta.world_size = meta_int(m, "world_size", source, 1, kMaxWorldSize);
   meta.dataset_fingerprint = required(m, "dataset_fingerprint", source);
 
-  const json schedule = meta_json(m, "schedule", source);
+  size_t json_values = 0;
+  const json schedule = meta_json(m, "schedule", source, json_values);
   for (const auto& [k, v] : schedule.items()) {
     if (!v.is_string())
       CNN_THROW("checkpoint '{}': metadata 'schedule.{}' is {}, expected a string", source, clip(k), clip(v.dump()));
     meta.schedule[k] = v.get<std::string>();
   }
-  const json rng = meta_json(m, "rng", source);
+  const json rng = meta_json(m, "rng", source, json_values);
   if (!rng.contains("seed") || !rng["seed"].is_number_unsigned())
     CNN_THROW("checkpoint '{}': metadata 'rng' has no 'seed' that is an integer in [0, 2^64)", source);
   meta.seed = rng["seed"].get<uint64_t>();
-  meta.metrics = meta_json(m, "metrics", source);
-  if (m.count("epoch_progress")) meta.epoch_progress = meta_json(m, "epoch_progress", source);
+  meta.metrics = meta_json(m, "metrics", source, json_values);
+  if (m.count("epoch_progress")) meta.epoch_progress = meta_json(m, "epoch_progress", source, json_values);
   check_epoch_progress(meta.epoch_progress, source);
-  if (m.count("normalization")) meta.normalization = meta_json(m, "normalization", source);
+  if (m.count("normalization")) meta.normalization = meta_json(m, "normalization", source, json_values);
   check_normalization(meta.normalization, source);
   if (m.count("elapsed_s")) meta.elapsed_s = meta_double(m, "elapsed_s", source, 0, kMaxElapsedSeconds);
   if (m.count("best_metric")) {

@@ -5,6 +5,7 @@
 // metadata_problems before trusting one. JSON values are parsed with kMaxMetadataJsonDepth.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -21,6 +22,11 @@ inline constexpr int kCheckpointVersion = 1;
 
 // Limits of what a checkpoint may say (README "Checkpoints"); beyond them it is refused.
 inline constexpr int kMaxMetadataJsonDepth = 16;           // nesting of a JSON metadata value
+// Values of a file's JSON metadata values together (each is parsed alone, but they are kept
+// together): the largest we write is the normalisation, 2 x channels numbers (channels up to
+// kMaxDimension = 2^20). Each value built costs up to ~60 bytes: capped one by one, 7 values of
+// 2^22 empty arrays (84 MB of header) made `cnn-ckpt inspect --json` die of bad_alloc under 4 GB.
+inline constexpr size_t kMaxMetadataJsonValues = size_t(1) << 22;
 inline constexpr int64_t kMaxWorldSize = int64_t(1) << 20;  // ranks that wrote it
 inline constexpr int64_t kMaxMetaCount = int64_t(1) << 48;  // steps, batches, samples of an epoch
 inline constexpr double kMaxElapsedSeconds = 1e9;           // ~31 years; int64 nanoseconds hold 292

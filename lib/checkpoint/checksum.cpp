@@ -91,7 +91,7 @@ ChecksumReport verify_checksums(const SafetensorsFile& file) {
   auto mismatch = [&](const std::string& name, std::string message) {
     if (!report.ok()) return;
     report.first_mismatch = name;
-    report.message = fmt::format("{}: tensor '{}': {}", file.source(), name.substr(0, 80), message);
+    report.message = fmt::format("{}: tensor '{}': {}", file.source(), clip_text(name, 80), message);
   };
   for (const auto& t : file.tensors()) {
     auto it = meta.find(checksum_key(t.name));
@@ -101,7 +101,7 @@ ChecksumReport verify_checksums(const SafetensorsFile& file) {
     }
     uint32_t expected = 0;
     if (!parse_checksum_hex(it->second, expected)) {
-      mismatch(t.name, fmt::format("checksum entry '{}' is not 8 hex digits", it->second.substr(0, 40)));
+      mismatch(t.name, fmt::format("checksum entry '{}' is not 8 hex digits", clip_text(it->second, 40)));
       continue;
     }
     uint32_t actual = crc32c(file.data(t.name), t.bytes());

@@ -53,8 +53,9 @@ const std::set<std::string> kSummaryKeys{"format",      "format_version",
 bool skip_metadata_key(const std::string& k) { return k == "config" || k.rfind(kChecksumKeyPrefix, 0) == 0; }
 
 // An integer, a number or a JSON object/array when the text is one; else the text itself (also
-// when it nests deeper than kMaxMetadataJsonDepth: such a value is shown, never parsed deeper).
-json typed_value(const std::string& text) {
+// when it nests deeper than kMaxMetadataJsonDepth, or when the values parsed so far, counted in
+// `json_values`, and its own exceed kMaxMetadataJsonValues: such a value is shown, never built).
+json typed_value(const std::string& text, size_t& json_values) {
   if (text.empty()) return text;
   if (text.find_first_not_of("0123456789+-.eE") == std::string::npos) {  // no "inf", "nan", hex
     char* end = nullptr;
@@ -66,7 +67,7 @@ json typed_value(const std::string& text) {
   }
   if (text[0] == '{' || text[0] == '[') {
     try {
-      return parse_bounded_json(text, kMaxMetadataJsonDepth, "metadata value");
+      return parse_bounded_json(text, {kMaxMetadataJsonDepth, kMaxMetadataJsonValues}, "metadata value", &json_values);
     } catch (const Error&) {
       return text;
     }
@@ -108,8 +109,13 @@ TensorStats stats_of(const SafetensorsFile& f, const TensorInfo& info) {
 
 std::string num(double x) { return fmt::format("{:.4g}", x); }
 
+// Width of a table's name column: the longest name, at most 60 characters; a longer name overflows
+// its own row. Padding every row to the longest name let one 50 MB name in a hostile header make
+// 65536 rows of 50 MB each.
+size_t name_column(size_t longest) { return std::clamp<size_t>(longest, 4, 60); }
+
 std::string clip(const std::string& s, size_t max_chars) {
-  return s.size() <= max_chars ? s : s.substr(0, max_chars) + fmt::format("... ({} bytes)", s.size());
+  return s.size() <= max_chars ? s : clip_text(s, max_chars) + fmt::format(" ({} bytes)", s.size());
 }
 
 }  // namespace
@@ -142,10 +148,11 @@ InspectReport inspect_checkpoint(const std::string& path_or_run_dir) {
   }
   r.summary = json::object();
   r.other_metadata = json::object();
+  size_t json_values = 0;
   for (const auto& [k, v] : m) {
     if (skip_metadata_key(k)) continue;
     if (kSummaryKeys.count(k))
-      r.summary[k] = typed_value(v);
+      r.summary[k] = typed_value(v, json_values);
     else
       r.other_metadata[k] = v;
   }
@@ -238,9 +245,10 @@ std::string to_text(const InspectReport& r) {
   if (!r.metadata_problem.empty()) row("metadata:", "FAIL: " + r.metadata_problem);
   for (auto& [k, v] : r.other_metadata.items()) row((k + ":").c_str(), clip(v.get<std::string>(), 200));
 
-  size_t w = 4;
+  size_t longest = 0;
   int64_t total = 0;
-  for (const TensorStats& t : r.tensors) w = std::max(w, t.name.size()), total += t.numel;
+  for (const TensorStats& t : r.tensors) longest = std::max(longest, t.name.size()), total += t.numel;
+  const size_t w = name_column(longest);
   out += fmt::format("\n{:<{}}  {:<5} {:<16} {:>11} {:>11} {:>11} {:>11} {:>7}\n", "name", w, "dtype", "shape", "min",
                      "max", "mean", "std", "nan/inf");
   for (const TensorStats& t : r.tensors) {
@@ -512,8 +520,9 @@ std::string to_text(const DiffReport& r) {
   size_t same = std::count_if(r.tensors.begin(), r.tensors.end(), [](const TensorDiff& t) { return t.identical; });
   out += fmt::format("tensors: {} in both ({} identical, {} differ), {} only in a, {} only in b\n", r.tensors.size(),
                      same, r.tensors.size() - same, r.only_a.size(), r.only_b.size());
-  size_t w = 4;
-  for (const TensorDiff& t : r.tensors) w = std::max(w, t.name.size());
+  size_t longest = 0;
+  for (const TensorDiff& t : r.tensors) longest = std::max(longest, t.name.size());
+  const size_t w = name_column(longest);
   if (!r.tensors.empty()) out += fmt::format("  {:<{}}  {:>11}  {:>11}\n", "name", w, "max_abs", "max_rel");
   for (const TensorDiff& t : r.tensors) {
     std::string a = t.compared ? num(t.max_abs) : (t.identical ? "same" : "differ");

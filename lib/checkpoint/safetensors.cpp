@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -58,9 +59,7 @@ std::string known_dtypes() {
 }
 
 // Hostile files can carry megabyte-long names and values: messages quote at most this much.
-std::string clip(const std::string& s, size_t max_chars = 80) {
-  return s.size() <= max_chars ? s : s.substr(0, max_chars) + "...";
-}
+std::string clip(const std::string& s, size_t max_chars = 80) { return clip_text(s, max_chars); }
 std::string excerpt(const json& v) { return clip(v.dump(-1, ' ', true, json::error_handler_t::replace), 40); }
 
 // An integer in [0, 2^63): the only numbers a shape or an offset may hold.
@@ -106,6 +105,9 @@ std::map<std::string, std::string> parse_metadata(const json& v, const std::stri
   if (v.is_null()) return out;
   if (!v.is_object())
     CNN_THROW("{}: '{}' must be an object of strings, got {}", source, kMetadataKey, v.type_name());
+  if (v.size() > kMaxMetadataEntries)
+    CNN_THROW("{}: '{}' has {} entries, more than the limit of {} (kMaxMetadataEntries in "
+              "lib/checkpoint/safetensors.h)", source, kMetadataKey, v.size(), kMaxMetadataEntries);
   for (const auto& [key, value] : v.items()) {
     if (!value.is_string())
       CNN_THROW("{}: '{}' value of key '{}' must be a string, got {} {}", source, kMetadataKey, clip(key),
@@ -210,17 +212,25 @@ SafetensorsFile SafetensorsFile::from_header(const std::string& header, uint64_t
   if (header.empty() || header[0] != '{')
     CNN_THROW("{}: header must be a JSON object starting with '{{', got {} bytes starting with 0x{:02x}", source,
               header.size(), header.empty() ? 0 : static_cast<unsigned char>(header[0]));
-  json root = parse_bounded_json(header, kMaxHeaderJsonDepth, source + ": header");
-  if (!root.is_object()) CNN_THROW("{}: header must be a JSON object, got {}", source, root.type_name());
-
   SafetensorsFile file;
   file.m_source = source;
-  for (const auto& [name, value] : root.items()) {
-    if (name == kMetadataKey)
-      file.m_metadata = parse_metadata(value, source);
-    else
-      file.m_tensors.push_back(parse_entry(name, value, data_size, source));
-  }
+  // Entry by entry: no DOM of the whole header is built, and past the tensor cap nothing more is.
+  size_t declared = 0;  // tensor entries seen, also past the cap
+  parse_bounded_json_members(
+      header, {kMaxHeaderJsonDepth, kMaxHeaderJsonValues}, source + ": header",
+      [&](const std::string& key) {
+        if (key != kMetadataKey) ++declared;
+        return declared <= kMaxHeaderTensors;
+      },
+      [&](const std::string& key, json&& value) {
+        if (key == kMetadataKey)
+          file.m_metadata = parse_metadata(value, source);
+        else
+          file.m_tensors.push_back(parse_entry(key, value, data_size, source));
+      });
+  if (declared > kMaxHeaderTensors)
+    CNN_THROW("{}: header declares {} tensors, more than the limit of {} tensors per file (kMaxHeaderTensors in "
+              "lib/checkpoint/safetensors.h)", source, declared, kMaxHeaderTensors);
   std::sort(file.m_tensors.begin(), file.m_tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
   });
@@ -301,12 +311,18 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   if (total >= 8) read_exact(f.fd, prefix, 8, 0, path);
   uint64_t header_len = read_u64_le(prefix);
   check_header_length(header_len, total, path);
-  std::string header(header_len, '\0');
-  read_exact(f.fd, header.data(), header_len, 8, path);
-  SafetensorsFile file = from_header(header, total - 8 - header_len, path);
-  file.m_data.resize(total - 8 - header_len);
-  read_exact(f.fd, file.m_data.data(), file.m_data.size(), 8 + header_len, path);
-  return file;
+  // The whole file is held in memory: a file larger than the memory left is an error naming it,
+  // not a bare std::bad_alloc.
+  try {
+    std::string header(header_len, '\0');
+    read_exact(f.fd, header.data(), header_len, 8, path);
+    SafetensorsFile file = from_header(header, total - 8 - header_len, path);
+    file.m_data.resize(total - 8 - header_len);
+    read_exact(f.fd, file.m_data.data(), file.m_data.size(), 8 + header_len, path);
+    return file;
+  } catch (const std::bad_alloc&) {
+    CNN_THROW("{}: out of memory reading it ({} bytes, {} of them header)", path, total, header_len);
+  }
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

@@ -35,6 +35,20 @@ inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 // JSON nesting of the header: deeper than a valid header needs (object > entry > shape array),
 // plus slack. Parsed with this bound, a deep header is an error, not a stack overflow.
 inline constexpr int kMaxHeaderJsonDepth = 8;
+// Tensors one header may declare. Far above any real training state: our largest model (kMaxLayers
+// = 4096 layers, batchnorm's 4 tensors each, Adam's 2 slots per parameter) writes at most 2^15, a
+// 1000-layer network with Adam ~5000. Checked while parsing, before an entry past the cap is built,
+// and counted to the end in linear time so the error names the count: 1.5M zero-size entries fit
+// in a 10^8-byte header, and took 22 s and 3 GB (inspect --json died of bad_alloc under 4 GB).
+inline constexpr size_t kMaxHeaderTensors = size_t(1) << 16;
+// Entries of the header's __metadata__: a checksum per tensor and cnn-train's own keys, with the
+// same slack (each entry costs ~100 bytes in memory for 4 bytes of text like "a":"",).
+inline constexpr size_t kMaxMetadataEntries = size_t(1) << 17;
+// JSON values the header may hold in all (each tensor takes 6 plus its rank, each metadata entry
+// one): kMaxHeaderTensors tensors of rank 50 and a full metadata object fit. It bounds what any
+// shape or unknown field can make the parser build (a value takes up to ~60 bytes in memory for 3
+// of text, so 10^8 bytes of `[],` would take 2 GB).
+inline constexpr size_t kMaxHeaderJsonValues = size_t(1) << 22;
 // Key of the string->string metadata object in the header.
 inline constexpr const char* kMetadataKey = "__metadata__";
 

@@ -27,11 +27,15 @@ bool within_tensor_cap(Checked elements) {
   return elements.ok() && elements.value("") <= kMaxTensorElements;
 }
 
-void check_tensor_cap(Checked elements, const std::string& what) {
-  if (within_tensor_cap(elements)) return;
+std::string tensor_cap_message(Checked elements, const std::string& what) {
   const std::string count = elements.ok() ? fmt::format("{} elements", elements.value(what))
                                           : std::string("more elements than a 64-bit integer counts");
-  CNN_THROW("{} would have {}, over the per-tensor cap of {} (2^31) elements", what, count, kMaxTensorElements);
+  return fmt::format("{} would have {}, over the per-tensor cap of {} (2^31) elements", what, count,
+                     kMaxTensorElements);
+}
+
+void check_tensor_cap(Checked elements, const std::string& what) {
+  if (!within_tensor_cap(elements)) CNN_THROW("{}", tensor_cap_message(elements, what));
 }
 
 size_t checked_bytes(Checked elements, size_t elem_size, const char* what) {

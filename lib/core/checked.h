@@ -62,9 +62,13 @@ Checked checked_product(const std::vector<int64_t>& dims);
 // does not fit (negative values pass through for the caller's own sign check).
 int narrow_to_int(int64_t v, const char* what);
 
-// Throws cnn::Error when `elements` (not ok: more than 64 bits hold) is over kMaxTensorElements:
-// "<what> would have N elements, over the per-tensor cap of 2147483648 (2^31)".
+// Throws cnn::Error when `elements` (not ok: more than 64 bits hold) is over kMaxTensorElements,
+// with tensor_cap_message's text.
 void check_tensor_cap(Checked elements, const std::string& what);
+// The one wording of the cap, also for callers that throw their own error (a ConfigError at a key):
+// "<what> would have N elements, over the per-tensor cap of 2147483648 (2^31) elements", where an
+// overflowed count reads "more elements than a 64-bit integer counts".
+std::string tensor_cap_message(Checked elements, const std::string& what);
 bool within_tensor_cap(Checked elements);
 
 // elements * elem_size bytes; throws cnn::Error naming `what` when negative or over SIZE_MAX.

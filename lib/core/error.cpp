@@ -72,4 +72,12 @@ std::string join_some(const std::vector<std::string>& names, size_t shown) {
   return s;
 }
 
+std::string clip_text(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  // Back up over continuation bytes (10xxxxxx) so that the cut falls before a lead byte.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end) + "...";
+}
+
 }  // namespace cnn

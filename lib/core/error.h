@@ -58,6 +58,10 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // The first `shown` of `names` joined by ", " and a count of the rest ("a, b, c and 99997 more"):
 // a list read from a file goes into a message bounded, however many entries the file holds.
 std::string join_some(const std::vector<std::string>& names, size_t shown);
+// `text` itself when it has at most `max_bytes` bytes, else its first bytes up to a UTF-8 character
+// boundary at or below max_bytes, and "...": a name or value read from a file goes into a message
+// bounded, and stays valid UTF-8 (a JSON report of the message would otherwise refuse to print).
+std::string clip_text(const std::string& text, size_t max_bytes);
 
 }  // namespace cnn
 

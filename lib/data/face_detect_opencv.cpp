@@ -1,5 +1,7 @@
 // OpenCV implementation of FaceDetector (face_detect.h): Haar cascade on the equalised gray image.
-// Trap: OpenCV holds colour as interleaved BGR; dst gets RGB planes, like read_image_file.
+// Trap: OpenCV holds colour as interleaved BGR; dst gets RGB planes, like read_image_file. Trap: the
+// cascade keeps UMat buffers, whose allocator asks OpenCV whether to use OpenCL: left on, that
+// loads the OpenCL ICD loader and, where a platform exists, makes a context on its device.
 #include "data/face_detect.h"
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <opencv2/core.hpp>
+#include <opencv2/core/ocl.hpp>
 #include <opencv2/imgproc.hpp>
 #include <opencv2/objdetect.hpp>
 
@@ -34,6 +37,15 @@ FaceDetector::FaceDetector(const std::string& cascade_path)
 FaceDetector::~FaceDetector() = default;
 
 static std::optional<FaceBox> largest_in(cv::CascadeClassifier& cascade, const cv::Mat& gray) {
+  // The detector runs on the CPU, on the Mats we pass. OpenCV's OpenCL switch is per thread and
+  // starts undecided: the cascade's first UMat then dlopen()s libOpenCL.so.1 and, where a platform
+  // exists (the GPU machine's NVIDIA ICD), creates an OpenCL context on that device behind our CUDA
+  // context. Off, nothing is loaded or created. It also removed the one crash of tools/sanitize.sh:
+  // libOpenCL.so.1 has thread-local storage, so its block for this thread is malloc'd when first
+  // used; GCC 12's LeakSanitizer (before LLVM 17's fix, google/sanitizers#1409) takes a dynamic TLS
+  // block 16 bytes past a page boundary for a glibc 2.19 one and reads its bounds from the malloc
+  // header before it, and its tracer died scanning that bogus range at exit (tools/sanitize.sh).
+  cv::ocl::setUseOpenCL(false);
   cv::Mat equalised;
   cv::equalizeHist(gray, equalised);
   std::vector<cv::Rect> faces;

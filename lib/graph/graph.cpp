@@ -26,27 +26,22 @@ static ConfigError located(const LayerSpec& ls, const std::string& key, const st
   return ConfigError(ls.where, child_path(ls.attrs.path().empty() ? "layers" : ls.attrs.path(), key), msg);
 }
 
-// The model input within the per-tensor cap, as a config error at `input`.
+// The model input within the per-tensor cap, as a config error at `input` (the cap's one wording,
+// tensor_cap_message, as for the layers below).
 static void check_input_cap(const ModelSpec& spec, const Shape& input) {
   const Checked n = checked_product(input.dims());
   if (within_tensor_cap(n)) return;
-  const std::string count =
-      n.ok() ? fmt::format("{} elements", n.value("")) : std::string("more elements than a 64-bit integer counts");
   throw ConfigError(spec.input.config.where().line ? spec.input.config.where() : Location{spec.file}, "input",
-                    fmt::format("the input (channels {}, height {}, width {}) has {}, over the per-tensor cap of {} "
-                                "(2^31) elements per image",
-                                input[0], input[1], input[2], count, kMaxTensorElements));
+                    tensor_cap_message(n, fmt::format("the input per image (channels {}, height {}, width {})",
+                                                      input[0], input[1], input[2])));
 }
 
 // A layer's output and parameters within the per-tensor cap, as config errors at the layer.
 static void check_layer_cap(const Layer& l, const Shape& out) {
   auto fail = [&l](const std::string& what, const Shape& s) {
-    const Checked n = checked_product(s.dims());
     throw ConfigError(l.where(), "layers." + l.name(),
-                      fmt::format("layer '{}' ({}): {} {} has {}, over the per-tensor cap of {} (2^31) elements",
-                                  l.name(), l.type(), what, s.to_string(),
-                                  n.ok() ? fmt::format("{} elements", n.value("")) : "more elements than fit 64 bits",
-                                  kMaxTensorElements));
+                      fmt::format("layer '{}' ({}): {}", l.name(), l.type(),
+                                  tensor_cap_message(checked_product(s.dims()), what + " " + s.to_string())));
   };
   if (!within_tensor_cap(checked_product(out.dims()))) fail("the output per image", out);
   for (const ParamInfo& p : l.params())

@@ -8,6 +8,7 @@
 
 #include "checkpoint/checksum.h"
 #include "checkpoint/safetensors.h"
+#include "core/error.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
 #include "optim/schedule.h"
@@ -402,4 +403,83 @@ TEST_CASE("checkpoint metadata is parsed strictly and checked against its config
   CHECK_THAT(problems({{"rng", R"({"seed":8})"}}), Contains("rng seed 8 differs from the config's train.seed 7"));
   CHECK_THAT(problems({{"normalization", R"({"mean":[0.1,0.2],"std":[1,1]})"}}),
              Contains("normalization has 2 channel(s), the config's input has 1"));
+}
+
+namespace {
+
+// A JSON object {"a": [[], [], ...]} of `arrays` empty arrays: arrays + 2 values, 3 bytes of text each.
+std::string empty_arrays_object(size_t arrays) {
+  std::string s = "{\"a\":[";
+  s.reserve(arrays * 3 + 8);
+  for (size_t i = 0; i < arrays; ++i) s += i ? ",[]" : "[]";
+  return s + "]}";
+}
+
+}  // namespace
+
+TEST_CASE("the JSON metadata values of one checkpoint share one cap on the values built", "[cpu]") {
+  // Each value alone is within kMaxMetadataJsonValues; the readers keep them together, so they
+  // count together. Capped one by one, 7 such summary values of 2^22 made `cnn-ckpt inspect --json`
+  // die of bad_alloc under a 4 GB address-space cap (12 MB of text each, ~250 MB built).
+  const std::string half = empty_arrays_object(kMaxMetadataJsonValues / 2);  // 2^21 + 2 values
+  test::TempDir dir;
+  const std::string path = write_unit_checkpoint(dir, "a.safetensors");
+  std::map<std::string, std::string> m = SafetensorsFile::open(path).metadata();
+  m["metrics"] = half;
+  CHECK_NOTHROW(parse_checkpoint_meta(m, "ckpt"));
+  m["epoch_progress"] = half;  // parsed after metrics
+  CHECK_THROWS_WITH(parse_checkpoint_meta(m, "ckpt"),
+                    Contains("checkpoint 'ckpt': metadata 'epoch_progress' holds more than") &&
+                        Contains(fmt::format("what was left of the limit of {} shared", kMaxMetadataJsonValues)));
+
+  // inspect shows the summary value that no longer fits as its text, unparsed.
+  SafetensorsWriter w;
+  w.add("t", DType::f32, {0}, nullptr, 0);
+  w.set_metadata("metrics", half);
+  w.set_metadata("schedule", half);  // after "metrics" in key order
+  const std::string plain = (dir / "plain.safetensors").string();
+  w.write_atomic(plain);
+  InspectReport r = inspect_checkpoint(plain);
+  CHECK(r.summary["metrics"].is_object());
+  CHECK(r.summary["schedule"].is_string());
+}
+
+TEST_CASE("inspect --json prints a report whose messages cut a name inside a UTF-8 character", "[cpu]") {
+  // A checksum message clips the tensor name to 80 bytes; cut inside a 2-byte character, the
+  // report's JSON refused to print ("invalid UTF-8 byte"), and cnn-ckpt failed without naming the file.
+  test::TempDir dir;
+  std::string name = "a";
+  for (int i = 0; i < 50; ++i) name += "\xc3\xa9";  // U+00E9, 2 bytes: byte 80 is inside one
+  SafetensorsWriter w;
+  w.add(name, DType::f32, {0}, nullptr, 0);
+  w.set_metadata(checksum_key(name), "zz");
+  const std::string path = (dir / "utf8.safetensors").string();
+  w.write_atomic(path);
+  InspectReport r = inspect_checkpoint(path);
+  REQUIRE(!r.checksum_problem.empty());
+  std::string dumped;
+  REQUIRE_NOTHROW(dumped = to_json(r).dump());
+  CHECK_THAT(dumped, Contains("is not 8 hex digits"));
+  CHECK(clip_text(name, 80) == name.substr(0, 79) + "...");
+  CHECK(clip_text(name, 81) == name.substr(0, 81) + "...");
+  CHECK(clip_text(name, 101) == name);
+}
+
+TEST_CASE("inspect and diff tables stay small when one tensor name is very long", "[cpu]") {
+  // The name column was as wide as the longest name: one name of 100000 bytes padded each of the
+  // 1001 rows to 100000 bytes (100 MB; a header's one 50 MB name among 65536 made terabytes).
+  test::TempDir dir;
+  SafetensorsWriter w;
+  for (int i = 0; i < 1000; ++i) w.add(fmt::format("t{:04}", i), DType::f32, {0}, nullptr, 0);
+  const std::string long_name(100000, 'x');
+  w.add(long_name, DType::f32, {0}, nullptr, 0);
+  const std::string path = (dir / "long.safetensors").string();
+  w.write_atomic(path);
+  const std::string text = to_text(inspect_checkpoint(path));
+  CHECK_THAT(text, Contains("\n" + long_name + "  F32"));
+  CHECK_THAT(text, Contains("\nt0999 "));
+  CHECK(text.size() < long_name.size() + 1001 * 200);
+  const std::string diff = to_text(diff_checkpoints(path, path));
+  CHECK_THAT(diff, Contains("  " + long_name + "  "));
+  CHECK(diff.size() < long_name.size() + 1001 * 200);
 }

@@ -283,45 +283,150 @@ TEST_CASE("hostile safetensors headers are rejected with a clear error", "[cpu]"
   }
 }
 
-TEST_CASE("a header of 100000 zero-size tensors parses, every entry kept under its name", "[cpu]") {
-  // The callback parser this replaced rescanned the root object at every entry's end: 129 s for
-  // this header. The test asserts what is read, not how fast (a sanitizer build on a busy machine
-  // takes 20 s); the time, about a second for `cnn-ckpt inspect` on such a file, is in RESULTS.md.
+namespace {
+
+// A header of `n` zero-size F32 tensors "t0", "t1", ... (and `tail` before the closing brace).
+std::string zero_size_header(size_t n, const std::string& tail = "") {
   std::string h = "{";
-  for (int i = 0; i < 100000; ++i)
+  h.reserve(n * 56 + tail.size() + 2);
+  for (size_t i = 0; i < n; ++i)
     h += fmt::format("{}\"t{}\":{{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", i ? "," : "", i);
-  h += "}";
-  SafetensorsFile f = SafetensorsFile::parse(make_file(h), "zeros");
-  CHECK(f.tensors().size() == 100000);
-  CHECK(f.contains("t0"));
-  CHECK(f.contains("t99999"));
-  CHECK(f.info("t50000").bytes() == 0);
-  // A duplicate among them, the last one, is still found.
-  const std::string dup = h.substr(0, h.size() - 1) + R"(,"t0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})";
-  CHECK_THROWS_WITH(SafetensorsFile::parse(make_file(dup), "zeros"), HAS_PHRASE("duplicate key 't0'"));
+  return h + tail + "}";
 }
 
-TEST_CASE("parse_bounded_json keeps values, and refuses deep nesting, duplicate keys and bad JSON", "[cpu]") {
-  nlohmann::json j = parse_bounded_json(R"({"a":[1,-2,3.5,"x",null,true],"b":{"c":{}}})", 3, "meta");
+}  // namespace
+
+TEST_CASE("a header of kMaxHeaderTensors zero-size tensors parses, every entry kept under its name", "[cpu]") {
+  // The callback parser this replaced rescanned the root object at every entry's end: 129 s for
+  // 100000 entries. The test asserts what is read, not how fast (a sanitizer build on a busy
+  // machine is 20 times slower); the times of `cnn-ckpt inspect` on such files are in RESULTS.md.
+  const size_t n = kMaxHeaderTensors;
+  const std::string h = zero_size_header(n);
+  SafetensorsFile f = SafetensorsFile::parse(make_file(h), "zeros");
+  CHECK(f.tensors().size() == n);
+  CHECK(f.contains("t0"));
+  CHECK(f.contains(fmt::format("t{}", n - 1)));
+  CHECK(f.info("t50000").bytes() == 0);
+  // A duplicate among them, the last one, is still found (replacing the last entry: still n).
+  const std::string dup = zero_size_header(n - 1, R"(,"t0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
+  CHECK_THROWS_WITH(SafetensorsFile::parse(make_file(dup), "zeros"), HAS_PHRASE("duplicate key 't0'"));
+  // Metadata does not count as a tensor.
+  const std::string with_meta = zero_size_header(n, R"(,"__metadata__":{"epoch":"3"})");
+  CHECK(SafetensorsFile::parse(make_file(with_meta), "zeros").metadata().at("epoch") == "3");
+}
+
+TEST_CASE("a header declaring more than kMaxHeaderTensors tensors is refused, naming the file, the count and the cap",
+          "[cpu]") {
+  // Issue 16: 1.5M zero-size entries (90 MB, inside the 10^8-byte header limit) took 22 s in
+  // `cnn-ckpt inspect` and 3 GB (bad_alloc, file unnamed, under a 4 GB address-space cap). Past
+  // the cap nothing is built; the rest is only counted.
+  const std::string expected = fmt::format("huge.safetensors: header declares {} tensors, more than the limit of {} "
+                                           "tensors per file (kMaxHeaderTensors",
+                                           kMaxHeaderTensors + 1, kMaxHeaderTensors);
+  CHECK_THROWS_WITH(SafetensorsFile::parse(make_file(zero_size_header(kMaxHeaderTensors + 1)), "huge.safetensors"),
+                    HAS_PHRASE(expected));
+  CHECK_THROWS_WITH(SafetensorsFile::parse(make_file(zero_size_header(1'500'000)), "huge.safetensors"),
+                    HAS_PHRASE("huge.safetensors: header declares 1500000 tensors, more than the limit of 65536"));
+  // Entries past the cap are not looked at: a bad one there does not hide the count.
+  CHECK_THROWS_WITH(SafetensorsFile::parse(make_file(zero_size_header(kMaxHeaderTensors + 1, R"(,"x":7)")),
+                                           "huge.safetensors"),
+                    HAS_PHRASE(fmt::format("declares {} tensors", kMaxHeaderTensors + 2)));
+  // What is not JSON is still found past the cap.
+  std::string cut = make_file(zero_size_header(kMaxHeaderTensors + 1));
+  cut.pop_back();
+  CHECK_THROWS_WITH(SafetensorsFile::parse(with_length(cut.size() - 8, cut.substr(8)), "huge.safetensors"),
+                    HAS_PHRASE("huge.safetensors: header is not valid JSON"));
+}
+
+TEST_CASE("a header within the byte limit cannot make the parser build more than its caps", "[cpu]") {
+  // 10^8 bytes of `[],` would be 33M values, ~2 GB once built: every value is counted.
+  const std::string junk = "[" + [] {
+    std::string s;
+    for (size_t i = 0; i <= kMaxHeaderJsonValues; ++i) s += i ? ",[]" : "[]";
+    return s;
+  }() + "]";
+  CHECK_THROWS_WITH(
+      SafetensorsFile::parse(make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[0,0],"junk":)" + junk + "}}"),
+                             "junk.safetensors"),
+      HAS_PHRASE(fmt::format("junk.safetensors: header holds more than {} JSON values", kMaxHeaderJsonValues)));
+  // A shape of 2^22 + 1 dimensions (all 1, so its byte size is fine).
+  std::string shape = "1";
+  for (size_t i = 0; i < kMaxHeaderJsonValues; ++i) shape += ",1";
+  CHECK_THROWS_WITH(SafetensorsFile::parse(make_file(R"({"t":{"dtype":"U8","shape":[)" + shape +
+                                                     R"(],"data_offsets":[0,1]}})",
+                                                     std::string(1, '\0')),
+                                           "rank.safetensors"),
+                    HAS_PHRASE("rank.safetensors: header holds more than"));
+  // Metadata: a checksum per tensor and our own keys fit; more entries are refused.
+  std::string meta = "{";
+  for (size_t i = 0; i <= kMaxMetadataEntries; ++i) meta += fmt::format("{}\"k{}\":\"\"", i ? "," : "", i);
+  meta += "}";
+  CHECK_THROWS_WITH(
+      SafetensorsFile::parse(make_file(R"({"__metadata__":)" + meta + "}"), "meta.safetensors"),
+      HAS_PHRASE(fmt::format("meta.safetensors: '__metadata__' has {} entries, more than the limit of {}",
+                             kMaxMetadataEntries + 1, kMaxMetadataEntries)));
+  meta.erase(meta.rfind(','));
+  CHECK(SafetensorsFile::parse(make_file(R"({"__metadata__":)" + meta + "}}"), "meta.safetensors").metadata().size() ==
+        kMaxMetadataEntries);
+}
+
+TEST_CASE("parse_bounded_json keeps values, and refuses deep nesting, too many values, duplicate keys and bad JSON",
+          "[cpu]") {
+  const JsonLimits limits{3, 100};
+  nlohmann::json j = parse_bounded_json(R"({"a":[1,-2,3.5,"x",null,true],"b":{"c":{}}})", limits, "meta");
   CHECK(j["a"][1] == -2);
   CHECK(j["a"][2] == 3.5);
   CHECK(j["a"][3] == "x");
   CHECK(j["b"]["c"].is_object());
-  CHECK(parse_bounded_json("7", 0, "meta") == 7);
-  CHECK(parse_bounded_json("[[[]]]", 3, "meta").dump() == "[[[]]]");
-  CHECK_THROWS_WITH(parse_bounded_json("[[[[]]]]", 3, "meta"), HAS_PHRASE("meta nests deeper than 3 levels"));
-  CHECK_THROWS_WITH(parse_bounded_json(R"({"k":1,"k":2})", 3, "meta"), HAS_PHRASE("meta has the duplicate key 'k'"));
-  CHECK_THROWS_WITH(parse_bounded_json(R"({"k":1,)", 3, "meta"), HAS_PHRASE("meta is not valid JSON"));
-  CHECK_THROWS_WITH(parse_bounded_json("1 2", 3, "meta"), HAS_PHRASE("meta is not valid JSON"));
+  CHECK(parse_bounded_json("7", {0, 1}, "meta") == 7);
+  CHECK(parse_bounded_json("[[[]]]", limits, "meta").dump() == "[[[]]]");
+  CHECK_THROWS_WITH(parse_bounded_json("[[[[]]]]", limits, "meta"), HAS_PHRASE("meta nests deeper than 3 levels"));
+  CHECK_THROWS_WITH(parse_bounded_json(R"({"k":1,"k":2})", limits, "meta"), HAS_PHRASE("meta has the duplicate key 'k'"));
+  CHECK_THROWS_WITH(parse_bounded_json(R"({"k":1,)", limits, "meta"), HAS_PHRASE("meta is not valid JSON"));
+  CHECK_THROWS_WITH(parse_bounded_json("1 2", limits, "meta"), HAS_PHRASE("meta is not valid JSON"));
+  // Values: the containers count, and so does every member and element.
+  CHECK(parse_bounded_json(R"({"a":[1,2],"b":{}})", {3, 5}, "meta").size() == 2);
+  CHECK_THROWS_WITH(parse_bounded_json(R"({"a":[1,2],"b":{}})", {3, 4}, "meta"),
+                    HAS_PHRASE("meta holds more than 4 JSON values"));
   // 300000 levels: an error at level 17, not a stack overflow or a 300000-level value.
   const std::string deep = std::string(300000, '[') + std::string(300000, ']');
-  CHECK_THROWS_WITH(parse_bounded_json(deep, 16, "meta"), HAS_PHRASE("nests deeper than 16 levels"));
+  CHECK_THROWS_WITH(parse_bounded_json(deep, {16, 1000}, "meta"), HAS_PHRASE("nests deeper than 16 levels"));
   const std::string deep_objects = [] {
     std::string s;
     for (int i = 0; i < 300000; ++i) s += "{\"a\":";
     return s + "1" + std::string(300000, '}');
   }();
-  CHECK_THROWS_WITH(parse_bounded_json(deep_objects, 16, "meta"), HAS_PHRASE("nests deeper than 16 levels"));
+  CHECK_THROWS_WITH(parse_bounded_json(deep_objects, {16, 1000}, "meta"), HAS_PHRASE("nests deeper than 16 levels"));
+}
+
+TEST_CASE("parse_bounded_json_members hands over the wanted members one by one and only scans the others", "[cpu]") {
+  std::vector<std::pair<std::string, std::string>> taken;
+  std::vector<std::string> asked;
+  auto wants = [&](const std::string& k) {
+    asked.push_back(k);
+    return k != "skip";
+  };
+  auto take = [&](const std::string& k, nlohmann::json&& v) { taken.emplace_back(k, v.dump()); };
+  // 6 values are built: 1; [2, {}] is 3; "s" is 1; the skipped member's 5 are not counted.
+  parse_bounded_json_members(R"({"a":1,"skip":[[1],{"x":2}],"b":[2,{}],"c":"s"})", {3, 5}, "hdr", wants, take);
+  CHECK(asked == std::vector<std::string>{"a", "skip", "b", "c"});
+  CHECK(taken == std::vector<std::pair<std::string, std::string>>{{"a", "1"}, {"b", "[2,{}]"}, {"c", "\"s\""}});
+  CHECK_THROWS_WITH(parse_bounded_json_members(R"({"a":1,"b":[2,{}],"c":"s"})", {3, 4}, "hdr", wants, take),
+                    HAS_PHRASE("hdr holds more than 4 JSON values"));
+  // The depth counts the object itself; a skipped member is held to it too.
+  CHECK_THROWS_WITH(parse_bounded_json_members(R"({"skip":[[[]]]})", {3, 100}, "hdr", wants, take),
+                    HAS_PHRASE("hdr nests deeper than 3 levels"));
+  CHECK_THROWS_WITH(parse_bounded_json_members(R"({"a":1,"a":2})", {3, 100}, "hdr", wants, take),
+                    HAS_PHRASE("hdr has the duplicate key 'a' (at nesting level 1)"));
+  CHECK_THROWS_WITH(parse_bounded_json_members("[1]", {3, 100}, "hdr", wants, take),
+                    HAS_PHRASE("hdr is a JSON array, expected an object"));
+  CHECK_THROWS_WITH(parse_bounded_json_members("7", {3, 100}, "hdr", wants, take),
+                    HAS_PHRASE("hdr is a JSON number, expected an object"));
+  CHECK_THROWS_WITH(parse_bounded_json_members(R"({"a":1)", {3, 100}, "hdr", wants, take),
+                    HAS_PHRASE("hdr is not valid JSON"));
+  taken.clear();
+  parse_bounded_json_members("{}", {3, 100}, "hdr", wants, take);
+  CHECK(taken.empty());
 }
 
 TEST_CASE("open checks the file on disk before reading it", "[cpu]") {

@@ -54,6 +54,10 @@ TEST_CASE("shape element counts are checked and the per-tensor cap is 2^31 eleme
   CHECK_THROWS_WITH(check_tensor_cap(kMaxTensorElements + 1, "the output"),
                     Catch::Matchers::Contains("the output would have 2147483649 elements, over the per-tensor cap"));
   CHECK_THROWS_WITH(check_tensor_cap(Checked(INT64_MAX) * 2, "w"), Catch::Matchers::Contains("more elements than"));
+  CHECK(tensor_cap_message(Checked(INT64_MAX) * 2, "w") ==
+        "w would have more elements than a 64-bit integer counts, over the per-tensor cap of 2147483648 (2^31) elements");
+  CHECK_THROWS_WITH(check_tensor_cap(Checked(kMaxTensorElements) + 1, "w"),
+                    tensor_cap_message(Checked(kMaxTensorElements) + 1, "w"));
   CHECK(checked_bytes(5, 4, "b") == 20);
   CHECK_THROWS_WITH(checked_bytes(INT64_MAX / 2, 8, "the arena"), Catch::Matchers::Contains("the arena"));
   CHECK_THROWS(Tensor::empty(Shape{int64_t{1} << 62, 4}));

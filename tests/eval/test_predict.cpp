@@ -2,6 +2,7 @@
 // path), checkpoint choice and round trip, normalisation, class ranking, and face crops.
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "config/value.h"
 #include "data/face_detect.h"
@@ -194,6 +195,26 @@ TEST_CASE("face detection falls back to the whole image when there is no face", 
   CHECK(f.crop.width == 100);
   REQUIRE(read_image_file(path, true, 1, 24, 24, want.data()));
   CHECK(got == want);
+}
+
+TEST_CASE("face detection runs on the CPU and never loads OpenCL", "[cpu]") {
+  // The cascade's UMat buffers made OpenCV dlopen libOpenCL.so.1 (and, with a platform, make an
+  // OpenCL context on its device); under tools/sanitize.sh that library's thread-local block
+  // crashed LeakSanitizer's tracer at exit (lib/data/face_detect_opencv.cpp says how).
+  if (!image_io_available()) CNN_SKIP("this build has no OpenCV: no face detection");
+  try {
+    find_face_cascade();
+  } catch (const std::exception& e) {
+    CNN_SKIP(std::string("no Haar cascade installed: ") + e.what());
+  }
+  auto opencl_loaded = [] { return cnn::test::read_text_file("/proc/self/maps").find("libOpenCL") != std::string::npos; };
+  REQUIRE_FALSE(opencl_loaded());
+  std::vector<uint8_t> img(80 * 100, 128);
+  FaceDetector det;
+  CHECK_FALSE(det.largest_face(img.data(), 80, 100).has_value());
+  std::thread other([&] { (void)det.largest_face(img.data(), 80, 100); });  // the switch is per thread
+  other.join();
+  CHECK_FALSE(opencl_loaded());
 }
 
 TEST_CASE("check_ten_crop refuses ten-crop unless some crop dimension is smaller than the input", "[cpu]") {
