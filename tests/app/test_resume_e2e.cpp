@@ -98,6 +98,20 @@ TEST_CASE("a run split by --epochs and resumed equals the straight run bit for b
   require_same_end(fx, "straight", "split");
 }
 
+TEST_CASE("a bf16 run split by --epochs and resumed equals the straight bf16 run bit for bit", "[cpu]") {
+  Fixture fx;
+  Finished straight = train_ok({fx.model, "--out", fx.run_dir("straight"), "--precision", "bf16"});
+  CHECK_THAT(straight.err, Contains("precision: bf16:"));
+  CHECK_THAT(straight.err, Contains("cast input -> "));
+  train_ok({fx.model, "--out", fx.run_dir("split"), "--epochs", "2", "--quiet", "--precision", "bf16"});
+  Finished f = train_ok({"--resume", fx.run_dir("split"), "--epochs", "4"});  // the checkpoint's precision
+  CHECK_THAT(f.err, Contains("precision: bf16:"));
+  require_same_end(fx, "straight", "split");
+  // And bf16 really differs from fp32: the test could fail if the precision were ignored.
+  train_ok({fx.model, "--out", fx.run_dir("fp32"), "--quiet"});
+  CHECK(tensor_differences(fx.last("fp32"), fx.last("straight")) != "");
+}
+
 TEST_CASE("reduce-on-plateau state and the best metric survive a resume", "[cpu]") {
   std::string text = kNet;
   const std::string step = "schedule: {type: step, step_size: 1, gamma: 0.7, warmup_epochs: 1}";
