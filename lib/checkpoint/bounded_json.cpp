@@ -33,15 +33,16 @@ class BoundedBuilder : public json::json_sax_t {
   std::string problem;  // set when the parse was stopped by a limit
   size_t values() const { return m_values; }  // counted so far, those counted before included
 
-  bool null() override { return put(nullptr); }
-  bool boolean(bool v) override { return put(v); }
-  bool number_integer(number_integer_t v) override { return put(v); }
-  bool number_unsigned(number_unsigned_t v) override { return put(v); }
-  bool number_float(number_float_t v, const string_t&) override { return put(v); }
-  bool string(string_t& v) override { return put(std::move(v)); }
-  bool binary(binary_t& v) override { return put(json::binary(std::move(v))); }
-  bool start_object(std::size_t) override { return open(json::object()); }
-  bool start_array(std::size_t) override { return open(json::array()); }
+  // A skipped value is dropped before anything is made of it: no json, no copy of its text.
+  bool null() override { return m_skipping || put(nullptr); }
+  bool boolean(bool v) override { return m_skipping || put(v); }
+  bool number_integer(number_integer_t v) override { return m_skipping || put(v); }
+  bool number_unsigned(number_unsigned_t v) override { return m_skipping || put(v); }
+  bool number_float(number_float_t v, const string_t&) override { return m_skipping || put(v); }
+  bool string(string_t& v) override { return m_skipping || put(std::move(v)); }
+  bool binary(binary_t& v) override { return m_skipping || put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::value_t::object); }
+  bool start_array(std::size_t) override { return open(json::value_t::array); }
   bool end_object() override { return close(); }
   bool end_array() override { return close(); }
   bool key(string_t& k) override {
@@ -101,23 +102,22 @@ class BoundedBuilder : public json::json_sax_t {
   }
   bool put(json&& v) {
     if (m_members && m_level == 0) return refuse(fmt::format("is a JSON {}, expected an object", v.type_name()));
-    if (m_skipping) return true;
     if (!count()) return false;
     place(std::move(v));
     if (at_members()) hand_over();
     return true;
   }
-  bool open(json&& v) {
+  bool open(json::value_t kind) {
     if (m_level >= m_limits.max_depth) return refuse(fmt::format("nests deeper than {} levels", m_limits.max_depth));
     if (m_members && m_level == 0) {
-      if (!v.is_object()) return refuse("is a JSON array, expected an object");
+      if (kind != json::value_t::object) return refuse("is a JSON array, expected an object");
       m_level = 1;  // the root object: its members are handed over one by one
       return true;
     }
     ++m_level;
     if (m_skipping) return true;
     if (!count()) return false;
-    m_open.push_back(place(std::move(v)));
+    m_open.push_back(place(json(kind)));
     return true;
   }
   bool close() {

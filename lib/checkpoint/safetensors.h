@@ -37,9 +37,10 @@ inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 inline constexpr int kMaxHeaderJsonDepth = 8;
 // Tensors one header may declare. Far above any real training state: our largest model (kMaxLayers
 // = 4096 layers, batchnorm's 4 tensors each, Adam's 2 slots per parameter) writes at most 2^15, a
-// 1000-layer network with Adam ~5000. Checked while parsing, before an entry past the cap is built,
-// and counted to the end in linear time so the error names the count: 1.5M zero-size entries fit
-// in a 10^8-byte header, and took 22 s and 3 GB (inspect --json died of bad_alloc under 4 GB).
+// 1000-layer network with Adam ~5000. The entries are counted in a first linear pass that builds
+// nothing, so a header over the cap is refused, naming the count, before any entry is made: 1.5M
+// zero-size entries fit in a 10^8-byte header, and took 22 s and 3 GB (inspect --json died of
+// bad_alloc under a 4 GB address-space cap).
 inline constexpr size_t kMaxHeaderTensors = size_t(1) << 16;
 // Entries of the header's __metadata__: a checksum per tensor and cnn-train's own keys, with the
 // same slack (each entry costs ~100 bytes in memory for 4 bytes of text like "a":"",).
