@@ -115,17 +115,6 @@ Tensor Executor::grad_view(int node, int64_t n) const {
   return arena_view(t, batch_shape(m_graph.node(node).out_shape, n), m_graph.dtype_of(node));
 }
 
-// (n, C, H, W) or (n, F) as convert's dims.
-static ActDims act_dims(const Shape& batched) {
-  ActDims d;
-  d.N = batched[0];
-  d.C = batched.rank() > 1 ? batched[1] : 1;
-  d.H = batched.rank() > 2 ? batched[2] : 1;
-  d.W = batched.rank() > 3 ? batched[3] : 1;
-  for (int k = 4; k < batched.rank(); ++k) d.W *= batched[k];
-  return d;
-}
-
 void Executor::convert(const Tensor& from, Tensor& to) const {
   run_op(native_backend(m_ctx.device), ConvertForward{&m_ctx, act_dims(from.shape()), from.view(),
                                                        activation_layout(from.dtype()), to.view(),

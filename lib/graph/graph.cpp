@@ -270,9 +270,8 @@ std::vector<std::string> Graph::choose_backends(Device device) {
   auto layout = [](DType t) { return t == DType::f32 ? "NCHW" : "NHWC"; };
   for (int i = 0; i < size(); ++i) {
     const GraphNode& n = node(i);
-    if (n.fused_into >= 0) continue;
-    for (int p : n.inputs)
-      if (dtype_of(p) != n.layer->dtype())
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (const int p = n.inputs[k]; casts_input(i, int(k)))
         m_precision_notes.push_back(fmt::format("cast {} -> {}: {} {} -> {} {}",
                                                 p == kModelInput ? std::string("input") : node(p).layer->name(),
                                                 n.layer->name(), to_string(dtype_of(p)), layout(dtype_of(p)),

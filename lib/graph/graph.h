@@ -85,6 +85,12 @@ public:
   // After choose_backends: one line per layer kept in f32 against its precision, and one per
   // planned cast edge ("input -> conv1: f32 NCHW -> bf16 NHWC").
   const std::vector<std::string>& precision_notes() const { return m_precision_notes; }
+  // Whether node reads input `slot` through a cast: its dtype differs from the producer's (a fused
+  // activation reads nothing). The memory plan and the precision notes both ask this.
+  bool casts_input(int node, int slot) const {
+    const GraphNode& n = m_nodes[static_cast<size_t>(node)];
+    return n.fused_into < 0 && dtype_of(n.inputs[static_cast<size_t>(slot)]) != n.layer->dtype();
+  }
   // The dtype of a node's output (f32 for kModelInput).
   DType dtype_of(int node) const { return node == kModelInput ? DType::f32 : m_nodes[static_cast<size_t>(node)].layer->dtype(); }
 

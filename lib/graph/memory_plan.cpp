@@ -105,12 +105,11 @@ MemoryPlan plan_memory(const Graph& g, int64_t max_batch, bool training) {
   // Casts: every input read in another dtype than its producer's (fused activations read nothing).
   for (int i = 0; i < L; ++i) {
     const GraphNode& n = g.node(i);
-    if (n.fused_into >= 0) continue;
     const DType to = n.layer->dtype();
     for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (!g.casts_input(i, int(k))) continue;
       const int p = n.inputs[k];
       const DType from = g.dtype_of(p);
-      if (from == to) continue;
       PlannedCast c;
       c.node = i;
       c.slot = int(k);

@@ -14,11 +14,6 @@ void stream_copy(Backend b, const RunContext& rc, const Tensor& src, Tensor& dst
   run_op(b, AddForward{rc.exec, dst.numel(), 1, one, dst.view()});
 }
 
-// The (N, C, H, W) side of a flatten as convert's dims ((N, F) as (N, F, 1, 1)).
-ActDims image_dims(const Shape& s) {
-  return s.rank() == 4 ? ActDims{s[0], s[1], s[2], s[3]} : ActDims{s[0], s.numel() / s[0], 1, 1};
-}
-
 class FlattenLayer : public Layer {
  public:
   explicit FlattenLayer(const LayerSpec& spec) : Layer(spec) {}
@@ -30,7 +25,7 @@ class FlattenLayer : public Layer {
   }
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     if (dtype() != DType::f32)  // permute (a copy for a flat input)
-      run_op(backend(), ConvertForward{rc.exec, image_dims(x[0]->shape()), x[0]->view(), Layout::nhwc, y.view(), Layout::nchw});
+      run_op(backend(), ConvertForward{rc.exec, act_dims(x[0]->shape()), x[0]->view(), Layout::nhwc, y.view(), Layout::nchw});
     else
       stream_copy(backend(), rc, *x[0], y);
   }
@@ -38,7 +33,7 @@ class FlattenLayer : public Layer {
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     if (dtype() != DType::f32)
-      run_op(backend(), ConvertForward{rc.exec, image_dims(dx[0]->shape()), dy.view(), Layout::nchw, dx[0]->view(), Layout::nhwc});
+      run_op(backend(), ConvertForward{rc.exec, act_dims(dx[0]->shape()), dy.view(), Layout::nchw, dx[0]->view(), Layout::nhwc});
     else
       stream_copy(backend(), rc, dy, *dx[0]);
   }

@@ -14,6 +14,7 @@
 #include "core/bf16.h"
 #include "core/exec_context.h"
 #include "core/host_device.h"
+#include "core/shape.h"
 #include "ops/dispatch.h"
 
 namespace cnn {
@@ -29,6 +30,10 @@ struct ActDims {
   int64_t N = 0, C = 0, H = 1, W = 1;
   CNN_HD int64_t numel() const { return N * C * H * W; }
 };
+
+// A batched activation shape as dims: (N, C, H, W), (N, F) as (N, F, 1, 1); dims past the fourth
+// fold into W.
+ActDims act_dims(const Shape& batched);
 
 // Index of logical element (n, c, hw) in a layout.
 CNN_HD int64_t layout_index(Layout l, const ActDims& d, int64_t n, int64_t c, int64_t hw) {

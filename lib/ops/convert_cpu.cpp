@@ -8,6 +8,16 @@ namespace cnn {
 
 const char* to_string(Layout l) { return l == Layout::nchw ? "nchw" : "nhwc"; }
 
+ActDims act_dims(const Shape& batched) {
+  ActDims d;
+  d.N = batched[0];
+  d.C = batched.rank() > 1 ? batched[1] : 1;
+  d.H = batched.rank() > 2 ? batched[2] : 1;
+  d.W = batched.rank() > 3 ? batched[3] : 1;
+  for (int k = 4; k < batched.rank(); ++k) d.W *= batched[k];
+  return d;
+}
+
 Layout activation_layout(DType t) { return t == DType::bf16 || t == DType::f16 ? Layout::nhwc : Layout::nchw; }
 
 namespace {
