@@ -1,6 +1,7 @@
 // cnn-bench: timing. `cnn-bench model MODEL.yaml` measures training-step throughput and, with
-// --layers, a per-layer forward/backward table; `cnn-bench conv [SWEEP.yaml ...] [--models]` times
-// every convolution implementation on sweep points and model layers.
+// --layers, a per-layer forward/backward table, and --breakdown, the step's time by kernel category
+// and idle gaps; `cnn-bench conv [SWEEP.yaml ...] [--models]` times every convolution
+// implementation on sweep points and model layers.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   m->add_option("--warmup", opt.warmup, "untimed steps first (default 5)");
   m->add_option("--repeats", opt.repeats, "repeats; the median is reported (default 5)");
   m->add_flag("--layers", opt.layers, "per-layer forward/backward table");
+  m->add_flag("--breakdown", opt.breakdown,
+              "GPU: trace the kernels of --steps more steps and split the step into kernel categories and idle gaps");
   m->add_option("--json", json_path, "write the result as JSON");
   m->add_option("--dump", opt.dump_path, "write the first step (weights, batch, logits, gradients) as safetensors");
   m->add_option("--set", sets, "override a config key: KEY=VALUE (repeatable)");

@@ -3,6 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <map>
+
+#include "bench/kernel_trace.h"
 #include "graph/timer.h"
 #include "checkpoint/safetensors.h"
 #include "core/rng.h"
@@ -95,6 +99,26 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.step_ms = median(step_ms);
   r.images_per_s = 1000.0 * double(batch) / r.step_ms;
   r.training_gflop_per_image = graph->training_flops() / 1e9;
+  if (opt.breakdown) {
+    CNN_CHECK(dev.device() == Device::cuda && KernelTrace::available(),
+              "--breakdown traces device kernels: it needs a CUDA build on a GPU (device here: {})", dev.description());
+    KernelTrace trace;
+    trace.start();
+    for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
+    uint64_t window = 0;
+    std::vector<KernelRecord> rec = trace.stop(&window);
+    std::string how = spec.train.cuda_graph ? "captured step (CUDA graph)" : "uncaptured step (--no-cuda-graph)";
+    if (rec.empty() && spec.train.cuda_graph) {
+      // This CUPTI reports no kernel nodes of a replayed graph: trace the step uncaptured instead.
+      step.set_cuda_graph(false, "--breakdown: the kernel trace saw no kernels of the replayed graph");
+      trace.start();
+      for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
+      rec = trace.stop(&window);
+      how = "uncaptured step (the trace saw no kernels of the replayed graph)";
+    }
+    r.breakdown = make_breakdown(rec, window, opt.steps, how);
+    r.has_breakdown = true;
+  }
   if (opt.layers) {
     step.set_cuda_graph(false, "per-layer timing");  // a replay would skip the host-side timer calls
     PerLayerTimer lt(dev.ctx(), graph->size());
@@ -114,6 +138,72 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   return r;
 }
 
+StepBreakdown make_breakdown(const std::vector<KernelRecord>& records, uint64_t window_ns, int64_t steps,
+                             std::string how) {
+  CNN_CHECK(steps > 0, "a step breakdown needs at least one step");
+  StepBreakdown b;
+  b.steps = steps;
+  b.how = std::move(how);
+  const double per = 1e-6 / double(steps);  // ns over all steps -> ms per step
+  b.traced_step_ms = double(window_ns) * per;
+  b.busy_ms = double(busy_ns(records)) * per;
+  b.idle_ms = std::max(0.0, b.traced_step_ms - b.busy_ms);
+  b.kernels_per_step = double(records.size()) / double(steps);
+  std::map<std::string, std::pair<int64_t, uint64_t>> cat, kern;
+  for (const auto& r : records) {
+    const uint64_t d = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+    auto& c = cat[kernel_category(r.name)];
+    c.first += 1;
+    c.second += d;
+    auto& k = kern[r.name];
+    k.first += 1;
+    k.second += d;
+  }
+  auto rows = [&](const std::map<std::string, std::pair<int64_t, uint64_t>>& m, size_t keep) {
+    std::vector<StepBreakdown::Row> v;
+    for (const auto& [name, cd] : m) v.push_back({name, double(cd.first) / double(steps), double(cd.second) * per});
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.ms_per_step > b.ms_per_step; });
+    if (v.size() > keep) v.resize(keep);
+    return v;
+  };
+  b.categories = rows(cat, cat.size());
+  b.top_kernels = rows(kern, 15);
+  return b;
+}
+
+nlohmann::json StepBreakdown::to_json() const {
+  auto rows = [](const std::vector<Row>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& r : v)
+      a.push_back({{"name", r.name}, {"kernels_per_step", r.kernels_per_step}, {"ms_per_step", r.ms_per_step}});
+    return a;
+  };
+  return {{"steps", steps},           {"how", how},
+          {"traced_step_ms", traced_step_ms}, {"busy_ms", busy_ms},
+          {"idle_ms", idle_ms},       {"kernels_per_step", kernels_per_step},
+          {"categories", rows(categories)}, {"top_kernels", rows(top_kernels)}};
+}
+
+std::string StepBreakdown::to_table(double untraced_step_ms) const {
+  std::string out = fmt::format(
+      "step breakdown over {} traced steps ({}): {:.3f} ms/step traced ({:.3f} untraced), {:.1f} kernels/step\n"
+      "  device busy {:.3f} ms ({:.1f}%), idle (launch gaps, host work) {:.3f} ms ({:.1f}%)\n",
+      steps, how, traced_step_ms, untraced_step_ms, kernels_per_step, busy_ms,
+      traced_step_ms > 0 ? 100 * busy_ms / traced_step_ms : 0.0, idle_ms,
+      traced_step_ms > 0 ? 100 * idle_ms / traced_step_ms : 0.0);
+  out += fmt::format("  {:<20}  {:>9}  {:>9}  {:>6}\n", "category", "kernels", "ms", "share");
+  for (const auto& r : categories)
+    out += fmt::format("  {:<20}  {:>9.1f}  {:>9.4f}  {:>5.1f}%\n", r.name, r.kernels_per_step, r.ms_per_step,
+                       traced_step_ms > 0 ? 100 * r.ms_per_step / traced_step_ms : 0.0);
+  out += "  longest kernels (per step: count, ms, mean us):\n";
+  for (const auto& r : top_kernels) {
+    std::string n = r.name.size() > 110 ? r.name.substr(0, 107) + "..." : r.name;
+    out += fmt::format("  {:>6.1f}  {:>8.4f}  {:>8.1f}  {}\n", r.kernels_per_step, r.ms_per_step,
+                       r.kernels_per_step > 0 ? 1e3 * r.ms_per_step / r.kernels_per_step : 0.0, n);
+  }
+  return out;
+}
+
 nlohmann::json ModelBenchResult::to_json() const {
   nlohmann::json j{{"model", model},
                    {"device", device},
@@ -124,6 +214,7 @@ nlohmann::json ModelBenchResult::to_json() const {
                    {"img_per_s", images_per_s},
                    {"repeat_img_per_s", repeat_images_per_s},
                    {"training_gflop_per_image", training_gflop_per_image}};
+  if (has_breakdown) j["breakdown"] = breakdown.to_json();
   j["layers"] = nlohmann::json::array();
   for (const auto& l : layers)
     j["layers"].push_back({{"name", l.name},
@@ -141,6 +232,7 @@ std::string ModelBenchResult::to_table() const {
   std::string out =
       fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
                   model, device, batch, precision, step_ms, images_per_s, tflops, cuda_graph);
+  if (has_breakdown) out += breakdown.to_table(step_ms);
   if (layers.empty()) return out;
   double total = 0;
   for (const auto& l : layers) total += l.forward_ms + l.backward_ms;

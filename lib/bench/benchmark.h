@@ -13,6 +13,8 @@
 
 namespace cnn {
 
+struct KernelRecord;  // bench/kernel_trace.h
+
 struct ModelBenchOptions {
   std::string device = "auto";
   int64_t batch = 0;   // 0: train.batch_size
@@ -20,6 +22,9 @@ struct ModelBenchOptions {
   int64_t steps = 20;  // steps per repeat
   int64_t repeats = 5;
   bool layers = false;  // per-layer table
+  // Trace `steps` more steps (the captured graph where one is used) and split the step's time
+  // into kernel categories and idle gaps (StepBreakdown); CUDA builds on a GPU only.
+  bool breakdown = false;
   // Before any update: the initial parameters and buffers, the synthetic batch, the logits,
   // the loss and every gradient of one training-mode step, as safetensors (for
   // tools/compare_pytorch.py). Tensor names: <param>, input, labels (I32), logits,
@@ -35,6 +40,32 @@ struct LayerTiming {
   std::vector<std::string> choice;
 };
 
+// Where a step's time goes on the device (--breakdown): the kernels of `steps` traced steps
+// (kernel_trace.h), per category (kernel_category) and the top kernels by time, and the step's
+// idle time: traced wall time minus the time some kernel ran (the union of kernel intervals).
+// Idle is launch latency, host work and synchronisation the device waits for.
+struct StepBreakdown {
+  struct Row {
+    std::string name;       // category or kernel name
+    double kernels_per_step = 0;
+    double ms_per_step = 0;  // summed kernel durations (overlapping kernels both count)
+  };
+  int64_t steps = 0;
+  std::string how;                // "captured step (CUDA graph)" or "uncaptured step (reason)"
+  double traced_step_ms = 0;      // wall time per step while tracing
+  double busy_ms = 0;             // per step: union of kernel intervals
+  double idle_ms = 0;             // traced_step_ms - busy_ms
+  double kernels_per_step = 0;
+  std::vector<Row> categories;    // by time, descending
+  std::vector<Row> top_kernels;   // the 15 longest in total, descending
+  nlohmann::json to_json() const;
+  std::string to_table(double untraced_step_ms) const;
+};
+
+// Splits `records` (kernels of `steps` steps over a window of window_ns) into a StepBreakdown.
+StepBreakdown make_breakdown(const std::vector<KernelRecord>& records, uint64_t window_ns, int64_t steps,
+                             std::string how);
+
 struct ModelBenchResult {
   std::string model, device;
   std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
@@ -45,6 +76,8 @@ struct ModelBenchResult {
   std::vector<double> repeat_images_per_s;
   double training_gflop_per_image = 0;
   std::vector<LayerTiming> layers;
+  bool has_breakdown = false;
+  StepBreakdown breakdown;
   nlohmann::json to_json() const;
   std::string to_table() const;
 };
