@@ -116,7 +116,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
       rec = trace.stop(&window);
       how = "uncaptured step (the trace saw no kernels of the replayed graph)";
     }
-    r.breakdown = make_breakdown(rec, window, opt.steps, how);
+    r.breakdown = make_breakdown(rec, window, opt.steps, how, median(step_ms));
     r.has_breakdown = true;
   }
   if (opt.layers) {
@@ -139,7 +139,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
 }
 
 StepBreakdown make_breakdown(const std::vector<KernelRecord>& records, uint64_t window_ns, int64_t steps,
-                             std::string how) {
+                             std::string how, double untraced_step_ms) {
   CNN_CHECK(steps > 0, "a step breakdown needs at least one step");
   StepBreakdown b;
   b.steps = steps;
@@ -148,6 +148,8 @@ StepBreakdown make_breakdown(const std::vector<KernelRecord>& records, uint64_t 
   b.traced_step_ms = double(window_ns) * per;
   b.busy_ms = double(busy_ns(records)) * per;
   b.idle_ms = std::max(0.0, b.traced_step_ms - b.busy_ms);
+  b.untraced_step_ms = untraced_step_ms;
+  b.untraced_idle_ms = std::max(0.0, untraced_step_ms - b.busy_ms);
   b.kernels_per_step = double(records.size()) / double(steps);
   std::map<std::string, std::pair<int64_t, uint64_t>> cat, kern;
   for (const auto& r : records) {
@@ -181,20 +183,23 @@ nlohmann::json StepBreakdown::to_json() const {
   return {{"steps", steps},           {"how", how},
           {"traced_step_ms", traced_step_ms}, {"busy_ms", busy_ms},
           {"idle_ms", idle_ms},       {"kernels_per_step", kernels_per_step},
+          {"untraced_step_ms", untraced_step_ms}, {"untraced_idle_ms", untraced_idle_ms},
           {"categories", rows(categories)}, {"top_kernels", rows(top_kernels)}};
 }
 
-std::string StepBreakdown::to_table(double untraced_step_ms) const {
+std::string StepBreakdown::to_table() const {
   std::string out = fmt::format(
-      "step breakdown over {} traced steps ({}): {:.3f} ms/step traced ({:.3f} untraced), {:.1f} kernels/step\n"
-      "  device busy {:.3f} ms ({:.1f}%), idle (launch gaps, host work) {:.3f} ms ({:.1f}%)\n",
-      steps, how, traced_step_ms, untraced_step_ms, kernels_per_step, busy_ms,
-      traced_step_ms > 0 ? 100 * busy_ms / traced_step_ms : 0.0, idle_ms,
-      traced_step_ms > 0 ? 100 * idle_ms / traced_step_ms : 0.0);
-  out += fmt::format("  {:<20}  {:>9}  {:>9}  {:>6}\n", "category", "kernels", "ms", "share");
+      "step breakdown over {} traced steps ({}): {:.3f} ms/step traced, {:.1f} kernels/step\n"
+      "  kernels busy {:.3f} ms; idle (launch gaps, host work) {:.3f} ms traced",
+      steps, how, traced_step_ms, kernels_per_step, busy_ms, idle_ms);
+  if (untraced_step_ms > 0)
+    out += fmt::format(", {:.3f} ms ({:.1f}%) of the untraced {:.3f} ms step", untraced_idle_ms,
+                       100 * untraced_idle_ms / untraced_step_ms, untraced_step_ms);
+  out += "\n";
+  out += fmt::format("  {:<20}  {:>9}  {:>9}  {:>6}\n", "category", "kernels", "ms", "of busy");
   for (const auto& r : categories)
     out += fmt::format("  {:<20}  {:>9.1f}  {:>9.4f}  {:>5.1f}%\n", r.name, r.kernels_per_step, r.ms_per_step,
-                       traced_step_ms > 0 ? 100 * r.ms_per_step / traced_step_ms : 0.0);
+                       busy_ms > 0 ? 100 * r.ms_per_step / busy_ms : 0.0);
   out += "  longest kernels (per step: count, ms, mean us):\n";
   for (const auto& r : top_kernels) {
     std::string n = r.name.size() > 110 ? r.name.substr(0, 107) + "..." : r.name;
@@ -232,7 +237,7 @@ std::string ModelBenchResult::to_table() const {
   std::string out =
       fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
                   model, device, batch, precision, step_ms, images_per_s, tflops, cuda_graph);
-  if (has_breakdown) out += breakdown.to_table(step_ms);
+  if (has_breakdown) out += breakdown.to_table();
   if (layers.empty()) return out;
   double total = 0;
   for (const auto& l : layers) total += l.forward_ms + l.backward_ms;

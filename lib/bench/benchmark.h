@@ -42,8 +42,10 @@ struct LayerTiming {
 
 // Where a step's time goes on the device (--breakdown): the kernels of `steps` traced steps
 // (kernel_trace.h), per category (kernel_category) and the top kernels by time, and the step's
-// idle time: traced wall time minus the time some kernel ran (the union of kernel intervals).
-// Idle is launch latency, host work and synchronisation the device waits for.
+// idle time: wall time minus the time some kernel ran (the union of kernel intervals), which is
+// launch latency, host work and synchronisation the device waits for. Tracing slows launches, so
+// the idle time is given twice: of the traced steps, and of the untraced (timed) step, assuming the
+// kernels take as long untraced.
 struct StepBreakdown {
   struct Row {
     std::string name;       // category or kernel name
@@ -55,16 +57,18 @@ struct StepBreakdown {
   double traced_step_ms = 0;      // wall time per step while tracing
   double busy_ms = 0;             // per step: union of kernel intervals
   double idle_ms = 0;             // traced_step_ms - busy_ms
+  double untraced_step_ms = 0;    // the benchmark's step time (0: not known)
+  double untraced_idle_ms = 0;    // untraced_step_ms - busy_ms, at least 0
   double kernels_per_step = 0;
   std::vector<Row> categories;    // by time, descending
   std::vector<Row> top_kernels;   // the 15 longest in total, descending
   nlohmann::json to_json() const;
-  std::string to_table(double untraced_step_ms) const;
+  std::string to_table() const;
 };
 
 // Splits `records` (kernels of `steps` steps over a window of window_ns) into a StepBreakdown.
 StepBreakdown make_breakdown(const std::vector<KernelRecord>& records, uint64_t window_ns, int64_t steps,
-                             std::string how);
+                             std::string how, double untraced_step_ms = 0);
 
 struct ModelBenchResult {
   std::string model, device;

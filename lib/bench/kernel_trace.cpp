@@ -43,7 +43,8 @@ std::string kernel_category(const std::string& name) {
       has(s, "wgrad") || has(s, "winograd") || has(s, "fft") || has(s, "im2col") || has(s, "col2im") ||
       has(s, "implicit_convolve") || has(s, "xmma_conv"))
     return "conv";
-  if (has(s, "gemm") || has(s, "gemv") || has(s, "cublas") || has(s, "cutlass") || has(s, "splitk"))
+  if (has(s, "gemm") || has(s, "gemv") || has(s, "cublas") || has(s, "cutlass") || has(s, "splitk") ||
+      has(s, "nvjet"))
     return "gemm";
   if (has(s, "pool")) return "pool";
   if (has(s, "activation") || has(s, "relu")) return "activation";

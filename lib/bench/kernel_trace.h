@@ -42,9 +42,9 @@ class KernelTrace {
 uint64_t busy_ns(const std::vector<KernelRecord>& records);
 
 // The step-breakdown category of a kernel, from its name: "conv" (our convolution kernels and
-// cuDNN's), "gemm" (cuBLAS: dense layers), "batchnorm", "pool", "activation", "add/concat/dropout",
-// "cast/pack" (dtype conversions, weight packing), "loss", "optimizer" (update, norm, clip,
-// finiteness), "other".
+// cuDNN's), "gemm" (cuBLAS and its nvjet kernels: dense layers), "batchnorm", "pool",
+// "activation", "add/concat/dropout", "cast/pack" (dtype conversions, weight packing), "loss",
+// "optimizer" (update, norm, clip, finiteness), "other".
 std::string kernel_category(const std::string& name);
 
 }  // namespace cnn

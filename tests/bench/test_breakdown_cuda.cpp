@@ -32,7 +32,7 @@ void check(const std::vector<std::string>& overrides) {
   ModelBenchResult r = bench_model(parse_model_text(kModel, "trace.yaml", overrides), opt);
   REQUIRE(r.has_breakdown);
   const StepBreakdown& b = r.breakdown;
-  INFO(b.to_table(r.step_ms));
+  INFO(b.to_table());
   CHECK(b.steps == 4);
   CHECK(b.kernels_per_step >= 5);  // at least conv fwd/bwd, batchnorm, dense, optimizer
   CHECK(b.busy_ms > 0);

@@ -28,6 +28,7 @@ TEST_CASE("kernel names fall into the breakdown's categories", "[cpu]") {
   CHECK(kernel_category("void cnn::(anonymous namespace)::convert_kernel<float, cnn::bf16>(...)") == "cast/pack");
   CHECK(kernel_category("batchnorm_normalize_nhwc_bf16_kernel") == "batchnorm");
   CHECK(kernel_category("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64") == "gemm");
+  CHECK(kernel_category("nvjet_tst_128x128_64x4_2x1_v_bz_TNN") == "gemm");
   CHECK(kernel_category("pool2d_forward_window_nhwc_bf16_kernel") == "pool");
   CHECK(kernel_category("activation_forward_pointwise_kernel") == "activation");
   CHECK(kernel_category("concat_copy_rows_kernel") == "add/concat/dropout");
@@ -41,7 +42,7 @@ TEST_CASE("a breakdown divides by the steps and sorts by time", "[cpu]") {
   // Two steps over 1 ms of window: 0.5 ms per step. Kernels [0, 0.1), [0.09, 0.14), [0.5, 0.55) ms:
   // their union is 0.19 ms over both steps, 0.095 ms per step.
   std::vector<KernelRecord> r = {{"conv_a", 0, 100000}, {"batchnorm_b", 90000, 140000}, {"conv_a", 500000, 550000}};
-  StepBreakdown b = make_breakdown(r, 1000000, 2, "test");
+  StepBreakdown b = make_breakdown(r, 1000000, 2, "test", 0.4);
   CHECK(b.steps == 2);
   CHECK(b.traced_step_ms == Approx(0.5));
   CHECK(b.busy_ms == Approx(0.095));
@@ -54,7 +55,9 @@ TEST_CASE("a breakdown divides by the steps and sorts by time", "[cpu]") {
   CHECK(b.idle_ms == Approx(0.5 - b.busy_ms));
   REQUIRE(b.top_kernels.size() == 2);
   CHECK(b.top_kernels[0].name == "conv_a");
-  const std::string table = b.to_table(0.4);
+  CHECK(b.untraced_idle_ms == Approx(0.4 - 0.095));
+  CHECK(make_breakdown(r, 1000000, 2, "test", 0.05).untraced_idle_ms == 0);  // never negative
+  const std::string table = b.to_table();
   CHECK(table.find("idle") != std::string::npos);
   CHECK(b.to_json()["categories"].size() == 2);
   CHECK_THROWS_AS(make_breakdown(r, 1000000, 0, "test"), Error);
