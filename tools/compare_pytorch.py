@@ -279,7 +279,7 @@ def make_loss(cfg, device, dtype=None):
 
 def set_tf32(on):
     # The legacy flags, which inductor still reads: setting the new fp32_precision API instead can
-    # make torch.compile fail with a "mix of legacy and new APIs" error (pytorch/pytorch#166387).
+    # make torch.compile fail with a "mix of legacy and new APIs" error in PyTorch 2.11.
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
 
