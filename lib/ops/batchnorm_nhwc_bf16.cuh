@@ -2,12 +2,9 @@
 // x, y, dy, dx are (N, H, W, C) bf16, so a channel's values are M = N*H*W rows apart. A block is a
 // tile of TG channel groups (8 channels: one 16-byte access; 1 channel on the scalar path) by TR
 // rows, over one slice of the rows; grid (slices, tiles). A thread keeps its channels' double sums
-// or FP32 coefficients in registers for its whole slice; the sums take runs of kFloatRun rows in
-// FP32 and add each run's total in double (a bf16 term has 8 significant bits, so a run's FP32 sum
-// is within kFloatRun roundings of 2^-24, while double arithmetic on every term made these kernels
-// bound by the FP64 units at 1/4 of the memory bandwidth). The sums kernel adds the block's rows in
-// a fixed tree, stores one partial per (slice, channel), and the tile's last block adds the slices
-// in a fixed order and calls the same per-channel tails as the NCHW kernels (batchnorm.cuh).
+// or FP32 coefficients in registers for its whole slice. The sums kernel adds the block's rows in a
+// fixed tree, stores one partial per (slice, channel), and the tile's last block adds the slices in
+// a fixed order and calls the same per-channel tails as the NCHW kernels (batchnorm.cuh).
 // Trap: the tiling (TG, TR, slices) is a function of the shape and the path only, never of
 // occupancy, and it is part of the sums: change it and the bits of every result change.
 #pragma once
@@ -33,8 +30,7 @@ struct NhwcTiling {
 
 // V = 8 (C % 8 == 0, 16-byte aligned operands) or 1. Up to 32 groups a tile (a warp's lanes read
 // one contiguous run of a row); groups spread evenly over the tiles so few threads idle; slices
-// of at least 4 rows a thread (small layers: more blocks, shorter chains of loads), and enough
-// blocks over all tiles to fill a large GPU.
+// of at least 8 rows a thread, and enough blocks over all tiles to fill a large GPU.
 template <int V>
 inline NhwcTiling nhwc_tiling(const BatchnormShape& sh) {
   NhwcTiling t{};
@@ -44,7 +40,7 @@ inline NhwcTiling nhwc_tiling(const BatchnormShape& sh) {
   t.tiles = (t.G + 31) / 32;
   t.TG = (t.G + t.tiles - 1) / t.tiles;
   t.TR = kThreads / t.TG;
-  const int64_t rows_per_slice = 4 * static_cast<int64_t>(t.TR);
+  const int64_t rows_per_slice = 8 * static_cast<int64_t>(t.TR);
   const int64_t by_size = (t.M + rows_per_slice - 1) / rows_per_slice;
   const int64_t by_fill = (1024 + t.tiles - 1) / t.tiles;
   t.slices = static_cast<int>(std::max<int64_t>(1, std::min(by_size, by_fill)));
@@ -132,16 +128,13 @@ __device__ __forceinline__ void sum_rows(const NhwcTiling& t, const NhwcThread<V
   for (int h = p / 2; h > 0; h /= 2) step(th.r < h, h);
 }
 
-// Rows a thread sums in FP32 before adding the run to its double sums.
-inline constexpr int kFloatRun = 8;
-
-// Terms of the forward sums: (d, d^2), d = x - shift(c), in FP32 (added to a run's FP32 sums).
+// Terms of the forward sums: (d, d^2), d = x - shift(c).
 template <int V, typename Shift>
 struct ShiftedTerms {
   const bf16* __restrict__ x;  // (N, H, W, C)
   Shift shift;
   struct Lanes {
-    float k[V];  // the shift, a float or bf16 value
+    float k[V];  // exact: the shift is a float or bf16 value (half the registers of a double)
   };
   __device__ __forceinline__ Lanes begin(int c0) const {
     Lanes l;
@@ -149,20 +142,20 @@ struct ShiftedTerms {
     for (int v = 0; v < V; ++v) l.k[v] = static_cast<float>(shift(c0 + v));
     return l;
   }
-  __device__ __forceinline__ void add(const Lanes& l, int64_t at, float (&s)[V], float (&t)[V]) const {
+  __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
     float xv[V];
     load_lanes(x, at, xv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const float d = xv[v] - l.k[v];
+      const double d = static_cast<double>(xv[v]) - static_cast<double>(l.k[v]);
       s[v] += d;
-      t[v] = fmaf(d, d, t[v]);
+      t[v] += d * d;
     }
   }
 };
 
 // Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null), the
-// products as batchnorm_backward_stats_act_kernel forms them, in FP32 (a run's sums).
+// products as batchnorm_backward_stats_act_kernel forms them.
 template <int V, typename Epi>
 struct GradTerms {
   Epi epi;
@@ -179,16 +172,16 @@ struct GradTerms {
     for (int v = 0; v < V; ++v) l.mean[v] = save_mean[c0 + v];
     return l;
   }
-  __device__ __forceinline__ void add(const Lanes& l, int64_t at, float (&s)[V], float (&t)[V]) const {
+  __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
     float xv[V], yv[V], dyv[V];
     load_lanes(x, at, xv);
     load_lanes(dy, at, dyv);
     load_lanes_or_zero(y, at, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const float g = epi.grad(yv[v], dyv[v]);
+      const double g = epi.grad(yv[v], dyv[v]);
       s[v] += g;
-      t[v] = fmaf(g, xv[v] - l.mean[v], t[v]);
+      t[v] += g * static_cast<double>(xv[v] - l.mean[v]);
     }
   }
 };
@@ -208,26 +201,7 @@ static __global__ void batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms
   for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
   if (th.active) {
     const typename Terms::Lanes lanes = terms.begin(th.c0);
-    float fs[V], fq[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) fs[v] = fq[v] = 0.0f;
-    int run = 0;
-    auto flush = [&] {
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        s[v] += static_cast<double>(fs[v]);
-        q[v] += static_cast<double>(fq[v]);
-        fs[v] = fq[v] = 0.0f;
-      }
-    };
-    for_rows(t, th, [&](int64_t at) {
-      terms.add(lanes, at, fs, fq);
-      if (++run == kFloatRun) {
-        flush();
-        run = 0;
-      }
-    });
-    flush();
+    for_rows(t, th, [&](int64_t at) { terms.add(lanes, at, s, q); });
   }
   sum_rows(t, th, s, red);
   sum_rows(t, th, q, red);
@@ -242,9 +216,7 @@ static __global__ void batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms
   if (!cuda::arrive_last(counters + blockIdx.y, gridDim.x)) return;
 #pragma unroll
   for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
-  // Unrolled so several slices' loads are in flight (the additions keep slice order).
-  if (th.active) {
-#pragma unroll 4
+  if (th.active)
     for (int b = th.r; b < static_cast<int>(gridDim.x); b += t.TR) {
 #pragma unroll
       for (int v = 0; v < V; ++v) {
@@ -252,7 +224,6 @@ static __global__ void batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms
         q[v] += __ldcg(partial + (2 * static_cast<int64_t>(b) + 1) * C + th.c0 + v);
       }
     }
-  }
   sum_rows(t, th, s, red);
   sum_rows(t, th, q, red);
   if (th.r == 0 && th.active) {
