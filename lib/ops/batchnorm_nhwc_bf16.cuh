@@ -101,6 +101,54 @@ __device__ __forceinline__ void for_rows(const NhwcTiling& t, const NhwcThread<V
   for (int m = begin + th.r; m < end; m += t.TR) f(static_cast<int64_t>(m) * t.C + th.c0);
 }
 
+// V bf16 as loaded (one 16-byte word, or one element), unpacked later: the sums pass loads a batch
+// of rows into these before it adds any, so a thread has several loads in flight (the adds carry
+// a dependency from row to row, and left to itself the compiler issued one row's loads at a time:
+// about a fifth of the memory bandwidth).
+template <int V>
+struct RawLanes;
+template <>
+struct RawLanes<8> {
+  uint4 u;
+};
+template <>
+struct RawLanes<1> {
+  uint16_t u;
+};
+__device__ __forceinline__ void load_raw(const bf16* p, int64_t i, RawLanes<8>& r) {
+  r.u = *reinterpret_cast<const uint4*>(p + i);
+}
+__device__ __forceinline__ void load_raw(const bf16* p, int64_t i, RawLanes<1>& r) { r.u = p[i].bits; }
+__device__ __forceinline__ void unpack_raw(const RawLanes<8>& r, float (&v)[8]) {
+  unpack_bf16x2(r.u.x, v[0], v[1]);
+  unpack_bf16x2(r.u.y, v[2], v[3]);
+  unpack_bf16x2(r.u.z, v[4], v[5]);
+  unpack_bf16x2(r.u.w, v[6], v[7]);
+}
+__device__ __forceinline__ void unpack_raw(const RawLanes<1>& r, float (&v)[1]) { v[0] = float_from_bf16_bits(r.u); }
+
+// for_rows for a sums pass: terms.load(raw, offset) for U rows, then terms.add(lanes, raw, s, q)
+// for the same rows in increasing order (the order of for_rows, so the sums are the same bits).
+template <int U, int V, typename Terms, typename Lanes>
+__device__ __forceinline__ void sum_rows_batched(const NhwcTiling& t, const NhwcThread<V>& th, const Terms& terms,
+                                                 const Lanes& lanes, double (&s)[V], double (&q)[V]) {
+  int begin, end;
+  slice_of(t.M, begin, end);
+  int m = begin + th.r;
+  for (; m + (U - 1) * t.TR < end; m += U * t.TR) {
+    typename Terms::Raw raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) terms.load(raw[u], static_cast<int64_t>(m + u * t.TR) * t.C + th.c0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) terms.add(lanes, raw[u], s, q);
+  }
+  for (; m < end; m += t.TR) {
+    typename Terms::Raw raw;
+    terms.load(raw, static_cast<int64_t>(m) * t.C + th.c0);
+    terms.add(lanes, raw, s, q);
+  }
+}
+
 // Sums each lane of s over the TR rows of the block's tile, in a fixed tree (rows past the
 // largest power of two fold in first); row 0's threads end with the totals. Every thread of the
 // block calls it. red: V * blockDim.x doubles of shared memory.
@@ -142,9 +190,14 @@ struct ShiftedTerms {
     for (int v = 0; v < V; ++v) l.k[v] = static_cast<float>(shift(c0 + v));
     return l;
   }
-  __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
+  static constexpr int kBatch = 4;  // rows a thread loads before adding (sum_rows_batched)
+  struct Raw {
+    RawLanes<V> x;
+  };
+  __device__ __forceinline__ void load(Raw& r, int64_t at) const { load_raw(x, at, r.x); }
+  __device__ __forceinline__ void add(const Lanes& l, const Raw& r, double (&s)[V], double (&t)[V]) const {
     float xv[V];
-    load_lanes(x, at, xv);
+    unpack_raw(r.x, xv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const double d = static_cast<double>(xv[v]) - static_cast<double>(l.k[v]);
@@ -172,11 +225,25 @@ struct GradTerms {
     for (int v = 0; v < V; ++v) l.mean[v] = save_mean[c0 + v];
     return l;
   }
-  __device__ __forceinline__ void add(const Lanes& l, int64_t at, double (&s)[V], double (&t)[V]) const {
+  static constexpr int kBatch = 2;  // rows a thread loads before adding (sum_rows_batched)
+  struct Raw {
+    RawLanes<V> x, dy, y;  // y unread (and unpacked as zeros) when the pointer is null
+  };
+  __device__ __forceinline__ void load(Raw& r, int64_t at) const {
+    load_raw(x, at, r.x);
+    load_raw(dy, at, r.dy);
+    if (y) load_raw(y, at, r.y);
+  }
+  __device__ __forceinline__ void add(const Lanes& l, const Raw& r, double (&s)[V], double (&t)[V]) const {
     float xv[V], yv[V], dyv[V];
-    load_lanes(x, at, xv);
-    load_lanes(dy, at, dyv);
-    load_lanes_or_zero(y, at, yv);
+    unpack_raw(r.x, xv);
+    unpack_raw(r.dy, dyv);
+    if (y) {
+      unpack_raw(r.y, yv);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
+    }
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const double g = epi.grad(yv[v], dyv[v]);
@@ -190,7 +257,7 @@ struct GradTerms {
 // (slice, channel) pairs into partial (slices, 2, C); the tile's last block adds them in a fixed
 // order and calls tail(c, first sum, second sum) once per channel of the tile.
 template <int V, typename Terms, typename Tail>
-static __global__ void batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms,
+static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms,
                                                        double* __restrict__ partial,    // (slices, 2, C)
                                                        unsigned* __restrict__ counters, // (tiles), zero
                                                        Tail tail) {
@@ -201,7 +268,7 @@ static __global__ void batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms
   for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
   if (th.active) {
     const typename Terms::Lanes lanes = terms.begin(th.c0);
-    for_rows(t, th, [&](int64_t at) { terms.add(lanes, at, s, q); });
+    sum_rows_batched<Terms::kBatch>(t, th, terms, lanes, s, q);
   }
   sum_rows(t, th, s, red);
   sum_rows(t, th, q, red);
