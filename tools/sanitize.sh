@@ -26,8 +26,7 @@ supp=$root/tools/sanitizers
 # detect_leaks stays on. fast_unwind_on_malloc=0: OpenMPI is built without frame pointers, so the
 # fast unwinder stops at its first frame ("<unknown module>") and no suppression can match; the
 # slow unwinder reaches the libmpi / libopen-rte frames the suppressions name.
-# Trap, GCC 12's runtime (before LLVM 17's fix, google/sanitizers#1409): when a dynamic TLS block (the
-# thread-locals of a dlopen'ed library) lies 16 bytes past a page boundary, LeakSanitizer takes it for a
+# Trap, GCC 12's runtime: when a dynamic TLS block (the thread-locals of a dlopen'ed library) lies 16 bytes past a page boundary, LeakSanitizer takes it for a
 # glibc 2.19 block and reads its bounds from the 16 bytes before it; since glibc 2.25 those blocks come
 # from malloc, the "bounds" are a malloc header, and at exit the tracer dies scanning them ("Tracer caught
 # signal 11", no leak report). It hit `cnn-eval --detect-faces`: OpenCV's cascade dlopen'ed libOpenCL.so.1

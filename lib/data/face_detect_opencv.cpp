@@ -42,9 +42,8 @@ static std::optional<FaceBox> largest_in(cv::CascadeClassifier& cascade, const c
   // exists (the GPU machine's NVIDIA ICD), creates an OpenCL context on that device behind our CUDA
   // context. Off, nothing is loaded or created. It also removed the one crash of tools/sanitize.sh:
   // libOpenCL.so.1 has thread-local storage, so its block for this thread is malloc'd when first
-  // used; GCC 12's LeakSanitizer (before LLVM 17's fix, google/sanitizers#1409) takes a dynamic TLS
-  // block 16 bytes past a page boundary for a glibc 2.19 one and reads its bounds from the malloc
-  // header before it, and its tracer died scanning that bogus range at exit (tools/sanitize.sh).
+  // used; GCC 12's LeakSanitizer takes a dynamic TLS block 16 bytes past a page boundary for a
+  // glibc 2.19 one and reads its bounds from the malloc header before it, and its tracer died scanning that bogus range at exit (tools/sanitize.sh).
   cv::ocl::setUseOpenCL(false);
   cv::Mat equalised;
   cv::equalizeHist(gray, equalised);
