@@ -2,6 +2,7 @@
 #include "onnx/onnx_e2e_util.h"
 
 #include <algorithm>
+#include <fstream>
 #include <random>
 
 #include "app/app_util.h"
@@ -66,6 +67,34 @@ std::vector<float> our_probabilities(const std::string& run_dir, const std::vect
   TrainedModel m = load_trained_model(run_dir, "cpu");
   Predictor p(m.ex(), m.spec, eval_normalization(m, nullptr), false, m.class_names);
   return p.probabilities(images.data(), n);
+}
+
+namespace {
+
+void write_npy_bytes(const std::string& path, const char* descr, const void* data, size_t bytes,
+                     const std::vector<int64_t>& shape) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');  // magic, version and length take 10 bytes
+  header += '\n';
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write("\x93NUMPY\x01\x00", 8);
+  const uint16_t len = uint16_t(header.size());
+  const char le[2] = {char(len & 0xff), char(len >> 8)};
+  f.write(le, 2);
+  f << header;
+  f.write(static_cast<const char*>(data), std::streamsize(bytes));
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const std::vector<uint8_t>& values, const std::vector<int64_t>& shape) {
+  write_npy_bytes(path, "|u1", values.data(), values.size(), shape);
+}
+
+void write_npy(const std::string& path, const std::vector<float>& values, const std::vector<int64_t>& shape) {
+  write_npy_bytes(path, "<f4", values.data(), values.size() * sizeof(float), shape);
 }
 
 float smallest_top_probability(const std::vector<float>& probs, int64_t k) {

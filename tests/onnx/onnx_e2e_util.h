@@ -26,6 +26,10 @@ ckpt::Finished python_onnx_check(const std::string& path);
 std::vector<uint8_t> random_images(int64_t n, int64_t c, int64_t h, int64_t w, uint64_t seed);
 // Softmax probabilities (n, K) of our CPU forward through cnn-eval's Predictor (centre crop).
 std::vector<float> our_probabilities(const std::string& run_dir, const std::vector<uint8_t>& images, int64_t n);
+// A numpy .npy file (format 1.0, C order) of uint8 or float32 values with `shape`.
+void write_npy(const std::string& path, const std::vector<uint8_t>& values, const std::vector<int64_t>& shape);
+void write_npy(const std::string& path, const std::vector<float>& values, const std::vector<int64_t>& shape);
+
 // The largest probability in `probs` (n, K) of each row, the smallest of them: below ~0.999 the
 // rows are not saturated, so an ONNX model that differs from ours shows in them.
 float smallest_top_probability(const std::vector<float>& probs, int64_t k);

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_state.h"
 #include "graph/graph.h"
 #include "layers/registry.h"
+#include "app/app_util.h"
 #include "onnx/onnx_e2e_util.h"
 #include "onnx/write.h"
 #include "support/catch.h"
@@ -114,4 +115,28 @@ TEST_CASE("the exported model of a ten-crop run says it takes the centre crop", 
   const OnnxFileSummary s = check_onnx_file(out);
   CHECK(s.op_types.front() == "Slice");
   CHECK(s.metadata.at("preprocess") == "centre crop 40x40 of 48x48");
+}
+
+TEST_CASE("tools/onnx_check.py runs the README's onnxruntime snippet where onnxruntime is installed", "[cpu]") {
+  if (!onnx_export_built()) CNN_SKIP(onnx_missing_message());
+  test::TempDir dir("cnn-onnx-ort");
+  const std::string run = (dir / "fer").string();
+  auto f = train_briefly("fer_cnn", run);
+  INFO(f.describe());
+  REQUIRE(f.exit_code == 0);
+  f = export_onnx(run, (dir / "model.onnx").string());
+  INFO(f.describe());
+  REQUIRE(f.exit_code == 0);
+  const int64_t n = 4;
+  const std::vector<uint8_t> images = random_images(n, 1, 48, 48, 11);
+  const std::vector<float> ours = our_probabilities(run, images, n);
+  write_npy((dir / "images.npy").string(), images, {n, 1, 48, 48});
+  write_npy((dir / "probs.npy").string(), ours, {n, int64_t(ours.size()) / n});
+  const test::ProgramResult r = test::run_program(
+      "/usr/bin/python3", {(fs::path(CNN_SOURCE_DIR) / "tools" / "onnx_check.py").string(), "check", dir.path().string(),
+                           "--no-bench"});
+  INFO(r.describe());
+  if (r.exit_code == 3) CNN_SKIP(r.out);  // "onnxruntime or numpy is not installed ..."
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("CPUExecutionProvider: max_abs_diff") && Contains("README snippet: max_abs_diff"));
 }
