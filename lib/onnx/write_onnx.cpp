@@ -98,12 +98,12 @@ onnx::ModelProto to_proto(const OnnxModel& m) {
   return model;
 }
 
-// The checker, then strict shape inference on a copy (it writes value_info into the graph).
-void check(const onnx::ModelProto& model, const std::string& what) {
+// The checker, then strict shape inference, which writes value_info into the graph: callers
+// serialise first (no copy of a model that may hold half a gigabyte of weights).
+void check(onnx::ModelProto& model, const std::string& what) {
   try {
     onnx::checker::check_model(model);
-    onnx::ModelProto copy = model;
-    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, false));
   } catch (const std::exception& e) {
     CNN_THROW("the ONNX checker refuses {}: {}", what, e.what());
@@ -123,11 +123,11 @@ bool onnx_export_built() { return true; }
 std::string onnx_missing_message() { return ""; }
 
 void write_onnx_model(const OnnxModel& m, const std::string& path) {
-  const onnx::ModelProto model = to_proto(m);
-  check(model, "the exported model");
+  onnx::ModelProto model = to_proto(m);
   std::string bytes;
   if (!model.SerializeToString(&bytes))
     CNN_THROW("cannot write '{}': the model does not serialise (protobuf messages stop at 2 GiB)", path);
+  check(model, "the exported model");
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
