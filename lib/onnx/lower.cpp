@@ -236,33 +236,51 @@ class Lowering {
     m_folded[size_t(j)] = true;
   }
 
+  // A conv2d or dense layer's weight (w_shape, output channels first) and bias (zeros without
+  // one), with the batchnorm that alone reads it folded in; names the node's (and that
+  // batchnorm's) output.
+  struct Weights {
+    std::vector<float> w, b;
+    std::string w_name, b_name, node_name;
+    bool has_bias = false;
+  };
+  Weights weights_folded(int i, const Shape& w_shape) {
+    const std::string& name = m_g.node(i).layer->name();
+    const int64_t K = w_shape[0];
+    Weights r;
+    r.has_bias = attr(i, "bias").boolean();
+    r.w = param(i, 0, w_shape);
+    r.b = r.has_bias ? param(i, 1, Shape{K}) : std::vector<float>(size_t(K), 0.0f);
+    r.w_name = param_name(i, 0);
+    r.b_name = r.has_bias ? param_name(i, 1) : name + ".bias";
+    r.node_name = name;
+    const int j = foldable_batchnorm(i);
+    if (j >= 0) {
+      fold(j, K, r.w, r.b);
+      const std::string& bn = m_g.node(j).layer->name();
+      r.w_name += "+" + bn, r.b_name = name + ".bias+" + bn, r.node_name = name + "+" + bn;
+      r.has_bias = true;
+      m_out[size_t(i)] = m_out[size_t(j)] = bn;
+    }
+    return r;
+  }
+
   void conv2d(int i) {
     const GraphNode& n = m_g.node(i);
-    const std::string& name = n.layer->name();
     const int64_t C = n.in_shape0[0], K = attr(i, "filters").integer(), groups = attr(i, "groups").integer();
     const auto [R, S] = attr(i, "kernel").pair();
     const auto [sh, sw] = attr(i, "stride").pair();
     const auto [dh, dw] = attr(i, "dilation").pair();
     std::pair<int64_t, int64_t> pad;
-    const Value& p = attr(i, "padding");
-    if (p.kind() == Value::Kind::string)  // "same": odd dilated kernels only (the layer checked)
+    const Value& padding = attr(i, "padding");
+    if (padding.kind() == Value::Kind::string)  // "same": odd dilated kernels only (the layer checked)
       pad = {dh * (R - 1) / 2, dw * (S - 1) / 2};
     else
-      pad = p.pair();
-    const bool bias = attr(i, "bias").boolean();
-    std::vector<float> w = param(i, 0, Shape{K, C / groups, R, S});
-    std::vector<float> b = bias ? param(i, 1, Shape{K}) : std::vector<float>(size_t(K), 0.0f);
-    std::string wname = param_name(i, 0), bname = bias ? param_name(i, 1) : name + ".bias";
-    const int j = foldable_batchnorm(i);
-    if (j >= 0) {
-      fold(j, K, w, b);
-      const std::string& bn = m_g.node(j).layer->name();
-      wname += "+" + bn, bname = name + ".bias+" + bn;
-      m_out[size_t(i)] = m_out[size_t(j)] = bn;
-    }
-    std::vector<std::string> ins{input_of(i), add_floats(wname, {K, C / groups, R, S}, std::move(w))};
-    if (bias || j >= 0) ins.push_back(add_floats(bname, {K}, std::move(b)));
-    add_node("Conv", j >= 0 ? name + "+" + m_g.node(j).layer->name() : name, ins, m_out[size_t(i)],
+      pad = padding.pair();
+    Weights p = weights_folded(i, Shape{K, C / groups, R, S});
+    std::vector<std::string> ins{input_of(i), add_floats(p.w_name, {K, C / groups, R, S}, std::move(p.w))};
+    if (p.has_bias) ins.push_back(add_floats(p.b_name, {K}, std::move(p.b)));
+    add_node("Conv", p.node_name, ins, m_out[size_t(i)],
              {attr_ints("kernel_shape", {R, S}), attr_ints("strides", {sh, sw}),
               attr_ints("pads", {pad.first, pad.second, pad.first, pad.second}), attr_ints("dilations", {dh, dw}),
               attr_int("group", groups)});
@@ -277,21 +295,11 @@ class Lowering {
       add_node("Flatten", name + ".flatten", {x}, name + ".flat", {attr_int("axis", 1)});
       x = name + ".flat";
     }
-    const bool bias = attr(i, "bias").boolean();
-    std::vector<float> w = param(i, 0, Shape{K, C});
-    std::vector<float> b = bias ? param(i, 1, Shape{K}) : std::vector<float>(size_t(K), 0.0f);
-    std::string wname = param_name(i, 0), bname = bias ? param_name(i, 1) : name + ".bias";
-    const int j = foldable_batchnorm(i);
-    if (j >= 0) {
-      fold(j, K, w, b);
-      const std::string& bn = m_g.node(j).layer->name();
-      wname += "+" + bn, bname = name + ".bias+" + bn;
-      m_out[size_t(i)] = m_out[size_t(j)] = bn;
-    }
+    Weights p = weights_folded(i, Shape{K, C});
     // Gemm always gets its bias (zeros without one): OpenCV 4.6 reads Gemm with a constant C.
-    add_node("Gemm", j >= 0 ? name + "+" + m_g.node(j).layer->name() : name,
-             {x, add_floats(wname, {K, C}, std::move(w)), add_floats(bname, {K}, std::move(b))}, m_out[size_t(i)],
-             {attr_int("transB", 1)});
+    add_node("Gemm", p.node_name,
+             {x, add_floats(p.w_name, {K, C}, std::move(p.w)), add_floats(p.b_name, {K}, std::move(p.b))},
+             m_out[size_t(i)], {attr_int("transB", 1)});
   }
 
   void batchnorm(int i, const std::string& x) {
