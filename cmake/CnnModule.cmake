@@ -2,7 +2,8 @@
 # Builds lib/<dir>/ into the static library cnn_<dir>. Files are selected by suffix, so the
 # layering rules of the README's Building section hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
 # *_sm90a.cu need sm_90 among the CUDA architectures (*_nosm90a.cpp stands in otherwise),
-# <base>_nocuda.cpp stands in for <base>_cuda.cu/.cpp without CUDA (or while that file is absent), *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both.
+# <base>_nocuda.cpp stands in for <base>_cuda.cu/.cpp without CUDA (or while that file is absent), *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both,
+# *_onnx.cpp needs CNN_WITH_ONNX (*_noonnx.cpp stands in).
 function(cnn_filter_sources out)
   set(kept)
   foreach(f IN LISTS ARGN)
@@ -27,10 +28,15 @@ function(cnn_filter_sources out)
     if(stem MATCHES "_nosm90a$" AND (NOT CNN_WITH_CUDA OR CNN_WITH_SM90A))
       continue()
     endif()
-    if(stem MATCHES "_noopencv$" AND CNN_WITH_OPENCV)
-      continue()
-    endif()
-    if(stem MATCHES "_opencv$" AND NOT CNN_WITH_OPENCV)
+    # <stem>_<dep>.cpp needs CNN_WITH_<DEP>; <stem>_no<dep>.cpp stands in without it.
+    set(skip FALSE)
+    foreach(dep opencv onnx)
+      string(TOUPPER "${dep}" DEP)
+      if((stem MATCHES "_no${dep}$" AND CNN_WITH_${DEP}) OR (stem MATCHES "_${dep}$" AND NOT CNN_WITH_${DEP}))
+        set(skip TRUE)
+      endif()
+    endforeach()
+    if(skip)
       continue()
     endif()
     if(stem MATCHES "_mpi$" AND NOT CNN_WITH_MPI)

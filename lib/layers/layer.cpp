@@ -11,6 +11,7 @@ Layer::Layer(const LayerSpec& spec)
       m_path(spec.attrs.path().empty() ? "layers." + spec.name : spec.attrs.path()),
       m_where(spec.where),
       m_index(spec.index),
+      m_attrs(spec.attrs),
       m_requested_backend(spec.backend),
       m_preferred_backend(spec.preferred_backend),
       m_precision(parse_precision(spec.precision)),

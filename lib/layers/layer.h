@@ -60,6 +60,8 @@ public:
   const std::string& type() const { return m_type; }
   const Location& where() const { return m_where; }
   int index() const { return m_index; }
+  // The layer's validated map (LayerSpec::attrs, defaults filled in): what an exporter reads.
+  const Value& attrs() const { return m_attrs; }
 
   // Per-sample input shapes -> per-sample output shape. Throws ConfigError at the layer's
   // location when the inputs don't fit ("layer 'conv2': input has 3 channels, ...").
@@ -153,6 +155,7 @@ private:
   std::string m_path;  // "layers[3]"
   Location m_where;
   int m_index = 0;
+  Value m_attrs;
   std::string m_requested_backend;
   std::string m_preferred_backend = "auto";  // train.backend
   bool m_backend_from_train = false;

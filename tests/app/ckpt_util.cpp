@@ -7,12 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "checkpoint/safetensors.h"
+#include "config/model_spec.h"
+#include "graph/graph.h"
+#include "layers/registry.h"
 
 extern char** environ;
 
@@ -140,6 +144,35 @@ std::string read_file(const std::filesystem::path& p) {
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f << bytes;
+}
+
+std::vector<std::string> bundled_models() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(CNN_SOURCE_DIR) / "models"))
+    if (e.path().extension() == ".yaml") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// (A grouped conv's groups must divide its channels, so those models keep theirs.)
+std::vector<std::string> narrowing(const std::string& model) {
+  ModelSpec spec = load_model_spec(model);
+  if (Graph::build(spec)->trainable_count() < 1000000) return {};
+  std::vector<std::string> sets;
+  const LayerSpec* last_dense = nullptr;
+  for (const LayerSpec& l : spec.layers)
+    if (l.type == "dense") last_dense = &l;
+  for (const LayerSpec& l : spec.layers) {
+    if (l.type == "conv2d") {
+      if (l.attrs.has("groups") && l.attrs["groups"].integer() != 1) return {};
+      sets.push_back(fmt::format("layers.{}.filters=4", l.name));
+    } else if (l.type == "dense" && &l != last_dense) {
+      sets.push_back(fmt::format("layers.{}.units=8", l.name));
+    } else if (&l == last_dense && spec.classes.empty()) {  // 1000 unnamed classes: 10 will do
+      sets.push_back(fmt::format("layers.{}.units=10", l.name));
+    }
+  }
+  return sets;
 }
 
 }  // namespace cnn::test::ckpt

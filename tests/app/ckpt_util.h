@@ -60,6 +60,13 @@ std::map<int64_t, nlohmann::json> epoch_lines(const std::filesystem::path& run_d
 std::string safetensors_bytes(const std::string& header, const std::string& data);
 std::string safetensors_bytes_with_length(uint64_t declared_length, const std::string& header, const std::string& data);
 
+// The model files of models/, sorted.
+std::vector<std::string> bundled_models();
+// --set overrides that narrow a model of more than a million parameters without grouped
+// convolutions (4 filters a conv, 8 units a hidden dense layer, 10 classes instead of 1000 unnamed
+// ones): the same layer types, keys and defaults, a fraction of the arithmetic and checkpoint.
+std::vector<std::string> narrowing(const std::string& model);
+
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, const std::string& bytes);
 

@@ -21,36 +21,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::vector<std::string> bundled_models() {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(fs::path(CNN_SOURCE_DIR) / "models"))
-    if (e.path().extension() == ".yaml") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// --set overrides that narrow a model of more than a million parameters without grouped
-// convolutions (a grouped conv's groups must divide its channels, so those models keep theirs).
-std::vector<std::string> narrowing(const std::string& model) {
-  ModelSpec spec = load_model_spec(model);
-  if (Graph::build(spec)->trainable_count() < 1000000) return {};
-  std::vector<std::string> sets;
-  const LayerSpec* last_dense = nullptr;
-  for (const LayerSpec& l : spec.layers)
-    if (l.type == "dense") last_dense = &l;
-  for (const LayerSpec& l : spec.layers) {
-    if (l.type == "conv2d") {
-      if (l.attrs.has("groups") && l.attrs["groups"].integer() != 1) return {};
-      sets.push_back(fmt::format("layers.{}.filters=4", l.name));
-    } else if (l.type == "dense" && &l != last_dense) {
-      sets.push_back(fmt::format("layers.{}.units=8", l.name));
-    } else if (&l == last_dense && spec.classes.empty()) {  // 1000 unnamed classes: 10 will do
-      sets.push_back(fmt::format("layers.{}.units=10", l.name));
-    }
-  }
-  return sets;
-}
-
 std::vector<std::string> with_sets(std::vector<std::string> args, const std::vector<std::string>& sets) {
   for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   return args;
