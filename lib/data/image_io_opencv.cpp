@@ -156,8 +156,9 @@ void resize_region(const Image& img, int64_t x, int64_t y, int64_t w, int64_t h,
 }
 
 void write_image(const std::string& path, const Image& img) {
-  cv::Mat bgr = image_mat(img);
-  if (img.channels == 3) cv::cvtColor(bgr, bgr, cv::COLOR_RGB2BGR);
+  if (img.channels == 1) return imwrite_checked(path, image_mat(img));
+  cv::Mat bgr;  // a new Mat: converting in place would write into img's pixels
+  cv::cvtColor(image_mat(img), bgr, cv::COLOR_RGB2BGR);
   imwrite_checked(path, bgr);
 }
 
