@@ -69,6 +69,8 @@ VideoPredictSummary predict_video(Predictor& predictor, const VideoPredictOption
     s.answers += int64_t(regions.size());
     ++s.frames;
   }
+  // A signal during a blocking read ends the stream early: that too is a stop.
+  s.stopped = s.stopped || (o.stop && o.stop());
   if (sink) sink->close();
   if (s.frames == 0 && !s.stopped) CNN_THROW("'{}' gave no frame", o.input);
   return s;

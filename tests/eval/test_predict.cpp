@@ -3,6 +3,7 @@
 // face of a picture in one batch.
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "config/value.h"
@@ -16,6 +17,8 @@
 #include "eval/evaluate.h"
 #include "eval/face_test_util.h"
 #include "eval/predict.h"
+#include "eval/predict_video.h"
+#include "data/video_io.h"
 
 using namespace cnn;
 namespace fs = std::filesystem;
@@ -336,4 +339,46 @@ TEST_CASE("predict_image without a face: no answer for a video frame, the whole 
   const std::vector<RegionPrediction> plain = predictor.predict_image(blank, nullptr, 0.1, false);
   REQUIRE(plain.size() == 1);
   CHECK(plain[0].ranked.front().probability == Approx(whole[0].ranked.front().probability));
+}
+
+TEST_CASE("predict_video stops between frames when asked, its JSONL and annotated video complete", "[cpu]") {
+  if (!image_io_available()) CNN_SKIP("this build has no OpenCV: no video");
+  cnn::test::TempDir dir;
+  Image frame;
+  frame.height = 30, frame.width = 40, frame.channels = 1;
+  frame.pixels.assign(30 * 40, 100);
+  {
+    VideoSink sink((dir / "in.avi").string(), 5, 40, 30);
+    for (int i = 0; i < 4; ++i) sink.write(frame);
+    sink.close();
+  }
+  ModelSpec spec = small_spec(0);
+  auto graph = Graph::build(spec);
+  Executor ex(*graph, 4, ExecContext::cpu(1), false);
+  ex.init_params(3);
+  Normalization norm;
+  norm.mean = {0.5f};
+  norm.std = {0.25f};
+  Predictor predictor(ex, spec, norm, false);
+  VideoPredictOptions o;
+  o.input = (dir / "in.avi").string();
+  o.jsonl = (dir / "out.jsonl").string();
+  o.annotate = (dir / "out.avi").string();
+  int polls = 0;
+  o.stop = [&] { return ++polls > 2; };  // a signal after the second frame
+  std::ostringstream text;
+  const VideoPredictSummary s = predict_video(predictor, o, text);
+  CHECK(s.stopped);
+  CHECK(s.frames == 2);
+  CHECK(s.answers == 2);  // no detector: the whole frame each
+  CHECK(text.str().find("frame 1 at 0.200 s: ") != std::string::npos);
+  CHECK(text.str().find("(whole frame)") != std::string::npos);
+  std::istringstream lines(cnn::test::read_text_file(dir / "out.jsonl"));
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) CHECK(nlohmann::json::parse(line)["frame"] == n);
+  CHECK(n == 2);
+  VideoSource out(o.annotate);
+  int frames = 0;
+  for (Image f; out.read(f);) ++frames;
+  CHECK(frames == 2);
 }
