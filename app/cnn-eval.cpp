@@ -80,12 +80,7 @@ static int run_predict(const EvalArgs& a, bool video, TrainedModel& m, const Nor
       ~Uninstall() { uninstall_stop_handlers(); }
     } uninstall;
     const VideoPredictSummary s = predict_video(predictor, o, std::cout);
-    std::cout << fmt::format("{}: {} frames of {}x{} ({}), {} answers", o.input, s.frames, s.width, s.height,
-                             s.fps > 0 ? fmt::format("{:g} fps", s.fps) : std::string("fps unknown"), s.answers)
-              << (a.json.empty() ? "" : "; per-frame JSONL written to " + a.json)
-              << (a.annotate.empty() ? "" : fmt::format("; annotated video ({:g} fps) written to {}", s.video_fps,
-                                                        a.annotate))
-              << (s.stopped ? "; stopped by a signal" : "") << "\n";
+    std::cout << s.to_text(o) << "\n";
     return s.stopped ? 128 + stop_requested() : 0;
   }
   std::vector<ImagePrediction> preds = predictor.predict_files(a.predict, faces.get(), a.face_margin);

@@ -32,6 +32,14 @@ std::string frame_text(int64_t frame, double time_s, const std::vector<RegionPre
   return out;
 }
 
+std::string VideoPredictSummary::to_text(const VideoPredictOptions& o) const {
+  std::string out = fmt::format("{}: {} frames of {}x{} ({}), {} answers", o.input, frames, width, height,
+                                fps > 0 ? fmt::format("{:g} fps", fps) : std::string("fps unknown"), answers);
+  if (!o.jsonl.empty()) out += "; per-frame JSONL written to " + o.jsonl;
+  if (!o.annotate.empty()) out += fmt::format("; annotated video ({:g} fps) written to {}", video_fps, o.annotate);
+  return out + (stopped ? "; stopped by a signal" : "");
+}
+
 VideoPredictSummary predict_video(Predictor& predictor, const VideoPredictOptions& o, std::ostream& text) {
   VideoSource source(o.input);
   const auto opened = std::chrono::steady_clock::now();

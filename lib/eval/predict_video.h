@@ -30,6 +30,9 @@ struct VideoPredictSummary {
   double fps = 0;        // the source's (0 unknown)
   double video_fps = 0;  // the annotated video's
   bool stopped = false;  // stop() ended it
+  // "faces.avi: 6 frames of 640x480 (8 fps), 18 answers; per-frame JSONL written to v.jsonl;
+  // annotated video (8 fps) written to out.avi" (and "; stopped by a signal").
+  std::string to_text(const VideoPredictOptions& o) const;
 };
 
 // {"frame": i, "time_s": t, "width", "height", "faces_found", "predictions": [region_json, ...]}

@@ -22,16 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool have_face_detection() {
-  if (!image_io_available()) return false;
-  try {
-    find_face_cascade();
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
-}
-
 // One epoch of the small FER model on synthetic faces in dir/run; then the data is deleted, so
 // every prediction after it works from the checkpoint alone.
 void train_then_drop_data(const TempDir& dir) {
@@ -48,8 +38,10 @@ ProgramResult eval(const TempDir& dir, const std::vector<std::string>& args) {
   return run_program(program_path("cnn-eval"), args, dir.path());
 }
 
-// The picture of three detectable faces side by side (gray), and one tile's width.
-Image three_faces(int64_t* tile_width) {
+// A trained run (train_then_drop_data) and the picture of three detectable faces side by side
+// (gray), with one tile's width.
+Image face_run(const TempDir& dir, int64_t* tile_width) {
+  train_then_drop_data(dir);
   FaceDetector det;
   std::optional<Image> face = detectable_face(det);
   REQUIRE(face.has_value());
@@ -101,9 +93,8 @@ int64_t differing_inside(const Image& a, const Image& b, const nlohmann::json& b
 TEST_CASE("cnn-eval --predict --detect-faces gives a picture with three faces three answers and draws them", "[cpu]") {
   if (!have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
   TempDir dir;
-  train_then_drop_data(dir);
   int64_t tile = 0;
-  const Image three = three_faces(&tile);
+  const Image three = face_run(dir, &tile);
   write_image((dir / "three.png").string(), three);
 
   ProgramResult r = eval(dir, {"run", "--predict", "three.png", "--detect-faces", "--json", "p.json", "--annotate",
@@ -148,9 +139,8 @@ TEST_CASE("cnn-eval --predict --detect-faces gives a picture with three faces th
 TEST_CASE("cnn-eval --predict runs a video end to end: per-frame JSONL and an annotated video of the same frames", "[cpu]") {
   if (!have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
   TempDir dir;
-  train_then_drop_data(dir);
   int64_t tile = 0;
-  const Image three = three_faces(&tile);
+  const Image three = face_run(dir, &tile);
   const int frames = 6;
   const double fps = 8;
   {

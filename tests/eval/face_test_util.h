@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <optional>
 
 #include "data/face_detect.h"
@@ -13,6 +14,17 @@
 #include "data/synthetic_faces.h"
 
 namespace cnn::test {
+
+// True when this build has OpenCV and a Haar face cascade is installed.
+inline bool have_face_detection() {
+  if (!image_io_available()) return false;
+  try {
+    find_face_cascade();
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
 
 // A gray (size + 2 * border)^2 picture holding one synthetic face of size x size that `det`
 // finds exactly once; nothing when none of the first 32 is found.

@@ -249,43 +249,40 @@ struct ForwardCounter : LayerTimer {
   void end(int, bool) override {}
 };
 
-bool have_face_detection() {
-  if (!image_io_available()) return false;
-  try {
-    find_face_cascade();
-  } catch (const std::exception&) {
-    return false;
+// A Predictor over small_spec(0) with seeded weights and a fixed normalisation, `rows` per forward.
+struct SmallPredictor {
+  explicit SmallPredictor(int64_t rows)
+      : spec(small_spec(0)), graph(Graph::build(spec)), ex(*graph, rows, ExecContext::cpu(1), false),
+        predictor(ex, spec, Normalization{{0.5f}, {0.25f}}, false) {
+    ex.init_params(3);
   }
-  return true;
-}
+  ModelSpec spec;
+  std::unique_ptr<Graph> graph;
+  Executor ex;
+  Predictor predictor;
+};
 
 }  // namespace
 
 TEST_CASE("predict_image answers every face of a picture, left to right, in one forward pass", "[cpu]") {
-  if (!have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
+  if (!cnn::test::have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
   FaceDetector det;
   const std::optional<Image> face = cnn::test::detectable_face(det);
   REQUIRE(face.has_value());
   const Image three = cnn::test::tiled(*face, 3);
   REQUIRE(det.faces(three).size() == 3);
-  ModelSpec spec = small_spec(0);
-  auto graph = Graph::build(spec);
-  Executor ex(*graph, 8, ExecContext::cpu(1), false);
-  ex.init_params(3);
-  Normalization norm;
-  norm.mean = {0.5f};
-  norm.std = {0.25f};
-  Predictor predictor(ex, spec, norm, false);
+  SmallPredictor small(8);
+  Predictor& predictor = small.predictor;
 
   ForwardCounter counter;
-  ex.set_layer_timer(&counter);
+  small.ex.set_layer_timer(&counter);
   std::vector<uint8_t> crop(12 * 12, 0);
   (void)predictor.probabilities(crop.data(), 1);
   const int64_t per_forward = counter.calls;
   counter.calls = 0;
   const std::vector<RegionPrediction> got = predictor.predict_image(three, &det, 0.1, true);
   CHECK(counter.calls == per_forward);  // three faces, one forward
-  ex.set_layer_timer(nullptr);
+  small.ex.set_layer_timer(nullptr);
 
   REQUIRE(got.size() == 3);
   for (int64_t k = 0; k < 3; ++k) {
@@ -317,16 +314,10 @@ TEST_CASE("predict_image answers every face of a picture, left to right, in one 
 }
 
 TEST_CASE("predict_image without a face: no answer for a video frame, the whole image for a picture", "[cpu]") {
-  if (!have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
+  if (!cnn::test::have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
   FaceDetector det;
-  ModelSpec spec = small_spec(0);
-  auto graph = Graph::build(spec);
-  Executor ex(*graph, 4, ExecContext::cpu(1), false);
-  ex.init_params(3);
-  Normalization norm;
-  norm.mean = {0.5f};
-  norm.std = {0.25f};
-  Predictor predictor(ex, spec, norm, false);
+  SmallPredictor small(4);
+  Predictor& predictor = small.predictor;
   Image blank;
   blank.height = 60, blank.width = 80, blank.channels = 1;
   blank.pixels.assign(60 * 80, 128);
@@ -352,14 +343,8 @@ TEST_CASE("predict_video stops between frames when asked, its JSONL and annotate
     for (int i = 0; i < 4; ++i) sink.write(frame);
     sink.close();
   }
-  ModelSpec spec = small_spec(0);
-  auto graph = Graph::build(spec);
-  Executor ex(*graph, 4, ExecContext::cpu(1), false);
-  ex.init_params(3);
-  Normalization norm;
-  norm.mean = {0.5f};
-  norm.std = {0.25f};
-  Predictor predictor(ex, spec, norm, false);
+  SmallPredictor small(4);
+  Predictor& predictor = small.predictor;
   VideoPredictOptions o;
   o.input = (dir / "in.avi").string();
   o.jsonl = (dir / "out.jsonl").string();
