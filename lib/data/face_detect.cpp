@@ -1,4 +1,5 @@
-// The OpenCV-free half of face_detect.h: crop arithmetic and the cascade search.
+// The OpenCV-free half of face_detect.h: crop arithmetic, the cascade search, and what FaceDetector
+// builds on its detection (the largest face, the crop of a file).
 // Trap: a face near the border keeps its square side and is shifted inward, not clipped, so the
 // crop's aspect ratio always matches the square network input.
 #include "data/face_detect.h"
@@ -48,6 +49,40 @@ std::string find_face_cascade(const std::string& explicit_path) {
   std::string tried;
   for (const auto& p : paths) tried += "\n  " + p;
   CNN_THROW("no Haar face cascade found (install opencv-data, or give --cascade FILE); looked at:{}", tried);
+}
+
+std::vector<FaceBox> FaceDetector::faces(const Image& img) const {
+  if (img.channels == 1) return faces(img.pixels.data(), img.height, img.width);
+  const Image gray = gray_image(img);
+  return faces(gray.pixels.data(), gray.height, gray.width);
+}
+
+std::optional<FaceBox> FaceDetector::largest_face(const uint8_t* gray, int64_t height, int64_t width) const {
+  const std::vector<FaceBox> all = faces(gray, height, width);
+  if (all.empty()) return std::nullopt;
+  return *std::max_element(all.begin(), all.end(), [](const FaceBox& a, const FaceBox& b) {
+    return a.width * a.height < b.width * b.height;
+  });
+}
+
+FaceImage FaceDetector::read_face(const std::string& path, double margin, bool gray, int64_t channels, int64_t height,
+                                  int64_t width, uint8_t* dst) const {
+  CNN_CHECK(channels == 1 || channels == 3, "images are read with 1 or 3 channels, not {}", channels);
+  CNN_CHECK(!(channels == 1 && !gray), "an RGB read needs 3 channels");
+  const Image img = read_image(path, gray);
+  FaceImage out;
+  out.image_height = img.height;
+  out.image_width = img.width;
+  out.crop = FaceBox{0, 0, img.width, img.height};
+  const Image luma = gray_image(img);
+  if (std::optional<FaceBox> face = largest_face(luma.pixels.data(), luma.height, luma.width)) {
+    out.found = true;
+    out.face = *face;
+    out.crop = square_face_crop(*face, margin, img.height, img.width);
+  }
+  const FaceBox& c = out.crop;
+  resize_region(img, c.x, c.y, c.width, c.height, channels, height, width, dst);
+  return out;
 }
 
 }  // namespace cnn

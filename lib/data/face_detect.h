@@ -1,5 +1,5 @@
-// Finding the largest frontal face in a photo (OpenCV's Haar cascade) and cutting a square crop
-// around it, so a camera picture looks like a FER2013 sample before it meets the network.
+// Finding the frontal faces in a photo or a video frame (OpenCV's Haar cascade) and cutting a
+// square crop around each, so a camera picture looks like a FER2013 sample before it meets the network.
 // Trap: without OpenCV in the build (face_detect_noopencv.cpp) constructing a FaceDetector throws;
 // square_face_crop and the cascade search are plain arithmetic and file checks, available always.
 #pragma once
@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "data/image_io.h"
 
 namespace cnn {
 
@@ -45,7 +47,12 @@ class FaceDetector {
   FaceDetector& operator=(const FaceDetector&) = delete;
 
   const std::string& cascade_path() const { return m_cascade_path; }
-  // The largest face of a gray image, or nothing.
+  // Every face of a gray image, left to right (equal x: top to bottom); empty when there is none.
+  std::vector<FaceBox> faces(const uint8_t* gray,  // (height, width)
+                             int64_t height, int64_t width) const;
+  // faces() of the image, an RGB one seen through its luma (gray_image).
+  std::vector<FaceBox> faces(const Image& img) const;
+  // The largest face of a gray image (the first of equals), or nothing.
   std::optional<FaceBox> largest_face(const uint8_t* gray,  // (height, width)
                                       int64_t height, int64_t width) const;
   // Reads the image file (gray or RGB, like read_image_file), finds its largest face, and writes

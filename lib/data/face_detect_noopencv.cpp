@@ -12,12 +12,8 @@ FaceDetector::FaceDetector(const std::string&) {
 
 FaceDetector::~FaceDetector() = default;
 
-std::optional<FaceBox> FaceDetector::largest_face(const uint8_t*, int64_t, int64_t) const {
+std::vector<FaceBox> FaceDetector::faces(const uint8_t*, int64_t, int64_t) const {
   CNN_THROW("face detection needs OpenCV, and this build has none");
-}
-
-FaceImage FaceDetector::read_face(const std::string& path, double, bool, int64_t, int64_t, int64_t, uint8_t*) const {
-  CNN_THROW("{}: face detection needs OpenCV, and this build has none", path);
 }
 
 }  // namespace cnn

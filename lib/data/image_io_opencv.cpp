@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -55,20 +57,37 @@ cv::Mat decode_checked(const std::string& path, bool gray, std::string& problem,
   return img;
 }
 
+cv::Mat image_mat(const Image& img) {
+  CNN_CHECK(img.channels == 1 || img.channels == 3, "images hold 1 or 3 channels, not {}", img.channels);
+  CNN_CHECK(int64_t(img.pixels.size()) == img.height * img.width * img.channels, "{} bytes for a {}x{}x{} image",
+            img.pixels.size(), img.height, img.width, img.channels);
+  return cv::Mat(static_cast<int>(img.height), static_cast<int>(img.width), img.channels == 1 ? CV_8UC1 : CV_8UC3,
+                 const_cast<uint8_t*>(img.pixels.data()));
+}
+
+Image mat_image(const cv::Mat& mat) {
+  CNN_CHECK(mat.depth() == CV_8U && (mat.channels() == 1 || mat.channels() == 3), "an 8-bit Mat of 1 or 3 channels");
+  Image img;
+  img.height = mat.rows;
+  img.width = mat.cols;
+  img.channels = mat.channels();
+  img.pixels.resize(static_cast<size_t>(img.height * img.width * img.channels));
+  const size_t row_bytes = static_cast<size_t>(img.width * img.channels);
+  for (int y = 0; y < mat.rows; ++y) std::memcpy(img.pixels.data() + y * row_bytes, mat.ptr<uint8_t>(y), row_bytes);
+  return img;
+}
+
 namespace {
 
-std::string decode_into(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
-                        uint8_t* dst, bool& decoder_failed) {
+// src (interleaved, gray or RGB) resized to height x width and written as `channels` planes.
+void to_planes(const cv::Mat& src, int64_t channels, int64_t height, int64_t width, uint8_t* dst) {
   CNN_CHECK(channels == 1 || channels == 3, "images are read with 1 or 3 channels, not {}", channels);
-  CNN_CHECK(!(channels == 1 && !gray), "an RGB read needs 3 channels");
-  std::string problem;
-  cv::Mat img = decode_checked(path, gray, problem, decoder_failed);
-  if (img.empty()) return problem;
-  if (!gray) cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
+  CNN_CHECK(!(channels == 1 && src.channels() != 1), "an RGB image makes 3 planes, not 1");
+  cv::Mat img = src;
   if (img.rows != height || img.cols != width) {
     const bool shrink = static_cast<int64_t>(img.rows) * img.cols > height * width;
     cv::Mat resized;
-    cv::resize(img, resized, cv::Size(static_cast<int>(width), static_cast<int>(height)), 0, 0,
+    cv::resize(src, resized, cv::Size(static_cast<int>(width), static_cast<int>(height)), 0, 0,
                shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
     img = resized;
   }
@@ -80,10 +99,68 @@ std::string decode_into(const std::string& path, bool gray, int64_t channels, in
       for (int64_t c = 0; c < channels; ++c) dst[c * hw + y * width + x] = row[x * src_c + (src_c == 1 ? 0 : c)];
     }
   }
+}
+
+std::string decode_into(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
+                        uint8_t* dst, bool& decoder_failed) {
+  CNN_CHECK(channels == 1 || channels == 3, "images are read with 1 or 3 channels, not {}", channels);
+  CNN_CHECK(!(channels == 1 && !gray), "an RGB read needs 3 channels");
+  std::string problem;
+  cv::Mat img = decode_checked(path, gray, problem, decoder_failed);
+  if (img.empty()) return problem;
+  if (!gray) cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
+  to_planes(img, channels, height, width, dst);
   return "";
 }
 
+void imwrite_checked(const std::string& path, const cv::Mat& bgr) {
+  bool ok = false;
+  try {
+    ok = cv::imwrite(path, bgr);
+  } catch (const cv::Exception& e) {
+    CNN_THROW("{}: cannot write image: {}", path, e.what());
+  }
+  if (!ok) CNN_THROW("{}: cannot write image (unknown extension or unwritable path)", path);
+}
+
 }  // namespace
+
+Image read_image(const std::string& path, bool gray) {
+  std::string problem;
+  bool decoder_failed = false;
+  cv::Mat img;
+  {
+    StderrCapture capture;
+    img = decode_checked(path, gray, problem, decoder_failed);
+    for (const std::string& line : capture.finish()) spdlog::warn("{}: image decoder: {}", path, line);
+  }
+  if (img.empty()) CNN_THROW("{}: {}", path, problem);
+  if (!gray) cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
+  return mat_image(img);
+}
+
+Image gray_image(const Image& img) {
+  if (img.channels == 1) return img;
+  cv::Mat gray;
+  cv::cvtColor(image_mat(img), gray, cv::COLOR_RGB2GRAY);
+  return mat_image(gray);
+}
+
+void resize_region(const Image& img, int64_t x, int64_t y, int64_t w, int64_t h, int64_t channels, int64_t height,
+                   int64_t width, uint8_t* dst) {
+  CNN_CHECK(x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= img.width && y + h <= img.height,
+            "region {}x{} at ({}, {}) does not lie inside the {}x{} image", w, h, x, y, img.width, img.height);
+  const cv::Mat region = image_mat(img)(cv::Rect(static_cast<int>(x), static_cast<int>(y), static_cast<int>(w),
+                                                 static_cast<int>(h)));
+  to_planes(region, channels, height, width, dst);
+}
+
+void write_image(const std::string& path, const Image& img) {
+  if (img.channels == 1) return imwrite_checked(path, image_mat(img));
+  cv::Mat bgr;  // a new Mat: converting in place would write into img's pixels
+  cv::cvtColor(image_mat(img), bgr, cv::COLOR_RGB2BGR);
+  imwrite_checked(path, bgr);
+}
 
 std::string decode_image_file(const std::string& path, bool gray, int64_t channels, int64_t height, int64_t width,
                               uint8_t* dst) {
@@ -114,13 +191,7 @@ void write_image_file(const std::string& path, const uint8_t* src, int64_t c, in
       for (int64_t k = 0; k < c; ++k) row[x * c + k] = src[((c == 3 ? 2 - k : k) * h + y) * w + x];  // RGB -> BGR
     }
   }
-  bool ok = false;
-  try {
-    ok = cv::imwrite(path, img);
-  } catch (const cv::Exception& e) {
-    CNN_THROW("{}: cannot write image: {}", path, e.what());
-  }
-  if (!ok) CNN_THROW("{}: cannot write image (unknown extension or unwritable path)", path);
+  imwrite_checked(path, img);
 }
 
 }  // namespace cnn

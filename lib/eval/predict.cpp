@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "data/annotate.h"
 #include "data/augment.h"
 #include "data/image_io.h"
 #include "data/loader.h"
@@ -167,11 +168,25 @@ std::vector<ClassProbability> rank_classes(const float* probs, const std::vector
   return out;
 }
 
+std::string RegionPrediction::label() const {
+  if (ranked.empty()) return "";
+  return fmt::format("{} {:.1f}%", ranked.front().name, 100 * ranked.front().probability);
+}
+
+std::string ImagePrediction::source(size_t i) const {
+  const RegionPrediction& r = regions.at(i);
+  if (r.face) return fmt::format("face {} of {}: {}", i + 1, regions.size(), r.box.to_string());
+  return face_searched ? "no face found: whole image" : "whole image";
+}
+
 std::string ImagePrediction::to_text() const {
-  std::string out = fmt::format("{} ({})\n", path, source);
-  size_t w = 5;
-  for (const auto& c : ranked) w = std::max(w, c.name.size());
-  for (const auto& c : ranked) out += fmt::format("  {:<{}}  {:6.2f}%\n", c.name, w, 100 * c.probability);
+  std::string out;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    out += fmt::format("{} ({})\n", path, source(i));
+    size_t w = 5;
+    for (const auto& c : regions[i].ranked) w = std::max(w, c.name.size());
+    for (const auto& c : regions[i].ranked) out += fmt::format("  {:<{}}  {:6.2f}%\n", c.name, w, 100 * c.probability);
+  }
   return out;
 }
 
@@ -224,40 +239,84 @@ std::vector<float> Predictor::probabilities(const uint8_t* images, int64_t n) {
   return out;
 }
 
-std::vector<uint8_t> Predictor::load_image(const std::string& path, const FaceDetector* faces, double margin,
-                                           ImagePrediction& info) const {
+void Predictor::add_regions(const Image& img, const FaceDetector* faces, double margin, bool whole_if_none,
+                            std::vector<RegionPrediction>& regions, std::vector<uint8_t>& crops) const {
   const InputSpec& in = m_spec.input;
-  std::vector<uint8_t> pixels(size_t(in.channels * in.height * in.width));
-  info.path = path;
-  info.source = "whole image";
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) CNN_THROW("image '{}' does not exist", path);
-  if (faces) {
-    FaceImage f = faces->read_face(path, margin, m_gray, in.channels, in.height, in.width, pixels.data());
-    info.face_searched = true;
-    info.face_found = f.found;
-    info.face = f.face;
-    info.source = f.found ? "face " + f.face.to_string() : "no face found: whole image";
-  } else if (!read_image_file(path, m_gray, in.channels, in.height, in.width, pixels.data())) {
-    CNN_THROW("{}: OpenCV cannot read this image", path);
+  const size_t sample = size_t(in.channels * in.height * in.width);
+  Image converted;
+  if (m_gray && img.channels == 3) converted = gray_image(img);
+  const Image& seen = m_gray && img.channels == 3 ? converted : img;
+  std::vector<FaceBox> found;
+  if (faces) found = faces->faces(seen);
+  std::vector<std::pair<FaceBox, FaceBox>> boxes;  // (box reported, region cropped)
+  for (const FaceBox& f : found) boxes.emplace_back(f, square_face_crop(f, margin, seen.height, seen.width));
+  if (found.empty() && (!faces || whole_if_none)) {
+    const FaceBox whole{0, 0, seen.width, seen.height};
+    boxes.emplace_back(whole, whole);
   }
-  return pixels;
+  for (const auto& [box, crop] : boxes) {
+    RegionPrediction r;
+    r.face = !found.empty();
+    r.box = box;
+    regions.push_back(r);
+    crops.resize(crops.size() + sample);
+    resize_region(seen, crop.x, crop.y, crop.width, crop.height, in.channels, in.height, in.width,
+                  crops.data() + crops.size() - sample);
+  }
+}
+
+void Predictor::rank_regions(const std::vector<uint8_t>& crops, std::vector<RegionPrediction*>& regions) {
+  if (regions.empty()) return;
+  const std::vector<float> probs = probabilities(crops.data(), int64_t(regions.size()));
+  const int64_t K = m_ex.graph().num_classes();
+  for (size_t i = 0; i < regions.size(); ++i) regions[i]->ranked = rank_classes(probs.data() + int64_t(i) * K, m_names);
+}
+
+std::vector<RegionPrediction> Predictor::predict_image(const Image& img, const FaceDetector* faces, double margin,
+                                                       bool whole_if_none) {
+  std::vector<RegionPrediction> regions;
+  std::vector<uint8_t> crops;
+  add_regions(img, faces, margin, whole_if_none, regions, crops);
+  std::vector<RegionPrediction*> all;
+  for (RegionPrediction& r : regions) all.push_back(&r);
+  rank_regions(crops, all);
+  return regions;
 }
 
 std::vector<ImagePrediction> Predictor::predict_files(const std::vector<std::string>& paths, const FaceDetector* faces,
                                                       double margin) {
-  const InputSpec& in = m_spec.input;
-  const size_t sample = size_t(in.channels * in.height * in.width);
   std::vector<ImagePrediction> preds(paths.size());
-  std::vector<uint8_t> images(paths.size() * sample);
+  std::vector<uint8_t> crops;
   for (size_t i = 0; i < paths.size(); ++i) {
-    std::vector<uint8_t> one = load_image(paths[i], faces, margin, preds[i]);
-    std::copy(one.begin(), one.end(), images.begin() + i * sample);
+    std::error_code ec;
+    if (!fs::is_regular_file(paths[i], ec)) CNN_THROW("image '{}' does not exist", paths[i]);
+    const Image img = read_image(paths[i], m_gray);
+    ImagePrediction& p = preds[i];
+    p.path = paths[i];
+    p.face_searched = faces != nullptr;
+    p.width = img.width;
+    p.height = img.height;
+    add_regions(img, faces, margin, true, p.regions, crops);
+    for (const RegionPrediction& r : p.regions) p.faces_found += r.face ? 1 : 0;
   }
-  const std::vector<float> probs = probabilities(images.data(), int64_t(paths.size()));
-  const int64_t K = m_ex.graph().num_classes();
-  for (size_t i = 0; i < paths.size(); ++i) preds[i].ranked = rank_classes(probs.data() + int64_t(i) * K, m_names);
+  std::vector<RegionPrediction*> all;
+  for (ImagePrediction& p : preds)
+    for (RegionPrediction& r : p.regions) all.push_back(&r);
+  rank_regions(crops, all);
   return preds;
+}
+
+static nlohmann::json box_json(const FaceBox& b) {
+  return {{"x", b.x}, {"y", b.y}, {"width", b.width}, {"height", b.height}};
+}
+
+nlohmann::json region_json(const RegionPrediction& r) {
+  nlohmann::json probs = nlohmann::json::array();
+  for (const auto& c : r.ranked) probs.push_back({{"name", c.name}, {"probability", c.probability}});
+  return {{"face", r.face ? box_json(r.box) : nlohmann::json(nullptr)},
+          {"box", box_json(r.box)},
+          {"top", r.ranked.empty() ? "" : r.ranked.front().name},
+          {"probabilities", probs}};
 }
 
 std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const TrainedModel& m) {
@@ -266,17 +325,26 @@ std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const
                    {"crops", describe_eval_crops(m.spec, m.ten_crop)},
                    {"predictions", nlohmann::json::array()}};
   for (const auto& p : preds) {
-    nlohmann::json probs = nlohmann::json::array();
-    for (const auto& c : p.ranked) probs.push_back({{"name", c.name}, {"probability", c.probability}});
-    nlohmann::json face = nullptr;
-    if (p.face_found) face = {{"x", p.face.x}, {"y", p.face.y}, {"width", p.face.width}, {"height", p.face.height}};
-    j["predictions"].push_back({{"image", p.path},
-                                {"source", p.source},
-                                {"face", face},
-                                {"top", p.ranked.empty() ? "" : p.ranked.front().name},
-                                {"probabilities", probs}});
+    for (size_t i = 0; i < p.regions.size(); ++i) {
+      nlohmann::json entry{{"image", p.path}, {"source", p.source(i)}, {"faces_found", p.faces_found}};
+      entry.update(region_json(p.regions[i]));
+      j["predictions"].push_back(entry);
+    }
   }
   return j.dump(2);
+}
+
+std::vector<BoxLabel> region_labels(const std::vector<RegionPrediction>& regions) {
+  std::vector<BoxLabel> labels;
+  for (const RegionPrediction& r : regions) labels.push_back({r.box, r.label()});
+  return labels;
+}
+
+void write_annotated_image(const ImagePrediction& pred, const std::string& out) {
+  const Image img = read_image(pred.path, false);
+  CNN_CHECK(img.width == pred.width && img.height == pred.height, "{}: {}x{} in colour, {}x{} when classified",
+            pred.path, img.width, img.height, pred.width, pred.height);
+  write_image(out, annotated_image(img, region_labels(pred.regions)));
 }
 
 }  // namespace cnn

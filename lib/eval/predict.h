@@ -1,6 +1,7 @@
 // Inference with a trained checkpoint (cnn-eval): the run's resolved config rebuilt, weights
-// loaded strictly, the split evaluated, and image files turned into class probabilities exactly as
-// evaluation sees its samples (resize to the data input, centre crop or ten-crop average, softmax).
+// loaded strictly, the split evaluated, and images (files, video frames) turned into class
+// probabilities, per face or whole, exactly as evaluation sees its samples (resize to the data
+// input, centre crop or ten-crop average, softmax).
 // The checkpoint is self-contained: classes, input shape and normalisation come from it, so only
 // evaluating a split reads data. Trap: checkpoints written before the normalisation was recorded
 // need the train split again for `normalize: auto` (needs_training_data).
@@ -12,10 +13,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/model_spec.h"
 #include "model/model_stack.h"
+#include "data/annotate.h"
 #include "data/dataset.h"
 #include "data/face_detect.h"
+#include "data/image_io.h"
 #include "data/normalize.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
@@ -81,13 +86,24 @@ struct ClassProbability {
   double probability = 0;
 };
 
+// One answer: a detected face, or the whole image when no face was searched for (or none found).
+struct RegionPrediction {
+  bool face = false;                     // box is a detected face
+  FaceBox box;                           // the face, or the whole image (0, 0, width, height)
+  std::vector<ClassProbability> ranked;  // every class, most probable first (ties: class order)
+  std::string label() const;             // "happy 87.3%": the most probable class
+};
+
 struct ImagePrediction {
   std::string path;
-  std::string source;  // "whole image", "face 120x120 at (40, 32)", "no face found: whole image"
-  bool face_searched = false, face_found = false;
-  FaceBox face;
-  std::vector<ClassProbability> ranked;  // every class, most probable first (ties: class order)
-  std::string to_text() const;           // the path, the source, then one "  name  12.34%" line a class
+  bool face_searched = false;             // --detect-faces
+  int64_t width = 0, height = 0;          // the image's own size
+  int64_t faces_found = 0;
+  std::vector<RegionPrediction> regions;  // every face found, left to right; else the whole image
+  // "whole image", "no face found: whole image" or "face 2 of 3: 120x120 at (40, 32)" for region i.
+  std::string source(size_t i) const;
+  // Per region: "<path> (<source>)", then one "  name  12.34%" line a class.
+  std::string to_text() const;
 };
 
 // Classes sorted by probability, descending; equal probabilities keep class order.
@@ -105,16 +121,24 @@ class Predictor {
   // the mean over the ten crops), in chunks the executor can take.
   std::vector<float> probabilities(const uint8_t* images,  // (n, C, H, W)
                                    int64_t n);
-  // An image file at the data input size (C, H, W): read with the data's colour mode; with
-  // `faces`, the square crop around the largest face (margin: fraction of the face's side added on
-  // each side), or the whole image when none is found. Error naming the file when unreadable.
-  std::vector<uint8_t> load_image(const std::string& path, const FaceDetector* faces, double margin,
-                                  ImagePrediction& info) const;
-  // load_image for every path, one batched forward, ranked probabilities.
+  // The answers for one image of any size, gray or RGB (converted to the data's colour mode): with
+  // `faces`, one per face found (a square crop around it with `margin`, a fraction of the face's
+  // side added on each side), all in one forward pass when they fit the executor's batch; without,
+  // or when no face is found and whole_if_none, the whole image.
+  std::vector<RegionPrediction> predict_image(const Image& img, const FaceDetector* faces, double margin,
+                                              bool whole_if_none);
+  // predict_image for every file (read with the data's colour mode; a file without a face is
+  // classified whole), all files' crops batched together. Error naming a file that can't be read.
   std::vector<ImagePrediction> predict_files(const std::vector<std::string>& paths, const FaceDetector* faces,
                                              double margin = 0.1);
 
  private:
+  // Appends img's regions (no probabilities yet) and their crops at the data input size.
+  void add_regions(const Image& img, const FaceDetector* faces, double margin, bool whole_if_none,
+                   std::vector<RegionPrediction>& regions, std::vector<uint8_t>& crops) const;
+  // Fills `ranked` of the regions from their crops, in one batched probabilities() call.
+  void rank_regions(const std::vector<uint8_t>& crops, std::vector<RegionPrediction*>& regions);
+
   Executor& m_ex;
   const ModelSpec& m_spec;
   Normalization m_norm;
@@ -123,8 +147,16 @@ class Predictor {
   std::vector<std::string> m_names;
 };
 
-// {"checkpoint": .., "ten_crop": bool, "crops": describe_eval_crops, "predictions": [{"image", "source", "face": {x, y, width, height} | null,
-// "top": name, "probabilities": [{"name", "probability"}, ...] (ranked)}]}
+// {"face": {x, y, width, height} | null, "box": {..}, "top": name, "probabilities": [{"name",
+// "probability"}, ...] (ranked)}: one answer, as the image JSON and the video JSONL hold it.
+nlohmann::json region_json(const RegionPrediction& r);
+// {"checkpoint": .., "ten_crop": bool, "crops": describe_eval_crops, "predictions": [one per region:
+// {"image", "source", "faces_found", then region_json's keys}]}
 std::string predictions_to_json(const std::vector<ImagePrediction>& preds, const TrainedModel& m);
+// A box and label() a region.
+std::vector<BoxLabel> region_labels(const std::vector<RegionPrediction>& regions);
+// The image at `path` in colour with every region's box and label() drawn (annotated_image),
+// written to `out` (format by extension). Error naming either file when it can't.
+void write_annotated_image(const ImagePrediction& pred, const std::string& out);
 
 }  // namespace cnn

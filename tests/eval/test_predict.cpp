@@ -1,7 +1,9 @@
 // Inference helpers of cnn-eval: the predictor against the evaluation loop (the slow, obvious
-// path), checkpoint choice and round trip, normalisation, class ranking, and face crops.
+// path), checkpoint choice and round trip, normalisation, class ranking, face crops, and every
+// face of a picture in one batch.
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "config/value.h"
@@ -13,7 +15,10 @@
 #include "support/test_util.h"
 #include "checkpoint/checkpoint_state.h"
 #include "eval/evaluate.h"
+#include "eval/face_test_util.h"
 #include "eval/predict.h"
+#include "eval/predict_video.h"
+#include "data/video_io.h"
 
 using namespace cnn;
 namespace fs = std::filesystem;
@@ -233,4 +238,132 @@ TEST_CASE("check_ten_crop refuses ten-crop unless some crop dimension is smaller
         "ten-crop: the mean over 10 crops of 10x10 from 12x12 (corners, centre, each flipped)");
   CHECK(describe_eval_crops(spec, false) == "centre crop 10x10 of 12x12");
   CHECK(describe_eval_crops(small_spec(0), false) == "whole image 12x12");
+}
+
+namespace {
+
+// Counts the layers' forward calls (a LayerTimer sees every layer of every forward).
+struct ForwardCounter : LayerTimer {
+  int64_t calls = 0;
+  void begin(int, bool backward) override { calls += backward ? 0 : 1; }
+  void end(int, bool) override {}
+};
+
+// A Predictor over small_spec(0) with seeded weights and a fixed normalisation, `rows` per forward.
+struct SmallPredictor {
+  explicit SmallPredictor(int64_t rows)
+      : spec(small_spec(0)), graph(Graph::build(spec)), ex(*graph, rows, ExecContext::cpu(1), false),
+        predictor(ex, spec, Normalization{{0.5f}, {0.25f}}, false) {
+    ex.init_params(3);
+  }
+  ModelSpec spec;
+  std::unique_ptr<Graph> graph;
+  Executor ex;
+  Predictor predictor;
+};
+
+}  // namespace
+
+TEST_CASE("predict_image answers every face of a picture, left to right, in one forward pass", "[cpu]") {
+  if (!cnn::test::have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
+  FaceDetector det;
+  const std::optional<Image> face = cnn::test::detectable_face(det);
+  REQUIRE(face.has_value());
+  const Image three = cnn::test::tiled(*face, 3);
+  REQUIRE(det.faces(three).size() == 3);
+  SmallPredictor small(8);
+  Predictor& predictor = small.predictor;
+
+  ForwardCounter counter;
+  small.ex.set_layer_timer(&counter);
+  std::vector<uint8_t> crop(12 * 12, 0);
+  (void)predictor.probabilities(crop.data(), 1);
+  const int64_t per_forward = counter.calls;
+  counter.calls = 0;
+  const std::vector<RegionPrediction> got = predictor.predict_image(three, &det, 0.1, true);
+  CHECK(counter.calls == per_forward);  // three faces, one forward
+  small.ex.set_layer_timer(nullptr);
+
+  REQUIRE(got.size() == 3);
+  for (int64_t k = 0; k < 3; ++k) {
+    const RegionPrediction& r = got[size_t(k)];
+    INFO("face " << k << ": " << r.box.to_string());
+    CHECK(r.face);
+    CHECK(r.box.x >= k * face->width);  // in its own tile: left to right
+    CHECK(r.box.x + r.box.width <= (k + 1) * face->width);
+    // The same probabilities as its crop classified alone.
+    const FaceBox c = square_face_crop(r.box, 0.1, three.height, three.width);
+    resize_region(three, c.x, c.y, c.width, c.height, 1, 12, 12, crop.data());
+    const std::vector<float> alone = predictor.probabilities(crop.data(), 1);
+    REQUIRE(r.ranked.size() == 3);
+    for (const ClassProbability& p : r.ranked) {
+      const size_t j = size_t(p.name[0] - 'a');
+      CHECK(p.probability == Approx(alone[j]).margin(1e-6));
+    }
+  }
+  // An RGB frame of the same picture is seen through its luma: the same answers.
+  Image rgb;
+  rgb.height = three.height, rgb.width = three.width, rgb.channels = 3;
+  for (uint8_t v : three.pixels) rgb.pixels.insert(rgb.pixels.end(), {v, v, v});
+  const std::vector<RegionPrediction> from_rgb = predictor.predict_image(rgb, &det, 0.1, true);
+  REQUIRE(from_rgb.size() == 3);
+  for (size_t k = 0; k < 3; ++k) {
+    CHECK(from_rgb[k].box.to_string() == got[k].box.to_string());
+    CHECK(from_rgb[k].ranked.front().probability == Approx(got[k].ranked.front().probability).margin(1e-6));
+  }
+}
+
+TEST_CASE("predict_image without a face: no answer for a video frame, the whole image for a picture", "[cpu]") {
+  if (!cnn::test::have_face_detection()) CNN_SKIP("no OpenCV or no Haar cascade in this build: no face detection");
+  FaceDetector det;
+  SmallPredictor small(4);
+  Predictor& predictor = small.predictor;
+  Image blank;
+  blank.height = 60, blank.width = 80, blank.channels = 1;
+  blank.pixels.assign(60 * 80, 128);
+  CHECK(predictor.predict_image(blank, &det, 0.1, false).empty());
+  const std::vector<RegionPrediction> whole = predictor.predict_image(blank, &det, 0.1, true);
+  REQUIRE(whole.size() == 1);
+  CHECK_FALSE(whole[0].face);
+  CHECK(whole[0].box.to_string() == "80x60 at (0, 0)");
+  // Without a detector the whole image is the answer either way (a model whose input is no face).
+  const std::vector<RegionPrediction> plain = predictor.predict_image(blank, nullptr, 0.1, false);
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].ranked.front().probability == Approx(whole[0].ranked.front().probability));
+}
+
+TEST_CASE("predict_video stops between frames when asked, its JSONL and annotated video complete", "[cpu]") {
+  if (!image_io_available()) CNN_SKIP("this build has no OpenCV: no video");
+  cnn::test::TempDir dir;
+  Image frame;
+  frame.height = 30, frame.width = 40, frame.channels = 1;
+  frame.pixels.assign(30 * 40, 100);
+  {
+    VideoSink sink((dir / "in.avi").string(), 5, 40, 30);
+    for (int i = 0; i < 4; ++i) sink.write(frame);
+    sink.close();
+  }
+  SmallPredictor small(4);
+  Predictor& predictor = small.predictor;
+  VideoPredictOptions o;
+  o.input = (dir / "in.avi").string();
+  o.jsonl = (dir / "out.jsonl").string();
+  o.annotate = (dir / "out.avi").string();
+  int polls = 0;
+  o.stop = [&] { return ++polls > 2; };  // a signal after the second frame
+  std::ostringstream text;
+  const VideoPredictSummary s = predict_video(predictor, o, text);
+  CHECK(s.stopped);
+  CHECK(s.frames == 2);
+  CHECK(s.answers == 2);  // no detector: the whole frame each
+  CHECK(text.str().find("frame 1 at 0.200 s: ") != std::string::npos);
+  CHECK(text.str().find("(whole frame)") != std::string::npos);
+  std::istringstream lines(cnn::test::read_text_file(dir / "out.jsonl"));
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) CHECK(nlohmann::json::parse(line)["frame"] == n);
+  CHECK(n == 2);
+  VideoSource out(o.annotate);
+  int frames = 0;
+  for (Image f; out.read(f);) ++frames;
+  CHECK(frames == 2);
 }
