@@ -135,8 +135,10 @@ class Lowering {
       mean.push_back(float(255.0 * in.norm.mean[size_t(c)]));
       stdev.push_back(float(255.0 * in.norm.std[size_t(c)]));
     }
-    add_node("Sub", "normalize_mean", {x, add_floats("normalize.mean", {1, in.channels, 1, 1}, mean)}, "centered");
-    add_node("Div", "normalize_std", {"centered", add_floats("normalize.std", {1, in.channels, 1, 1}, stdev)},
+    // (C, 1, 1) constants, broadcast from the right over (N, C, H, W): OpenCV 4.6 computes a Sub
+    // of a (1, C, 1, 1) constant wrongly for a batch of more than one image.
+    add_node("Sub", "normalize_mean", {x, add_floats("normalize.mean", {in.channels, 1, 1}, mean)}, "centered");
+    add_node("Div", "normalize_std", {"centered", add_floats("normalize.std", {in.channels, 1, 1}, stdev)},
              "normalized");
     m_input = "normalized";
   }

@@ -97,6 +97,7 @@ TEST_CASE("every layer type lowers to its ONNX ops, with the crop and normalisat
   CHECK(initializer(m, "center_crop.ends").int64s == std::vector<int64_t>{9, 9});
   CHECK(initializer(m, "normalize.mean").floats == std::vector<float>{127.5f, 127.5f});
   CHECK(initializer(m, "normalize.std").floats == std::vector<float>{63.75f, 63.75f});
+  CHECK(initializer(m, "normalize.mean").dims == std::vector<int64_t>{2, 1, 1});  // not (1, C, 1, 1): OpenCV 4.6
   for (const OnnxNode& n : m.nodes) {
     if (n.name == "dw") {
       CHECK(n.attributes[2].ints == std::vector<int64_t>{2, 2, 2, 2});  // pads
