@@ -212,3 +212,16 @@ TEST_CASE("an opset outside 13..17 or a negative batch is refused", "[cpu]") {
   o.batch = -1;
   CHECK_THROWS_WITH(lower_to_onnx(*g, reader(*g), input_of(spec), o), Contains("batch -1"));
 }
+
+TEST_CASE("a layer named like a tensor the export adds is an error, not a model with one name for two values",
+          "[cpu]") {
+  const ModelSpec spec = parse_model_text(
+      "name: clash\ninput: {channels: 1, height: 4, width: 4}\nclasses: [a, b]\nlayers:\n"
+      "  - {name: normalized, type: conv2d, filters: 2, kernel: 1}\n"
+      "  - {name: fc, type: dense, units: 2}\n"
+      "data: {format: synthetic}\n",
+      "clash.yaml");
+  const auto g = Graph::build(spec);
+  REQUIRE_THROWS_WITH(lower_to_onnx(*g, reader(*g), input_of(spec), OnnxLowerOptions{}),
+                      Contains("two values would be named 'normalized'"));
+}
