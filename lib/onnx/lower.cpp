@@ -72,6 +72,7 @@ class Lowering {
       fail(m_g.size() - 1, fmt::format("the final layer's output {} is not one score per class", last.out_shape.to_string()));
     add_node("Softmax", "softmax", {m_out.back()}, m_m.output_name, {attr_int("axis", 1)});
     m_m.output_dims = {m_opt.batch, last.out_shape[0]};
+    check_unique_names();
     return std::move(m_m);
   }
 
@@ -79,6 +80,21 @@ class Lowering {
   [[noreturn]] void fail(int i, const std::string& why) const {
     const Layer& l = *m_g.node(i).layer;
     CNN_THROW("cannot export layer '{}' ({}, {}) to ONNX: {}", l.name(), l.type(), l.where().to_string(), why);
+  }
+
+  // Tensors are named after layers, and the export adds its own (input, cropped, centered,
+  // normalized, probabilities, <layer>.flat, ...): a layer named like one of them would give a
+  // name two values, which ONNX forbids.
+  void check_unique_names() const {
+    std::set<std::string> seen{m_m.input_name};
+    for (const OnnxInitializer& t : m_m.initializers) seen.insert(t.name);
+    for (const OnnxNode& n : m_m.nodes)
+      for (const std::string& o : n.outputs)
+        if (!seen.insert(o).second)
+          CNN_THROW("cannot export to ONNX: two values would be named '{}' (a layer named like a tensor the export "
+                    "adds: input, cropped, centered, normalized, probabilities, or <layer>.flat and the like); "
+                    "rename that layer",
+                    o);
   }
 
   const Value& attr(int i, const char* key) const { return m_g.node(i).layer->attrs()[key]; }
@@ -135,8 +151,10 @@ class Lowering {
       mean.push_back(float(255.0 * in.norm.mean[size_t(c)]));
       stdev.push_back(float(255.0 * in.norm.std[size_t(c)]));
     }
-    add_node("Sub", "normalize_mean", {x, add_floats("normalize.mean", {1, in.channels, 1, 1}, mean)}, "centered");
-    add_node("Div", "normalize_std", {"centered", add_floats("normalize.std", {1, in.channels, 1, 1}, stdev)},
+    // (C, 1, 1) constants, broadcast from the right over (N, C, H, W): OpenCV 4.6 computes a Sub
+    // of a (1, C, 1, 1) constant wrongly for a batch of more than one image.
+    add_node("Sub", "normalize_mean", {x, add_floats("normalize.mean", {in.channels, 1, 1}, mean)}, "centered");
+    add_node("Div", "normalize_std", {"centered", add_floats("normalize.std", {in.channels, 1, 1}, stdev)},
              "normalized");
     m_input = "normalized";
   }

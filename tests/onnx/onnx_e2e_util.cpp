@@ -14,7 +14,8 @@ namespace cnn::test::onnx_e2e {
 namespace fs = std::filesystem;
 
 ckpt::Finished train_briefly(const std::string& name, const std::string& run_dir, const std::vector<std::string>& sets) {
-  const std::string model = (fs::path(CNN_SOURCE_DIR) / "models" / (name + ".yaml")).string();
+  const bool file = name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0;
+  const std::string model = file ? name : (fs::path(CNN_SOURCE_DIR) / "models" / (name + ".yaml")).string();
   std::vector<std::string> args{model, "--out", run_dir, "--max-steps", "2", "--batch", "4", "--device", "cpu", "--quiet"};
   std::vector<std::string> all = ckpt::narrowing(model);
   for (const char* s : {"data.format=synthetic", "data.synthetic_size=8", "eval.batch_size=4", "train.optimizer.lr=0.0001"})

@@ -12,8 +12,8 @@
 
 namespace cnn::test::onnx_e2e {
 
-// models/<name>.yaml trained for 2 steps of 4 synthetic images on the CPU into run_dir, with the
-// large models narrowed (ckpt::narrowing) and `sets` added.
+// models/<name>.yaml (or `name` itself when it ends in .yaml) trained for 2 steps of 4 synthetic
+// images on the CPU into run_dir, with the large models narrowed (ckpt::narrowing) and `sets` added.
 ckpt::Finished train_briefly(const std::string& name, const std::string& run_dir,
                              const std::vector<std::string>& sets = {});
 // cnn-ckpt export RUN -o out <flags>.

@@ -97,6 +97,7 @@ TEST_CASE("every layer type lowers to its ONNX ops, with the crop and normalisat
   CHECK(initializer(m, "center_crop.ends").int64s == std::vector<int64_t>{9, 9});
   CHECK(initializer(m, "normalize.mean").floats == std::vector<float>{127.5f, 127.5f});
   CHECK(initializer(m, "normalize.std").floats == std::vector<float>{63.75f, 63.75f});
+  CHECK(initializer(m, "normalize.mean").dims == std::vector<int64_t>{2, 1, 1});  // not (1, C, 1, 1): OpenCV 4.6
   for (const OnnxNode& n : m.nodes) {
     if (n.name == "dw") {
       CHECK(n.attributes[2].ints == std::vector<int64_t>{2, 2, 2, 2});  // pads
@@ -210,4 +211,17 @@ TEST_CASE("an opset outside 13..17 or a negative batch is refused", "[cpu]") {
   o.opset = 17;
   o.batch = -1;
   CHECK_THROWS_WITH(lower_to_onnx(*g, reader(*g), input_of(spec), o), Contains("batch -1"));
+}
+
+TEST_CASE("a layer named like a tensor the export adds is an error, not a model with one name for two values",
+          "[cpu]") {
+  const ModelSpec spec = parse_model_text(
+      "name: clash\ninput: {channels: 1, height: 4, width: 4}\nclasses: [a, b]\nlayers:\n"
+      "  - {name: normalized, type: conv2d, filters: 2, kernel: 1}\n"
+      "  - {name: fc, type: dense, units: 2}\n"
+      "data: {format: synthetic}\n",
+      "clash.yaml");
+  const auto g = Graph::build(spec);
+  REQUIRE_THROWS_WITH(lower_to_onnx(*g, reader(*g), input_of(spec), OnnxLowerOptions{}),
+                      Contains("two values would be named 'normalized'"));
 }

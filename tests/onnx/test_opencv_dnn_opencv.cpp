@@ -91,6 +91,54 @@ TEST_CASE("OpenCV DNN computes our probabilities from the exported FER and Fashi
   }
 }
 
+// Every layer type and key form on RGB images with a crop: a batch of several images through the
+// (C, 1, 1) normalisation constants (a (1, C, 1, 1) Sub made OpenCV 4.6 compute other numbers).
+TEST_CASE("OpenCV DNN computes our probabilities for every layer type on RGB crops", "[cpu]") {
+  if (!onnx_export_built()) CNN_SKIP(onnx_missing_message());
+  test::TempDir dir("cnn-onnx-every");
+  const std::string yaml = (dir / "every_layer.yaml").string(), run = (dir / "run").string();
+  test::ckpt::write_file(yaml,
+                         "name: every_layer\n"
+                         "input: {channels: 3, height: 20, width: 20}\n"
+                         "classes: [a, b, c, d]\n"
+                         "layers:\n"
+                         "  - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same, bias: false}\n"
+                         "  - {name: bn1, type: batchnorm}\n"
+                         "  - {name: act1, type: leaky_relu, alpha: 0.2}\n"
+                         "  - {name: dw, type: conv2d, filters: 8, kernel: 3, padding: 2, dilation: 2, groups: 8}\n"
+                         "  - {name: act2, type: elu}\n"
+                         "  - {name: side, type: conv2d, filters: 8, kernel: 1, groups: 2, inputs: [act1]}\n"
+                         "  - {name: sum, type: add, inputs: [act2, side, act1]}\n"
+                         "  - {name: cat, type: concat, inputs: [sum, act1]}\n"
+                         "  - {name: pool, type: avgpool, kernel: 3, stride: 2, padding: 1}\n"
+                         "  - {name: mp, type: maxpool, kernel: 3, stride: 2, padding: 1}\n"
+                         "  - {name: sig, type: sigmoid}\n"
+                         "  - {name: drop, type: dropout, p: 0.4}\n"
+                         "  - {name: fc1, type: dense, units: 16}\n"
+                         "  - {name: bn2, type: batchnorm}\n"
+                         "  - {name: th, type: tanh}\n"
+                         "  - {name: flat, type: flatten}\n"
+                         "  - {name: fc2, type: dense, units: 4, bias: false}\n"
+                         "  - {name: relu, type: relu}\n"
+                         "data: {format: synthetic, augment: {random_crop: {size: 16}}}\n"
+                         "train: {epochs: 1, batch_size: 4, optimizer: {type: sgd, lr: 0.001}}\n");
+  auto f = train_briefly(yaml, run);
+  INFO(f.describe());
+  REQUIRE(f.exit_code == 0);
+  const int n = 5;
+  const std::vector<uint8_t> images = random_images(n, 3, 20, 20, 5);
+  const std::vector<float> ours = our_probabilities(run, images, n);
+  REQUIRE(smallest_top_probability(ours, 4) < 0.999f);
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{}, std::vector<std::string>{"--keep-batchnorm", "--opset", "13"}}) {
+    const std::string onnx = (dir / "every_layer.onnx").string();
+    f = export_onnx(run, onnx, flags);
+    INFO(f.describe());
+    REQUIRE(f.exit_code == 0);
+    CHECK(max_abs_difference(ours, opencv_probabilities(onnx, images, n, 3, 20, 20)) <= kProbabilityTolerance);
+  }
+}
+
 TEST_CASE("the README's OpenCV snippet, built as printed, prints our probabilities", "[cpu]") {
   if (!onnx_export_built()) CNN_SKIP(onnx_missing_message());
   test::TempDir dir("cnn-onnx-snippet");
