@@ -63,7 +63,7 @@ TEST_CASE("a breakdown divides by the steps and sorts by time", "[cpu]") {
   CHECK_THROWS_AS(make_breakdown(r, 1000000, 0, "test"), Error);
 }
 
-TEST_CASE("--breakdown on the CPU is refused with the reason", "[cpu]") {
+TEST_CASE("a step breakdown on the CPU is refused with the reason", "[cpu]") {
   const char* model =
       "name: tiny\ninput: {channels: 1, height: 6, width: 6}\nclasses: [a, b]\n"
       "layers:\n  - {name: flat, type: flatten}\n  - {name: fc, type: dense, units: 2}\n"
