@@ -11,15 +11,9 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
-#include "graph/executor.h"
-#include "graph/graph.h"
-#include "model/device_setup.h"
-#include "model/loss.h"
-#include "model/train_step.h"
+#include "model/model_stack.h"
 #include "optim/loss_scaler.h"
-#include "optim/optimizer.h"
 #include "support/catch.h"
-#include "support/param_segments.h"
 
 using namespace cnn;
 
@@ -38,55 +32,49 @@ const char* kModel =
     "  precision: fp16\n"
     "  deterministic: true\n"
     "  batch_size: 8\n"
+    "  loss_scale: {growth_interval: 3}\n"
     "  optimizer: {type: adam, lr: 0.01}\n";
 
+// The stack the trainer assembles (ModelStack), with the scaler build_step makes for fp16.
 struct ScaledRun {
   explicit ScaledRun(const std::string& device, bool cuda_graph, double init)
-      : spec(parse_model_text(kModel, "scaled.yaml", {})), graph(Graph::build(spec)) {
-    dev = std::make_unique<DeviceSetup>(device, *graph, true);
-    ex = std::make_unique<Executor>(*graph, 8, dev->ctx());
-    ex->init_params(5);
-    optim = make_optimizer(spec.train.optimizer, test::trainable_segments(*graph), graph->params_size(), dev->device());
-    loss = std::make_unique<LossFunction>(spec.loss, graph->num_classes(), none);
-    step = std::make_unique<TrainStep>(*ex, *loss, *optim, 0.0);
-    LossScaleSpec ls;
-    ls.init = init;
-    ls.growth_interval = 3;
-    scaler = std::make_unique<LossScaler>(ls, dev->ctx());
-    step->set_loss_scaler(scaler.get());
-    if (!cuda_graph) step->set_cuda_graph(false, "test");
+      : spec(parse_model_text(kModel, "scaled.yaml", {"train.loss_scale.init=" + std::to_string(init)})),
+        stack(spec) {
+    stack.place(device, true);
+    stack.build_executor(8).init_params(5);
+    stack.build_optimizer(spec.train.optimizer);
+    stack.build_loss(spec.loss, none);
+    stack.build_step(0.0, loss_scale_for(spec.train));
+    if (!cuda_graph) stack.step().set_cuda_graph(false, "test");
   }
 
   TrainStep::Result run(uint64_t s) {
+    Executor& ex = stack.executor();
     Rng rng(7 + s, static_cast<uint64_t>(RngStream::test));
-    std::vector<float> x(size_t(ex->input().numel()));
+    std::vector<float> x(size_t(ex.input().numel()));
     for (float& v : x) v = rng.normal();
-    ex->input().copy_from(Tensor::from_vector(ex->input().shape(), x));
+    ex.input().copy_from(Tensor::from_vector(ex.input().shape(), x));
     std::vector<int32_t> labels(8);
     for (auto& y : labels) y = int32_t(rng.below(3));
-    return step->run(labels.data(), 8, 0.01, s, 1);
+    return stack.step().run(labels.data(), 8, 0.01, s, 1);
   }
 
   // Parameters, then Adam's slots.
   std::vector<float> state() {
-    dev->synchronize();
-    std::vector<float> v = ex->params().to_vector();
+    stack.device().synchronize();
+    std::vector<float> v = stack.executor().params().to_vector();
     for (const char* slot : {"exp_avg", "exp_avg_sq"}) {
-      const std::vector<float> more = optim->slot(slot).to_vector();
+      const std::vector<float> more = stack.optimizer().slot(slot).to_vector();
       v.insert(v.end(), more.begin(), more.end());
     }
     return v;
   }
+  const LossScaleState& scaler() const { return stack.loss_scaler()->last(); }
+  int64_t optimizer_steps() const { return stack.optimizer().step_count(); }
 
   Dataset none;
   ModelSpec spec;
-  std::unique_ptr<Graph> graph;
-  std::unique_ptr<DeviceSetup> dev;
-  std::unique_ptr<Executor> ex;
-  std::unique_ptr<Optimizer> optim;
-  std::unique_ptr<LossFunction> loss;
-  std::unique_ptr<LossScaler> scaler;
-  std::unique_ptr<TrainStep> step;
+  ModelStack stack;
 };
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -96,28 +84,28 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // From 2^24 (far past f16's 65504 for any loss gradient) the first steps overflow: each leaves the
 // state as it was and halves the scale; then a clean step updates.
 void check_overflow_recovery(ScaledRun& r) {
-  REQUIRE(r.graph->node(0).layer->dtype() == DType::f16);
+  REQUIRE(r.stack.graph().node(0).layer->dtype() == DType::f16);
   float scale = 0x1p24f;
   int skipped = 0;
   for (uint64_t s = 0; s < 16; ++s) {
     INFO("step " << s << ", scale " << scale);
     const std::vector<float> before = r.state();
-    const int64_t count = r.optim->step_count();
+    const int64_t count = r.optimizer_steps();
     const TrainStep::Result res = r.run(s);
     REQUIRE(std::isfinite(res.loss));
-    const LossScaleState& st = r.scaler->last();
+    const LossScaleState& st = r.scaler();
     CHECK(res.skipped == (st.found_inf != 0));
     if (res.skipped) {
       ++skipped;
       CHECK(same_bits(r.state(), before));  // weights and optimizer slots untouched
-      CHECK(r.optim->step_count() == count);
+      CHECK(r.optimizer_steps() == count);
       CHECK(st.scale == scale / 2);
       CHECK(st.skipped_steps == skipped);
       scale /= 2;
       continue;
     }
     CHECK(!same_bits(r.state(), before));
-    CHECK(r.optim->step_count() == count + 1);
+    CHECK(r.optimizer_steps() == count + 1);
     CHECK(skipped >= 2);  // 2^24 and 2^23 overflow
     return;
   }
@@ -134,10 +122,10 @@ TEST_CASE("fp16 step: an overflow skips the update and halves the scale until a 
 TEST_CASE("fp16 step: without an overflow the scale grows after the interval and every step trains", "[cpu]") {
   ScaledRun r("cpu", false, 8.0);
   for (uint64_t s = 0; s < 7; ++s) CHECK_FALSE(r.run(s).skipped);
-  CHECK(r.scaler->last().scale == 32.0f);  // doubled at steps 3 and 6
-  CHECK(r.scaler->last().clean_steps == 1);
-  CHECK(r.optim->step_count() == 7);
-  CHECK(r.scaler->last().skipped_steps == 0);
+  CHECK(r.scaler().scale == 32.0f);  // doubled at steps 3 and 6
+  CHECK(r.scaler().clean_steps == 1);
+  CHECK(r.optimizer_steps() == 7);
+  CHECK(r.scaler().skipped_steps == 0);
 }
 
 TEST_CASE("fp16 step on cuda: the captured step skips and recovers like the uncaptured one, bit for bit", "[gpu]") {
@@ -150,7 +138,7 @@ TEST_CASE("fp16 step on cuda: the captured step skips and recovers like the unca
     CHECK(a.loss == b.loss);
     CHECK(a.skipped == b.skipped);
   }
-  CHECK(captured.step->graph_replays() > 0);
-  CHECK(plain.scaler->last().scale == captured.scaler->last().scale);
+  CHECK(captured.stack.step().graph_replays() > 0);
+  CHECK(plain.scaler().scale == captured.scaler().scale);
   CHECK(same_bits(plain.state(), captured.state()));
 }
