@@ -48,10 +48,12 @@ static std::string precision_note(const Graph& graph, Device d) {
     f16 += graph.node(i).layer->dtype() == DType::f16;
   }
   if (bf16 > 0 || f16 > 0) {
-    std::string counts;
-    if (bf16 > 0) counts = fmt::format("{} of {} layers store activations and gradients in BF16", bf16, graph.size());
-    if (f16 > 0)
-      counts += fmt::format("{}{} of {} layers in FP16", counts.empty() ? "" : ", ", f16, graph.size());
+    auto stored = [&](int layers, const char* dtype) {
+      return fmt::format("{} of {} layers store activations and gradients in {}", layers, graph.size(), dtype);
+    };
+    const std::string counts = bf16 == 0 ? stored(f16, "FP16")
+                               : f16 == 0 ? stored(bf16, "BF16")
+                                          : fmt::format("{}, {} of {} in FP16", stored(bf16, "BF16"), f16, graph.size());
     return fmt::format("{}: {} (channels-last); FP32 master weights, weight gradients, sums, batchnorm statistics, "
                        "loss and optimizer{}",
                        f16 > bf16 ? "fp16" : "bf16", counts, tf32 ? "; the FP32 layers may use TF32" : "");
