@@ -90,6 +90,10 @@ TEST_CASE("the checkpoint keeps the precision: inspect shows it, cnn-eval and re
   CHECK(o.exit_code == 0);
   CHECK_THAT(o.out, Contains("precision: fp32 (--precision)"));
   CHECK_THAT(o.err, Contains("precision: fp32 (plain FP32 math"));
+  ProgramResult h = run_program(program_path("cnn-eval"), {"run", "--device", "cpu", "--precision", "fp16"}, dir.path());
+  CHECK(h.exit_code == 0);
+  CHECK_THAT(h.out, Contains("precision: fp16 (--precision)"));
+  CHECK_THAT(h.err, Contains("precision: fp16: "));
 
   // --resume RUN_DIR keeps tf32; a different --precision is allowed (it changes only math) and logged.
   ProgramResult kept = run_program(program_path("cnn-train"), {"--resume", "run", "--epochs", "2", "--device", "cpu"}, dir.path());
@@ -102,7 +106,7 @@ TEST_CASE("the checkpoint keeps the precision: inspect shows it, cnn-eval and re
   INFO(changed.describe());
   REQUIRE(changed.exit_code == 0);
   CHECK_THAT(changed.err, Contains("resume: overriding train.precision: tf32 -> fp32"));
-  CHECK_THAT(changed.err, Contains("the precision changes only how convolutions and dense layers multiply"));
+  CHECK_THAT(changed.err, Contains("the precision changes only how activations are stored and products taken"));
   CHECK_THAT(read_text_file(dir / "run" / "config.yaml"), Contains("precision: fp32"));
 }
 
@@ -150,7 +154,7 @@ TEST_CASE("train.loss_scale is checked: a power of two from 1 to 2^24, a growth 
 
 TEST_CASE("cnn-bench model and cnn-bench conv write the precision into their JSON", "[cpu]") {
   TempDir dir("cnn-precision-bench");
-  for (const std::string p : {"", "tf32"}) {
+  for (const std::string p : {"", "tf32", "fp16"}) {
     std::vector<std::string> args{"model", kTiny, "--device", "cpu", "--batch", "4", "--steps", "1",
                                   "--repeats", "1", "--warmup", "0", "--json", "m.json"};
     if (!p.empty()) args.insert(args.end(), {"--precision", p});
