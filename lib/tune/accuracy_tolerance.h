@@ -51,15 +51,26 @@ inline constexpr double kTf32AccuracyTolerance = 5e-3;
 // each winner's rel_err).
 inline constexpr double kBf16AccuracyTolerance = 1e-2;
 
+// FP16 convolutions (train.precision fp16), measured the same way on f16-exact activations. F16
+// keeps 11 significant bits, 3 more than bf16: each rounding (the weights into the candidate's f16
+// copy, the output y or dx once) is at most 2^-12 relative, the two together about 4e-4 relative
+// L2 (sqrt(2/3) 2^-11). The limit is bf16's scaled by those 3 bits, 1e-2 / 8, again about three
+// times two roundings; a candidate that rounds its partial sums to f16 measured 1.8e-3 on a
+// 288-term reduction (tests/tune/test_autotune.cpp) and is refused.
+inline constexpr double kF16AccuracyTolerance = kBf16AccuracyTolerance / 8;
+
 // The tolerance of a convolution candidate that multiplies in `math` (ConvAlgo::math_used): FP32
 // candidates keep kConvAccuracyTolerance, TF32 ones get kTf32AccuracyTolerance.
 inline double conv_tolerance(MathMode math) {
   return math == MathMode::tf32 ? kTf32AccuracyTolerance : kConvAccuracyTolerance;
 }
 // The same for a candidate of activation dtype `dtype` (ConvAlgo::dtype): bf16 ones get
-// kBf16AccuracyTolerance whatever the math mode, f32 ones conv_tolerance(math).
+// kBf16AccuracyTolerance and f16 ones kF16AccuracyTolerance whatever the math mode, f32 ones
+// conv_tolerance(math).
 inline double conv_tolerance(DType dtype, MathMode math) {
-  return dtype == DType::bf16 ? kBf16AccuracyTolerance : conv_tolerance(math);
+  if (dtype == DType::bf16) return kBf16AccuracyTolerance;
+  if (dtype == DType::f16) return kF16AccuracyTolerance;
+  return conv_tolerance(math);
 }
 
 // cuDNN batchnorm (spatial, training forward and backward, running statistics), against our CUDA

@@ -48,8 +48,8 @@ std::vector<float> probe_download(const Tensor& t) {
 namespace {
 
 void fill_nan(Tensor& t) {
-  if (t.dtype() == DType::bf16) {
-    const std::vector<bf16> v(size_t(t.numel()), bf16{0x7fc0});
+  if (t.dtype() == DType::bf16 || t.dtype() == DType::f16) {
+    const std::vector<uint16_t> v(size_t(t.numel()), t.dtype() == DType::bf16 ? 0x7fc0 : 0x7e00);
     device_memcpy(t.raw(), t.device(), v.data(), Device::cpu, t.bytes());
     return;
   }
@@ -59,26 +59,25 @@ void fill_nan(Tensor& t) {
 
 ActDims dims_of(const Shape& s) { return ActDims{s[0], s[1], s[2], s[3]}; }
 
-// A host copy of an activation, NCHW floats (a bf16 one widened from channels-last).
+// A host copy of an activation, NCHW floats (a bf16 or f16 one widened from channels-last).
 std::vector<float> download_nchw(const Tensor& t) {
-  if (t.dtype() != DType::bf16) return probe_download(t);
-  std::vector<bf16> h(size_t(t.numel()));
+  if (t.dtype() == DType::f32) return probe_download(t);
+  std::vector<uint16_t> h(size_t(t.numel()));
   device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
-  return widen_bf16(h.data(), dims_of(t.shape()));
+  return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
 }
 
 }  // namespace
 
 ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, DType dtype)
     : m_ctx(ctx), m_sh(sh), m_dtype(dtype) {
-  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "conv accuracy: no probe for activations of dtype {}",
-            to_string(dtype));
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+            "conv accuracy: no probe for activations of dtype {}", to_string(dtype));
   const Device dev = ctx.device;
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
   // Activations exact in the candidates' dtype, so the reference reads what they read.
   auto exact = [dtype](std::vector<float> v) {
-    if (dtype == DType::bf16)
-      for (float& f : v) f = round_to_bf16(f);
+    for (float& f : v) f = round_to(dtype, f);
     return v;
   };
   m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0));
@@ -97,8 +96,8 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
   if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
-  std::vector<bf16> h(v.size());
-  narrow_to_bf16(v.data(), dims_of(shape), h.data());  // exact: the values are bf16 already
+  std::vector<uint16_t> h(v.size());
+  narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are t's already
   Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
   device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
   return out;
@@ -213,6 +212,9 @@ double ConvProbe::output_error(ConvDir d) {
 // Called with set 1 selected (ensure_dy).
 void ConvProbe::make_projected_dy() {
   const std::vector<float> y = reference(ConvDir::forward);  // a copy: the slot stays
+  // An fp16 run's gradients arrive multiplied by its loss scale (2^16 by default): the same small
+  // gradient there is 2^-1, inside f16's normal range, where 2^-17 would be subnormal.
+  const int dy_exponent = m_dtype == DType::f16 ? -1 : -17;
   const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q, count = N * PQ;
   std::vector<float>& g = m_hdys[1];
   g = m_hdys[0];
@@ -229,8 +231,7 @@ void ConvProbe::make_projected_dy() {
     mgy /= double(count);
     for (int64_t i = 0; i < count; ++i) {
       const double yhat = (y[at(i)] - my) * inv_std;
-      g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, -17));
-      if (m_dtype == DType::bf16) g[at(i)] = round_to_bf16(g[at(i)]);
+      g[at(i)] = round_to(m_dtype, float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, dy_exponent)));
     }
   }
   const Shape shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};

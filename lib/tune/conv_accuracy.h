@@ -9,10 +9,12 @@
 //     gradients a few layers below the loss).
 // Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
 // inputs small and non-negative, as in training.
-// Dtype: a bf16 probe holds x and dy rounded to bf16 values, uploaded twice: bf16 channels-last
-// for the candidates (the bf16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
+// Dtype: a bf16 (or f16) probe holds x and dy rounded to bf16 (f16) values, uploaded twice:
+// channels-last for the candidates (the bf16 or f16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
 // exactly the values the candidates read (w and b stay the FP32 masters, which bf16 rows round
-// themselves): what is measured is the candidate's own rounding (weights, outputs) and summation. Trap: the probe is not a proof. In a fer_cnn step
+// themselves): what is measured is the candidate's own rounding (weights, outputs) and summation.
+// An f16 probe scales set 1's dy by 2^-1 instead of 2^-17: an fp16 run's gradients carry its loss
+// scale (2^16 by default), which lifts them out of f16's subnormal range. Trap: the probe is not a proof. In a fer_cnn step
 // cuDNN's winograd_nonfused filter gradient of conv3b was 2.5e-3 from float64 (PyTorch 5e-6),
 // while both sets measured it near 5e-6; that algorithm is excluded by a rule measured on the
 // real step (conv2d_cudnn.cpp), not by this probe.
@@ -50,7 +52,7 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
 
 class ConvProbe {
 public:
-  // dtype: of the candidates' activations (f32 or bf16); the algorithms run on it must be of it.
+  // dtype: of the candidates' activations (f32, bf16 or f16); the algorithms run on it must be of it.
   ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1, DType dtype = DType::f32);
   const Conv2dShape& shape() const { return m_sh; }
   DType dtype() const { return m_dtype; }
