@@ -79,7 +79,7 @@ void add_autotune_flags(CLI::App& cli, AutotuneFlags& flags) {
 
 void add_precision_option(CLI::App& cli, std::string& precision, const char* default_text) {
   cli.add_option("--precision", precision,
-                 fmt::format("fp32 | tf32 | bf16: how activations are stored and products taken (train.precision; default {})",
+                 fmt::format("fp32 | tf32 | bf16 | fp16: how activations are stored and products taken (train.precision; default {})",
                              default_text));
 }
 

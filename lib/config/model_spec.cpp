@@ -5,6 +5,7 @@
 #include "config/model_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "core/checked.h"
@@ -168,6 +169,16 @@ SchemaPtr autotune_schema() {
   return at;
 }
 
+SchemaPtr loss_scale_schema() {
+  const LossScaleSpec d;
+  auto s = std::make_shared<Schema>("loss_scale");
+  s->key("init", Type::real(1.0, 16777216.0), "the first scale, a power of two from 1 to 2^24").defaults_to(d.init);
+  s->key("growth_interval", Type::integer(1, int64_t(1) << 31),
+         "clean steps in a row after which the scale doubles (an overflow halves it and skips the step)")
+      .defaults_to(d.growth_interval);
+  return s;
+}
+
 SchemaPtr train_schema() {
   const TrainSpec d;
   auto ckpt = std::make_shared<Schema>("checkpoint");
@@ -198,11 +209,14 @@ SchemaPtr train_schema() {
   s->key("cuda_graph", Type::boolean(), "capture the GPU training step in a CUDA graph").defaults_to(d.cuda_graph);
   s->key("backend", Type::choice({"auto", "cuda", "cudnn"}), "on a GPU, layers left auto use this backend where they can")
       .defaults_to(d.backend);
-  s->key("precision", Type::choice({"fp32", "tf32", "bf16"}),
+  s->key("precision", Type::choice({"fp32", "tf32", "bf16", "fp16"}),
          "fp32: FP32 everywhere; tf32: FP32 storage, TF32 tensor cores in cuDNN convolutions and cuBLAS dense; "
          "bf16: activations and their gradients stored in BF16 (channels-last), FP32 master weights, "
-         "gradients, sums and optimizer (README \"Precision\")")
+         "gradients, sums and optimizer; fp16: the same in FP16, with a dynamic loss scale (train.loss_scale) "
+         "(README \"Precision\")")
       .defaults_to(d.precision);
+  s->key("loss_scale", Type::map(loss_scale_schema()),
+         "fp16 only: the dynamic loss scale (README \"Precision\"); ignored in other precisions");
   s->key("autotune", Type::map(autotune_schema()), "how the autotuner measures");
   s->key("clip_grad_norm", Type::real(0.0), "clip the global gradient L2 norm to this (0: off)").defaults_to(d.clip_grad_norm);
   s->key("lr_scaling", Type::choice({"none", "linear", "sqrt"}), "data-parallel: lr times 1, ranks or sqrt(ranks)")
@@ -256,8 +270,9 @@ SchemaPtr layer_schema(const LayerSchemas& layers) {
          "where the layer runs; auto: the run's device, the faster GPU backend measured")
       .defaults_to(d.backend);
   s->key("algo", Type::choice({"auto"}), "convolution algorithm (conv2d only)").defaults_to("auto");
-  s->key("precision", Type::choice({"auto", "fp32", "tf32", "bf16"}),
-         "this layer's precision; auto: train.precision (fp32 keeps a layer in FP32 in a bf16 run, with casts planned)")
+  s->key("precision", Type::choice({"auto", "fp32", "tf32", "bf16", "fp16"}),
+         "this layer's precision; auto: train.precision (fp32 keeps a layer in FP32 in a bf16 or fp16 run, with casts "
+         "planned)")
       .defaults_to("auto");
   s->discriminate_by("type");
   for (const auto& [type, own] : layers) s->variant(type, own.keys(), own.summary());
@@ -437,6 +452,11 @@ void read_train(const Value& s, TrainSpec& t) {
   t.cuda_graph = s["cuda_graph"].boolean();
   t.backend = s["backend"].string();
   t.precision = s["precision"].string();
+  const Value& ls = s["loss_scale"];
+  t.loss_scale.init = ls["init"].real();
+  // A power of two keeps scaling and unscaling exact (only the exponent moves).
+  if (int e = 0; std::frexp(t.loss_scale.init, &e) != 0.5) ls["init"].fail_expected("a power of two from 1 to 2^24");
+  t.loss_scale.growth_interval = ls["growth_interval"].integer();
   t.autotune = read_autotune(s["autotune"]);
   t.clip_grad_norm = s["clip_grad_norm"].real();
   t.lr_scaling = s["lr_scaling"].string();

@@ -35,7 +35,7 @@ struct LayerSpec {
   std::vector<std::string> inputs;  // empty: the previous layer (or the model input for the first)
   std::string backend = "auto";     // auto | cpu | cuda | cudnn
   std::string preferred_backend = "auto";  // train.backend: what `auto` means on a GPU where the layer supports it
-  std::string own_precision = "auto";  // the layer's `precision:` key: auto | fp32 | tf32 | bf16
+  std::string own_precision = "auto";  // the layer's `precision:` key: auto | fp32 | tf32 | bf16 | fp16
   std::string precision = "fp32";   // resolved: own_precision, or train.precision when auto (core/math_mode.h)
   int index = 0;                    // position in `layers`
   Value attrs;                      // this layer's map: every key of its type, defaults filled in, with locations
@@ -129,6 +129,12 @@ struct AutotuneSpec {
   double tolerance = 0.0;      // 0 = each candidate's own (FP32 1e-4, TF32 5e-3, per op); > 0 replaces all
 };
 
+// train.loss_scale: the dynamic loss scale of an fp16 run (optim/loss_scaler.h; ignored otherwise).
+struct LossScaleSpec {
+  double init = 65536.0;           // the first scale: a power of two in [1, 2^24]
+  int64_t growth_interval = 2000;  // clean steps in a row after which the scale doubles
+};
+
 struct TrainSpec {
   int64_t epochs = 10;
   int64_t batch_size = 64;
@@ -137,7 +143,8 @@ struct TrainSpec {
   bool fuse_activations = true;  // batchnorm/dense apply a following activation in their kernels
   int64_t max_steps = 0;        // 0 = no limit
   std::string backend = "auto";  // auto | cuda | cudnn: on a GPU, layers left auto use this one where they can
-  std::string precision = "fp32";  // fp32 | tf32 | bf16 (core/math_mode.h: Precision)
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (core/math_mode.h: Precision)
+  LossScaleSpec loss_scale;
   AutotuneSpec autotune;
   bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)
   double clip_grad_norm = 0.0;  // 0 = no clipping

@@ -6,8 +6,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "core/float_bits.h"
 #include "core/host_device.h"
 
 namespace cnn {
@@ -18,17 +18,6 @@ struct bf16 {
   uint16_t bits;
 };
 static_assert(sizeof(bf16) == 2, "bf16 is two bytes of storage");
-
-CNN_HD uint32_t float_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-CNN_HD float float_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate. A carry out of the
 // mantissa increments the exponent, which is the correct rounding (up to inf past 0x7f7f).

@@ -26,22 +26,33 @@ inline MathMode parse_math_mode(const std::string& s) {
 }
 
 // A training precision (train.precision, a layer's `precision:`): how activations are stored and
-// how products are taken. fp32 and tf32 store f32 (tf32 allows TF32 tensor cores); bf16 stores
-// activations and their gradients in bf16, channels-last (core/tensor.h), with FP32 master weights,
-// FP32 weight gradients and FP32 sums in every op (its math mode is fp32: the bf16 rows say how
-// they multiply).
-enum class Precision { fp32, tf32, bf16 };
+// how products are taken. fp32 and tf32 store f32 (tf32 allows TF32 tensor cores); bf16 and fp16
+// store activations and their gradients in bf16 or f16, channels-last (core/tensor.h), with FP32
+// master weights, FP32 weight gradients and FP32 sums in every op (their math mode is fp32: the
+// bf16/f16 rows say how they multiply). fp16's narrow range is why a train.precision fp16 run
+// scales its loss (optim/loss_scaler.h).
+enum class Precision { fp32, tf32, bf16, fp16 };
 
-inline const char* to_string(Precision p) { return p == Precision::bf16 ? "bf16" : p == Precision::tf32 ? "tf32" : "fp32"; }
-// "fp32" | "tf32" | "bf16"; anything else throws cnn::Error naming the allowed values.
+inline const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::tf32: return "tf32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    default: return "fp32";
+  }
+}
+// "fp32" | "tf32" | "bf16" | "fp16"; anything else throws cnn::Error naming the allowed values.
 inline Precision parse_precision(const std::string& s) {
   if (s == "fp32") return Precision::fp32;
   if (s == "tf32") return Precision::tf32;
   if (s == "bf16") return Precision::bf16;
-  CNN_THROW("unknown precision '{}' (expected fp32, tf32 or bf16)", s);
+  if (s == "fp16") return Precision::fp16;
+  CNN_THROW("unknown precision '{}' (expected fp32, tf32, bf16 or fp16)", s);
 }
 inline MathMode math_mode(Precision p) { return p == Precision::tf32 ? MathMode::tf32 : MathMode::fp32; }
 // The dtype of a layer's activations in precision p.
-inline DType storage_dtype(Precision p) { return p == Precision::bf16 ? DType::bf16 : DType::f32; }
+inline DType storage_dtype(Precision p) {
+  return p == Precision::bf16 ? DType::bf16 : p == Precision::fp16 ? DType::f16 : DType::f32;
+}
 
 }  // namespace cnn

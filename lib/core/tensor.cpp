@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/checked.h"
 #include "core/error.h"
 
@@ -74,10 +75,11 @@ std::vector<float> Tensor::to_vector() const {
     device_memcpy(v.data(), Device::cpu, m_data, m_device, bytes());
     return v;
   }
-  CNN_CHECK(m_dtype == DType::bf16, "to_vector of a {} tensor", to_string(m_dtype));
-  std::vector<bf16> h(v.size());
+  CNN_CHECK(m_dtype == DType::bf16 || m_dtype == DType::f16, "to_vector of a {} tensor", to_string(m_dtype));
+  std::vector<uint16_t> h(v.size());
   device_memcpy(h.data(), Device::cpu, m_data, m_device, bytes());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = to_float(h[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = m_dtype == DType::bf16 ? float_from_bf16_bits(h[i]) : float_from_f16_bits(h[i]);
   return v;
 }
 

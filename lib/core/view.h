@@ -3,17 +3,35 @@
 // dtypes once and keeps one signature for every dtype; the dispatcher picks the implementation
 // row by the dtype (ops/dispatch.h).
 // Trap: a view knows no shape and no device; the op's shape struct and context say those. A raw
-// float pointer converts implicitly to an f32 view (and nullptr to a null view), so host code
-// and tests pass plain float buffers as they always did.
+// float pointer converts implicitly to an f32 view (a bf16 or f16 one to a view of that dtype, and
+// nullptr to a null view), so host code and tests pass plain float buffers as they always did.
 #pragma once
 
 #include <cstddef>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
 namespace cnn {
+
+// The dtype of an element type: DTypeOf<bf16>::value is DType::bf16 (code templated on the
+// storage type, like the bf16 and f16 emulation rows, names its views' dtype with it).
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<bf16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<f16> {
+  static constexpr DType value = DType::f16;
+};
 
 namespace detail {
 [[noreturn]] inline void view_dtype_mismatch(DType got, DType expected) {
@@ -27,6 +45,8 @@ public:
   constexpr ConstView() = default;
   constexpr ConstView(std::nullptr_t) {}
   constexpr ConstView(const float* p) : m_data(p), m_dtype(DType::f32) {}
+  constexpr ConstView(const bf16* p) : m_data(p), m_dtype(DType::bf16) {}
+  constexpr ConstView(const f16* p) : m_data(p), m_dtype(DType::f16) {}
   constexpr ConstView(const void* p, DType t) : m_data(p), m_dtype(t) {}
 
   constexpr const void* data() const { return m_data; }
@@ -43,6 +63,11 @@ public:
     if (m_data && m_dtype != DType::bf16) detail::view_dtype_mismatch(m_dtype, DType::bf16);
     return static_cast<const bf16*>(m_data);
   }
+  // The same for f16 data (stored like bf16).
+  const f16* f16_data() const {
+    if (m_data && m_dtype != DType::f16) detail::view_dtype_mismatch(m_dtype, DType::f16);
+    return static_cast<const f16*>(m_data);
+  }
 
 private:
   const void* m_data = nullptr;
@@ -55,6 +80,8 @@ public:
   constexpr View() = default;
   constexpr View(std::nullptr_t) {}
   constexpr View(float* p) : m_data(p), m_dtype(DType::f32) {}
+  constexpr View(bf16* p) : m_data(p), m_dtype(DType::bf16) {}
+  constexpr View(f16* p) : m_data(p), m_dtype(DType::f16) {}
   constexpr View(void* p, DType t) : m_data(p), m_dtype(t) {}
 
   constexpr void* data() const { return m_data; }
@@ -67,6 +94,10 @@ public:
   bf16* bf16_data() const {
     if (m_data && m_dtype != DType::bf16) detail::view_dtype_mismatch(m_dtype, DType::bf16);
     return static_cast<bf16*>(m_data);
+  }
+  f16* f16_data() const {
+    if (m_data && m_dtype != DType::f16) detail::view_dtype_mismatch(m_dtype, DType::f16);
+    return static_cast<f16*>(m_data);
   }
   constexpr operator ConstView() const { return ConstView(m_data, m_dtype); }
 

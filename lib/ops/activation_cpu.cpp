@@ -1,7 +1,7 @@
 // Activations on the CPU: the reference goes element by element through the kind switch; the
 // fast path hoists the switch out of an OpenMP simd loop. Both share activation_math.h.
-// The bf16 rows (the CPU emulation, ops/dispatch.h) widen their operands, run the f32 row and round
-// each output once; element-wise, so the storage order (channels-last) needs no permute.
+// The bf16 rows, which are the f16 rows too (the CPU emulation, ops/dispatch.h), widen their
+// operands, run the f32 row and round each output once; element-wise, so the storage order (channels-last) needs no permute.
 // Trap: y may alias x and dx may alias dy, so every loop reads index i before writing index i.
 #include "core/error.h"
 #include "ops/activation.h"
@@ -133,10 +133,8 @@ void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& arg
   for (int64_t i = 0; i < n; ++i) dx[i] = activation_backward_from_output(kind, alpha, y[i], dy[i]);
 }
 
-// n bf16 elements of v as floats, in storage order; empty for a null view (an operand the kind ignores).
-static std::vector<float> widened(ConstView v, int64_t n) {
-  return v.null() ? std::vector<float>{} : widen_bf16(v.bf16_data(), ActDims{n, 1});
-}
+// n 16-bit elements of v as floats, in storage order; empty for a null view (an operand the kind ignores).
+static std::vector<float> widened(ConstView v, int64_t n) { return widen(v, ActDims{n, 1}); }
 static const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 
 void activation_forward_cpu_bf16(const ActivationForward& a) {
@@ -144,7 +142,7 @@ void activation_forward_cpu_bf16(const ActivationForward& a) {
   const std::vector<float> x = widened(a.x, a.n);
   std::vector<float> y(size_t(a.n));
   activation_forward_cpu(ActivationForward{a.ctx, a.p, a.n, x.data(), y.data()});
-  narrow_to_bf16(y.data(), ActDims{a.n, 1}, a.y.bf16_data());
+  narrow(y.data(), ActDims{a.n, 1}, a.y);
 }
 
 void activation_backward_cpu_bf16(const ActivationBackward& a) {
@@ -152,7 +150,7 @@ void activation_backward_cpu_bf16(const ActivationBackward& a) {
   const std::vector<float> x = widened(a.x, a.n), y = widened(a.y, a.n), dy = widened(a.dy, a.n);
   std::vector<float> dx(size_t(a.n));
   activation_backward_cpu(ActivationBackward{a.ctx, a.p, a.n, or_null(x), or_null(y), dy.data(), dx.data()});
-  narrow_to_bf16(dx.data(), ActDims{a.n, 1}, a.dx.bf16_data());
+  narrow(dx.data(), ActDims{a.n, 1}, a.dx);
 }
 
 void activation_backward_from_output_cpu_bf16(const ActivationBackwardFromOutput& a) {
@@ -160,7 +158,7 @@ void activation_backward_from_output_cpu_bf16(const ActivationBackwardFromOutput
   const std::vector<float> y = widened(a.y, a.n), dy = widened(a.dy, a.n);
   std::vector<float> dx(size_t(a.n));
   activation_backward_from_output_cpu(ActivationBackwardFromOutput{a.ctx, a.p, a.n, y.data(), dy.data(), dx.data()});
-  narrow_to_bf16(dx.data(), ActDims{a.n, 1}, a.dx.bf16_data());
+  narrow(dx.data(), ActDims{a.n, 1}, a.dx);
 }
 
 }  // namespace cnn

@@ -1,6 +1,6 @@
 // Element-wise sum of several tensors on the CPU. The fast path works in cache-sized chunks,
 // adding the inputs one after another in the same order as the reference (bitwise equal).
-// The bf16 rows (the CPU emulation, ops/dispatch.h) widen, run the f32 row and round y once (the
+// The bf16 rows, which are the f16 rows too (the CPU emulation, ops/dispatch.h), widen, run the f32 row and round y once (the
 // gradients are copies, exact); element-wise, so the storage order needs no permute.
 // Trap: y may alias an input, and a dx may alias dy; both paths are written to allow that.
 #include <algorithm>
@@ -98,18 +98,18 @@ void add_forward_cpu_bf16(const AddForward& a) {
   check_args("forward", a.n, a.count);
   const ActDims flat{a.n, 1};
   std::vector<std::vector<float>> xs;
-  for (int k = 0; k < a.count; ++k) xs.push_back(widen_bf16(a.xs[k].bf16_data(), flat));
+  for (int k = 0; k < a.count; ++k) xs.push_back(widen(a.xs[k], flat));
   std::vector<ConstView> views;
   for (const auto& x : xs) views.emplace_back(x.data());
   std::vector<float> y(size_t(a.n));
   add_forward_cpu(AddForward{a.ctx, a.n, a.count, views.data(), y.data()});
-  narrow_to_bf16(y.data(), flat, a.y.bf16_data());
+  narrow(y.data(), flat, a.y);
 }
 
 void add_backward_cpu_bf16(const AddBackward& a) {
   check_args("backward", a.n, a.count);
   const ActDims flat{a.n, 1};
-  const std::vector<float> dy = widen_bf16(a.dy.bf16_data(), flat);
+  const std::vector<float> dy = widen(a.dy, flat);
   std::vector<std::vector<float>> dxs(size_t(a.count));
   std::vector<View> views;
   for (int k = 0; k < a.count; ++k) {
@@ -118,7 +118,7 @@ void add_backward_cpu_bf16(const AddBackward& a) {
   }
   add_backward_cpu(AddBackward{a.ctx, a.n, a.count, dy.data(), views.data()});
   for (int k = 0; k < a.count; ++k)
-    if (!a.dxs[k].null()) narrow_to_bf16(dxs[size_t(k)].data(), flat, a.dxs[k].bf16_data());
+    if (!a.dxs[k].null()) narrow(dxs[size_t(k)].data(), flat, a.dxs[k]);
 }
 
 }  // namespace cnn

@@ -1,5 +1,5 @@
-// The cpu bf16 rows of every batchnorm entry point: the emulation the CUDA bf16 rows are tested
-// against. Each widens its bf16 channels-last operands (x, y, dy) into f32 NCHW, runs the cpu f32
+// The cpu bf16 rows of every batchnorm entry point, which are its cpu f16 rows too: the emulation
+// the CUDA bf16 and f16 rows are tested against. Each widens its 16-bit channels-last operands (x, y, dy) into f32 NCHW, runs the cpu f32
 // row on them (same sums, same FP32 element arithmetic) and rounds each bf16 output (y, dx) once
 // into channels-last. Statistics, sums, gamma/beta and their gradients pass through as FP32.
 // Trap: a null operand stays null (dx, or y without an activation), and N may be 0 in the phased
@@ -41,7 +41,7 @@ void run_widened(const Args& a, const char* what, std::initializer_list<ConstVie
       f.*m = ConstView(nullptr);
       continue;
     }
-    buffers.push_back(widen_bf16((a.*m).bf16_data(), d));
+    buffers.push_back(widen(a.*m, d));
     f.*m = ConstView(buffers.back().data());
   }
   for (View Args::*m : out) {
@@ -55,7 +55,7 @@ void run_widened(const Args& a, const char* what, std::initializer_list<ConstVie
   run_op(Backend::cpu, f);
   size_t at = buffers.size() - out.size();
   for (View Args::*m : out)
-    if (!(a.*m).null()) narrow_to_bf16(buffers[at++].data(), d, (a.*m).bf16_data());
+    if (!(a.*m).null()) narrow(buffers[at++].data(), d, a.*m);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Channel concatenation on the CPU: per sample, input i is one contiguous block of channels[i] * HW
 // values in y, so the fast path is one copy per (sample, input) pair, threaded over the pairs.
-// The bf16 rows (the CPU emulation, ops/dispatch.h) widen the channels-last operands into f32 NCHW,
+// The bf16 rows, which are the f16 rows too (the CPU emulation, ops/dispatch.h), widen the channels-last operands into f32 NCHW,
 // run the f32 row and narrow back (copies: exact).
 // Trap: the blocks interleave across samples (y is N-major), so an input is not one block of y.
 #include <algorithm>
@@ -111,19 +111,19 @@ void concat_forward_cpu_bf16(const ConcatForward& a) {
   check_shape("forward", sh);
   std::vector<std::vector<float>> xs;
   for (size_t i = 0; i < sh.channels.size(); ++i)
-    xs.push_back(widen_bf16(a.xs[i].bf16_data(), dims_of(sh, sh.channels[i])));
+    xs.push_back(widen(a.xs[i], dims_of(sh, sh.channels[i])));
   std::vector<ConstView> views;
   for (const auto& x : xs) views.emplace_back(x.data());
   const ActDims out = dims_of(sh, sh.total_channels());
   std::vector<float> y(size_t(out.numel()));
   concat_forward_cpu(ConcatForward{a.ctx, sh, views.data(), y.data()});
-  narrow_to_bf16(y.data(), out, a.y.bf16_data());
+  narrow(y.data(), out, a.y);
 }
 
 void concat_backward_cpu_bf16(const ConcatBackward& a) {
   const ConcatShape& sh = a.sh;
   check_shape("backward", sh);
-  const std::vector<float> dy = widen_bf16(a.dy.bf16_data(), dims_of(sh, sh.total_channels()));
+  const std::vector<float> dy = widen(a.dy, dims_of(sh, sh.total_channels()));
   std::vector<std::vector<float>> dxs(sh.channels.size());
   std::vector<View> views;
   for (size_t i = 0; i < sh.channels.size(); ++i) {
@@ -132,7 +132,7 @@ void concat_backward_cpu_bf16(const ConcatBackward& a) {
   }
   concat_backward_cpu(ConcatBackward{a.ctx, sh, dy.data(), views.data()});
   for (size_t i = 0; i < sh.channels.size(); ++i)
-    if (!a.dxs[i].null()) narrow_to_bf16(dxs[i].data(), dims_of(sh, sh.channels[i]), a.dxs[i].bf16_data());
+    if (!a.dxs[i].null()) narrow(dxs[i].data(), dims_of(sh, sh.channels[i]), a.dxs[i]);
 }
 
 }  // namespace cnn

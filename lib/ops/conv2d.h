@@ -58,15 +58,17 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
                         const float* b, float* y);
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
-// BF16 emulation, the cpu rows of dtype bf16 (conv2d_cpu.cpp) and the oracle of the cuda bf16 rows:
-// x, y, dy, dx bf16 channels-last ((N, H, W, C), (N, P, Q, K)); w, b, dw, db FP32. The rounding
-// points of the GPU rows: the FP32 master weights rounded to bf16 values (the GPU rows pack them
-// into bf16 copies), x and dy widened exactly, the f32 cpu convolution above, then y and dx
-// rounded once; dw and db stay FP32 (never rounded).
-void conv2d_forward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
-                             const float* b, bf16* y);
-void conv2d_backward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
-                              const bf16* dy, bf16* dx, float* dw, float* db);
+// BF16 and F16 emulation (T = bf16 or f16), the cpu rows of dtype bf16 and f16 (conv2d_cpu.cpp) and
+// the oracle of the cuda bf16 and f16 rows: x, y, dy, dx of dtype T channels-last ((N, H, W, C),
+// (N, P, Q, K)); w, b, dw, db FP32. The rounding points of the GPU rows: the FP32 master weights
+// rounded to T's values (the GPU rows pack them into T copies), x and dy widened exactly, the f32
+// cpu convolution above, then y and dx rounded once; dw and db stay FP32 (never rounded).
+template <typename T>
+void conv2d_forward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
+                                 const float* b, T* y);
+template <typename T>
+void conv2d_backward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
+                                  const T* dy, T* dx, float* dw, float* db);
 
 // Entry points (run_op; rows: conv2d_algo.h). A named algorithm is run with
 // run_op(algo.backend, args, algo.name).

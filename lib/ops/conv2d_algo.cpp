@@ -25,6 +25,11 @@ ConvOperandsBf16 bf16_operands(const ConvOperands& op) {
           op.dw.f32(), op.db.f32()};
 }
 
+ConvOperandsF16 f16_operands(const ConvOperands& op) {
+  return {op.x.f16_data(), op.w.f32(), op.b.f32(), op.y.f16_data(), op.dy.f16_data(), op.dx.f16_data(),
+          op.dw.f32(), op.db.f32()};
+}
+
 // The rows of the three directions of one dtype; `typed` gives the operands as that dtype's
 // pointers (f32_operands, bf16_operands), which forward and backward take.
 template <typename Typed, typename Forward, typename Backward>
@@ -66,6 +71,14 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                  backward, bf16_operands);
 }
 
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                   ConvForward16<f16> forward, ConvBackward16<f16> backward) {
+  add_typed_rows(out, name, backend, DType::f16, deterministic, std::move(can_implement), std::move(bytes), forward,
+                 backward, f16_operands);
+}
+
 // conv2d_cpu.cpp's GEMMs take int sizes: every matrix dimension of one group must fit.
 static bool cpu_can_implement(const ExecContext&, const Conv2dShape& sh) {
   if (sh.N < 1 || sh.C < 1 || sh.K < 1 || sh.P < 1 || sh.Q < 1 || sh.groups < 1) return false;
@@ -88,15 +101,17 @@ static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh,
 }
 
 // The one CPU algorithm, which is also the backend's default; slices are summed in a fixed order.
-// In bf16 the same algorithm on widened copies (host vectors, not workspace: the emulation is the
+// In bf16 and f16 the same algorithm on widened copies (host vectors, not workspace: the emulation is the
 // oracle, not a fast path), outputs rounded once.
 std::vector<ConvAlgo> conv2d_cpu_algos() {
   std::vector<ConvAlgo> algos;
   for (const char* name : {"cpu:im2col_gemm", "cpu"}) {
     add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes, conv2d_forward_cpu,
                   conv2d_backward_cpu);
-    add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes, conv2d_forward_bf16_cpu,
-                  conv2d_backward_bf16_cpu);
+    add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
+                  conv2d_forward_emulated_cpu<bf16>, conv2d_backward_emulated_cpu<bf16>);
+    add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
+                  conv2d_forward_emulated_cpu<f16>, conv2d_backward_emulated_cpu<f16>);
   }
   return algos;
 }

@@ -13,11 +13,12 @@
 // GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
 // Dtypes: a row computes one activation dtype (ConvAlgo::dtype). The bf16 rows (ops/dispatch.h's
 // contract: x, y, dy, dx bf16 channels-last; w, b, dw, db FP32) are "cpu" and "cpu:im2col_gemm"
-// (the emulation, conv2d_forward_bf16_cpu), "cuda:igemm_nhwc" (conv2d_igemm_nhwc_bf16.h, groups
+// (the emulation, conv2d_forward_emulated_cpu), "cuda:igemm_nhwc" (conv2d_igemm_nhwc_bf16.h, groups
 // 1), "cuda:direct_nhwc" (conv2d_direct_nhwc_bf16.h, C/groups == 1) and "cuda" (direct_nhwc where
 // it can implement the shape, igemm_nhwc elsewhere): conv2d_algo_bf16_cuda.cpp. A name may exist in
 // several dtypes ("cpu:im2col_gemm"), so a lookup names the dtype too (conv2d_algo).
-// Grouped convolutions with 1 < C/groups and groups > 1 have no cuda bf16 row.
+// Grouped convolutions with 1 < C/groups and groups > 1 have no cuda bf16 row. The f16 rows (same
+// contract, f16 in place of bf16) are "cpu" and "cpu:im2col_gemm" (the same emulation).
 //
 // Operands (device memory for cuda/cudnn, host memory for cpu; layouts as in conv2d.h):
 //   forward          reads x, w, b (b may be null)   writes y
@@ -37,6 +38,7 @@
 
 #include "core/bf16.h"
 #include "core/dtype.h"
+#include "core/fp16.h"
 #include "core/view.h"
 #include "ops/backend.h"
 #include "ops/conv2d.h"
@@ -73,18 +75,23 @@ struct ConvOperandsF32 {
   float* db = nullptr;
 };
 ConvOperandsF32 f32_operands(const ConvOperands& op);
-// The same for the bf16 rows: the activations as bf16, the parameters and their gradients f32.
-struct ConvOperandsBf16 {
-  const bf16* x = nullptr;  // (N, H, W, C)
+// The same for the bf16 and f16 rows (T = bf16, f16): the activations as T, the parameters and
+// their gradients f32.
+template <typename T>
+struct ConvOperands16 {
+  const T* x = nullptr;  // (N, H, W, C)
   const float* w = nullptr;
   const float* b = nullptr;
-  bf16* y = nullptr;         // (N, P, Q, K)
-  const bf16* dy = nullptr;  // (N, P, Q, K)
-  bf16* dx = nullptr;        // (N, H, W, C)
+  T* y = nullptr;         // (N, P, Q, K)
+  const T* dy = nullptr;  // (N, P, Q, K)
+  T* dx = nullptr;        // (N, H, W, C)
   float* dw = nullptr;
   float* db = nullptr;
 };
+using ConvOperandsBf16 = ConvOperands16<bf16>;
+using ConvOperandsF16 = ConvOperands16<f16>;
 ConvOperandsBf16 bf16_operands(const ConvOperands& op);
+ConvOperandsF16 f16_operands(const ConvOperands& op);
 
 struct ConvAlgo {
   std::string name;  // "<backend>:<strategy>", or the backend's name for its default row
@@ -123,15 +130,23 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                    std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
                    std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
                    ConvForwardF32 forward, ConvBackwardF32 backward);
-// The same for bf16 rows (dtype bf16): activations bf16, w and b read as FP32 masters, dw and db FP32.
-using ConvForwardBf16 = void (*)(const ExecContext&, const Conv2dShape&, const bf16* x, const float* w,
-                                 const float* b, bf16* y);
-using ConvBackwardBf16 = void (*)(const ExecContext&, const Conv2dShape&, const bf16* x, const float* w,
-                                  const bf16* dy, bf16* dx, float* dw, float* db);
+// The same for bf16 and f16 rows (dtype T): activations T, w and b read as FP32 masters, dw and db FP32.
+template <typename T>
+using ConvForward16 = void (*)(const ExecContext&, const Conv2dShape&, const T* x, const float* w, const float* b,
+                               T* y);
+template <typename T>
+using ConvBackward16 = void (*)(const ExecContext&, const Conv2dShape&, const T* x, const float* w, const T* dy,
+                                T* dx, float* dw, float* db);
+using ConvForwardBf16 = ConvForward16<bf16>;
+using ConvBackwardBf16 = ConvBackward16<bf16>;
 void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
                    std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
                    std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
                    ConvForwardBf16 forward, ConvBackwardBf16 backward);
+void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                   std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                   std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                   ConvForward16<f16> forward, ConvBackward16<f16> backward);
 
 // Providers, one per backend family, each returning every row of every direction it has: named
 // algorithms and the backend's default rows. registry.cpp assembles the tables from them (the CUDA

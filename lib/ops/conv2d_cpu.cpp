@@ -303,34 +303,45 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
   errors.rethrow();
 }
 
-// ---- BF16 emulation (the cpu bf16 rows) ----
+// ---- BF16 and F16 emulation (the cpu bf16 and f16 rows) ----
 
-// The FP32 master weights rounded to the bf16 values the GPU rows' packed copies hold.
-static std::vector<float> weights_as_bf16(const Conv2dShape& sh, const float* w) {
+// The FP32 master weights rounded to the values (dtype t) the GPU rows' packed copies hold.
+static std::vector<float> weights_as(DType t, const Conv2dShape& sh, const float* w) {
   std::vector<float> out(size_t(sh.weight_numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = round_to_bf16(w[i]);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = round_to(t, w[i]);
   return out;
 }
 
-void conv2d_forward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
-                             const float* b, bf16* y) {
+template <typename T>
+void conv2d_forward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
+                                 const float* b, T* y) {
   const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-  const std::vector<float> xf = widen_bf16(x, in), wf = weights_as_bf16(sh, w);
+  const std::vector<float> xf = widen(x, in), wf = weights_as(DTypeOf<T>::value, sh, w);
   std::vector<float> yf(size_t(out.numel()));
   conv2d_forward_cpu(ctx, sh, xf.data(), wf.data(), b, yf.data());
-  narrow_to_bf16(yf.data(), out, y);
+  narrow(yf.data(), out, y);
 }
 
-void conv2d_backward_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const float* w,
-                              const bf16* dy, bf16* dx, float* dw, float* db) {
+template <typename T>
+void conv2d_backward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
+                                  const T* dy, T* dx, float* dw, float* db) {
   const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-  const std::vector<float> dyf = widen_bf16(dy, out);
-  const std::vector<float> xf = x && (dw || db) ? widen_bf16(x, in) : std::vector<float>();
-  const std::vector<float> wf = w && dx ? weights_as_bf16(sh, w) : std::vector<float>();
+  const std::vector<float> dyf = widen(dy, out);
+  const std::vector<float> xf = x && (dw || db) ? widen(x, in) : std::vector<float>();
+  const std::vector<float> wf = w && dx ? weights_as(DTypeOf<T>::value, sh, w) : std::vector<float>();
   std::vector<float> dxf(dx ? size_t(in.numel()) : 0);
   conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), wf.empty() ? nullptr : wf.data(), dyf.data(),
                       dx ? dxf.data() : nullptr, dw, db);
-  if (dx) narrow_to_bf16(dxf.data(), in, dx);
+  if (dx) narrow(dxf.data(), in, dx);
 }
+
+template void conv2d_forward_emulated_cpu(const ExecContext&, const Conv2dShape&, const bf16*, const float*,
+                                          const float*, bf16*);
+template void conv2d_forward_emulated_cpu(const ExecContext&, const Conv2dShape&, const f16*, const float*,
+                                          const float*, f16*);
+template void conv2d_backward_emulated_cpu(const ExecContext&, const Conv2dShape&, const bf16*, const float*,
+                                           const bf16*, bf16*, float*, float*);
+template void conv2d_backward_emulated_cpu(const ExecContext&, const Conv2dShape&, const f16*, const float*,
+                                           const f16*, f16*, float*, float*);
 
 }  // namespace cnn

@@ -20,57 +20,42 @@ ActDims act_dims(const Shape& batched) {
 
 Layout activation_layout(DType t) { return t == DType::bf16 || t == DType::f16 ? Layout::nhwc : Layout::nchw; }
 
-namespace {
-
-float load(const void* p, DType t, int64_t i) {
-  return t == DType::bf16 ? to_float(static_cast<const bf16*>(p)[i]) : static_cast<const float*>(p)[i];
-}
-void store(void* p, DType t, int64_t i, float v) {
-  if (t == DType::bf16) static_cast<bf16*>(p)[i] = to_bf16(v);
-  else static_cast<float*>(p)[i] = v;
-}
-
 void check_convert(const ConvertForward& a) {
   for (DType t : {a.x.dtype(), a.y.dtype()})
-    CNN_CHECK(t == DType::f32 || t == DType::bf16, "convert: dtype {} is neither f32 nor bf16", to_string(t));
+    CNN_CHECK(convertible(t), "convert: dtype {} is none of f32, bf16, f16", to_string(t));
   CNN_CHECK(a.d.N >= 0 && a.d.C >= 0 && a.d.H >= 0 && a.d.W >= 0, "convert: negative dims");
   CNN_CHECK(a.x_layout == a.y_layout || a.x.data() != a.y.data() || a.d.numel() == 0,
             "convert: a permute ({} -> {}) cannot run in place", to_string(a.x_layout), to_string(a.y_layout));
 }
 
-}  // namespace
-
-void convert_forward_cpu(const ConvertForward& a) {
-  check_convert(a);
-  const ActDims d = a.d;
+// Every element of x (d, xl, xt) into y (d, yl, yt).
+static void convert_elements(const ActDims& d, const void* x, DType xt, Layout xl, void* y, DType yt, Layout yl,
+                             int threads) {
   const int64_t HW = d.H * d.W;
-  const int threads = a.ctx->threads();
-  const void* x = a.x.data();
-  void* y = a.y.data();
-  const DType xt = a.x.dtype(), yt = a.y.dtype();
 #pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t c = 0; c < d.C; ++c)
       for (int64_t hw = 0; hw < HW; ++hw)
-        store(y, yt, layout_index(a.y_layout, d, n, c, hw), load(x, xt, layout_index(a.x_layout, d, n, c, hw)));
+        store_from_float(y, yt, layout_index(yl, d, n, c, hw), load_as_float(x, xt, layout_index(xl, d, n, c, hw)));
 }
 
-std::vector<float> widen_bf16(const bf16* x, const ActDims& d, Layout from) {
+void convert_forward_cpu(const ConvertForward& a) {
+  check_convert(a);
+  convert_elements(a.d, a.x.data(), a.x.dtype(), a.x_layout, a.y.data(), a.y.dtype(), a.y_layout, a.ctx->threads());
+}
+
+// Single-threaded: the emulation rows may call them from their own parallel regions.
+std::vector<float> widen(ConstView x, const ActDims& d, Layout from) {
+  if (x.null()) return {};
+  CNN_CHECK(x.dtype() == DType::bf16 || x.dtype() == DType::f16, "widen: a {} operand", to_string(x.dtype()));
   std::vector<float> out(size_t(d.numel()));
-  const int64_t HW = d.H * d.W;
-  for (int64_t n = 0; n < d.N; ++n)
-    for (int64_t c = 0; c < d.C; ++c)
-      for (int64_t hw = 0; hw < HW; ++hw)
-        out[size_t(layout_index(Layout::nchw, d, n, c, hw))] = to_float(x[layout_index(from, d, n, c, hw)]);
+  convert_elements(d, x.data(), x.dtype(), from, out.data(), DType::f32, Layout::nchw, 1);
   return out;
 }
 
-void narrow_to_bf16(const float* x, const ActDims& d, bf16* y, Layout to) {
-  const int64_t HW = d.H * d.W;
-  for (int64_t n = 0; n < d.N; ++n)
-    for (int64_t c = 0; c < d.C; ++c)
-      for (int64_t hw = 0; hw < HW; ++hw)
-        y[layout_index(to, d, n, c, hw)] = to_bf16(x[layout_index(Layout::nchw, d, n, c, hw)]);
+void narrow(const float* x, const ActDims& d, View y, Layout to) {
+  CNN_CHECK(y.dtype() == DType::bf16 || y.dtype() == DType::f16, "narrow: into a {} operand", to_string(y.dtype()));
+  convert_elements(d, x, DType::f32, Layout::nchw, y.data(), y.dtype(), to, 1);
 }
 
 }  // namespace cnn

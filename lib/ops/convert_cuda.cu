@@ -11,16 +11,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float load_el(const void* p, bool bf, int64_t i) {
-  return bf ? float_from_bf16_bits(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
-}
-__device__ __forceinline__ void store_el(void* p, bool bf, int64_t i, float v) {
-  if (bf) static_cast<uint16_t*>(p)[i] = bf16_bits_from_float(v);
-  else static_cast<float*>(p)[i] = v;
-}
-
-__global__ void convert_kernel(ActDims d, const void* __restrict__ x, bool x_bf16, Layout xl,  // d in xl
-                               void* __restrict__ y, bool y_bf16, Layout yl) {                // d in yl
+__global__ void convert_kernel(ActDims d, const void* __restrict__ x, DType xt, Layout xl,  // d in xl
+                               void* __restrict__ y, DType yt, Layout yl) {                // d in yl
   const int64_t total = d.numel();
   const int64_t HW = d.H * d.W;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -35,23 +27,20 @@ __global__ void convert_kernel(ActDims d, const void* __restrict__ x, bool x_bf1
       hw = (o / d.C) % HW;
       n = o / (HW * d.C);
     }
-    store_el(y, y_bf16, o, load_el(x, x_bf16, layout_index(xl, d, n, c, hw)));
+    store_from_float(y, yt, o, load_as_float(x, xt, layout_index(xl, d, n, c, hw)));
   }
 }
 
 }  // namespace
 
 void convert_forward_cuda(const ConvertForward& a) {
-  for (DType t : {a.x.dtype(), a.y.dtype()})
-    CNN_CHECK(t == DType::f32 || t == DType::bf16, "convert: dtype {} is neither f32 nor bf16", to_string(t));
-  CNN_CHECK(a.x_layout == a.y_layout || a.x.data() != a.y.data() || a.d.numel() == 0,
-            "convert: a permute ({} -> {}) cannot run in place", to_string(a.x_layout), to_string(a.y_layout));
+  check_convert(a);
   const int64_t total = a.d.numel();
   if (total == 0) return;
   cudaStream_t stream = cuda::stream_of(*a.ctx, "convert");
   // Same layout and dtype is a copy; same layout otherwise an element-wise cast: both the same kernel.
   convert_kernel<<<cuda::grid_blocks(total, kThreads), kThreads, 0, stream>>>(
-      a.d, a.x.data(), a.x.dtype() == DType::bf16, a.x_layout, a.y.data(), a.y.dtype() == DType::bf16, a.y_layout);
+      a.d, a.x.data(), a.x.dtype(), a.x_layout, a.y.data(), a.y.dtype(), a.y_layout);
   CUDA_CHECK_LAUNCH("convert");
 }
 

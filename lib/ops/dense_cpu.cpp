@@ -1,6 +1,6 @@
 // Dense (fully connected) on the CPU: naive reference loops (float and double, the oracle) and the
 // fast path through OpenMP-split SGEMM. Weights are PyTorch's (K, C), so forward multiplies by w^T.
-// The bf16 rows are the emulation of the cuda bf16 row: the same SGEMMs on widened operands.
+// The bf16 rows (the f16 rows too) are the emulation of the cuda bf16 and f16 rows: the same SGEMMs on widened operands.
 // Trap: db is written whenever it is non-null, even if the shape has no bias (it is then the
 // gradient a bias would get); forward adds b only when sh.has_bias.
 #include "ops/dense.h"
@@ -95,36 +95,36 @@ void dense_backward_cpu(const DenseBackward& a) {
   backward_f32(*a.ctx, a.sh, a.x.f32(), a.w.f32(), a.dy.f32(), a.dx.f32(), a.dw.f32(), a.db.f32());
 }
 
-// The BF16 emulation (dense.h): operands widened, w rounded to the bf16 values the cuda row casts
-// it to, the f32 arithmetic, each bf16 output rounded once.
-static std::vector<float> rounded_weights(const DenseShape& sh, const float* w) {
+// The BF16 and F16 emulation (dense.h): operands widened, w rounded to the bf16 or f16 values the
+// cuda row casts it to (t: the activations' dtype), the f32 arithmetic, each output rounded once.
+static std::vector<float> rounded_weights(const DenseShape& sh, const float* w, DType t) {
   std::vector<float> r(w, w + sh.K * sh.C);
-  for (float& v : r) v = round_to_bf16(v);
+  for (float& v : r) v = round_to(t, v);
   return r;
 }
 
 void dense_forward_cpu_bf16(const DenseForward& a) {
   const DenseShape& sh = a.sh;
   check_shape(sh);
-  const std::vector<float> x = widen_bf16(a.x.bf16_data(), ActDims{sh.N, sh.C}),
-                           w = rounded_weights(sh, a.w.f32());
+  const std::vector<float> x = widen(a.x, ActDims{sh.N, sh.C}),
+                           w = rounded_weights(sh, a.w.f32(), a.x.dtype());
   std::vector<float> y(size_t(sh.N * sh.K));
   forward_f32(*a.ctx, sh, x.data(), w.data(), a.b.f32(), y.data());
-  narrow_to_bf16(y.data(), ActDims{sh.N, sh.K}, a.y.bf16_data());
+  narrow(y.data(), ActDims{sh.N, sh.K}, a.y);
 }
 
 void dense_backward_cpu_bf16(const DenseBackward& a) {
   const DenseShape& sh = a.sh;
   check_shape(sh);
-  bf16* dx16 = a.dx.bf16_data();
+  const bool dx16 = !a.dx.null();
   float *dw = a.dw.f32(), *db = a.db.f32();
-  const std::vector<float> dy = widen_bf16(a.dy.bf16_data(), ActDims{sh.N, sh.K});
-  const std::vector<float> x = dw ? widen_bf16(a.x.bf16_data(), ActDims{sh.N, sh.C}) : std::vector<float>();
-  const std::vector<float> w = dx16 ? rounded_weights(sh, a.w.f32()) : std::vector<float>();
+  const std::vector<float> dy = widen(a.dy, ActDims{sh.N, sh.K});
+  const std::vector<float> x = dw ? widen(a.x, ActDims{sh.N, sh.C}) : std::vector<float>();
+  const std::vector<float> w = dx16 ? rounded_weights(sh, a.w.f32(), a.dy.dtype()) : std::vector<float>();
   std::vector<float> dx(dx16 ? size_t(sh.N * sh.C) : 0);
   backward_f32(*a.ctx, sh, dw ? x.data() : nullptr, dx16 ? w.data() : nullptr, dy.data(), dx16 ? dx.data() : nullptr,
                dw, db);
-  if (dx16) narrow_to_bf16(dx.data(), ActDims{sh.N, sh.C}, dx16);
+  if (dx16) narrow(dx.data(), ActDims{sh.N, sh.C}, a.dx);
 }
 
 }  // namespace cnn

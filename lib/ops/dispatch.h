@@ -20,9 +20,13 @@
 //  - Weights: a bf16 conv2d or dense row reads the FP32 master weights it is given and casts (and
 //    packs) them into ctx.workspace itself; its workspace_bytes counts that.
 //  - The cpu bf16 row is the emulation the GPU rows are tested against: it widens its bf16 operands
-//    into f32 NCHW (widen_bf16, ops/convert.h), runs the op's f32 arithmetic, and rounds each
-//    activation output once back into bf16 channels-last (narrow_to_bf16): the same rounding points.
+//    into f32 NCHW (widen, ops/convert.h), runs the op's f32 arithmetic, and rounds each
+//    activation output once back into bf16 channels-last (narrow): the same rounding points.
 //  - Dropout's keep mask is indexed by the storage index (channels-last for bf16).
+// F16 rows (a precision fp16 layer) keep the same contract with f16 in place of bf16 (core/fp16.h:
+// to_f16, f16_bits_from_float; View::f16_data()). The cpu bf16 rows are the cpu f16 rows too
+// (registered for both dtypes: widen and narrow read the views' dtype); conv2d's are
+// conv2d_forward_emulated_cpu<T>.
 // Adding one (no layer is touched): write the kernel, add its row next to the f32 sibling in
 // registry.cpp, e.g.
 //   {Backend::cuda, DType::bf16, "cuda", activation_cuda_bf16_supports, activation_forward_cuda_bf16},

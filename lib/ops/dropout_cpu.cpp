@@ -94,22 +94,22 @@ void dropout_backward_cpu(const DropoutBackward& a) {
   mask_cpu(*a.ctx, a.prm, a.n, a.dy.f32(), a.dx.f32());
 }
 
-// in (n, bf16) -> out (n, bf16), which may alias it.
-static void mask_cpu_bf16(const ExecContext& ctx, const DropoutParams& prm, int64_t n, const bf16* in, bf16* out) {
+// in (n, bf16 or f16) -> out (n, the same), which may alias it.
+static void mask_cpu_16(const ExecContext& ctx, const DropoutParams& prm, int64_t n, ConstView in, View out) {
   const ActDims flat{n, 1};
-  std::vector<float> v = widen_bf16(in, flat);
+  std::vector<float> v = widen(in, flat);
   mask_cpu(ctx, prm, n, v.data(), v.data());
-  narrow_to_bf16(v.data(), flat, out);
+  narrow(v.data(), flat, out);
 }
 
 void dropout_forward_cpu_bf16(const DropoutForward& a) {
   check_params("forward", a.prm, a.n);
-  mask_cpu_bf16(*a.ctx, a.prm, a.n, a.x.bf16_data(), a.y.bf16_data());
+  mask_cpu_16(*a.ctx, a.prm, a.n, a.x, a.y);
 }
 
 void dropout_backward_cpu_bf16(const DropoutBackward& a) {
   check_params("backward", a.prm, a.n);
-  mask_cpu_bf16(*a.ctx, a.prm, a.n, a.dy.bf16_data(), a.dx.bf16_data());
+  mask_cpu_16(*a.ctx, a.prm, a.n, a.dy, a.dx);
 }
 
 }  // namespace cnn

@@ -1,6 +1,6 @@
 // Max and average pooling on the CPU: a bounds-checked reference and a fast path that clips every
 // window to the input once per call and threads over the N*C planes (planes never share dx).
-// The bf16 rows (the CPU emulation, ops/dispatch.h) widen the channels-last operands into f32 NCHW,
+// The bf16 rows, which are the f16 rows too (the CPU emulation, ops/dispatch.h), widen the channels-last operands into f32 NCHW,
 // run the f32 row and round each output once (a max is one of its bf16 inputs, so exact).
 // Trap: max backward must pick the same element as every other backend: the first in-bounds
 // position in row-major window order whose value equals y (a NaN in the window wins and sticks).
@@ -245,10 +245,10 @@ void pool2d_forward_cpu_bf16(const Pool2dForward& a) {
   const Pool2dShape& sh = a.sh;
   check_made(sh);
   const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.C, sh.P, sh.Q};
-  const std::vector<float> x = widen_bf16(a.x.bf16_data(), in);
+  const std::vector<float> x = widen(a.x, in);
   std::vector<float> y(size_t(out.numel()));
   pool2d_forward_cpu(Pool2dForward{a.ctx, sh, x.data(), y.data()});
-  narrow_to_bf16(y.data(), out, a.y.bf16_data());
+  narrow(y.data(), out, a.y);
 }
 
 // x and y are widened when given: average pooling ignores their values (and may get null ones).
@@ -256,14 +256,11 @@ void pool2d_backward_cpu_bf16(const Pool2dBackward& a) {
   const Pool2dShape& sh = a.sh;
   check_made(sh);
   const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.C, sh.P, sh.Q};
-  auto widened = [](ConstView v, const ActDims& d) {
-    return v.null() ? std::vector<float>{} : widen_bf16(v.bf16_data(), d);
-  };
-  const std::vector<float> x = widened(a.x, in), y = widened(a.y, out), dy = widened(a.dy, out);
+  const std::vector<float> x = widen(a.x, in), y = widen(a.y, out), dy = widen(a.dy, out);
   std::vector<float> dx(size_t(in.numel()));
   pool2d_backward_cpu(Pool2dBackward{a.ctx, sh, a.x.null() ? nullptr : x.data(), a.y.null() ? nullptr : y.data(),
                                      dy.data(), dx.data()});
-  narrow_to_bf16(dx.data(), in, a.dx.bf16_data());
+  narrow(dx.data(), in, a.dx);
 }
 
 }  // namespace cnn

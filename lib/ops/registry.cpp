@@ -4,6 +4,7 @@
 // walled files: a build without CUDA has no such rows (and no stand-ins), so asking for them
 // throws from the dispatcher. A BF16 row goes next to its f32 sibling in the same table, e.g.
 //   CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16))
+// The cpu bf16 rows (the emulation) read their operands' dtype, so each is the cpu f16 row too.
 #include <algorithm>
 
 #include "ops/activation.h"
@@ -169,63 +170,77 @@ constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entro
 
 CNN_OP_TABLE(ActivationForward, "activation forward", row(kCpu, activation_forward_cpu),
              row(kCpu, activation_forward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, activation_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, activation_forward_cuda),
                            row(kCuda, activation_forward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, activation_forward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackward, "activation backward", row(kCpu, activation_backward_cpu),
              row(kCpu, activation_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, activation_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_cuda),
                            row(kCuda, activation_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, activation_backward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
              row(kCpu, activation_backward_from_output_cpu),
              row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda),
                            row(kCuda, activation_backward_from_output_cuda_bf16, nullptr, DType::bf16)))
 
 CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu),
              row(kCpu, dense_forward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, dense_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(DenseBackward, "dense backward", row(kCpu, dense_backward_cpu),
              row(kCpu, dense_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, dense_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda), row(kCuda, dense_backward_cuda_bf16, nullptr, DType::bf16)))
 
 CNN_OP_TABLE(Pool2dForward, "pool2d forward", row(kCpu, pool2d_forward_cpu),
              row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda),
                            row(kCuda, pool2d_forward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, pool2d_forward_cudnn, pool2d_on_cudnn)))
 CNN_OP_TABLE(Pool2dBackward, "pool2d backward", row(kCpu, pool2d_backward_cpu),
              row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, pool2d_backward_cuda),
                            row(kCuda, pool2d_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, pool2d_backward_cudnn, pool2d_on_cudnn)))
 
 CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu),
              row(kCpu, add_forward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, add_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, add_forward_cuda),
                            row(kCuda, add_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu),
              row(kCpu, add_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, add_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, add_backward_cuda),
                            row(kCuda, add_backward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(ConvertForward, "convert", row(kCpu, convert_forward_cpu),
-             row(kCpu, convert_forward_cpu, nullptr, DType::bf16),
-             CNN_CUDA_ROWS(row(kCuda, convert_forward_cuda), row(kCuda, convert_forward_cuda, nullptr, DType::bf16)))
+             row(kCpu, convert_forward_cpu, nullptr, DType::bf16), row(kCpu, convert_forward_cpu, nullptr, DType::f16),
+             CNN_CUDA_ROWS(row(kCuda, convert_forward_cuda), row(kCuda, convert_forward_cuda, nullptr, DType::bf16),
+                           row(kCuda, convert_forward_cuda, nullptr, DType::f16)))
 CNN_OP_TABLE(ConcatForward, "concat forward", row(kCpu, concat_forward_cpu),
              row(kCpu, concat_forward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, concat_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda),
                            row(kCuda, concat_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(ConcatBackward, "concat backward", row(kCpu, concat_backward_cpu),
              row(kCpu, concat_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, concat_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, concat_backward_cuda),
                            row(kCuda, concat_backward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(DropoutForward, "dropout forward", row(kCpu, dropout_forward_cpu),
              row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, dropout_forward_cuda),
                            row(kCuda, dropout_forward_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu),
              row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda),
                            row(kCuda, dropout_backward_cuda_bf16, nullptr, DType::bf16)))
 
@@ -233,37 +248,45 @@ CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu
 // dtypes (it runs the forward_infer_act row of its operands' dtype).
 CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchnorm_forward_train_cpu),
              row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
                            row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_cuda),
                            row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::bf16),
                            row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backward_cpu),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
                            row(kCuda, batchnorm_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_stats_cuda),
                            row(kCuda, batchnorm_forward_stats_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormForwardApply, "batchnorm forward_apply", row(kCpu, batchnorm_forward_apply_cpu),
              row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_apply_cuda),
                            row(kCuda, batchnorm_forward_apply_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormForwardInferAct, "batchnorm forward_infer_act", row(kCpu, batchnorm_forward_infer_act_cpu),
              row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_act_cuda),
                            row(kCuda, batchnorm_forward_infer_act_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormBackwardStats, "batchnorm backward_stats", row(kCpu, batchnorm_backward_stats_cpu),
              row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_stats_cuda),
                            row(kCuda, batchnorm_backward_stats_cuda_bf16, nullptr, DType::bf16)))
 CNN_OP_TABLE(BatchnormBackwardApply, "batchnorm backward_apply", row(kCpu, batchnorm_backward_apply_cpu),
              row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::bf16),
+             row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda),
                            row(kCuda, batchnorm_backward_apply_cuda_bf16, nullptr, DType::bf16)))
 

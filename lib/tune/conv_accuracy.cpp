@@ -64,7 +64,7 @@ std::vector<float> download_nchw(const Tensor& t) {
   if (t.dtype() != DType::bf16) return probe_download(t);
   std::vector<bf16> h(size_t(t.numel()));
   device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
-  return widen_bf16(h.data(), dims_of(t.shape()));
+  return widen(h.data(), dims_of(t.shape()));
 }
 
 }  // namespace
@@ -98,7 +98,7 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
   if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
   std::vector<bf16> h(v.size());
-  narrow_to_bf16(v.data(), dims_of(shape), h.data());  // exact: the values are bf16 already
+  narrow(v.data(), dims_of(shape), h.data());  // exact: the values are bf16 already
   Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
   device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
   return out;

@@ -300,8 +300,8 @@ TEST_CASE("load_model_spec reads a file, applies overrides and names a missing f
   CHECK(std::string(e.what()).find(missing) != std::string::npos);
 }
 
-TEST_CASE("train.precision takes fp32 (the default), tf32 or bf16, reaches every layer unless it has its own, and "
-          "refuses fp16 naming them", "[cpu]") {
+TEST_CASE("train.precision takes fp32 (the default), tf32, bf16 or fp16, reaches every layer unless it has its own, "
+          "and refuses anything else naming them", "[cpu]") {
   ModelSpec plain = parse_model(kHead);
   CHECK(plain.train.precision == "fp32");
   CHECK(plain.config["train"]["precision"].string() == "fp32");  // the resolved config records the default
@@ -316,11 +316,15 @@ TEST_CASE("train.precision takes fp32 (the default), tf32 or bf16, reaches every
   CHECK(own.layers[0].own_precision == "fp32");
   CHECK(own.layers[0].precision == "fp32");
   CHECK(own.layers[1].precision == "bf16");
-  // fp16 (with its loss scaler) is not implemented: refused.
-  for (const std::string bad : {"fp16", "TF32"}) {
+  ModelSpec fp16 = parse_model(kHead + "train: {precision: fp16}\n");
+  for (const cnn::LayerSpec& l : fp16.layers) CHECK(l.precision == "fp16");
+  ModelSpec own16 = parse_model(kHead, {"layers." + bf16.layers[0].name + ".precision=fp16"});
+  CHECK(own16.layers[0].precision == "fp16");
+  CHECK(own16.layers[1].precision == "fp32");
+  for (const std::string bad : {"fp8", "TF32", "half"}) {
     const ConfigError e = model_error(kHead + "train: {precision: " + bad + "}\n");
     INFO(e.what());
-    CHECK(e.message().rfind("expected one of fp32, tf32, bf16, found '" + bad + "'", 0) == 0);
+    CHECK(e.message().rfind("expected one of fp32, tf32, bf16, fp16, found '" + bad + "'", 0) == 0);
     CHECK(std::string(e.what()).rfind("m.yaml:7:", 0) == 0);
   }
 }

@@ -1,5 +1,5 @@
 // Mixed precision in the graph and executor: each layer's dtype from its precision (and f32 where no
-// implementation of it supports bf16, reported), the planned casts (model input, between layers
+// implementation of it supports bf16 or f16, reported), the planned casts (model input, between layers
 // of different dtypes, the output for the loss) with their memory, and forward/backward through
 // them on the CPU against the all-FP32 run (BF16 rounding of the stored activations only).
 #include <cmath>
@@ -182,6 +182,66 @@ TEST_CASE("precision: a layer with no bf16 implementation stays f32, reported, w
   CHECK(std::any_of(g.begin(), g.end(), [](float v) { return v != 0.0f; }));
 }
 
+TEST_CASE("precision: fp16 layers store f16, cast to and from bf16 and f32 neighbours, and round finer than bf16",
+          "[cpu]") {
+  const Run fp32 = run(kModel, {"train.precision=fp32", "layers.f.precision=fp32"});
+  const Run bf16 = run(kModel, {"train.precision=bf16"});
+  const Run fp16 = run(kModel, {"train.precision=fp16", "layers.f.precision=fp16"});
+  const Run mixed = run(kModel, {"train.precision=fp16"});  // f keeps its own bf16
+  CHECK(fp16.plan.casts.size() == 1);  // only the model input
+  CHECK(fp16.plan.casts[0].from == DType::f32);
+  CHECK(fp16.plan.casts[0].to == DType::f16);
+  CHECK(has_note(fp16, "cast input -> a: f32 NCHW -> f16 NHWC"));
+  CHECK(has_note(fp16, "cast fc -> loss: f16 -> f32"));
+  CHECK(fp16.plan.output_f32.size == int64_t(3 * 7 * sizeof(float)));
+  check_no_conflicts(fp16.plan);
+  CHECK(has_note(mixed, "cast a -> f: f16 NHWC -> bf16 NHWC"));
+  CHECK(has_note(mixed, "cast f -> fc: bf16 NHWC -> f16 NHWC"));
+  check_no_conflicts(mixed.plan);
+  // f16 keeps 3 more mantissa bits than bf16: it rounds, but closer to fp32 than bf16 does.
+  const double e16 = rel_l2(fp32.output, fp16.output), eb = rel_l2(fp32.output, bf16.output);
+  CHECK(e16 > 0.0);
+  CHECK(e16 < eb / 2);
+  CHECK(e16 < 1e-3);
+  REQUIRE(fp32.grads.size() == fp16.grads.size());
+  for (size_t i = 0; i < fp32.grads.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(rel_l2(fp32.grads[i], fp16.grads[i]) < 2e-3);
+    CHECK(rel_l2(fp32.grads[i], mixed.grads[i]) < 8e-3);
+  }
+}
+
+TEST_CASE("precision: a layer with no f16 implementation stays f32 in an fp16 run, reported", "[cpu]") {
+  LayerRegistry registry;
+  register_builtin_layers(registry);
+  registry.add("f32only", [](const LayerSpec& s) { return std::make_unique<F32OnlyLayer>(s); },
+               Schema("f32only", "a copy, f32 only"));
+  const char* yaml =
+      "name: g\n"
+      "input: {channels: 2, height: 3, width: 3}\n"
+      "layers:\n"
+      "  - {name: c, type: conv2d, filters: 2, kernel: 3, padding: 1}\n"
+      "  - {name: o, type: f32only}\n"
+      "  - {name: f, type: flatten}\n"
+      "  - {name: fc, type: dense, units: 3}\n";
+  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=fp16"}, registry.schemas());
+  std::unique_ptr<Graph> graph = Graph::build(spec, registry);
+  graph->choose_backends(Device::cpu);
+  CHECK(graph->node(0).layer->dtype() == DType::f16);
+  CHECK(graph->node(1).layer->dtype() == DType::f32);
+  CHECK(graph->node(1).layer->precision() == Precision::fp16);
+  CHECK(graph->node(2).layer->dtype() == DType::f16);
+  CHECK(graph->node(3).layer->dtype() == DType::f16);
+  const auto& notes = graph->precision_notes();
+  auto has = [&](const std::string& text) {
+    return std::any_of(notes.begin(), notes.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
+  };
+  CHECK(has("layer 'o' (f32only) stays f32: no f16 implementation of it on the cpu"));
+  CHECK(has("cast c -> o: f16 NHWC -> f32 NCHW"));
+  CHECK(has("cast o -> f: f32 NCHW -> f16 NHWC"));
+  CHECK(has("cast fc -> loss: f16 -> f32"));
+}
+
 TEST_CASE("precision: bf16 activations take half the arena bytes of f32 ones", "[cpu]") {
   ModelSpec spec = parse_model_text(kModel, "m.yaml", {});
   std::unique_ptr<Graph> graph = Graph::build(spec);
@@ -191,12 +251,20 @@ TEST_CASE("precision: bf16 activations take half the arena bytes of f32 ones", "
   CHECK(plan.activations[1].size == 4 * 120 * 2);
   CHECK(plan.activations[0].size == 4 * 120 * 4);
   CHECK(plan.gradients[1].size == 4 * 120 * 2);
+  // And f16 ones the same.
+  ModelSpec half = parse_model_text(kModel, "m.yaml", {"layers.f.precision=fp16"});
+  std::unique_ptr<Graph> g16 = Graph::build(half);
+  g16->choose_backends(Device::cpu);
+  CHECK(g16->node(1).layer->dtype() == DType::f16);
+  const MemoryPlan p16 = plan_memory(*g16, 4, true);
+  CHECK(p16.activations[1].size == 4 * 120 * 2);
+  CHECK(p16.gradients[1].size == 4 * 120 * 2);
 }
 
 TEST_CASE("precision: the per-layer key is checked and resolved against train.precision", "[cpu]") {
   ModelSpec spec = parse_model_text(kModel, "m.yaml", {"train.precision=tf32"});
   CHECK(spec.layers[0].precision == "tf32");
   CHECK(spec.layers[1].precision == "bf16");
-  CHECK_THROWS_WITH(parse_model_text(kModel, "m.yaml", {"layers.f.precision=fp16"}),
+  CHECK_THROWS_WITH(parse_model_text(kModel, "m.yaml", {"layers.f.precision=fp8"}),
                     Catch::Matchers::Contains("precision"));
 }

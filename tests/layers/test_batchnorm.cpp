@@ -35,12 +35,12 @@ public:
 Tensor activation(const std::vector<float>& nchw, DType t) {
   if (t == DType::f32) return Tensor::from_vector(Shape{kN, kC, kH, kW}, nchw);
   Tensor out = Tensor::empty(Shape{kN, kC, kH, kW}, Device::cpu, "activation", t);
-  narrow_to_bf16(nchw.data(), kDims, static_cast<bf16*>(out.raw()));
+  narrow(nchw.data(), kDims, static_cast<bf16*>(out.raw()));
   return out;
 }
 std::vector<float> nchw_of(const Tensor& a) {
   if (a.dtype() == DType::f32) return a.to_vector();
-  return widen_bf16(static_cast<const bf16*>(a.raw()), kDims);
+  return widen(static_cast<const bf16*>(a.raw()), kDims);
 }
 
 struct LayerRun {

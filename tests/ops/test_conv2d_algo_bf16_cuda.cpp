@@ -50,7 +50,7 @@ struct Operands {
   }
   static Tensor activation(const std::vector<float>& nchw, const Shape& s, Device dev) {
     std::vector<bf16> h(nchw.size());
-    narrow_to_bf16(nchw.data(), ActDims{s[0], s[1], s[2], s[3]}, h.data());
+    narrow(nchw.data(), ActDims{s[0], s[1], s[2], s[3]}, h.data());
     Tensor t = Tensor::empty(s, dev, "test activation", DType::bf16);
     device_memcpy(t.raw(), dev, h.data(), Device::cpu, t.bytes());
     return t;
@@ -78,7 +78,7 @@ struct Operands {
     const Tensor& t = d == ConvDir::forward ? y : dx;
     std::vector<bf16> h(size_t(t.numel()));
     device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
-    return widen_bf16(h.data(), ActDims{t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]});
+    return widen(h.data(), ActDims{t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]});
   }
 };
 

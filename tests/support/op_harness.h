@@ -5,12 +5,13 @@
 // Each case also runs with every optional output left null (it must stay unwritten), with every
 // declared alias (the output in the input's memory), and, on our CUDA rows, with every operand one
 // float off 16-byte alignment (the scalar paths). Outputs are poisoned with NaN before each run.
-// Rows of another dtype (bf16): the operands a case marks as activations (Case::act, with their
-// logical NCHW dims) are bound in the row's dtype and layout (bf16 channels-last, core/tensor.h):
+// Rows of another dtype (bf16, f16): the operands a case marks as activations (Case::act, with their
+// logical NCHW dims) are bound in the row's dtype and layout (channels-last, core/tensor.h):
 // uploaded rounded and permuted, read back widened and permuted back; every other operand stays
 // f32 (parameters, their gradients, statistics). Such a case's float inputs must already be exact
-// in bf16 (bf16_exact below), so the oracle saw the same inputs as the row and only the row's own
-// output rounding is tolerated (row_tolerance). A bf16 row meeting a case without marks fails.
+// in the row's dtype (bf16_exact below makes them exact in both), so the oracle saw the same inputs
+// as the row and only the row's own output rounding is tolerated (row_tolerance). A bf16 or f16 row
+// meeting a case without marks fails.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "core/cuda_context.h"
 #include "core/device.h"
 #include "core/tensor.h"
+#include "ops/convert.h"
 #include "ops/dispatch.h"
 #include "support/catch.h"
 #include "support/test_util.h"
@@ -180,6 +182,7 @@ inline bool on_gpu(Backend b) { return b != Backend::cpu; }
 // written (require_bindable).
 inline Tolerance row_tolerance(Backend b, DType t, std::string_view name) {
   if (t == DType::bf16) return kBf16OutputVsCpu;
+  if (t == DType::f16) return kF16OutputVsCpu;
   if (b == Backend::cpu) return kFastCpuVsReference;
   if (name.find("fft") != std::string_view::npos || name.find("winograd") != std::string_view::npos ||
       name == "cudnn")
@@ -197,10 +200,11 @@ inline bool all_nan(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
 }
 
-// The harness binds f32 and bf16 rows; another dtype needs its conversion (Bound) and tolerance
-// (row_tolerance) first.
+// The harness binds f32, bf16 and f16 rows; another dtype needs its conversion (Bound) and
+// tolerance (row_tolerance) first.
 inline void require_bindable(DType t, const std::string& row) {
-  if (t != DType::f32 && t != DType::bf16) FAIL(row << ": the harness has no " << to_string(t) << " conversion yet");
+  if (t != DType::f32 && t != DType::bf16 && t != DType::f16)
+    FAIL(row << ": the harness has no " << to_string(t) << " conversion yet");
 }
 
 // NCHW index <-> channels-last storage index of an activation's logical dims (rank 4 permutes;
@@ -299,9 +303,11 @@ std::map<std::string, int> check_rows(const std::vector<Case<Args>>& cases, bool
 inline std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 inline std::vector<float> zeros(size_t n) { return std::vector<float>(n); }
-// The values rounded to bf16 (and back): inputs of cases that bf16 rows take.
+// The values rounded to bf16 (and back), with magnitudes below f16's smallest normal (2^-14)
+// flushed to zero: exact in bf16 and in f16 alike (8 significant bits fit f16's 11; the test
+// values stay far below f16's 65504), so one case serves the rows of both dtypes.
 inline std::vector<float> bf16_exact(std::vector<float> v) {
-  for (float& f : v) f = round_to_bf16(f);
+  for (float& f : v) f = std::fabs(f) < kF16MinNormal ? 0.0f : round_to_bf16(f);
   return v;
 }
 
@@ -366,14 +372,15 @@ inline Bound::Bound(const std::vector<Operand>& operands, const std::vector<int3
     if (o.kind == Operand::Kind::in) src = o.is_double ? static_cast<const void*>(o.doubles.data()) : o.values.data();
     else if (o.kind == Operand::Kind::inout) src = o.initial.data();
     else src = o.is_double ? static_cast<const void*>(nan_d.data()) : nan_f.data();
-    if (s.count && s.dtype == DType::bf16) {
+    if (s.count && s.dtype != DType::f32) {  // bf16 or f16: 16-bit storage, channels-last
       const float* f = static_cast<const float*>(src);
-      std::vector<bf16> h(s.count);
+      std::vector<uint16_t> h(s.count);
       for (size_t i = 0; i < s.count; ++i) {
         if (o.kind != Operand::Kind::out && o.kind != Operand::Kind::optional_out && !std::isnan(f[i]) &&
-            round_to_bf16(f[i]) != f[i])
-          FAIL("operand " << o.name << " holds " << f[i] << " at " << i << ", not exact in bf16 (use bf16_exact)");
-        h[detail::storage_index(s.act, i)] = to_bf16(f[i]);
+            round_to(s.dtype, f[i]) != f[i])
+          FAIL("operand " << o.name << " holds " << f[i] << " at " << i << ", not exact in " << to_string(s.dtype)
+                          << " (use bf16_exact)");
+        store_from_float(h.data(), s.dtype, int64_t(detail::storage_index(s.act, i)), f[i]);
       }
       device_memcpy(s.data, dev, h.data(), Device::cpu, s.count * elem);
     } else if (s.count) {
@@ -405,10 +412,10 @@ inline Bound::Slot& Bound::slot(const std::string& name) {
 inline std::vector<float> Bound::floats(const std::string& name) {
   Slot& s = slot(name);
   std::vector<float> v(s.count);
-  if (s.count && s.dtype == DType::bf16) {
-    std::vector<bf16> h(s.count);
-    device_memcpy(h.data(), Device::cpu, s.data, s.device, s.count * sizeof(bf16));
-    for (size_t i = 0; i < s.count; ++i) v[i] = to_float(h[detail::storage_index(s.act, i)]);
+  if (s.count && s.dtype != DType::f32) {  // bf16 or f16
+    std::vector<uint16_t> h(s.count);
+    device_memcpy(h.data(), Device::cpu, s.data, s.device, s.count * sizeof(uint16_t));
+    for (size_t i = 0; i < s.count; ++i) v[i] = load_as_float(h.data(), s.dtype, int64_t(detail::storage_index(s.act, i)));
   } else if (s.count) {
     device_memcpy(v.data(), Device::cpu, s.data, s.device, s.count * sizeof(float));
   }

@@ -20,6 +20,10 @@ inline constexpr Tolerance kGpuTransformVsCpu{1e-3, 1e-3};
 // the value at the bottom of a binade; the FP32 sum before it adds ~1e-6 relative, covered by atol
 // (which also covers sums that cancel to near zero). Truncation instead of rounding fails it.
 inline constexpr Tolerance kBf16OutputVsCpu{1e-4, 1.0 / 256};
+// F16 outputs against the same reference on the same f16-exact inputs: one rounding to f16 is at
+// most half an ulp = 2^-11 of the value at the bottom of a binade (f16 keeps 10 mantissa bits);
+// the FP32 sum before it and subnormal results (steps of 2^-24) are covered by the same atol.
+inline constexpr Tolerance kF16OutputVsCpu{1e-4, 1.0 / 2048};
 // Finite-difference gradient check in double (central differences, step kFdStep).
 inline constexpr Tolerance kFiniteDifference{1e-6, 1e-5};
 inline constexpr double kFdStep = 1e-6;
