@@ -85,7 +85,7 @@ __device__ __forceinline__ void load_lanes_or_zero(const T* p, int64_t i, float 
 }
 template <typename T>
 __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[8]) {
-  half16_store8(p + i, v);
+  *reinterpret_cast<uint4*>(p + i) = half16_pack8<T>(v);
 }
 template <typename T>
 __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[1]) {

@@ -44,10 +44,8 @@ static __global__ void __launch_bounds__(kThreads)
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          float lo, hi;
-          Half16<E>::unpack2(w[j], lo, hi);
-          acc[2 * j] += lo;
-          acc[2 * j + 1] += hi;
+          acc[2 * j] += Half16<E>::lo(w[j]);
+          acc[2 * j + 1] += Half16<E>::hi(w[j]);
         }
       } else {
         acc[0] += Half16<E>::to_float(__ldg(p));

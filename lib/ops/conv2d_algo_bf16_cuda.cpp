@@ -81,12 +81,9 @@ const T* pack_weights(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightL
   return packed;
 }
 
-// The activations of op as T (checked: another dtype throws), the parameters as f32.
-ConvOperandsBf16 typed_operands(const ConvOperands& op, const bf16*) { return bf16_operands(op); }
-ConvOperandsF16 typed_operands(const ConvOperands& op, const f16*) { return f16_operands(op); }
-
-template <class T, class Ops>
-void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& sh, const Ops& op, const char* what) {
+template <class T>
+void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands16<T>& op,
+             const char* what) {
   CNN_CHECK(can_implement(k, sh, dir), "{}: cannot implement {} of {}", what, to_string(dir), sh.to_string());
   const IgemmNhwcBf16Plan plan = k == Kernel::igemm ? igemm_plan(ctx, sh, dir) : IgemmNhwcBf16Plan{};
   if (dir == ConvDir::backward_filter) {
@@ -107,13 +104,13 @@ void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& s
 
 // `fixed`: the row's one kernel; none: the default's choice per shape. T: bf16 or f16 (the row's dtype).
 template <class T>
-void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional<Kernel> fixed, DType dtype) {
+void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional<Kernel> fixed) {
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
     auto pick = [fixed](const Conv2dShape& sh) { return fixed ? *fixed : default_kernel(sh); };
     ConvAlgo a;
     a.name = name;
     a.backend = Backend::cuda;
-    a.dtype = dtype;
+    a.dtype = DTypeOf<T>::value;
     a.dir = dir;
     a.deterministic = true;  // split sums and slices are added in a fixed order, no atomics
     a.can_implement_fn = [pick, dir](const ExecContext&, const Conv2dShape& sh, MathMode) {
@@ -123,7 +120,7 @@ void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional
       return workspace_bytes(pick(sh), ctx, sh, dir);
     };
     a.run = [pick, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-      run_row<T>(pick(sh), dir, ctx, sh, typed_operands(op, static_cast<const T*>(nullptr)), name.c_str());
+      run_row<T>(pick(sh), dir, ctx, sh, operands16<T>(op), name.c_str());
     };
     out.push_back(std::move(a));
   }
@@ -133,12 +130,12 @@ void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional
 
 std::vector<ConvAlgo> conv2d_cuda_bf16_algos() {
   std::vector<ConvAlgo> algos;
-  add_rows<bf16>(algos, "cuda:igemm_nhwc", Kernel::igemm, DType::bf16);
-  add_rows<bf16>(algos, "cuda:direct_nhwc", Kernel::direct, DType::bf16);
-  add_rows<bf16>(algos, "cuda", std::nullopt, DType::bf16);
-  add_rows<f16>(algos, "cuda:igemm_nhwc", Kernel::igemm, DType::f16);
-  add_rows<f16>(algos, "cuda:direct_nhwc", Kernel::direct, DType::f16);
-  add_rows<f16>(algos, "cuda", std::nullopt, DType::f16);
+  add_rows<bf16>(algos, "cuda:igemm_nhwc", Kernel::igemm);
+  add_rows<bf16>(algos, "cuda:direct_nhwc", Kernel::direct);
+  add_rows<bf16>(algos, "cuda", std::nullopt);
+  add_rows<f16>(algos, "cuda:igemm_nhwc", Kernel::igemm);
+  add_rows<f16>(algos, "cuda:direct_nhwc", Kernel::direct);
+  add_rows<f16>(algos, "cuda", std::nullopt);
   return algos;
 }
 

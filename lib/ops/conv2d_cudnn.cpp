@@ -168,8 +168,7 @@ cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math, DType dtype) {
 cudnnDataType_t cudnn_type16(DType dtype) { return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
 
 // A packed 16-bit (bf16 or f16) channels-last tensor of logical dims (n, c, h, w).
-void set_nhwc_16(cudnnTensorDescriptor_t d, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w,
-                 const char* what) {
+void set_nhwc_16(cudnnTensorDescriptor_t d, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, const char* what) {
   if (!cudnn::fits_nchw(n, c, h, w))
     CNN_THROW("{}: tensor ({}, {}, {}, {}) is too large for cuDNN's int sizes", what, n, c, h, w);
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, cudnn_type16(dtype), static_cast<int>(n),
@@ -395,24 +394,18 @@ Scratch16<T> scratch16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
           dir == ConvDir::backward_filter ? reinterpret_cast<float*>(base + partials_at) : nullptr};
 }
 
-// The activations of op as T (checked: another dtype throws), the parameters as f32.
-ConvOperandsBf16 typed_operands(const ConvOperands& op, const bf16*) { return bf16_operands(op); }
-ConvOperandsF16 typed_operands(const ConvOperands& op, const f16*) { return f16_operands(op); }
-constexpr DType dtype_of(const bf16*) { return DType::bf16; }
-constexpr DType dtype_of(const f16*) { return DType::f16; }
-
 // A bf16 (T = bf16) or f16 (T = f16) call.
 template <typename T>
 void run_16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
             const char* what) {
   const float one = 1.0f, zero = 0.0f;
   const int64_t pixels = sh.N * sh.P * sh.Q;
-  const ConvOperands16<T> o = typed_operands(op, static_cast<const T*>(nullptr));
+  const ConvOperands16<T> o = operands16<T>(op);
   if (dir == ConvDir::backward_filter && !o.dw) {  // db alone: no convolution
     column_sum_cuda(ctx, pixels, sh.K, o.dy, o.db, scratch16<T>(ctx, sh, dir, 0, what).partials);
     return;
   }
-  const Call c = prepare(ctx, sh, MathMode::fp32, dtype_of(o.x), dir, algo, what);
+  const Call c = prepare(ctx, sh, MathMode::fp32, DTypeOf<T>::value, dir, algo, what);
   const Scratch16<T> ws = scratch16<T>(ctx, sh, dir, c.bytes, what);
   const size_t bytes = static_cast<size_t>(c.bytes);
   switch (dir) {

@@ -1,6 +1,7 @@
-// CUDA kernels of conv2d_cudnn_bf16.h (E, bf16 or f16, their template parameter): the bias broadcast (8 channels a 16-byte store where K % 8
-// == 0 and y is aligned, one at a time otherwise) and the KRSC bf16 -> KCRS FP32 filter gradient
-// through the weight packing's index map (conv2d_weights_bf16.h), so the two layouts agree.
+// CUDA kernels of conv2d_cudnn_bf16.h (E, bf16 or f16, their template parameter): the bias
+// broadcast (8 channels a 16-byte store where K % 8 == 0 and y is aligned, one at a time otherwise)
+// and the KRSC 16-bit -> KCRS FP32 filter gradient through the weight packing's index map
+// (conv2d_weights_bf16.h), so the two layouts agree.
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"

@@ -27,21 +27,25 @@ struct DirectNhwcParams {
   int C, H, W, K, P, Q, R, S, sh, sw, ph, pw, dh, dw, mult;
 };
 
-// The 8 E of a (16 bytes) as floats, exactly.
-template <class E>
-__device__ __forceinline__ void unpack8(float (&v)[8], const uint4& a) {
-  const uint32_t aw[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) Half16<E>::unpack2(aw[j], v[2 * j], v[2 * j + 1]);
-}
 // v[0..7] += the 8 E of a (16 bytes) times those of b.
 template <class E>
 __device__ __forceinline__ void fma8(float (&v)[8], const uint4& a, const uint4& b) {
-  float av[8], bv[8];
-  unpack8<E>(av, a);
-  unpack8<E>(bv, b);
+  const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-  for (int j = 0; j < 8; ++j) v[j] += av[j] * bv[j];
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] += Half16<E>::lo(aw[j]) * Half16<E>::lo(bw[j]);
+    v[2 * j + 1] += Half16<E>::hi(aw[j]) * Half16<E>::hi(bw[j]);
+  }
+}
+// v[0..7] += x * the 8 E of b.
+template <class E>
+__device__ __forceinline__ void fma8(float (&v)[8], float x, const uint4& b) {
+  const uint32_t bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] += x * Half16<E>::lo(bw[j]);
+    v[2 * j + 1] += x * Half16<E>::hi(bw[j]);
+  }
 }
 // One E (its bits) as a float.
 template <class E>
@@ -79,15 +83,10 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
         const uint16_t* xp = xn + (h * d.W + ww) * d.C;
         const uint16_t* wp = w + (r * S + s) * d.K + k0;
         if constexpr (kWidth == 8) {
-          if (d.mult == 1) {
+          if (d.mult == 1)
             fma8<E>(acc, ld16(xp), ld16(wp));
-          } else {
-            const float xv = fl<E>(__ldg(xp));
-            float wv[8];
-            unpack8<E>(wv, ld16(wp));
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[j] += xv * wv[j];
-          }
+          else
+            fma8<E>(acc, fl<E>(__ldg(xp)), ld16(wp));
         } else {
           acc[0] += fl<E>(__ldg(xp)) * fl<E>(__ldg(wp));
         }
@@ -179,7 +178,7 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
     d.div_p.divmod(pq, n, p);
     float gv[kWidth];
     if constexpr (kWidth == 8)
-      unpack8<E>(gv, ld16(dy + int64_t(j) * d.K + k0));
+      half16_unpack8<E>(ld16(dy + int64_t(j) * d.K + k0), gv);
     else
       gv[0] = fl<E>(__ldg(dy + int64_t(j) * d.K + k0));
     const uint16_t* xn = x + int64_t(n) * d.H * d.W * d.C + c0;
@@ -197,7 +196,7 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
           if constexpr (kWidth == 8) {
             if (d.mult == 1) {
               float xv[8];
-              unpack8<E>(xv, ld16(xp));
+              half16_unpack8<E>(ld16(xp), xv);
 #pragma unroll
               for (int v = 0; v < 8; ++v) acc[tj][v] += gv[v] * xv[v];
             } else {

@@ -329,7 +329,8 @@ __device__ __forceinline__ void mma_step(const uint16_t* sA, const uint16_t* sB,
 }
 
 // acc = A (BM x red) * B (red x BN) over `steps` reduction steps through a STAGES-deep ring in
-// `smem` (E: the operands' element type). Ends with a barrier, so the caller may reuse the shared memory.
+// `smem` (E: the operands' element type). Ends with a barrier, so the caller may reuse the shared
+// memory.
 template <class E, class T, bool kAmn, bool kBmn, class L>
 __device__ __forceinline__ void mainloop(const L& ld, int steps, float (&acc)[T::MI][T::NI][4], uint16_t* smem) {
   constexpr int kA = T::template a_elems<kAmn>(), kStage = kA + T::template b_elems<kBmn>();
@@ -370,11 +371,12 @@ __device__ __forceinline__ void for_each_pair(const float (&acc)[T::MI][T::NI][4
 }
 
 // out (M, N) E (bf16 or f16) row-major = relu?(acc + bias[n]), rounded once, for a BM x BN block
-// tile whose pairs `each` visits. The tile goes through shared memory ([BM][BN + 8]) so each thread writes 8
-// contiguous columns; vec: N % 8 == 0 and a 16-byte aligned out, so those 8 are one 16-byte store.
+// tile whose pairs `each` visits. The tile goes through shared memory ([BM][BN + 8]) so each thread
+// writes 8 contiguous columns; vec: N % 8 == 0 and a 16-byte aligned out, so those 8 are one
+// 16-byte store.
 template <class E, int BM, int BN, int kThreads, class Each>
-__device__ __forceinline__ void store_rows_half16(Each&& each, const float* bias, bool relu, uint16_t* out, int M, int N,
-                                                int m0, int n0, bool vec, uint16_t* sC) {
+__device__ __forceinline__ void store_rows_half16(Each&& each, const float* bias, bool relu, uint16_t* out, int M,
+                                                  int N, int m0, int n0, bool vec, uint16_t* sC) {
   constexpr int kLdC = BN + 8;
   each([&](int ml, int nl, float v0, float v1) {
     if (bias) {

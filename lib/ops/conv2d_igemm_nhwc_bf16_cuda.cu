@@ -87,7 +87,8 @@ static void run_gather(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
                            relu};
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(sh, dir) && cuda::aligned16(a_src) && cuda::aligned16(b_src);
   if (vec && plan.tile >= kIgemmNhwcBf16WgmmaFirst && igemm_nhwc_bf16_wgmma_usable()) {
-    igemm_nhwc_bf16_wgmma_gather<E>(stream, plan.tile, kData, splits, p, a_src, b_src, bias, out, parts);
+    igemm_nhwc_bf16_wgmma_gather(DTypeOf<E>::value, stream, plan.tile, kData, splits, p, a_src, b_src, bias, out,
+                                 parts);
   } else {
     auto go = [&](auto vec_tag) {
       constexpr bool kVec = decltype(vec_tag)::value;

@@ -135,7 +135,7 @@ static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const
   float* parts = splits > 1 ? reinterpret_cast<float*>(ws + layout.partial) : nullptr;
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(sh, dir) && cuda::aligned16(x) && cuda::aligned16(dy);
   if (vec && plan.tile >= kIgemmNhwcBf16WgmmaFirst && igemm_nhwc_bf16_wgmma_usable()) {
-    igemm_nhwc_bf16_wgmma_filter<E>(stream, plan.tile, splits, p, xs, dys, dw, db, parts);
+    igemm_nhwc_bf16_wgmma_filter(DTypeOf<E>::value, stream, plan.tile, splits, p, xs, dys, dw, db, parts);
   } else {
     auto go = [&](auto vec_tag) {
       constexpr bool kVec = decltype(vec_tag)::value;

@@ -8,25 +8,14 @@ namespace cnn::igemm_nhwc_bf16_detail {
 
 bool igemm_nhwc_bf16_wgmma_usable() { return false; }
 
-template <class E>
-void igemm_nhwc_bf16_wgmma_gather(cudaStream_t stream, int tile, bool data, int splits, const GatherGemmParams& p,
-                                  const uint16_t* a_src, const uint16_t* b_src, const float* bias, uint16_t* out,
-                                  float* parts) {
+void igemm_nhwc_bf16_wgmma_gather(DType dtype, cudaStream_t stream, int tile, bool data, int splits,
+                                  const GatherGemmParams& p, const uint16_t* a_src, const uint16_t* b_src,
+                                  const float* bias, uint16_t* out, float* parts) {
   CNN_THROW("{} called but this build has no sm_90a kernels", "igemm_nhwc_bf16_wgmma_gather");
 }
-template <class E>
-void igemm_nhwc_bf16_wgmma_filter(cudaStream_t stream, int tile, int splits, const FilterGemmParams& p,
+void igemm_nhwc_bf16_wgmma_filter(DType dtype, cudaStream_t stream, int tile, int splits, const FilterGemmParams& p,
                                   const uint16_t* x, const uint16_t* dy, float* dw, float* db, float* parts) {
   CNN_THROW("{} called but this build has no sm_90a kernels", "igemm_nhwc_bf16_wgmma_filter");
 }
-
-template void igemm_nhwc_bf16_wgmma_gather<bf16>(cudaStream_t, int, bool, int, const GatherGemmParams&,
-                                                 const uint16_t*, const uint16_t*, const float*, uint16_t*, float*);
-template void igemm_nhwc_bf16_wgmma_gather<f16>(cudaStream_t, int, bool, int, const GatherGemmParams&, const uint16_t*,
-                                                const uint16_t*, const float*, uint16_t*, float*);
-template void igemm_nhwc_bf16_wgmma_filter<bf16>(cudaStream_t, int, int, const FilterGemmParams&, const uint16_t*,
-                                                 const uint16_t*, float*, float*, float*);
-template void igemm_nhwc_bf16_wgmma_filter<f16>(cudaStream_t, int, int, const FilterGemmParams&, const uint16_t*,
-                                                const uint16_t*, float*, float*, float*);
 
 }  // namespace cnn::igemm_nhwc_bf16_detail

@@ -330,9 +330,8 @@ bool igemm_nhwc_bf16_wgmma_usable() {
 }
 
 template <class E>
-void igemm_nhwc_bf16_wgmma_gather(cudaStream_t stream, int tile, bool data, int splits, const GatherGemmParams& p,
-                                  const uint16_t* a_src, const uint16_t* b_src, const float* bias, uint16_t* out,
-                                  float* parts) {
+static void gather(cudaStream_t stream, int tile, bool data, int splits, const GatherGemmParams& p,
+                   const uint16_t* a_src, const uint16_t* b_src, const float* bias, uint16_t* out, float* parts) {
   const char* what = data ? "conv2d backward data igemm nhwc (wgmma)" : "conv2d forward igemm nhwc (wgmma)";
   CNN_CHECK(igemm_nhwc_bf16_wgmma_usable(), "{} {}: needs a compute capability 9.0 device", what, Half16<E>::kName);
   with_wg_tile(tile, [&](auto w) {
@@ -345,8 +344,8 @@ void igemm_nhwc_bf16_wgmma_gather(cudaStream_t stream, int tile, bool data, int 
 }
 
 template <class E>
-void igemm_nhwc_bf16_wgmma_filter(cudaStream_t stream, int tile, int splits, const FilterGemmParams& p,
-                                  const uint16_t* x, const uint16_t* dy, float* dw, float* db, float* parts) {
+static void filter(cudaStream_t stream, int tile, int splits, const FilterGemmParams& p, const uint16_t* x,
+                   const uint16_t* dy, float* dw, float* db, float* parts) {
   const char* what = "conv2d backward filter igemm nhwc (wgmma)";
   CNN_CHECK(igemm_nhwc_bf16_wgmma_usable(), "{} {}: needs a compute capability 9.0 device", what, Half16<E>::kName);
   with_wg_tile(tile, [&](auto w) {
@@ -356,13 +355,19 @@ void igemm_nhwc_bf16_wgmma_filter(cudaStream_t stream, int tile, int splits, con
   });
 }
 
-template void igemm_nhwc_bf16_wgmma_gather<bf16>(cudaStream_t, int, bool, int, const GatherGemmParams&,
-                                                 const uint16_t*, const uint16_t*, const float*, uint16_t*, float*);
-template void igemm_nhwc_bf16_wgmma_gather<f16>(cudaStream_t, int, bool, int, const GatherGemmParams&, const uint16_t*,
-                                                const uint16_t*, const float*, uint16_t*, float*);
-template void igemm_nhwc_bf16_wgmma_filter<bf16>(cudaStream_t, int, int, const FilterGemmParams&, const uint16_t*,
-                                                 const uint16_t*, float*, float*, float*);
-template void igemm_nhwc_bf16_wgmma_filter<f16>(cudaStream_t, int, int, const FilterGemmParams&, const uint16_t*,
-                                                const uint16_t*, float*, float*, float*);
+void igemm_nhwc_bf16_wgmma_gather(DType dtype, cudaStream_t stream, int tile, bool data, int splits,
+                                  const GatherGemmParams& p, const uint16_t* a_src, const uint16_t* b_src,
+                                  const float* bias, uint16_t* out, float* parts) {
+  CNN_CHECK(dtype == DType::bf16 || dtype == DType::f16, "igemm nhwc wgmma: no kernels for dtype {}",
+            to_string(dtype));
+  (dtype == DType::f16 ? gather<f16> : gather<bf16>)(stream, tile, data, splits, p, a_src, b_src, bias, out, parts);
+}
+
+void igemm_nhwc_bf16_wgmma_filter(DType dtype, cudaStream_t stream, int tile, int splits, const FilterGemmParams& p,
+                                  const uint16_t* x, const uint16_t* dy, float* dw, float* db, float* parts) {
+  CNN_CHECK(dtype == DType::bf16 || dtype == DType::f16, "igemm nhwc wgmma: no kernels for dtype {}",
+            to_string(dtype));
+  (dtype == DType::f16 ? filter<f16> : filter<bf16>)(stream, tile, splits, p, x, dy, dw, db, parts);
+}
 
 }  // namespace cnn::igemm_nhwc_bf16_detail

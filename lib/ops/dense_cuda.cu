@@ -187,7 +187,9 @@ constexpr cudaDataType_t cublas_type(const f16*) { return CUDA_R_16F; }
 void cast_weights(const ExecContext& ctx, int64_t n, const float* w, bf16* out) {
   cast_float_to_bf16_cuda(ctx, n, w, out);
 }
-void cast_weights(const ExecContext& ctx, int64_t n, const float* w, f16* out) { cast_float_to_f16_cuda(ctx, n, w, out); }
+void cast_weights(const ExecContext& ctx, int64_t n, const float* w, f16* out) {
+  cast_float_to_f16_cuda(ctx, n, w, out);
+}
 }  // namespace
 template <typename T>
 static Scratch16<T> scratch16(const ExecContext& ctx, const DenseShape& sh, const char* what) {

@@ -48,8 +48,8 @@ std::vector<float> probe_download(const Tensor& t) {
 namespace {
 
 void fill_nan(Tensor& t) {
-  if (t.dtype() == DType::bf16) {
-    const std::vector<bf16> v(size_t(t.numel()), bf16{0x7fc0});
+  if (t.dtype() == DType::bf16 || t.dtype() == DType::f16) {
+    const std::vector<uint16_t> v(size_t(t.numel()), t.dtype() == DType::bf16 ? 0x7fc0 : 0x7e00);
     device_memcpy(t.raw(), t.device(), v.data(), Device::cpu, t.bytes());
     return;
   }
@@ -59,26 +59,29 @@ void fill_nan(Tensor& t) {
 
 ActDims dims_of(const Shape& s) { return ActDims{s[0], s[1], s[2], s[3]}; }
 
-// A host copy of an activation, NCHW floats (a bf16 one widened from channels-last).
+// A host copy of an activation, NCHW floats (a bf16 or f16 one widened from channels-last).
 std::vector<float> download_nchw(const Tensor& t) {
-  if (t.dtype() != DType::bf16) return probe_download(t);
-  std::vector<bf16> h(size_t(t.numel()));
+  if (t.dtype() == DType::f32) return probe_download(t);
+  std::vector<uint16_t> h(size_t(t.numel()));
   device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
-  return widen(h.data(), dims_of(t.shape()));
+  return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
 }
+
+// Set 1's dy scale: 2^-17, real gradients a few layers below the loss; f16 ones times 2^16, the
+// loss scale that keeps such gradients normal numbers in f16 (2^-17 is below f16's 2^-14).
+int projected_dy_exponent(DType t) { return t == DType::f16 ? -1 : -17; }
 
 }  // namespace
 
 ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, DType dtype)
     : m_ctx(ctx), m_sh(sh), m_dtype(dtype) {
-  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "conv accuracy: no probe for activations of dtype {}",
-            to_string(dtype));
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+            "conv accuracy: no probe for activations of dtype {}", to_string(dtype));
   const Device dev = ctx.device;
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
   // Activations exact in the candidates' dtype, so the reference reads what they read.
   auto exact = [dtype](std::vector<float> v) {
-    if (dtype == DType::bf16)
-      for (float& f : v) f = round_to_bf16(f);
+    for (float& f : v) f = round_to(dtype, f);
     return v;
   };
   m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0));
@@ -97,8 +100,8 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
   if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
-  std::vector<bf16> h(v.size());
-  narrow(v.data(), dims_of(shape), h.data());  // exact: the values are bf16 already
+  std::vector<uint16_t> h(v.size());
+  narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are bf16 or f16 already
   Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
   device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
   return out;
@@ -209,7 +212,8 @@ double ConvProbe::output_error(ConvDir d) {
 }
 
 // dy of set 1: per output channel k, g = N(0,1) values (set 0's dy) minus their mean and minus
-// yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17.
+// yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17
+// (f16: 2^-1, projected_dy_exponent).
 // Called with set 1 selected (ensure_dy).
 void ConvProbe::make_projected_dy() {
   const std::vector<float> y = reference(ConvDir::forward);  // a copy: the slot stays
@@ -229,8 +233,8 @@ void ConvProbe::make_projected_dy() {
     mgy /= double(count);
     for (int64_t i = 0; i < count; ++i) {
       const double yhat = (y[at(i)] - my) * inv_std;
-      g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, -17));
-      if (m_dtype == DType::bf16) g[at(i)] = round_to_bf16(g[at(i)]);
+      g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, projected_dy_exponent(m_dtype)));
+      g[at(i)] = round_to(m_dtype, g[at(i)]);
     }
   }
   const Shape shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};

@@ -6,10 +6,11 @@
 //     b, and dy as a following batchnorm's backward hands it down: per output channel, N(0,1)
 //     values made zero-mean and orthogonal to the normalised conv output of this x (the
 //     projection batchnorm's backward applies), scaled by 2^-17 (~8e-6, the size of real
-//     gradients a few layers below the loss).
+//     gradients a few layers below the loss; f16 probes 2^-1: such gradients times a loss scale
+//     of 2^16, as a train.precision fp16 run keeps them normal in f16).
 // Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
 // inputs small and non-negative, as in training.
-// Dtype: a bf16 probe holds x and dy rounded to bf16 values, uploaded twice: bf16 channels-last
+// Dtype: a bf16 (f16) probe holds x and dy rounded to bf16 (f16) values, uploaded twice: channels-last
 // for the candidates (the bf16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
 // exactly the values the candidates read (w and b stay the FP32 masters, which bf16 rows round
 // themselves): what is measured is the candidate's own rounding (weights, outputs) and summation. Trap: the probe is not a proof. In a fer_cnn step
@@ -50,7 +51,7 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
 
 class ConvProbe {
 public:
-  // dtype: of the candidates' activations (f32 or bf16); the algorithms run on it must be of it.
+  // dtype: of the candidates' activations (f32, bf16 or f16); the algorithms run on it must be of it.
   ConvProbe(const ExecContext& ctx, const Conv2dShape& shape, uint64_t seed = 1, DType dtype = DType::f32);
   const Conv2dShape& shape() const { return m_sh; }
   DType dtype() const { return m_dtype; }

@@ -48,7 +48,8 @@ void check_column_sums() {
     for (int64_t offset : {0, 1}) {
       INFO(fmt::format("rows {} cols {} offset {}", z.rows, z.cols, offset));
       // Mean 0.5, so no column sum cancels to near zero and the relative tolerance means something.
-      const std::vector<T> x = test::rounded_vector<T>(test::random_floats(size_t(z.rows * z.cols), ++seed, -0.5f, 1.5f));
+      const std::vector<T> x =
+          test::rounded_vector<T>(test::random_floats(size_t(z.rows * z.cols), ++seed, -0.5f, 1.5f));
       std::vector<double> want(size_t(z.cols), 0.0);
       for (int64_t r = 0; r < z.rows; ++r)
         for (int64_t c = 0; c < z.cols; ++c) want[size_t(c)] += to_float(x[size_t(r * z.cols + c)]);

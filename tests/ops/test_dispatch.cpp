@@ -51,8 +51,8 @@ void check_f16_twins() {
     const std::string_view backend = to_string(row.backend);
     const std::string_view asked = name == backend ? std::string_view() : name;
     INFO(std::string(name) << " " << to_string(row.dtype));
-    if (row.dtype == DType::bf16) CHECK(find_impl(table, row.backend, DType::f16, asked));
-    if (row.dtype == DType::f16) CHECK(find_impl(table, row.backend, DType::bf16, asked));
+    if (row.dtype == DType::bf16) CHECK(find_impl(table, row.backend, DType::f16, asked) != nullptr);
+    if (row.dtype == DType::f16) CHECK(find_impl(table, row.backend, DType::bf16, asked) != nullptr);
   }
 }
 

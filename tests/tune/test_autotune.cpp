@@ -7,12 +7,14 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "config/model_spec.h"
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/exec_context.h"
 #include "graph/graph.h"
 #include "layers/conv_plan.h"
@@ -593,12 +595,15 @@ TEST_CASE("accuracy tolerances per precision: bf16 candidates get 1e-2 in every 
 
 namespace {
 
-// A bf16 forward convolution that rounds every partial sum to bf16 (what the bf16 guard must
-// reject): x (N, H, W, C) bf16, w (K, C, R, S) FP32 rounded, y (N, P, Q, K) bf16; groups 1.
-void forward_bf16_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOperands& op) {
-  const bf16* x = op.x.bf16_data();
+// A bf16 (f16) forward convolution that rounds every partial sum to bf16 (f16): what the guard
+// must reject. x (N, H, W, C) T, w (K, C, R, S) FP32 rounded, y (N, P, Q, K) T; groups 1.
+template <typename T>
+void forward_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOperands& op) {
+  const T* x = static_cast<const T*>(op.x.data());
+  CHECK(op.x.dtype() == DTypeOf<T>::value);
   const float* w = op.w.f32();
-  bf16* y = op.y.bf16_data();
+  T* y = static_cast<T*>(op.y.data());
+  auto round = [](float v) { return to_float(T{std::is_same_v<T, f16> ? to_f16(v).bits : to_bf16(v).bits}); };
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t p = 0; p < s.P; ++p)
       for (int64_t q = 0; q < s.Q; ++q)
@@ -610,10 +615,10 @@ void forward_bf16_partial_sums(const ExecContext&, const Conv2dShape& s, const C
                 const int64_t h = p * s.stride_h - s.pad_h + r * s.dilation_h, v = q * s.stride_w - s.pad_w + t * s.dilation_w;
                 if (h < 0 || h >= s.H || v < 0 || v >= s.W) continue;
                 const float xv = to_float(x[((n * s.H + h) * s.W + v) * s.C + c]);
-                acc = round_to_bf16(acc + xv * round_to_bf16(w[((k * s.C + c) * s.R + r) * s.S + t]));
+                acc = round(acc + xv * round(w[((k * s.C + c) * s.R + r) * s.S + t]));
               }
           if (op.b.f32()) acc += op.b.f32()[k];
-          y[((n * s.P + p) * s.Q + q) * s.K + k] = to_bf16(acc);
+          y[((n * s.P + p) * s.Q + q) * s.K + k] = T{std::is_same_v<T, f16> ? to_f16(acc).bits : to_bf16(acc).bits};
         }
 }
 
@@ -654,6 +659,55 @@ TEST_CASE("a bf16 conv probe runs bf16 rows on bf16 operands against the FP32 re
                     Catch::Matchers::Contains("dtype bf16 reached an implementation that reads f32"));
   // Rounding every partial sum to bf16 over this 288-term reduction is over the bf16 limit.
   ConvAlgo sloppy = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm", DType::bf16);
-  sloppy.run = forward_bf16_partial_sums;
+  sloppy.run = forward_partial_sums<bf16>;
   CHECK(probe.run_and_compare(sloppy) > kBf16AccuracyTolerance);
+}
+
+TEST_CASE("the conv cache key carries an f16 layer's tolerance, and f16 candidates get kF16AccuracyTolerance",
+          "[cpu]") {
+  const Conv2dShape sh = Conv2dShape::make(2, 8, 8, 8, 8, 3, 3);
+  auto key = [&](DType t, double f16_tol = kF16AccuracyTolerance) {
+    return autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32,
+                             kTf32AccuracyTolerance, t, kBf16AccuracyTolerance, f16_tol);
+  };
+  CHECK(key(DType::f16).find("|dtype f16 tol 0.0012") != std::string::npos);
+  CHECK(key(DType::f16) != key(DType::f16, 2e-3));
+  CHECK(key(DType::bf16) == key(DType::bf16, 2e-3));  // a bf16 decision has no f16 candidates
+  check_not_reused(key(DType::f16), key(DType::bf16));
+  check_not_reused(key(DType::f16), key(DType::f32));
+  CHECK(conv_tolerance(DType::f16, MathMode::fp32) == kF16AccuracyTolerance);
+  CHECK(conv_tolerance(DType::f16, MathMode::tf32) == kF16AccuracyTolerance);
+  // Three times the RMS of two independent f16 roundings (sqrt(2/3) u, u = 2^-11), below bf16's.
+  const double u = std::ldexp(1.0, -11);
+  CHECK(kF16AccuracyTolerance > 3 * std::sqrt(2.0 / 3.0) * u);
+  CHECK(kF16AccuracyTolerance < 4 * std::sqrt(2.0 / 3.0) * u);
+  CHECK(kF16AccuracyTolerance < kBf16AccuracyTolerance);
+}
+
+TEST_CASE("an f16 conv probe runs f16 rows on f16 operands and rejects f16 partial sums", "[cpu]") {
+  const ExecContext ctx = ExecContext::cpu(1);
+  const Conv2dShape sh = Conv2dShape::make(2, 32, 7, 6, 8, 3, 3, 1, 1, 1, 1);
+  ConvProbe probe(ctx, sh, 1, DType::f16);
+  const ConvOperands fwd = probe.operands(ConvDir::forward);
+  CHECK(fwd.x.dtype() == DType::f16);
+  CHECK(fwd.w.dtype() == DType::f32);
+  // The emulation rounds the weights and the output once each (within two roundings' RMS), dw and
+  // db stay FP32 sums; set 1's dy (2^-1 scale for f16) holds normal f16 values.
+  const double u = std::ldexp(1.0, -11);
+  for (ConvDir d : kConvDirs) {
+    INFO(to_string(d));
+    const double e = probe.run_and_compare(conv2d_algo(d, "cpu:im2col_gemm", DType::f16));
+    if (d == ConvDir::backward_filter) {
+      CHECK(e < 1e-5);
+    } else {
+      CHECK(e > kConvAccuracyTolerance);
+      CHECK(e < std::sqrt(2.0 / 3.0) * u);
+    }
+    CHECK(e < conv_tolerance(DType::f16, MathMode::fp32));
+  }
+  ConvAlgo sloppy = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm", DType::f16);
+  sloppy.run = forward_partial_sums<f16>;
+  const double e = probe.run_and_compare(sloppy);
+  INFO("f16 partial sums: " << e);
+  CHECK(e > kF16AccuracyTolerance);
 }
