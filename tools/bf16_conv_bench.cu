@@ -173,10 +173,10 @@ Operands make_operands(const Conv2dShape& s, const ExecContext& ctx, size_t l2, 
     nchw_to_nhwc(st, o.xb[c]->h(), s.N, s.C, s.H * s.W, o.xh[c]->h());
     nchw_to_nhwc(st, o.dyb[c]->h(), s.N, s.K, s.P * s.Q, o.dyh[c]->h());
     // from the FP32 copy of the bf16 weights: the packing's rounding is exact
-    conv2d_pack_weights_bf16_cuda(ctx, s, direct ? Bf16WeightLayout::rsk : Bf16WeightLayout::krsc, o.w32c[c]->f(),
+    conv2d_pack_weights_cuda(ctx, s, direct ? Bf16WeightLayout::rsk : Bf16WeightLayout::krsc, o.w32c[c]->f(),
                                   o.wk[c]->h());
-    if (!direct) conv2d_pack_weights_bf16_cuda(ctx, s, Bf16WeightLayout::crsk, o.w32c[c]->f(), o.wt[c]->h());
-    conv2d_pack_weights_bf16_cuda(ctx, s, Bf16WeightLayout::krsc, o.w32c[c]->f(), o.wc[c]->h());
+    if (!direct) conv2d_pack_weights_cuda(ctx, s, Bf16WeightLayout::crsk, o.w32c[c]->f(), o.wt[c]->h());
+    conv2d_pack_weights_cuda(ctx, s, Bf16WeightLayout::krsc, o.w32c[c]->f(), o.wc[c]->h());
   }
   const float* bias = s.has_bias ? o.b32->f() : nullptr;
   conv2d_forward_cuda(ctx, s, o.x32c[0]->f(), o.w32c[0]->f(), bias, o.yref->f());
@@ -283,15 +283,15 @@ Ours run_ours_nhwc(const Options& o, const ExecContext& ctx, const Operands& d, 
   auto run = [&](const IgemmNhwcBf16Plan* plan, int i) {
     float* db_out = s.has_bias ? d.db32->f() : nullptr;
     if (dir == ConvDir::forward)
-      plan ? conv2d_forward_igemm_nhwc_bf16_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false, plan)
-           : conv2d_forward_direct_nhwc_bf16_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h());
+      plan ? conv2d_forward_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false, plan)
+           : conv2d_forward_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h());
     else if (dir == ConvDir::backward_data)
-      plan ? conv2d_backward_data_igemm_nhwc_bf16_cuda(ctx, s, d.wt[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), plan)
-           : conv2d_backward_data_direct_nhwc_bf16_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h());
+      plan ? conv2d_backward_data_igemm_nhwc_cuda(ctx, s, d.wt[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), plan)
+           : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h());
     else
-      plan ? conv2d_backward_filter_igemm_nhwc_bf16_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
+      plan ? conv2d_backward_filter_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
                                                          plan)
-           : conv2d_backward_filter_direct_nhwc_bf16_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out);
+           : conv2d_backward_filter_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out);
   };
   const bool direct = conv2d_direct_nhwc_bf16_can_implement(s);
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(s, dir);

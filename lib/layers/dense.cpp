@@ -35,7 +35,8 @@ class DenseLayer : public Layer {
            op_supports(b, dtype(), DenseBackward{nullptr, m_shape});
   }
   size_t workspace_bytes(int64_t batch) const override {
-    if (backend() != Backend::cuda || dtype() != DType::bf16) return 0;
+    // The cuda bf16 and f16 rows take the same scratch (a 2-byte weight copy); f32 and cpu rows none.
+    if (backend() != Backend::cuda || dtype() == DType::f32) return 0;
     DenseShape sh = m_shape;
     sh.N = batch;
     return dense_bf16_workspace_bytes(sh);

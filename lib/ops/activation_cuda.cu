@@ -1,6 +1,6 @@
-// Pointwise activations on the GPU: one kernel instance per kind and element type (float, or bf16
-// for BF16 training: widened to float, computed in float, rounded once), so the switch of
-// activation_math.h folds away; 16-byte accesses (four floats, eight bf16: elementwise.cuh's
+// Pointwise activations on the GPU: one kernel instance per kind and element type (float, or bf16 /
+// f16 for BF16 / FP16 training: widened to float, computed in float, rounded once), so the switch of
+// activation_math.h folds away; 16-byte accesses (four floats, eight bf16 or f16: elementwise.cuh's
 // Lanes) when every pointer read or written is 16-byte aligned (the tail goes element by element),
 // plain element accesses otherwise. The layout does not matter: every element is independent.
 // Trap: y may alias x and dx may alias dy, so nothing is __restrict__; each thread reads its
@@ -23,7 +23,7 @@ constexpr bool backward_reads_y() {
   return K == ActivationKind::elu || K == ActivationKind::sigmoid || K == ActivationKind::tanh;
 }
 
-// The operands of one call, typed: T is float or bf16.
+// The operands of one call, typed: T is float, bf16 or f16.
 template <typename T>
 struct ActOperands {
   const T* x;   // (n) or null when backward's kind ignores it
@@ -128,27 +128,41 @@ void activation_forward_cuda(const ActivationForward& a) {
   run<Direction::forward>(*a.ctx, "activation forward", a.p, a.n,
                           ActOperands<float>{a.x.f32(), nullptr, nullptr, a.y.f32()});
 }
-void activation_forward_cuda_bf16(const ActivationForward& a) {
+template <typename T>
+static void forward_16(const ActivationForward& a) {
   run<Direction::forward>(*a.ctx, "activation forward", a.p, a.n,
-                          ActOperands<bf16>{a.x.bf16_data(), nullptr, nullptr, a.y.bf16_data()});
+                          ActOperands<T>{half16_data<T>(a.x), nullptr, nullptr, half16_data<T>(a.y)});
 }
+void activation_forward_cuda_bf16(const ActivationForward& a) { forward_16<bf16>(a); }
+void activation_forward_cuda_f16(const ActivationForward& a) { forward_16<f16>(a); }
 
 void activation_backward_cuda(const ActivationBackward& a) {
   run<Direction::backward>(*a.ctx, "activation backward", a.p, a.n,
                            ActOperands<float>{a.x.f32(), a.y.f32(), a.dy.f32(), a.dx.f32()});
 }
-void activation_backward_cuda_bf16(const ActivationBackward& a) {
-  run<Direction::backward>(*a.ctx, "activation backward", a.p, a.n,
-                           ActOperands<bf16>{a.x.bf16_data(), a.y.bf16_data(), a.dy.bf16_data(), a.dx.bf16_data()});
+template <typename T>
+static void backward_16(const ActivationBackward& a) {
+  run<Direction::backward>(
+      *a.ctx, "activation backward", a.p, a.n,
+      ActOperands<T>{half16_data<T>(a.x), half16_data<T>(a.y), half16_data<T>(a.dy), half16_data<T>(a.dx)});
 }
+void activation_backward_cuda_bf16(const ActivationBackward& a) { backward_16<bf16>(a); }
+void activation_backward_cuda_f16(const ActivationBackward& a) { backward_16<f16>(a); }
 
 void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& a) {
   run<Direction::from_output>(*a.ctx, "activation backward from the output", a.p, a.n,
                               ActOperands<float>{nullptr, a.y.f32(), a.dy.f32(), a.dx.f32()});
 }
-void activation_backward_from_output_cuda_bf16(const ActivationBackwardFromOutput& a) {
+template <typename T>
+static void backward_from_output_16(const ActivationBackwardFromOutput& a) {
   run<Direction::from_output>(*a.ctx, "activation backward from the output", a.p, a.n,
-                              ActOperands<bf16>{nullptr, a.y.bf16_data(), a.dy.bf16_data(), a.dx.bf16_data()});
+                              ActOperands<T>{nullptr, half16_data<T>(a.y), half16_data<T>(a.dy), half16_data<T>(a.dx)});
+}
+void activation_backward_from_output_cuda_bf16(const ActivationBackwardFromOutput& a) {
+  backward_from_output_16<bf16>(a);
+}
+void activation_backward_from_output_cuda_f16(const ActivationBackwardFromOutput& a) {
+  backward_from_output_16<f16>(a);
 }
 
 }  // namespace cnn

@@ -1,8 +1,8 @@
 // Element-wise sum of up to 64 tensors on the GPU: the input pointers travel by value in the
 // kernel's parameters, the sum runs left to right in float like the CPU (bitwise equal), in
 // 16-byte packs when every pointer is 16-byte aligned with a scalar tail (elementwise.cuh's loop).
-// Backward writes dy to every gradient in one pass, reading dy once. T is float or bf16 (BF16
-// training: the float sum of the widened inputs is rounded once; the layout does not matter).
+// Backward writes dy to every gradient in one pass, reading dy once. T is float, bf16 or f16 (BF16 /
+// FP16 training: the float sum of the widened inputs is rounded once; the layout does not matter).
 // Trap: y may alias any input: each thread reads all of its elements before writing them.
 #include <vector>
 
@@ -113,17 +113,23 @@ void add_forward_cuda(const AddForward& a) {
   cudaStream_t stream = stream_for(a, "add forward");
   add_forward(a, stream, f32_pointers(a.xs, size_t(a.count)), a.y.f32());
 }
-void add_forward_cuda_bf16(const AddForward& a) {
+template <typename T>
+static void add_forward_16(const AddForward& a) {
   cudaStream_t stream = stream_for(a, "add forward");
-  add_forward(a, stream, bf16_pointers(a.xs, size_t(a.count)), a.y.bf16_data());
+  add_forward(a, stream, half16_pointers<T>(a.xs, size_t(a.count)), half16_data<T>(a.y));
 }
+void add_forward_cuda_bf16(const AddForward& a) { add_forward_16<bf16>(a); }
+void add_forward_cuda_f16(const AddForward& a) { add_forward_16<f16>(a); }
 void add_backward_cuda(const AddBackward& a) {
   cudaStream_t stream = stream_for(a, "add backward");
   add_backward(a, stream, a.dy.f32(), f32_pointers(a.dxs, size_t(a.count)));
 }
-void add_backward_cuda_bf16(const AddBackward& a) {
+template <typename T>
+static void add_backward_16(const AddBackward& a) {
   cudaStream_t stream = stream_for(a, "add backward");
-  add_backward(a, stream, a.dy.bf16_data(), bf16_pointers(a.dxs, size_t(a.count)));
+  add_backward(a, stream, half16_data<T>(a.dy), half16_pointers<T>(a.dxs, size_t(a.count)));
 }
+void add_backward_cuda_bf16(const AddBackward& a) { add_backward_16<bf16>(a); }
+void add_backward_cuda_f16(const AddBackward& a) { add_backward_16<f16>(a); }
 
 }  // namespace cnn

@@ -13,9 +13,11 @@
 #include "core/bf16.h"
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "core/fp16.h"
 #include "ops/activation_math.h"
 #include "ops/batchnorm.h"
 #include "ops/elementwise.cuh"
+#include "ops/half16.cuh"
 
 namespace cnn {
 
@@ -60,9 +62,10 @@ inline ChannelLayout group_layout_of(const BatchnormShape& sh) {
 }
 
 
-// An element as a float: FP32 as is, BF16 widened (exact).
+// An element as a float: FP32 as is, BF16 and F16 widened (exact).
 __device__ __forceinline__ float value_of(float v) { return v; }
 __device__ __forceinline__ float value_of(bf16 v) { return to_float(v); }
+__device__ __forceinline__ float value_of(f16 v) { return Half16<f16>::to_float(v.bits); }
 
 // The shift the forward sums subtract in channel c: p[c * stride]. The channel's first value (x
 // NCHW: stride H*W; x channels-last: stride 1) or running_mean (stride 1, the phased sums).

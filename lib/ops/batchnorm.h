@@ -90,7 +90,7 @@ struct BatchnormBackward {  // of the training forward
 // at least cuDNN's minimum and C, H, W within its int sizes (N is checked per call).
 // bf16 rows of every entry point here (ops/dispatch.h's contract; x, y, dy, dx stored (N, H, W, C)):
 // cpu (batchnorm_bf16_cpu.cpp, the emulation) and cuda (batchnorm_nhwc_bf16.cuh's kernels); cuDNN has
-// none, so a bf16 layer runs cuda.
+// none, so a bf16 layer runs cuda. f16 rows the same (the kernels instantiated for f16).
 bool batchnorm_cudnn_supports(const BatchnormShape& sh);
 
 // Phased batchnorm, for statistics summed over the ranks of a data-parallel run (sync batchnorm)

@@ -2,7 +2,7 @@
 // sums over fixed slices (grid slices x C, fixed-order block sums) whose last block per channel
 // adds them in slice order and finalizes the channel, then one elementwise pass. Slicing depends on
 // the shape only: bitwise repeatable.
-// The bf16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same tails.
+// The bf16 and f16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same tails.
 // Trap: statistics sum x - x0 (x0 = the channel's first value) as on the CPU, because
 // sum(x^2) - sum(x)^2/M in any precision loses the variance of large-mean channels.
 #include <algorithm>
@@ -123,55 +123,63 @@ void batchnorm_backward_cuda(const BatchnormBackward& a) {
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 
-// BF16 channels-last: the same sums and tails over (N, H, W, C); x0 is x[c], the channel's first
-// value there too.
-void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) {
+// BF16 and F16 (T) channels-last: the same sums and tails over (N, H, W, C); x0 is x[c], the
+// channel's first value there too.
+template <typename T>
+static void forward_train_nhwc(const BatchnormForwardTrain& a) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
-  const bf16* x = a.x.bf16_data();
+  const T* x = half16_data<T>(a.x);
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
   batchnorm_check_training_count(what, sh);
   const int M = static_cast<int>(sh.N * sh.H * sh.W);
-  const ChannelShift<bf16> shift{x, 1};
+  const ChannelShift<T> shift{x, 1};
   // The tail writes the normalisation's (mean, scale) into the scratch's (2, C) floats.
-  const Scratch s = launch_sums_nhwc_bf16(
+  const Scratch s = launch_sums_nhwc(
       ctx, stream, sh, nhwc_vectorized(sh, {x}), 2 * sh.C, what,
-      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<bf16>>{x, shift}; },
+      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<T>, T>{x, shift}; },
       [&](const Scratch& sc) {
-        return ForwardFinalize<bf16>{M,           sh.eps,         sh.momentum, shift,         a.gamma,
-                                     a.running_mean, a.running_var, a.save_mean, a.save_inv_std, sc.per_channel,
-                                     sc.per_channel + sh.C};
+        return ForwardFinalize<T>{M,           sh.eps,         sh.momentum, shift,         a.gamma,
+                                  a.running_mean, a.running_var, a.save_mean, a.save_inv_std, sc.per_channel,
+                                  sc.per_channel + sh.C};
       });
-  CUDA_CHECK_LAUNCH("batchnorm forward bf16 (statistics)");
-  launch_normalize_nhwc_bf16(stream, sh, nullptr, NormFromArrays{s.per_channel, s.per_channel + sh.C}, x, a.beta,
-                             a.y.bf16_data(), nullptr);
-  CUDA_CHECK_LAUNCH("batchnorm forward bf16 (normalize)");
+  CUDA_CHECK_LAUNCH("batchnorm forward nhwc (statistics)");
+  launch_normalize_nhwc(stream, sh, nullptr, NormFromArrays{s.per_channel, s.per_channel + sh.C}, x, a.beta,
+                        half16_data<T>(a.y), nullptr);
+  CUDA_CHECK_LAUNCH("batchnorm forward nhwc (normalize)");
 }
 
-void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) {
+template <typename T>
+static void backward_nhwc(const BatchnormBackward& a) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
-  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
-  bf16* dx = a.dx.bf16_data();
+  const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
+  T* dx = half16_data<T>(a.dx);
   const char* what = "batchnorm backward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
   const int C = static_cast<int>(sh.C), M = static_cast<int>(sh.N * sh.H * sh.W);
   // The tail writes dx's coefficients (a, b, k) into the scratch's (3, C) floats.
-  const Scratch s = launch_sums_nhwc_bf16(
+  const Scratch s = launch_sums_nhwc(
       ctx, stream, sh, nhwc_vectorized(sh, {x, dy}), 3 * sh.C, what,
       [&](auto width) {
-        return GradTerms<decltype(width)::value, NoActivation>{NoActivation{}, x, nullptr, dy, a.save_mean};
+        return GradTerms<decltype(width)::value, NoActivation, T>{NoActivation{}, x, nullptr, dy, a.save_mean};
       },
       [&](const Scratch& sc) {
         return BackwardFinalize{C, M, a.gamma, a.save_inv_std, a.dgamma, a.dbeta, sc.per_channel};
       });
-  CUDA_CHECK_LAUNCH("batchnorm backward bf16 (sums)");
+  CUDA_CHECK_LAUNCH("batchnorm backward nhwc (sums)");
   if (!dx) return;
-  launch_dx_nhwc_bf16(stream, sh, nullptr, CoefFromArray{C, s.per_channel}, a.save_mean, x, nullptr, dy, dx);
-  CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
+  launch_dx_nhwc(stream, sh, nullptr, CoefFromArray{C, s.per_channel}, a.save_mean, x, static_cast<const T*>(nullptr),
+                 dy, dx);
+  CUDA_CHECK_LAUNCH("batchnorm backward nhwc (dx)");
 }
+
+void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) { forward_train_nhwc<bf16>(a); }
+void batchnorm_forward_train_cuda_f16(const BatchnormForwardTrain& a) { forward_train_nhwc<f16>(a); }
+void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) { backward_nhwc<bf16>(a); }
+void batchnorm_backward_cuda_f16(const BatchnormBackward& a) { backward_nhwc<f16>(a); }
 
 }  // namespace cnn

@@ -1,5 +1,6 @@
-// Device code of the BF16 channels-last batchnorm rows (batchnorm_cuda.cu, batchnorm_phased_cuda.cu):
-// x, y, dy, dx are (N, H, W, C) bf16, so a channel's values are M = N*H*W rows apart. A block is a
+// Device code of the BF16 and F16 channels-last batchnorm rows (batchnorm_cuda.cu,
+// batchnorm_phased_cuda.cu): x, y, dy, dx are (N, H, W, C) of T (bf16 or f16, half16.cuh: every
+// kernel is templated on it), so a channel's values are M = N*H*W rows apart. A block is a
 // tile of TG channel groups (8 channels: one 16-byte access; 1 channel on the scalar path) by TR
 // rows, over one slice of the rows; grid (slices, tiles). A thread keeps its channels' double sums
 // or FP32 coefficients in registers for its whole slice. The sums kernel adds the block's rows in a
@@ -16,6 +17,7 @@
 
 #include "core/bf16.h"
 #include "ops/batchnorm.cuh"
+#include "ops/half16.cuh"
 
 namespace cnn {
 
@@ -62,22 +64,18 @@ struct NhwcThread {
   }
 };
 
-// V consecutive bf16 at p + i as floats (exact), and V floats rounded once into p + i.
-__device__ __forceinline__ void unpack_bf16x2(uint32_t u, float& lo, float& hi) {
-  lo = float_from_bits(u << 16);
-  hi = float_from_bits(u & 0xffff0000u);
+// V consecutive T (bf16 or f16) at p + i as floats (exact), and V floats rounded once into p + i.
+template <typename T>
+__device__ __forceinline__ void load_lanes(const T* p, int64_t i, float (&v)[8]) {
+  half16_load8(p + i, v);
 }
-__device__ __forceinline__ void load_lanes(const bf16* p, int64_t i, float (&v)[8]) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p + i);
-  unpack_bf16x2(u.x, v[0], v[1]);
-  unpack_bf16x2(u.y, v[2], v[3]);
-  unpack_bf16x2(u.z, v[4], v[5]);
-  unpack_bf16x2(u.w, v[6], v[7]);
+template <typename T>
+__device__ __forceinline__ void load_lanes(const T* p, int64_t i, float (&v)[1]) {
+  v[0] = half16_load(p, i);
 }
-__device__ __forceinline__ void load_lanes(const bf16* p, int64_t i, float (&v)[1]) { v[0] = to_float(p[i]); }
 // The same, or zeros when p is null (y without an activation, read by no epilogue).
-template <int V>
-__device__ __forceinline__ void load_lanes_or_zero(const bf16* p, int64_t i, float (&v)[V]) {
+template <int V, typename T>
+__device__ __forceinline__ void load_lanes_or_zero(const T* p, int64_t i, float (&v)[V]) {
   if (p) {
     load_lanes(p, i, v);
   } else {
@@ -85,11 +83,14 @@ __device__ __forceinline__ void load_lanes_or_zero(const bf16* p, int64_t i, flo
     for (int k = 0; k < V; ++k) v[k] = 0.0f;
   }
 }
-__device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const float (&v)[8]) {
-  *reinterpret_cast<uint4*>(p + i) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
-                                                pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+template <typename T>
+__device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[8]) {
+  *reinterpret_cast<uint4*>(p + i) = half16_pack8<T>(v);
 }
-__device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const float (&v)[1]) { p[i] = to_bf16(v[0]); }
+template <typename T>
+__device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[1]) {
+  half16_store(p, i, v[0]);
+}
 
 // f(offset of the row's first channel of this thread) for each row of this block's slice: rows
 // r, r + TR, ... in increasing order (the order of the sums).
@@ -101,7 +102,7 @@ __device__ __forceinline__ void for_rows(const NhwcTiling& t, const NhwcThread<V
   for (int m = begin + th.r; m < end; m += t.TR) f(static_cast<int64_t>(m) * t.C + th.c0);
 }
 
-// V bf16 as loaded (one 16-byte word, or one element), unpacked later: the sums pass loads a batch
+// V bf16 or f16 as loaded (one 16-byte word, or one element), unpacked later: the sums pass loads a batch
 // of rows into these before it adds any, so a thread has several loads in flight (the adds carry
 // a dependency from row to row, and left to itself the compiler issued one row's loads at a time:
 // about a fifth of the memory bandwidth).
@@ -115,17 +116,22 @@ template <>
 struct RawLanes<1> {
   uint16_t u;
 };
-__device__ __forceinline__ void load_raw(const bf16* p, int64_t i, RawLanes<8>& r) {
+template <typename T>
+__device__ __forceinline__ void load_raw(const T* p, int64_t i, RawLanes<8>& r) {
   r.u = *reinterpret_cast<const uint4*>(p + i);
 }
-__device__ __forceinline__ void load_raw(const bf16* p, int64_t i, RawLanes<1>& r) { r.u = p[i].bits; }
-__device__ __forceinline__ void unpack_raw(const RawLanes<8>& r, float (&v)[8]) {
-  unpack_bf16x2(r.u.x, v[0], v[1]);
-  unpack_bf16x2(r.u.y, v[2], v[3]);
-  unpack_bf16x2(r.u.z, v[4], v[5]);
-  unpack_bf16x2(r.u.w, v[6], v[7]);
+template <typename T>
+__device__ __forceinline__ void load_raw(const T* p, int64_t i, RawLanes<1>& r) {
+  r.u = reinterpret_cast<const uint16_t*>(p)[i];
 }
-__device__ __forceinline__ void unpack_raw(const RawLanes<1>& r, float (&v)[1]) { v[0] = float_from_bf16_bits(r.u); }
+template <typename T>
+__device__ __forceinline__ void unpack_raw(const RawLanes<8>& r, float (&v)[8]) {
+  half16_unpack8<T>(r.u, v);
+}
+template <typename T>
+__device__ __forceinline__ void unpack_raw(const RawLanes<1>& r, float (&v)[1]) {
+  v[0] = Half16<T>::to_float(r.u);
+}
 
 // for_rows for a sums pass: terms.load(raw, offset) for U rows, then terms.add(lanes, raw, s, q)
 // for the same rows in increasing order (the order of for_rows, so the sums are the same bits).
@@ -177,12 +183,12 @@ __device__ __forceinline__ void sum_rows(const NhwcTiling& t, const NhwcThread<V
 }
 
 // Terms of the forward sums: (d, d^2), d = x - shift(c).
-template <int V, typename Shift>
+template <int V, typename Shift, typename T>
 struct ShiftedTerms {
-  const bf16* __restrict__ x;  // (N, H, W, C)
+  const T* __restrict__ x;  // (N, H, W, C)
   Shift shift;
   struct Lanes {
-    float k[V];  // exact: the shift is a float or bf16 value (half the registers of a double)
+    float k[V];  // exact: the shift is a float, bf16 or f16 value (half the registers of a double)
   };
   __device__ __forceinline__ Lanes begin(int c0) const {
     Lanes l;
@@ -197,7 +203,7 @@ struct ShiftedTerms {
   __device__ __forceinline__ void load(Raw& r, int64_t at) const { load_raw(x, at, r.x); }
   __device__ __forceinline__ void add(const Lanes& l, const Raw& r, double (&s)[V], double (&t)[V]) const {
     float xv[V];
-    unpack_raw(r.x, xv);
+    unpack_raw<T>(r.x, xv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const double d = static_cast<double>(xv[v]) - static_cast<double>(l.k[v]);
@@ -209,12 +215,12 @@ struct ShiftedTerms {
 
 // Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null), the
 // products as batchnorm_backward_stats_act_kernel forms them.
-template <int V, typename Epi>
+template <int V, typename Epi, typename T>
 struct GradTerms {
   Epi epi;
-  const bf16* __restrict__ x;          // (N, H, W, C)
-  const bf16* __restrict__ y;          // (N, H, W, C) or null
-  const bf16* __restrict__ dy;         // (N, H, W, C)
+  const T* __restrict__ x;             // (N, H, W, C)
+  const T* __restrict__ y;             // (N, H, W, C) or null
+  const T* __restrict__ dy;            // (N, H, W, C)
   const float* __restrict__ save_mean; // (C)
   struct Lanes {
     float mean[V];
@@ -236,10 +242,10 @@ struct GradTerms {
   }
   __device__ __forceinline__ void add(const Lanes& l, const Raw& r, double (&s)[V], double (&t)[V]) const {
     float xv[V], yv[V], dyv[V];
-    unpack_raw(r.x, xv);
-    unpack_raw(r.dy, dyv);
+    unpack_raw<T>(r.x, xv);
+    unpack_raw<T>(r.dy, dyv);
     if (y) {
-      unpack_raw(r.y, yv);
+      unpack_raw<T>(r.y, yv);
     } else {
 #pragma unroll
       for (int v = 0; v < V; ++v) yv[v] = 0.0f;
@@ -257,10 +263,10 @@ struct GradTerms {
 // (slice, channel) pairs into partial (slices, 2, C); the tile's last block adds them in a fixed
 // order and calls tail(c, first sum, second sum) once per channel of the tile.
 template <int V, typename Terms, typename Tail>
-static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_bf16_kernel(NhwcTiling t, Terms terms,
-                                                       double* __restrict__ partial,    // (slices, 2, C)
-                                                       unsigned* __restrict__ counters, // (tiles), zero
-                                                       Tail tail) {
+static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_kernel(NhwcTiling t, Terms terms,
+                                                  double* __restrict__ partial,     // (slices, 2, C)
+                                                  unsigned* __restrict__ counters,  // (tiles), zero
+                                                  Tail tail) {
   __shared__ double red[kThreads * V];
   const NhwcThread<V> th(t);
   double s[V], q[V];
@@ -303,12 +309,12 @@ static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_bf16_k
 // pro.begin(c, m, k) (row 0's threads, into shared memory). With counters, the tile's last block
 // then calls pro.finish(c) for each of its channels (after pro.begin again, which a finish may need:
 // every block has read what begin reads by then). M = 0 touches no x or y.
-template <int V, typename Epi, typename Pro>
-static __global__ void batchnorm_normalize_nhwc_bf16_kernel(NhwcTiling t, Epi epi, Pro pro,
-                                                            const bf16* __restrict__ x,       // (N, H, W, C)
-                                                            const float* __restrict__ beta,   // (C)
-                                                            bf16* __restrict__ y,             // (N, H, W, C)
-                                                            unsigned* __restrict__ counters)  // (tiles), zero; or null
+template <int V, typename Epi, typename Pro, typename T>
+static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pro pro,
+                                                       const T* __restrict__ x,          // (N, H, W, C)
+                                                       const float* __restrict__ beta,   // (C)
+                                                       T* __restrict__ y,                // (N, H, W, C)
+                                                       unsigned* __restrict__ counters)  // (tiles), zero; or null
 {
   __shared__ float norm[2][kThreads];
   const NhwcThread<V> th(t);
@@ -346,13 +352,13 @@ static __global__ void batchnorm_normalize_nhwc_bf16_kernel(NhwcTiling t, Epi ep
 
 // grid (slices, tiles): dx = a (g - b - (x - save_mean[c]) k), g = epi'(y) dy (y read only when
 // non-null), each channel's (a, b, k) from coef(c, abk) (row 0's threads, into shared memory).
-template <int V, typename Epi, typename Coef>
-static __global__ void batchnorm_dx_nhwc_bf16_kernel(NhwcTiling t, Epi epi, Coef coef,
-                                                     const float* __restrict__ save_mean,  // (C)
-                                                     const bf16* __restrict__ x,           // (N, H, W, C)
-                                                     const bf16* __restrict__ y,           // (N, H, W, C) or null
-                                                     const bf16* __restrict__ dy,          // (N, H, W, C)
-                                                     bf16* __restrict__ dx) {              // (N, H, W, C)
+template <int V, typename Epi, typename Coef, typename T>
+static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef,
+                                                const float* __restrict__ save_mean,  // (C)
+                                                const T* __restrict__ x,              // (N, H, W, C)
+                                                const T* __restrict__ y,              // (N, H, W, C) or null
+                                                const T* __restrict__ dy,             // (N, H, W, C)
+                                                T* __restrict__ dx) {                 // (N, H, W, C)
   __shared__ float abkm[4][kThreads];
   const NhwcThread<V> th(t);
   const int at = th.g * V;
@@ -412,46 +418,45 @@ static void per_nhwc_tile(const BatchnormShape& sh, bool vec, F&& launch) {
     go(std::integral_constant<int, 1>{});
 }
 
-// The sums pass on `stream` (batchnorm_sums_nhwc_bf16_kernel) with make_terms(width tag)'s terms
+// The sums pass on `stream` (batchnorm_sums_nhwc_kernel) with make_terms(width tag)'s terms
 // and make_tail(scratch)'s tail; the scratch holds the partials and then `floats` per-channel floats
 // (which the tail may write for a later pass): returned.
 template <typename MakeTerms, typename MakeTail>
-static Scratch launch_sums_nhwc_bf16(const ExecContext& ctx, cudaStream_t stream, const BatchnormShape& sh, bool vec,
-                                     int64_t floats, const char* what, MakeTerms&& make_terms, MakeTail&& make_tail) {
+static Scratch launch_sums_nhwc(const ExecContext& ctx, cudaStream_t stream, const BatchnormShape& sh, bool vec,
+                                int64_t floats, const char* what, MakeTerms&& make_terms, MakeTail&& make_tail) {
   unsigned* counters = channel_counters(ctx, sh, what);
   Scratch s{};
   per_nhwc_tile(sh, vec, [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
     s = scratch(ctx, sh, t.slices, floats, what);
-    batchnorm_sums_nhwc_bf16_kernel<decltype(width)::value>
+    batchnorm_sums_nhwc_kernel<decltype(width)::value>
         <<<grid, block, 0, stream>>>(t, make_terms(width), s.partial, counters, make_tail(s));
   });
   return s;
 }
 
-// The normalise pass on `stream` (batchnorm_normalize_nhwc_bf16_kernel) with act's epilogue (null:
+// The normalise pass on `stream` (batchnorm_normalize_nhwc_kernel) with act's epilogue (null:
 // none); counters (or null) as the kernel takes them.
-template <typename Pro>
-static void launch_normalize_nhwc_bf16(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
-                                       const Pro& pro, const bf16* x, const float* beta, bf16* y, unsigned* counters) {
+template <typename Pro, typename T>
+static void launch_normalize_nhwc(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
+                                  const Pro& pro, const T* x, const float* beta, T* y, unsigned* counters) {
   with_epilogue(act, [&](auto epi) {
     per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y}), [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-      batchnorm_normalize_nhwc_bf16_kernel<decltype(width)::value>
+      batchnorm_normalize_nhwc_kernel<decltype(width)::value>
           <<<grid, block, 0, stream>>>(t, epi, pro, x, beta, y, counters);
     });
   });
 }
 
-// The dx pass on `stream` (batchnorm_dx_nhwc_bf16_kernel) with act's derivative (null: none; y is
+// The dx pass on `stream` (batchnorm_dx_nhwc_kernel) with act's derivative (null: none; y is
 // then not read).
-template <typename Coef>
-static void launch_dx_nhwc_bf16(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
-                                const Coef& coef, const float* save_mean, const bf16* x, const bf16* y, const bf16* dy,
-                                bf16* dx) {
-  const bf16* y_read = act ? y : nullptr;
+template <typename Coef, typename T>
+static void launch_dx_nhwc(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
+                           const Coef& coef, const float* save_mean, const T* x, const T* y, const T* dy, T* dx) {
+  const T* y_read = act ? y : nullptr;
   with_epilogue(act, [&](auto epi) {
     per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy, dx}),
                   [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-                    batchnorm_dx_nhwc_bf16_kernel<decltype(width)::value>
+                    batchnorm_dx_nhwc_kernel<decltype(width)::value>
                         <<<grid, block, 0, stream>>>(t, epi, coef, save_mean, x, y_read, dy, dx);
                   });
   });

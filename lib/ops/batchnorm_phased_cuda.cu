@@ -3,7 +3,7 @@
 // caller may all-reduce over the ranks; then one per-channel pass (grid slices x C) whose blocks
 // derive their channel's coefficients from those sums, with the activation folded into its
 // epilogue (forward) or into its read of dy (backward, from the saved y). One kernel per phase.
-// The bf16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same prologues.
+// The bf16 and f16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same prologues.
 // Trap: N may be 0 (a rank without samples still joins the reductions): kernels then see no values,
 // and the sums are zeros with count 0; the elementwise passes are skipped.
 #include <algorithm>
@@ -157,64 +157,82 @@ void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a) {
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 
-// BF16 channels-last (batchnorm_nhwc_bf16.cuh): the same phases, sums and coefficients.
-void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a) {
+// BF16 and F16 (T) channels-last (batchnorm_nhwc_bf16.cuh): the same phases, sums and coefficients.
+template <typename T>
+static void forward_stats_nhwc(const BatchnormForwardStats& a) {
   const char* what = "batchnorm forward statistics";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
-  const bf16* x = a.x.bf16_data();
+  const T* x = half16_data<T>(a.x);
   const ChannelShift<float> shift{a.running_mean, 1};
   const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.stats, nullptr,
                          nullptr, nullptr};
-  launch_sums_nhwc_bf16(
+  launch_sums_nhwc(
       *a.ctx, stream, a.sh, nhwc_vectorized(a.sh, {x}), 0, what,
-      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<float>>{x, shift}; },
+      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<float>, T>{x, shift}; },
       [&](const Scratch&) { return tail; });
-  CUDA_CHECK_LAUNCH("batchnorm forward statistics bf16 (sums)");
+  CUDA_CHECK_LAUNCH("batchnorm forward statistics nhwc (sums)");
 }
 
-void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a) {
+template <typename T>
+static void forward_apply_nhwc(const BatchnormForwardApply& a) {
   const char* what = "batchnorm forward";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const NormFromSums pro{static_cast<int>(a.sh.C), a.sh.eps,      a.sh.momentum, a.stats,       a.gamma,
                          a.running_mean,           a.running_var, a.save_mean,   a.save_inv_std};
   // With N = 0 the kernel still runs (one slice a tile) to update the running statistics.
-  launch_normalize_nhwc_bf16(stream, a.sh, a.act, pro, a.x.bf16_data(), a.beta, a.y.bf16_data(),
-                             channel_counters(*a.ctx, a.sh, what));
-  CUDA_CHECK_LAUNCH("batchnorm forward bf16 (apply)");
+  launch_normalize_nhwc(stream, a.sh, a.act, pro, half16_data<T>(a.x), a.beta, half16_data<T>(a.y),
+                        channel_counters(*a.ctx, a.sh, what));
+  CUDA_CHECK_LAUNCH("batchnorm forward nhwc (apply)");
 }
 
-void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a) {
+template <typename T>
+static void forward_infer_act_nhwc(const BatchnormForwardInferAct& a) {
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, "batchnorm inference");
   if (a.sh.N == 0) return;
   const NormFromRunning pro{a.sh.eps, a.gamma, a.running_mean, a.running_var};
-  launch_normalize_nhwc_bf16(stream, a.sh, a.act, pro, a.x.bf16_data(), a.beta, a.y.bf16_data(), nullptr);
-  CUDA_CHECK_LAUNCH("batchnorm inference bf16 (normalize)");
+  launch_normalize_nhwc(stream, a.sh, a.act, pro, half16_data<T>(a.x), a.beta, half16_data<T>(a.y), nullptr);
+  CUDA_CHECK_LAUNCH("batchnorm inference nhwc (normalize)");
 }
 
-void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a) {
+template <typename T>
+static void backward_stats_nhwc(const BatchnormBackwardStats& a) {
   const char* what = "batchnorm backward statistics";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
-  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
-  const bf16* y_read = a.act ? a.y.bf16_data() : nullptr;
+  const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
+  const T* y_read = a.act ? half16_data<T>(a.y) : nullptr;
   const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.sums,
                          a.save_inv_std,           a.dgamma,                                     a.dbeta};
   with_epilogue(a.act, [&](auto epi) {
-    launch_sums_nhwc_bf16(
+    launch_sums_nhwc(
         *a.ctx, stream, a.sh, nhwc_vectorized(a.sh, {x, y_read, dy}), 0, what,
-        [&](auto width) { return GradTerms<decltype(width)::value, decltype(epi)>{epi, x, y_read, dy, a.save_mean}; },
+        [&](auto width) {
+          return GradTerms<decltype(width)::value, decltype(epi), T>{epi, x, y_read, dy, a.save_mean};
+        },
         [&](const Scratch&) { return tail; });
   });
-  CUDA_CHECK_LAUNCH("batchnorm backward statistics bf16 (sums)");
+  CUDA_CHECK_LAUNCH("batchnorm backward statistics nhwc (sums)");
 }
 
-void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a) {
+template <typename T>
+static void backward_apply_nhwc(const BatchnormBackwardApply& a) {
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, "batchnorm backward");
-  bf16* dx = a.dx.bf16_data();
+  T* dx = half16_data<T>(a.dx);
   if (a.sh.N == 0 || !dx) return;
   const CoefFromSums coef{static_cast<int>(a.sh.C), a.sums, a.gamma, a.save_inv_std};
-  launch_dx_nhwc_bf16(stream, a.sh, a.act, coef, a.save_mean, a.x.bf16_data(), a.act ? a.y.bf16_data() : nullptr,
-                      a.dy.bf16_data(), dx);
-  CUDA_CHECK_LAUNCH("batchnorm backward bf16 (dx)");
+  launch_dx_nhwc(stream, a.sh, a.act, coef, a.save_mean, half16_data<T>(a.x),
+                 a.act ? half16_data<T>(a.y) : static_cast<const T*>(nullptr), half16_data<T>(a.dy), dx);
+  CUDA_CHECK_LAUNCH("batchnorm backward nhwc (dx)");
 }
+
+void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a) { forward_stats_nhwc<bf16>(a); }
+void batchnorm_forward_stats_cuda_f16(const BatchnormForwardStats& a) { forward_stats_nhwc<f16>(a); }
+void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a) { forward_apply_nhwc<bf16>(a); }
+void batchnorm_forward_apply_cuda_f16(const BatchnormForwardApply& a) { forward_apply_nhwc<f16>(a); }
+void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a) { forward_infer_act_nhwc<bf16>(a); }
+void batchnorm_forward_infer_act_cuda_f16(const BatchnormForwardInferAct& a) { forward_infer_act_nhwc<f16>(a); }
+void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a) { backward_stats_nhwc<bf16>(a); }
+void batchnorm_backward_stats_cuda_f16(const BatchnormBackwardStats& a) { backward_stats_nhwc<f16>(a); }
+void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a) { backward_apply_nhwc<bf16>(a); }
+void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a) { backward_apply_nhwc<f16>(a); }
 
 }  // namespace cnn

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/exec_context.h"
 
 namespace cnn {
@@ -18,5 +19,8 @@ void cast_bf16_to_float_cpu(const ExecContext& ctx, int64_t n, const bf16* x, fl
 
 void cast_float_to_bf16_cuda(const ExecContext& ctx, int64_t n, const float* x, bf16* y);
 void cast_bf16_to_float_cuda(const ExecContext& ctx, int64_t n, const bf16* x, float* y);
+// x (n) -> y (n) in f16 (core/fp16.h's rounding: past 65504 in magnitude becomes inf); the fp16
+// rows' weight copies (dense).
+void cast_float_to_f16_cuda(const ExecContext& ctx, int64_t n, const float* x, f16* y);
 
 }  // namespace cnn

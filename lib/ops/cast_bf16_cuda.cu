@@ -1,8 +1,10 @@
 // FP32 <-> BF16 conversion on the GPU: grid-stride loops, 8 elements a step (two float4 against
 // one 16-byte bf16 word) when both buffers are 16-byte aligned, a scalar tail otherwise. The
-// rounding is core/bf16.h's (the CPU's bits exactly), not the cvt instruction.
+// rounding is core/bf16.h's (the CPU's bits exactly), not the cvt instruction. float -> f16 (the
+// fp16 rows' weight copies) is the same loop with half16.cuh's f16 rounding.
 #include "core/cuda_check.h"
 #include "ops/cast_bf16.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
@@ -20,18 +22,18 @@ __device__ __forceinline__ void grid_stride_by_8(int64_t n, Chunk chunk, One one
   for (int64_t i = 8 * n8 + first; i < n; i += stride) one(i);
 }
 
-template <bool kVec>
-static __global__ void cast_float_to_bf16_kernel(int64_t n, const float* __restrict__ x,  // (n)
-                                                 uint16_t* __restrict__ y) {              // (n) bf16 bits
+template <class E, bool kVec>
+static __global__ void cast_float_to_16_kernel(int64_t n, const float* __restrict__ x,  // (n)
+                                               uint16_t* __restrict__ y) {              // (n) E bits
   grid_stride_by_8<kVec>(
       n,
       [&](int64_t i) {
         const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
         const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
-        reinterpret_cast<uint4*>(y)[i] =
-            make_uint4(pack_bf16x2(a.x, a.y), pack_bf16x2(a.z, a.w), pack_bf16x2(b.x, b.y), pack_bf16x2(b.z, b.w));
+        reinterpret_cast<uint4*>(y)[i] = make_uint4(Half16<E>::pack2(a.x, a.y), Half16<E>::pack2(a.z, a.w),
+                                                    Half16<E>::pack2(b.x, b.y), Half16<E>::pack2(b.z, b.w));
       },
-      [&](int64_t i) { y[i] = bf16_bits_from_float(x[i]); });
+      [&](int64_t i) { y[i] = Half16<E>::from_float(x[i]); });
 }
 
 template <bool kVec>
@@ -63,8 +65,13 @@ static void launch_cast(const ExecContext& ctx, int64_t n, const From* x, To* y,
 }
 
 void cast_float_to_bf16_cuda(const ExecContext& ctx, int64_t n, const float* x, bf16* y) {
-  launch_cast(ctx, n, x, reinterpret_cast<uint16_t*>(y), "cast float to bf16", cast_float_to_bf16_kernel<true>,
-              cast_float_to_bf16_kernel<false>);
+  launch_cast(ctx, n, x, reinterpret_cast<uint16_t*>(y), "cast float to bf16", cast_float_to_16_kernel<bf16, true>,
+              cast_float_to_16_kernel<bf16, false>);
+}
+
+void cast_float_to_f16_cuda(const ExecContext& ctx, int64_t n, const float* x, f16* y) {
+  launch_cast(ctx, n, x, reinterpret_cast<uint16_t*>(y), "cast float to f16", cast_float_to_16_kernel<f16, true>,
+              cast_float_to_16_kernel<f16, false>);
 }
 
 void cast_bf16_to_float_cuda(const ExecContext& ctx, int64_t n, const bf16* x, float* y) {

@@ -12,4 +12,8 @@ void cast_bf16_to_float_cuda(const ExecContext& ctx, int64_t n, const bf16* x, f
   CNN_THROW("{} called but this build has no CUDA kernels for it", "cast_bf16_to_float_cuda");
 }
 
+void cast_float_to_f16_cuda(const ExecContext& ctx, int64_t n, const float* x, f16* y) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "cast_float_to_f16_cuda");
+}
+
 }  // namespace cnn

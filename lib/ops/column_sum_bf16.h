@@ -1,4 +1,4 @@
-// Column sums of a row-major BF16 matrix into FP32: the bias gradient of the BF16 rows whose
+// Column sums of a row-major BF16 (or F16) matrix into FP32: the bias gradient of the BF16 rows whose
 // activation gradient is (rows, cols) with the bias along cols (dense: dy (N, K); cuDNN's BF16
 // convolutions: dy (N, P, Q, K) channels-last, rows = N*P*Q). FP32 sums in a fixed order
 // (no atomics): each chunk of rows is summed by one block (rows in order within 32 or 8 slices,
@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/exec_context.h"
 
 namespace cnn {
@@ -28,16 +29,16 @@ inline int64_t column_sum_bf16_chunks(int64_t rows) {
   const int64_t chunk = column_sum_bf16_chunk_rows(rows);
   return std::max<int64_t>(1, (rows + chunk - 1) / chunk);
 }
-// Bytes of scratch column_sum_bf16_cuda needs: the chunks' partials, none for a single chunk.
+// Bytes of scratch column_sum_cuda needs: the chunks' partials, none for a single chunk.
 inline size_t column_sum_bf16_scratch_bytes(int64_t rows, int64_t cols) {
   const int64_t chunks = column_sum_bf16_chunks(rows);
   return chunks > 1 ? size_t(chunks) * size_t(cols) * sizeof(float) : 0;
 }
 
-// sum[c] = sum over r of x[r, c]. x (rows, cols) bf16 row-major, device memory; sum (cols) FP32;
-// scratch: column_sum_bf16_scratch_bytes(rows, cols) bytes of device memory (null when that is 0).
-// Queued on ctx.cuda_stream; 16-byte loads where cols % 8 == 0 and x is 16-byte aligned.
-void column_sum_bf16_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const bf16* x, float* sum,
-                          float* scratch);
+// sum[c] = sum over r of x[r, c]. x (rows, cols) bf16 or f16 row-major, device memory; sum (cols)
+// FP32; scratch: column_sum_bf16_scratch_bytes(rows, cols) bytes of device memory (null when that
+// is 0). Queued on ctx.cuda_stream; 16-byte loads where cols % 8 == 0 and x is 16-byte aligned.
+void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const bf16* x, float* sum, float* scratch);
+void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const f16* x, float* sum, float* scratch);
 
 }  // namespace cnn

@@ -1,4 +1,5 @@
-// Deterministic FP32 column sums of a BF16 matrix on the GPU (column_sum_bf16.h): the first kernel
+// Deterministic FP32 column sums of a BF16 or F16 matrix on the GPU (column_sum_bf16.h; E, the
+// element type, is the chunk kernel's template parameter, half16.cuh): the first kernel
 // sums each chunk of rows per column (16-byte loads of 8 columns where the matrix allows), the
 // second adds the chunks' partials in chunk order.
 // Trap: the 16-byte and the scalar kernel cut a chunk into different slices (32 and 8), so their
@@ -10,6 +11,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/column_sum_bf16.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
@@ -19,11 +21,11 @@ static constexpr int kThreads = 256;
 // Block (column tile, chunk): kSlices row slices x (kThreads / kSlices) groups of kVec adjacent
 // columns. Slice s sums rows begin + s, begin + s + kSlices, ... (below the chunk's end) in order;
 // then thread t < kCols adds the slices of the tile's column t in slice order.
-template <int kVec, int kSlices>
+template <class E, int kVec, int kSlices>
 static __global__ void __launch_bounds__(kThreads)
-    column_sum_bf16_chunk_kernel(int64_t rows, int cols, int64_t chunk_rows,
-                                 const uint16_t* __restrict__ x,  // (rows, cols) bf16 bits
-                                 float* __restrict__ out) {       // (chunks, cols): partials, or the sums
+    column_sum_chunk_kernel(int64_t rows, int cols, int64_t chunk_rows,
+                            const uint16_t* __restrict__ x,  // (rows, cols) E bits
+                            float* __restrict__ out) {       // (chunks, cols): partials, or the sums
   constexpr int kGroups = kThreads / kSlices, kCols = kGroups * kVec;
   __shared__ float part[kSlices][kCols + 1];
   const int g = int(threadIdx.x) % kGroups, s = int(threadIdx.x) / kGroups;
@@ -42,11 +44,11 @@ static __global__ void __launch_bounds__(kThreads)
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          acc[2 * j] += float_from_bits(w[j] << 16);
-          acc[2 * j + 1] += float_from_bits(w[j] & 0xffff0000u);
+          acc[2 * j] += Half16<E>::lo(w[j]);
+          acc[2 * j + 1] += Half16<E>::hi(w[j]);
         }
       } else {
-        acc[0] += float_from_bf16_bits(__ldg(p));
+        acc[0] += Half16<E>::to_float(__ldg(p));
       }
     }
   }
@@ -64,9 +66,9 @@ static __global__ void __launch_bounds__(kThreads)
 
 // sum[c] = the chunks' partials of column c added in chunk order.
 static __global__ void __launch_bounds__(kThreads)
-    column_sum_bf16_partials_kernel(int chunks, int cols,
-                                    const float* __restrict__ partials,  // (chunks, cols)
-                                    float* __restrict__ sum) {           // (cols)
+    column_sum_partials_kernel(int chunks, int cols,
+                               const float* __restrict__ partials,  // (chunks, cols)
+                               float* __restrict__ sum) {           // (cols)
   const int col = int(blockIdx.x) * kThreads + int(threadIdx.x);
   if (col >= cols) return;
   float total = 0.0f;
@@ -74,9 +76,9 @@ static __global__ void __launch_bounds__(kThreads)
   sum[col] = total;
 }
 
-void column_sum_bf16_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const bf16* x, float* sum,
-                          float* scratch) {
-  const char* what = "column sum bf16";
+template <class E>
+static void column_sum(const ExecContext& ctx, int64_t rows, int64_t cols, const E* x, float* sum, float* scratch,
+                       const char* what) {
   cudaStream_t stream = cuda::stream_of(ctx, what);
   CNN_CHECK(rows >= 1 && cols >= 1 && cols <= INT_MAX, "{}: expected 1 <= rows and 1 <= cols < 2^31, got ({}, {})",
             what, rows, cols);
@@ -87,16 +89,23 @@ void column_sum_bf16_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, co
   const int c = int(cols);
   if (cols % 8 == 0 && cuda::aligned16(x)) {
     const dim3 grid(unsigned((cols + 63) / 64), unsigned(chunks));
-    column_sum_bf16_chunk_kernel<8, 32><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
+    column_sum_chunk_kernel<E, 8, 32><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
   } else {
     const dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));
-    column_sum_bf16_chunk_kernel<1, 8><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
+    column_sum_chunk_kernel<E, 1, 8><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
   }
-  CUDA_CHECK_LAUNCH("column_sum_bf16_chunk_kernel");
+  CUDA_CHECK_LAUNCH(what);
   if (chunks == 1) return;
-  column_sum_bf16_partials_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+  column_sum_partials_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       int(chunks), c, scratch, sum);
-  CUDA_CHECK_LAUNCH("column_sum_bf16_partials_kernel");
+  CUDA_CHECK_LAUNCH(what);
+}
+
+void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const bf16* x, float* sum, float* scratch) {
+  column_sum(ctx, rows, cols, x, sum, scratch, "column sum bf16");
+}
+void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const f16* x, float* sum, float* scratch) {
+  column_sum(ctx, rows, cols, x, sum, scratch, "column sum f16");
 }
 
 }  // namespace cnn

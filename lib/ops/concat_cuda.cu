@@ -1,7 +1,7 @@
 // Channel concatenation on the GPU. Per sample, input i is one block of channels[i]*HW values in y,
 // so both directions are one strided copy: N rows of `len` floats per part, rows src_pitch /
 // dst_pitch apart; one launch copies up to kMaxParts parts (blockIdx.z), float4 where a part allows.
-// BF16 operands are channels-last: there a row is a pixel (N*HW rows) and input i is channels[i]
+// BF16 and F16 operands are channels-last: there a row is a pixel (N*HW rows) and input i is channels[i]
 // contiguous values of each row, copied in 16-byte accesses (8 channels) where the channel counts
 // and pointers allow, else 8-, 4- or 2-byte ones.
 // Trap: the blocks interleave across samples (y is N-major): an input is N blocks of y, not one.
@@ -10,6 +10,7 @@
 
 #include "core/cuda_check.h"
 #include "ops/concat.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
@@ -124,7 +125,7 @@ static void check_shape(const char* what, const ConcatShape& sh) {
     if (sh.channels[i] <= 0) CNN_THROW("{}: input {} has {} channels, expected at least 1", what, i, sh.channels[i]);
 }
 
-// The bf16 parts of one launch: part j copies rows of len[j] elements (bf16 bits), rows src_pitch[j]
+// The 16-bit (bf16 or f16) parts of one launch: part j copies rows of len[j] elements (their bits), rows src_pitch[j]
 // / dst_pitch[j] elements apart, width[j] elements (8, 4, 2 or 1) per access.
 struct PixelParts {
   const uint16_t* src[kMaxParts];
@@ -153,7 +154,7 @@ __device__ __forceinline__ void copy_units(const PixelParts& parts, int part) {
 }
 
 // grid (unit blocks, 1, parts): part blockIdx.z, its units grid-stride.
-static __global__ void concat_copy_pixels_bf16_kernel(const __grid_constant__ PixelParts parts) {
+static __global__ void concat_copy_pixels_16bit_kernel(const __grid_constant__ PixelParts parts) {
   const int part = blockIdx.z;
   switch (parts.width[part]) {
     case 8: return copy_units<uint4>(parts, part);
@@ -174,8 +175,9 @@ static int access_width(const void* src, const void* dst, int64_t len, int64_t s
   return 1;
 }
 
-// Copies every part (rows of bf16 values), kMaxParts per launch.
-static void launch_pixel_copies(cudaStream_t stream, const char* what, int64_t rows, const Copies<bf16>& c) {
+// Copies every part (rows of T values, T bf16 or f16: copied as bits), kMaxParts per launch.
+template <typename T>
+static void launch_pixel_copies(cudaStream_t stream, const char* what, int64_t rows, const Copies<T>& c) {
   const auto& [src, dst, len, src_pitch, dst_pitch] = c;
   for (size_t begin = 0; begin < src.size(); begin += kMaxParts) {
     const size_t end = std::min(src.size(), begin + kMaxParts);
@@ -196,7 +198,7 @@ static void launch_pixel_copies(cudaStream_t stream, const char* what, int64_t r
       most = std::max(most, parts.units[j]);
     }
     const dim3 grid(cuda::grid_blocks(most, kThreads), 1, static_cast<unsigned>(end - begin));
-    concat_copy_pixels_bf16_kernel<<<grid, kThreads, 0, stream>>>(parts);
+    concat_copy_pixels_16bit_kernel<<<grid, kThreads, 0, stream>>>(parts);
     CUDA_CHECK_LAUNCH(what);
   }
 }
@@ -218,20 +220,27 @@ void concat_backward_cuda(const ConcatBackward& a) {
 }
 
 // Channels-last: row n*HW + hw of y holds every input's channels of that pixel.
-void concat_forward_cuda_bf16(const ConcatForward& a) {
+template <typename T>
+static void forward_nhwc(const ConcatForward& a) {
   const char* what = "concat forward";
   cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   check_shape(what, a.sh);
   launch_pixel_copies(stream, what, a.sh.N * a.sh.HW,
-                      forward_copies(a.sh, 1, bf16_pointers(a.xs, a.sh.channels.size()), a.y.bf16_data()));
+                      forward_copies(a.sh, 1, half16_pointers<T>(a.xs, a.sh.channels.size()), half16_data<T>(a.y)));
 }
 
-void concat_backward_cuda_bf16(const ConcatBackward& a) {
+template <typename T>
+static void backward_nhwc(const ConcatBackward& a) {
   const char* what = "concat backward";
   cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   check_shape(what, a.sh);
   launch_pixel_copies(stream, what, a.sh.N * a.sh.HW,
-                      backward_copies(a.sh, 1, a.dy.bf16_data(), bf16_pointers(a.dxs, a.sh.channels.size())));
+                      backward_copies(a.sh, 1, half16_data<T>(a.dy), half16_pointers<T>(a.dxs, a.sh.channels.size())));
 }
+
+void concat_forward_cuda_bf16(const ConcatForward& a) { forward_nhwc<bf16>(a); }
+void concat_forward_cuda_f16(const ConcatForward& a) { forward_nhwc<f16>(a); }
+void concat_backward_cuda_bf16(const ConcatBackward& a) { backward_nhwc<bf16>(a); }
+void concat_backward_cuda_f16(const ConcatBackward& a) { backward_nhwc<f16>(a); }
 
 }  // namespace cnn

@@ -18,7 +18,9 @@
 // it can implement the shape, igemm_nhwc elsewhere): conv2d_algo_bf16_cuda.cpp. A name may exist in
 // several dtypes ("cpu:im2col_gemm"), so a lookup names the dtype too (conv2d_algo).
 // Grouped convolutions with 1 < C/groups and groups > 1 have no cuda bf16 row. The f16 rows (same
-// contract, f16 in place of bf16) are "cpu" and "cpu:im2col_gemm" (the same emulation).
+// contract, f16 in place of bf16) are "cpu" and "cpu:im2col_gemm" (the same emulation) and every
+// cuda and cudnn name the bf16 rows have (the same kernels instantiated for f16; cuDNN's in
+// CUDNN_DATA_HALF).
 //
 // Operands (device memory for cuda/cudnn, host memory for cpu; layouts as in conv2d.h):
 //   forward          reads x, w, b (b may be null)   writes y
@@ -34,6 +36,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/bf16.h"
@@ -92,6 +95,14 @@ using ConvOperandsBf16 = ConvOperands16<bf16>;
 using ConvOperandsF16 = ConvOperands16<f16>;
 ConvOperandsBf16 bf16_operands(const ConvOperands& op);
 ConvOperandsF16 f16_operands(const ConvOperands& op);
+// The same by element type, for code templated on it (bf16_operands or f16_operands).
+template <typename T>
+ConvOperands16<T> operands16(const ConvOperands& op) {
+  if constexpr (std::is_same_v<T, f16>)
+    return f16_operands(op);
+  else
+    return bf16_operands(op);
+}
 
 struct ConvAlgo {
   std::string name;  // "<backend>:<strategy>", or the backend's name for its default row

@@ -1,8 +1,9 @@
-// Our CUDA convolution rows of dtype bf16 (conv2d_algo.h): "cuda:igemm_nhwc" (the tensor-core
+// Our CUDA convolution rows of dtypes bf16 and f16 (conv2d_algo.h): "cuda:igemm_nhwc" (the tensor-core
 // implicit GEMM, conv2d_igemm_nhwc_bf16.h, groups 1), "cuda:direct_nhwc" (conv2d_direct_nhwc_bf16.h,
 // C/groups == 1) and the "cuda" default (direct_nhwc wherever it can implement the shape, igemm_nhwc
 // elsewhere). Each forward and backward-data call first packs the FP32 master weights into a bf16
-// copy in ctx.workspace (krsc / crsk for the GEMM, rsk for the direct kernels), then runs the kernel.
+// (f16) copy in ctx.workspace (krsc / crsk for the GEMM, rsk for the direct kernels), then runs the
+// kernel. The f16 rows are the bf16 rows' code with T = f16 (same kernels, plans and workspace).
 // Trap: the kernels take their own scratch from the start of ctx.workspace (cuda::workspace_bytes),
 // so the packed copy lies after it: workspace = [kernel scratch, 256-aligned][packed weights], and
 // the whole of it is taken (Workspace::get) before packing, so the kernel's smaller request cannot
@@ -37,6 +38,7 @@ Bf16WeightLayout packed_layout(Kernel k, ConvDir dir) {
   return dir == ConvDir::forward ? Bf16WeightLayout::krsc : Bf16WeightLayout::crsk;
 }
 size_t packed_bytes(const Conv2dShape& sh, ConvDir dir) {
+  static_assert(sizeof(bf16) == sizeof(f16), "one packed size for both 16-bit types");
   return packs(dir) ? align256(size_t(sh.weight_numel()) * sizeof(bf16)) : 0;
 }
 
@@ -66,46 +68,49 @@ size_t workspace_bytes(Kernel k, const ExecContext& ctx, const Conv2dShape& sh, 
   return kernel_bytes(k, sh, dir, plan) + packed_bytes(sh, dir);
 }
 
-// The bf16 copy of the weights in `layout`, packed on ctx's stream at `offset` bytes into a
-// workspace of `total` bytes (taken whole here: see the trap above).
-const bf16* pack_weights(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout, const float* w,
-                         size_t offset, size_t total, const char* what) {
+// The T (bf16 or f16) copy of the weights in `layout`, packed on ctx's stream at `offset` bytes into
+// a workspace of `total` bytes (taken whole here: see the trap above).
+template <class T>
+const T* pack_weights(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout, const float* w,
+                      size_t offset, size_t total, const char* what) {
   CNN_CHECK(w, "{}: the weights are null", what);
   CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "{}: the context has no device workspace", what);
   auto* base = reinterpret_cast<unsigned char*>(ctx.workspace->get((total + sizeof(float) - 1) / sizeof(float)));
-  bf16* packed = reinterpret_cast<bf16*>(base + offset);
-  conv2d_pack_weights_bf16_cuda(ctx, sh, layout, w, packed);
+  T* packed = reinterpret_cast<T*>(base + offset);
+  conv2d_pack_weights_cuda(ctx, sh, layout, w, packed);
   return packed;
 }
 
-void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& sh, const ConvOperandsBf16& op,
+template <class T>
+void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands16<T>& op,
              const char* what) {
   CNN_CHECK(can_implement(k, sh, dir), "{}: cannot implement {} of {}", what, to_string(dir), sh.to_string());
   const IgemmNhwcBf16Plan plan = k == Kernel::igemm ? igemm_plan(ctx, sh, dir) : IgemmNhwcBf16Plan{};
   if (dir == ConvDir::backward_filter) {
     CNN_CHECK(op.dw, "{} backward_filter: dw is null", what);
-    if (k == Kernel::direct) return conv2d_backward_filter_direct_nhwc_bf16_cuda(ctx, sh, op.x, op.dy, op.dw, op.db);
-    return conv2d_backward_filter_igemm_nhwc_bf16_cuda(ctx, sh, op.x, op.dy, op.dw, op.db, &plan);
+    if (k == Kernel::direct) return conv2d_backward_filter_direct_nhwc_cuda(ctx, sh, op.x, op.dy, op.dw, op.db);
+    return conv2d_backward_filter_igemm_nhwc_cuda(ctx, sh, op.x, op.dy, op.dw, op.db, &plan);
   }
   const size_t offset = kernel_bytes(k, sh, dir, plan);
-  const bf16* w = pack_weights(ctx, sh, packed_layout(k, dir), op.w, offset, offset + packed_bytes(sh, dir), what);
+  const T* w = pack_weights<T>(ctx, sh, packed_layout(k, dir), op.w, offset, offset + packed_bytes(sh, dir), what);
   if (dir == ConvDir::forward) {
-    if (k == Kernel::direct) return conv2d_forward_direct_nhwc_bf16_cuda(ctx, sh, op.x, w, op.b, op.y);
-    return conv2d_forward_igemm_nhwc_bf16_cuda(ctx, sh, op.x, w, op.b, op.y, false, &plan);
+    if (k == Kernel::direct) return conv2d_forward_direct_nhwc_cuda(ctx, sh, op.x, w, op.b, op.y);
+    return conv2d_forward_igemm_nhwc_cuda(ctx, sh, op.x, w, op.b, op.y, false, &plan);
   }
   CNN_CHECK(op.dx, "{} backward_data: dx is null", what);
-  if (k == Kernel::direct) return conv2d_backward_data_direct_nhwc_bf16_cuda(ctx, sh, w, op.dy, op.dx);
-  conv2d_backward_data_igemm_nhwc_bf16_cuda(ctx, sh, w, op.dy, op.dx, &plan);
+  if (k == Kernel::direct) return conv2d_backward_data_direct_nhwc_cuda(ctx, sh, w, op.dy, op.dx);
+  conv2d_backward_data_igemm_nhwc_cuda(ctx, sh, w, op.dy, op.dx, &plan);
 }
 
-// `fixed`: the row's one kernel; none: the default's choice per shape.
+// `fixed`: the row's one kernel; none: the default's choice per shape. T: bf16 or f16 (the row's dtype).
+template <class T>
 void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional<Kernel> fixed) {
   for (ConvDir dir : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
     auto pick = [fixed](const Conv2dShape& sh) { return fixed ? *fixed : default_kernel(sh); };
     ConvAlgo a;
     a.name = name;
     a.backend = Backend::cuda;
-    a.dtype = DType::bf16;
+    a.dtype = DTypeOf<T>::value;
     a.dir = dir;
     a.deterministic = true;  // split sums and slices are added in a fixed order, no atomics
     a.can_implement_fn = [pick, dir](const ExecContext&, const Conv2dShape& sh, MathMode) {
@@ -115,7 +120,7 @@ void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional
       return workspace_bytes(pick(sh), ctx, sh, dir);
     };
     a.run = [pick, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-      run_row(pick(sh), dir, ctx, sh, bf16_operands(op), name.c_str());
+      run_row<T>(pick(sh), dir, ctx, sh, operands16<T>(op), name.c_str());
     };
     out.push_back(std::move(a));
   }
@@ -125,9 +130,12 @@ void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional
 
 std::vector<ConvAlgo> conv2d_cuda_bf16_algos() {
   std::vector<ConvAlgo> algos;
-  add_rows(algos, "cuda:igemm_nhwc", Kernel::igemm);
-  add_rows(algos, "cuda:direct_nhwc", Kernel::direct);
-  add_rows(algos, "cuda", std::nullopt);
+  add_rows<bf16>(algos, "cuda:igemm_nhwc", Kernel::igemm);
+  add_rows<bf16>(algos, "cuda:direct_nhwc", Kernel::direct);
+  add_rows<bf16>(algos, "cuda", std::nullopt);
+  add_rows<f16>(algos, "cuda:igemm_nhwc", Kernel::igemm);
+  add_rows<f16>(algos, "cuda:direct_nhwc", Kernel::direct);
+  add_rows<f16>(algos, "cuda", std::nullopt);
   return algos;
 }
 

@@ -15,6 +15,10 @@
 // FP32 (K, C/groups, R, S) gradient (dw is so rounded to bf16 once, unlike our own bf16 rows); db
 // is an FP32 column sum of dy (column_sum_bf16.h). Workspace: cuDNN's, then the packed weights
 // (forward, backward_data) or the bf16 dw and the column sum's partials, each 256-byte aligned.
+// F16 rows (dtype f16, the same names): the same with CUDNN_DATA_HALF (run_16<f16>) and the same
+// refusals, whose reasons hold for f16 (accurate_enough, make_row). Their dw passes through an f16
+// copy, so a loss-scaled filter gradient past 65504 becomes inf there (our own cuda rows keep dw
+// FP32): the loss scaler then skips the step.
 // Trap: an algorithm "can implement" a shape exactly when cuDNN's workspace query for it succeeds;
 // descriptors, those answers and the heuristic's choice are memoised per shape, math mode and
 // dtype in the context (they may support, rank and size the algorithms differently).
@@ -124,15 +128,17 @@ bool is_winograd_nonfused(ConvDir dir, int id) {
 // bf16: CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 measured on the H200 (cuDNN 9.14) up to 1e-2 from the
 // FP32 reference on vgg_fer's layers and 5621 of 36864 dw elements past one bf16 rounding on a
 // 64-channel 3x3 layer: its sums are not FP32 sums, so it is refused like winograd_nonfused.
+// f16: refused too, not measured apart: the same algorithm with the same FP32 compute type, and f16
+// keeps only 3 more mantissa bits than bf16, far from hiding errors of 1e-2.
 bool accurate_enough(ConvDir dir, int id, const Conv2dShape&, DType dtype) {
-  if (dtype == DType::bf16 && dir == ConvDir::backward_filter && id == 0) return false;
+  if (dtype != DType::f32 && dir == ConvDir::backward_filter && id == 0) return false;
   return !is_winograd_nonfused(dir, id);
 }
 
 // Descriptors of one shape, cuDNN's workspace answers per direction and algorithm, and the
 // heuristic's choice per direction for the (limit, deterministic) it was made under.
 struct ConvDescs {
-  DType dtype = DType::f32;            // f32: NCHW float; bf16: NHWC bf16, filter KRSC
+  DType dtype = DType::f32;            // f32: NCHW float; bf16 / f16: NHWC 16-bit, filter KRSC
   cudnn::TensorDescriptor x, y, bias;  // x (N, C, H, W), y/dy (N, K, P, Q), bias/db (1, K, 1, 1) f32
   cudnn::FilterDescriptor w;           // (K, C/groups, R, S)
   cudnn::ConvolutionDescriptor conv;
@@ -150,47 +156,50 @@ struct ConvCache {
   cudnn::ShapeMemo<ConvDescs> memo;
 };
 
-// The math a row's descriptors are made for: bf16 rows ignore the call's (always tensor cores).
-MathMode descs_math(MathMode math, DType dtype) { return dtype == DType::bf16 ? MathMode::fp32 : math; }
+// The math a row's descriptors are made for: bf16 and f16 rows ignore the call's (always tensor cores).
+MathMode descs_math(MathMode math, DType dtype) { return dtype != DType::f32 ? MathMode::fp32 : math; }
 
 cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math, DType dtype) {
   return {{sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h,
            sh.dilation_w, sh.groups, sh.P, sh.Q, int64_t(math) | int64_t(dtype) << 8}};
 }
 
-// A packed bf16 channels-last tensor of logical dims (n, c, h, w).
-void set_nhwc_bf16(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w, const char* what) {
+// cuDNN's type of a 16-bit dtype (bf16 or f16).
+cudnnDataType_t cudnn_type16(DType dtype) { return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
+
+// A packed 16-bit (bf16 or f16) channels-last tensor of logical dims (n, c, h, w).
+void set_nhwc_16(cudnnTensorDescriptor_t d, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, const char* what) {
   if (!cudnn::fits_nchw(n, c, h, w))
     CNN_THROW("{}: tensor ({}, {}, {}, {}) is too large for cuDNN's int sizes", what, n, c, h, w);
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, static_cast<int>(n),
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, cudnn_type16(dtype), static_cast<int>(n),
                                          static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
 }
 
 void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype, const char* what) {
   CNN_CHECK(conv2d_cudnn_supports(sh), "{}: cuDNN cannot take this shape ({})", what, sh.to_string());
-  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16, "{}: no cuDNN convolution rows for dtype {}", what,
-            to_string(dtype));
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+            "{}: no cuDNN convolution rows for dtype {}", what, to_string(dtype));
   d.dtype = dtype;
-  const bool is_bf16 = dtype == DType::bf16;
-  if (is_bf16) {
-    set_nhwc_bf16(d.x, sh.N, sh.C, sh.H, sh.W, what);
-    set_nhwc_bf16(d.y, sh.N, sh.K, sh.P, sh.Q, what);
+  const bool is_16 = dtype != DType::f32;
+  if (is_16) {
+    set_nhwc_16(d.x, dtype, sh.N, sh.C, sh.H, sh.W, what);
+    set_nhwc_16(d.y, dtype, sh.N, sh.K, sh.P, sh.Q, what);
   } else {
     cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
     cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
   }
   cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, is_bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
-                                         is_bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, is_16 ? cudnn_type16(dtype) : CUDNN_DATA_FLOAT,
+                                         is_16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
                                          static_cast<int>(sh.C / sh.groups), static_cast<int>(sh.R),
                                          static_cast<int>(sh.S)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv, sh.pad_h, sh.pad_w, sh.stride_h, sh.stride_w, sh.dilation_h,
                                               sh.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, sh.groups));
   // fp32: FMA only. tf32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 data on sm_80+.
-  // bf16: tensor cores on the bf16 data (no down-conversion to allow: it is bf16 already).
+  // bf16, f16: tensor cores on the 16-bit data (no down-conversion to allow: it is 16-bit already).
   CUDNN_CHECK(cudnnSetConvolutionMathType(
-      d.conv, is_bf16 ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      d.conv, is_16 ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
   CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}", what,
@@ -358,64 +367,68 @@ void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int alg
   }
 }
 
-// ---- bf16 rows (see the top): one ctx.workspace allocation, cuDNN's scratch first ----
+// ---- bf16 and f16 rows (see the top): one ctx.workspace allocation, cuDNN's scratch first ----
 
 size_t pad256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The bf16 row's own scratch after cuDNN's: the packed KRSC weights (forward, backward_data), or
-// the bf16 KRSC dw and the column sum's partials for db (backward_filter).
+// The 16-bit row's own scratch after cuDNN's: the packed KRSC weights (forward, backward_data), or
+// the 16-bit KRSC dw and the column sum's partials for db (backward_filter). bf16 and f16 alike.
 size_t bf16_own_bytes(const Conv2dShape& sh, ConvDir dir) {
+  static_assert(sizeof(bf16) == sizeof(f16), "one size for both 16-bit types");
   const size_t w16 = pad256(size_t(sh.weight_numel()) * sizeof(bf16));
   return dir == ConvDir::backward_filter ? w16 + column_sum_bf16_scratch_bytes(sh.N * sh.P * sh.Q, sh.K) : w16;
 }
 
-// One bf16 call's workspace: cuDNN's `bytes` at its front, then the row's own pieces.
-struct Bf16Scratch {
+// One 16-bit call's workspace: cuDNN's `bytes` at its front, then the row's own pieces.
+template <typename T>
+struct Scratch16 {
   void* cudnn;      // cuDNN's workspace, null when it takes none
-  bf16* own;        // packed weights (K, R, S, C/groups), or dw in bf16 (backward_filter)
+  T* own;           // packed weights (K, R, S, C/groups), or dw in T (backward_filter)
   float* partials;  // the column sum's (backward_filter)
 };
-Bf16Scratch bf16_scratch(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int64_t bytes, const char* what) {
-  const size_t own_at = pad256(size_t(bytes)), partials_at = own_at + pad256(size_t(sh.weight_numel()) * sizeof(bf16));
+template <typename T>
+Scratch16<T> scratch16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int64_t bytes, const char* what) {
+  const size_t own_at = pad256(size_t(bytes)), partials_at = own_at + pad256(size_t(sh.weight_numel()) * sizeof(T));
   char* base = static_cast<char*>(scratch(ctx, int64_t(own_at + bf16_own_bytes(sh, dir)), what));
-  return {bytes > 0 ? base : nullptr, reinterpret_cast<bf16*>(base + own_at),
+  return {bytes > 0 ? base : nullptr, reinterpret_cast<T*>(base + own_at),
           dir == ConvDir::backward_filter ? reinterpret_cast<float*>(base + partials_at) : nullptr};
 }
 
-void run_bf16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
-              const char* what) {
+// A bf16 (T = bf16) or f16 (T = f16) call.
+template <typename T>
+void run_16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
+            const char* what) {
   const float one = 1.0f, zero = 0.0f;
   const int64_t pixels = sh.N * sh.P * sh.Q;
-  if (dir == ConvDir::backward_filter && op.dw.null()) {  // db alone: no convolution
-    column_sum_bf16_cuda(ctx, pixels, sh.K, op.dy.bf16_data(), op.db.f32(), bf16_scratch(ctx, sh, dir, 0, what).partials);
+  const ConvOperands16<T> o = operands16<T>(op);
+  if (dir == ConvDir::backward_filter && !o.dw) {  // db alone: no convolution
+    column_sum_cuda(ctx, pixels, sh.K, o.dy, o.db, scratch16<T>(ctx, sh, dir, 0, what).partials);
     return;
   }
-  const Call c = prepare(ctx, sh, MathMode::fp32, DType::bf16, dir, algo, what);
-  const Bf16Scratch ws = bf16_scratch(ctx, sh, dir, c.bytes, what);
+  const Call c = prepare(ctx, sh, MathMode::fp32, DTypeOf<T>::value, dir, algo, what);
+  const Scratch16<T> ws = scratch16<T>(ctx, sh, dir, c.bytes, what);
   const size_t bytes = static_cast<size_t>(c.bytes);
   switch (dir) {
     case ConvDir::forward: {
-      conv2d_pack_weights_bf16_cuda(ctx, sh, Bf16WeightLayout::krsc, op.w.f32(), ws.own);
-      bf16* y = op.y.bf16_data();
-      const float* b = op.b.f32();
-      if (b) conv2d_cudnn_bf16_fill_bias_cuda(ctx, pixels, sh.K, b, y);
-      const float beta = b ? 1.0f : 0.0f;  // y = conv + bf16(b), rounded once by cuDNN
-      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, op.x.bf16_data(), c.d.w, ws.own, c.d.conv,
-                                          cudnnConvolutionFwdAlgo_t(c.algo), ws.cudnn, bytes, &beta, c.d.y, y));
+      conv2d_pack_weights_cuda(ctx, sh, Bf16WeightLayout::krsc, o.w, ws.own);
+      if (o.b) conv2d_cudnn_fill_bias_cuda(ctx, pixels, sh.K, o.b, o.y);
+      const float beta = o.b ? 1.0f : 0.0f;  // y = conv + T(b), rounded once by cuDNN
+      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, o.x, c.d.w, ws.own, c.d.conv,
+                                          cudnnConvolutionFwdAlgo_t(c.algo), ws.cudnn, bytes, &beta, c.d.y, o.y));
       break;
     }
     case ConvDir::backward_data:
-      conv2d_pack_weights_bf16_cuda(ctx, sh, Bf16WeightLayout::krsc, op.w.f32(), ws.own);
-      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, ws.own, c.d.y, op.dy.bf16_data(), c.d.conv,
+      conv2d_pack_weights_cuda(ctx, sh, Bf16WeightLayout::krsc, o.w, ws.own);
+      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, ws.own, c.d.y, o.dy, c.d.conv,
                                                cudnnConvolutionBwdDataAlgo_t(c.algo), ws.cudnn, bytes, &zero, c.d.x,
-                                               op.dx.bf16_data()));
+                                               o.dx));
       break;
     case ConvDir::backward_filter:
-      CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.h, &one, c.d.x, op.x.bf16_data(), c.d.y, op.dy.bf16_data(),
-                                                 c.d.conv, cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.cudnn, bytes,
-                                                 &zero, c.d.w, ws.own));
-      conv2d_cudnn_bf16_unpack_dw_cuda(ctx, sh, ws.own, op.dw.f32());
-      if (!op.db.null()) column_sum_bf16_cuda(ctx, pixels, sh.K, op.dy.bf16_data(), op.db.f32(), ws.partials);
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.h, &one, c.d.x, o.x, c.d.y, o.dy, c.d.conv,
+                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.cudnn, bytes, &zero, c.d.w,
+                                                 ws.own));
+      conv2d_cudnn_unpack_dw_cuda(ctx, sh, ws.own, o.dw);
+      if (o.db) column_sum_cuda(ctx, pixels, sh.K, o.dy, o.db, ws.partials);
       break;
   }
 }
@@ -424,7 +437,7 @@ void run_bf16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int al
 bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, DType dtype, ConvDir dir, int algo) {
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
-    if (dtype == DType::bf16 && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+    if (dtype != DType::f32 && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
     if (!accurate_enough(dir, algo, sh, dtype)) return false;
     const char* what = "conv2d cudnn can_implement";
     cudnnHandle_t h = cudnn::handle(ctx, what);
@@ -435,7 +448,7 @@ bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math,
 }
 
 // The default rows: f32 answers from the shape (cuDNN runs every FP32 shape it can describe); bf16
-// asks cuDNN, given a CUDA context, whether any listed algorithm takes the shape (its BF16 support
+// and f16 ask cuDNN, given a CUDA context, whether any listed algorithm takes the shape (its BF16 support
 // is narrower), and answers from the shape for a shape question without one.
 bool default_can_implement(const ExecContext& ctx, const Conv2dShape& sh, DType dtype, ConvDir dir) {
   if (!conv2d_cudnn_supports(sh)) return false;
@@ -455,28 +468,30 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
   a.dtype = dtype;
   a.dir = dir;
   a.deterministic = deterministic;
-  a.follows_math = dtype == DType::f32;  // bf16: tensor cores on bf16 data whatever the call allows
+  a.follows_math = dtype == DType::f32;  // bf16, f16: tensor cores on 16-bit data whatever the call allows
   a.can_implement_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     // bf16 forward with a bias: cuDNN blends onto a bf16 y, rounding the sum twice (measured: one
-    // bf16 ulp off on 1 in 7 outputs), which the bf16 contract forbids; our rows take those.
-    if (dtype == DType::bf16 && dir == ConvDir::forward && sh.has_bias) return false;
+    // bf16 ulp off on 1 in 7 outputs), which the bf16 contract forbids; our rows take those. f16:
+    // the same blend onto an f16 y rounds twice as well (the reason holds whatever the width).
+    if (dtype != DType::f32 && dir == ConvDir::forward && sh.has_bias) return false;
     return id < 0 ? default_can_implement(ctx, sh, dtype, dir) : can_implement(ctx, sh, math, dtype, dir, id);
   };
   a.workspace_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     const Call c = prepare(ctx, sh, math, dtype, dir, id, "conv2d cudnn workspace_bytes");
     const size_t bytes = static_cast<size_t>(c.bytes);
-    return dtype == DType::bf16 ? pad256(bytes) + bf16_own_bytes(sh, dir) : bytes;
+    return dtype != DType::f32 ? pad256(bytes) + bf16_own_bytes(sh, dir) : bytes;
   };
   a.run = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-    static const char* const kWhat[2][3] = {
+    static const char* const kWhat[3][3] = {
         {"conv2d cudnn forward", "conv2d cudnn backward_data", "conv2d cudnn backward_filter"},
-        {"conv2d cudnn forward bf16", "conv2d cudnn backward_data bf16", "conv2d cudnn backward_filter bf16"}};
-    const bool is_bf16 = dtype == DType::bf16;
-    const char* what = kWhat[is_bf16][size_t(dir)];
+        {"conv2d cudnn forward bf16", "conv2d cudnn backward_data bf16", "conv2d cudnn backward_filter bf16"},
+        {"conv2d cudnn forward f16", "conv2d cudnn backward_data f16", "conv2d cudnn backward_filter f16"}};
+    const bool is_16 = dtype != DType::f32;
+    const char* what = kWhat[dtype == DType::f16 ? 2 : is_16 ? 1 : 0][size_t(dir)];
     CNN_CHECK(dir != ConvDir::backward_data || !op.dx.null(), "{}: dx is null", what);
-    // bf16 also takes db alone (a column sum); the f32 rows always compute dw
-    CNN_CHECK(dir != ConvDir::backward_filter || !op.dw.null() || (is_bf16 && !op.db.null()), "{}: dw is null", what);
-    (is_bf16 ? run_bf16 : run_f32)(ctx, sh, dir, id, op, what);
+    // bf16 and f16 also take db alone (a column sum); the f32 rows always compute dw
+    CNN_CHECK(dir != ConvDir::backward_filter || !op.dw.null() || (is_16 && !op.db.null()), "{}: dw is null", what);
+    (dtype == DType::f16 ? run_16<f16> : is_16 ? run_16<bf16> : run_f32)(ctx, sh, dir, id, op, what);
   };
   return a;
 }
@@ -513,10 +528,10 @@ bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv
   return accurate_enough(dir, a->id, sh, dtype);
 }
 
-// The f32 rows of every direction, then the bf16 ones (a lookup by name alone finds the f32 row).
+// The f32 rows of every direction, then the bf16 and f16 ones (a lookup by name alone finds the f32 row).
 std::vector<ConvAlgo> conv2d_cudnn_algos() {
   std::vector<ConvAlgo> algos;
-  for (DType dtype : {DType::f32, DType::bf16}) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     add_algos(algos, ConvDir::forward, kForward, dtype);
     add_algos(algos, ConvDir::backward_data, kBackwardData, dtype);
     add_algos(algos, ConvDir::backward_filter, kBackwardFilter, dtype);

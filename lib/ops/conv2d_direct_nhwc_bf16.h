@@ -11,12 +11,15 @@
 //                    in order (no atomics: results do not depend on scheduling)
 // Weights: the bf16 copy in (R, S, K) layout (Bf16WeightLayout::rsk, conv2d_weights_bf16.h), so
 // consecutive threads read consecutive channels; dw comes out as (K, 1, R, S), the master's layout.
+// F16: every entry point has an f16 overload (f16 activations and weight copy, the same FP32 sums,
+// outputs rounded once to f16; Bf16WeightLayout::rsk packed by conv2d_pack_weights_f16_cuda).
 // Trap: a backward-filter call takes ctx.workspace (conv2d_direct_nhwc_bf16_workspace_bytes).
 #pragma once
 
 #include <cstddef>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "ops/conv2d.h"
 
 namespace cnn {
@@ -29,13 +32,19 @@ int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh);
 size_t conv2d_direct_nhwc_bf16_workspace_bytes(const Conv2dShape& sh);
 
 // x (N, H, W, C), w (R, S, K), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
-void conv2d_forward_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
-                                          const float* b, bf16* y, bool relu = false);
+void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                     const float* b, bf16* y, bool relu = false);
+void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* w,
+                                     const float* b, f16* y, bool relu = false);
 // w (R, S, K), dy (N, P, Q, K) -> dx (N, H, W, C)
-void conv2d_backward_data_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
-                                                const bf16* dy, bf16* dx);
+void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
+                                           const bf16* dy, bf16* dx);
+void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* w, const f16* dy,
+                                           f16* dx);
 // x (N, H, W, C), dy (N, P, Q, K) -> dw (K, 1, R, S) or null, db (K) or null
-void conv2d_backward_filter_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                                  const bf16* dy, float* dw, float* db);
+void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
+                                             const bf16* dy, float* dw, float* db);
+void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
+                                             const f16* dy, float* dw, float* db);
 
 }  // namespace cnn

@@ -4,6 +4,7 @@
 // stores are 16 bytes and coalesce along the channels.
 // Modes (kWidth 8 or 1): output channel k reads input channel k / mult; with kWidth 8 and
 // mult == 1 a chunk's 8 inputs are one 16-byte load, with mult % 8 == 0 they are one element.
+// E, the element type (bf16 or f16, half16.cuh), is a template parameter of every kernel.
 // Trap: the window loops check bounds per tap; the 3x3 instantiation unrolls them.
 #include <cuda_runtime.h>
 
@@ -13,6 +14,7 @@
 #include "ops/conv2d_direct_nhwc_bf16.h"
 #include "ops/conv2d_direct_nhwc_bf16_layout.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
@@ -25,37 +27,37 @@ struct DirectNhwcParams {
   int C, H, W, K, P, Q, R, S, sh, sw, ph, pw, dh, dw, mult;
 };
 
-// v[0..7] += the 8 bf16 of a (16 bytes) times those of b.
+// v[0..7] += the 8 E of a (16 bytes) times those of b.
+template <class E>
 __device__ __forceinline__ void fma8(float (&v)[8], const uint4& a, const uint4& b) {
   const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    v[2 * j] += float_from_bits(aw[j] << 16) * float_from_bits(bw[j] << 16);
-    v[2 * j + 1] += float_from_bits(aw[j] & 0xffff0000u) * float_from_bits(bw[j] & 0xffff0000u);
+    v[2 * j] += Half16<E>::lo(aw[j]) * Half16<E>::lo(bw[j]);
+    v[2 * j + 1] += Half16<E>::hi(aw[j]) * Half16<E>::hi(bw[j]);
   }
 }
-// v[0..7] += x * the 8 bf16 of b.
+// v[0..7] += x * the 8 E of b.
+template <class E>
 __device__ __forceinline__ void fma8(float (&v)[8], float x, const uint4& b) {
   const uint32_t bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    v[2 * j] += x * float_from_bits(bw[j] << 16);
-    v[2 * j + 1] += x * float_from_bits(bw[j] & 0xffff0000u);
+    v[2 * j] += x * Half16<E>::lo(bw[j]);
+    v[2 * j + 1] += x * Half16<E>::hi(bw[j]);
   }
 }
-__device__ __forceinline__ void unpack8(float (&v)[8], const uint4& a) {
-  const uint32_t aw[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    v[2 * j] = float_from_bits(aw[j] << 16), v[2 * j + 1] = float_from_bits(aw[j] & 0xffff0000u);
+// One E (its bits) as a float.
+template <class E>
+__device__ __forceinline__ float fl(uint16_t v) {
+  return Half16<E>::to_float(v);
 }
-__device__ __forceinline__ float bf(uint16_t v) { return float_from_bf16_bits(v); }
 __device__ __forceinline__ uint4 ld16(const uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 // y[n, p, q, k0 .. k0 + kWidth) for one item (pixel, channel chunk); kRS: the window if fixed.
-template <int kWidth, int kFixedR, int kFixedS>
+template <class E, int kWidth, int kFixedR, int kFixedS>
 static __global__ void __launch_bounds__(kDirectNhwcThreads)
-    conv2d_forward_direct_nhwc_bf16_kernel(const DirectNhwcParams d, int items,
+    conv2d_forward_direct_nhwc_kernel(const DirectNhwcParams d, int items,
                                            const uint16_t* __restrict__ x,         // (N, H, W, C)
                                            const uint16_t* __restrict__ w,         // (R, S, K)
                                            const float* __restrict__ b,            // (K) or null
@@ -82,11 +84,11 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
         const uint16_t* wp = w + (r * S + s) * d.K + k0;
         if constexpr (kWidth == 8) {
           if (d.mult == 1)
-            fma8(acc, ld16(xp), ld16(wp));
+            fma8<E>(acc, ld16(xp), ld16(wp));
           else
-            fma8(acc, bf(__ldg(xp)), ld16(wp));
+            fma8<E>(acc, fl<E>(__ldg(xp)), ld16(wp));
         } else {
-          acc[0] += bf(__ldg(xp)) * bf(__ldg(wp));
+          acc[0] += fl<E>(__ldg(xp)) * fl<E>(__ldg(wp));
         }
       }
     }
@@ -94,7 +96,7 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
 #pragma unroll
     for (int j = 0; j < kWidth; ++j) {
       float v = acc[j] + (b ? __ldg(b + k0 + j) : 0.0f);
-      out[j] = bf16_bits_from_float(relu ? fmaxf(v, 0.0f) : v);
+      out[j] = Half16<E>::from_float(relu ? fmaxf(v, 0.0f) : v);
     }
     uint16_t* yp = y + int64_t(pix) * d.K + k0;
     if constexpr (kWidth == 8)
@@ -107,9 +109,9 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
 
 // dx[n, h, w, c0 .. c0 + kWidth): kWidth 8 needs mult == 1 (the chunk's channels are dy's); with
 // kWidth 1 one input channel sums its mult output channels (16 bytes at a time when vec8).
-template <int kWidth, bool kVec8>
+template <class E, int kWidth, bool kVec8>
 static __global__ void __launch_bounds__(kDirectNhwcThreads)
-    conv2d_backward_data_direct_nhwc_bf16_kernel(const DirectNhwcParams d, int items,
+    conv2d_backward_data_direct_nhwc_kernel(const DirectNhwcParams d, int items,
                                                  const uint16_t* __restrict__ w,   // (R, S, K)
                                                  const uint16_t* __restrict__ dy,  // (N, P, Q, K)
                                                  uint16_t* __restrict__ dx) {      // (N, H, W, C)
@@ -125,31 +127,31 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
       const uint16_t* dyp = dyn + (p * d.Q + q) * d.K;
       const uint16_t* wp = w + (r * d.S + s) * d.K + k0;
       if constexpr (kWidth == 8) {
-        fma8(acc, ld16(dyp), ld16(wp));
+        fma8<E>(acc, ld16(dyp), ld16(wp));
       } else if constexpr (kVec8) {  // mult % 8 == 0
         float part[8] = {};
-        for (int j = 0; j < d.mult; j += 8) fma8(part, ld16(dyp + j), ld16(wp + j));
+        for (int j = 0; j < d.mult; j += 8) fma8<E>(part, ld16(dyp + j), ld16(wp + j));
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[0] += part[j];
       } else {
-        for (int j = 0; j < d.mult; ++j) acc[0] += bf(__ldg(dyp + j)) * bf(__ldg(wp + j));
+        for (int j = 0; j < d.mult; ++j) acc[0] += fl<E>(__ldg(dyp + j)) * fl<E>(__ldg(wp + j));
       }
     });
     uint16_t* dxp = dx + int64_t(pix) * d.C + c0;
     if constexpr (kWidth == 8)
-      *reinterpret_cast<uint4*>(dxp) = make_uint4(pack_bf16x2(acc[0], acc[1]), pack_bf16x2(acc[2], acc[3]),
-                                                  pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]));
+      *reinterpret_cast<uint4*>(dxp) = make_uint4(Half16<E>::pack2(acc[0], acc[1]), Half16<E>::pack2(acc[2], acc[3]),
+                                                  Half16<E>::pack2(acc[4], acc[5]), Half16<E>::pack2(acc[6], acc[7]));
     else
-      dxp[0] = bf16_bits_from_float(acc[0]);
+      dxp[0] = Half16<E>::from_float(acc[0]);
   }
 }
 
 // Partial (slice, k, tap) = sum over the slice's positions of dy[npq, k] * x under tap (r, s) of
 // channel k / mult; tap R*S is the bias (x := 1). Block: lanes_k channel chunks x lanes_p pixel
 // lanes; grid: channel groups x slices x tap groups of kDirectNhwcTaps.
-template <int kWidth>
+template <class E, int kWidth>
 static __global__ void __launch_bounds__(kDirectNhwcThreads)
-    conv2d_backward_filter_direct_nhwc_bf16_kernel(const DirectNhwcParams d, DirectNhwcFilterGrid g, int npq,
+    conv2d_backward_filter_direct_nhwc_kernel(const DirectNhwcParams d, DirectNhwcFilterGrid g, int npq,
                                                    int per_slice,
                                                    const uint16_t* __restrict__ x,   // (N, H, W, C)
                                                    const uint16_t* __restrict__ dy,  // (N, P, Q, K)
@@ -176,9 +178,9 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
     d.div_p.divmod(pq, n, p);
     float gv[kWidth];
     if constexpr (kWidth == 8)
-      unpack8(gv, ld16(dy + int64_t(j) * d.K + k0));
+      half16_unpack8<E>(ld16(dy + int64_t(j) * d.K + k0), gv);
     else
-      gv[0] = bf(__ldg(dy + int64_t(j) * d.K + k0));
+      gv[0] = fl<E>(__ldg(dy + int64_t(j) * d.K + k0));
     const uint16_t* xn = x + int64_t(n) * d.H * d.W * d.C + c0;
     const int h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
 #pragma unroll
@@ -194,16 +196,16 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
           if constexpr (kWidth == 8) {
             if (d.mult == 1) {
               float xv[8];
-              unpack8(xv, ld16(xp));
+              half16_unpack8<E>(ld16(xp), xv);
 #pragma unroll
               for (int v = 0; v < 8; ++v) acc[tj][v] += gv[v] * xv[v];
             } else {
-              const float xv = bf(__ldg(xp));
+              const float xv = fl<E>(__ldg(xp));
 #pragma unroll
               for (int v = 0; v < 8; ++v) acc[tj][v] += gv[v] * xv;
             }
           } else {
-            acc[tj][0] += gv[0] * bf(__ldg(xp));
+            acc[tj][0] += gv[0] * fl<E>(__ldg(xp));
           }
         }
       }
@@ -246,9 +248,9 @@ static cudaStream_t checked_stream(const ExecContext& ctx, const Conv2dShape& sh
   return stream;
 }
 
-void conv2d_forward_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
-                                          const float* b, bf16* y, bool relu) {
-  const char* what = "conv2d forward direct nhwc bf16";
+template <class E>
+static void forward(const ExecContext& ctx, const Conv2dShape& sh, const E* x, const E* w, const float* b, E* y,
+                    bool relu, const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   const auto* ws = reinterpret_cast<const uint16_t*>(w);
@@ -260,19 +262,19 @@ void conv2d_forward_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dSh
   const unsigned blocks = cuda::grid_blocks(items, kDirectNhwcThreads, 1 << 16);
   const bool three = sh.R == 3 && sh.S == 3;
   if (vec)
-    (three ? conv2d_forward_direct_nhwc_bf16_kernel<8, 3, 3>
-           : conv2d_forward_direct_nhwc_bf16_kernel<8, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
+    (three ? conv2d_forward_direct_nhwc_kernel<E, 8, 3, 3>
+           : conv2d_forward_direct_nhwc_kernel<E, 8, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
         d, items, xs, ws, b, relu, ys);
   else
-    (three ? conv2d_forward_direct_nhwc_bf16_kernel<1, 3, 3>
-           : conv2d_forward_direct_nhwc_bf16_kernel<1, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
+    (three ? conv2d_forward_direct_nhwc_kernel<E, 1, 3, 3>
+           : conv2d_forward_direct_nhwc_kernel<E, 1, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
         d, items, xs, ws, b, relu, ys);
   CUDA_CHECK_LAUNCH(what);
 }
 
-void conv2d_backward_data_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
-                                                const bf16* dy, bf16* dx) {
-  const char* what = "conv2d backward data direct nhwc bf16";
+template <class E>
+static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const E* w, const E* dy, E* dx,
+                          const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   const auto* ws = reinterpret_cast<const uint16_t*>(w);
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
@@ -284,16 +286,16 @@ void conv2d_backward_data_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Co
   const int width = wide ? 8 : 1, items = int(sh.N * sh.H * sh.W * sh.C / width);
   const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.C / width));
   const unsigned blocks = cuda::grid_blocks(items, kDirectNhwcThreads, 1 << 16);
-  auto kernel = wide   ? conv2d_backward_data_direct_nhwc_bf16_kernel<8, false>
-                : vec8 ? conv2d_backward_data_direct_nhwc_bf16_kernel<1, true>
-                       : conv2d_backward_data_direct_nhwc_bf16_kernel<1, false>;
+  auto kernel = wide   ? conv2d_backward_data_direct_nhwc_kernel<E, 8, false>
+                : vec8 ? conv2d_backward_data_direct_nhwc_kernel<E, 1, true>
+                       : conv2d_backward_data_direct_nhwc_kernel<E, 1, false>;
   kernel<<<blocks, kDirectNhwcThreads, 0, stream>>>(d, items, ws, dys, dxs);
   CUDA_CHECK_LAUNCH(what);
 }
 
-void conv2d_backward_filter_direct_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                                  const bf16* dy, float* dw, float* db) {
-  const char* what = "conv2d backward filter direct nhwc bf16";
+template <class E>
+static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const E* x, const E* dy, float* dw,
+                            float* db, const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   if (!dw && !db) return;
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
@@ -308,13 +310,38 @@ void conv2d_backward_filter_direct_nhwc_bf16_cuda(const ExecContext& ctx, const 
   const int npq = int(sh.N * sh.P * sh.Q), per_slice = (npq + g.slices - 1) / g.slices;
   const dim3 grid(unsigned(g.groups_k), unsigned(g.slices), unsigned(g.tap_groups));
   if (vec)
-    conv2d_backward_filter_direct_nhwc_bf16_kernel<8>
+    conv2d_backward_filter_direct_nhwc_kernel<E, 8>
         <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
   else
-    conv2d_backward_filter_direct_nhwc_bf16_kernel<1>
+    conv2d_backward_filter_direct_nhwc_kernel<E, 1>
         <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
   CUDA_CHECK_LAUNCH(what);
   conv2d_direct_bf16_sum_slices_cuda(stream, parts, g.slices, int(sh.K), int(sh.R * sh.S) + 1, dw, db, what);
+}
+
+void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                     const float* b, bf16* y, bool relu) {
+  forward(ctx, sh, x, w, b, y, relu, "conv2d forward direct nhwc bf16");
+}
+void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* w,
+                                     const float* b, f16* y, bool relu) {
+  forward(ctx, sh, x, w, b, y, relu, "conv2d forward direct nhwc f16");
+}
+void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
+                                           const bf16* dy, bf16* dx) {
+  backward_data(ctx, sh, w, dy, dx, "conv2d backward data direct nhwc bf16");
+}
+void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* w, const f16* dy,
+                                           f16* dx) {
+  backward_data(ctx, sh, w, dy, dx, "conv2d backward data direct nhwc f16");
+}
+void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
+                                             const bf16* dy, float* dw, float* db) {
+  backward_filter(ctx, sh, x, dy, dw, db, "conv2d backward filter direct nhwc bf16");
+}
+void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
+                                             const f16* dy, float* dw, float* db) {
+  backward_filter(ctx, sh, x, dy, dw, db, "conv2d backward filter direct nhwc f16");
 }
 
 }  // namespace cnn

@@ -1,6 +1,6 @@
-// Device building blocks of conv2d_igemm_bf16_cuda.cu: PTX wrappers (cp.async, ldmatrix,
-// mma.sync m16n8k16 BF16 -> FP32), the block tiles, the main loop, the epilogues, and the launch
-// helpers (also used by the NHWC kernels, conv2d_igemm_nhwc_bf16.cuh).
+// Device building blocks of conv2d_igemm_bf16_cuda.cu: PTX wrappers (cp.async, ldmatrix; the
+// mma.sync m16n8k16 of either 16-bit type is half16.cuh's), the block tiles, the main loop, the
+// epilogues, and the launch helpers (also used by the NHWC kernels, conv2d_igemm_nhwc_bf16.cuh).
 // Main loop: A (M x 32 per step, reduction contiguous) comes either by cp.async 16-byte copies into
 // a STAGES-deep ring, or through registers; the gathered B operand always comes through registers
 // (NCHW gathers are 2-byte elements, which cp.async cannot copy), loaded one step ahead of its
@@ -26,6 +26,7 @@
 #include "core/bf16.h"
 #include "core/cuda_check.h"
 #include "ops/conv2d_igemm_bf16_decode.h"
+#include "ops/half16.cuh"
 
 namespace cnn::igemm_bf16_detail {
 
@@ -54,15 +55,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(shared_address(p)));
 }
-// c (16 x 8, FP32) += a (16 x 16, BF16) * b (16 x 8, BF16)
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // A warp tile's accumulators (MI x NI fragments of m16n8), all zero.
 template <int MI, int NI>
 __device__ __forceinline__ void zero_acc(float (&acc)[MI][NI][4]) {
@@ -83,14 +75,15 @@ __device__ __forceinline__ void split_b_x4(uint32_t (&b)[NI][2], int nj, const u
   b[2 * nj + 1][1] = r[3];
 }
 
-// acc[mi][ni] += a[mi] * b[ni] for every fragment pair of a warp tile.
-template <int MI, int NI>
+// acc[mi][ni] += a[mi] * b[ni] for every fragment pair of a warp tile, inputs of type E (bf16 or
+// f16: Half16<E>::mma16816).
+template <class E = bf16, int MI, int NI>
 __device__ __forceinline__ void mma_tile(float (&acc)[MI][NI][4], const uint32_t (&a)[MI][4],
                                          const uint32_t (&b)[NI][2]) {
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    for (int ni = 0; ni < NI; ++ni) Half16<E>::mma16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
 }
 // One bf16 (as its bits) through the read-only path; 0 (+0.0) where !ok, without touching p.
 __device__ __forceinline__ uint32_t load_bf16_or_zero(const uint16_t* p, bool ok) { return ok ? __ldg(p) : 0u; }

@@ -1,8 +1,10 @@
-// Device building blocks of the NHWC BF16 implicit GEMM (conv2d_igemm_nhwc_bf16_cuda.cu and
+// Device building blocks of the NHWC BF16/F16 implicit GEMM (conv2d_igemm_nhwc_bf16_cuda.cu and
 // ..._filter_cuda.cu): block tiles, the operand loaders, the multi-stage main loop and the
 // epilogues, plus the call preparation both files share (prepare_call). PTX wrappers (cp.async,
 // ldmatrix, mma.sync), the accumulator fragment layout and the launch helpers (launch,
-// multiprocessors) are conv2d_igemm_bf16.cuh's.
+// multiprocessors) are conv2d_igemm_bf16.cuh's. The element type E (bf16 or f16, half16.cuh) is a
+// template parameter only where it matters: the mma instruction, the epilogue's rounding and the
+// filter gradient's ones column; the loaders move 16-bit words of either type alike.
 // Main loop: every operand comes by cp.async into a STAGES-deep ring (one commit group per step,
 // one barrier per step); the scalar loaders (kVec false: channel counts not multiples of 8 or
 // unaligned buffers) fill the same ring through registers, synchronously.
@@ -15,8 +17,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/conv2d_igemm_bf16.cuh"
@@ -25,6 +29,7 @@
 #include "ops/conv2d_igemm_nhwc_bf16_decode.h"
 #include "ops/conv2d_igemm_nhwc_bf16_params.h"
 #include "ops/conv2d_igemm_nhwc_bf16_wgmma.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn::igemm_nhwc_bf16_detail {
@@ -52,7 +57,7 @@ struct Tile {
   static constexpr int MI = WTM / 16, NI = WTN / 8;             // mma tiles per warp
   static constexpr int kLdK = BK + 8;                           // [rows][BK + 8]
   static constexpr int kLdAm = BM + 8, kLdBn = BN + 8;          // [BK][cols + 8]
-  static constexpr int kLdC = BN + 8;                           // epilogue tile [BM][BN + 8] bf16
+  static constexpr int kLdC = BN + 8;                           // epilogue tile [BM][BN + 8] 16-bit
   template <bool kMN>
   static constexpr int a_elems() {
     return kMN ? BK * kLdAm : BM * kLdK;
@@ -68,7 +73,7 @@ struct Tile {
   __device__ __forceinline__ static int bn_off(int row, int c8) { return row * kLdBn + c8 * 8; }
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are whole 16 x 16 ldmatrix blocks");
   static_assert(STAGES >= 2, "a ring needs two stages");
-  // Dynamic shared memory: the ring, or the bf16 output tile of the epilogue, whichever is larger.
+  // Dynamic shared memory: the ring, or the 16-bit output tile of the epilogue, whichever is larger.
   template <bool kAmn, bool kBmn>
   static constexpr int smem_bytes() {
     const int pipe = 2 * STAGES * (a_elems<kAmn>() + b_elems<kBmn>());
@@ -77,14 +82,20 @@ struct Tile {
   }
 };
 
-// 8 bf16 (as bits) packed into the 16 bytes of one shared-memory chunk.
+// 8 16-bit elements (as bits) packed into the 16 bytes of one shared-memory chunk.
 __device__ __forceinline__ void store_chunk(uint16_t* dst, const uint16_t (&v)[8]) {
   *reinterpret_cast<uint4*>(dst) = make_uint4(v[0] | (uint32_t(v[1]) << 16), v[2] | (uint32_t(v[3]) << 16),
                                               v[4] | (uint32_t(v[5]) << 16), v[6] | (uint32_t(v[7]) << 16));
 }
 
-// The filter gradient's bias column chunk: 1.0 then seven zeros (the columns past the last).
-static __device__ __align__(16) const uint16_t kOnesChunk[8] = {0x3f80, 0, 0, 0, 0, 0, 0, 0};
+// The filter gradient's bias column chunk: 1.0 then seven zeros (the columns past the last); row 0
+// bf16, row 1 f16 (ones_chunk<E>).
+static __device__ __align__(16) const uint16_t kOnesChunks[2][8] = {{Half16<bf16>::kOne, 0, 0, 0, 0, 0, 0, 0},
+                                                                    {Half16<f16>::kOne, 0, 0, 0, 0, 0, 0, 0}};
+template <class E>
+__device__ __forceinline__ const uint16_t* ones_chunk() {
+  return kOnesChunks[std::is_same_v<E, f16> ? 1 : 0];
+}
 
 // Loaders copy reduction step `step` (T::BK elements) of one operand into a stage. T gives the
 // tile sizes and where chunk c8 of a row goes (k_off, am_off, bn_off: padded or swizzled).
@@ -202,11 +213,11 @@ struct DyRows {
   }
 };
 
-// ---- filter gradient B: x gathered, pixel-major ----
+// ---- filter gradient B: x gathered, pixel-major (E: the element type of the ones column) ----
 // A row (pixel) of the tile is shared by kLanes threads, each copying kCols of its 16-byte chunks
 // (chunks lane + j * kLanes, their taps decoded once): the row's window is decoded once per thread
 // and step, not once per chunk. Thread t: lane t % kLanes, rows t / kLanes + i * (threads / kLanes).
-template <class T, bool kVec>
+template <class E, class T, bool kVec>
 struct XRows {
   static constexpr int kChunks = T::BN / 8, kPerThread = kChunks * T::BK / T::kThreads;
   static constexpr int kCols = kPerThread < 8 ? kPerThread : 8;
@@ -253,7 +264,7 @@ struct XRows {
         if constexpr (kVec) {  // C % 8 == 0: the chunk is one tap's 8 channels, or the ones chunk
           const bool ones = (ones_mask >> j) & 1u;
           const bool ok = in && (ones || (((gather_mask >> j) & 1u) && g.template valid_as<false>(pos, taps[j])));
-          const uint16_t* src = ones ? kOnesChunk : x + (pos.off + taps[j].off);
+          const uint16_t* src = ones ? ones_chunk<E>() : x + (pos.off + taps[j].off);
           cp_async_16(dst, ok ? src : x, ok);
         } else {
           uint16_t v[8];
@@ -262,7 +273,9 @@ struct XRows {
             const int col = n0 + chunk(j) * 8 + e;
             const NhwcPos tap = g.template tap_as<false>(col < rsc ? col : 0);
             const bool gather = in && col < rsc && g.template valid_as<false>(pos, tap);
-            v[e] = gather ? __ldg(x + (pos.off + tap.off)) : in && db && col == rsc ? uint16_t(0x3f80) : uint16_t(0);
+            v[e] = gather                      ? __ldg(x + (pos.off + tap.off))
+                   : in && db && col == rsc ? Half16<E>::kOne
+                                            : uint16_t(0);
           }
           store_chunk(dst, v);
         }
@@ -284,8 +297,9 @@ struct PairLoader {
 
 // ---- main loop ----
 // One step of 32 reduction elements: per 16, ldmatrix the warp's A and B fragments, then MI x NI
-// mma. kAmn / kBmn: the operand's tile is [BK][cols + 8] (ldmatrix.trans), else [rows][BK + 8].
-template <class T, bool kAmn, bool kBmn>
+// mma (of E inputs). kAmn / kBmn: the operand's tile is [BK][cols + 8] (ldmatrix.trans), else
+// [rows][BK + 8].
+template <class E, class T, bool kAmn, bool kBmn>
 __device__ __forceinline__ void mma_step(const uint16_t* sA, const uint16_t* sB, float (&acc)[T::MI][T::NI][4], int wm,
                                          int wn, int lane) {
 #pragma unroll
@@ -310,13 +324,14 @@ __device__ __forceinline__ void mma_step(const uint16_t* sA, const uint16_t* sB,
                     sB + (wn * T::WTN + nj * 16 + (lane & 7) + (lane >> 4) * 8) * T::kLdK + kk + ((lane >> 3) & 1) * 8);
       split_b_x4(b, nj, r);
     }
-    mma_tile(acc, a, b);
+    mma_tile<E>(acc, a, b);
   }
 }
 
 // acc = A (BM x red) * B (red x BN) over `steps` reduction steps through a STAGES-deep ring in
-// `smem`. Ends with a barrier, so the caller may reuse the shared memory.
-template <class T, bool kAmn, bool kBmn, class L>
+// `smem` (E: the operands' element type). Ends with a barrier, so the caller may reuse the shared
+// memory.
+template <class E, class T, bool kAmn, bool kBmn, class L>
 __device__ __forceinline__ void mainloop(const L& ld, int steps, float (&acc)[T::MI][T::NI][4], uint16_t* smem) {
   constexpr int kA = T::template a_elems<kAmn>(), kStage = kA + T::template b_elems<kBmn>();
   const Fragments<T> f;
@@ -332,7 +347,7 @@ __device__ __forceinline__ void mainloop(const L& ld, int steps, float (&acc)[T:
     __syncthreads();  // step kt is in shared memory; the buffer of step kt - 1 is free
     if (kt + T::STAGES - 1 < steps) ld.load(kt + T::STAGES - 1, smem + write * kStage, smem + write * kStage + kA);
     cp_async_commit();
-    mma_step<T, kAmn, kBmn>(smem + read * kStage, smem + read * kStage + kA, acc, f.wm, f.wn, f.lane);
+    mma_step<E, T, kAmn, kBmn>(smem + read * kStage, smem + read * kStage + kA, acc, f.wm, f.wn, f.lane);
     read = read + 1 == T::STAGES ? 0 : read + 1;
     write = write + 1 == T::STAGES ? 0 : write + 1;
   }
@@ -355,12 +370,13 @@ __device__ __forceinline__ void for_each_pair(const float (&acc)[T::MI][T::NI][4
         fn(f.row(mi, half), f.col(ni), acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]);
 }
 
-// out (M, N) bf16 row-major = relu?(acc + bias[n]), rounded once, for a BM x BN block tile whose
-// pairs `each` visits. The tile goes through shared memory ([BM][BN + 8]) so each thread writes 8
-// contiguous columns; vec: N % 8 == 0 and a 16-byte aligned out, so those 8 are one 16-byte store.
-template <int BM, int BN, int kThreads, class Each>
-__device__ __forceinline__ void store_rows_bf16(Each&& each, const float* bias, bool relu, uint16_t* out, int M, int N,
-                                                int m0, int n0, bool vec, uint16_t* sC) {
+// out (M, N) E (bf16 or f16) row-major = relu?(acc + bias[n]), rounded once, for a BM x BN block
+// tile whose pairs `each` visits. The tile goes through shared memory ([BM][BN + 8]) so each thread
+// writes 8 contiguous columns; vec: N % 8 == 0 and a 16-byte aligned out, so those 8 are one
+// 16-byte store.
+template <class E, int BM, int BN, int kThreads, class Each>
+__device__ __forceinline__ void store_rows_half16(Each&& each, const float* bias, bool relu, uint16_t* out, int M,
+                                                  int N, int m0, int n0, bool vec, uint16_t* sC) {
   constexpr int kLdC = BN + 8;
   each([&](int ml, int nl, float v0, float v1) {
     if (bias) {
@@ -368,7 +384,7 @@ __device__ __forceinline__ void store_rows_bf16(Each&& each, const float* bias, 
       v1 += n0 + nl + 1 < N ? __ldg(bias + n0 + nl + 1) : 0.0f;
     }
     if (relu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
-    *reinterpret_cast<uint32_t*>(sC + ml * kLdC + nl) = pack_bf16x2(v0, v1);
+    *reinterpret_cast<uint32_t*>(sC + ml * kLdC + nl) = Half16<E>::pack2(v0, v1);
   });
   __syncthreads();
   constexpr int kChunksPerRow = BN / 8;

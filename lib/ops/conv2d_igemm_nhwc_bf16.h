@@ -20,6 +20,10 @@
 // never refused. C == 1 first layers and depthwise layers belong to conv2d_direct_nhwc_bf16.h.
 // Trap: a call may take ctx.workspace (FP32 split partials); conv2d_igemm_nhwc_bf16_workspace_bytes
 // says how much. No atomics: results do not depend on scheduling.
+// F16: every entry point has an f16 overload, the same kernels with f16 tensor-core inputs
+// (mma.sync / wgmma .f16, FP32 accumulators) and outputs rounded once to f16 (core/fp16.h: past
+// 65504 they become inf, which fp16 training's loss scaler catches); tiles, plans and workspace are
+// the bf16 ones (the element size and the instruction shapes are the same).
 #pragma once
 
 #include <cstddef>
@@ -27,6 +31,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_algo.h"
 #include "ops/conv2d_igemm_bf16.h"
@@ -97,15 +102,21 @@ IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_device_plan(const Conv2dShape& sh, Conv
 // device's multiprocessor count, ctx.workspace_limit_bytes and wgmma where usable. Throw where !can_implement. A plan
 // whose tile the shape cannot run (a scalar shape with a tile other than 7) runs tile 7.
 // x (N, H, W, C), w (K, R, S, C), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
-void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
-                                         const float* b, bf16* y, bool relu = false,
-                                         const IgemmNhwcBf16Plan* plan = nullptr);
+void conv2d_forward_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                    const float* b, bf16* y, bool relu = false,
+                                    const IgemmNhwcBf16Plan* plan = nullptr);
+void conv2d_forward_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* w,
+                                    const float* b, f16* y, bool relu = false, const IgemmNhwcBf16Plan* plan = nullptr);
 // wt (C, R, S, K), dy (N, P, Q, K) -> dx (N, H, W, C)
-void conv2d_backward_data_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* wt,
-                                               const bf16* dy, bf16* dx, const IgemmNhwcBf16Plan* plan = nullptr);
+void conv2d_backward_data_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* wt,
+                                          const bf16* dy, bf16* dx, const IgemmNhwcBf16Plan* plan = nullptr);
+void conv2d_backward_data_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* wt, const f16* dy,
+                                          f16* dx, const IgemmNhwcBf16Plan* plan = nullptr);
 // x (N, H, W, C), dy (N, P, Q, K) -> dw (K, C, R, S) or null, db (K) or null
-void conv2d_backward_filter_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                                 const bf16* dy, float* dw, float* db,
-                                                 const IgemmNhwcBf16Plan* plan = nullptr);
+void conv2d_backward_filter_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
+                                            const bf16* dy, float* dw, float* db,
+                                            const IgemmNhwcBf16Plan* plan = nullptr);
+void conv2d_backward_filter_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* dy,
+                                            float* dw, float* db, const IgemmNhwcBf16Plan* plan = nullptr);
 
 }  // namespace cnn

@@ -11,13 +11,21 @@ IgemmNhwcBf16Plan conv2d_igemm_nhwc_bf16_device_plan(const Conv2dShape& sh, Conv
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_igemm_nhwc_bf16_device_plan");
 }
 
-void conv2d_forward_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
-                                         const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {
-  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_forward_igemm_nhwc_bf16_cuda");
+void conv2d_forward_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
+                                    const float* b, bf16* y, bool relu, const IgemmNhwcBf16Plan* plan) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_forward_igemm_nhwc_cuda");
 }
-void conv2d_backward_data_igemm_nhwc_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* wt,
-                                               const bf16* dy, bf16* dx, const IgemmNhwcBf16Plan* plan) {
-  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_backward_data_igemm_nhwc_bf16_cuda");
+void conv2d_forward_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* w,
+                                    const float* b, f16* y, bool relu, const IgemmNhwcBf16Plan* plan) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_forward_igemm_nhwc_cuda");
+}
+void conv2d_backward_data_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* wt,
+                                          const bf16* dy, bf16* dx, const IgemmNhwcBf16Plan* plan) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_backward_data_igemm_nhwc_cuda");
+}
+void conv2d_backward_data_igemm_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* wt, const f16* dy,
+                                          f16* dx, const IgemmNhwcBf16Plan* plan) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_backward_data_igemm_nhwc_cuda");
 }
 
 }  // namespace cnn

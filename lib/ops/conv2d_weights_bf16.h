@@ -4,6 +4,9 @@
 //   krsc  (K, R, S, C)         NHWC implicit GEMM forward (conv2d_igemm_nhwc_bf16.h)
 //   crsk  (C, R, S, K)         NHWC implicit GEMM backward data (the same taps, transposed)
 //   rsk   (R, S, K)            NHWC direct kernels, C/groups == 1 (conv2d_direct_nhwc_bf16.h)
+// F16 copies (fp16 rows) use the same layouts: conv2d_pack_weights_cuda's f16 overload rounds to the
+// nearest f16 (core/fp16.h); a master weight past 65504 in magnitude becomes inf there (FP32 master
+// weights that large would be a diverged run anyway: the loss scaler sees the inf outputs).
 // Trap: crsk needs groups == 1 and rsk needs C/groups == 1 (the pack throws otherwise); the index
 // map is written once (conv2d_weights_bf16_index) for the CPU and CUDA versions, so both give the
 // same bits.
@@ -12,6 +15,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/exec_context.h"
 #include "core/host_device.h"
 #include "ops/conv2d.h"
@@ -50,10 +54,12 @@ CNN_HD int conv2d_weights_bf16_index(Bf16WeightLayout layout, const WeightsBf16D
   return o;
 }
 
-// w (K, C/groups, R, S) FP32 -> out (layout) BF16; K*(C/groups)*R*S elements either way.
+// w (K, C/groups, R, S) FP32 -> out (layout) BF16 or F16; K*(C/groups)*R*S elements either way.
 void conv2d_pack_weights_bf16_cpu(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout,
                                   const float* w, bf16* out);
-void conv2d_pack_weights_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout,
-                                   const float* w, bf16* out);
+void conv2d_pack_weights_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout, const float* w,
+                              bf16* out);
+void conv2d_pack_weights_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout, const float* w,
+                              f16* out);
 
 }  // namespace cnn

@@ -5,9 +5,13 @@
 
 namespace cnn {
 
-void conv2d_pack_weights_bf16_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout,
-                                   const float* w, bf16* out) {
-  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_pack_weights_bf16_cuda");
+void conv2d_pack_weights_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout, const float* w,
+                              bf16* out) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_pack_weights_cuda");
+}
+void conv2d_pack_weights_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightLayout layout, const float* w,
+                              f16* out) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_pack_weights_cuda");
 }
 
 }  // namespace cnn

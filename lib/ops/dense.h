@@ -71,6 +71,8 @@ struct DenseBackward {
 //         costs N*K*8 bytes, small next to the GEMM's operands, and the rounding stays ours.)
 //   cpu   the emulation the cuda row is tested against: x, dy widened, w rounded to bf16 values
 //         (round_to_bf16, as the cuda row's cast), the f32 row's SGEMMs, y and dx rounded once.
+// F16 rows: the same with f16 (cuda: CUDA_R_16F operands, the same workspace; an f16 copy of w
+// is inf where |w| > 65504).
 
 // The bf16 copy of w at the front of the cuda bf16 row's workspace: K*C*2 bytes padded to 256.
 inline size_t dense_bf16_weights_bytes(const DenseShape& sh) {

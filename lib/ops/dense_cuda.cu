@@ -7,6 +7,8 @@
 // The bf16 rows (dense.h) run cublasGemmEx on BF16 tensor cores (CUBLAS_DEFAULT_MATH for the
 // call, CUBLAS_COMPUTE_32F) on a bf16 copy of w cast into ctx.workspace; forward's bias add and
 // rounding of y is one kernel over cuBLAS's FP32 output, so y is rounded once, after the bias.
+// The f16 rows are the same code with T = f16: CUDA_R_16F operands, FP32 compute and accumulation
+// (CUBLAS_COMPUTE_32F), FP32 dw, an f16 copy of w (past 65504 it is inf: core/fp16.h).
 // Trap: cuBLAS is column-major; a row-major (R, C) matrix is the column-major (C, R) matrix, its
 // transpose. So y (N, K) = x w^T is computed as y^T (K, N) = w (K, C) x^T (C, N), i.e.
 // gemm(T, N) on w (col-major C x K, ld C) and x (col-major C x N, ld C) into y (col-major K x N, ld K).
@@ -21,6 +23,7 @@
 #include "ops/cast_bf16.h"
 #include "ops/column_sum_bf16.h"
 #include "ops/dense.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn {
@@ -56,14 +59,15 @@ static __global__ void __launch_bounds__(256)
   }
 }
 
-// y[n, k] = bf16(acc[n, k] + b[k]) (b null: no bias): the one rounding of the bf16 forward.
+// y[n, k] = E(acc[n, k] + b[k]) (b null: no bias; E bf16 or f16): the one rounding of the forward.
+template <class E>
 static __global__ void __launch_bounds__(256)
-    dense_forward_bias_round_bf16_kernel(int64_t count, int K,
-                                         const float* __restrict__ acc,  // (N, K) x w^T in FP32
-                                         const float* __restrict__ b,    // (K) or null
-                                         uint16_t* __restrict__ y) {     // (N, K) bf16 bits
+    dense_forward_bias_round_kernel(int64_t count, int K,
+                                    const float* __restrict__ acc,  // (N, K) x w^T in FP32
+                                    const float* __restrict__ b,    // (K) or null
+                                    uint16_t* __restrict__ y) {     // (N, K) E bits
   for (int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x; i < count; i += int64_t(gridDim.x) * 256)
-    y[i] = bf16_bits_from_float(b ? acc[i] + __ldg(b + i % K) : acc[i]);
+    y[i] = Half16<E>::from_float(b ? acc[i] + __ldg(b + i % K) : acc[i]);
 }
 
 static void check_cublas(cublasStatus_t status, const char* what) {
@@ -169,82 +173,101 @@ void dense_backward_cuda(const DenseBackward& a) {
   }
 }
 
-// The bf16 row's scratch in ctx.workspace (dense_bf16_workspace_bytes): the bf16 copy of w, then
+// The bf16 (f16) row's scratch in ctx.workspace (dense_bf16_workspace_bytes): the T copy of w, then
 // forward's FP32 y or backward's column-sum partials.
 namespace {
-struct Bf16Scratch {
-  bf16* w16 = nullptr;  // (K, C)
+template <typename T>
+struct Scratch16 {
+  T* w16 = nullptr;  // (K, C)
   float* rest = nullptr;
 };
+// cuBLAS's name of T, and the cast of the FP32 master weights into T.
+constexpr cudaDataType_t cublas_type(const bf16*) { return CUDA_R_16BF; }
+constexpr cudaDataType_t cublas_type(const f16*) { return CUDA_R_16F; }
+void cast_weights(const ExecContext& ctx, int64_t n, const float* w, bf16* out) {
+  cast_float_to_bf16_cuda(ctx, n, w, out);
+}
+void cast_weights(const ExecContext& ctx, int64_t n, const float* w, f16* out) {
+  cast_float_to_f16_cuda(ctx, n, w, out);
+}
 }  // namespace
-static Bf16Scratch bf16_scratch(const ExecContext& ctx, const DenseShape& sh, const char* what) {
+template <typename T>
+static Scratch16<T> scratch16(const ExecContext& ctx, const DenseShape& sh, const char* what) {
+  static_assert(sizeof(T) == sizeof(bf16), "dense_bf16_workspace_bytes counts 2-byte weights");
   char* base = static_cast<char*>(cuda::workspace_bytes(ctx, dense_bf16_workspace_bytes(sh), what));
-  return {reinterpret_cast<bf16*>(base), reinterpret_cast<float*>(base + dense_bf16_weights_bytes(sh))};
+  return {reinterpret_cast<T*>(base), reinterpret_cast<float*>(base + dense_bf16_weights_bytes(sh))};
 }
 
-void dense_forward_cuda_bf16(const DenseForward& a) {
-  const char* what = "dense forward cuda bf16";
+template <typename T>
+static void forward_16(const DenseForward& a, const char* what) {
   const ExecContext& ctx = *a.ctx;
   const DenseShape& sh = a.sh;
-  const bf16* x = a.x.bf16_data();
+  const T* x = half16_data<T>(a.x);
   const float *w = a.w.f32(), *b = a.b.f32();
-  bf16* y = a.y.bf16_data();
+  T* y = half16_data<T>(a.y);
+  constexpr cudaDataType_t kType = cublas_type(static_cast<const T*>(nullptr));
   check_shape(sh);
   CNN_CHECK(!sh.has_bias || b, "dense: the shape has a bias but b is null");
   const cudaStream_t stream = cuda::stream_of(ctx, what);
   const cublasHandle_t h = blas_handle(ctx);
   bind_stream(h, stream);
-  const Bf16Scratch ws = bf16_scratch(ctx, sh, what);
-  cast_float_to_bf16_cuda(ctx, sh.K * sh.C, w, ws.w16);
+  const Scratch16<T> ws = scratch16<T>(ctx, sh, what);
+  cast_weights(ctx, sh.K * sh.C, w, ws.w16);
   const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
   const float alpha = 1.0f, beta = 0.0f;
   {
-    const BlasMath math(h, CUBLAS_DEFAULT_MATH);  // BF16 tensor cores; CUBLAS_COMPUTE_32F keeps FP32 sums
+    const BlasMath math(h, CUBLAS_DEFAULT_MATH);  // 16-bit tensor cores; CUBLAS_COMPUTE_32F keeps FP32 sums
     // y^T (K, N) = w (K, C) * x^T (C, N), in FP32 into the scratch
-    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, ws.w16, CUDA_R_16BF, C, x, CUDA_R_16BF, C,
-                              &beta, ws.rest, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx (dense forward bf16)");
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, ws.w16, kType, C, x, kType, C, &beta,
+                              ws.rest, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (dense forward, 16-bit)");
   }
   const int64_t count = sh.N * sh.K;
-  dense_forward_bias_round_bf16_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
+  dense_forward_bias_round_kernel<T><<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
       count, K, ws.rest, sh.has_bias ? b : nullptr, reinterpret_cast<uint16_t*>(y));
-  CUDA_CHECK_LAUNCH("dense_forward_bias_round_bf16_kernel");
+  CUDA_CHECK_LAUNCH(what);
 }
 
-void dense_backward_cuda_bf16(const DenseBackward& a) {
-  const char* what = "dense backward cuda bf16";
+template <typename T>
+static void backward_16(const DenseBackward& a, const char* what) {
   const ExecContext& ctx = *a.ctx;
   const DenseShape& sh = a.sh;
-  const bf16 *x = a.x.bf16_data(), *dy = a.dy.bf16_data();
+  const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
   const float* w = a.w.f32();
-  bf16* dx = a.dx.bf16_data();
+  T* dx = half16_data<T>(a.dx);
+  constexpr cudaDataType_t kType = cublas_type(static_cast<const T*>(nullptr));
   float *dw = a.dw.f32(), *db = a.db.f32();
   check_shape(sh);
   CNN_CHECK(!dx || w, "{}: dx needs w", what);
   CNN_CHECK(!dw || x, "{}: dw needs x", what);
   if (!dx && !dw && !db) return;
   const cudaStream_t stream = cuda::stream_of(ctx, what);
-  const Bf16Scratch ws = bf16_scratch(ctx, sh, what);
+  const Scratch16<T> ws = scratch16<T>(ctx, sh, what);
   const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
   const float alpha = 1.0f, beta = 0.0f;
   if (dx || dw) {
     const cublasHandle_t h = blas_handle(ctx);
     bind_stream(h, stream);
     const BlasMath math(h, CUBLAS_DEFAULT_MATH);
-    // dx^T (C, N) = w^T (C, K) * dy^T (K, N), rounded once to bf16 by cuBLAS
+    // dx^T (C, N) = w^T (C, K) * dy^T (K, N), rounded once to T by cuBLAS
     if (dx) {
-      cast_float_to_bf16_cuda(ctx, sh.K * sh.C, w, ws.w16);
-      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, ws.w16, CUDA_R_16BF, C, dy, CUDA_R_16BF,
-                                K, &beta, dx, CUDA_R_16BF, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx (dense dx bf16)");
+      cast_weights(ctx, sh.K * sh.C, w, ws.w16);
+      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, ws.w16, kType, C, dy, kType, K, &beta, dx,
+                                kType, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (dense dx, 16-bit)");
     }
     // dw^T (C, K) = x^T (C, N) * dy (N, K), an FP32 output matrix
     if (dw)
-      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, C, K, N, &alpha, x, CUDA_R_16BF, C, dy, CUDA_R_16BF, K,
-                                &beta, dw, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx (dense dw bf16)");
+      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, C, K, N, &alpha, x, kType, C, dy, kType, K, &beta, dw,
+                                CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (dense dw, 16-bit)");
   }
-  if (db) column_sum_bf16_cuda(ctx, sh.N, sh.K, dy, db, ws.rest);
+  if (db) column_sum_cuda(ctx, sh.N, sh.K, dy, db, ws.rest);
 }
+
+void dense_forward_cuda_bf16(const DenseForward& a) { forward_16<bf16>(a, "dense forward cuda bf16"); }
+void dense_forward_cuda_f16(const DenseForward& a) { forward_16<f16>(a, "dense forward cuda f16"); }
+void dense_backward_cuda_bf16(const DenseBackward& a) { backward_16<bf16>(a, "dense backward cuda bf16"); }
+void dense_backward_cuda_f16(const DenseBackward& a) { backward_16<f16>(a, "dense backward cuda f16"); }
 
 }  // namespace cnn

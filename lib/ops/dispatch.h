@@ -26,7 +26,8 @@
 // F16 rows (a precision fp16 layer) keep the same contract with f16 in place of bf16 (core/fp16.h:
 // to_f16, f16_bits_from_float; View::f16_data()). The cpu bf16 rows are the cpu f16 rows too
 // (registered for both dtypes: widen and narrow read the views' dtype); conv2d's are
-// conv2d_forward_emulated_cpu<T>.
+// conv2d_forward_emulated_cpu<T>. The cuda f16 rows are the cuda bf16 rows' kernels instantiated
+// for f16 (templates on the element type over ops/half16.cuh's traits), each next to its bf16 row.
 // Adding one (no layer is touched): write the kernel, add its row next to the f32 sibling in
 // registry.cpp, e.g.
 //   {Backend::cuda, DType::bf16, "cuda", activation_cuda_bf16_supports, activation_forward_cuda_bf16},

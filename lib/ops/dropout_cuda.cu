@@ -1,8 +1,8 @@
 // Inverted dropout on the GPU: one thread per Philox block of 4 counters (offset + i), so each
 // philox4x32 is drawn once and the mask equals the CPU's bit for bit; with 16-byte packs a thread
-// takes one pack (four floats: one block; eight bf16: two blocks). y may alias x. T is float or
-// bf16 (BF16 training: the element is widened, masked and scaled in float, rounded once; the mask
-// is indexed by the storage index, so the layout does not matter).
+// takes one pack (four floats: one block; eight bf16 or f16: two blocks). y may alias x. T is float,
+// bf16 or f16 (BF16 / FP16 training: the element is widened, masked and scaled in float, rounded
+// once; the mask is indexed by the storage index, so the layout does not matter).
 // Trap: blocks are aligned to the counter, not to i: with offset % 4 != 0 the first and last blocks
 // are partial and misaligned, so packs need offset % 4 == 0 and aligned pointers (and a full pack).
 #include "core/cuda_check.h"
@@ -101,12 +101,18 @@ void dropout_forward_cuda(const DropoutForward& a) {
 void dropout_forward_cuda_bf16(const DropoutForward& a) {
   launch_mask(*a.ctx, "dropout forward", a.prm, a.n, a.x.bf16_data(), a.y.bf16_data());
 }
+void dropout_forward_cuda_f16(const DropoutForward& a) {
+  launch_mask(*a.ctx, "dropout forward", a.prm, a.n, a.x.f16_data(), a.y.f16_data());
+}
 
 void dropout_backward_cuda(const DropoutBackward& a) {
   launch_mask(*a.ctx, "dropout backward", a.prm, a.n, a.dy.f32(), a.dx.f32());
 }
 void dropout_backward_cuda_bf16(const DropoutBackward& a) {
   launch_mask(*a.ctx, "dropout backward", a.prm, a.n, a.dy.bf16_data(), a.dx.bf16_data());
+}
+void dropout_backward_cuda_f16(const DropoutBackward& a) {
+  launch_mask(*a.ctx, "dropout backward", a.prm, a.n, a.dy.f16_data(), a.dx.f16_data());
 }
 
 }  // namespace cnn

@@ -3,10 +3,10 @@
 // pointer is 16-byte aligned (then the n % width tail one by one), the loads, stores and per-lane
 // maps of such packs, and the host side that picks the vector or scalar kernel and sizes the grid.
 // Packs: float4 (load4/map4, four floats), and Lanes<T>, the pack of an element type as floats:
-// Lanes<float> is four floats, Lanes<bf16> eight BF16 (one uint4) widened exactly on load and
-// rounded once on store (core/bf16.h's rounding, so the GPU writes the CPU emulation's bits). A
-// kernel templated on T (float or bf16) over load_lanes/store_lanes/map_lanes and load_one/store_one
-// serves both dtypes with one body.
+// Lanes<float> is four floats, Lanes<bf16> and Lanes<f16> eight 16-bit values (one uint4) widened
+// exactly on load and rounded once on store (half16.cuh's rounding, the CPU emulation's bits). A
+// kernel templated on T (float, bf16 or f16) over load_lanes/store_lanes/map_lanes and
+// load_one/store_one serves every dtype with one body.
 // Trap: the vector body gets the index of a pack (elements width * i .. width * i + width - 1), the
 // scalar body the index of an element; callers that alias outputs with inputs must read a pack
 // before storing it.
@@ -18,6 +18,8 @@
 #include <type_traits>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
+#include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
 namespace cnn::cuda {
@@ -66,6 +68,11 @@ struct Lanes<bf16> {
   static constexpr int kWidth = 8;
   float v[8];
 };
+template <>
+struct Lanes<f16> {
+  static constexpr int kWidth = 8;
+  float v[8];
+};
 
 __device__ __forceinline__ Lanes<float> load_lanes(const float* p, int64_t i) {
   const float4 a = load4(p, i);
@@ -90,12 +97,20 @@ __device__ __forceinline__ void store_lanes(bf16* p, int64_t i, const Lanes<bf16
   reinterpret_cast<uint4*>(p)[i] = make_uint4(pack_bf16x2(l.v[0], l.v[1]), pack_bf16x2(l.v[2], l.v[3]),
                                               pack_bf16x2(l.v[4], l.v[5]), pack_bf16x2(l.v[6], l.v[7]));
 }
+__device__ __forceinline__ Lanes<f16> load_lanes(const f16* p, int64_t i) {
+  Lanes<f16> l;
+  half16_load8(p + 8 * i, l.v);
+  return l;
+}
+__device__ __forceinline__ void store_lanes(f16* p, int64_t i, const Lanes<f16>& l) { half16_store8(p + 8 * i, l.v); }
 
 // One element as a float, and a float stored as one element (bf16: rounded once).
 __device__ __forceinline__ float load_one(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load_one(const bf16* p, int64_t i) { return to_float(p[i]); }
 __device__ __forceinline__ void store_one(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_one(bf16* p, int64_t i, float v) { p[i] = to_bf16(v); }
+__device__ __forceinline__ float load_one(const f16* p, int64_t i) { return half16_load(p, i); }
+__device__ __forceinline__ void store_one(f16* p, int64_t i, float v) { half16_store(p, i, v); }
 
 // f lane by lane over one or more packs of the same type.
 template <typename F, typename L, typename... More>

@@ -1,4 +1,5 @@
-// Max and average pooling of bf16 channels-last activations (BF16 training) on the GPU. Threads run
+// Max and average pooling of bf16 or f16 channels-last activations (BF16/FP16 training; T, the
+// element type, is a template parameter of every kernel, half16.cuh) on the GPU. Threads run
 // along channels: V = 8 channels a thread in 16-byte accesses where C % 8 == 0 and the pointers are
 // 16-byte aligned, V = 1 otherwise; float arithmetic on the widened values, each output rounded
 // once. Forward: one thread per (n, p, q, channel group); global pooling (R = H, S = W) instead one
@@ -6,41 +7,34 @@
 // gathers as pool2d_cuda.cu does: one thread per (n, h, w, group) over the windows holding it in
 // (p, q) order, the CPU's additions in the CPU's order, no atomics.
 // Trap: max backward routes dy to the window's first row-major position equal to y, lane by lane;
-// y is the bf16 max of bf16 inputs, so it is exactly one of them and equality finds it.
+// y is the T max of T inputs, so it is exactly one of them and equality finds it.
 #include <cmath>
 #include <initializer_list>
 
 #include "core/cuda_check.h"
+#include "ops/half16.cuh"
 #include "ops/pool2d.cuh"
 
 namespace cnn {
 
 static constexpr int kThreads = 256;
 
-// V channels at p as floats (bf16 widened exactly), and V floats stored there rounded once.
-template <int V>
-__device__ __forceinline__ void load_channels(float (&v)[V], const bf16* __restrict__ p) {
+// V channels at p as floats (widened exactly), and V floats stored there rounded once.
+template <int V, typename T>
+__device__ __forceinline__ void load_channels(float (&v)[V], const T* __restrict__ p) {
   if constexpr (V == 8) {
-    const uint4 a = *reinterpret_cast<const uint4*>(p);
-    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      v[2 * k] = float_from_bits(w[k] << 16);
-      v[2 * k + 1] = float_from_bits(w[k] & 0xffff0000u);
-    }
+    half16_load8(p, v);
   } else {
     static_assert(V == 1, "8 or 1 channels a thread");
-    v[0] = to_float(*p);
+    v[0] = half16_load(p, 0);
   }
 }
-template <int V>
-__device__ __forceinline__ void store_channels(bf16* __restrict__ p, const float (&v)[V]) {
-  if constexpr (V == 8) {
-    *reinterpret_cast<uint4*>(p) =
-        make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
-  } else {
-    *p = to_bf16(v[0]);
-  }
+template <int V, typename T>
+__device__ __forceinline__ void store_channels(T* __restrict__ p, const float (&v)[V]) {
+  if constexpr (V == 8)
+    half16_store8(p, v);
+  else
+    half16_store(p, 0, v[0]);
 }
 
 // The divisors of the index arithmetic: FastDiv32 while every index fits in int32, else PlainDiv64.
@@ -70,17 +64,17 @@ __device__ __forceinline__ PixelGroup<typename Div::Index> split_index(typename 
           static_cast<int>(t0 - t1 * static_cast<I>(B.divisor)), i - t0 * static_cast<I>(G.divisor)};
 }
 
-template <typename Div, bool kMax, int V>
-static __global__ void pool2d_forward_window_nhwc_bf16_kernel(PoolDims d, NhwcDivs<Div> dv,
-                                                              const bf16* __restrict__ x,  // (N, H, W, C)
-                                                              bf16* __restrict__ y) {      // (N, P, Q, C)
+template <typename Div, bool kMax, int V, typename T>
+static __global__ void pool2d_forward_window_nhwc_kernel(PoolDims d, NhwcDivs<Div> dv,
+                                                         const T* __restrict__ x,  // (N, H, W, C)
+                                                         T* __restrict__ y) {      // (N, P, Q, C)
   using I = typename Div::Index;
   const I C = static_cast<I>(d.C), G = C / V;
   const I total = static_cast<I>(d.N) * d.P * d.Q * G;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
     const PixelGroup<I> at = split_index(o, dv.P, dv.Q, dv.G);
-    const bf16* xn = x + at.n * d.H * d.W * C + at.g * V;
+    const T* xn = x + at.n * d.H * d.W * C + at.g * V;
     const Window win = clipped_window(d, at.a, at.b);
     float acc[V];
     if (kMax) {
@@ -114,10 +108,10 @@ static __global__ void pool2d_forward_window_nhwc_bf16_kernel(PoolDims d, NhwcDi
 // Global pooling. grid (channel tiles, samples); block (tile, kThreads / tile): threadIdx.x is a
 // channel group, threadIdx.y a slice of the pixels (every blockDim.y-th); the slices' partials
 // then meet in a fixed tree in shared memory. blockDim.x is a power of two.
-template <bool kMax, int V>
-static __global__ void pool2d_forward_global_nhwc_bf16_kernel(int64_t N, int HW, int64_t C,
-                                                              const bf16* __restrict__ x,  // (N, HW, C)
-                                                              bf16* __restrict__ y) {      // (N, C)
+template <bool kMax, int V, typename T>
+static __global__ void pool2d_forward_global_nhwc_kernel(int64_t N, int HW, int64_t C,
+                                                         const T* __restrict__ x,  // (N, HW, C)
+                                                         T* __restrict__ y) {      // (N, C)
   __shared__ float partial[V * kThreads];  // [lane][slot]: consecutive slots in consecutive banks
   const int64_t G = C / V;
   const int tile = blockDim.x, slices = blockDim.y;
@@ -128,7 +122,7 @@ static __global__ void pool2d_forward_global_nhwc_bf16_kernel(int64_t N, int HW,
 #pragma unroll
     for (int l = 0; l < V; ++l) acc[l] = kMax ? -INFINITY : 0.0f;
     if (g < G) {
-      const bf16* xn = x + n * HW * C + g * V;
+      const T* xn = x + n * HW * C + g * V;
       for (int hw = threadIdx.y; hw < HW; hw += slices) {
         float v[V];
         load_channels(v, xn + static_cast<int64_t>(hw) * C);
@@ -170,12 +164,12 @@ static __global__ void pool2d_forward_global_nhwc_bf16_kernel(int64_t N, int HW,
   }
 }
 
-template <typename Div, bool kMax, int V>
-static __global__ void pool2d_backward_gather_nhwc_bf16_kernel(PoolDims d, NhwcDivs<Div> dv,
-                                                               const bf16* __restrict__ x,   // (N, H, W, C)
-                                                               const bf16* __restrict__ y,   // (N, P, Q, C)
-                                                               const bf16* __restrict__ dy,  // (N, P, Q, C)
-                                                               bf16* __restrict__ dx) {      // (N, H, W, C)
+template <typename Div, bool kMax, int V, typename T>
+static __global__ void pool2d_backward_gather_nhwc_kernel(PoolDims d, NhwcDivs<Div> dv,
+                                                          const T* __restrict__ x,   // (N, H, W, C)
+                                                          const T* __restrict__ y,   // (N, P, Q, C)
+                                                          const T* __restrict__ dy,  // (N, P, Q, C)
+                                                          T* __restrict__ dx) {      // (N, H, W, C)
   using I = typename Div::Index;
   const I C = static_cast<I>(d.C), G = C / V;
   const I total = static_cast<I>(d.N) * d.H * d.W * G;
@@ -184,7 +178,7 @@ static __global__ void pool2d_backward_gather_nhwc_bf16_kernel(PoolDims d, NhwcD
     const PixelGroup<I> at = split_index(e, dv.H, dv.W, dv.G);
     const I n = at.n, g = at.g;
     const int h = at.a, w = at.b;
-    const bf16* xn = kMax ? x + n * d.H * d.W * C + g * V : nullptr;  // avg never reads x
+    const T* xn = kMax ? x + n * d.H * d.W * C + g * V : nullptr;  // avg never reads x
     float v[V];
     if (kMax) load_channels(v, x + e * V);  // e enumerates (n, h, w, g), g fastest
     int p_lo, p_hi, q_lo, q_hi;
@@ -243,43 +237,43 @@ static bool by_eight(const PoolDims& d, std::initializer_list<const void*> point
   return true;
 }
 
-template <bool kMax, int V>
-static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const PoolDims& d, const bf16* x, bf16* y) {
+template <bool kMax, int V, typename T>
+static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const PoolDims& d, const T* x, T* y) {
   const int64_t G = d.C / V;
   if (is_global(sh)) {
     int tile = 1;  // channel groups a block: the power of two reaching G, at most a warp
     while (tile < G && tile < cuda::kWarpSize) tile *= 2;
     const dim3 block(tile, kThreads / tile);
     const dim3 grid(static_cast<unsigned>((G + tile - 1) / tile), static_cast<unsigned>(std::min<int64_t>(d.N, 65535)));
-    pool2d_forward_global_nhwc_bf16_kernel<kMax, V><<<grid, block, 0, stream>>>(d.N, d.H * d.W, d.C, x, y);
+    pool2d_forward_global_nhwc_kernel<kMax, V><<<grid, block, 0, stream>>>(d.N, d.H * d.W, d.C, x, y);
     return;
   }
   const unsigned blocks = cuda::grid_blocks(d.N * d.P * d.Q * G, kThreads);
   if (index_fits_int32(d, int64_t{blocks} * kThreads))
-    pool2d_forward_window_nhwc_bf16_kernel<cuda::FastDiv32, kMax, V>
+    pool2d_forward_window_nhwc_kernel<cuda::FastDiv32, kMax, V>
         <<<blocks, kThreads, 0, stream>>>(d, nhwc_divs<cuda::FastDiv32>(d, G), x, y);
   else
-    pool2d_forward_window_nhwc_bf16_kernel<cuda::PlainDiv64, kMax, V>
+    pool2d_forward_window_nhwc_kernel<cuda::PlainDiv64, kMax, V>
         <<<blocks, kThreads, 0, stream>>>(d, nhwc_divs<cuda::PlainDiv64>(d, G), x, y);
 }
 
-template <bool kMax, int V>
-static void launch_backward(cudaStream_t stream, const PoolDims& d, const bf16* x, const bf16* y, const bf16* dy,
-                            bf16* dx) {
+template <bool kMax, int V, typename T>
+static void launch_backward(cudaStream_t stream, const PoolDims& d, const T* x, const T* y, const T* dy, T* dx) {
   const int64_t G = d.C / V;
   const unsigned blocks = cuda::grid_blocks(d.N * d.H * d.W * G, kThreads);
   if (index_fits_int32(d, int64_t{blocks} * kThreads))
-    pool2d_backward_gather_nhwc_bf16_kernel<cuda::FastDiv32, kMax, V>
+    pool2d_backward_gather_nhwc_kernel<cuda::FastDiv32, kMax, V>
         <<<blocks, kThreads, 0, stream>>>(d, nhwc_divs<cuda::FastDiv32>(d, G), x, y, dy, dx);
   else
-    pool2d_backward_gather_nhwc_bf16_kernel<cuda::PlainDiv64, kMax, V>
+    pool2d_backward_gather_nhwc_kernel<cuda::PlainDiv64, kMax, V>
         <<<blocks, kThreads, 0, stream>>>(d, nhwc_divs<cuda::PlainDiv64>(d, G), x, y, dy, dx);
 }
 
-void pool2d_forward_cuda_bf16(const Pool2dForward& a) {
+template <typename T>
+static void forward_nhwc(const Pool2dForward& a) {
   const char* what = "pool2d forward";
-  const bf16* x = a.x.bf16_data();
-  bf16* y = a.y.bf16_data();
+  const T* x = half16_data<T>(a.x);
+  T* y = half16_data<T>(a.y);
   cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   const PoolDims d = dims_of(a.sh, what);
   const bool eight = by_eight(d, {x, y});
@@ -291,13 +285,14 @@ void pool2d_forward_cuda_bf16(const Pool2dForward& a) {
 }
 
 // Average pooling reads neither x nor y (either may be null then).
-void pool2d_backward_cuda_bf16(const Pool2dBackward& a) {
+template <typename T>
+static void backward_nhwc(const Pool2dBackward& a) {
   const char* what = "pool2d backward";
   const bool is_max = a.sh.kind == PoolKind::max;
-  const bf16* x = is_max ? a.x.bf16_data() : nullptr;
-  const bf16* y = is_max ? a.y.bf16_data() : nullptr;
-  const bf16* dy = a.dy.bf16_data();
-  bf16* dx = a.dx.bf16_data();
+  const T* x = is_max ? half16_data<T>(a.x) : nullptr;
+  const T* y = is_max ? half16_data<T>(a.y) : nullptr;
+  const T* dy = half16_data<T>(a.dy);
+  T* dx = half16_data<T>(a.dx);
   cudaStream_t stream = cuda::stream_of(*a.ctx, what);
   const PoolDims d = dims_of(a.sh, what);
   const bool eight = by_eight(d, {x, y, dy, dx});
@@ -307,5 +302,10 @@ void pool2d_backward_cuda_bf16(const Pool2dBackward& a) {
     eight ? launch_backward<false, 8>(stream, d, x, y, dy, dx) : launch_backward<false, 1>(stream, d, x, y, dy, dx);
   CUDA_CHECK_LAUNCH(what);
 }
+
+void pool2d_forward_cuda_bf16(const Pool2dForward& a) { forward_nhwc<bf16>(a); }
+void pool2d_forward_cuda_f16(const Pool2dForward& a) { forward_nhwc<f16>(a); }
+void pool2d_backward_cuda_bf16(const Pool2dBackward& a) { backward_nhwc<bf16>(a); }
+void pool2d_backward_cuda_f16(const Pool2dBackward& a) { backward_nhwc<f16>(a); }
 
 }  // namespace cnn

@@ -4,7 +4,8 @@
 // walled files: a build without CUDA has no such rows (and no stand-ins), so asking for them
 // throws from the dispatcher. A BF16 row goes next to its f32 sibling in the same table, e.g.
 //   CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16))
-// The cpu bf16 rows (the emulation) read their operands' dtype, so each is the cpu f16 row too.
+// The cpu bf16 rows (the emulation) read their operands' dtype, so each is the cpu f16 row too. The
+// cuda f16 rows are the bf16 kernels' f16 instantiations (ops/half16.cuh), listed after them.
 #include <algorithm>
 
 #include "ops/activation.h"
@@ -46,8 +47,11 @@ void activation_forward_cuda(const ActivationForward& a);
 void activation_backward_cuda(const ActivationBackward& a);
 void activation_backward_from_output_cuda(const ActivationBackwardFromOutput& a);
 void activation_forward_cuda_bf16(const ActivationForward& a);
+void activation_forward_cuda_f16(const ActivationForward& a);
 void activation_backward_cuda_bf16(const ActivationBackward& a);
+void activation_backward_cuda_f16(const ActivationBackward& a);
 void activation_backward_from_output_cuda_bf16(const ActivationBackwardFromOutput& a);
+void activation_backward_from_output_cuda_f16(const ActivationBackwardFromOutput& a);
 void activation_forward_cudnn(const ActivationForward& a);
 void activation_backward_cudnn(const ActivationBackward& a);
 void add_forward_cpu(const AddForward& a);
@@ -57,7 +61,9 @@ void add_backward_cpu_bf16(const AddBackward& a);
 void add_forward_cuda(const AddForward& a);
 void add_backward_cuda(const AddBackward& a);
 void add_forward_cuda_bf16(const AddForward& a);
+void add_forward_cuda_f16(const AddForward& a);
 void add_backward_cuda_bf16(const AddBackward& a);
+void add_backward_cuda_f16(const AddBackward& a);
 void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a);
 void batchnorm_forward_infer_cpu(const BatchnormForwardInfer& a);
 void batchnorm_backward_cpu(const BatchnormBackward& a);
@@ -86,12 +92,19 @@ void batchnorm_forward_infer_act_cpu_bf16(const BatchnormForwardInferAct& a);
 void batchnorm_backward_stats_cpu_bf16(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cpu_bf16(const BatchnormBackwardApply& a);
 void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f16(const BatchnormForwardTrain& a);
 void batchnorm_backward_cuda_bf16(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f16(const BatchnormBackward& a);
 void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a);
+void batchnorm_forward_stats_cuda_f16(const BatchnormForwardStats& a);
 void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a);
+void batchnorm_forward_apply_cuda_f16(const BatchnormForwardApply& a);
 void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a);
+void batchnorm_forward_infer_act_cuda_f16(const BatchnormForwardInferAct& a);
 void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a);
+void batchnorm_backward_stats_cuda_f16(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a);
+void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a);
 void convert_forward_cpu(const ConvertForward& a);
 void convert_forward_cuda(const ConvertForward& a);
 void concat_forward_cpu(const ConcatForward& a);
@@ -101,7 +114,9 @@ void concat_backward_cpu_bf16(const ConcatBackward& a);
 void concat_forward_cuda(const ConcatForward& a);
 void concat_backward_cuda(const ConcatBackward& a);
 void concat_forward_cuda_bf16(const ConcatForward& a);
+void concat_forward_cuda_f16(const ConcatForward& a);
 void concat_backward_cuda_bf16(const ConcatBackward& a);
+void concat_backward_cuda_f16(const ConcatBackward& a);
 void dense_forward_cpu(const DenseForward& a);
 void dense_backward_cpu(const DenseBackward& a);
 void dense_forward_cpu_bf16(const DenseForward& a);
@@ -109,7 +124,9 @@ void dense_backward_cpu_bf16(const DenseBackward& a);
 void dense_forward_cuda(const DenseForward& a);
 void dense_backward_cuda(const DenseBackward& a);
 void dense_forward_cuda_bf16(const DenseForward& a);
+void dense_forward_cuda_f16(const DenseForward& a);
 void dense_backward_cuda_bf16(const DenseBackward& a);
+void dense_backward_cuda_f16(const DenseBackward& a);
 void dropout_forward_cpu(const DropoutForward& a);
 void dropout_backward_cpu(const DropoutBackward& a);
 void dropout_forward_cpu_bf16(const DropoutForward& a);
@@ -117,7 +134,9 @@ void dropout_backward_cpu_bf16(const DropoutBackward& a);
 void dropout_forward_cuda(const DropoutForward& a);
 void dropout_backward_cuda(const DropoutBackward& a);
 void dropout_forward_cuda_bf16(const DropoutForward& a);
+void dropout_forward_cuda_f16(const DropoutForward& a);
 void dropout_backward_cuda_bf16(const DropoutBackward& a);
+void dropout_backward_cuda_f16(const DropoutBackward& a);
 void pool2d_forward_cpu(const Pool2dForward& a);
 void pool2d_backward_cpu(const Pool2dBackward& a);
 void pool2d_forward_cpu_bf16(const Pool2dForward& a);
@@ -125,7 +144,9 @@ void pool2d_backward_cpu_bf16(const Pool2dBackward& a);
 void pool2d_forward_cuda(const Pool2dForward& a);
 void pool2d_backward_cuda(const Pool2dBackward& a);
 void pool2d_forward_cuda_bf16(const Pool2dForward& a);
+void pool2d_forward_cuda_f16(const Pool2dForward& a);
 void pool2d_backward_cuda_bf16(const Pool2dBackward& a);
+void pool2d_backward_cuda_f16(const Pool2dBackward& a);
 void pool2d_forward_cudnn(const Pool2dForward& a);
 void pool2d_backward_cudnn(const Pool2dBackward& a);
 void softmax_cross_entropy_forward_cpu(const SoftmaxCrossEntropyForward& a);
@@ -173,52 +194,58 @@ CNN_OP_TABLE(ActivationForward, "activation forward", row(kCpu, activation_forwa
              row(kCpu, activation_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, activation_forward_cuda),
                            row(kCuda, activation_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, activation_forward_cuda_f16, nullptr, DType::f16),
                            row(kCudnn, activation_forward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackward, "activation backward", row(kCpu, activation_backward_cpu),
              row(kCpu, activation_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, activation_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_cuda),
                            row(kCuda, activation_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, activation_backward_cuda_f16, nullptr, DType::f16),
                            row(kCudnn, activation_backward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
              row(kCpu, activation_backward_from_output_cpu),
              row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda),
-                           row(kCuda, activation_backward_from_output_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, activation_backward_from_output_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, activation_backward_from_output_cuda_f16, nullptr, DType::f16)))
 
 CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu),
              row(kCpu, dense_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dense_forward_cpu_bf16, nullptr, DType::f16),
-             CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16)))
+             CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, dense_forward_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(DenseBackward, "dense backward", row(kCpu, dense_backward_cpu),
              row(kCpu, dense_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dense_backward_cpu_bf16, nullptr, DType::f16),
-             CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda), row(kCuda, dense_backward_cuda_bf16, nullptr, DType::bf16)))
+             CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda), row(kCuda, dense_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, dense_backward_cuda_f16, nullptr, DType::f16)))
 
 CNN_OP_TABLE(Pool2dForward, "pool2d forward", row(kCpu, pool2d_forward_cpu),
              row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::f16),
-             CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda),
-                           row(kCuda, pool2d_forward_cuda_bf16, nullptr, DType::bf16),
+             CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda), row(kCuda, pool2d_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, pool2d_forward_cuda_f16, nullptr, DType::f16),
                            row(kCudnn, pool2d_forward_cudnn, pool2d_on_cudnn)))
 CNN_OP_TABLE(Pool2dBackward, "pool2d backward", row(kCpu, pool2d_backward_cpu),
              row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, pool2d_backward_cuda),
                            row(kCuda, pool2d_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, pool2d_backward_cuda_f16, nullptr, DType::f16),
                            row(kCudnn, pool2d_backward_cudnn, pool2d_on_cudnn)))
 
 CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu),
              row(kCpu, add_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, add_forward_cpu_bf16, nullptr, DType::f16),
-             CNN_CUDA_ROWS(row(kCuda, add_forward_cuda),
-                           row(kCuda, add_forward_cuda_bf16, nullptr, DType::bf16)))
+             CNN_CUDA_ROWS(row(kCuda, add_forward_cuda), row(kCuda, add_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, add_forward_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu),
              row(kCpu, add_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, add_backward_cpu_bf16, nullptr, DType::f16),
-             CNN_CUDA_ROWS(row(kCuda, add_backward_cuda),
-                           row(kCuda, add_backward_cuda_bf16, nullptr, DType::bf16)))
+             CNN_CUDA_ROWS(row(kCuda, add_backward_cuda), row(kCuda, add_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, add_backward_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(ConvertForward, "convert", row(kCpu, convert_forward_cpu),
              row(kCpu, convert_forward_cpu, nullptr, DType::bf16), row(kCpu, convert_forward_cpu, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, convert_forward_cuda), row(kCuda, convert_forward_cuda, nullptr, DType::bf16),
@@ -226,69 +253,80 @@ CNN_OP_TABLE(ConvertForward, "convert", row(kCpu, convert_forward_cpu),
 CNN_OP_TABLE(ConcatForward, "concat forward", row(kCpu, concat_forward_cpu),
              row(kCpu, concat_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, concat_forward_cpu_bf16, nullptr, DType::f16),
-             CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda),
-                           row(kCuda, concat_forward_cuda_bf16, nullptr, DType::bf16)))
+             CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda), row(kCuda, concat_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, concat_forward_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(ConcatBackward, "concat backward", row(kCpu, concat_backward_cpu),
              row(kCpu, concat_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, concat_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, concat_backward_cuda),
-                           row(kCuda, concat_backward_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, concat_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, concat_backward_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(DropoutForward, "dropout forward", row(kCpu, dropout_forward_cpu),
              row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, dropout_forward_cuda),
-                           row(kCuda, dropout_forward_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, dropout_forward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, dropout_forward_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu),
              row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda),
-                           row(kCuda, dropout_backward_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, dropout_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, dropout_backward_cuda_f16, nullptr, DType::f16)))
 
-// batchnorm: no cuDNN bf16 rows (a bf16 layer runs cuda); batchnorm_forward_infer_cuda serves both
-// dtypes (it runs the forward_infer_act row of its operands' dtype).
+// batchnorm: no cuDNN bf16 or f16 rows (such a layer runs cuda); batchnorm_forward_infer_cuda serves every
+// dtype (it runs the forward_infer_act row of its operands' dtype).
 CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchnorm_forward_train_cpu),
              row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
                            row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_forward_train_cuda_f16, nullptr, DType::f16),
                            row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_cuda),
                            row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::f16),
                            row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backward_cpu),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
                            row(kCuda, batchnorm_backward_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_backward_cuda_f16, nullptr, DType::f16),
                            row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_stats_cuda),
-                           row(kCuda, batchnorm_forward_stats_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, batchnorm_forward_stats_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_forward_stats_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(BatchnormForwardApply, "batchnorm forward_apply", row(kCpu, batchnorm_forward_apply_cpu),
              row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_apply_cuda),
-                           row(kCuda, batchnorm_forward_apply_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, batchnorm_forward_apply_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_forward_apply_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(BatchnormForwardInferAct, "batchnorm forward_infer_act", row(kCpu, batchnorm_forward_infer_act_cpu),
              row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_act_cuda),
-                           row(kCuda, batchnorm_forward_infer_act_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, batchnorm_forward_infer_act_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_forward_infer_act_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(BatchnormBackwardStats, "batchnorm backward_stats", row(kCpu, batchnorm_backward_stats_cpu),
              row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_stats_cuda),
-                           row(kCuda, batchnorm_backward_stats_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, batchnorm_backward_stats_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_backward_stats_cuda_f16, nullptr, DType::f16)))
 CNN_OP_TABLE(BatchnormBackwardApply, "batchnorm backward_apply", row(kCpu, batchnorm_backward_apply_cpu),
              row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda),
-                           row(kCuda, batchnorm_backward_apply_cuda_bf16, nullptr, DType::bf16)))
+                           row(kCuda, batchnorm_backward_apply_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_backward_apply_cuda_f16, nullptr, DType::f16)))
 
 CNN_OP_TABLE(SoftmaxCrossEntropyForward, "softmax_cross_entropy forward", row(kCpu, softmax_cross_entropy_forward_cpu),
              CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda),

@@ -1,4 +1,4 @@
-// The BF16 column sum (column_sum_bf16.h) against a double sum of the same bf16 values: one chunk
+// The BF16 and F16 column sums (column_sum_bf16.h) against a double sum of the same values: one chunk
 // and many (the partials pass), column counts with and without 16-byte runs, an operand one
 // element off 16-byte alignment (the scalar kernel), and the same bits on a second run.
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/bf16.h"
+#include "core/fp16.h"
 #include "core/cuda_context.h"
 #include "ops/column_sum_bf16.h"
 #include "support/bf16_conv.h"
@@ -33,8 +34,10 @@ TEST_CASE("column sum bf16 chunks by the row count alone", "[cpu]") {
   }
 }
 
-TEST_CASE("column sum bf16 matches a double sum and repeats its bits", "[gpu]") {
-  CNN_REQUIRE_GPU();
+namespace {
+
+template <typename T>
+void check_column_sums() {
   CudaContext cuda;
   struct Size {
     int64_t rows, cols;
@@ -45,21 +48,34 @@ TEST_CASE("column sum bf16 matches a double sum and repeats its bits", "[gpu]") 
     for (int64_t offset : {0, 1}) {
       INFO(fmt::format("rows {} cols {} offset {}", z.rows, z.cols, offset));
       // Mean 0.5, so no column sum cancels to near zero and the relative tolerance means something.
-      const std::vector<bf16> x = test::to_bf16_vector(test::random_floats(size_t(z.rows * z.cols), ++seed, -0.5f, 1.5f));
+      const std::vector<T> x =
+          test::rounded_vector<T>(test::random_floats(size_t(z.rows * z.cols), ++seed, -0.5f, 1.5f));
       std::vector<double> want(size_t(z.cols), 0.0);
       for (int64_t r = 0; r < z.rows; ++r)
         for (int64_t c = 0; c < z.cols; ++c) want[size_t(c)] += to_float(x[size_t(r * z.cols + c)]);
-      test::DeviceBf16 dx(x, offset);
+      test::Device16<T> dx(x, offset);
       test::DeviceFloats sum = test::DeviceFloats::poisoned(z.cols);
       const size_t scratch_floats = column_sum_bf16_scratch_bytes(z.rows, z.cols) / sizeof(float);
       test::DeviceFloats scratch = test::DeviceFloats::poisoned(int64_t(std::max<size_t>(scratch_floats, 1)));
-      column_sum_bf16_cuda(cuda.ctx(), z.rows, z.cols, dx.data(), sum.data(), scratch_floats ? scratch.data() : nullptr);
+      column_sum_cuda(cuda.ctx(), z.rows, z.cols, dx.data(), sum.data(), scratch_floats ? scratch.data() : nullptr);
       cuda.synchronize();
       const std::vector<float> first = sum.get();
       CHECK(test::compare(first, std::vector<float>(want.begin(), want.end()), test::kGpuVsCpu) == "");
       sum.poison();
-      column_sum_bf16_cuda(cuda.ctx(), z.rows, z.cols, dx.data(), sum.data(), scratch_floats ? scratch.data() : nullptr);
+      column_sum_cuda(cuda.ctx(), z.rows, z.cols, dx.data(), sum.data(), scratch_floats ? scratch.data() : nullptr);
       cuda.synchronize();
       CHECK(test::compare(sum.get(), first, test::kExact) == "");
     }
+}
+
+}  // namespace
+
+TEST_CASE("column sum bf16 matches a double sum and repeats its bits", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_column_sums<bf16>();
+}
+
+TEST_CASE("column sum f16 matches a double sum and repeats its bits", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_column_sums<f16>();
 }

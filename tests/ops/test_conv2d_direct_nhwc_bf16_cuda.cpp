@@ -1,7 +1,7 @@
-// Direct NHWC BF16 convolutions (conv2d_direct_nhwc_bf16.h: depthwise with channel multipliers,
-// C == 1 first layers) against the CPU reference in double on the same bf16-rounded inputs
-// permuted to NHWC. Tolerances as for the tensor-core kernels (support/tolerance.h): y, dx
-// kBf16OutputVsCpu (one bf16 rounding of the output); dw, db kGpuVsCpu (FP32 sums).
+// Direct NHWC BF16 and F16 convolutions (conv2d_direct_nhwc_bf16.h: depthwise with channel
+// multipliers, C == 1 first layers) against the CPU reference in double on the same rounded inputs
+// permuted to NHWC. Tolerances as for the tensor-core kernels (support/tolerance.h): y, dx one
+// rounding of the output (kBf16OutputVsCpu, kF16OutputVsCpu); dw, db kGpuVsCpu (FP32 sums).
 // Trap: outputs are poisoned (NaN) before every run, so an element a kernel forgets fails; offset 1
 // breaks 16-byte alignment (the scalar kernels).
 #include <fmt/format.h>
@@ -19,13 +19,16 @@
 #include "support/tolerance.h"
 
 using namespace cnn;
-using cnn::test::Bf16NhwcOperands;
-using cnn::test::Bf16Reference;
 using cnn::test::check_outputs;
 using cnn::test::compare;
+using cnn::test::NhwcOperands16;
+using cnn::test::output_tolerance;
+using cnn::test::Reference16;
 
-TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
-  CNN_REQUIRE_GPU();
+namespace {
+
+template <typename T>
+void check_direct_shapes() {
   CudaContext cuda;
   const std::vector<Conv2dShape> shapes{
       Conv2dShape::make(2, 8, 11, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false),      // depthwise, 8 channels
@@ -42,25 +45,37 @@ TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and on
   uint64_t seed = 2700;
   for (const Conv2dShape& sh : shapes) {
     REQUIRE(conv2d_direct_nhwc_bf16_can_implement(sh));
-    const Bf16Reference r(sh, seed += 10);
+    const Reference16<T> r(sh, seed += 10);
     for (int64_t offset : {0, 1}) {
       INFO(fmt::format("{}, offset {}", sh.to_string(), offset));
-      Bf16NhwcOperands d(r, offset, {Bf16WeightLayout::rsk});
+      NhwcOperands16<T> d(r, offset, {Bf16WeightLayout::rsk});
       d.poison();
       const ExecContext& ctx = cuda.ctx();
-      conv2d_forward_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.w[0].data(), sh.has_bias ? d.b.data() : nullptr,
+      conv2d_forward_direct_nhwc_cuda(ctx, sh, d.x.data(), d.w[0].data(), sh.has_bias ? d.b.data() : nullptr,
                                            d.y.data());
-      conv2d_backward_data_direct_nhwc_bf16_cuda(ctx, sh, d.w[0].data(), d.dy.data(), d.dx.data());
-      conv2d_backward_filter_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data());
+      conv2d_backward_data_direct_nhwc_cuda(ctx, sh, d.w[0].data(), d.dy.data(), d.dx.data());
+      conv2d_backward_filter_direct_nhwc_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data());
       cuda.synchronize();
-      check_outputs(outputs_of(d), reference_of(r, d));
+      check_outputs(outputs_of(d), reference_of(r, d), output_tolerance<T>());
       d.y.poison();
-      conv2d_forward_direct_nhwc_bf16_cuda(ctx, sh, d.x.data(), d.w[0].data(), d.b.data(), d.y.data(), true);
+      conv2d_forward_direct_nhwc_cuda(ctx, sh, d.x.data(), d.w[0].data(), d.b.data(), d.y.data(), true);
       cuda.synchronize();
       std::vector<float> relu_ref = d.y_ref;
       if (!sh.has_bias) continue;
       for (float& v : relu_ref) v = std::fmax(v, 0.0f);
-      CHECK(compare(d.y.get(), relu_ref, test::kBf16OutputVsCpu) == "");
+      CHECK(compare(d.y.get(), relu_ref, output_tolerance<T>()) == "");
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_direct_shapes<bf16>();
+}
+
+TEST_CASE("conv2d direct nhwc f16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_direct_shapes<f16>();
 }

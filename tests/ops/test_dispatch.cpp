@@ -40,6 +40,22 @@ void check_table(bool needs_cpu) {
     if (row.backend != Backend::cpu) CHECK(backend_built(row.backend));
 }
 
+// Every bf16 row has an f16 twin: the same backend and name (train.precision fp16 runs wherever bf16
+// does), and no f16 row lacks a bf16 one. Lists the rows it misses.
+template <typename Args>
+void check_f16_twins() {
+  const auto& table = Args::table();
+  INFO(table.op);
+  for (const auto& row : table.rows) {
+    const std::string_view name = detail::row_name(row.name);
+    const std::string_view backend = to_string(row.backend);
+    const std::string_view asked = name == backend ? std::string_view() : name;
+    INFO(std::string(name) << " " << to_string(row.dtype));
+    if (row.dtype == DType::bf16) CHECK(find_impl(table, row.backend, DType::f16, asked) != nullptr);
+    if (row.dtype == DType::f16) CHECK(find_impl(table, row.backend, DType::bf16, asked) != nullptr);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every op table has one cpu f32 default and rows named after their backend", "[cpu]") {
@@ -109,4 +125,31 @@ TEST_CASE("run_op runs the backend's row and refuses a missing context or a fore
   // The key dtype (x) is f32, so the f32 row runs, and its checked read of y refuses the bf16 view.
   const ActivationForward mixed{&ctx, {ActivationKind::relu, 0.0f}, 3, x, View(static_cast<void*>(y), DType::bf16)};
   CHECK_THROWS_WITH(run_op(Backend::cpu, mixed), Catch::Matchers::Contains("dtype bf16"));
+}
+
+TEST_CASE("every bf16 row of every op table has an f16 row of the same backend and name", "[cpu]") {
+  check_f16_twins<ActivationForward>();
+  check_f16_twins<ActivationBackward>();
+  check_f16_twins<ActivationBackwardFromOutput>();
+  check_f16_twins<AddForward>();
+  check_f16_twins<AddBackward>();
+  check_f16_twins<BatchnormForwardTrain>();
+  check_f16_twins<BatchnormForwardInfer>();
+  check_f16_twins<BatchnormBackward>();
+  check_f16_twins<BatchnormForwardStats>();
+  check_f16_twins<BatchnormForwardApply>();
+  check_f16_twins<BatchnormForwardInferAct>();
+  check_f16_twins<BatchnormBackwardStats>();
+  check_f16_twins<BatchnormBackwardApply>();
+  check_f16_twins<ConcatForward>();
+  check_f16_twins<ConcatBackward>();
+  check_f16_twins<Conv2dForward>();
+  check_f16_twins<Conv2dBackwardData>();
+  check_f16_twins<Conv2dBackwardFilter>();
+  check_f16_twins<DenseForward>();
+  check_f16_twins<DenseBackward>();
+  check_f16_twins<DropoutForward>();
+  check_f16_twins<DropoutBackward>();
+  check_f16_twins<Pool2dForward>();
+  check_f16_twins<Pool2dBackward>();
 }

@@ -2,7 +2,7 @@
 // and cached on the first run, and the second run takes every timed decision from the cache;
 // the tuned graph then runs a forward and backward step. The accuracy guard excludes only
 // algorithms that really are inaccurate, and every chosen algorithm is within the tolerance; the
-// bf16 probe holds our bf16 rows to the bf16 tolerance.
+// bf16 (f16) probe holds our bf16 (f16) rows to the bf16 (f16) tolerance.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -149,23 +149,22 @@ TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every cho
   }
 }
 
-// The bf16 guard's derivation (accuracy_tolerance.h) on the GPU: our bf16 rows round the weights
-// and the output of forward and backward data (more than FP32's 1e-4, within the bf16 limit) and
-// sum dw and db in FP32 from exactly read bf16 inputs (within FP32's limit).
-TEST_CASE("the bf16 accuracy probe on the gpu holds our bf16 conv rows within the bf16 tolerance", "[gpu]") {
-  CNN_REQUIRE_GPU();
+// The bf16 (f16) guard's derivation (accuracy_tolerance.h) on the GPU: our bf16 (f16) rows round the
+// weights and the output of forward and backward data (more than FP32's 1e-4, within the dtype's
+// limit) and sum dw and db in FP32 from exactly read 16-bit inputs (within FP32's limit).
+static void check_probe_on_gpu(DType t) {
   CudaContext cuda;
   int checked = 0;
   for (const Conv2dShape& sh : {Conv2dShape::make(4, 32, 12, 12, 64, 3, 3, 1, 1, 1, 1),
                                 Conv2dShape::make(4, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16),
                                 Conv2dShape::make(4, 1, 20, 20, 8, 3, 3, 1, 1, 1, 1)}) {
-    ConvProbe probe(cuda.ctx(), sh, 3, DType::bf16);
+    ConvProbe probe(cuda.ctx(), sh, 3, t);
     for (ConvDir d : kConvDirs)
       for (const ConvAlgo& a : conv2d_algos(d)) {
-        if (a.dtype != DType::bf16 || a.backend != Backend::cuda || !a.can_implement(cuda.ctx(), sh)) continue;
+        if (a.dtype != t || a.backend != Backend::cuda || !a.can_implement(cuda.ctx(), sh)) continue;
         const double e = probe.run_and_compare(a);
         INFO(sh.to_string() << " " << to_string(d) << " " << a.name << " rel_err " << e);
-        CHECK(e <= conv_tolerance(DType::bf16, MathMode::fp32));
+        CHECK(e <= conv_tolerance(t, MathMode::fp32));
         if (d == ConvDir::backward_filter)
           CHECK(e <= kConvAccuracyTolerance);
         else
@@ -174,4 +173,14 @@ TEST_CASE("the bf16 accuracy probe on the gpu holds our bf16 conv rows within th
       }
   }
   CHECK(checked >= 9);
+}
+
+TEST_CASE("the bf16 accuracy probe on the gpu holds our bf16 conv rows within the bf16 tolerance", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_probe_on_gpu(DType::bf16);
+}
+
+TEST_CASE("the f16 accuracy probe on the gpu holds our f16 conv rows within the f16 tolerance", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_probe_on_gpu(DType::f16);
 }
