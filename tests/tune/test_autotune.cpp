@@ -7,7 +7,6 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
-#include <type_traits>
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -18,6 +17,7 @@
 #include "core/exec_context.h"
 #include "graph/graph.h"
 #include "layers/conv_plan.h"
+#include "ops/convert.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 #include "tune/accuracy_tolerance.h"
@@ -603,7 +603,7 @@ void forward_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOp
   CHECK(op.x.dtype() == DTypeOf<T>::value);
   const float* w = op.w.f32();
   T* y = static_cast<T*>(op.y.data());
-  auto round = [](float v) { return to_float(T{std::is_same_v<T, f16> ? to_f16(v).bits : to_bf16(v).bits}); };
+  auto round = [](float v) { return round_to(DTypeOf<T>::value, v); };
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t p = 0; p < s.P; ++p)
       for (int64_t q = 0; q < s.Q; ++q)
@@ -618,7 +618,7 @@ void forward_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOp
                 acc = round(acc + xv * round(w[((k * s.C + c) * s.R + r) * s.S + t]));
               }
           if (op.b.f32()) acc += op.b.f32()[k];
-          y[((n * s.P + p) * s.Q + q) * s.K + k] = T{std::is_same_v<T, f16> ? to_f16(acc).bits : to_bf16(acc).bits};
+          store_from_float(y, DTypeOf<T>::value, ((n * s.P + p) * s.Q + q) * s.K + k, acc);
         }
 }
 
