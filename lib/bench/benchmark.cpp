@@ -59,7 +59,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   LossSpec loss_spec = spec.loss;
   if (loss_spec.class_weights == "balanced") loss_spec.class_weights = "none";  // no data to balance
   const LossFunction& loss = stack.build_loss(loss_spec, none);
-  TrainStep& step = stack.build_step(spec.train.clip_grad_norm);
+  TrainStep& step = stack.build_step(spec.train.clip_grad_norm, loss_scale_for(spec.train));
   if (!spec.train.cuda_graph) step.set_cuda_graph(false, "--no-cuda-graph");
 
   // Synthetic batch: normal inputs, uniform labels (seeded); never zeros.

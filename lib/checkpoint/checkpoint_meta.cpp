@@ -112,12 +112,18 @@ CheckpointMeta parse_checkpoint_meta(const std::map<std::string, std::string>& m
   meta.dataset_fingerprint = required(m, "dataset_fingerprint", source);
 
   size_t json_values = 0;
-  const json schedule = meta_json(m, "schedule", source, json_values);
-  for (const auto& [k, v] : schedule.items()) {
-    if (!v.is_string())
-      CNN_THROW("checkpoint '{}': metadata 'schedule.{}' is {}, expected a string", source, clip(k), clip(v.dump()));
-    meta.schedule[k] = v.get<std::string>();
-  }
+  // Maps of strings: the schedule's state, and an fp16 run's loss scale.
+  auto string_map = [&](const char* key, std::map<std::string, std::string>& out) {
+    const json value = meta_json(m, key, source, json_values);
+    if (!value.is_object()) CNN_THROW("checkpoint '{}': metadata '{}' is {}, expected an object", source, key, clip(value.dump()));
+    for (const auto& [k, v] : value.items()) {
+      if (!v.is_string())
+        CNN_THROW("checkpoint '{}': metadata '{}.{}' is {}, expected a string", source, key, clip(k), clip(v.dump()));
+      out[k] = v.get<std::string>();
+    }
+  };
+  string_map("schedule", meta.schedule);
+  if (m.count("loss_scale")) string_map("loss_scale", meta.loss_scale);
   const json rng = meta_json(m, "rng", source, json_values);
   if (!rng.contains("seed") || !rng["seed"].is_number_unsigned())
     CNN_THROW("checkpoint '{}': metadata 'rng' has no 'seed' that is an integer in [0, 2^64)", source);

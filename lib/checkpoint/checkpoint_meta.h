@@ -38,6 +38,7 @@ struct CheckpointMeta {
   int64_t step = 0;          // optimizer steps done
   int64_t optimizer_steps = 0;
   std::map<std::string, std::string> schedule;  // LrSchedule::state()
+  std::map<std::string, std::string> loss_scale;  // LossScaler::state() of an fp16 run; empty otherwise
   uint64_t seed = 0;
   std::string dataset_fingerprint;
   int64_t world_size = 1;

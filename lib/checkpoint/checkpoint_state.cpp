@@ -36,6 +36,7 @@ void write_checkpoint(const std::string& path, Executor& ex, Optimizer* opt, con
   w.set_metadata("step", std::to_string(meta.step));
   w.set_metadata("optimizer_steps", std::to_string(opt ? opt->step_count() : meta.optimizer_steps));
   w.set_metadata("schedule", nlohmann::json(meta.schedule).dump());
+  if (!meta.loss_scale.empty()) w.set_metadata("loss_scale", nlohmann::json(meta.loss_scale).dump());
   w.set_metadata("rng", nlohmann::json{{"seed", meta.seed},
                                        {"generator", "philox4x32-10"},
                                        {"streams", "shuffle(seed, epoch), augment(seed, epoch, position), "

@@ -47,6 +47,7 @@ const std::set<std::string> kSummaryKeys{"format",      "format_version",
                                          "step",        "optimizer_steps",
                                          "world_size",  "dataset_fingerprint",
                                          "schedule",    "rng",
+                                         "loss_scale",
                                          "metrics",     "epoch_progress",
                                          "best_metric", "config"};
 
@@ -229,6 +230,7 @@ std::string to_text(const InspectReport& r) {
   if (s.contains("step"))
     row("step:", get("step") + " (optimizer steps " + get("optimizer_steps") + ", " + get("optimizer") + ")");
   for (auto [label, key] : {std::pair{"schedule:", "schedule"},
+                            {"loss scale:", "loss_scale"},
                             {"seed:", "seed"},
                             {"dataset:", "dataset_fingerprint"},
                             {"world size:", "world_size"}})

@@ -64,8 +64,8 @@ void check_resume_compatible(const std::string& checkpoint_config_yaml, const Mo
     if (now.classes.empty() && d.key.rfind("classes", 0) == 0) continue;
     spdlog::info("resume: overriding {}: {} -> {}", d.key, d.before, d.after);
     if (d.key == "train.precision")
-      spdlog::info("resume: the precision changes only how convolutions and dense layers multiply; the FP32 weights "
-                   "and optimizer state carry over unchanged");
+      spdlog::info("resume: the precision changes only how activations are stored and products taken; the FP32 "
+                   "weights and optimizer state carry over unchanged");
     if (d.key == "train.epochs" && now.train.schedule.type == "cosine")
       spdlog::warn(
           "resume: the cosine schedule now spans {} epochs instead of {}, so the learning rate from here "

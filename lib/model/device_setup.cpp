@@ -41,15 +41,23 @@ Device resolve_device(const std::string& requested, const Graph& graph) {
 // The run's precision (train.precision, which every layer carries, or its own `precision:`), once.
 static std::string precision_note(const Graph& graph, Device d) {
   bool tf32 = false;
-  int bf16 = 0;
+  int bf16 = 0, f16 = 0;
   for (int i = 0; i < graph.size(); ++i) {
     tf32 = tf32 || graph.node(i).layer->math() == MathMode::tf32;
     bf16 += graph.node(i).layer->dtype() == DType::bf16;
+    f16 += graph.node(i).layer->dtype() == DType::f16;
   }
-  if (bf16 > 0)
-    return fmt::format("bf16: {} of {} layers store activations and gradients in BF16 (channels-last); FP32 master "
-                       "weights, weight gradients, sums, batchnorm statistics, loss and optimizer{}",
-                       bf16, graph.size(), tf32 ? "; the FP32 layers may use TF32" : "");
+  if (bf16 > 0 || f16 > 0) {
+    auto stored = [&](int layers, const char* dtype) {
+      return fmt::format("{} of {} layers store activations and gradients in {}", layers, graph.size(), dtype);
+    };
+    const std::string counts = bf16 == 0 ? stored(f16, "FP16")
+                               : f16 == 0 ? stored(bf16, "BF16")
+                                          : fmt::format("{}, {} of {} in FP16", stored(bf16, "BF16"), f16, graph.size());
+    return fmt::format("{}: {} (channels-last); FP32 master weights, weight gradients, sums, batchnorm statistics, "
+                       "loss and optimizer{}",
+                       f16 > bf16 ? "fp16" : "bf16", counts, tf32 ? "; the FP32 layers may use TF32" : "");
+  }
   if (!tf32) return "fp32 (plain FP32 math, no TF32)";
   if (d == Device::cpu) return "tf32 asked, but the CPU has no TF32: every op runs in FP32";
   return "tf32 (cuDNN convolutions and cuBLAS dense layers may use TF32 tensor cores with FP32 accumulation; our "

@@ -43,8 +43,10 @@ LossFunction& ModelStack::build_loss(const LossSpec& spec, const Dataset& train)
   return *m_loss;
 }
 
-TrainStep& ModelStack::build_step(double clip_grad_norm) {
+TrainStep& ModelStack::build_step(double clip_grad_norm, const LossScaleSpec* loss_scale) {
   m_step = std::make_unique<TrainStep>(executor(), loss(), optimizer(), clip_grad_norm);
+  m_scaler = loss_scale ? std::make_unique<LossScaler>(*loss_scale, ctx()) : nullptr;
+  m_step->set_loss_scaler(m_scaler.get());
   return *m_step;
 }
 

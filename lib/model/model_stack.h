@@ -17,6 +17,7 @@
 #include "model/device_setup.h"
 #include "model/loss.h"
 #include "model/train_step.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 
 namespace cnn {
@@ -37,7 +38,8 @@ class ModelStack {
   Executor& build_executor(int64_t max_batch, bool training = true);
   Optimizer& build_optimizer(const OptimizerSpec& spec);  // over the trainable parameters, on the stack's device
   LossFunction& build_loss(const LossSpec& spec, const Dataset& train);
-  TrainStep& build_step(double clip_grad_norm);
+  // loss_scale: the fp16 run's dynamic loss scale (train.loss_scale), null in other precisions.
+  TrainStep& build_step(double clip_grad_norm, const LossScaleSpec* loss_scale = nullptr);
 
   Graph& graph() const { return *m_graph; }
   DeviceSetup& device() const { return need(m_dev, "a device (place)"); }
@@ -46,6 +48,7 @@ class ModelStack {
   Optimizer& optimizer() const { return need(m_optim, "an optimizer (build_optimizer)"); }
   LossFunction& loss() const { return need(m_loss, "a loss (build_loss)"); }
   TrainStep& step() const { return need(m_step, "a step (build_step)"); }
+  LossScaler* loss_scaler() const { return m_scaler.get(); }  // null unless built with a loss scale
 
  private:
   template <class T>
@@ -60,8 +63,14 @@ class ModelStack {
   std::unique_ptr<Executor> m_ex;
   std::unique_ptr<Optimizer> m_optim;
   std::unique_ptr<LossFunction> m_loss;
+  std::unique_ptr<LossScaler> m_scaler;
   std::unique_ptr<TrainStep> m_step;
 };
+
+// The loss scale a run trains with: train.loss_scale in an fp16 run, else null (no scaler).
+inline const LossScaleSpec* loss_scale_for(const TrainSpec& t) {
+  return t.precision == "fp16" ? &t.loss_scale : nullptr;
+}
 
 // The optimizer the config implies for `graph`'s trainable parameters (no device context needed:
 // the checkpoint tools compare its slots against a file).

@@ -54,7 +54,8 @@ TrainStep::TrainStep(Executor& ex, const LossFunction& loss, Optimizer& optimize
   const size_t in_bytes = m_labels_offset + size_t(ex.max_batch()) * sizeof(int32_t);
   m_stage_in = std::make_unique<PinnedBuffer>(in_bytes, "training step parameters (staging)");
   m_dev_in = Tensor::empty(float_slots(in_bytes), d, "training step parameters and labels");
-  m_stage_out = std::make_unique<PinnedBuffer>(sizeof(float) * size_t(1 + m_probs.numel()),
+  m_scaler_offset = round_up(sizeof(float) * size_t(1 + m_probs.numel()), 16);
+  m_stage_out = std::make_unique<PinnedBuffer>(m_scaler_offset + sizeof(LossScaleState),
                                                "training step results (staging)");
   m_dev_loss = Tensor::empty(Shape{1}, d, "training step loss");
   m_dev_norm = Tensor::empty(float_slots(sizeof(double)), d, "gradient norm");
@@ -104,9 +105,22 @@ TrainStep::Result TrainStep::run(const int32_t* labels, int64_t n, double lr, ui
   r.loss = m_loss.forward(ctx, m_ex.output().data(), dev_labels, n, m_probs.data(), nullptr);
   if (!std::isfinite(r.loss)) return r;
   m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
+  if (m_scaler) m_scaler->scale_gradient(ctx, m_ex.output_grad().data(), n * m_ex.graph().num_classes());
   m_ex.backward();
+  if (m_scaler) unscale_now(r, r.loss);
   update(lr);
-  return read_result(labels, n, r.loss);
+  r = Result{r.loss, read_result(labels, n, r.loss).correct, r.skipped};
+  return r;
+}
+
+void TrainStep::unscale_now(Result& r, double loss) {
+  const ExecContext& ctx = m_ex.context();
+  // On the GPU (the synchronous data-parallel path) the loss is a host value: a non-finite one
+  // stops the run anyway, so the device check treats it as finite.
+  const float host_loss = float(loss);
+  m_scaler->unscale_and_update(ctx, m_ex.grads().data(), m_ex.graph().params_size(),
+                               ctx.device == Device::cuda ? nullptr : &host_loss);
+  r.skipped = m_scaler->read(ctx).found_inf != 0;
 }
 
 TrainStep::Result TrainStep::forward_backward(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed,
@@ -129,9 +143,12 @@ TrainStep::Result TrainStep::forward_backward(const int32_t* labels, int64_t n, 
       phase(Phase::backward);
       m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
       if (grad_weight != 1.0) scale_buffer(ctx, m_ex.output_grad().data(), m_ex.output_grad().numel(), float(grad_weight));
+      if (m_scaler) m_scaler->scale_gradient(ctx, m_ex.output_grad().data(), n * m_ex.graph().num_classes());
       m_ex.backward(reducer.hook());
       reducer.finish();
-      return read_result(labels, n, r.loss);
+      Result done = read_result(labels, n, r.loss);
+      if (m_scaler) unscale_now(done, done.loss);
+      return done;
     }
   }
   phase(Phase::backward);
@@ -141,6 +158,7 @@ TrainStep::Result TrainStep::forward_backward(const int32_t* labels, int64_t n, 
     join_sync_idle(n > 0, step, seed, reducer);
   else
     reducer.reduce_all();
+  if (m_scaler) unscale_now(r, r.loss);  // the other ranks' means: every rank decides alike
   return r;
 }
 
@@ -162,6 +180,7 @@ void TrainStep::join_sync_idle(bool forward_ran, uint64_t step, uint64_t seed, G
 
 void TrainStep::update(double lr) {
   const ExecContext& ctx = m_ex.context();
+  if (m_scaler && m_scaler->last().found_inf) return;  // skipped: the gradients overflowed
   if (m_clip > 0) clip_grad_norm(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_clip);
   m_opt.step(ctx, m_ex.params().data(), m_ex.grads().data(), lr);
 }
@@ -177,7 +196,7 @@ TrainStep::Result TrainStep::run_cuda(const int32_t* labels, int64_t n, double l
   }
   stream_synchronize(ctx);
   Result r = read_staged_result(labels, n);
-  if (!std::isfinite(r.loss)) m_opt.set_step_count(m_opt.step_count() - 1);  // the update kernel skipped it
+  if (!std::isfinite(r.loss) || r.skipped) m_opt.set_step_count(m_opt.step_count() - 1);  // the update kernel skipped it
   return r;
 }
 
@@ -207,7 +226,7 @@ TrainStep::Result TrainStep::forward_backward_cuda(const int32_t* labels, int64_
   }
   if (watchdog) watchdog->set_phase(Phase::backward);  // the wait below ends with the means
   stream_synchronize(ctx);
-  return read_staged_result(labels, n);
+  return read_staged_result(labels, n);  // update() then skips when the scaler found an overflow
 }
 
 void TrainStep::enqueue_dist(int64_t n, GradReducer& reducer, double grad_weight) {
@@ -217,6 +236,7 @@ void TrainStep::enqueue_dist(int64_t n, GradReducer& reducer, double grad_weight
   if (grad_weight != 1.0) scale_buffer(ctx, m_ex.output_grad().data(), m_ex.output_grad().numel(), float(grad_weight));
   m_ex.backward(reducer.hook());
   reducer.finish();
+  if (m_scaler) m_scaler->unscale_and_update(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_dev_loss.data());
   enqueue_results(n);
 }
 
@@ -228,6 +248,7 @@ void TrainStep::enqueue_forward_loss(int64_t n) {
   m_ex.forward(n, true, m_run_step, m_run_seed);
   m_loss.forward_async(ctx, m_ex.output().data(), dev_labels, n, m_probs.data(), m_dev_loss.data());
   m_loss.backward(ctx, m_probs.data(), dev_labels, n, m_ex.output_grad().data());
+  if (m_scaler) m_scaler->scale_gradient(ctx, m_ex.output_grad().data(), n * m_ex.graph().num_classes());
 }
 
 void TrainStep::enqueue_results(int64_t n) {
@@ -236,12 +257,22 @@ void TrainStep::enqueue_results(int64_t n) {
   float* out = static_cast<float*>(m_stage_out->data());
   copy_async(ctx, out, m_dev_loss.data(), sizeof(float));
   copy_async(ctx, out + 1, m_probs.data(), size_t(n * K) * sizeof(float));
+  if (m_scaler)
+    copy_async(ctx, static_cast<char*>(m_stage_out->data()) + m_scaler_offset, m_scaler->device_state(),
+               sizeof(LossScaleState));
 }
 
-// Loss and probabilities as enqueue_cuda/enqueue_dist copied them to m_stage_out (stream idle).
+// Loss, probabilities and the loss scaler's state as enqueue_cuda/enqueue_dist copied them to
+// m_stage_out (stream idle).
 TrainStep::Result TrainStep::read_staged_result(const int32_t* labels, int64_t n) {
   const float* out = static_cast<const float*>(m_stage_out->data());
   Result r;
+  if (m_scaler) {
+    LossScaleState s;
+    std::memcpy(&s, static_cast<const char*>(m_stage_out->data()) + m_scaler_offset, sizeof s);
+    m_scaler->note(s);
+    r.skipped = s.found_inf != 0;
+  }
   r.loss = double(out[0]);
   if (!std::isfinite(r.loss)) return r;
   const int64_t K = m_ex.graph().num_classes();
@@ -257,10 +288,13 @@ void TrainStep::enqueue_cuda(int64_t n) {
   const auto* params = reinterpret_cast<const StepParams*>(m_dev_in.data());
   enqueue_forward_loss(n);
   m_ex.backward();
+  if (m_scaler) m_scaler->unscale_and_update(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_dev_loss.data());
   if (m_clip > 0)
     clip_grad_norm_cuda_async(ctx, m_ex.grads().data(), m_ex.graph().params_size(), m_clip,
                               reinterpret_cast<double*>(m_dev_norm.data()));
-  m_opt.step_from_device(ctx, m_ex.params().data(), m_ex.grads().data(), &params->optimizer, m_dev_loss.data());
+  // The scaler's guard is NaN on an overflow and on a non-finite loss alike.
+  m_opt.step_from_device(ctx, m_ex.params().data(), m_ex.grads().data(), &params->optimizer,
+                         m_scaler ? m_scaler->guard() : m_dev_loss.data());
   enqueue_results(n);
 }
 

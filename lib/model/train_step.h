@@ -10,6 +10,11 @@
 // captured in a CUDA graph: per batch size, the first step runs uncaptured (warm-up: workspaces,
 // handles, algorithm choices), the second is captured, later ones replay it. Captured or not, the
 // same kernels run in the same order, so results are bit-identical.
+// fp16 runs add a loss scaler (optim/loss_scaler.h, set_loss_scaler): the loss gradient is scaled
+// before backward; the gradients are checked and unscaled after it (after the means in
+// data-parallel runs), before clipping; an overflow skips the update (the optimizer's step count is
+// rolled back) and Result::skipped says so. On the GPU all of it is queued and captured with the
+// step, and the scaler's state comes back in the same copy as the loss.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +27,7 @@
 #include "dist/grad_reducer.h"
 #include "dist/watchdog.h"
 #include "graph/executor.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "model/cuda_graph.h"
 #include "model/loss.h"
@@ -35,7 +41,11 @@ class TrainStep {
   struct Result {
     double loss = 0;      // weighted batch loss; NaN/Inf when training diverged (no update then)
     int64_t correct = 0;  // top-1 hits in the batch
+    bool skipped = false;  // fp16: the gradients overflowed, no update (the loss scaler's last() has the new scale)
   };
+  // fp16: the scaler this step scales, checks and unscales with (null: none, every other precision).
+  // Set before the first step; it must outlive the step.
+  void set_loss_scaler(LossScaler* scaler) { m_scaler = scaler; }
   // labels (n) on the host.
   Result run(const int32_t* labels, int64_t n, double lr, uint64_t step, uint64_t seed);
 
@@ -55,7 +65,8 @@ class TrainStep {
   // ran uncaptured; last_step_replayed() tells which).
   Result forward_backward(const int32_t* labels, int64_t n, uint64_t step, uint64_t seed, GradReducer& reducer,
                           double grad_weight, Watchdog* watchdog);
-  // Clipping (of the averaged gradients) and the optimizer step.
+  // Clipping (of the averaged gradients) and the optimizer step; nothing when the loss scaler found
+  // the last forward_backward's gradients non-finite.
   void update(double lr);
   // dist.sync_batchnorm: a rank that skips forward or backward this step replays the layers'
   // reductions with zeros (Layer::join_sync_idle) in a full step's order, buckets included.
@@ -90,6 +101,8 @@ class TrainStep {
   Result read_staged_result(const int32_t* labels, int64_t n);
   Result read_result(const int32_t* labels, int64_t n, double loss);
   void join_sync_idle(bool forward_ran, uint64_t step, uint64_t seed, GradReducer& reducer);
+  // The scaler's check of the (reduced) gradients, done synchronously (CPU, MPI path); sets r.skipped.
+  void unscale_now(Result& r, double loss);
   Executor& m_ex;
   const LossFunction& m_loss;
   Optimizer& m_opt;
@@ -97,6 +110,7 @@ class TrainStep {
   bool m_sync_batchnorm = false;
   bool m_device_reduce = false;
   bool m_last_replayed = false;
+  LossScaler* m_scaler = nullptr;
   Tensor m_labels;  // (max_batch) int32 stored in float-sized slots on the executor's device
   Tensor m_probs;   // (max_batch, K)
   std::vector<float> m_host_probs;
@@ -105,6 +119,7 @@ class TrainStep {
   std::unique_ptr<PinnedBuffer> m_stage_in, m_stage_out;
   Tensor m_dev_in, m_dev_loss, m_dev_norm;
   size_t m_labels_offset = 0;  // bytes into m_stage_in / m_dev_in
+  size_t m_scaler_offset = 0;  // bytes into m_stage_out: the loss scaler's state after the results
   uint64_t m_run_step = 0, m_run_seed = 0;
   bool m_graph_on = true;
   std::string m_graph_off_reason;

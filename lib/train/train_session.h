@@ -51,6 +51,7 @@ class TrainSession {
   StepStats plain_step(const Batch& b, double lr, int64_t epoch);
   StepStats dist_step(const Batch& b, double lr, int64_t epoch);
   [[noreturn]] void diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks);
+  void report_skipped_step() const;
   void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
   // train_session_resume.cpp: resume or initialise, and what a checkpoint of this run holds.
   void resume_or_init();

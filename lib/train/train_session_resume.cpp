@@ -18,6 +18,18 @@ void TrainSession::resume_or_init() {
     m_model->optimizer().load_state(read_optimizer_tensors(c.file));
     m_model->optimizer().set_step_count(c.meta.optimizer_steps);
     m_schedule->load_state(c.meta.schedule);
+    if (LossScaler* scaler = m_model->loss_scaler()) {
+      if (!c.meta.loss_scale.empty()) {
+        try {
+          scaler->load_state(m_model->ctx(), c.meta.loss_scale);
+        } catch (const Error& e) {
+          CNN_THROW("checkpoint '{}': {}", c.path, e.what());
+        }
+      } else {
+        spdlog::info("the checkpoint has no loss scale (it was not an fp16 run): the scale starts at {}",
+                     scaler->last().scale);
+      }
+    }
     m_epoch = c.meta.epoch;
     m_next_batch = c.meta.next_batch;
     m_step = c.meta.step;
@@ -81,6 +93,7 @@ CheckpointMeta TrainSession::meta(int64_t epoch, int64_t next_batch) const {
   m.next_batch = next_batch;
   m.step = m_step;
   m.schedule = m_schedule->state();
+  if (const LossScaler* scaler = m_model->loss_scaler()) m.loss_scale = scaler->state();
   m.seed = m_spec.train.seed;
   m.dataset_fingerprint = m_data.splits().fingerprint;
   m.world_size = world();

@@ -206,6 +206,10 @@ void TrainSession::append_end(const std::string& reason, nlohmann::json extra) {
   extra["reason"] = reason;
   extra["step"] = m_step;
   extra["steps_trained"] = m_step - m_start_step;
+  if (const LossScaler* scaler = m_model ? m_model->loss_scaler() : nullptr) {
+    extra["loss_scale"] = scaler->last().scale;
+    extra["skipped_steps"] = scaler->last().skipped_steps;
+  }
   extra["elapsed_s"] = seconds_since_start();
   m_run->append_metrics(extra);
 }

@@ -67,10 +67,14 @@ void TrainSession::setup_model() {
   m_model->build_optimizer(t.optimizer);
   m_schedule = std::make_unique<LrSchedule>(t, world(), m_data.batches_per_epoch());
   m_model->build_loss(m_spec.loss, m_data.splits().train);
-  m_model->build_step(t.clip_grad_norm);
+  m_model->build_step(t.clip_grad_norm, loss_scale_for(t));
   if (!t.cuda_graph) m_model->step().set_cuda_graph(false, "train.cuda_graph is false (--no-cuda-graph)");
   if (!m_dist) spdlog::info("CUDA graph: {}", m_model->step().cuda_graph_status());  // else DistContext::setup
   spdlog::info("loss: {}; {} steps per epoch", m_model->loss().describe(), m_data.batches_per_epoch());
+  if (const LossScaler* scaler = m_model->loss_scaler())
+    spdlog::info("loss scale (fp16): dynamic, starting at {}, halved on an overflow (the step skipped), doubled "
+                 "after {} clean steps",
+                 scaler->last().scale, scaler->growth_interval());
   std::istringstream lines(describe_optimization(m_spec, m_schedule->base_lr()));
   for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
   if (m_dist) m_dist->setup(*m_model, m_data, m_schedule->base_lr());
@@ -86,6 +90,10 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
                       {"img_per_s", seconds > 0 ? double(images) / seconds : 0.0}};
   if (m_dist)
     if (std::optional<double> ms = m_dist->take_exposed_ms()) line["allreduce_exposed_ms"] = *ms;
+  if (const LossScaler* scaler = m_model->loss_scaler()) {
+    line["loss_scale"] = scaler->last().scale;
+    line["skipped_steps"] = scaler->last().skipped_steps;
+  }
   std::string val_text;
   if (m_dist) m_dist->average_buffers(*m_model);  // evaluate and save the ranks' mean statistics
   const bool has_val = m_data.splits().val.size() > 0;
@@ -151,6 +159,15 @@ StepStats TrainSession::dist_step(const Batch& b, double lr, int64_t epoch) {
                       [&](double loss, const std::string& ranks) { diverged(b, epoch, loss, ranks); });
 }
 
+// fp16: the step just taken (m_step) was skipped when the loss scaler found its gradients non-finite.
+void TrainSession::report_skipped_step() const {
+  const LossScaler* scaler = m_model->loss_scaler();
+  if (!scaler || !scaler->last().found_inf || rank() != 0) return;
+  spdlog::warn("step {}: the fp16 gradients overflowed (inf or NaN): step skipped, loss scale halved to {} "
+               "({} skipped so far)",
+               m_step, scaler->last().scale, scaler->last().skipped_steps);
+}
+
 void TrainSession::diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks) {
   std::string where = "another rank's batch (see its message)";
   if (b.size() > 0 && !std::isfinite(loss)) {
@@ -210,6 +227,7 @@ bool TrainSession::run_epochs() {
         throw;
       }
       ++m_step;
+      report_skipped_step();
       if (!m_dist && m_opt.test_hooks.stops_after(m_step)) std::raise(m_opt.test_hooks.stop_signal);
       m_correct += st.correct;
       m_loss_sum += st.loss_sum;

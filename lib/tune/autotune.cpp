@@ -14,7 +14,7 @@
 
 #include "graph/timer.h"
 #include "core/bf16.h"
-#include "core/fp16.h"
+#include "ops/convert.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -122,7 +122,7 @@ std::string conv_math_tag(const ConvAlgo& a, MathMode allowed) {
 std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
                               const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
                               double tolerance, MathMode math, double tf32_tolerance, DType dtype,
-                              double bf16_tolerance, double f16_tolerance) {
+                              double bf16_tolerance) {
   // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
   // under the zero-mean probe alone are not reused. "math": the precision the layer allows (and, for
   // tf32, the tolerance of its TF32 candidates), so an fp32 decision is never reused under tf32 or
@@ -131,10 +131,9 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, Con
                                 to_string(d), fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance,
                                 to_string(math));
   if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
-  // "dtype": the activations' (the candidates are that dtype's rows), with the bf16 or f16 tolerance.
+  // "dtype": the activations' (the candidates are that dtype's rows), with a 16-bit dtype's tolerance.
   key += fmt::format("|dtype {}", to_string(dtype));
-  if (dtype == DType::bf16) key += fmt::format(" tol {:g}", bf16_tolerance);
-  if (dtype == DType::f16) key += fmt::format(" tol {:g}", f16_tolerance);
+  if (dtype != DType::f32) key += fmt::format(" tol {:g}", bf16_tolerance);
   return key;
 }
 
@@ -147,9 +146,9 @@ Tensor scratch(const Shape& shape, Device device, uint64_t seed, DType dtype = D
   Rng rng(seed, static_cast<uint64_t>(RngStream::test));
   std::vector<float> v(size_t(t.numel()));
   for (float& f : v) f = rng.uniform() - 0.5f;
-  if (dtype == DType::bf16 || dtype == DType::f16) {
+  if (dtype != DType::f32) {
     std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = dtype == DType::bf16 ? to_bf16(v[i]).bits : to_f16(v[i]).bits;
+    for (size_t i = 0; i < v.size(); ++i) store_from_float(h.data(), dtype, int64_t(i), v[i]);
     device_memcpy(t.raw(), device, h.data(), Device::cpu, t.bytes());
     return t;
   }
@@ -221,8 +220,8 @@ struct Tuner {
 
   // The tolerance of a conv candidate of activation dtype `dtype` that multiplies in `math`
   // (ConvAlgo::dtype, ConvAlgo::math_used): FP32 ones opt.tolerance, TF32 ones
-  // kTf32AccuracyTolerance, bf16 ones kBf16AccuracyTolerance, f16 ones kF16AccuracyTolerance,
-  // unless the user gave a tolerance, which then replaces every one (accuracy_tolerance.h).
+  // kTf32AccuracyTolerance, bf16 and f16 ones their own, unless the user gave a tolerance,
+  // which then replaces every one (accuracy_tolerance.h).
   double conv_candidate_tolerance(DType dtype, MathMode math) const {
     const bool plain = dtype == DType::f32 && math == MathMode::fp32;
     return plain || opt.tolerance_given ? opt.tolerance : conv_tolerance(dtype, math);
@@ -322,8 +321,7 @@ struct Tuner {
                      sh.to_string());
       const std::string key = autotune_conv_key(
           env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes, opt.tolerance, math,
-          conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(DType::bf16, math),
-          conv_candidate_tolerance(DType::f16, math));
+          conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(dtype, math));
       TuneOutcome r = tune_choice(
           what, names, measure, cache, key, reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
           std::function<double(const std::string&)>([&](const std::string& name) { return tolerance_of(algo(d, name)); }));

@@ -8,9 +8,9 @@
 // warning naming layer, direction, algorithm and error, so speed is never bought with accuracy
 // silently. The tolerance is part of the cache key.
 // Precision: a conv layer's candidates are the rows of its activations' dtype (Layer::dtype()),
-// timed on operands of that dtype (bf16 or f16 channels-last activations, FP32 weights); bf16
-// candidates are held to kBf16AccuracyTolerance (f16 ones to kF16AccuracyTolerance) against the
-// FP32 reference on the same 16-bit inputs.
+// timed on operands of that dtype (bf16 or f16 channels-last activations, FP32 weights); bf16 and
+// f16 candidates are held to kBf16AccuracyTolerance and kF16AccuracyTolerance against the FP32
+// reference on the same 16-bit inputs.
 // Every cuDNN choice is guarded, not only the timed ones: a cuDNN convolution algorithm that is
 // the only candidate or is named by `algo:`, and every batchnorm, pooling or activation layer that
 // runs on cuDNN (explicit `backend: cudnn`, train.backend cudnn, or measured against cuda under
@@ -92,13 +92,12 @@ TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>&
 // The cache key of one conv direction's decision: the machine (autotune_environment_key()), shape,
 // direction, allowed backends, determinism, workspace limit, accuracy tolerance and precision (the
 // layer's math mode, with the TF32 candidates' tolerance under tf32, and its activations' dtype,
-// with the bf16 or f16 candidates' tolerance under bf16 or f16), so a decision made under another tolerance or
-// precision (or before the guard existed) is never reused.
+// with the 16-bit candidates' tolerance under bf16 or f16: `bf16_tolerance` is that dtype's), so a
+// decision made under another tolerance or precision (or before the guard existed) is never reused.
 std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, ConvDir d,
                               const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
                               double tolerance, MathMode math, double tf32_tolerance = kTf32AccuracyTolerance,
-                              DType dtype = DType::f32, double bf16_tolerance = kBf16AccuracyTolerance,
-                              double f16_tolerance = kF16AccuracyTolerance);
+                              DType dtype = DType::f32, double bf16_tolerance = kBf16AccuracyTolerance);
 
 // Resolves the conv plans and measured backends of `graph` on ctx at `batch`; returns one log line
 // per decision (also logged). Throws ConfigError at the layer when an explicit algo cannot run.

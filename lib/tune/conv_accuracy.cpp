@@ -67,10 +67,6 @@ std::vector<float> download_nchw(const Tensor& t) {
   return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
 }
 
-// Set 1's dy scale: 2^-17, real gradients a few layers below the loss; f16 ones times 2^16, the
-// loss scale that keeps such gradients normal numbers in f16 (2^-17 is below f16's 2^-14).
-int projected_dy_exponent(DType t) { return t == DType::f16 ? -1 : -17; }
-
 }  // namespace
 
 ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, DType dtype)
@@ -101,7 +97,7 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
   if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
   std::vector<uint16_t> h(v.size());
-  narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are bf16 or f16 already
+  narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are t's already
   Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
   device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
   return out;
@@ -212,11 +208,13 @@ double ConvProbe::output_error(ConvDir d) {
 }
 
 // dy of set 1: per output channel k, g = N(0,1) values (set 0's dy) minus their mean and minus
-// yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17
-// (f16: 2^-1, projected_dy_exponent).
+// yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17.
 // Called with set 1 selected (ensure_dy).
 void ConvProbe::make_projected_dy() {
   const std::vector<float> y = reference(ConvDir::forward);  // a copy: the slot stays
+  // An fp16 run's gradients arrive multiplied by its loss scale (2^16 by default): the same small
+  // gradient there is 2^-1, inside f16's normal range, where 2^-17 would be subnormal.
+  const int dy_exponent = m_dtype == DType::f16 ? -1 : -17;
   const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q, count = N * PQ;
   std::vector<float>& g = m_hdys[1];
   g = m_hdys[0];
@@ -233,8 +231,7 @@ void ConvProbe::make_projected_dy() {
     mgy /= double(count);
     for (int64_t i = 0; i < count; ++i) {
       const double yhat = (y[at(i)] - my) * inv_std;
-      g[at(i)] = float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, projected_dy_exponent(m_dtype)));
-      g[at(i)] = round_to(m_dtype, g[at(i)]);
+      g[at(i)] = round_to(m_dtype, float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, dy_exponent)));
     }
   }
   const Shape shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};

@@ -6,14 +6,15 @@
 //     b, and dy as a following batchnorm's backward hands it down: per output channel, N(0,1)
 //     values made zero-mean and orthogonal to the normalised conv output of this x (the
 //     projection batchnorm's backward applies), scaled by 2^-17 (~8e-6, the size of real
-//     gradients a few layers below the loss; f16 probes 2^-1: such gradients times a loss scale
-//     of 2^16, as a train.precision fp16 run keeps them normal in f16).
+//     gradients a few layers below the loss).
 // Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
 // inputs small and non-negative, as in training.
-// Dtype: a bf16 (f16) probe holds x and dy rounded to bf16 (f16) values, uploaded twice: channels-last
-// for the candidates (the bf16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
+// Dtype: a bf16 (or f16) probe holds x and dy rounded to bf16 (f16) values, uploaded twice:
+// channels-last for the candidates (the bf16 or f16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
 // exactly the values the candidates read (w and b stay the FP32 masters, which bf16 rows round
-// themselves): what is measured is the candidate's own rounding (weights, outputs) and summation. Trap: the probe is not a proof. In a fer_cnn step
+// themselves): what is measured is the candidate's own rounding (weights, outputs) and summation.
+// An f16 probe scales set 1's dy by 2^-1 instead of 2^-17: an fp16 run's gradients carry its loss
+// scale (2^16 by default), which lifts them out of f16's subnormal range. Trap: the probe is not a proof. In a fer_cnn step
 // cuDNN's winograd_nonfused filter gradient of conv3b was 2.5e-3 from float64 (PyTorch 5e-6),
 // while both sets measured it near 5e-6; that algorithm is excluded by a rule measured on the
 // real step (conv2d_cudnn.cpp), not by this probe.

@@ -312,6 +312,39 @@ TEST_CASE("a cursor with no matching batch boundary resumes at the next epoch wi
   CHECK(end.step == 3 + 7);  // epoch 1 ends at once, epoch 2 has 7 global batches of 16
 }
 
+TEST_CASE("two fp16 ranks skip the same overflowing steps as one rank with twice the batch", "[mpi][app]") {
+  REQUIRE_MPIRUN();
+  Fixture fx;
+  // Each rank's loss gradient is its local mean (1/8 a sample where one rank's is 1/16), so its
+  // f16 activation gradients at scale S are one rank's at 2S, bit for bit (powers of two). From
+  // 2^24 and 2^23 both overflow on the same steps; the ranks decide on the mean gradients, so
+  // they agree on every skip, and the weights end where one rank's do.
+  const std::vector<std::string> fp16{"--device", "cpu", "--deterministic", "--precision", "fp16"};
+  std::vector<std::string> args{fx.model, "--batch", "16", "--out", fx.run_dir("one"), "--quiet",
+                                "--set",  "train.loss_scale.init=16777216"};
+  args.insert(args.end(), fp16.begin(), fp16.end());
+  ProgramResult one = train_plain(args);
+  INFO(one.describe());
+  REQUIRE(one.exit_code == 0);
+  args = {fx.model, "--batch", "8", "--out", fx.run_dir("two"), "--set", "train.loss_scale.init=8388608"};
+  args.insert(args.end(), fp16.begin(), fp16.end());
+  ProgramResult two = mpirun(2, args);
+  INFO(two.describe());
+  REQUIRE(two.exit_code == 0);
+  const nlohmann::json a = last_event(read_metrics(fx.run_dir("one")), "end"),
+                       b = last_event(read_metrics(fx.run_dir("two")), "end");
+  CHECK(a["skipped_steps"].get<int64_t>() >= 2);
+  CHECK(b["skipped_steps"] == a["skipped_steps"]);
+  CHECK(b["loss_scale"].get<double>() * 2 == a["loss_scale"].get<double>());
+  // Rank 0 alone reports each skip.
+  size_t reports = 0;
+  for (size_t at = two.err.find("gradients overflowed"); at != std::string::npos;
+       at = two.err.find("gradients overflowed", at + 1))
+    ++reports;
+  CHECK(reports == size_t(b["skipped_steps"].get<int64_t>()));
+  CHECK(compare_checkpoints(fx.last("one"), fx.last("two"), 1e-4) == "");
+}
+
 TEST_CASE("bf16 compression trains close to the uncompressed run but not identically", "[mpi][app]") {
   REQUIRE_MPIRUN();
   const Transport via = transport_of(GENERATE(as<std::string>(), "default", "tcp"));

@@ -90,6 +90,10 @@ TEST_CASE("the checkpoint keeps the precision: inspect shows it, cnn-eval and re
   CHECK(o.exit_code == 0);
   CHECK_THAT(o.out, Contains("precision: fp32 (--precision)"));
   CHECK_THAT(o.err, Contains("precision: fp32 (plain FP32 math"));
+  ProgramResult h = run_program(program_path("cnn-eval"), {"run", "--device", "cpu", "--precision", "fp16"}, dir.path());
+  CHECK(h.exit_code == 0);
+  CHECK_THAT(h.out, Contains("precision: fp16 (--precision)"));
+  CHECK_THAT(h.err, Contains("precision: fp16: "));
 
   // --resume RUN_DIR keeps tf32; a different --precision is allowed (it changes only math) and logged.
   ProgramResult kept = run_program(program_path("cnn-train"), {"--resume", "run", "--epochs", "2", "--device", "cpu"}, dir.path());
@@ -102,13 +106,55 @@ TEST_CASE("the checkpoint keeps the precision: inspect shows it, cnn-eval and re
   INFO(changed.describe());
   REQUIRE(changed.exit_code == 0);
   CHECK_THAT(changed.err, Contains("resume: overriding train.precision: tf32 -> fp32"));
-  CHECK_THAT(changed.err, Contains("the precision changes only how convolutions and dense layers multiply"));
+  CHECK_THAT(changed.err, Contains("the precision changes only how activations are stored and products taken"));
   CHECK_THAT(read_text_file(dir / "run" / "config.yaml"), Contains("precision: fp32"));
+}
+
+TEST_CASE("an fp16 run whose scaled gradients overflow skips those steps, halves the scale and trains on", "[cpu]") {
+  TempDir dir("cnn-precision-fp16");
+  // 2^24 overflows f16 (65504) in the first backward; each skip halves it until it fits.
+  ProgramResult r = train_tiny(dir, {"--precision", "fp16", "--set", "train.loss_scale.init=16777216"}, 4);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Contains("step 1: the fp16 gradients overflowed (inf or NaN): step skipped, loss scale halved to "
+                             "8388608 (1 skipped so far)"));
+  CHECK_THAT(r.err, Contains("step 2: the fp16 gradients overflowed"));
+  const std::vector<nlohmann::json> lines = read_metrics(dir / "run");
+  const nlohmann::json end = last_event(lines, "end"), epoch = last_event(lines, "epoch");
+  const int64_t skipped = end["skipped_steps"].get<int64_t>(), steps = end["step"].get<int64_t>();
+  const double scale = end["loss_scale"].get<double>();
+  CHECK(epoch["skipped_steps"] == end["skipped_steps"]);
+  CHECK(skipped >= 2);
+  CHECK(skipped < steps);  // it recovered: later steps trained
+  CHECK(scale < 16777216.0 / 2);
+  CHECK(count_of(r.err, "gradients overflowed") == size_t(skipped));
+  CHECK_THAT(read_text_file(dir / "run" / "config.yaml"), Contains("precision: fp16"));
+  ProgramResult i = run_program(program_path("cnn-ckpt"), {"inspect", "run"}, dir.path());
+  INFO(i.describe());
+  CHECK(i.exit_code == 0);
+  CHECK_THAT(i.out, Contains("loss scale:"));
+  CHECK_THAT(i.out, Contains("\"skipped_steps\":\"" + std::to_string(skipped) + "\""));
+  // The weights are finite and the run evaluates.
+  ProgramResult e = run_program(program_path("cnn-eval"), {"run", "--device", "cpu"}, dir.path());
+  INFO(e.describe());
+  CHECK(e.exit_code == 0);
+}
+
+TEST_CASE("train.loss_scale is checked: a power of two from 1 to 2^24, a growth interval of at least 1", "[cpu]") {
+  TempDir dir("cnn-precision-scale");
+  for (const std::string bad : {"train.loss_scale.init=1000", "train.loss_scale.init=0.5",
+                                "train.loss_scale.init=33554432", "train.loss_scale.growth_interval=0",
+                                "train.loss_scale.grow=2"}) {
+    ProgramResult r = train_tiny(dir, {"--precision", "fp16", "--set", bad});
+    INFO(bad << "\n" << r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("train.loss_scale"));
+  }
 }
 
 TEST_CASE("cnn-bench model and cnn-bench conv write the precision into their JSON", "[cpu]") {
   TempDir dir("cnn-precision-bench");
-  for (const std::string p : {"", "tf32"}) {
+  for (const std::string p : {"", "tf32", "fp16"}) {
     std::vector<std::string> args{"model", kTiny, "--device", "cpu", "--batch", "4", "--steps", "1",
                                   "--repeats", "1", "--warmup", "0", "--json", "m.json"};
     if (!p.empty()) args.insert(args.end(), {"--precision", p});

@@ -73,6 +73,7 @@ void require_same_end(const Fixture& fx, const std::string& straight, const std:
   CHECK(a.next_batch == b.next_batch);
   CHECK(a.step == b.step);
   CHECK(a.optimizer_steps == b.optimizer_steps);
+  CHECK(a.loss_scale == b.loss_scale);  // fp16's scale and counters (empty in other precisions)
   CHECK(a.schedule == b.schedule);
   CHECK(a.best_metric == b.best_metric);
   auto la = epoch_lines(fx.run_dir(straight)), lb = epoch_lines(fx.run_dir(resumed));
@@ -110,6 +111,33 @@ TEST_CASE("a bf16 run split by --epochs and resumed equals the straight bf16 run
   // And bf16 really differs from fp32: the test could fail if the precision were ignored.
   train_ok({fx.model, "--out", fx.run_dir("fp32"), "--quiet"});
   CHECK(tensor_differences(fx.last("fp32"), fx.last("straight")) != "");
+}
+
+TEST_CASE("an fp16 run split by --epochs and resumed equals the straight fp16 run bit for bit, loss scale included",
+          "[cpu]") {
+  Fixture fx;
+  // Growth every 5 clean steps: over 24 steps the scale moves, so a scale or counter that the
+  // resume did not restore would show in the checkpoint.
+  const std::vector<std::string> fp16{"--precision", "fp16", "--set", "train.loss_scale.growth_interval=5"};
+  std::vector<std::string> args{fx.model, "--out", fx.run_dir("straight")};
+  args.insert(args.end(), fp16.begin(), fp16.end());
+  Finished straight = train_ok(args);
+  CHECK_THAT(straight.err, Contains("precision: fp16:"));
+  CHECK_THAT(straight.err, Contains("loss scale (fp16): dynamic, starting at 65536"));
+  args = {fx.model, "--out", fx.run_dir("split"), "--epochs", "2", "--quiet"};
+  args.insert(args.end(), fp16.begin(), fp16.end());
+  train_ok(args);
+  const CheckpointMeta half = read_checkpoint(fx.last("split")).meta;
+  REQUIRE(half.loss_scale.count("clean_steps"));
+  Finished f = train_ok({"--resume", fx.run_dir("split"), "--epochs", "4"});  // the checkpoint's precision
+  CHECK_THAT(f.err, Contains("precision: fp16:"));
+  require_same_end(fx, "straight", "split");
+  const CheckpointMeta end = read_checkpoint(fx.last("straight")).meta;
+  CHECK(end.loss_scale.at("scale") != "65536");  // it grew (or overflowed and shrank)
+  // And fp16 really differs from bf16: the test could fail if the precision were ignored.
+  train_ok({fx.model, "--out", fx.run_dir("bf16"), "--quiet", "--precision", "bf16"});
+  CHECK(tensor_differences(fx.last("bf16"), fx.last("straight")) != "");
+  CHECK(read_checkpoint(fx.last("bf16")).meta.loss_scale.empty());
 }
 
 TEST_CASE("reduce-on-plateau state and the best metric survive a resume", "[cpu]") {

@@ -138,7 +138,12 @@ class F32OnlyLayer : public Layer {
 };
 }  // namespace
 
-TEST_CASE("precision: a layer with no bf16 implementation stays f32, reported, with casts around it", "[cpu]") {
+TEST_CASE("precision: a layer with no bf16 or f16 implementation stays f32, reported, with casts around it",
+          "[cpu]") {
+  const std::string precision = GENERATE(as<std::string>(), "bf16", "fp16");
+  const DType half = storage_dtype(parse_precision(precision));
+  const std::string t = to_string(half);
+  INFO(precision);
   LayerRegistry registry;
   register_builtin_layers(registry);
   registry.add("f32only", [](const LayerSpec& s) { return std::make_unique<F32OnlyLayer>(s); },
@@ -151,22 +156,22 @@ TEST_CASE("precision: a layer with no bf16 implementation stays f32, reported, w
       "  - {name: o, type: f32only}\n"
       "  - {name: f, type: flatten}\n"
       "  - {name: fc, type: dense, units: 3, precision: fp32}\n";
-  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=bf16"}, registry.schemas());
+  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=" + precision}, registry.schemas());
   std::unique_ptr<Graph> graph = Graph::build(spec, registry);
   graph->choose_backends(Device::cpu);
-  CHECK(graph->node(0).layer->dtype() == DType::bf16);
-  CHECK(graph->node(1).layer->dtype() == DType::f32);  // asked for bf16, not given
-  CHECK(graph->node(1).layer->precision() == Precision::bf16);
-  CHECK(graph->node(2).layer->dtype() == DType::bf16);
+  CHECK(graph->node(0).layer->dtype() == half);
+  CHECK(graph->node(1).layer->dtype() == DType::f32);  // asked for bf16 or f16, not given
+  CHECK(graph->node(1).layer->precision() == parse_precision(precision));
+  CHECK(graph->node(2).layer->dtype() == half);
   CHECK(graph->node(3).layer->dtype() == DType::f32);  // its own precision: fp32
   const auto& notes = graph->precision_notes();
   auto has = [&](const std::string& text) {
     return std::any_of(notes.begin(), notes.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
   };
-  CHECK(has("layer 'o' (f32only) stays f32: no bf16 implementation of it on the cpu"));
-  CHECK(has("cast c -> o: bf16 NHWC -> f32 NCHW"));
-  CHECK(has("cast o -> f: f32 NCHW -> bf16 NHWC"));
-  CHECK(has("cast f -> fc: bf16 NHWC -> f32 NCHW"));
+  CHECK(has("layer 'o' (f32only) stays f32: no " + t + " implementation of it on the cpu"));
+  CHECK(has("cast c -> o: " + t + " NHWC -> f32 NCHW"));
+  CHECK(has("cast o -> f: f32 NCHW -> " + t + " NHWC"));
+  CHECK(has("cast f -> fc: " + t + " NHWC -> f32 NCHW"));
   CHECK_FALSE(has("-> loss"));
   // And it trains through the casts: forward and backward run, gradients finite and non-zero.
   ExecContext ctx = ExecContext::cpu(1);
@@ -209,37 +214,6 @@ TEST_CASE("precision: fp16 layers store f16, cast to and from bf16 and f32 neigh
     CHECK(rel_l2(fp32.grads[i], fp16.grads[i]) < 2e-3);
     CHECK(rel_l2(fp32.grads[i], mixed.grads[i]) < 8e-3);
   }
-}
-
-TEST_CASE("precision: a layer with no f16 implementation stays f32 in an fp16 run, reported", "[cpu]") {
-  LayerRegistry registry;
-  register_builtin_layers(registry);
-  registry.add("f32only", [](const LayerSpec& s) { return std::make_unique<F32OnlyLayer>(s); },
-               Schema("f32only", "a copy, f32 only"));
-  const char* yaml =
-      "name: g\n"
-      "input: {channels: 2, height: 3, width: 3}\n"
-      "layers:\n"
-      "  - {name: c, type: conv2d, filters: 2, kernel: 3, padding: 1}\n"
-      "  - {name: o, type: f32only}\n"
-      "  - {name: f, type: flatten}\n"
-      "  - {name: fc, type: dense, units: 3}\n";
-  ModelSpec spec = parse_model_text(yaml, "g.yaml", {"train.precision=fp16"}, registry.schemas());
-  std::unique_ptr<Graph> graph = Graph::build(spec, registry);
-  graph->choose_backends(Device::cpu);
-  CHECK(graph->node(0).layer->dtype() == DType::f16);
-  CHECK(graph->node(1).layer->dtype() == DType::f32);
-  CHECK(graph->node(1).layer->precision() == Precision::fp16);
-  CHECK(graph->node(2).layer->dtype() == DType::f16);
-  CHECK(graph->node(3).layer->dtype() == DType::f16);
-  const auto& notes = graph->precision_notes();
-  auto has = [&](const std::string& text) {
-    return std::any_of(notes.begin(), notes.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
-  };
-  CHECK(has("layer 'o' (f32only) stays f32: no f16 implementation of it on the cpu"));
-  CHECK(has("cast c -> o: f16 NHWC -> f32 NCHW"));
-  CHECK(has("cast o -> f: f32 NCHW -> f16 NHWC"));
-  CHECK(has("cast fc -> loss: f16 -> f32"));
 }
 
 TEST_CASE("precision: bf16 activations take half the arena bytes of f32 ones", "[cpu]") {

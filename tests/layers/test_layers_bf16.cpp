@@ -1,7 +1,7 @@
-// The element-wise, pooling and merge layers run on bf16 tensors (BF16 training): they pass their
-// tensors' views, so the bf16 op rows run, on channels-last storage with the logical shapes. On the
-// CPU each bf16 output must be the f32 layer's output on the same (bf16-exact) inputs rounded once
-// to bf16, bit for bit: the emulation's contract (ops/dispatch.h). A layer that read its
+// The element-wise, pooling and merge layers run on bf16 and f16 tensors (BF16 and FP16 training):
+// they pass their tensors' views, so the bf16/f16 op rows run, on channels-last storage with the
+// logical shapes. On the CPU each 16-bit output must be the f32 layer's output on the same (exact)
+// inputs rounded once to that dtype, bit for bit: the emulation's contract (ops/dispatch.h). A layer that read its
 // activations as floats (Tensor::data) or sized them as floats would throw or differ here.
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "layers/registry.h"
+#include "ops/convert.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 
@@ -51,13 +52,7 @@ size_t storage_index(const Shape& s, DType t, size_t i, bool flat) {
 
 Tensor make(const Shape& s, DType t, const std::vector<float>& logical, bool flat) {
   Tensor x = Tensor::empty(s, Device::cpu, "x", t);
-  for (size_t i = 0; i < logical.size(); ++i) {
-    const size_t at = storage_index(s, t, i, flat);
-    if (t == DType::bf16)
-      static_cast<bf16*>(x.raw())[at] = to_bf16(logical[i]);
-    else
-      static_cast<float*>(x.raw())[at] = logical[i];
-  }
+  for (size_t i = 0; i < logical.size(); ++i) store_from_float(x.raw(), t, int64_t(storage_index(s, t, i, flat)), logical[i]);
   return x;
 }
 
@@ -100,39 +95,42 @@ Outputs run_layer(const std::string& name, const std::vector<Shape>& in, const s
   return o;
 }
 
-std::vector<float> rounded(std::vector<float> v) {
-  for (float& f : v) f = round_to_bf16(f);
+std::vector<float> rounded(std::vector<float> v, DType t) {
+  for (float& f : v) f = round_to(t, f);
   return v;
 }
 
-// Runs the layer in f32 and in bf16 on the same bf16-exact inputs; bf16 must be f32 rounded once.
-void check_layer(const std::string& name, const std::vector<Shape>& in, bool flat = false) {
-  INFO("layer " << name);
+// Runs the layer in f32 and in t (bf16 or f16) on the same t-exact inputs; t's must be f32's
+// rounded once.
+void check_layer(const std::string& name, const std::vector<Shape>& in, DType t, bool flat = false) {
+  INFO("layer " << name << " in " << to_string(t));
   std::vector<std::vector<float>> xs;
   uint64_t seed = 11;
   for (const Shape& s : in) {
-    std::vector<float> v = rounded(random_floats(size_t(s.with_batch(kBatch).numel()), ++seed, -2.0f, 2.0f));
+    std::vector<float> v = rounded(random_floats(size_t(s.with_batch(kBatch).numel()), ++seed, -2.0f, 2.0f), t);
     if (seed % 2)  // ties in the max windows
       for (float& f : v) f = float(int(f * 2.0f)) / 2.0f;
     xs.push_back(v);
   }
   std::unique_ptr<Layer> probe = LayerRegistry::builtin().create(spec_of(name));
   const int64_t out_numel = probe->infer_shape(in).with_batch(kBatch).numel();
-  const std::vector<float> dy = rounded(random_floats(size_t(out_numel), 99));
+  const std::vector<float> dy = rounded(random_floats(size_t(out_numel), 99), t);
   const Outputs f32 = run_layer(name, in, xs, dy, DType::f32, flat);
-  const Outputs b16 = run_layer(name, in, xs, dy, DType::bf16, flat);
-  CHECK(b16.y == rounded(f32.y));
+  const Outputs b16 = run_layer(name, in, xs, dy, t, flat);
+  CHECK(b16.y == rounded(f32.y, t));
   REQUIRE(b16.dx.size() == f32.dx.size());
-  for (size_t i = 0; i < f32.dx.size(); ++i) CHECK(b16.dx[i] == rounded(f32.dx[i]));
+  for (size_t i = 0; i < f32.dx.size(); ++i) CHECK(b16.dx[i] == rounded(f32.dx[i], t));
 }
 
 }  // namespace
 
-TEST_CASE("activation, pooling, dropout, add and concat layers run on bf16 tensors", "[cpu]") {
+TEST_CASE("activation, pooling, dropout, add and concat layers run on bf16 and f16 tensors", "[cpu]") {
   const Shape chw{16, 6, 5};
-  // relu and leaky_relu: backward reads x only, so f32 and bf16 see the same operands.
-  for (const char* name : {"relu", "leaky", "maxpool", "avgpool", "gap"}) check_layer(name, {chw});
-  check_layer("drop", {chw}, true);
-  check_layer("add", {chw, chw});
-  check_layer("cat", {Shape{8, 6, 5}, chw});
+  for (DType t : {DType::bf16, DType::f16}) {
+    // relu and leaky_relu: backward reads x only, so f32 and the 16-bit run see the same operands.
+    for (const char* name : {"relu", "leaky", "maxpool", "avgpool", "gap"}) check_layer(name, {chw}, t);
+    check_layer("drop", {chw}, t, true);
+    check_layer("add", {chw, chw}, t);
+    check_layer("cat", {Shape{8, 6, 5}, chw}, t);
+  }
 }

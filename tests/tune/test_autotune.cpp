@@ -1,6 +1,6 @@
 // The autotuner's choice among candidates (with an injected timing function), its disk cache
 // (round trip, key mismatch, corrupt file, atomic write), a whole-graph run on the CPU, and its
-// precision handling: keys and tolerances per precision, the bf16 accuracy probe on the CPU.
+// precision handling: keys and tolerances per precision, the bf16 and f16 accuracy probes on the CPU.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -13,7 +13,6 @@
 
 #include "config/model_spec.h"
 #include "core/bf16.h"
-#include "core/fp16.h"
 #include "core/exec_context.h"
 #include "graph/graph.h"
 #include "layers/conv_plan.h"
@@ -578,6 +577,9 @@ TEST_CASE("the conv cache key carries the activations' dtype, and a bf16 key the
         key(DType::f32));
   // A bf16 layer's decision (among bf16 rows) is not reused for an f32 layer of the same shape.
   check_not_reused(key(DType::bf16), key(DType::f32));
+  // Nor an f16 layer's, which carries its own tolerance.
+  CHECK(key(DType::f16, kF16AccuracyTolerance).find("|dtype f16 tol 0.00125") != std::string::npos);
+  check_not_reused(key(DType::f16, kF16AccuracyTolerance), key(DType::bf16));
 }
 
 TEST_CASE("accuracy tolerances per precision: bf16 candidates get 1e-2 in every math mode", "[cpu]") {
@@ -591,19 +593,22 @@ TEST_CASE("accuracy tolerances per precision: bf16 candidates get 1e-2 in every 
   const double u = std::ldexp(1.0, -8);
   CHECK(kBf16AccuracyTolerance > 3 * std::sqrt(2.0 / 3.0) * u);
   CHECK(kBf16AccuracyTolerance > kTf32AccuracyTolerance);
+  // f16: the same rule with u = 2^-11.
+  CHECK(conv_tolerance(DType::f16, MathMode::tf32) == kF16AccuracyTolerance);
+  CHECK(kF16AccuracyTolerance > 3 * std::sqrt(2.0 / 3.0) * std::ldexp(1.0, -11));
+  CHECK(kF16AccuracyTolerance < kBf16AccuracyTolerance);
 }
 
 namespace {
 
-// A bf16 (f16) forward convolution that rounds every partial sum to bf16 (f16): what the guard
-// must reject. x (N, H, W, C) T, w (K, C, R, S) FP32 rounded, y (N, P, Q, K) T; groups 1.
-template <typename T>
-void forward_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOperands& op) {
-  const T* x = static_cast<const T*>(op.x.data());
-  CHECK(op.x.dtype() == DTypeOf<T>::value);
+// A bf16 (f16) forward convolution that rounds every partial sum to bf16 (f16), what the guard
+// must reject: x (N, H, W, C), w (K, C, R, S) FP32 rounded, y (N, P, Q, K) in x's dtype; groups 1.
+void forward_partial_sums_16(const ExecContext&, const Conv2dShape& s, const ConvOperands& op) {
+  const DType t = op.x.dtype();
+  REQUIRE(((t == DType::bf16 || t == DType::f16) && op.y.dtype() == t));
+  const void* x = op.x.data();
   const float* w = op.w.f32();
-  T* y = static_cast<T*>(op.y.data());
-  auto round = [](float v) { return round_to(DTypeOf<T>::value, v); };
+  void* y = op.y.data();
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t p = 0; p < s.P; ++p)
       for (int64_t q = 0; q < s.Q; ++q)
@@ -611,14 +616,14 @@ void forward_partial_sums(const ExecContext&, const Conv2dShape& s, const ConvOp
           float acc = 0;
           for (int64_t c = 0; c < s.C; ++c)
             for (int64_t r = 0; r < s.R; ++r)
-              for (int64_t t = 0; t < s.S; ++t) {
-                const int64_t h = p * s.stride_h - s.pad_h + r * s.dilation_h, v = q * s.stride_w - s.pad_w + t * s.dilation_w;
+              for (int64_t u = 0; u < s.S; ++u) {
+                const int64_t h = p * s.stride_h - s.pad_h + r * s.dilation_h, v = q * s.stride_w - s.pad_w + u * s.dilation_w;
                 if (h < 0 || h >= s.H || v < 0 || v >= s.W) continue;
-                const float xv = to_float(x[((n * s.H + h) * s.W + v) * s.C + c]);
-                acc = round(acc + xv * round(w[((k * s.C + c) * s.R + r) * s.S + t]));
+                const float xv = load_as_float(x, t, ((n * s.H + h) * s.W + v) * s.C + c);
+                acc = round_to(t, acc + xv * round_to(t, w[((k * s.C + c) * s.R + r) * s.S + u]));
               }
           if (op.b.f32()) acc += op.b.f32()[k];
-          store_from_float(y, DTypeOf<T>::value, ((n * s.P + p) * s.Q + q) * s.K + k, acc);
+          store_from_float(y, t, ((n * s.P + p) * s.Q + q) * s.K + k, acc);
         }
 }
 
@@ -659,55 +664,34 @@ TEST_CASE("a bf16 conv probe runs bf16 rows on bf16 operands against the FP32 re
                     Catch::Matchers::Contains("dtype bf16 reached an implementation that reads f32"));
   // Rounding every partial sum to bf16 over this 288-term reduction is over the bf16 limit.
   ConvAlgo sloppy = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm", DType::bf16);
-  sloppy.run = forward_partial_sums<bf16>;
+  sloppy.run = forward_partial_sums_16;
   CHECK(probe.run_and_compare(sloppy) > kBf16AccuracyTolerance);
 }
 
-TEST_CASE("the conv cache key carries an f16 layer's tolerance, and f16 candidates get kF16AccuracyTolerance",
+TEST_CASE("an f16 conv probe runs f16 rows within two f16 roundings, its set-1 gradients in f16's normal range",
           "[cpu]") {
-  const Conv2dShape sh = Conv2dShape::make(2, 8, 8, 8, 8, 3, 3);
-  auto key = [&](DType t, double f16_tol = kF16AccuracyTolerance) {
-    return autotune_conv_key("gpu", sh, ConvDir::forward, {"cuda", "cudnn"}, false, 1 << 20, 1e-4, MathMode::fp32,
-                             kTf32AccuracyTolerance, t, kBf16AccuracyTolerance, f16_tol);
-  };
-  CHECK(key(DType::f16).find("|dtype f16 tol 0.0012") != std::string::npos);
-  CHECK(key(DType::f16) != key(DType::f16, 2e-3));
-  CHECK(key(DType::bf16) == key(DType::bf16, 2e-3));  // a bf16 decision has no f16 candidates
-  check_not_reused(key(DType::f16), key(DType::bf16));
-  check_not_reused(key(DType::f16), key(DType::f32));
-  CHECK(conv_tolerance(DType::f16, MathMode::fp32) == kF16AccuracyTolerance);
-  CHECK(conv_tolerance(DType::f16, MathMode::tf32) == kF16AccuracyTolerance);
-  // Three times the RMS of two independent f16 roundings (sqrt(2/3) u, u = 2^-11), below bf16's.
-  const double u = std::ldexp(1.0, -11);
-  CHECK(kF16AccuracyTolerance > 3 * std::sqrt(2.0 / 3.0) * u);
-  CHECK(kF16AccuracyTolerance < 4 * std::sqrt(2.0 / 3.0) * u);
-  CHECK(kF16AccuracyTolerance < kBf16AccuracyTolerance);
-}
-
-TEST_CASE("an f16 conv probe runs f16 rows on f16 operands and rejects f16 partial sums", "[cpu]") {
   const ExecContext ctx = ExecContext::cpu(1);
   const Conv2dShape sh = Conv2dShape::make(2, 32, 7, 6, 8, 3, 3, 1, 1, 1, 1);
   ConvProbe probe(ctx, sh, 1, DType::f16);
-  const ConvOperands fwd = probe.operands(ConvDir::forward);
-  CHECK(fwd.x.dtype() == DType::f16);
-  CHECK(fwd.w.dtype() == DType::f32);
-  // The emulation rounds the weights and the output once each (within two roundings' RMS), dw and
-  // db stay FP32 sums; set 1's dy (2^-1 scale for f16) holds normal f16 values.
+  CHECK(probe.operands(ConvDir::forward).x.dtype() == DType::f16);
+  CHECK(probe.operands(ConvDir::forward).w.dtype() == DType::f32);
   const double u = std::ldexp(1.0, -11);
-  for (ConvDir d : kConvDirs) {
-    INFO(to_string(d));
-    const double e = probe.run_and_compare(conv2d_algo(d, "cpu:im2col_gemm", DType::f16));
-    if (d == ConvDir::backward_filter) {
-      CHECK(e < 1e-5);
-    } else {
-      CHECK(e > kConvAccuracyTolerance);
-      CHECK(e < std::sqrt(2.0 / 3.0) * u);
+  for (int set : {0, 1}) {
+    probe.use_input_set(set);
+    for (ConvDir d : kConvDirs) {
+      INFO(to_string(d) << ", set " << set);
+      const double e = probe.run_and_compare(conv2d_algo(d, "cpu:im2col_gemm", DType::f16));
+      if (d == ConvDir::backward_filter) {
+        CHECK(e < 1e-5);
+      } else {
+        CHECK(e > 0.0);
+        CHECK(e < std::sqrt(2.0 / 3.0) * u);  // at 2^-17 set 1's dx would sit in f16's subnormals, far above this
+      }
+      CHECK(e < conv_tolerance(DType::f16, MathMode::fp32));
     }
-    CHECK(e < conv_tolerance(DType::f16, MathMode::fp32));
   }
+  probe.use_input_set(0);
   ConvAlgo sloppy = conv2d_algo(ConvDir::forward, "cpu:im2col_gemm", DType::f16);
-  sloppy.run = forward_partial_sums<f16>;
-  const double e = probe.run_and_compare(sloppy);
-  INFO("f16 partial sums: " << e);
-  CHECK(e > kF16AccuracyTolerance);
+  sloppy.run = forward_partial_sums_16;
+  CHECK(probe.run_and_compare(sloppy) > kF16AccuracyTolerance);
 }
