@@ -1,7 +1,7 @@
-// The cuda bf16 rows of conv2d (conv2d_algo_bf16_cuda.cpp) as the dispatcher and the autotuner call
-// them, beyond the harness (test_backend_ops_conv2d.cpp, whose weights are bf16-exact): with FP32
-// master weights that are not exact in bf16 they agree with the cpu emulation, which rounds the
-// weights at the same point; each call stays within the workspace its row declares (the packed copy
+// The cuda bf16 (and f16) rows of conv2d (conv2d_algo_bf16_cuda.cpp) as the dispatcher and the
+// autotuner call them, beyond the harness (test_backend_ops_conv2d.cpp, whose weights are exact):
+// with FP32 master weights that are not exact in bf16 (f16) they agree with the cpu emulation,
+// which rounds the weights at the same point; each call stays within the workspace its row declares (the packed copy
 // after the kernel's scratch, a workspace grown once to workspace_bytes never grows again, which
 // CUDA graph capture needs); and a tight workspace limit still leaves a plan within it.
 #include <cmath>
@@ -24,6 +24,8 @@ const ConvDir kDirs[] = {ConvDir::forward, ConvDir::backward_data, ConvDir::back
 
 // Two results rounded to bf16 from FP32 sums taken in different orders: one bf16 ulp apart at most.
 constexpr test::Tolerance kOneBf16Ulp{1e-4, 1.0 / 128};
+// The same in f16 (10 mantissa bits).
+constexpr test::Tolerance kOneF16Ulp{1e-4, 1.0 / 1024};
 // dw and db, FP32 sums of up to 72000 products of values in [-1, 1] (so |dw| ~ 90) in two orders:
 // ~1e-6 of that apart, which atol 1e-2 leaves room for where a sum comes out near zero.
 constexpr test::Tolerance kLongFp32Sums{1e-2, 1e-3};
@@ -32,26 +34,28 @@ constexpr test::Tolerance kLongFp32Sums{1e-2, 1e-3};
 // H200: 1.3e-2 at |dw| ~ 90, 1.4e-4 of the scale); the default plan caps a slice at 64K pixels.
 constexpr test::Tolerance kOneSliceSums{5e-2, 1e-3};
 
-// The operands of one shape on one device: x, y, dy, dx bf16 channels-last from NCHW host values
-// (x and dy bf16-exact), w and b FP32 (w deliberately not exact in bf16), dw and db FP32.
+// The operands of one shape on one device: x, y, dy, dx of dtype t (bf16 by default, or f16)
+// channels-last from NCHW host values (x and dy exact in t), w and b FP32 (w deliberately not exact
+// in t), dw and db FP32.
 struct Operands {
   Conv2dShape sh;
+  DType t;
   Tensor x, w, b, y, dy, dx, dw, db;
-  Operands(const Conv2dShape& s, Device dev, uint64_t seed) : sh(s) {
+  Operands(const Conv2dShape& s, Device dev, uint64_t seed, DType dtype = DType::bf16) : sh(s), t(dtype) {
     const Shape in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-    x = activation(test::random_floats(size_t(in.numel()), seed), in, dev);
-    dy = activation(test::random_floats(size_t(out.numel()), seed + 1), out, dev);
+    x = activation(test::random_floats(size_t(in.numel()), seed), in, dev, t);
+    dy = activation(test::random_floats(size_t(out.numel()), seed + 1), out, dev, t);
     w = floats(test::random_floats(size_t(sh.weight_numel()), seed + 2), dev);
     b = floats(test::random_floats(size_t(sh.K), seed + 3), dev);
-    y = Tensor::empty(out, dev, "test y", DType::bf16);
-    dx = Tensor::empty(in, dev, "test dx", DType::bf16);
+    y = Tensor::empty(out, dev, "test y", t);
+    dx = Tensor::empty(in, dev, "test dx", t);
     dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "test dw");
     db = Tensor::empty(Shape{sh.K}, dev, "test db");
   }
-  static Tensor activation(const std::vector<float>& nchw, const Shape& s, Device dev) {
-    std::vector<bf16> h(nchw.size());
-    narrow(nchw.data(), ActDims{s[0], s[1], s[2], s[3]}, h.data());
-    Tensor t = Tensor::empty(s, dev, "test activation", DType::bf16);
+  static Tensor activation(const std::vector<float>& nchw, const Shape& s, Device dev, DType dtype) {
+    std::vector<uint16_t> h(nchw.size());
+    narrow(nchw.data(), ActDims{s[0], s[1], s[2], s[3]}, View(h.data(), dtype));
+    Tensor t = Tensor::empty(s, dev, "test activation", dtype);
     device_memcpy(t.raw(), dev, h.data(), Device::cpu, t.bytes());
     return t;
   }
@@ -76,9 +80,9 @@ struct Operands {
       return v;
     }
     const Tensor& t = d == ConvDir::forward ? y : dx;
-    std::vector<bf16> h(size_t(t.numel()));
+    std::vector<uint16_t> h(size_t(t.numel()));
     device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
-    return widen(h.data(), ActDims{t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]});
+    return widen(ConstView(h.data(), t.dtype()), ActDims{t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]});
   }
 };
 
@@ -100,40 +104,50 @@ std::vector<Conv2dShape> shapes() {
   };
 }
 
-std::vector<const ConvAlgo*> bf16_cuda_rows(ConvDir d) {
-  return {&conv2d_algo(d, "cuda:igemm_nhwc", DType::bf16), &conv2d_algo(d, "cuda:direct_nhwc", DType::bf16),
-          find_impl(conv2d_table(d), Backend::cuda, DType::bf16)};
+std::vector<const ConvAlgo*> cuda_rows(ConvDir d, DType t) {
+  return {&conv2d_algo(d, "cuda:igemm_nhwc", t), &conv2d_algo(d, "cuda:direct_nhwc", t),
+          find_impl(conv2d_table(d), Backend::cuda, t)};
+}
+
+// Every cuda row of dtype t on every shape it takes, against the cpu row of t on the same operands.
+void check_rows_on_masters(DType t) {
+  const ExecContext cpu = ExecContext::cpu(2);
+  const test::Tolerance one_ulp = t == DType::f16 ? kOneF16Ulp : kOneBf16Ulp;
+  uint64_t seed = 900;
+  int runs = 0;
+  for (const Conv2dShape& sh : shapes()) {
+    Operands host(sh, Device::cpu, seed += 10, t);
+    for (ConvDir d : kDirs) {
+      find_impl(conv2d_table(d), Backend::cpu, t)->run(cpu, sh, host.of(d));
+      const std::vector<float> want = host.output(d);
+      for (const ConvAlgo* a : cuda_rows(d, t)) {
+        REQUIRE(a);
+        INFO(sh.to_string() << " " << to_string(d) << " " << a->name);
+        if (!a->can_implement(cpu, sh)) continue;  // a question about the shape alone
+        CudaContext cuda;  // a fresh workspace: what the call takes is all it holds afterwards
+        const size_t bytes = a->workspace_bytes(cuda.ctx(), sh);
+        Operands dev(sh, Device::cuda, seed, t);
+        a->run(cuda.ctx(), sh, dev.of(d));
+        cuda.synchronize();
+        CHECK(cuda.ctx().workspace->capacity_bytes() <= grown_capacity(bytes));
+        CHECK(test::compare(dev.output(d), want, d == ConvDir::backward_filter ? kLongFp32Sums : one_ulp) == "");
+        ++runs;
+      }
+    }
+  }
+  CHECK(runs >= 30);
 }
 
 }  // namespace
 
 TEST_CASE("conv2d cuda bf16 rows match the cpu emulation on FP32 master weights within their workspace", "[gpu]") {
   CNN_REQUIRE_GPU();
-  const ExecContext cpu = ExecContext::cpu(2);
-  uint64_t seed = 900;
-  int runs = 0;
-  for (const Conv2dShape& sh : shapes()) {
-    Operands host(sh, Device::cpu, seed += 10);
-    for (ConvDir d : kDirs) {
-      find_impl(conv2d_table(d), Backend::cpu, DType::bf16)->run(cpu, sh, host.of(d));
-      const std::vector<float> want = host.output(d);
-      for (const ConvAlgo* a : bf16_cuda_rows(d)) {
-        REQUIRE(a);
-        INFO(sh.to_string() << " " << to_string(d) << " " << a->name);
-        if (!a->can_implement(cpu, sh)) continue;  // a question about the shape alone
-        CudaContext cuda;  // a fresh workspace: what the call takes is all it holds afterwards
-        const size_t bytes = a->workspace_bytes(cuda.ctx(), sh);
-        Operands dev(sh, Device::cuda, seed);
-        a->run(cuda.ctx(), sh, dev.of(d));
-        cuda.synchronize();
-        CHECK(cuda.ctx().workspace->capacity_bytes() <= grown_capacity(bytes));
-        CHECK(test::compare(dev.output(d), want, d == ConvDir::backward_filter ? kLongFp32Sums : kOneBf16Ulp) ==
-              "");
-        ++runs;
-      }
-    }
-  }
-  CHECK(runs >= 30);
+  check_rows_on_masters(DType::bf16);
+}
+
+TEST_CASE("conv2d cuda f16 rows match the cpu emulation on FP32 master weights within their workspace", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_rows_on_masters(DType::f16);
 }
 
 TEST_CASE("conv2d cuda bf16 rows keep within a tight workspace limit and stay correct", "[gpu]") {
