@@ -1,0 +1,53 @@
+// The CPU path through the real programs: cnn-bench model takes its threads from OMP_NUM_THREADS
+// (else the cores) and reports the count in its text and JSON; a malformed value is refused.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "app_util.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+
+using namespace cnn;
+using namespace cnn::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const std::string kTiny = std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml";
+
+// cnn-bench model tiny.yaml on the cpu, one short repeat, with `env` (NAME=VALUE) set.
+ProgramResult bench_tiny(const TempDir& dir, const std::string& env) {
+  return run_program("/usr/bin/env", {env, program_path("cnn-bench"), "model", kTiny, "--device", "cpu", "--batch", "4",
+                                      "--steps", "1", "--repeats", "1", "--warmup", "0", "--json", "m.json"},
+                     dir.path());
+}
+
+}  // namespace
+
+TEST_CASE("cnn-bench model on the cpu runs OMP_NUM_THREADS threads and reports the count", "[cpu]") {
+  TempDir dir("cnn-cpu-threads");
+  // 3: not the core count of the 2-core machines this runs on, so the cores cannot pass for it.
+  ProgramResult r = bench_tiny(dir, "OMP_NUM_THREADS=3");
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("on cpu: 3 threads (OMP_NUM_THREADS)"));
+  const nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "m.json"));
+  CHECK(j["threads"] == 3);
+  CHECK(j["device"] == "cpu: 3 threads (OMP_NUM_THREADS)");
+
+  ProgramResult unset = run_program(program_path("cnn-bench"), {"model", kTiny, "--device", "cpu", "--batch", "4",
+                                                                "--steps", "1", "--repeats", "1", "--warmup", "0"},
+                                    dir.path());
+  INFO(unset.describe());
+  REQUIRE(unset.exit_code == 0);
+  if (!std::getenv("OMP_NUM_THREADS")) CHECK_THAT(unset.out, Contains("threads (cores)"));
+}
+
+TEST_CASE("cnn-bench refuses a malformed OMP_NUM_THREADS naming it", "[cpu]") {
+  TempDir dir("cnn-cpu-threads-bad");
+  ProgramResult r = bench_tiny(dir, "OMP_NUM_THREADS=two");
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("OMP_NUM_THREADS='two'"));
+}
