@@ -1,5 +1,7 @@
 // The CPU path through the real programs: cnn-bench model takes its threads from OMP_NUM_THREADS
-// (else the cores) and reports the count in its text and JSON; a malformed value is refused.
+// (else the cores) and reports the count in its text and JSON; a malformed value is refused; and
+// tools/compare_pytorch_cpu.py runs end to end as a smoke test (tiny batch, one step, no timing
+// asserted) where Debian's python3-torch is installed.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -50,4 +52,38 @@ TEST_CASE("cnn-bench refuses a malformed OMP_NUM_THREADS naming it", "[cpu]") {
   INFO(r.describe());
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("OMP_NUM_THREADS='two'"));
+}
+
+TEST_CASE("compare_pytorch_cpu.py times our step and PyTorch's on the cpu and reports both", "[cpu]") {
+  if (std::system("/usr/bin/python3 -c 'import torch, yaml' >/dev/null 2>&1") != 0)
+    CNN_SKIP("/usr/bin/python3 with python3-torch and python3-yaml is not installed");
+  TempDir dir("cnn-compare-cpu");
+  const std::string script = std::string(CNN_SOURCE_DIR) + "/tools/compare_pytorch_cpu.py";
+  ProgramResult r = run_program("/usr/bin/python3", {script, kTiny, "--cnn-bench", program_path("cnn-bench"), "--batch",
+                                                     "2", "--threads", "1", "--rounds", "2", "--steps", "1",
+                                                     "--repeats", "1", "--warmup", "0", "--json", "cmp.json"},
+                                dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("1 threads each"));
+  const nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "cmp.json"));
+  CHECK(j["threads"] == 1);
+  REQUIRE(j["results"].size() == 1);
+  const nlohmann::json& row = j["results"][0];
+  CHECK(row["model"] == "tiny");
+  CHECK(row["batch"] == 2);
+  CHECK(row["ours"]["rounds"].size() == 2);
+  CHECK(row["pytorch"]["rounds"].size() == 2);
+  CHECK(row["ours"]["median"].get<double>() > 0);
+  CHECK(row["pytorch"]["median"].get<double>() > 0);
+  CHECK_THAT(row["command"].get<std::string>(), Contains("--device cpu"));
+
+  // Our side failing is reported with its command and exit status.
+  ProgramResult bad = run_program("/usr/bin/python3", {script, kTiny, "--cnn-bench", program_path("cnn-bench"),
+                                                       "--batch", "2", "--steps", "1", "--repeats", "1", "--rounds",
+                                                       "1", "--set", "train.optimizer.type=nope"},
+                                  dir.path());
+  INFO(bad.describe());
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Contains("compare_pytorch_cpu: error"));
 }
