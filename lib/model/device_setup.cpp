@@ -3,9 +3,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "core/error.h"
+#include "ops/blas_cpu.h"
 
 namespace cnn {
 
@@ -71,6 +73,8 @@ DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_ind
     m_cpu = ExecContext::cpu(resolved.count);
     m_ctx = &m_cpu;
     m_description = fmt::format("cpu: {} threads ({})", m_cpu.threads(), resolved.source);
+    spdlog::info("cpu: OpenBLAS {} kernels{}", blas_core_name(),
+                 std::getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : "");
   }
   m_ctx->deterministic = deterministic;
   spdlog::info("device: {}", m_description);

@@ -1,12 +1,14 @@
 // The CPU path through the real programs: cnn-bench model takes its threads from OMP_NUM_THREADS
 // (else the cores) and reports the count in its text and JSON; a malformed value is refused; and
 // tools/compare_pytorch_cpu.py runs end to end as a smoke test (tiny batch, one step, no timing
-// asserted) where Debian's python3-torch is installed.
+// asserted) where Debian's python3-torch is installed; and the programs run OpenBLAS's kernels for
+// the CPU when the library fell back to its generic ones.
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "app_util.h"
+#include "ops/blas_cpu.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 
@@ -86,4 +88,27 @@ TEST_CASE("compare_pytorch_cpu.py times our step and PyTorch's on the cpu and re
   INFO(bad.describe());
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.err, Contains("compare_pytorch_cpu: error"));
+}
+
+TEST_CASE("the programs restart with OpenBLAS kernels for the CPU when OpenBLAS fell back to generic ones", "[cpu]") {
+  TempDir dir("cnn-cpu-blas");
+  if (std::getenv("OPENBLAS_CORETYPE")) CNN_SKIP("OPENBLAS_CORETYPE is set for the tests: this process is not a default one");
+  // This test process loaded OpenBLAS without the variable: what OpenBLAS chose here, and what fits.
+  const std::string better = blas_better_core(), here = blas_core_name();
+  ProgramResult r = run_program("/usr/bin/env", {"-u", "OPENBLAS_CORETYPE", program_path("cnn-bench"), "model", kTiny,
+                                                 "--device", "cpu", "--batch", "4", "--steps", "1", "--repeats", "1",
+                                                 "--warmup", "0"},
+                                dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  if (better.empty()) {
+    CHECK_THAT(r.err, Contains("cpu: OpenBLAS " + here + " kernels\n"));
+  } else {
+    CHECK_THAT(r.err, Contains("cpu: OpenBLAS " + better + " kernels (OPENBLAS_CORETYPE)"));
+  }
+  // A user's own choice is left alone, whatever it is.
+  ProgramResult mine = bench_tiny(dir, "OPENBLAS_CORETYPE=Prescott");
+  INFO(mine.describe());
+  REQUIRE(mine.exit_code == 0);
+  CHECK_THAT(mine.err, Contains("cpu: OpenBLAS Prescott kernels (OPENBLAS_CORETYPE)"));
 }
