@@ -1,13 +1,20 @@
 // Direct convolution on the CPU for filters that read one input channel (C/groups == 1: depthwise
 // with any channel multiplier, and C == 1 first layers): the "cpu:direct" rows, and what the "cpu"
-// default rows run for depthwise shapes (conv2d_cpu_direct_is_default). No columns, no workspace:
-// each output row is a sum of shifted input rows times one tap, a loop the compiler vectorises.
-// Trap: forward adds in the reference's order (bias, then taps r-major), so y equals the float
-// reference; dx and dw sum in another order (rows of taps, dw in double per filter tap), within
-// kFastCpuVsReference. dw and db are each written by one thread per filter: thread-count independent.
+// default rows run for depthwise shapes (conv2d_cpu_direct_is_default). No columns, no workspace.
+// Stride 1: each plane is copied once into a zero-padded "wide" plane (rows of Wp = W + padding), so
+// every tap is one contiguous multiply-add over the whole plane (P * Wp values), the extra columns
+// computed and dropped: small planes (6x6 in mini_xception) run as long loops too. Other strides:
+// each output row is a sum of shifted input rows times one tap. The loops are built for AVX-512 and
+// AVX2 too (target_clones; the CPU picks at load time).
+// Trap: forward adds in the reference's order (bias, then taps r-major); on the stride-1 path the
+// padded taps add w * 0, so y equals the float reference up to the sign of a zero (and an infinite
+// weight makes NaN at the border). dx and dw sum in another order (dw in double per filter tap),
+// within kFastCpuVsReference. dw and db are each written by one thread per filter: thread-count
+// independent. Scratch (the wide planes) is host memory of the call, threads x 2 planes.
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "core/error.h"
@@ -114,6 +121,70 @@ inline float dot_row(const float* dy, const float* x, Span sp, int64_t stride, i
   return acc;
 }
 
+// ---- stride 1: wide planes ----
+
+#define CNN_SIMD_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+
+// y (n) += a * x (n).
+CNN_SIMD_CLONES void axpy(float* y, const float* x, float a, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+// sum of a (n) * b (n), in float lanes.
+CNN_SIMD_CLONES float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+// Wide planes of Wp = W + 2 pad_w columns: the input zero-padded (Hp = H + 2 pad_h rows, plus the
+// last tap's overhang), the output P rows of Wp (columns Q.. computed and dropped). Output i reads
+// input i + offset(t) for tap t.
+struct Wide {
+  int64_t Wp, in_size, out_size;
+  std::vector<int64_t> offset;  // (R * S)
+  explicit Wide(const Conv2dShape& sh) : Wp(sh.W + 2 * sh.pad_w) {
+    in_size = (sh.H + 2 * sh.pad_h) * Wp + (sh.S - 1) * sh.dilation_w;
+    out_size = sh.P * Wp;
+    for (int64_t r = 0; r < sh.R; ++r)
+      for (int64_t s = 0; s < sh.S; ++s) offset.push_back(r * sh.dilation_h * Wp + s * sh.dilation_w);
+  }
+  // x (H, W) into xw (in_size), zeros around it.
+  void load_input(const Conv2dShape& sh, const float* x, float* xw) const {
+    std::fill(xw, xw + in_size, 0.0f);
+    for (int64_t h = 0; h < sh.H; ++h) std::copy(x + h * sh.W, x + (h + 1) * sh.W, xw + (h + sh.pad_h) * Wp + sh.pad_w);
+  }
+  // dy (P, Q) into dyw (out_size), the extra columns zero.
+  void load_output(const Conv2dShape& sh, const float* dy, float* dyw) const {
+    for (int64_t p = 0; p < sh.P; ++p) {
+      std::copy(dy + p * sh.Q, dy + (p + 1) * sh.Q, dyw + p * Wp);
+      std::fill(dyw + p * Wp + sh.Q, dyw + (p + 1) * Wp, 0.0f);
+    }
+  }
+};
+
+bool wide_path(const Conv2dShape& sh) { return sh.stride_h == 1 && sh.stride_w == 1; }
+
+// Per-thread scratch of the wide path: two planes a thread.
+struct WideScratch {
+  std::vector<float> floats;
+  int64_t per_thread;
+  WideScratch(const Wide& wide, int threads) : per_thread(wide.in_size + wide.out_size) {
+    floats.resize(size_t(per_thread * threads));
+  }
+  float* in(int t) { return floats.data() + t * per_thread; }
+  float* out(int t, const Wide& wide) { return in(t) + wide.in_size; }
+};
+
+void forward_plane_wide(const Conv2dShape& sh, const Wide& wide, const float* x, const float* w, float bias, float* y,
+                        float* xw, float* yw) {
+  wide.load_input(sh, x, xw);
+  std::fill(yw, yw + wide.out_size, bias);
+  for (size_t t = 0; t < wide.offset.size(); ++t) axpy(yw, xw + wide.offset[t], w[t], wide.out_size);
+  for (int64_t p = 0; p < sh.P; ++p) std::copy(yw + p * wide.Wp, yw + p * wide.Wp + sh.Q, y + p * sh.Q);
+}
+
 }  // namespace
 
 void conv2d_forward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
@@ -123,10 +194,20 @@ void conv2d_forward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, co
   const int64_t Kg = sh.K / sh.groups, HW = sh.H * sh.W, PQ = sh.P * sh.Q, RS = sh.R * sh.S;
   const std::vector<Span> spans = tap_spans(sh);
   const int64_t planes = sh.N * sh.K;
-#pragma omp parallel for num_threads(ctx.threads()) schedule(static) if (planes * PQ * RS >= (int64_t{1} << 15))
+  const int threads = ctx.threads();
+  const Wide wide(sh);
+  WideScratch scratch(wide, wide_path(sh) ? threads : 0);
+#pragma omp parallel for num_threads(threads) schedule(static) if (planes * PQ * RS >= (int64_t{1} << 15))
   for (int64_t nk = 0; nk < planes; ++nk) {
     const int64_t n = nk / sh.K, k = nk % sh.K;
-    forward_plane(sh, spans, x + (n * sh.C + k / Kg) * HW, w + k * RS, sh.has_bias ? b[k] : 0.0f, y + nk * PQ);
+    const float* xp = x + (n * sh.C + k / Kg) * HW;
+    const float bias = sh.has_bias ? b[k] : 0.0f;
+    if (!wide_path(sh)) {
+      forward_plane(sh, spans, xp, w + k * RS, bias, y + nk * PQ);
+      continue;
+    }
+    const int t = omp_get_thread_num();
+    forward_plane_wide(sh, wide, xp, w + k * RS, bias, y + nk * PQ, scratch.in(t), scratch.out(t, wide));
   }
 }
 
@@ -137,6 +218,8 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
   const std::vector<Span> spans = tap_spans(sh);
   const bool big = sh.N * sh.K * PQ * RS >= (int64_t{1} << 15);
   const int threads = ctx.threads();
+  const Wide wide(sh);
+  WideScratch scratch(wide, wide_path(sh) ? threads : 0);
   if (dx) {
     // Input plane (n, c) gathers from its Kg filters, in filter order.
     const int64_t planes = sh.N * sh.C;
@@ -144,9 +227,23 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
     for (int64_t nc = 0; nc < planes; ++nc) {
       const int64_t n = nc / sh.C, c = nc % sh.C;
       float* dxp = dx + nc * HW;
-      std::fill(dxp, dxp + HW, 0.0f);
-      for (int64_t k = c * Kg; k < (c + 1) * Kg; ++k)
-        backward_data_plane(sh, spans, dy + (n * sh.K + k) * PQ, w + k * RS, dxp);
+      if (!wide_path(sh)) {
+        std::fill(dxp, dxp + HW, 0.0f);
+        for (int64_t k = c * Kg; k < (c + 1) * Kg; ++k)
+          backward_data_plane(sh, spans, dy + (n * sh.K + k) * PQ, w + k * RS, dxp);
+        continue;
+      }
+      const int t = omp_get_thread_num();
+      float *dxw = scratch.in(t), *dyw = scratch.out(t, wide);
+      std::fill(dxw, dxw + wide.in_size, 0.0f);
+      for (int64_t k = c * Kg; k < (c + 1) * Kg; ++k) {
+        wide.load_output(sh, dy + (n * sh.K + k) * PQ, dyw);
+        for (size_t i = 0; i < wide.offset.size(); ++i) axpy(dxw + wide.offset[i], dyw, w[k * RS + int64_t(i)], wide.out_size);
+      }
+      for (int64_t h = 0; h < sh.H; ++h) {
+        const float* row = dxw + (h + sh.pad_h) * wide.Wp + sh.pad_w;
+        std::copy(row, row + sh.W, dxp + h * sh.W);
+      }
     }
   }
   if (dw || db) {
@@ -155,6 +252,23 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
       const int64_t c = k / Kg;
       if (db) db[k] = conv2d_bias_gradient_cpu(sh, dy, k);
       if (!dw) continue;
+      if (wide_path(sh)) {
+        const int th = omp_get_thread_num();
+        float *xw = scratch.in(th), *dyw = scratch.out(th, wide);
+        const size_t taps = wide.offset.size();
+        double sums[64];
+        for (size_t t0 = 0; t0 < taps; t0 += 64) {  // 64 taps at a time (a 3x3 filter has 9)
+          const size_t t1 = std::min(taps, t0 + 64);
+          std::fill(sums, sums + (t1 - t0), 0.0);
+          for (int64_t n = 0; n < sh.N; ++n) {
+            wide.load_input(sh, x + (n * sh.C + c) * HW, xw);
+            wide.load_output(sh, dy + (n * sh.K + k) * PQ, dyw);
+            for (size_t t = t0; t < t1; ++t) sums[t - t0] += dot(dyw, xw + wide.offset[t], wide.out_size);
+          }
+          for (size_t t = t0; t < t1; ++t) dw[k * RS + int64_t(t)] = static_cast<float>(sums[t - t0]);
+        }
+        continue;
+      }
       double acc[64];  // one per tap when R*S <= 64; larger windows sum tap by tap below
       const bool all_taps = RS <= 64;
       for (int64_t t0 = 0; t0 < RS; t0 += all_taps ? RS : 1) {
