@@ -132,7 +132,7 @@ def compare_model(path, args, threads):
         ours, torch_rates, load_before = [], [], load()
         for _ in range(args.rounds):
             rate, their_threads, device, command = time_ours(args, batch, threads)
-            if their_threads != threads:
+            if their_threads is not None and their_threads != threads:  # None: a cnn-bench older than "threads"
                 raise RuntimeError(f"cnn-bench ran {their_threads} threads, not {threads} ({device})")
             ours.append(rate)
             torch_rates.append(time_torch(plan, cfg, batch, args))

@@ -6,9 +6,10 @@
 //
 // Names: "<backend>:<strategy>", lower case, unique per direction and dtype, e.g.
 // "cuda:implicit_gemm", "cuda:direct", "cuda:winograd", "cuda:im2col_gemm", "cuda:fft",
-// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm": the named
+// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm", "cpu:direct": the named
 // algorithms (conv2d_algos). Beside them each backend has its default row, named after the backend,
-// which is what run_op(backend, args) runs when no algorithm is named: "cpu" (im2col GEMM), "cuda"
+// which is what run_op(backend, args) runs when no algorithm is named: "cpu" (direct for depthwise
+// shapes, im2col GEMM elsewhere; "cpu:direct" is f32 only), "cuda"
 // (direct kernels where every filter reads one input channel and has at most 25 taps, implicit
 // GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
 // Dtypes: a row computes one activation dtype (ConvAlgo::dtype). The bf16 rows (ops/dispatch.h's

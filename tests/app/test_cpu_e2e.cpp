@@ -20,11 +20,13 @@ namespace {
 
 const std::string kTiny = std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml";
 
-// cnn-bench model tiny.yaml on the cpu, one short repeat, with `env` (NAME=VALUE) set.
-ProgramResult bench_tiny(const TempDir& dir, const std::string& env) {
-  return run_program("/usr/bin/env", {env, program_path("cnn-bench"), "model", kTiny, "--device", "cpu", "--batch", "4",
-                                      "--steps", "1", "--repeats", "1", "--warmup", "0", "--json", "m.json"},
-                     dir.path());
+// cnn-bench model tiny.yaml on the cpu, one short repeat, through env(1) with `env` (NAME=VALUE to
+// set, or -u NAME to unset).
+ProgramResult bench_tiny(const TempDir& dir, std::vector<std::string> env) {
+  const std::vector<std::string> bench{program_path("cnn-bench"), "model", kTiny, "--device", "cpu", "--batch", "4",
+                                       "--steps", "1", "--repeats", "1", "--warmup", "0", "--json", "m.json"};
+  env.insert(env.end(), bench.begin(), bench.end());
+  return run_program("/usr/bin/env", env, dir.path());
 }
 
 }  // namespace
@@ -32,7 +34,7 @@ ProgramResult bench_tiny(const TempDir& dir, const std::string& env) {
 TEST_CASE("cnn-bench model on the cpu runs OMP_NUM_THREADS threads and reports the count", "[cpu]") {
   TempDir dir("cnn-cpu-threads");
   // 3: not the core count of the 2-core machines this runs on, so the cores cannot pass for it.
-  ProgramResult r = bench_tiny(dir, "OMP_NUM_THREADS=3");
+  ProgramResult r = bench_tiny(dir, {"OMP_NUM_THREADS=3"});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("on cpu: 3 threads (OMP_NUM_THREADS)"));
@@ -40,17 +42,15 @@ TEST_CASE("cnn-bench model on the cpu runs OMP_NUM_THREADS threads and reports t
   CHECK(j["threads"] == 3);
   CHECK(j["device"] == "cpu: 3 threads (OMP_NUM_THREADS)");
 
-  ProgramResult unset = run_program(program_path("cnn-bench"), {"model", kTiny, "--device", "cpu", "--batch", "4",
-                                                                "--steps", "1", "--repeats", "1", "--warmup", "0"},
-                                    dir.path());
+  ProgramResult unset = bench_tiny(dir, {"-u", "OMP_NUM_THREADS"});
   INFO(unset.describe());
   REQUIRE(unset.exit_code == 0);
-  if (!std::getenv("OMP_NUM_THREADS")) CHECK_THAT(unset.out, Contains("threads (cores)"));
+  CHECK_THAT(unset.out, Contains("threads (cores)"));
 }
 
 TEST_CASE("cnn-bench refuses a malformed OMP_NUM_THREADS naming it", "[cpu]") {
   TempDir dir("cnn-cpu-threads-bad");
-  ProgramResult r = bench_tiny(dir, "OMP_NUM_THREADS=two");
+  ProgramResult r = bench_tiny(dir, {"OMP_NUM_THREADS=two"});
   INFO(r.describe());
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("OMP_NUM_THREADS='two'"));
@@ -95,10 +95,7 @@ TEST_CASE("the programs restart with OpenBLAS kernels for the CPU when OpenBLAS 
   if (std::getenv("OPENBLAS_CORETYPE")) CNN_SKIP("OPENBLAS_CORETYPE is set for the tests: this process is not a default one");
   // This test process loaded OpenBLAS without the variable: what OpenBLAS chose here, and what fits.
   const std::string better = blas_better_core(), here = blas_core_name();
-  ProgramResult r = run_program("/usr/bin/env", {"-u", "OPENBLAS_CORETYPE", program_path("cnn-bench"), "model", kTiny,
-                                                 "--device", "cpu", "--batch", "4", "--steps", "1", "--repeats", "1",
-                                                 "--warmup", "0"},
-                                dir.path());
+  ProgramResult r = bench_tiny(dir, {"-u", "OPENBLAS_CORETYPE"});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   if (better.empty()) {
@@ -107,7 +104,7 @@ TEST_CASE("the programs restart with OpenBLAS kernels for the CPU when OpenBLAS 
     CHECK_THAT(r.err, Contains("cpu: OpenBLAS " + better + " kernels (OPENBLAS_CORETYPE)"));
   }
   // A user's own choice is left alone, whatever it is.
-  ProgramResult mine = bench_tiny(dir, "OPENBLAS_CORETYPE=Prescott");
+  ProgramResult mine = bench_tiny(dir, {"OPENBLAS_CORETYPE=Prescott"});
   INFO(mine.describe());
   REQUIRE(mine.exit_code == 0);
   CHECK_THAT(mine.err, Contains("cpu: OpenBLAS Prescott kernels (OPENBLAS_CORETYPE)"));
