@@ -92,6 +92,10 @@ static bool cpu_direct_can_implement(const ExecContext&, const Conv2dShape& sh) 
 }
 static size_t no_workspace(const ExecContext&, const Conv2dShape&, ConvDir) { return 0; }
 
+const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t) {
+  return t == DType::f32 && conv2d_cpu_direct_is_default(sh) ? "cpu:direct" : "cpu:im2col_gemm";
+}
+
 // The "cpu" default rows: direct for depthwise shapes, im2col GEMM elsewhere (as CUDA's default).
 static void cpu_default_forward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                 const float* b, float* y) {

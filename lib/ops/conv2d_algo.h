@@ -148,6 +148,12 @@ std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm, f32 and b
 bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh,
                                 DType dtype = DType::f32);
 
+// The named CPU algorithm the "cpu" default row runs for sh in dtype t: "cpu:direct" for f32
+// depthwise shapes (conv2d_cpu_direct_is_default), "cpu:im2col_gemm" otherwise. The autotuner takes
+// it on the CPU instead of timing the candidates: a timed choice would follow the machine's load,
+// and CPU runs keep the same bits from run to run (there is no autotune cache on the CPU).
+const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t);
+
 // The rows of one direction: the table of its entry point (registry.cpp), named algorithms first.
 const ImplTable<ConvAlgo>& conv2d_table(ConvDir dir);
 
