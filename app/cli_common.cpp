@@ -5,11 +5,14 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "ops/blas_cpu.h"
 #include "tune/accuracy_tolerance.h"
 
 namespace cnn::app {
@@ -116,7 +119,20 @@ CLI::Validator not_negative() {
       "INT>=0");
 }
 
+// OpenBLAS picks its kernels from OPENBLAS_CORETYPE when it is loaded, before main; an OpenBLAS
+// older than the CPU falls back to SSE3 kernels (blas_better_core). Then the program starts itself
+// again once with the family the CPU runs (the variable set, so never twice); a user's own
+// OPENBLAS_CORETYPE, whatever its value, is left alone. If the restart fails, it runs on as it is.
+static void restart_with_better_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
+  const std::string core = blas_better_core();
+  if (core.empty() || setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
 int guarded_main(const char* program, CLI::App& cli, int argc, char** argv, const std::function<int()>& body) {
+  restart_with_better_blas_kernels(argv);
   const char* help = "debug logging; error messages end with the source location that raised them";
   cli.add_flag("--verbose", g_verbose, help);
   for (CLI::App* sub : cli.get_subcommands([](CLI::App*) { return true; })) sub->add_flag("--verbose", g_verbose, help);

@@ -42,11 +42,14 @@ import yaml
 
 try:
     import torch
-    import torch._dynamo
     import torch.nn as nn
     import torch.nn.functional as F
 except ImportError:  # --help and the pure-Python model planning work without torch
     torch = nn = F = None
+try:  # torch.compile's backend (torch >= 2); Debian 12's torch 1.13 has none (compare_pytorch_cpu.py uses it)
+    import torch._dynamo
+except ImportError:
+    pass
 
 TOLERANCE = 1e-3
 MODES = ("eager", "compile", "graph")

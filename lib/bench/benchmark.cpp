@@ -96,6 +96,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.cuda_graph = step.cuda_graph_status();
   r.precision = spec.train.precision;
   r.batch = batch;
+  r.threads = dev.device() == Device::cpu ? dev.ctx().threads() : 0;
   r.step_ms = median(step_ms);
   r.images_per_s = 1000.0 * double(batch) / r.step_ms;
   r.training_gflop_per_image = graph->training_flops() / 1e9;
@@ -213,6 +214,7 @@ nlohmann::json ModelBenchResult::to_json() const {
   nlohmann::json j{{"model", model},
                    {"device", device},
                    {"batch", batch},
+                   {"threads", threads},
                    {"cuda_graph", cuda_graph},
                    {"precision", precision},
                    {"step_ms", step_ms},

@@ -75,6 +75,7 @@ struct ModelBenchResult {
   std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
   std::string precision;   // train.precision: fp32 | tf32 (the CPU computes tf32 in FP32)
   int64_t batch = 0;
+  int threads = 0;  // CPU threads of the CPU kernels (OMP_NUM_THREADS or the cores); 0 on a GPU
   double step_ms = 0;  // median over repeats of the mean step time
   double images_per_s = 0;
   std::vector<double> repeat_images_per_s;

@@ -91,7 +91,10 @@ std::string model_reference_markdown(const LayerSchemas& layers) {
       "padding, dilation, groups, crop, batch) are at most {}.\n",
       kMaxYamlBytes >> 20, kMaxYamlNodes, kMaxAliasNodes, kMaxYamlDepth, kMaxLayers, kMaxDimension);
   out += "\nEnvironment variables (read by the programs, not part of the model file):\n\n"
-         "- `OMP_NUM_THREADS`: threads of the CPU kernels (default: the host's cores, split between its ranks).\n"
+         "- `OMP_NUM_THREADS`: threads of the CPU kernels, its first value (default: the cores this process may\n"
+         "  run on, split between a host's ranks); one that is not a positive integer is an error.\n"
+         "- `OPENBLAS_CORETYPE`: OpenBLAS's kernel family; when unset and OpenBLAS fell back to its generic\n"
+         "  SSE3 kernels on a CPU it does not know, the programs restart once with `SkylakeX` or `Haswell`.\n"
          "- `CNN_AUTOTUNE_CACHE`: the autotune cache file, or `none` for no cache (`--autotune-cache` wins;\n"
          "  default `$XDG_CACHE_HOME/cnn-train/autotune.json`, else `~/.cache/cnn-train/autotune.json`).\n";
   return out;

@@ -42,13 +42,29 @@ struct ExecContext {
   ContextCache* cache = nullptr;  // per-context op state (cuFFT plans); null in CPU contexts
   size_t workspace_limit_bytes = size_t(1) << 30;  // most scratch one conv algorithm may take
 
-  // A CPU context with its own workspace (tests, tools).
+  // A CPU context with its own workspace (tests, tools); num_threads 0 resolves
+  // default_cpu_threads() now (so it throws on a malformed OMP_NUM_THREADS).
   static ExecContext cpu(int num_threads = 0);
-  // Threads to use for a parallel CPU region.
+  // Threads to use for a parallel CPU region: num_threads, or the cores when it is 0.
   int threads() const;
 
 private:
   std::shared_ptr<Workspace> m_owned_workspace;
 };
+
+// The CPU thread count a run uses when none is given, and where it came from.
+struct CpuThreads {
+  int count = 1;
+  const char* source = "cores";  // "OMP_NUM_THREADS" | "cores"
+};
+// OMP_NUM_THREADS when set (its first value, as the OpenMP runtime reads "4,2"), else the cores this
+// process may run on (its affinity mask: taskset and cpusets count). Throws cnn::Error naming the
+// variable when it is set but is not a positive integer. cpu_threads_from is the same rule on given
+// inputs (`omp_num_threads` null when unset), for the tests.
+CpuThreads default_cpu_threads();
+CpuThreads cpu_threads_from(const char* omp_num_threads, int cores);
+// The cores this process may run on (at least 1).
+int available_cores();
+
 
 }  // namespace cnn

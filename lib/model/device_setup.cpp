@@ -3,9 +3,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "core/error.h"
+#include "ops/blas_cpu.h"
 
 namespace cnn {
 
@@ -74,9 +76,13 @@ DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_ind
     m_ctx = &m_cuda->ctx();
     m_description = "cuda: " + cuda_device_description();
   } else {
-    m_cpu = ExecContext::cpu(cpu_threads);
+    const CpuThreads resolved = cpu_threads > 0 ? CpuThreads{cpu_threads, "split between the host's ranks"}
+                                                : default_cpu_threads();
+    m_cpu = ExecContext::cpu(resolved.count);
     m_ctx = &m_cpu;
-    m_description = fmt::format("cpu: {} threads", m_cpu.threads());
+    m_description = fmt::format("cpu: {} threads ({})", m_cpu.threads(), resolved.source);
+    spdlog::info("cpu: OpenBLAS {} kernels{}", blas_core_name(),
+                 std::getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : "");
   }
   m_ctx->deterministic = deterministic;
   spdlog::info("device: {}", m_description);

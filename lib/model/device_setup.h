@@ -20,7 +20,7 @@ class DeviceSetup {
   // Resolves the device, chooses every layer's backend and creates the context.
   DeviceSetup(const std::string& requested, Graph& graph, bool deterministic);
   // For a device already resolved (data-parallel ranks): GPU `gpu_index`, or `cpu_threads` CPU
-  // threads (0 = all cores).
+  // threads (0 = default_cpu_threads(): OMP_NUM_THREADS, else the cores).
   DeviceSetup(Device device, Graph& graph, bool deterministic, int gpu_index, int cpu_threads);
   DeviceSetup(const DeviceSetup&) = delete;
   DeviceSetup& operator=(const DeviceSetup&) = delete;

@@ -3,8 +3,11 @@
 // epilogue whose backward reads only the saved output y.
 // Trap: every phase accepts N = 0 (a rank without samples joins the reductions with zeros), and
 // dgamma/dbeta are this rank's share: the gradient reducer sums them over the ranks later.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/activation_math.h"
@@ -37,9 +40,26 @@ static void activate_in_place(const ActivationParams* act, float* y, int64_t n) 
   }
 }
 
-// g = act'(y) dy, or dy itself without an activation.
-static inline float fused_grad(const ActivationParams* act, const float* y, const float* dy, int64_t i) {
-  return act ? activation_backward_from_output(act->kind, act->alpha, y[i], dy[i]) : dy[i];
+// g (n) = act'(y) dy over one plane, the kind switch hoisted out of the element loop; without an
+// activation g is dy itself (returned, nothing copied). `buf` holds n floats.
+static const float* fused_grad_plane(const ActivationParams* act, const float* y, const float* dy, float* buf,
+                                     int64_t n) {
+  if (!act) return dy;
+  const float alpha = act->alpha;
+  switch (act->kind) {
+#define CNN_BN_GRAD_CASE(K)                                                                            \
+  case ActivationKind::K:                                                                              \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) buf[i] =                                       \
+        activation_backward_from_output(ActivationKind::K, alpha, y[i], dy[i]);                        \
+    break;
+    CNN_BN_GRAD_CASE(relu)
+    CNN_BN_GRAD_CASE(leaky_relu)
+    CNN_BN_GRAD_CASE(elu)
+    CNN_BN_GRAD_CASE(sigmoid)
+    CNN_BN_GRAD_CASE(tanh)
+#undef CNN_BN_GRAD_CASE
+  }
+  return buf;
 }
 
 void batchnorm_forward_stats_cpu(const BatchnormForwardStats& a) {
@@ -112,22 +132,29 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
   check_phase_shape("backward statistics", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const int threads = ctx.threads();
-#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  std::vector<float> bufs(act ? size_t(threads * HW) : 0);  // one plane of g per thread
+#pragma omp parallel num_threads(threads) if (N * C * HW >= (int64_t{1} << 14))
+  {
+  float* buf = act ? bufs.data() + omp_get_thread_num() * HW : nullptr;
+#pragma omp for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     const float mean = save_mean[c];
     double sum_g = 0.0, sum_g_xc = 0.0;
     for (int64_t n = 0; n < N; ++n) {
       const int64_t base = (n * C + c) * HW;
+      const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
+      const float* xp = x + base;
+#pragma omp simd reduction(+ : sum_g, sum_g_xc)
       for (int64_t i = 0; i < HW; ++i) {
-        const double g = fused_grad(act, y, dy, base + i);
-        sum_g += g;
-        sum_g_xc += g * static_cast<double>(x[base + i] - mean);
+        sum_g += g[i];
+        sum_g_xc += static_cast<double>(g[i]) * static_cast<double>(xp[i] - mean);
       }
     }
     sums[c] = sum_g;
     sums[C + c] = sum_g_xc;
     if (dgamma) dgamma[c] = static_cast<float>(sum_g_xc * static_cast<double>(save_inv_std[c]));
     if (dbeta) dbeta[c] = static_cast<float>(sum_g);
+  }
   }
   sums[2 * C] = static_cast<double>(N * HW);
 }
@@ -145,7 +172,11 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
   const double M = sums[2 * C];
   if (N == 0 || !dx) return;
   const int threads = ctx.threads();
-#pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
+  std::vector<float> bufs(act ? size_t(threads * HW) : 0);  // one plane of g per thread
+#pragma omp parallel num_threads(threads) if (N * C * HW >= (int64_t{1} << 14))
+  {
+  float* buf = act ? bufs.data() + omp_get_thread_num() * HW : nullptr;
+#pragma omp for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     const float mean = save_mean[c];
     const double inv_std = save_inv_std[c];
@@ -155,9 +186,13 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
     const float k = static_cast<float>(inv_std * sum_g_xhat / M);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t base = (n * C + c) * HW;
-      for (int64_t i = 0; i < HW; ++i)
-        dx[base + i] = a * (fused_grad(act, y, dy, base + i) - b - (x[base + i] - mean) * k);
+      // g may be dy itself, which dx may alias: each element is read before it is written.
+      const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
+      const float* xp = x + base;
+      float* dxp = dx + base;
+      for (int64_t i = 0; i < HW; ++i) dxp[i] = a * (g[i] - b - (xp[i] - mean) * k);
     }
+  }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
+#include <string>
 
 #include "core/error.h"
 #include "core/parallel_errors.h"
@@ -19,6 +20,21 @@ BlasSerialScope::BlasSerialScope() : m_previous(openblas_get_num_threads()) {
 
 BlasSerialScope::~BlasSerialScope() {
   if (m_previous != 1) openblas_set_num_threads(m_previous);
+}
+
+std::string blas_core_name() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
+
+std::string blas_better_core() {
+  if (blas_core_name() != "Prescott") return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return "";
 }
 
 static int to_blas_int(int64_t v) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace cnn {
 
@@ -19,6 +20,14 @@ public:
 private:
   int m_previous;
 };
+
+// OpenBLAS's kernel family in this process ("Haswell", "SkylakeX", "Prescott", ...).
+std::string blas_core_name();
+// The OPENBLAS_CORETYPE to ask for when OpenBLAS fell back to its generic SSE3 kernels ("Prescott")
+// on a CPU it does not know (Debian 12's OpenBLAS 0.3.21 on Sapphire and Emerald Rapids): "SkylakeX"
+// with AVX-512 F, CD, BW, DQ and VL, "Haswell" with AVX2 and FMA; empty when the kernels fit or no
+// better family applies. OpenBLAS reads the variable once, when it is loaded (before main).
+std::string blas_better_core();
 
 // C = alpha * op(A) * op(B) + beta * C, row-major, on the calling thread.
 // op(A) (M, K) with A (M, lda) or, transposed, A (K, lda); op(B) (K, N) likewise; C (M, ldc).

@@ -4,7 +4,9 @@
 // are the ConvAlgo implementations of conv2d_algo.h: the backends' defaults and every named
 // algorithm. Below them:
 //   *_reference  naive loops, templated for float and double: the oracle (conv2d_cpu.cpp)
-//   *_cpu        im2col + OpenBLAS SGEMM, OpenMP-threaded (conv2d_cpu.cpp): the cpu rows
+//   *_cpu        im2col + OpenBLAS SGEMM, OpenMP-threaded (conv2d_cpu.cpp): the cpu:im2col_gemm rows
+//   *_cpu_direct direct loops for one-input-channel filters (conv2d_direct_cpu.cpp): the cpu:direct
+//                rows; the "cpu" default rows take it for depthwise shapes, im2col elsewhere
 //   *_bf16_cpu   the same on widened bf16 activations, outputs rounded once: the cpu bf16 rows
 //   *_cuda*      our CUDA kernels (conv2d_cuda.cu), *_cudnn cuDNN (conv2d_cudnn.cpp): the rows of
 //                conv2d_algo_cuda.cpp and conv2d_cudnn.cpp
@@ -58,6 +60,19 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
                         const float* b, float* y);
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
+// db[k] = sum over n, p, q of dy (N, K, P, Q), in a fixed order (rows in 8 lanes, double across
+// images): the bias gradient of both CPU paths. Does not throw.
+float conv2d_bias_gradient_cpu(const Conv2dShape& sh, const float* dy, int64_t k);
+// Direct CPU convolution (conv2d_direct_cpu.cpp), the "cpu:direct" rows: filters that read one
+// input channel (C/groups == 1: depthwise with any channel multiplier, C == 1 first layers), any
+// stride, padding and dilation; no workspace. The "cpu" default rows take it where
+// conv2d_cpu_direct_is_default (depthwise: groups > 1), im2col + SGEMM elsewhere.
+bool conv2d_cpu_direct_can_implement(const Conv2dShape& sh);
+bool conv2d_cpu_direct_is_default(const Conv2dShape& sh);
+void conv2d_forward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                               const float* b, float* y);
+void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                const float* dy, float* dx, float* dw, float* db);
 // BF16 and F16 emulation (T = bf16 or f16), the cpu rows of dtype bf16 and f16 (conv2d_cpu.cpp) and
 // the oracle of the cuda bf16 and f16 rows: x, y, dy, dx of dtype T channels-last ((N, H, W, C),
 // (N, P, Q, K)); w, b, dw, db FP32. The rounding points of the GPU rows: the FP32 master weights

@@ -100,14 +100,43 @@ static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh,
   return checked_bytes(floats, sizeof(float), "conv2d cpu workspace");
 }
 
-// The one CPU algorithm, which is also the backend's default; slices are summed in a fixed order.
-// In bf16 and f16 the same algorithm on widened copies (host vectors, not workspace: the emulation is the
-// oracle, not a fast path), outputs rounded once.
+static bool cpu_direct_can_implement(const ExecContext&, const Conv2dShape& sh) {
+  return conv2d_cpu_direct_can_implement(sh);
+}
+static size_t no_workspace(const ExecContext&, const Conv2dShape&, ConvDir) { return 0; }
+
+const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t) {
+  return t == DType::f32 && conv2d_cpu_direct_is_default(sh) ? "cpu:direct" : "cpu:im2col_gemm";
+}
+
+// The "cpu" default rows: direct for depthwise shapes, im2col GEMM elsewhere (as CUDA's default).
+static void cpu_default_forward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                const float* b, float* y) {
+  if (conv2d_cpu_direct_is_default(sh)) return conv2d_forward_cpu_direct(ctx, sh, x, w, b, y);
+  conv2d_forward_cpu(ctx, sh, x, w, b, y);
+}
+static void cpu_default_backward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                 const float* dy, float* dx, float* dw, float* db) {
+  if (conv2d_cpu_direct_is_default(sh)) return conv2d_backward_cpu_direct(ctx, sh, x, w, dy, dx, dw, db);
+  conv2d_backward_cpu(ctx, sh, x, w, dy, dx, dw, db);
+}
+static size_t cpu_default_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir) {
+  return conv2d_cpu_direct_is_default(sh) ? 0 : cpu_workspace_bytes(ctx, sh, dir);
+}
+
+// The CPU algorithms: im2col GEMM (slices summed in a fixed order) and direct (one-input-channel
+// filters), and the backend's default choosing between them. In bf16 and f16 the im2col GEMM on
+// widened copies (host vectors, not workspace: the emulation is the oracle, not a fast path),
+// outputs rounded once, as both "cpu:im2col_gemm" and "cpu".
 std::vector<ConvAlgo> conv2d_cpu_algos() {
   std::vector<ConvAlgo> algos;
+  add_conv_rows(algos, "cpu:im2col_gemm", Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
+                conv2d_forward_cpu, conv2d_backward_cpu);
+  add_conv_rows(algos, "cpu:direct", Backend::cpu, true, cpu_direct_can_implement, no_workspace,
+                conv2d_forward_cpu_direct, conv2d_backward_cpu_direct);
+  add_conv_rows(algos, "cpu", Backend::cpu, true, cpu_can_implement, cpu_default_workspace_bytes, cpu_default_forward,
+                cpu_default_backward);
   for (const char* name : {"cpu:im2col_gemm", "cpu"}) {
-    add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes, conv2d_forward_cpu,
-                  conv2d_backward_cpu);
     add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
                   conv2d_forward_emulated_cpu<bf16>, conv2d_backward_emulated_cpu<bf16>);
     add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,

@@ -6,9 +6,10 @@
 //
 // Names: "<backend>:<strategy>", lower case, unique per direction and dtype, e.g.
 // "cuda:implicit_gemm", "cuda:direct", "cuda:winograd", "cuda:im2col_gemm", "cuda:fft",
-// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm": the named
+// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm", "cpu:direct": the named
 // algorithms (conv2d_algos). Beside them each backend has its default row, named after the backend,
-// which is what run_op(backend, args) runs when no algorithm is named: "cpu" (im2col GEMM), "cuda"
+// which is what run_op(backend, args) runs when no algorithm is named: "cpu" (direct for depthwise
+// shapes, im2col GEMM elsewhere; "cpu:direct" is f32 only), "cuda"
 // (direct kernels where every filter reads one input channel and has at most 25 taps, implicit
 // GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
 // Dtypes: a row computes one activation dtype (ConvAlgo::dtype). The bf16 rows (ops/dispatch.h's
@@ -172,6 +173,12 @@ std::vector<ConvAlgo> conv2d_cudnn_algos();  // every cuDNN algorithm, f32 and b
 // a listed cuDNN algorithm of `dir` ("cudnn:..."), else throws. CUDA builds only (conv2d_cudnn.cpp).
 bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv2dShape& sh,
                                 DType dtype = DType::f32);
+
+// The named CPU algorithm the "cpu" default row runs for sh in dtype t: "cpu:direct" for f32
+// depthwise shapes (conv2d_cpu_direct_is_default), "cpu:im2col_gemm" otherwise. The autotuner takes
+// it on the CPU instead of timing the candidates: a timed choice would follow the machine's load,
+// and CPU runs keep the same bits from run to run (there is no autotune cache on the CPU).
+const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t);
 
 // The rows of one direction: the table of its entry point (registry.cpp), named algorithms first.
 const ImplTable<ConvAlgo>& conv2d_table(ConvDir dir);

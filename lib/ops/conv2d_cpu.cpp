@@ -224,16 +224,18 @@ static float row_sum(const float* row, int64_t n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-// db[k] = sum over n, p, q of dy, in a fixed order (double across images). Called inside a
-// parallel region: shares the k loop among the team without a barrier at its end.
-static void bias_gradient(const Conv2dShape& sh, const float* dy, float* db) {
+float conv2d_bias_gradient_cpu(const Conv2dShape& sh, const float* dy, int64_t k) {
   const int64_t PQ = sh.P * sh.Q;
+  double acc = 0.0;
+  for (int64_t n = 0; n < sh.N; ++n) acc += row_sum(dy + (n * sh.K + k) * PQ, PQ);
+  return static_cast<float>(acc);
+}
+
+// db (K) through conv2d_bias_gradient_cpu. Called inside a parallel region: shares the k loop
+// among the team without a barrier at its end.
+static void bias_gradient(const Conv2dShape& sh, const float* dy, float* db) {
 #pragma omp for schedule(static) nowait
-  for (int64_t k = 0; k < sh.K; ++k) {
-    double acc = 0.0;
-    for (int64_t n = 0; n < sh.N; ++n) acc += row_sum(dy + (n * sh.K + k) * PQ, PQ);
-    db[k] = static_cast<float>(acc);
-  }
+  for (int64_t k = 0; k < sh.K; ++k) db[k] = conv2d_bias_gradient_cpu(sh, dy, k);
 }
 
 void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w, const float* dy,

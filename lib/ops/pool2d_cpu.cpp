@@ -1,9 +1,12 @@
 // Max and average pooling on the CPU: a bounds-checked reference and a fast path that clips every
-// window to the input once per call and threads over the N*C planes (planes never share dx).
+// window to the input once per call and threads over the N*C planes (planes never share dx); max
+// forward is separable (rows, then columns) with branch-free selects.
 // The bf16 rows, which are the f16 rows too (the CPU emulation, ops/dispatch.h), widen the channels-last operands into f32 NCHW,
 // run the f32 row and round each output once (a max is one of its bf16 inputs, so exact).
 // Trap: max backward must pick the same element as every other backend: the first in-bounds
 // position in row-major window order whose value equals y (a NaN in the window wins and sticks).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -163,6 +166,32 @@ static std::vector<Span> clipped_spans(int64_t out, int64_t size, int64_t window
   return spans;
 }
 
+// max_takes as a select, which compiles without a branch (random data mispredicts every other one).
+static inline float max_select(float v, float m) { return (v > m) | ((v != v) & (m == m)) ? v : m; }
+
+// Max pooling of one plane, separably: per output row the elementwise max of its window's input
+// rows (`band`, W floats; vectorised), then each output's max over its columns of the band. Every
+// window with a NaN gives a NaN, as the reference; other values are order-independent (ties of
+// +0 and -0 may keep the other zero, which compares equal, so backward routes alike).
+static void max_pool_plane(const float* xp, float* yp, int64_t W, int64_t P, int64_t Q, const std::vector<Span>& rows,
+                           const std::vector<Span>& cols, float* band) {
+  for (int64_t p = 0; p < P; ++p) {
+    const Span rs = rows[p];
+    std::memcpy(band, xp + rs.begin * W, size_t(W) * sizeof(float));
+    for (int64_t h = rs.begin + 1; h < rs.end; ++h) {
+      const float* xr = xp + h * W;
+#pragma omp simd
+      for (int64_t w = 0; w < W; ++w) band[w] = max_select(xr[w], band[w]);
+    }
+    for (int64_t q = 0; q < Q; ++q) {
+      const Span cs = cols[q];
+      float m = band[cs.begin];
+      for (int64_t w = cs.begin + 1; w < cs.end; ++w) m = max_select(band[w], m);
+      yp[p * Q + q] = m;
+    }
+  }
+}
+
 void pool2d_forward_cpu(const Pool2dForward& a) {
   const Pool2dShape& sh = a.sh;
   const float* x = a.x.f32();
@@ -173,28 +202,29 @@ void pool2d_forward_cpu(const Pool2dForward& a) {
   const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
   const bool is_max = sh.kind == PoolKind::max;
   const int threads = a.ctx->threads();
-#pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
+  std::vector<float> bands(is_max ? size_t(threads * W) : 0);  // one row band per thread
+#pragma omp parallel num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin)
+  {
+  float* band = is_max ? bands.data() + omp_get_thread_num() * W : nullptr;
+#pragma omp for schedule(static)
   for (int64_t nc = 0; nc < planes; ++nc) {
     const float* xp = x + nc * H * W;
     float* yp = y + nc * P * Q;
+    if (is_max) {
+      max_pool_plane(xp, yp, W, P, Q, rows, cols, band);
+      continue;
+    }
     for (int64_t p = 0; p < P; ++p) {
       const Span rs = rows[p];
       for (int64_t q = 0; q < Q; ++q) {
         const Span cs = cols[q];
-        if (is_max) {
-          float m = xp[rs.begin * W + cs.begin];
-          for (int64_t h = rs.begin; h < rs.end; ++h)
-            for (int64_t w = cs.begin; w < cs.end; ++w)
-              if (max_takes(xp[h * W + w], m)) m = xp[h * W + w];
-          yp[p * Q + q] = m;
-        } else {
-          float sum = 0.0f;
-          for (int64_t h = rs.begin; h < rs.end; ++h)
-            for (int64_t w = cs.begin; w < cs.end; ++w) sum += xp[h * W + w];
-          yp[p * Q + q] = sum / static_cast<float>((rs.end - rs.begin) * (cs.end - cs.begin));
-        }
+        float sum = 0.0f;
+        for (int64_t h = rs.begin; h < rs.end; ++h)
+          for (int64_t w = cs.begin; w < cs.end; ++w) sum += xp[h * W + w];
+        yp[p * Q + q] = sum / static_cast<float>((rs.end - rs.begin) * (cs.end - cs.begin));
       }
     }
+  }
   }
 }
 

@@ -304,6 +304,11 @@ struct Tuner {
           names.push_back(a.name);
         }
       }
+      // On the CPU the default row's rule decides, not the clock (conv2d_cpu_rule_algo says why).
+      if (ctx.device == Device::cpu) {
+        const std::string rule = conv2d_cpu_rule_algo(sh, dtype);
+        if (std::find(names.begin(), names.end(), rule) != names.end()) names = {rule};
+      }
       if (!skipped.empty()) spdlog::info("autotune: {}: skipped {}", what, fmt::join(skipped, ", "));
       if (names.empty())
         throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),

@@ -7,6 +7,7 @@
 // cuda:igemm_nhwc, cuda:direct_nhwc and cuda rows in the [gpu] test): the depthwise and C == 1
 // shapes take the direct kernels, C and K multiples of 8 the GEMM's 16-byte path, the others its
 // scalar one; grouped shapes with 1 < C/groups have no cuda bf16 row and are skipped there.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -91,9 +92,12 @@ struct ConvCases {
   std::vector<Case<Conv2dBackwardFilter>> filter;
 };
 
-ConvCases cases_conv2d(bool large) {
+// keep: which of the shapes to take (null: all).
+ConvCases cases_conv2d(bool large, const std::function<bool(const Conv2dShape&)>& keep = {}) {
   ConvCases out;
-  const std::vector<Conv2dShape> shapes = large ? conv_large_shapes() : conv_shapes();
+  std::vector<Conv2dShape> shapes = large ? conv_large_shapes() : conv_shapes();
+  if (keep) shapes.erase(std::remove_if(shapes.begin(), shapes.end(), [&](const Conv2dShape& sh) { return !keep(sh); }),
+                         shapes.end());
   uint64_t seed = 17;
   for (const Conv2dShape& sh : shapes) {
     const std::vector<float> x = bf16_exact(random_floats(size_t(sh.N * sh.C * sh.H * sh.W), ++seed)),
@@ -141,6 +145,19 @@ ConvCases cases_conv2d(bool large) {
 
 TEST_CASE("backend ops: every cpu row of conv2d matches the reference in every direction", "[cpu]") {
   const ConvCases c = cases_conv2d(false);
+  check_family(false, c.forward, c.data, c.filter);
+}
+
+// The large one-input-channel shapes (depthwise, C == 1) take the direct row's threaded path;
+// both rows that run it, against the reference.
+TEST_CASE("backend ops: the cpu direct and default rows of conv2d match the reference on large depthwise shapes",
+          "[cpu]") {
+  ConvCases c = cases_conv2d(true, conv2d_cpu_direct_can_implement);
+  REQUIRE(c.forward.size() >= 4);
+  const auto cpu_rows = [](std::string_view r) { return r == "cpu:direct" || r == "cpu"; };
+  for (auto& f : c.forward) f.rows = cpu_rows;
+  for (auto& g : c.data) g.rows = cpu_rows;
+  for (auto& h : c.filter) h.rows = cpu_rows;
   check_family(false, c.forward, c.data, c.filter);
 }
 

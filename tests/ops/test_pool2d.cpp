@@ -1,5 +1,7 @@
 // Pooling tests: hand-computed max/avg cases (padding, ties, global pooling), shape validation,
 // finite differences of the double reference, and the fast CPU path against the float reference.
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -166,5 +168,36 @@ TEST_CASE("pool2d cpu matches the float reference over generated shapes", "[cpu]
       CHECK(compare(y, y_ref, cnn::test::kFastCpuVsReference) == "");
       CHECK(compare(dx, dx_ref, cnn::test::kFastCpuVsReference) == "");
     }
+  }
+}
+
+// The separable max (rows, then columns) must keep the reference's NaN rule: a window holding a NaN
+// gives a NaN, every other window the same max, and backward routes dy where the reference does.
+TEST_CASE("max pooling on the cpu propagates NaN and routes gradients like the reference", "[cpu]") {
+  auto ctx = ExecContext::cpu(2);
+  for (const Pool2dShape& sh : {Pool2dShape::make(PoolKind::max, 2, 3, 11, 9, 3, 3, 2, 2, 1, 1),
+                                Pool2dShape::make(PoolKind::max, 1, 2, 8, 8, 2, 2, 2, 2, 0, 0),
+                                Pool2dShape::make(PoolKind::max, 1, 1, 7, 10, 3, 2, 1, 3, 1, 1)}) {
+    INFO(sh.to_string());
+    const size_t nx = size_t(sh.N * sh.C * sh.H * sh.W), ny = size_t(sh.N * sh.C * sh.P * sh.Q);
+    Rng rng(5, static_cast<uint64_t>(RngStream::test));
+    std::vector<float> x(nx), dy(ny);
+    for (float& v : x) v = float(rng.below(7)) - 3.0f;  // many ties
+    for (float& v : dy) v = rng.uniform();
+    for (size_t i = 3; i < nx; i += 17) x[i] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y_ref(ny), dx_ref(nx), y(ny, -99.0f), dx(nx, -99.0f);
+    pool2d_forward_reference(ctx, sh, x.data(), y_ref.data());
+    pool2d_backward_reference(ctx, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+    run_op(Backend::cpu, Pool2dForward{&ctx, sh, x.data(), y.data()});
+    run_op(Backend::cpu, Pool2dBackward{&ctx, sh, x.data(), y.data(), dy.data(), dx.data()});
+    int nans = 0;
+    for (size_t i = 0; i < ny; ++i) {
+      INFO("y[" << i << "]");
+      REQUIRE(std::isnan(y[i]) == std::isnan(y_ref[i]));
+      if (std::isnan(y[i])) ++nans;
+      else CHECK(y[i] == y_ref[i]);
+    }
+    CHECK(nans > 0);
+    CHECK(compare(dx, dx_ref, cnn::test::kExact) == "");
   }
 }

@@ -205,6 +205,33 @@ TEST_CASE("autotune on the cpu resolves every conv direction and honours an expl
   CHECK(planned_workspace_bytes(*g, ctx, 4) > 0);
 }
 
+// Both cpu:im2col_gemm and cpu:direct run a C == 1 layer and a depthwise one; a timed choice would
+// follow the machine's load, and two runs of the same model would differ in their bits.
+TEST_CASE("autotune on the cpu takes the default row's rule without timing, direct for depthwise only", "[cpu]") {
+  ModelSpec spec = parse_model_text(
+      "name: t\n"
+      "input: {channels: 1, height: 12, width: 12}\n"
+      "layers:\n"
+      "  - {name: first, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: dw, type: conv2d, filters: 4, kernel: 3, padding: 1, groups: 4}\n"
+      "  - {name: fc, type: dense, units: 3}\n",
+      "t.yaml");
+  auto g = Graph::build(spec);
+  g->choose_backends(Device::cpu);
+  const ExecContext ctx = ExecContext::cpu(1);
+  autotune_graph(*g, ctx, 4, AutotuneOptions{});
+  const char* want[] = {"cpu:im2col_gemm", "cpu:direct"};
+  for (int i = 0; i < 2; ++i) {
+    const ConvPlan& plan = g->node(i).layer->conv_planned()->conv_plan();
+    for (ConvDir d : kConvDirs) {
+      INFO(g->node(i).layer->name() << " " << to_string(d));
+      REQUIRE(plan.algo(d));
+      CHECK(plan.algo(d)->name == want[i]);
+      CHECK(plan.notes[size_t(d)] == "only candidate");  // not timed
+    }
+  }
+}
+
 TEST_CASE("autotune excludes an inaccurate fastest candidate with a warning naming layer, direction and error", "[cpu]") {
   AutotuneCache cache("");
   FakeClock clock{{{"cuda:implicit_gemm", 2.0}, {"cudnn:fft_tiling", 0.5}, {"cudnn:algo_1", 1.0}}};
