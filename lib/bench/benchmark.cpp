@@ -108,8 +108,11 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
     for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
     uint64_t window = 0;
     std::vector<KernelRecord> rec = trace.stop(&window);
-    std::string how = spec.train.cuda_graph ? "captured step (CUDA graph)" : "uncaptured step (--no-cuda-graph)";
-    if (rec.empty() && spec.train.cuda_graph) {
+    // What ran is what the step says it did (a graph can be off for reasons other than the flag).
+    const bool replayed = step.last_step_replayed();
+    std::string how =
+        replayed ? "captured step (CUDA graph)" : "uncaptured step (CUDA graph " + step.cuda_graph_status() + ")";
+    if (rec.empty() && replayed) {
       // This CUPTI reports no kernel nodes of a replayed graph: trace the step uncaptured instead.
       step.set_cuda_graph(false, "--breakdown: the kernel trace saw no kernels of the replayed graph");
       trace.start();
@@ -117,7 +120,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
       rec = trace.stop(&window);
       how = "uncaptured step (the trace saw no kernels of the replayed graph)";
     }
-    r.breakdown = make_breakdown(rec, window, opt.steps, how, median(step_ms));
+    r.breakdown = make_breakdown(rec, window, opt.steps, how, r.step_ms);
     r.has_breakdown = true;
   }
   if (opt.layers) {
