@@ -3,6 +3,9 @@
 # racecheck and synccheck over the "[gpu]" test cases of every tests/test_* binary, then the
 # data-parallel GPU path with NCCL's network transport forced (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1).
 # Usage: tools/gpu_sanitize.sh [BUDGET_SECONDS] [BUILD_DIR]   (default 3600 s, build-gpu; builds it if absent)
+# Environment: CNN_GPU_SANITIZE_TOOLS (default "memcheck racecheck synccheck"), CNN_GPU_SANITIZE_SUITES
+# (suite binaries in order), CNN_GPU_SANITIZE_RUN_TIMEOUT (seconds a run, default 1200),
+# CNN_GPU_SANITIZE_NCCL=0 skips the NCCL network-transport runs.
 # Trap: the budget is checked before each run and also caps each run's timeout, so the last runs of a
 # short budget are cut short ("timeout") or not started ("skipped"); the summary says which.
 set -uo pipefail
@@ -60,10 +63,19 @@ sanitize() {
   fi
 }
 
+# CNN_GPU_SANITIZE_SUITES: which suites, in that order (default every tests/test_* binary, the
+# end-to-end suite test_app last: its cases run whole training processes, the slowest under a tool).
+if [[ -n ${CNN_GPU_SANITIZE_SUITES:-} ]]; then
+  suites=($CNN_GPU_SANITIZE_SUITES)
+else
+  suites=()
+  for bin in "$b"/tests/test_*; do [[ $(basename "$bin") == test_app ]] || suites+=("$(basename "$bin")"); done
+  suites+=(test_app)
+fi
 for tool in $tools; do
-  for bin in "$b"/tests/test_*; do
+  for suite in "${suites[@]}"; do
+    bin=$b/tests/$suite
     [[ -x $bin && -f $bin ]] || continue
-    suite=$(basename "$bin")
     # Only the suites that have [gpu] cases (Catch2 2 lists names with --list-test-names-only, 3 with
     # --list-tests --verbosity quiet).
     n=$({ "$bin" "[gpu]" --list-test-names-only 2>/dev/null || "$bin" "[gpu]" --list-tests --verbosity quiet; } |
@@ -73,6 +85,10 @@ for tool in $tools; do
   done
 done
 
+if [[ ${CNN_GPU_SANITIZE_NCCL:-1} == 0 ]]; then
+  say "done in $(($(date +%s) - start)) s (NCCL runs skipped); logs in $out/logs, first reports in $out/reports.txt"
+  exit 0
+fi
 # NCCL's network transport on one host: with P2P and shared memory off, ranks on different GPUs
 # talk over the socket (or IB) transport, the path ranks on different nodes take.
 export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET

@@ -30,21 +30,36 @@ struct NhwcTiling {
   int slices, tiles;  // grid (slices, tiles); tiles = ceil(G / TG)
 };
 
-// V = 8 (C % 8 == 0, 16-byte aligned operands) or 1. Up to 32 groups a tile (a warp's lanes read
-// one contiguous run of a row); groups spread evenly over the tiles so few threads idle; slices
-// of at least 8 rows a thread, and enough blocks over all tiles to fill a large GPU.
+// Which pass a tiling is for: the streaming passes (normalise, dx) or the sums pass, whose blocks
+// each end in a reduction and whose tile's last block adds every slice's partials.
+enum class NhwcPass { stream, sums };
+
+// V = 8 (C % 8 == 0, 16-byte aligned operands) or 1. Groups spread evenly over the tiles so few
+// threads idle, and slices of rows over the grid:
+// - stream: up to 32 groups a tile (a warp's lanes read one contiguous run of a row), slices of at
+//   least 8 rows a thread, up to ~1024 blocks over all tiles (many loads in flight).
+// - sums: up to 8 groups of 8 channels a tile (128 contiguous bytes of a row per warp row: whole
+//   lines, and at least 32 rows a block so the final adds spread over many threads; 32 groups of
+//   one channel on the scalar path), slices of at least 16 rows a thread, and at most ~264 blocks
+//   over all tiles (two a multiprocessor on a 132-SM GPU): every block ends in a block reduction and
+//   the last block of a tile adds all its slices' partials, so fewer, longer slices cost less. At
+//   N=64 C=64 48x48 the earlier 576 slices of 8 rows a thread left the GPU 70% idle, waiting on
+//   the last block's 576-slice serial sum.
 template <int V>
-inline NhwcTiling nhwc_tiling(const BatchnormShape& sh) {
+inline NhwcTiling nhwc_tiling(const BatchnormShape& sh, NhwcPass pass = NhwcPass::stream) {
+  const bool sums = pass == NhwcPass::sums;
   NhwcTiling t{};
   t.C = sh.C;
   t.M = static_cast<int>(sh.N * sh.H * sh.W);
   t.G = static_cast<int>(sh.C / V);
-  t.tiles = (t.G + 31) / 32;
+  const int max_groups = sums && V == 8 ? 8 : 32;
+  t.tiles = (t.G + max_groups - 1) / max_groups;
   t.TG = (t.G + t.tiles - 1) / t.tiles;
   t.TR = kThreads / t.TG;
-  const int64_t rows_per_slice = 8 * static_cast<int64_t>(t.TR);
+  const int64_t rows_per_slice = (sums ? 16 : 8) * static_cast<int64_t>(t.TR);
   const int64_t by_size = (t.M + rows_per_slice - 1) / rows_per_slice;
-  const int64_t by_fill = (1024 + t.tiles - 1) / t.tiles;
+  const int64_t fill = sums ? 264 : 1024;
+  const int64_t by_fill = (fill + t.tiles - 1) / t.tiles;
   t.slices = static_cast<int>(std::max<int64_t>(1, std::min(by_size, by_fill)));
   return t;
 }
@@ -182,6 +197,53 @@ __device__ __forceinline__ void sum_rows(const NhwcTiling& t, const NhwcThread<V
   for (int h = p / 2; h > 0; h /= 2) step(th.r < h, h);
 }
 
+// Doubles of shared memory sum_rows_pair needs (the kernel's `red`).
+template <int V>
+constexpr int kSumsShared = kThreads * (V == 1 ? 2 : V);
+
+// sum_rows of s and of q. When TG divides a warp (TG = 1, 2, 4, 8, 16 or 32: the usual shapes), a
+// warp's rows are added first by shuffles (lanes l and l ^ TG*2^k hold the same group), then row 0
+// adds the warps' totals in warp order: 2 barriers instead of 2 (log2 TR + 2). Either way a fixed
+// tree of the shape, so the bits repeat. red: kSumsShared<V> doubles.
+template <int V>
+__device__ __forceinline__ void sum_rows_pair(const NhwcTiling& t, const NhwcThread<V>& th, double (&s)[V],
+                                              double (&q)[V], double* red) {
+  if (cuda::kWarpSize % t.TG != 0) {
+    sum_rows(t, th, s, red);
+    sum_rows(t, th, q, red);
+    return;
+  }
+  for (int off = cuda::kWarpSize / 2; off >= t.TG; off >>= 1) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      s[v] += __shfl_xor_sync(0xffffffffu, s[v], off);
+      q[v] += __shfl_xor_sync(0xffffffffu, q[v], off);
+    }
+  }
+  const int lane = static_cast<int>(threadIdx.x) % cuda::kWarpSize, warp = static_cast<int>(threadIdx.x) / cuda::kWarpSize;
+  const int warps = t.TG * t.TR / cuda::kWarpSize;
+  __syncthreads();  // red is free
+  if (lane < t.TG) {  // the warp's first row: lane == g
+    double* w = red + (warp * t.TG + lane) * 2 * V;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      w[v] = s[v];
+      w[V + v] = q[v];
+    }
+  }
+  __syncthreads();
+  if (th.r == 0) {  // warp 0's first row: its own totals, then warps 1, 2, ... in order
+    for (int k = 1; k < warps; ++k) {
+      const double* w = red + (k * t.TG + th.g) * 2 * V;
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        s[v] += w[v];
+        q[v] += w[V + v];
+      }
+    }
+  }
+}
+
 // Terms of the forward sums: (d, d^2), d = x - shift(c).
 template <int V, typename Shift, typename T>
 struct ShiftedTerms {
@@ -261,13 +323,15 @@ struct GradTerms {
 
 // grid (slices, tiles): per-channel sums of terms' two values over the rows. Each block stores its
 // (slice, channel) pairs into partial (slices, 2, C); the tile's last block adds them in a fixed
-// order and calls tail(c, first sum, second sum) once per channel of the tile.
+// order (two slices' loads in flight a thread) and calls tail(c, first sum, second sum) once per
+// channel of the tile. Tiling: nhwc_tiling(sh, NhwcPass::sums). Two blocks a multiprocessor is all
+// that tiling asks for, so up to 128 registers a thread (no spills).
 template <int V, typename Terms, typename Tail>
-static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_kernel(NhwcTiling t, Terms terms,
+static __global__ void __launch_bounds__(kThreads, 2) batchnorm_sums_nhwc_kernel(NhwcTiling t, Terms terms,
                                                   double* __restrict__ partial,     // (slices, 2, C)
                                                   unsigned* __restrict__ counters,  // (tiles), zero
                                                   Tail tail) {
-  __shared__ double red[kThreads * V];
+  __shared__ double red[kSumsShared<V>];
   const NhwcThread<V> th(t);
   double s[V], q[V];
 #pragma unroll
@@ -276,8 +340,7 @@ static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_kernel
     const typename Terms::Lanes lanes = terms.begin(th.c0);
     sum_rows_batched<Terms::kBatch>(t, th, terms, lanes, s, q);
   }
-  sum_rows(t, th, s, red);
-  sum_rows(t, th, q, red);
+  sum_rows_pair(t, th, s, q, red);
   const int64_t C = t.C;
   if (th.r == 0 && th.active) {
 #pragma unroll
@@ -289,16 +352,34 @@ static __global__ void __launch_bounds__(kThreads, 3) batchnorm_sums_nhwc_kernel
   if (!cuda::arrive_last(counters + blockIdx.y, gridDim.x)) return;
 #pragma unroll
   for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
-  if (th.active)
-    for (int b = th.r; b < static_cast<int>(gridDim.x); b += t.TR) {
+  if (th.active) {
+    const int slices = static_cast<int>(gridDim.x);
+    auto at = [&](int b, int k) { return partial + (2 * static_cast<int64_t>(b) + k) * C + th.c0; };
+    int b = th.r;
+    for (; b + t.TR < slices; b += 2 * t.TR) {  // slices b and b + TR: loads first, adds in order
+      double s0[V], q0[V], s1[V], q1[V];
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        s[v] += __ldcg(partial + (2 * static_cast<int64_t>(b)) * C + th.c0 + v);
-        q[v] += __ldcg(partial + (2 * static_cast<int64_t>(b) + 1) * C + th.c0 + v);
+        s0[v] = __ldcg(at(b, 0) + v);
+        q0[v] = __ldcg(at(b, 1) + v);
+        s1[v] = __ldcg(at(b + t.TR, 0) + v);
+        q1[v] = __ldcg(at(b + t.TR, 1) + v);
+      }
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        s[v] = s[v] + s0[v] + s1[v];
+        q[v] = q[v] + q0[v] + q1[v];
       }
     }
-  sum_rows(t, th, s, red);
-  sum_rows(t, th, q, red);
+    if (b < slices) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        s[v] += __ldcg(at(b, 0) + v);
+        q[v] += __ldcg(at(b, 1) + v);
+      }
+    }
+  }
+  sum_rows_pair(t, th, s, q, red);
   if (th.r == 0 && th.active) {
 #pragma unroll
     for (int v = 0; v < V; ++v) tail(th.c0 + v, s[v], q[v]);
@@ -406,9 +487,9 @@ inline bool nhwc_vectorized(const BatchnormShape& sh, std::initializer_list<cons
 // launch(tiling, grid, block, width tag) on the 16-byte path (std::integral_constant<int, 8>) when
 // `vec`, else on the scalar path (<int, 1>).
 template <typename F>
-static void per_nhwc_tile(const BatchnormShape& sh, bool vec, F&& launch) {
+static void per_nhwc_tile(const BatchnormShape& sh, bool vec, F&& launch, NhwcPass pass = NhwcPass::stream) {
   auto go = [&](auto width) {
-    const NhwcTiling t = nhwc_tiling<decltype(width)::value>(sh);
+    const NhwcTiling t = nhwc_tiling<decltype(width)::value>(sh, pass);
     launch(t, dim3(static_cast<unsigned>(t.slices), static_cast<unsigned>(t.tiles)),
            dim3(static_cast<unsigned>(t.TG * t.TR)), width);
   };
@@ -426,11 +507,14 @@ static Scratch launch_sums_nhwc(const ExecContext& ctx, cudaStream_t stream, con
                                 int64_t floats, const char* what, MakeTerms&& make_terms, MakeTail&& make_tail) {
   unsigned* counters = channel_counters(ctx, sh, what);
   Scratch s{};
-  per_nhwc_tile(sh, vec, [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
-    s = scratch(ctx, sh, t.slices, floats, what);
-    batchnorm_sums_nhwc_kernel<decltype(width)::value>
-        <<<grid, block, 0, stream>>>(t, make_terms(width), s.partial, counters, make_tail(s));
-  });
+  per_nhwc_tile(
+      sh, vec,
+      [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
+        s = scratch(ctx, sh, t.slices, floats, what);
+        batchnorm_sums_nhwc_kernel<decltype(width)::value>
+            <<<grid, block, 0, stream>>>(t, make_terms(width), s.partial, counters, make_tail(s));
+      },
+      NhwcPass::sums);
   return s;
 }
 

@@ -127,11 +127,12 @@ TEST_CASE("batchnorm cuda repeats bit for bit", "[gpu]") {
   check_bitwise_equal(run_gpu(cuda, sh, in, 0), run_gpu(cuda, sh, in, 0));
 }
 
-// Several slices of rows per channel group, on the 16-byte path (C = 64) and the scalar one (C = 12).
+// Several slices of rows per channel group, on the 16-byte path (C = 64; C = 128 in two tiles of
+// many slices) and the scalar one (C = 12).
 TEST_CASE("batchnorm cuda bf16 channels-last repeats bit for bit", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  for (const Case& c : {Case{32, 64, 12, 12, 3.0f}, Case{32, 12, 24, 24, 0}}) {
+  for (const Case& c : {Case{32, 64, 12, 12, 3.0f}, Case{32, 12, 24, 24, 0}, Case{64, 128, 24, 24, 0}}) {
     const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
     const Inputs in = make_inputs(c);
     check_bitwise_equal(run_gpu_bf16(cuda, sh, in), run_gpu_bf16(cuda, sh, in));
@@ -181,8 +182,11 @@ TEST_CASE("batchnorm cuda bf16 channels-last benchmark on fer-sized activations"
   CudaContext cuda;
   auto time_ms = [&](auto&& f) { return test::mean_gpu_ms(cuda.ctx(), f); };
   const ActivationParams relu{ActivationKind::relu, 0.0f};
+  // vgg_fer-sized, then mini_xception's at batch 32 and 256 (C = 8 at 46x46 up to C = 128 at 6x6).
   for (const Case& c : {Case{64, 64, 48, 48, 0}, Case{640, 64, 48, 48, 0}, Case{256, 128, 24, 24, 0},
-                        Case{256, 512, 3, 3, 0}, Case{256, 1024, 1, 1, 0}, Case{256, 7, 48, 48, 0}}) {
+                        Case{256, 512, 3, 3, 0}, Case{256, 1024, 1, 1, 0}, Case{256, 7, 48, 48, 0},
+                        Case{32, 8, 46, 46, 0}, Case{32, 16, 44, 44, 0}, Case{32, 64, 11, 11, 0},
+                        Case{32, 128, 6, 6, 0}, Case{256, 16, 44, 44, 0}, Case{256, 128, 6, 6, 0}}) {
     const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
     const int64_t n = c.N * c.C * c.H * c.W;
     const std::vector<float> xv = test::random_floats(size_t(n), 61, -1.5f, 2.5f);
