@@ -36,15 +36,17 @@ enum class NhwcPass { stream, sums };
 
 // V = 8 (C % 8 == 0, 16-byte aligned operands) or 1. Groups spread evenly over the tiles so few
 // threads idle, and slices of rows over the grid:
-// - stream: up to 32 groups a tile (a warp's lanes read one contiguous run of a row), slices of at
-//   least 8 rows a thread, up to ~1024 blocks over all tiles (many loads in flight).
+// - stream: up to 32 groups a tile (a warp's lanes read one contiguous run of a row), up to ~1024
+//   blocks over all tiles (many loads in flight).
 // - sums: up to 8 groups of 8 channels a tile (128 contiguous bytes of a row per warp row: whole
 //   lines, and at least 32 rows a block so the final adds spread over many threads; 32 groups of
-//   one channel on the scalar path), slices of at least 16 rows a thread, and at most ~264 blocks
-//   over all tiles (two a multiprocessor on a 132-SM GPU): every block ends in a block reduction and
-//   the last block of a tile adds all its slices' partials, so fewer, longer slices cost less. At
-//   N=64 C=64 48x48 the earlier 576 slices of 8 rows a thread left the GPU 70% idle, waiting on
-//   the last block's 576-slice serial sum.
+//   one channel on the scalar path), and at most ~264 blocks over all tiles (two a multiprocessor
+//   on a 132-SM GPU): every block ends in a block reduction and the last block of a tile adds all
+//   its slices' partials, so on large tensors fewer, longer slices cost less. At N=64 C=64 48x48
+//   the earlier 576 slices of 8 rows a thread left the GPU 70% idle, waiting on the last block's
+//   576-slice serial sum.
+// Both: slices of at least 4 rows a thread (one batch of loads: small tensors, all latency, spread
+// over more multiprocessors rather than waiting on several round trips to memory a thread).
 template <int V>
 inline NhwcTiling nhwc_tiling(const BatchnormShape& sh, NhwcPass pass = NhwcPass::stream) {
   const bool sums = pass == NhwcPass::sums;
@@ -56,7 +58,7 @@ inline NhwcTiling nhwc_tiling(const BatchnormShape& sh, NhwcPass pass = NhwcPass
   t.tiles = (t.G + max_groups - 1) / max_groups;
   t.TG = (t.G + t.tiles - 1) / t.tiles;
   t.TR = kThreads / t.TG;
-  const int64_t rows_per_slice = (sums ? 16 : 8) * static_cast<int64_t>(t.TR);
+  const int64_t rows_per_slice = 4 * static_cast<int64_t>(t.TR);
   const int64_t by_size = (t.M + rows_per_slice - 1) / rows_per_slice;
   const int64_t fill = sums ? 264 : 1024;
   const int64_t by_fill = (fill + t.tiles - 1) / t.tiles;
@@ -400,10 +402,11 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
   __shared__ float norm[2][kThreads];
   const NhwcThread<V> th(t);
   const int at = th.g * V;
-  if (th.r == 0 && th.active) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) pro.begin(th.c0 + v, norm[0][at + v], norm[1][at + v]);
-  }
+  // One channel a thread (threads 0 .. TG*V - 1): a prologue may do double divisions and a square
+  // root, which V channels in a row would make a serial wait for the whole block.
+  const int own = static_cast<int>(threadIdx.x), own_c = static_cast<int>(blockIdx.y) * t.TG * V + own;
+  const bool owner = own < t.TG * V && own_c < t.G * V;
+  if (owner) pro.begin(own_c, norm[0][own], norm[1][own]);
   __syncthreads();
   if (th.active) {
     float m[V], k[V], b[V];
@@ -421,13 +424,10 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
       store_lanes(y, i, e);
     });
   }
-  if (counters && cuda::arrive_last(counters + blockIdx.y, gridDim.x) && th.r == 0 && th.active) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      float m, k;
-      pro.begin(th.c0 + v, m, k);
-      pro.finish(th.c0 + v);
-    }
+  if (counters && cuda::arrive_last(counters + blockIdx.y, gridDim.x) && owner) {
+    float m, k;
+    pro.begin(own_c, m, k);
+    pro.finish(own_c);
   }
 }
 
@@ -443,16 +443,15 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
   __shared__ float abkm[4][kThreads];
   const NhwcThread<V> th(t);
   const int at = th.g * V;
-  if (th.r == 0 && th.active) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      float abk[3];
-      coef(th.c0 + v, abk);
-      abkm[0][at + v] = abk[0];
-      abkm[1][at + v] = abk[1];
-      abkm[2][at + v] = abk[2];
-      abkm[3][at + v] = save_mean[th.c0 + v];
-    }
+  // One channel a thread, as in the normalise pass.
+  const int own = static_cast<int>(threadIdx.x), own_c = static_cast<int>(blockIdx.y) * t.TG * V + own;
+  if (own < t.TG * V && own_c < t.G * V) {
+    float abk[3];
+    coef(own_c, abk);
+    abkm[0][own] = abk[0];
+    abkm[1][own] = abk[1];
+    abkm[2][own] = abk[2];
+    abkm[3][own] = save_mean[own_c];
   }
   __syncthreads();
   if (!th.active) return;

@@ -38,7 +38,7 @@ const BatchnormSize kBatchnormSizes[] = {
     {128, 3, 17, 17, 0}, {5, 70, 3, 3, 0},  {257, 2, 1, 1, 50.0f}, {16, 600, 2, 2, 0},
     // channels-last: several slices of rows, a 16-byte group per thread or (C = 7) one channel
     {8, 8, 24, 24, 0},   {4, 16, 24, 24, 0}, {2, 64, 24, 24, 3.0f}, {10, 7, 10, 10, 0},
-    // the sums pass's last block adding more than two slices a thread (72 slices of 32 rows a block)
+    // the sums pass's last block adding more than two slices a thread (264 slices of 32 rows a block)
     {64, 64, 24, 24, 1.0f},
 };
 
