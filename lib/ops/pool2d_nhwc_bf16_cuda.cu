@@ -13,16 +13,17 @@
 // moved are close to the tensors' sizes. Average backward (and max where the tiled path does not
 // fit: a window over 255 positions, or shared memory past kTiledSharedMax) gathers as
 // pool2d_cuda.cu does: one thread per (n, h, w, group) over the windows holding it in (p, q)
-// order; for max it re-scans each window's earlier positions to decide the argmax (~4x the
-// tiled kernel's time on mini_xception's 3x3 stride-2 pools). CNN_POOL_BACKWARD=gather in the
-// environment (read once a process) sends max backward to that gather kernel too, so one
-// benchmark run can time the old kernel against the new.
+// order; for max it re-scans each window's earlier positions to decide the argmax, in chains of
+// dependent loads (mini_xception's four b256 pools took 0.20 ms a step on the H200 that way,
+// where their bytes need about 25 us: the reason for the tiled kernel). CNN_POOL_BACKWARD=gather
+// in the environment (read once a process) sends max backward to the gather kernel too, so one
+// benchmark run can time the two.
 // Trap: max backward routes dy to the window's first row-major position equal to y, lane by lane;
 // y is the T max of T inputs, so it is exactly one of them and equality finds it.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <initializer_list>
 #include <type_traits>
 
@@ -317,8 +318,8 @@ static __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char tiled_shared[];
   const int R = KR ? KR : d.R, S = KS ? KS : d.S;
   const int64_t C = d.C, G = C / V;
-  const int nq = t.TQ + t.halo_q;                       // slot columns
-  const int slots = (t.TP + t.halo_p) * nq * t.GS;      // slot (i, j, gl): window (pa + i, qa + j), group g0 + gl
+  const int nq = t.TQ + t.halo_q;                   // slot columns
+  const int slots = (t.TP + t.halo_p) * nq * t.GS;  // slot (i, j, gl): window (pa + i, qa + j), group g0 + gl
   RawChannels<V>* slot_dy = reinterpret_cast<RawChannels<V>*>(tiled_shared);
   ArgmaxBytes<V>* slot_at = reinterpret_cast<ArgmaxBytes<V>*>(tiled_shared + slots * sizeof(RawChannels<V>));
   const int slice = static_cast<int>(blockIdx.x % t.slices);
@@ -505,8 +506,8 @@ static void launch_max_backward(cudaStream_t stream, const PoolDims& d, const T*
   }
   // Threads: about one a slot and one per two owned inputs (2D tiles of stride x stride inputs a
   // window), whole warps, 64 to kThreads.
-  const int64_t owned = int64_t{std::min<int64_t>(int64_t{t.TP} * d.stride_h, d.H)} *
-                        std::min<int64_t>(int64_t{t.TQ} * d.stride_w, d.W) * t.GS;
+  const int64_t owned =
+      std::min<int64_t>(int64_t{t.TP} * d.stride_h, d.H) * std::min<int64_t>(int64_t{t.TQ} * d.stride_w, d.W) * t.GS;
   const int64_t slots = int64_t{t.TP + t.halo_p} * (t.TQ + t.halo_q) * t.GS;
   const int64_t want = (std::max(slots, owned / 2) + cuda::kWarpSize - 1) / cuda::kWarpSize * cuda::kWarpSize;
   const int threads = static_cast<int>(std::clamp<int64_t>(want, 64, kThreads));

@@ -157,12 +157,13 @@ std::pair<std::vector<Case<Pool2dForward>>, std::vector<Case<Pool2dBackward>>> c
       for (int64_t S : {2, 3})
         for (const auto& st : strides)
           for (int pad : {0, 1})
-            shapes.push_back(Pool2dShape::make(PoolKind::max, z.N, z.C, z.H, z.W, R, S, st[0], st[1], pad ? int(R / 2) : 0,
-                                               pad ? int(S / 2) : 0));
+            shapes.push_back(Pool2dShape::make(PoolKind::max, z.N, z.C, z.H, z.W, R, S, st[0], st[1],
+                                               pad ? int(R / 2) : 0, pad ? int(S / 2) : 0));
   shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 16, 37, 35, 3, 3, 2, 2, 1, 1));  // mini_xception's pools
   shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 8, 23, 22, 5, 5, 1, 1, 2, 2));
   shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 16, 40, 40, 16, 16, 1, 1, 0, 0));
-  shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 8, 20, 21, 15, 17, 1, 1, 0, 0));  // 255 positions, the most tiled
+  // 255 positions: the largest window the tiled kernel takes.
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 8, 20, 21, 15, 17, 1, 1, 0, 0));
   const size_t relu_from = shapes.size();  // the shapes below get ReLU-like inputs: ties of zeros everywhere
   shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 16, 37, 35, 3, 3, 2, 2, 1, 1));
   shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 24, 34, 31, 2, 2, 2, 2, 0, 0));  // vgg_fer's pools
