@@ -3,13 +3,29 @@
 // along channels: V = 8 channels a thread in 16-byte accesses where C % 8 == 0 and the pointers are
 // 16-byte aligned, V = 1 otherwise; float arithmetic on the widened values, each output rounded
 // once. Forward: one thread per (n, p, q, channel group); global pooling (R = H, S = W) instead one
-// block per (n, channel tile) that reduces over H*W in a fixed tree (deterministic). Backward
-// gathers as pool2d_cuda.cu does: one thread per (n, h, w, group) over the windows holding it in
-// (p, q) order, the CPU's additions in the CPU's order, no atomics.
+// block per (n, channel tile) that reduces over H*W in a fixed tree (deterministic).
+// Max backward, tiled (the default): one block per (n, tile of outputs, slice of channel groups).
+// It first finds, for every window reaching the inputs the tile owns, each lane's argmax as a byte
+// (its row-major position r*S+s in the window) and keeps it in shared memory with the window's dy;
+// then each owned input sums, over the windows holding it in (p, q) order, the dy of those whose
+// argmax it is: the CPU's additions in the CPU's order, every dx written once, no atomics. x is
+// read about once (the windows' overlap from L1), y and dy once, dx written once: the bytes
+// moved are close to the tensors' sizes. Average backward (and max where the tiled path does not
+// fit: a window over 255 positions, or shared memory past kTiledSharedMax) gathers as
+// pool2d_cuda.cu does: one thread per (n, h, w, group) over the windows holding it in (p, q)
+// order; for max it re-scans each window's earlier positions to decide the argmax, in chains of
+// dependent loads (mini_xception's four b256 pools took 0.20 ms a step on the H200 that way,
+// where their bytes need about 25 us: the reason for the tiled kernel). CNN_POOL_BACKWARD=gather
+// in the environment (read once a process) sends max backward to the gather kernel too, so one
+// benchmark run can time the two.
 // Trap: max backward routes dy to the window's first row-major position equal to y, lane by lane;
 // y is the T max of T inputs, so it is exactly one of them and equality finds it.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "ops/half16.cuh"
@@ -229,6 +245,171 @@ static __global__ void pool2d_backward_gather_nhwc_kernel(PoolDims d, NhwcDivs<D
   }
 }
 
+// The tiled max backward's geometry, chosen on the host (plan_tiles): tiles of TP x TQ outputs,
+// the halo of earlier output rows and columns whose windows also reach a tile's inputs, slices of
+// GS channel groups. A block's window slots: (TP + halo_p) x (TQ + halo_q) x GS.
+struct PoolTiles {
+  int TP, TQ;            // outputs a tile (the last tile of an axis may hold fewer)
+  int tiles_p, tiles_q;  // tiles along P and Q
+  int halo_p, halo_q;    // ceil(R / stride_h) - 1, ceil(S / stride_w) - 1
+  int GS, slices;        // channel groups a block (the last slice may hold fewer); slices of G
+  cuda::FastDiv32 stride_h, stride_w;
+};
+
+// A window's argmax byte when no position equals y (routes nothing, as the CPU); positions are
+// r * S + s < R * S <= kNoArgmax.
+static constexpr int kNoArgmax = 255;
+static constexpr size_t kTiledSharedMax = 48 * 1024;  // the default dynamic shared memory limit
+
+// The first input row (or column) that the tile starting at output P0 owns: 0 for the first tile,
+// H past the last, else the first row of window P0 clamped into [0, H). The edges grow with P0, so
+// the tiles partition the input: every dx element is written by exactly one tile.
+__device__ __forceinline__ int tile_edge(int P0, int P, int stride, int pad, int H) {
+  if (P0 <= 0) return 0;
+  if (P0 >= P) return H;
+  return min(max(P0 * stride - pad, 0), H);
+}
+
+// is_argmax without branches (bitwise on the comparisons), for selects.
+__device__ __forceinline__ bool argmax_at(float v, float y) { return (v == y) | ((v != v) & (y != y)); }
+
+// V argmax bytes packed in a word (V = 8: a uint2) and back.
+template <int V>
+using ArgmaxBytes = std::conditional_t<V == 8, uint2, uint8_t>;
+template <int V>
+__device__ __forceinline__ ArgmaxBytes<V> pack_argmax(const int (&at)[V]) {
+  if constexpr (V == 8) {
+    return make_uint2(at[0] | at[1] << 8 | at[2] << 16 | static_cast<uint32_t>(at[3]) << 24,
+                      at[4] | at[5] << 8 | at[6] << 16 | static_cast<uint32_t>(at[7]) << 24);
+  } else {
+    return static_cast<uint8_t>(at[0]);
+  }
+}
+template <int V>
+__device__ __forceinline__ int argmax_lane(const ArgmaxBytes<V>& b, int l) {
+  if constexpr (V == 8)
+    return static_cast<int>(((l < 4 ? b.x : b.y) >> (8 * (l & 3))) & 0xffu);
+  else
+    return b;
+}
+
+// V elements' bits (dy kept in shared memory as stored) and their widened values.
+template <int V>
+using RawChannels = std::conditional_t<V == 8, uint4, uint16_t>;
+template <int V, typename T>
+__device__ __forceinline__ void widen_channels(float (&v)[V], const RawChannels<V>& raw) {
+  if constexpr (V == 8)
+    half16_unpack8<T>(raw, v);
+  else
+    v[0] = Half16<T>::to_float(raw);
+}
+
+// Max backward, tiled (see the top of the file). grid: (tiles_p * tiles_q * slices, slice fastest;
+// samples, striding when N exceeds gridDim.y); dynamic shared memory: the
+// window slots' dy (RawChannels) then their argmax bytes. KR, KS: the window when known at
+// compile time (its loops unroll, so a window's loads issue together), 0 for d.R, d.S.
+template <int KR, int KS, int V, typename T>
+static __global__ void __launch_bounds__(kThreads)
+    pool2d_backward_tiled_nhwc_kernel(PoolDims d, PoolTiles t,
+                                      const T* __restrict__ x,   // (N, H, W, C)
+                                      const T* __restrict__ y,   // (N, P, Q, C)
+                                      const T* __restrict__ dy,  // (N, P, Q, C)
+                                      T* __restrict__ dx) {      // (N, H, W, C)
+  extern __shared__ __align__(16) unsigned char tiled_shared[];
+  const int R = KR ? KR : d.R, S = KS ? KS : d.S;
+  const int64_t C = d.C, G = C / V;
+  const int nq = t.TQ + t.halo_q;                   // slot columns
+  const int slots = (t.TP + t.halo_p) * nq * t.GS;  // slot (i, j, gl): window (pa + i, qa + j), group g0 + gl
+  RawChannels<V>* slot_dy = reinterpret_cast<RawChannels<V>*>(tiled_shared);
+  ArgmaxBytes<V>* slot_at = reinterpret_cast<ArgmaxBytes<V>*>(tiled_shared + slots * sizeof(RawChannels<V>));
+  const int slice = static_cast<int>(blockIdx.x % t.slices);
+  const int tile = static_cast<int>(blockIdx.x / t.slices);
+  const int P0 = tile / t.tiles_q * t.TP, Q0 = tile % t.tiles_q * t.TQ;
+  const int pa = P0 - t.halo_p, qa = Q0 - t.halo_q;  // slot (0, 0)'s window; may be negative (slots unused)
+  const int p_end = min(P0 + t.TP, d.P), q_end = min(Q0 + t.TQ, d.Q);
+  const int64_t g0 = static_cast<int64_t>(slice) * t.GS;
+  const int gs = static_cast<int>(min(static_cast<int64_t>(t.GS), G - g0));
+  // The inputs this tile owns: rows [h0, h1), columns [w0, w1).
+  const int h0 = tile_edge(P0, d.P, d.stride_h, d.pad_h, d.H);
+  const int h1 = tile_edge(P0 + t.TP, d.P, d.stride_h, d.pad_h, d.H);
+  const int w0 = tile_edge(Q0, d.Q, d.stride_w, d.pad_w, d.W);
+  const int w1 = tile_edge(Q0 + t.TQ, d.Q, d.stride_w, d.pad_w, d.W);
+  const int cols = w1 - w0, items = (h1 - h0) * cols * t.GS;  // plan_tiles: H * W * GS fits int32
+  for (int64_t n = blockIdx.y; n < d.N; n += gridDim.y) {
+    const T* xn = x + n * d.H * d.W * C + g0 * V;
+    const T* yn = y + n * d.P * d.Q * C + g0 * V;
+    const T* dyn = dy + n * d.P * d.Q * C + g0 * V;
+    T* dxn = dx + n * d.H * d.W * C + g0 * V;
+
+    // 1. Every window reaching the tile's inputs: its dy, and per lane the first row-major position
+    //    (r, s) of the clipped window whose value equals y (is_argmax, as the CPU).
+    for (int i = threadIdx.x; i < slots; i += blockDim.x) {
+      const int gl = i % t.GS, ij = i / t.GS;
+      const int p = pa + ij / nq, q = qa + ij % nq;
+      if (gl >= gs || p < 0 || q < 0 || p >= p_end || q >= q_end) continue;
+      const int64_t o = (static_cast<int64_t>(p) * d.Q + q) * C + gl * V;
+      const RawChannels<V> grad = *reinterpret_cast<const RawChannels<V>*>(dyn + o);
+      float m[V];
+      load_channels(m, yn + o);
+      int at[V];
+#pragma unroll
+      for (int l = 0; l < V; ++l) at[l] = kNoArgmax;
+      // Positions last to first, each match overwriting: the first one stays. A position off the
+      // input reads a clamped one (in bounds, so every load is unconditional and the window's
+      // loads issue together) and matches nothing.
+      const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
+      const T* xg = xn + gl * V;
+#pragma unroll
+      for (int r = R - 1; r >= 0; --r) {
+        const int h = hs + r, hc = min(max(h, 0), d.H - 1);
+#pragma unroll
+        for (int s = S - 1; s >= 0; --s) {
+          const int w = ws + s, wc = min(max(w, 0), d.W - 1);
+          const bool inside = (h == hc) & (w == wc);
+          float v[V];
+          load_channels(v, xg + (static_cast<int64_t>(hc) * d.W + wc) * C);
+#pragma unroll
+          for (int l = 0; l < V; ++l) at[l] = inside & argmax_at(v[l], m[l]) ? r * S + s : at[l];
+        }
+      }
+      slot_dy[i] = grad;
+      slot_at[i] = pack_argmax<V>(at);
+    }
+    __syncthreads();
+
+    // 2. Each input the tile owns: dy of the windows (p, q order) whose argmax it is, summed from 0.
+    for (int i = threadIdx.x; i < items; i += blockDim.x) {
+      const int gl = i % t.GS, hw = i / t.GS;
+      if (gl >= gs) continue;
+      const int h = h0 + hw / cols, w = w0 + hw % cols;
+      int p_lo, p_hi, q_lo, q_hi;  // within [max(pa, 0), p_end) and [max(qa, 0), q_end): the halo's bound
+      covering_outputs(h, d.pad_h, R, t.stride_h, d.P, p_lo, p_hi);
+      covering_outputs(w, d.pad_w, S, t.stride_w, d.Q, q_lo, q_hi);
+      float acc[V];
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] = 0.0f;
+      for (int p = p_lo; p <= p_hi; ++p) {
+        const int row = (h - (p * d.stride_h - d.pad_h)) * S;
+        for (int q = q_lo; q <= q_hi; ++q) {
+          const int pos = row + w - (q * d.stride_w - d.pad_w);
+          const int slot = ((p - pa) * nq + (q - qa)) * t.GS + gl;
+          const ArgmaxBytes<V> at = slot_at[slot];
+          float grad[V];
+          widen_channels<V, T>(grad, slot_dy[slot]);
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] = argmax_lane<V>(at, l) == pos ? acc[l] + grad[l] : acc[l];
+        }
+      }
+      T* at_dx = dxn + (static_cast<int64_t>(h) * d.W + w) * C + gl * V;
+      if constexpr (V == 8)
+        __stwb(reinterpret_cast<uint4*>(at_dx), half16_pack8<T>(acc));  // store_channels came out as 4 x 32 bits here
+      else
+        store_channels(at_dx, acc);
+    }
+    __syncthreads();  // the next tile's step 1 reuses the slots
+  }
+}
+
 // Channel groups: 8 channels a thread when the channels and every pointer allow 16-byte accesses.
 static bool by_eight(const PoolDims& d, std::initializer_list<const void*> pointers) {
   if (d.C % 8 != 0) return false;
@@ -269,6 +450,77 @@ static void launch_backward(cudaStream_t stream, const PoolDims& d, const T* x, 
         <<<blocks, kThreads, 0, stream>>>(d, nhwc_divs<cuda::PlainDiv64>(d, G), x, y, dy, dx);
 }
 
+// Outputs a tile spans along an axis at most; 8 x 8 windows of a 3x3 stride-2 pool own 16 x 16 inputs.
+static constexpr int kTileMost = 8;
+
+// The tiled max backward's geometry for V-channel groups and its shared memory bytes; false when
+// that path does not fit (a window of more than 255 positions, or too many slots: a long window
+// at a short stride makes a wide halo), and the gather kernel runs instead.
+static bool plan_tiles(const PoolDims& d, int V, PoolTiles& t, size_t& shared) {
+  if (int64_t{d.R} * d.S > kNoArgmax) return false;
+  const int64_t G = d.C / V;
+  t.GS = static_cast<int>(std::min<int64_t>(G, V == 8 ? 4 : 32));  // 64 bytes of channels a pixel
+  if (!cuda::fits_int32(int64_t{d.H} * d.W * t.GS) || !cuda::fits_int32(int64_t{d.P} * d.stride_h + d.H) ||
+      !cuda::fits_int32(int64_t{d.Q} * d.stride_w + d.W))
+    return false;
+  t.slices = static_cast<int>((G + t.GS - 1) / t.GS);
+  // Tiles as even as kTileMost allows: P = 11 gives 6 + 5, not 8 + 3.
+  auto split = [](int P, int& TP, int& tiles) {
+    tiles = (P + kTileMost - 1) / kTileMost;
+    TP = (P + tiles - 1) / tiles;
+    tiles = (P + TP - 1) / TP;
+  };
+  split(d.P, t.TP, t.tiles_p);
+  split(d.Q, t.TQ, t.tiles_q);
+  t.halo_p = std::min((d.R + d.stride_h - 1) / d.stride_h - 1, d.P);
+  t.halo_q = std::min((d.S + d.stride_w - 1) / d.stride_w - 1, d.Q);
+  const int64_t slots = int64_t{t.TP + t.halo_p} * (t.TQ + t.halo_q) * t.GS;
+  shared = static_cast<size_t>(slots) * (V * sizeof(uint16_t) + V);  // dy bits, argmax bytes
+  if (shared > kTiledSharedMax) return false;
+  if (int64_t{t.tiles_p} * t.tiles_q * t.slices > int64_t{0x7fffffff}) return false;  // gridDim.x
+  t.stride_h = cuda::FastDiv32(d.stride_h);
+  t.stride_w = cuda::FastDiv32(d.stride_w);
+  return true;
+}
+
+// CNN_POOL_BACKWARD=gather in the environment: max backward on the gather kernel (to time it against
+// the tiled one in one benchmark run; `tiled` or unset: the default). Read once a process.
+static bool max_backward_gathers() {
+  static const bool gather = [] {
+    const char* v = std::getenv("CNN_POOL_BACKWARD");
+    if (!v || !*v || std::strcmp(v, "tiled") == 0) return false;
+    if (std::strcmp(v, "gather") == 0) return true;
+    CNN_THROW("pool2d backward: CNN_POOL_BACKWARD must be tiled or gather, got '{}'", v);
+  }();
+  return gather;
+}
+
+// Max backward: the tiled kernel where plan_tiles fits, else the gather kernel.
+template <int V, typename T>
+static void launch_max_backward(cudaStream_t stream, const PoolDims& d, const T* x, const T* y, const T* dy, T* dx) {
+  PoolTiles t;
+  size_t shared = 0;
+  if (max_backward_gathers() || !plan_tiles(d, V, t, shared)) {
+    launch_backward<true, V>(stream, d, x, y, dy, dx);
+    return;
+  }
+  // Threads: about one a slot and one per two owned inputs (2D tiles of stride x stride inputs a
+  // window), whole warps, 64 to kThreads.
+  const int64_t owned =
+      std::min<int64_t>(int64_t{t.TP} * d.stride_h, d.H) * std::min<int64_t>(int64_t{t.TQ} * d.stride_w, d.W) * t.GS;
+  const int64_t slots = int64_t{t.TP + t.halo_p} * (t.TQ + t.halo_q) * t.GS;
+  const int64_t want = (std::max(slots, owned / 2) + cuda::kWarpSize - 1) / cuda::kWarpSize * cuda::kWarpSize;
+  const int threads = static_cast<int>(std::clamp<int64_t>(want, 64, kThreads));
+  const dim3 blocks(static_cast<unsigned>(t.tiles_p * t.tiles_q * t.slices),
+                    static_cast<unsigned>(std::min<int64_t>(d.N, 65535)));
+  if (d.R == 3 && d.S == 3)
+    pool2d_backward_tiled_nhwc_kernel<3, 3, V><<<blocks, threads, shared, stream>>>(d, t, x, y, dy, dx);
+  else if (d.R == 2 && d.S == 2)
+    pool2d_backward_tiled_nhwc_kernel<2, 2, V><<<blocks, threads, shared, stream>>>(d, t, x, y, dy, dx);
+  else
+    pool2d_backward_tiled_nhwc_kernel<0, 0, V><<<blocks, threads, shared, stream>>>(d, t, x, y, dy, dx);
+}
+
 template <typename T>
 static void forward_nhwc(const Pool2dForward& a) {
   const char* what = "pool2d forward";
@@ -297,7 +549,7 @@ static void backward_nhwc(const Pool2dBackward& a) {
   const PoolDims d = dims_of(a.sh, what);
   const bool eight = by_eight(d, {x, y, dy, dx});
   if (is_max)
-    eight ? launch_backward<true, 8>(stream, d, x, y, dy, dx) : launch_backward<true, 1>(stream, d, x, y, dy, dx);
+    eight ? launch_max_backward<8>(stream, d, x, y, dy, dx) : launch_max_backward<1>(stream, d, x, y, dy, dx);
   else
     eight ? launch_backward<false, 8>(stream, d, x, y, dy, dx) : launch_backward<false, 1>(stream, d, x, y, dy, dx);
   CUDA_CHECK_LAUNCH(what);

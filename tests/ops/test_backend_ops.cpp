@@ -148,14 +148,37 @@ std::pair<std::vector<Case<Pool2dForward>>, std::vector<Case<Pool2dBackward>>> c
                           Size{2, 24, 48, 48}, Size{3, 72, 5, 3}})
       shapes.push_back(Pool2dShape::make(kind, z.N, z.C, z.H, z.W, z.H, z.W, int(z.H), int(z.W)));
   }
+  // Max pools over several of the bf16 cuda row's tiles (up to 8 x 8 outputs each, pool2d_nhwc_bf16_cuda.cu),
+  // so windows straddle tile edges: 16 and 40 channels (40: a slice of 4 groups of 8 and one of 1),
+  // 12 (the scalar path), odd sizes, overlapping windows (stride below the window: a halo of 1 or 2
+  // windows, 4 at 5x5 stride 1), and windows of more than 255 positions (the gather kernel instead).
+  for (const Size& z : {Size{2, 16, 19, 18}, Size{1, 40, 21, 17}, Size{2, 12, 20, 23}})
+    for (int64_t R : {2, 3})
+      for (int64_t S : {2, 3})
+        for (const auto& st : strides)
+          for (int pad : {0, 1})
+            shapes.push_back(Pool2dShape::make(PoolKind::max, z.N, z.C, z.H, z.W, R, S, st[0], st[1],
+                                               pad ? int(R / 2) : 0, pad ? int(S / 2) : 0));
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 16, 37, 35, 3, 3, 2, 2, 1, 1));  // mini_xception's pools
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 8, 23, 22, 5, 5, 1, 1, 2, 2));
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 16, 40, 40, 16, 16, 1, 1, 0, 0));
+  // 255 positions: the largest window the tiled kernel takes.
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 8, 20, 21, 15, 17, 1, 1, 0, 0));
+  const size_t relu_from = shapes.size();  // the shapes below get ReLU-like inputs: ties of zeros everywhere
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 16, 37, 35, 3, 3, 2, 2, 1, 1));
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 24, 34, 31, 2, 2, 2, 2, 0, 0));  // vgg_fer's pools
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 13, 19, 21, 3, 3, 2, 2, 1, 1));
   std::vector<Case<Pool2dForward>> fwd;
   std::vector<Case<Pool2dBackward>> bwd;
   uint64_t seed = 1;
-  for (const Pool2dShape& sh : shapes) {
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const Pool2dShape& sh = shapes[k];
     // Every other shape on a coarse grid (multiples of 0.25), so windows hold ties.
     std::vector<float> x = random_floats(size_t(sh.N * sh.C * sh.H * sh.W), ++seed);
-    if (seed % 2)
+    if (seed % 2 || k >= relu_from)
       for (float& v : x) v = std::round(v * 4.0f) / 4.0f;
+    if (k >= relu_from)
+      for (float& v : x) v = std::max(v, 0.0f);
     x = bf16_exact(x);
     const std::vector<float> dy = bf16_exact(random_floats(size_t(sh.N * sh.C * sh.P * sh.Q), ++seed));
     const std::vector<double> xd = to_double(x), dyd = to_double(dy);
