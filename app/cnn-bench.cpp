@@ -1,7 +1,7 @@
 // cnn-bench: timing. `cnn-bench model MODEL.yaml` measures training-step throughput and, with
 // --layers, a per-layer forward/backward table, and --breakdown, the step's time by kernel category
-// and idle gaps; `cnn-bench conv [SWEEP.yaml ...] [--models]` times every convolution
-// implementation on sweep points and model layers.
+// and idle gaps; with --inference, cnn-eval's forward passes instead; `cnn-bench conv [SWEEP.yaml
+// ...] [--models]` times every convolution implementation on sweep points and model layers.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -18,7 +18,7 @@
 using namespace cnn;
 
 int main(int argc, char** argv) {
-  CLI::App cli{"cnn-bench: training-step throughput and per-layer timing"};
+  CLI::App cli{"cnn-bench: training-step and inference throughput and per-layer timing"};
   app::add_version_flag(cli, "cnn-bench");
   app::AutotuneFlags tune;
   app::add_autotune_flags(cli, tune);
@@ -29,9 +29,12 @@ int main(int argc, char** argv) {
   std::string model, json_path;
   std::vector<std::string> sets;
   ModelBenchOptions opt;
-  CLI::App* m = cli.add_subcommand("model", "time whole training steps of a model on synthetic data");
+  CLI::App* m = cli.add_subcommand(
+      "model", "time whole training steps (or, with --inference, forward passes) of a model on synthetic data");
   m->add_option("model", model, "model YAML file")->required();
   m->add_option("--device", opt.device, "auto | cpu | cuda");
+  m->add_flag("--inference", opt.inference,
+              "time forward passes in evaluation mode (cnn-eval's) instead of training steps, on the device and end to end");
   m->add_option("--batch", opt.batch, "batch size (default: train.batch_size)");
   m->add_option("--steps", opt.steps, "timed steps per repeat (default 20)");
   m->add_option("--warmup", opt.warmup, "untimed steps first (default 5)");

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "bench/kernel_trace.h"
@@ -14,6 +15,10 @@
 #include "model/model_stack.h"
 
 namespace cnn {
+
+// What the end-to-end inference figure includes (time_inference).
+static const char* const kEndToEnd =
+    "a float batch copied from host memory, the forward, the logits copied to host memory, as cnn-eval";
 
 static void dump_first_step(const std::string& path, const ModelSpec& spec, Executor& ex, const LossFunction& loss,
                             const std::vector<int32_t>& labels) {
@@ -51,6 +56,7 @@ static void dump_first_step(const std::string& path, const ModelSpec& spec, Exec
 }
 
 ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
+  if (opt.inference) return bench_inference(spec, opt);
   const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
   ModelStack stack(spec);
   Graph* graph = &stack.graph();
@@ -87,9 +93,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   for (int64_t rep = 0; rep < opt.repeats; ++rep) {
     timer.start();
     for (int64_t i = 0; i < opt.steps; ++i) step.run(labels.data(), batch, lr, s++, spec.train.seed);
-    double ms = timer.stop_ms() / double(opt.steps);
-    step_ms.push_back(ms);
-    r.repeat_images_per_s.push_back(1000.0 * double(batch) / ms);
+    step_ms.push_back(timer.stop_ms() / double(opt.steps));
   }
   r.model = spec.name;
   r.device = dev.description();
@@ -97,9 +101,8 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.precision = spec.train.precision;
   r.batch = batch;
   r.threads = dev.device() == Device::cpu ? dev.ctx().threads() : 0;
-  r.step_ms = median(step_ms);
-  r.images_per_s = 1000.0 * double(batch) / r.step_ms;
-  r.training_gflop_per_image = graph->training_flops() / 1e9;
+  r.timing = BatchTiming::of(step_ms, batch);
+  r.gflop_per_image = graph->training_flops() / 1e9;
   if (opt.breakdown) {
     CNN_CHECK(dev.device() == Device::cuda && KernelTrace::available(),
               "--breakdown traces device kernels: it needs a CUDA build on a GPU (device here: {})", dev.description());
@@ -120,7 +123,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
       rec = trace.stop(&window);
       how = "uncaptured step (the trace saw no kernels of the replayed graph)";
     }
-    r.breakdown = make_breakdown(rec, window, opt.steps, how, r.step_ms);
+    r.breakdown = make_breakdown(rec, window, opt.steps, how, r.timing.median_ms);
     r.has_breakdown = true;
   }
   if (opt.layers) {
@@ -139,6 +142,101 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
         r.layers.back().choice.push_back(l.backend_note());
     }
   }
+  return r;
+}
+
+BatchTiming BatchTiming::of(const std::vector<double>& repeat_ms, int64_t batch) {
+  CNN_CHECK(!repeat_ms.empty(), "a batch timing needs at least one repeat");
+  BatchTiming t;
+  t.median_ms = median(repeat_ms);
+  t.min_ms = *std::min_element(repeat_ms.begin(), repeat_ms.end());
+  t.max_ms = *std::max_element(repeat_ms.begin(), repeat_ms.end());
+  t.images_per_s = 1000.0 * double(batch) / t.median_ms;
+  for (double ms : repeat_ms) t.repeat_images_per_s.push_back(1000.0 * double(batch) / ms);
+  return t;
+}
+
+nlohmann::json BatchTiming::to_json() const {
+  return {{"step_ms", median_ms},
+          {"step_ms_min", min_ms},
+          {"step_ms_max", max_ms},
+          {"img_per_s", images_per_s},
+          {"repeat_img_per_s", repeat_images_per_s}};
+}
+
+InferenceTiming time_inference(Executor& ex, int64_t batch, const std::vector<float>& host_batch,
+                               const ModelBenchOptions& opt) {
+  CNN_CHECK(batch >= 1 && batch <= ex.max_batch(), "inference batch {} for an executor planned for {}", batch,
+            ex.max_batch());
+  const size_t bytes = host_batch.size() * sizeof(float);
+  CNN_CHECK(int64_t(host_batch.size()) == ex.input().numel() / ex.max_batch() * batch,
+            "host batch of {} values, the executor's input takes {} a sample", host_batch.size(),
+            ex.input().numel() / ex.max_batch());
+  CNN_CHECK(ex.input().dtype() == DType::f32, "the executor's input is {}, expected f32", to_string(ex.input().dtype()));
+  // Exactly cnn-eval's calls (eval/predict.cpp Predictor::probabilities, eval/evaluate.cpp).
+  auto forward = [&] { ex.forward(batch, false, 0, 0); };
+  auto end_to_end = [&] {
+    device_memcpy(ex.input().data(), ex.input().device(), host_batch.data(), Device::cpu, bytes);
+    ex.forward(batch, false, 0, 0);
+    const std::vector<float> logits = ex.output().to_vector();  // (batch, K)
+    CNN_CHECK(!logits.empty(), "no logits");
+  };
+  InferenceTiming t;
+  device_memcpy(ex.input().data(), ex.input().device(), host_batch.data(), Device::cpu, bytes);
+  for (int64_t i = 0; i < opt.warmup; ++i) forward();
+  RegionTimer timer(ex.context());
+  std::vector<double> ms;
+  for (int64_t rep = 0; rep < opt.repeats; ++rep) {
+    timer.start();
+    for (int64_t i = 0; i < opt.steps; ++i) forward();
+    ms.push_back(timer.stop_ms() / double(opt.steps));
+  }
+  t.on_device = BatchTiming::of(ms, batch);
+  // The copies are synchronous and the last one waits for the forward: the host's clock is right.
+  for (int64_t i = 0; i < opt.warmup; ++i) end_to_end();
+  ms.clear();
+  for (int64_t rep = 0; rep < opt.repeats; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < opt.steps; ++i) end_to_end();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+                 double(opt.steps));
+  }
+  t.end_to_end = BatchTiming::of(ms, batch);
+  return t;
+}
+
+ModelBenchResult bench_inference(const ModelSpec& spec, const ModelBenchOptions& opt) {
+  auto refuse = [](const char* flag, const char* why) {
+    throw ConfigError({"<command line>"}, "",
+                      fmt::format("{} does not go with --inference: {}; run it without --inference", flag, why));
+  };
+  if (opt.breakdown) refuse("--breakdown", "it splits a training step into kernel categories");
+  if (opt.layers) refuse("--layers", "its table times each layer's forward and backward of a training step");
+  if (!opt.dump_path.empty()) refuse("--dump", "it writes a training step's gradients");
+  const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
+  ModelStack stack(spec);
+  Executor& ex = stack.build_inference(spec, opt.device, batch);
+  ex.init_params(spec.train.seed);
+  const DeviceSetup& dev = stack.device();
+  // Synthetic batch: normal inputs (seeded), as the training benchmark's.
+  Rng rng(spec.train.seed, static_cast<uint64_t>(RngStream::test));
+  std::vector<float> host_batch(size_t(ex.input().numel() / ex.max_batch() * batch));
+  for (float& v : host_batch) v = rng.normal();
+  const InferenceTiming t = time_inference(ex, batch, host_batch, opt);
+
+  ModelBenchResult r;
+  r.mode = "inference";
+  r.model = spec.name;
+  r.device = dev.description();
+  r.cuda_graph = dev.device() == Device::cuda ? "off (cnn-eval runs its forward passes uncaptured)" : "off (CPU run)";
+  r.precision = spec.train.precision;
+  r.batch = batch;
+  r.threads = dev.device() == Device::cpu ? dev.ctx().threads() : 0;
+  r.timing = t.on_device;
+  r.gflop_per_image = stack.graph().forward_flops() / 1e9;
+  r.input = fmt::format("synthetic batch already in the executor's input on the {} (no copies timed)",
+                        dev.device() == Device::cuda ? "GPU" : "CPU");
+  r.end_to_end = t.end_to_end;
   return r;
 }
 
@@ -214,16 +312,18 @@ std::string StepBreakdown::to_table() const {
 }
 
 nlohmann::json ModelBenchResult::to_json() const {
-  nlohmann::json j{{"model", model},
-                   {"device", device},
-                   {"batch", batch},
-                   {"threads", threads},
-                   {"cuda_graph", cuda_graph},
-                   {"precision", precision},
-                   {"step_ms", step_ms},
-                   {"img_per_s", images_per_s},
-                   {"repeat_img_per_s", repeat_images_per_s},
-                   {"training_gflop_per_image", training_gflop_per_image}};
+  nlohmann::json j{{"mode", mode},           {"model", model},       {"device", device},
+                   {"batch", batch},         {"threads", threads},   {"cuda_graph", cuda_graph},
+                   {"precision", precision}};
+  j.update(timing.to_json());
+  if (mode == "inference") {
+    j["inference_gflop_per_image"] = gflop_per_image;
+    j["input"] = input;
+    j["end_to_end"] = end_to_end.to_json();
+    j["end_to_end"]["what"] = kEndToEnd;
+  } else {
+    j["training_gflop_per_image"] = gflop_per_image;
+  }
   if (has_breakdown) j["breakdown"] = breakdown.to_json();
   j["layers"] = nlohmann::json::array();
   for (const auto& l : layers)
@@ -238,10 +338,20 @@ nlohmann::json ModelBenchResult::to_json() const {
 }
 
 std::string ModelBenchResult::to_table() const {
-  double tflops = training_gflop_per_image * images_per_s / 1e3;
+  const double tflops = gflop_per_image * timing.images_per_s / 1e3;
+  if (mode == "inference") {
+    auto spread = [](const BatchTiming& t) {
+      return fmt::format("{:.3f} ms/batch (min {:.3f}, max {:.3f} over {} repeats), {:.0f} img/s", t.median_ms,
+                         t.min_ms, t.max_ms, t.repeat_images_per_s.size(), t.images_per_s);
+    };
+    return fmt::format("{} on {}, batch {}, precision {}, inference: {} ({:.2f} TFLOP/s), CUDA graph {}\n"
+                       "  input: {}\n  end to end ({}): {}\n",
+                       model, device, batch, precision, spread(timing), tflops, cuda_graph, input, kEndToEnd,
+                       spread(end_to_end));
+  }
   std::string out =
       fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
-                  model, device, batch, precision, step_ms, images_per_s, tflops, cuda_graph);
+                  model, device, batch, precision, timing.median_ms, timing.images_per_s, tflops, cuda_graph);
   if (has_breakdown) out += breakdown.to_table();
   if (layers.empty()) return out;
   double total = 0;
@@ -257,7 +367,7 @@ std::string ModelBenchResult::to_table() const {
   for (const auto& l : layers)
     for (const std::string& c : l.choice) out += fmt::format("  {:<{}}  {}\n", l.name, w, c);
   out += fmt::format("sum of layers: {:.3f} ms of {:.3f} ms per step (the rest: loss, optimizer, copies)\n", total,
-                     step_ms);
+                     timing.median_ms);
   return out;
 }
 

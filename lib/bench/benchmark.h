@@ -1,6 +1,8 @@
 // `cnn-bench model`: training-step throughput of a model on synthetic data (no loader, no
 // disk), timed around whole optimizer steps after warm-up, median over repeats; optionally a
 // per-layer forward/backward table. The step is model/train_step.h, exactly what training runs.
+// With `inference`, forward passes in evaluation mode on cnn-eval's own stack and call
+// (ModelStack::build_inference, Executor::forward(n, false)): no loss, gradients or optimizer.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/model_spec.h"
+#include "graph/executor.h"
 
 namespace cnn {
 
@@ -30,7 +33,31 @@ struct ModelBenchOptions {
   // tools/compare_pytorch.py). Tensor names: <param>, input, labels (I32), logits,
   // grad.<param>; metadata: config, loss.
   std::string dump_path;
+  // Time inference instead of training steps (bench_inference); refuses layers, breakdown, dump.
+  bool inference = false;
 };
+
+// A batch time over repeats: each repeat's mean over its steps, then the median, fastest and
+// slowest repeat (ms), and each repeat's images per second.
+struct BatchTiming {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double images_per_s = 0;  // batch / median_ms
+  std::vector<double> repeat_images_per_s;
+  static BatchTiming of(const std::vector<double>& repeat_ms, int64_t batch);
+  nlohmann::json to_json() const;  // step_ms, step_ms_min, step_ms_max, img_per_s, repeat_img_per_s
+};
+
+// Inference timed two ways, each `opt.warmup` untimed passes, then `opt.repeats` times `opt.steps`:
+// on_device: forward(batch, training = false) on the batch already in ex.input(), no copies (the
+// device's clock: CUDA events, or the host's on the CPU); end_to_end: each pass as cnn-eval's
+// Predictor runs it, host_batch copied from ordinary (pageable) host memory into ex.input(), the
+// forward, and the logits copied back to host memory (the host's steady clock).
+struct InferenceTiming {
+  BatchTiming on_device, end_to_end;
+};
+InferenceTiming time_inference(Executor& ex, int64_t batch,
+                               const std::vector<float>& host_batch,  // (batch, C, H, W)
+                               const ModelBenchOptions& opt);
 
 struct LayerTiming {
   std::string name, type, backend, detail;
@@ -71,15 +98,18 @@ StepBreakdown make_breakdown(const std::vector<KernelRecord>& records, uint64_t 
                              std::string how, double untraced_step_ms = 0);
 
 struct ModelBenchResult {
+  std::string mode = "training";  // training | inference
   std::string model, device;
   std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
   std::string precision;   // train.precision: fp32 | tf32 (the CPU computes tf32 in FP32)
   int64_t batch = 0;
   int threads = 0;  // CPU threads of the CPU kernels (OMP_NUM_THREADS or the cores); 0 on a GPU
-  double step_ms = 0;  // median over repeats of the mean step time
-  double images_per_s = 0;
-  std::vector<double> repeat_images_per_s;
-  double training_gflop_per_image = 0;
+  BatchTiming timing;  // a step (training) or a forward pass of the batch already on the device (inference)
+  // Training: forward and backward (JSON training_gflop_per_image); inference: forward
+  // (inference_gflop_per_image).
+  double gflop_per_image = 0;
+  std::string input;                     // inference: where the timed batch comes from
+  BatchTiming end_to_end;                // inference: host batch in, logits out (InferenceTiming)
   std::vector<LayerTiming> layers;
   bool has_breakdown = false;
   StepBreakdown breakdown;
@@ -87,6 +117,11 @@ struct ModelBenchResult {
   std::string to_table() const;
 };
 
+// options.inference: bench_inference, else the training step.
 ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& options);
+// Forward passes in evaluation mode (time_inference) of a freshly initialised model (seeded by
+// train.seed) at options.batch (default train.batch_size) on cnn-eval's stack. Never captured in a
+// CUDA graph: cnn-eval runs its forward passes uncaptured, and cuda_graph says so.
+ModelBenchResult bench_inference(const ModelSpec& spec, const ModelBenchOptions& options);
 
 }  // namespace cnn

@@ -69,9 +69,8 @@ TrainedModel load_trained_model(const std::string& run_dir_or_ckpt, const std::s
   m.batch = std::max<int64_t>(1, m.spec.eval.batch_size / crops);
   m.stack = std::make_unique<ModelStack>(m.spec);
   // The trainer's device policy: auto takes the GPU only when every layer has a GPU implementation.
-  m.device = m.stack->place(device, m.spec.train.deterministic).device();
-  m.stack->autotune(m.batch * crops, AutotuneOptions::from_spec(m.spec.train.autotune));
-  m.stack->build_executor(m.batch * crops, false);
+  m.stack->build_inference(m.spec, device, m.batch * crops);
+  m.device = m.stack->device().device();
   load_weights(m.ex(), c.file, true);
   m.class_names = m.graph().class_names();
   return m;

@@ -33,6 +33,12 @@ Executor& ModelStack::build_executor(int64_t max_batch, bool training) {
   return *m_ex;
 }
 
+Executor& ModelStack::build_inference(const ModelSpec& spec, const std::string& device, int64_t rows) {
+  place(device, spec.train.deterministic);
+  autotune(rows, AutotuneOptions::from_spec(spec.train.autotune));
+  return build_executor(rows, false);
+}
+
 Optimizer& ModelStack::build_optimizer(const OptimizerSpec& spec) {
   m_optim = make_graph_optimizer(*m_graph, spec, ctx().device);
   return *m_optim;

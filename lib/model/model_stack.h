@@ -36,6 +36,11 @@ class ModelStack {
   void autotune(int64_t batch, const AutotuneOptions& options);
   // training = false plans for forward passes only (evaluation, prediction).
   Executor& build_executor(int64_t max_batch, bool training = true);
+  // The inference stack of cnn-eval and `cnn-bench model --inference`: place on `device` (auto
+  // takes the GPU when every layer runs there), autotune for `rows` with spec.train.autotune, and an
+  // evaluation-only executor for `rows` (run it as forward(n, false, 0, 0): batchnorm on running
+  // statistics, dropout off, no gradients). spec is the one the stack was built from.
+  Executor& build_inference(const ModelSpec& spec, const std::string& device, int64_t rows);
   Optimizer& build_optimizer(const OptimizerSpec& spec);  // over the trainable parameters, on the stack's device
   LossFunction& build_loss(const LossSpec& spec, const Dataset& train);
   // loss_scale: the fp16 run's dynamic loss scale (train.loss_scale), null in other precisions.

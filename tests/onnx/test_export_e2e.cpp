@@ -1,10 +1,12 @@
 // `cnn-ckpt export` end to end: every bundled model, trained for two steps, exports to a file that
 // Debian's ONNX library (C++ checker and strict shape inference) and python3-onnx (checker with
-// full_check) accept, with the metadata a user needs; a build without the ONNX library says so.
+// full_check) accept, with the metadata a user needs; a build without the ONNX library says so;
+// tools/onnx_check.py times our inference (cnn-bench model --inference) beside onnxruntime's.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "checkpoint/checkpoint_state.h"
@@ -139,4 +141,54 @@ TEST_CASE("tools/onnx_check.py runs the README's onnxruntime snippet where onnxr
   if (r.exit_code == 3) CNN_SKIP(r.out);  // "onnxruntime or numpy is not installed ..."
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("CPUExecutionProvider: max_abs_diff") && Contains("README snippet: max_abs_diff"));
+}
+
+TEST_CASE("tools/onnx_check.py times our inference beside onnxruntime's, also from a slim copy", "[cpu]") {
+  if (!onnx_export_built()) CNN_SKIP(onnx_missing_message());
+  if (std::system("/usr/bin/python3 -c 'import onnx, numpy' >/dev/null 2>&1") != 0)
+    CNN_SKIP("/usr/bin/python3 with python3-onnx and python3-numpy is not installed");
+  test::TempDir dir("cnn-onnx-timing");
+  const std::string run = (dir / "run").string();
+  auto f = train_briefly("tiny", run);
+  INFO(f.describe());
+  REQUIRE(f.exit_code == 0);
+  fs::create_directory(dir / "tiny");
+  f = export_onnx(run, (dir / "tiny" / "model.onnx").string());
+  INFO(f.describe());
+  REQUIRE(f.exit_code == 0);
+  const std::string tool = (fs::path(CNN_SOURCE_DIR) / "tools" / "onnx_check.py").string();
+  // Every initializer over 100 bytes goes: the slim copy must be regenerated to run.
+  test::ProgramResult s = test::run_program(
+      "/usr/bin/python3", {tool, "slim", (dir / "tiny").string(), "--out", (dir / "slim").string(), "--limit-mb", "1e-4"});
+  INFO(s.describe());
+  REQUIRE(s.exit_code == 0);
+  CHECK(fs::file_size(dir / "slim" / "model.onnx") < fs::file_size(dir / "tiny" / "model.onnx") / 2);
+  // No config.yaml in the folders: check reads the run's config from the model's metadata.
+  const test::ProgramResult r = test::run_program(
+      "/usr/bin/python3", {tool, "check", (dir / "tiny").string(), (dir / "slim").string(), "--cnn-bench",
+                           test::program_path("cnn-bench"), "--ours", "cpu:fp32", "cpu:bf16", "--batches", "2",
+                           "--steps", "1", "--repeats", "2", "--warmup", "0", "--threads", "1", "--json",
+                           (dir / "t.json").string()});
+  INFO(r.describe());
+  REQUIRE((r.exit_code == 0 || r.exit_code == 3));  // 3: onnxruntime is not installed, ours still timed
+  CHECK_THAT(r.out, Contains("ours cpu") && Contains("host to host"));
+  const nlohmann::json j = nlohmann::json::parse(test::read_text_file(dir / "t.json"));
+  CHECK(j["threads"] == 1);
+  for (const char* folder : {"tiny", "slim"}) {
+    INFO(folder);
+    const nlohmann::json& timings = j["models"][folder]["timings"];
+    std::vector<std::string> ours;
+    for (const auto& t : timings) {
+      if (t["runtime"] == "onnxruntime CPU") CHECK(t["ms_min"].get<double>() <= t["ms_max"].get<double>());
+      if (t["runtime"] != "ours cpu") continue;
+      ours.push_back(t["precision"].get<std::string>());
+      CHECK(t["batch"] == 2);
+      CHECK(t["threads"] == 1);
+      CHECK(t["ms_min"].get<double>() <= t["ms"].get<double>());
+      CHECK(t["ms"].get<double>() <= t["ms_max"].get<double>());
+      CHECK(t["end_to_end"]["img_per_s"].get<double>() > 0);
+    }
+    CHECK(ours == std::vector<std::string>{"fp32", "bf16"});
+    if (r.exit_code == 0) CHECK(timings.size() >= 3);  // onnxruntime's CPU provider too
+  }
 }
