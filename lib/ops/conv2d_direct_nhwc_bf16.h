@@ -6,9 +6,15 @@
 //   forward          one thread per output pixel and 8 channels (16-byte loads and stores along
 //                    the channels; a scalar variant for other channel counts or alignments)
 //   backward_data    one thread per input pixel and 8 channels (multiplier 1), or per channel
-//   backward_filter  per block: channels x pixel lanes over a slice of the N*P*Q positions, up to
-//                    10 taps a pass (3x3 + db in one), block sums in a fixed order; slices add up
-//                    in order (no atomics: results do not depend on scheduling)
+//   backward_filter  rows (3x3 windows, stride_w and dilation_w 1, 8-byte aligned x and dy, 4
+//                    channels a thread): each thread walks segments of output rows, loading every
+//                    x column of its 3 window rows once and keeping the last 3 dy in registers
+//                    (3 x loads and 1 dy load an output instead of 9 + 1), all 9 taps and the bias
+//                    in FP32 registers; one wave of blocks, each summing its threads in a fixed order.
+//                    pixels (any other shape): channels x pixel lanes over a slice of the N*P*Q
+//                    positions, up to 10 taps a pass (3x3 + db in one).
+//                    Either way the slices' partial sums add up in slice order in a second kernel
+//                    (no atomics: the same inputs give the same bits every run).
 // Weights: the bf16 copy in (R, S, K) layout (Bf16WeightLayout::rsk, conv2d_weights_bf16.h), so
 // consecutive threads read consecutive channels; dw comes out as (K, 1, R, S), the master's layout.
 // F16: every entry point has an f16 overload (f16 activations and weight copy, the same FP32 sums,
@@ -24,11 +30,19 @@
 
 namespace cnn {
 
+// The filter gradient's kernel: automatic takes rows wherever it can (shape and alignment), pixels
+// elsewhere; naming one (benchmarks, tests) runs it, or throws if it cannot take the call.
+enum class DirectNhwcFilterKernel { automatic, pixels, rows };
+
 // Non-throwing: C / groups == 1 and every tensor below 2^31 elements.
 bool conv2d_direct_nhwc_bf16_can_implement(const Conv2dShape& sh);
-// Slices of the N*P*Q positions a backward-filter call sums separately, and the bytes of
-// ctx.workspace it takes for their partial sums (forward and backward data take none).
-int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh);
+// Non-throwing: whether the rows filter-gradient kernel takes the shape (given 8-byte aligned x, dy).
+bool conv2d_direct_nhwc_bf16_rows_can_implement(const Conv2dShape& sh);
+// Slices of the N*P*Q positions a backward-filter call sums separately (automatic: the rows
+// kernel's where the shape allows it), and the bytes of ctx.workspace a call takes for their
+// partial sums, enough for either kernel (forward and backward data take none).
+int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh,
+                                          DirectNhwcFilterKernel kernel = DirectNhwcFilterKernel::automatic);
 size_t conv2d_direct_nhwc_bf16_workspace_bytes(const Conv2dShape& sh);
 
 // x (N, H, W, C), w (R, S, K), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
@@ -43,8 +57,10 @@ void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dS
                                            f16* dx);
 // x (N, H, W, C), dy (N, P, Q, K) -> dw (K, 1, R, S) or null, db (K) or null
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                             const bf16* dy, float* dw, float* db);
+                                             const bf16* dy, float* dw, float* db,
+                                             DirectNhwcFilterKernel kernel = DirectNhwcFilterKernel::automatic);
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
-                                             const f16* dy, float* dw, float* db);
+                                             const f16* dy, float* dw, float* db,
+                                             DirectNhwcFilterKernel kernel = DirectNhwcFilterKernel::automatic);
 
 }  // namespace cnn

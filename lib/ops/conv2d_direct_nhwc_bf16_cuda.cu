@@ -5,6 +5,8 @@
 // Modes (kWidth 8 or 1): output channel k reads input channel k / mult; with kWidth 8 and
 // mult == 1 a chunk's 8 inputs are one 16-byte load, with mult % 8 == 0 they are one element.
 // E, the element type (bf16 or f16, half16.cuh), is a template parameter of every kernel.
+// The filter gradient's rows kernel walks output rows (each x column loaded once per window row);
+// the pixels kernel takes the other shapes.
 // Trap: the window loops check bounds per tap; the 3x3 instantiation unrolls them.
 #include <cuda_runtime.h>
 
@@ -234,6 +236,131 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
   }
 }
 
+// The rows kernel's raw loads for one step of the walk: the x column's 3 window rows (4 channels, or
+// one element in .x where 4 output channels read one input channel) and the dy entering the window.
+struct RowStep {
+  uint2 x[3];
+  uint2 g;
+};
+__device__ __forceinline__ uint2 ld8(const uint16_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+template <class E>
+__device__ __forceinline__ void unpack4(const uint2& u, float (&v)[4]) {
+  v[0] = Half16<E>::lo(u.x), v[1] = Half16<E>::hi(u.x), v[2] = Half16<E>::lo(u.y), v[3] = Half16<E>::hi(u.y);
+}
+
+// Partial (slice, k, tap) as the pixels kernel below, for 3x3 windows with stride_w and dilation_w 1:
+// a lane walks the x columns j = qa - pw .. qb - pw + 1 of an item (n, segment [qa, qb), p), loading
+// each column's 3 window rows once and the dy of q = j + pw once; dyw[s] holds the dy of
+// q = j + pw - s, the output column that column j feeds through tap s. Loads run two steps ahead
+// (two named buffers, so no register waits on a load it is not consuming). kVecX: x gives 4
+// channels (multiplier 1), else one element feeds the 4 output channels. Block: lanes_k channel
+// groups of 4 x lanes_p item lanes; grid: channel groups x slices.
+template <class E, bool kVecX>
+static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
+    conv2d_backward_filter_direct_nhwc_rows_kernel(const DirectNhwcParams d, const DirectNhwcRowGrid g, Div div_segs,
+                                                   const uint16_t* __restrict__ x,   // (N, H, W, C)
+                                                   const uint16_t* __restrict__ dy,  // (N, P, Q, K)
+                                                   float* __restrict__ parts) {      // (slices, K, 10)
+  constexpr int kR = 3, kS = 3, kTaps = kR * kS + 1, kW = kDirectNhwcRowWidth, kVals = kTaps * kW;
+  constexpr int kWarps = kDirectNhwcThreads / 32;
+  __shared__ float red[kWarps][kVals][32];
+  const int t = int(threadIdx.x), lk = t % g.lanes_k, lp = t / g.lanes_k;
+  const int k0 = (int(blockIdx.x) * g.lanes_k + lk) * kW, c0 = kVecX ? k0 : k0 / d.mult;
+  const bool active = k0 < d.K;
+  float acc[kTaps][kW] = {};
+  const int first = int(blockIdx.y) * g.lanes_p * g.per_lane + lp;
+  for (int m = 0; active && m < g.per_lane; ++m) {
+    const int item = first + m * g.lanes_p;
+    if (item >= g.items) break;
+    int rest, p, n, seg;
+    d.div_p.divmod(item, rest, p);
+    div_segs.divmod(rest, n, seg);
+    const int qa = seg * g.seg_len, nq = min(d.Q - qa, g.seg_len), j0 = qa - d.pw, steps = nq + kS - 1;
+    const uint16_t* dyrow = dy + ((n * d.P + p) * d.Q + qa) * d.K + k0;
+    int xrow[kR];
+    bool hv[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int h = p * d.sh - d.ph + r * d.dh;
+      hv[r] = unsigned(h) < unsigned(d.H);
+      xrow[r] = ((n * d.H + h) * d.W) * d.C + c0;
+    }
+    auto fetch = [&](int u) {
+      RowStep b;
+      const int j = j0 + u;
+      b.g = u < nq ? ld8(dyrow + u * d.K) : make_uint2(0, 0);
+      const bool jv = u < steps && unsigned(j) < unsigned(d.W);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const uint16_t* xp = x + xrow[r] + j * d.C;
+        if (kVecX)
+          b.x[r] = jv && hv[r] ? ld8(xp) : make_uint2(0, 0);
+        else
+          b.x[r] = make_uint2(jv && hv[r] ? __ldg(xp) : 0u, 0u);
+      }
+      return b;
+    };
+    float dyw[kS][kW] = {};
+    auto consume = [&](int u, const RowStep& b) {
+#pragma unroll
+      for (int s = kS - 1; s > 0; --s)
+#pragma unroll
+        for (int v = 0; v < kW; ++v) dyw[s][v] = dyw[s - 1][v];
+      unpack4<E>(b.g, dyw[0]);  // zeros past the segment
+#pragma unroll
+      for (int v = 0; v < kW; ++v) acc[kTaps - 1][v] += dyw[0][v];
+      if (unsigned(j0 + u) >= unsigned(d.W)) return;  // a padding column: no tap reads it
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        if (!hv[r]) continue;
+        float xv[kW];
+        if (kVecX) {
+          unpack4<E>(b.x[r], xv);
+        } else {
+          const float e = Half16<E>::lo(b.x[r].x);
+#pragma unroll
+          for (int v = 0; v < kW; ++v) xv[v] = e;
+        }
+#pragma unroll
+        for (int s = 0; s < kS; ++s) {
+          if (unsigned(u - s) >= unsigned(nq)) continue;  // dyw[s] is outside the segment
+#pragma unroll
+          for (int v = 0; v < kW; ++v) acc[r * kS + s][v] += xv[v] * dyw[s][v];
+        }
+      }
+    };
+    RowStep b0 = fetch(0), b1 = fetch(1);
+    for (int u = 0; u < steps; u += 2) {
+      const RowStep c = b0;
+      b0 = fetch(u + 2);
+      consume(u, c);
+      if (u + 1 < steps) {
+        const RowStep e = b1;
+        b1 = fetch(u + 3);
+        consume(u + 1, e);
+      }
+    }
+  }
+  // Block sums in a fixed order: a butterfly over the lanes of each warp that share channels
+  // (lanes_k apart, lanes_k a power of two), then the 8 warps in order.
+  const int lane = t % 32, warp = t / 32;
+#pragma unroll
+  for (int e = 0; e < kVals; ++e) {
+    float a = acc[e / kW][e % kW];
+    for (int off = g.lanes_k; off < 32; off *= 2) a += __shfl_xor_sync(0xffffffffu, a, off);
+    if (lane < g.lanes_k) red[warp][e][lane] = a;
+  }
+  __syncthreads();
+  for (int o = t; o < g.lanes_k * kVals; o += kDirectNhwcThreads) {
+    const int ok = o % g.lanes_k, e = o / g.lanes_k, k = (int(blockIdx.x) * g.lanes_k + ok) * kW + e % kW;
+    if (k >= d.K) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += red[w][e][ok];
+    parts[(int64_t(blockIdx.y) * d.K + k) * kTaps + e / kW] = sum;
+  }
+}
+
 static DirectNhwcParams direct_nhwc_params(const Conv2dShape& sh, int chunks) {
   return {Div(chunks),      Div(sh.Q),     Div(sh.P),     Div(sh.W),       Div(sh.H),   Div(sh.stride_h),
           Div(sh.stride_w), int(sh.C),     int(sh.H),     int(sh.W),       int(sh.K),   int(sh.P),
@@ -293,30 +420,49 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const E
   CUDA_CHECK_LAUNCH(what);
 }
 
+static bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
+
 template <class E>
 static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const E* x, const E* dy, float* dw,
-                            float* db, const char* what) {
+                            float* db, DirectNhwcFilterKernel kernel, const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   if (!dw && !db) return;
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
-  const bool vec =
-      direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(dys) && (sh.K / sh.C != 1 || cuda::aligned16(xs));
-  const int width = vec ? 8 : 1;
-  DirectNhwcFilterGrid g = direct_nhwc_filter_grid(sh, width);
-  g.slices = conv2d_direct_nhwc_bf16_filter_slices(sh);  // the workspace's, whatever the width
+  const bool mult1 = sh.K == sh.C;
+  const bool rows = direct_nhwc_rows_shape(sh) && aligned8(dys) && (!mult1 || aligned8(xs));
+  if (kernel == DirectNhwcFilterKernel::rows && !rows)
+    CNN_THROW("{}: the rows kernel cannot take {} (needs a 3x3 window, stride_w and dilation_w 1, channel groups of "
+              "4 and 8-byte aligned x, dy)",
+              what, sh.to_string());
   auto* parts = static_cast<float*>(cuda::workspace_bytes(ctx, conv2d_direct_nhwc_bf16_workspace_bytes(sh), what));
-  const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / width));
-  const int npq = int(sh.N * sh.P * sh.Q), per_slice = (npq + g.slices - 1) / g.slices;
-  const dim3 grid(unsigned(g.groups_k), unsigned(g.slices), unsigned(g.tap_groups));
-  if (vec)
-    conv2d_backward_filter_direct_nhwc_kernel<E, 8>
-        <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
-  else
-    conv2d_backward_filter_direct_nhwc_kernel<E, 1>
-        <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
+  int slices = 0;
+  if (rows && kernel != DirectNhwcFilterKernel::pixels) {
+    const DirectNhwcRowGrid g = direct_nhwc_row_grid(sh);
+    slices = g.slices;
+    const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / kDirectNhwcRowWidth));
+    const dim3 grid(unsigned(g.groups_k), unsigned(g.slices));
+    (mult1 ? conv2d_backward_filter_direct_nhwc_rows_kernel<E, true>
+           : conv2d_backward_filter_direct_nhwc_rows_kernel<E, false>)<<<grid, kDirectNhwcThreads, 0, stream>>>(
+        d, g, Div(g.segs), xs, dys, parts);
+  } else {
+    const bool vec =
+        direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(dys) && (sh.K / sh.C != 1 || cuda::aligned16(xs));
+    const int width = vec ? 8 : 1;
+    DirectNhwcFilterGrid g = direct_nhwc_filter_grid(sh, width);
+    g.slices = slices = conv2d_direct_nhwc_bf16_filter_slices(sh, DirectNhwcFilterKernel::pixels);  // whatever the width
+    const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / width));
+    const int npq = int(sh.N * sh.P * sh.Q), per_slice = (npq + g.slices - 1) / g.slices;
+    const dim3 grid(unsigned(g.groups_k), unsigned(g.slices), unsigned(g.tap_groups));
+    if (vec)
+      conv2d_backward_filter_direct_nhwc_kernel<E, 8>
+          <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
+    else
+      conv2d_backward_filter_direct_nhwc_kernel<E, 1>
+          <<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, npq, per_slice, xs, dys, parts);
+  }
   CUDA_CHECK_LAUNCH(what);
-  conv2d_direct_bf16_sum_slices_cuda(stream, parts, g.slices, int(sh.K), int(sh.R * sh.S) + 1, dw, db, what);
+  conv2d_direct_bf16_sum_slices_cuda(stream, parts, slices, int(sh.K), int(sh.R * sh.S) + 1, dw, db, what);
 }
 
 void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
@@ -336,12 +482,12 @@ void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dS
   backward_data(ctx, sh, w, dy, dx, "conv2d backward data direct nhwc f16");
 }
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                             const bf16* dy, float* dw, float* db) {
-  backward_filter(ctx, sh, x, dy, dw, db, "conv2d backward filter direct nhwc bf16");
+                                             const bf16* dy, float* dw, float* db, DirectNhwcFilterKernel kernel) {
+  backward_filter(ctx, sh, x, dy, dw, db, kernel, "conv2d backward filter direct nhwc bf16");
 }
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
-                                             const f16* dy, float* dw, float* db) {
-  backward_filter(ctx, sh, x, dy, dw, db, "conv2d backward filter direct nhwc f16");
+                                             const f16* dy, float* dw, float* db, DirectNhwcFilterKernel kernel) {
+  backward_filter(ctx, sh, x, dy, dw, db, kernel, "conv2d backward filter direct nhwc f16");
 }
 
 }  // namespace cnn

@@ -22,11 +22,11 @@ void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dS
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_backward_data_direct_nhwc_cuda");
 }
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                             const bf16* dy, float* dw, float* db) {
+                                             const bf16* dy, float* dw, float* db, DirectNhwcFilterKernel) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_backward_filter_direct_nhwc_cuda");
 }
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
-                                             const f16* dy, float* dw, float* db) {
+                                             const f16* dy, float* dw, float* db, DirectNhwcFilterKernel) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_backward_filter_direct_nhwc_cuda");
 }
 

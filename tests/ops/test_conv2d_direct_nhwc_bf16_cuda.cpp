@@ -2,8 +2,10 @@
 // multipliers, C == 1 first layers) against the CPU reference in double on the same rounded inputs
 // permuted to NHWC. Tolerances as for the tensor-core kernels (support/tolerance.h): y, dx one
 // rounding of the output (kBf16OutputVsCpu, kF16OutputVsCpu); dw, db kGpuVsCpu (FP32 sums).
+// The filter gradient runs as the call picks it (rows kernel where it can) and, where the rows
+// kernel takes the shape, each kernel by name, the rows kernel twice (the same bits both times).
 // Trap: outputs are poisoned (NaN) before every run, so an element a kernel forgets fails; offset 1
-// breaks 16-byte alignment (the scalar kernels).
+// breaks 16-byte (and 8-byte) alignment (the scalar kernels; the pixels filter gradient).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -20,6 +22,7 @@
 
 using namespace cnn;
 using cnn::test::check_outputs;
+using cnn::test::kGpuVsCpu;
 using cnn::test::compare;
 using cnn::test::NhwcOperands16;
 using cnn::test::output_tolerance;
@@ -41,6 +44,17 @@ void check_direct_shapes() {
       Conv2dShape::make(2, 1, 40, 40, 64, 3, 3, 1, 1, 1, 1),                    // vgg_fer conv1a at batch 2
       Conv2dShape::make(4, 16, 22, 22, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, false),  // mini_xception m2_dw1
       Conv2dShape::make(1, 136, 6, 6, 136, 3, 3, 1, 1, 1, 1, 1, 1, 136),        // past 32 channel lanes
+      // the rows filter gradient: multiplier 1 with 4-channel groups (C = 8, 24: inactive lanes of
+      // the second channel group), odd widths, a 1x1 input, stride_h and dilation_h, multipliers 4
+      // and 8 (one x element feeds 4 channels), pad 0 and 2, several items a lane (160 rows of 2)
+      Conv2dShape::make(3, 8, 7, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false),
+      Conv2dShape::make(2, 24, 9, 15, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24),
+      Conv2dShape::make(5, 16, 1, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16),
+      Conv2dShape::make(2, 12, 11, 9, 12, 3, 3, 2, 1, 2, 1, 2, 1, 12),
+      Conv2dShape::make(2, 2, 10, 9, 8, 3, 3, 1, 1, 0, 2, 1, 1, 2),
+      Conv2dShape::make(3, 1, 14, 17, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1, false),
+      Conv2dShape::make(160, 136, 8, 2, 136, 3, 3, 1, 1, 1, 1, 1, 1, 136),
+      Conv2dShape::make(16, 16, 44, 44, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, false),  // m1_dw2 at batch 16
   };
   uint64_t seed = 2700;
   for (const Conv2dShape& sh : shapes) {
@@ -61,14 +75,48 @@ void check_direct_shapes() {
       conv2d_forward_direct_nhwc_cuda(ctx, sh, d.x.data(), d.w[0].data(), d.b.data(), d.y.data(), true);
       cuda.synchronize();
       std::vector<float> relu_ref = d.y_ref;
-      if (!sh.has_bias) continue;
-      for (float& v : relu_ref) v = std::fmax(v, 0.0f);
-      CHECK(compare(d.y.get(), relu_ref, output_tolerance<T>()) == "");
+      if (sh.has_bias) {
+        for (float& v : relu_ref) v = std::fmax(v, 0.0f);
+        CHECK(compare(d.y.get(), relu_ref, output_tolerance<T>()) == "");
+      }
+      if (offset != 0 || !conv2d_direct_nhwc_bf16_rows_can_implement(sh)) continue;
+      std::vector<float> first_dw, first_db;
+      for (DirectNhwcFilterKernel k : {DirectNhwcFilterKernel::pixels, DirectNhwcFilterKernel::rows,
+                                       DirectNhwcFilterKernel::rows}) {
+        INFO(fmt::format("kernel {}", k == DirectNhwcFilterKernel::rows ? "rows" : "pixels"));
+        d.dw.poison();
+        d.db.poison();
+        conv2d_backward_filter_direct_nhwc_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data(), k);
+        cuda.synchronize();
+        CHECK(compare(d.dw.get(), r.dw, kGpuVsCpu) == "");
+        CHECK(compare(d.db.get(), r.db, kGpuVsCpu) == "");
+        if (k != DirectNhwcFilterKernel::rows) continue;
+        if (first_dw.empty()) {
+          first_dw = d.dw.get(), first_db = d.db.get();
+        } else {
+          CHECK(d.dw.get() == first_dw);  // deterministic: bit for bit (no NaN: checked above)
+          CHECK(d.db.get() == first_db);
+        }
+      }
     }
   }
 }
 
 }  // namespace
+
+TEST_CASE("conv2d direct nhwc bf16 filter gradient refuses the rows kernel where it cannot run", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Conv2dShape sh = Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8);
+  REQUIRE(conv2d_direct_nhwc_bf16_rows_can_implement(sh));
+  const Reference16<bf16> r(sh, 2900);
+  NhwcOperands16<bf16> d(r, 1, {Bf16WeightLayout::rsk});  // x, dy 2 bytes off 8-byte alignment
+  CHECK_THROWS_WITH(conv2d_backward_filter_direct_nhwc_cuda(cuda.ctx(), sh, d.x.data(), d.dy.data(), d.dw.data(),
+                                                            d.db.data(), DirectNhwcFilterKernel::rows),
+                    Catch::Matchers::Contains("rows kernel cannot take"));
+  const Conv2dShape strided = Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 8);
+  CHECK_FALSE(conv2d_direct_nhwc_bf16_rows_can_implement(strided));
+}
 
 TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
   CNN_REQUIRE_GPU();
