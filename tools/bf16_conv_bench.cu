@@ -10,8 +10,8 @@
 // Depthwise and C == 1 layers run our direct BF16 kernels (conv2d_direct_bf16.h,
 // conv2d_direct_nhwc_bf16.h). The NHWC weights are packed from the FP32 master beforehand
 // (krsc, crsk, rsk: conv2d_weights_bf16.h), once per weight update in training, so not timed.
-// The direct NHWC filter gradient also times each of its kernels by name (--plans-csv lists them:
-// direct-pixels, the per-pixel kernel; direct-rows, the row-walking one; direct, the automatic pick).
+// The direct NHWC kernels are also timed by name where the row-walking ones take the shape
+// (--plans-csv lists them: direct-pixels, direct-rows, and direct, the automatic pick).
 // Trap: cuDNN's BF16 filter gradient is BF16 while ours is FP32 (what the master weights need),
 // and our NHWC filter gradient computes db in the same kernel (cuDNN's time leaves db out).
 #include <cuda_runtime.h>
@@ -277,36 +277,36 @@ Ours run_ours_nchw(const Options& o, const ExecContext& ctx, const Operands& d, 
 }
 
 // Our NHWC kernels on one row (direct where C / groups == 1; the GEMM's sweep skips tiles the
-// direction's scalar kernel would not run). A direct filter gradient the rows kernel takes sweeps
-// both kernels by name (tile 0: pixels, 1: rows), beside the automatic choice ("direct").
+// direction's scalar kernel would not run). A direct direction the rows kernel takes sweeps both
+// kernels by name (tile 0: pixels, 1: rows), beside the automatic choice ("direct").
 Ours run_ours_nhwc(const Options& o, const ExecContext& ctx, const Operands& d, const Row& r, int sms) {
   const Conv2dShape& s = r.layer->sh;
   const ConvDir dir = r.dir;
   const float* bias = s.has_bias ? d.b32->f() : nullptr;
   const bool direct = conv2d_direct_nhwc_bf16_can_implement(s);
-  const auto direct_kernel = [](const IgemmNhwcBf16Plan* p) {
-    return !p ? DirectNhwcFilterKernel::automatic
-              : p->tile == 0 ? DirectNhwcFilterKernel::pixels
-                             : DirectNhwcFilterKernel::rows;
+  const auto kernel = [](const IgemmNhwcBf16Plan* p) {
+    return !p ? DirectNhwcKernel::automatic : p->tile == 0 ? DirectNhwcKernel::pixels : DirectNhwcKernel::rows;
   };
   auto run = [&](const IgemmNhwcBf16Plan* plan, int i) {
     float* db_out = s.has_bias ? d.db32->f() : nullptr;
     if (dir == ConvDir::forward)
       !direct ? conv2d_forward_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false, plan)
-              : conv2d_forward_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h());
+              : conv2d_forward_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false,
+                                                kernel(plan));
     else if (dir == ConvDir::backward_data)
       !direct ? conv2d_backward_data_igemm_nhwc_cuda(ctx, s, d.wt[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), plan)
-              : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h());
+              : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(),
+                                                      kernel(plan));
     else
       !direct ? conv2d_backward_filter_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
                                                        plan)
               : conv2d_backward_filter_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
-                                                        direct_kernel(plan));
+                                                        kernel(plan));
   };
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(s, dir);
   const bool wgmma = conv2d_igemm_nhwc_bf16_wgmma_usable();
   const IgemmNhwcBf16Plan chosen = conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, wgmma);
-  const bool direct_sweep = direct && dir == ConvDir::backward_filter && conv2d_direct_nhwc_bf16_rows_can_implement(s);
+  const bool direct_sweep = direct && conv2d_direct_nhwc_bf16_rows_can_implement(s, dir);
   // the direct kernels' "plans" keep the fewest splits, so the sweep's split variants skip them
   const int fewest = conv2d_igemm_nhwc_bf16_min_splits(s, dir);
   return time_ours(

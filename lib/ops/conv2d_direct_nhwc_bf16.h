@@ -3,9 +3,14 @@
 // dilation) and C == 1 first layers (whose input is the same in NCHW and NHWC), where an implicit
 // GEMM would waste most of each tensor-core step. BF16 activations in and out, FP32 sums, each
 // output rounded once (core/bf16.h); bias, dw and db FP32.
-//   forward          one thread per output pixel and 8 channels (16-byte loads and stores along
-//                    the channels; a scalar variant for other channel counts or alignments)
-//   backward_data    one thread per input pixel and 8 channels (multiplier 1), or per channel
+//   forward          rows (3x3 windows, stride_w and dilation_w 1, 8-byte aligned tensors, 4
+//                    channels a thread): each thread walks segments of output rows, loading every
+//                    x column of its 3 window rows once (3 loads an output instead of 9), the 9
+//                    taps' weights in registers; pixels (other shapes): one thread per output
+//                    pixel and 8 channels (16-byte accesses; a scalar variant otherwise)
+//   backward_data    rows where stride is 1 and the multiplier 1 (the forward rows kernel over dy
+//                    with the window flipped); pixels: one thread per input pixel and 8 channels
+//                    (multiplier 1), or per channel
 //   backward_filter  rows (3x3 windows, stride_w and dilation_w 1, 8-byte aligned x and dy, 4
 //                    channels a thread): each thread walks segments of output rows, loading every
 //                    x column of its 3 window rows once and keeping the last 3 dy in registers
@@ -27,40 +32,44 @@
 #include "core/bf16.h"
 #include "core/fp16.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"  // ConvDir
 
 namespace cnn {
 
-// The filter gradient's kernel: automatic takes rows wherever it can (shape and alignment), pixels
+// A direction's kernel: automatic takes rows wherever it can (shape and alignment), pixels
 // elsewhere; naming one (benchmarks, tests) runs it, or throws if it cannot take the call.
-enum class DirectNhwcFilterKernel { automatic, pixels, rows };
+enum class DirectNhwcKernel { automatic, pixels, rows };
 
 // Non-throwing: C / groups == 1 and every tensor below 2^31 elements.
 bool conv2d_direct_nhwc_bf16_can_implement(const Conv2dShape& sh);
-// Non-throwing: whether the rows filter-gradient kernel takes the shape (given 8-byte aligned x, dy).
-bool conv2d_direct_nhwc_bf16_rows_can_implement(const Conv2dShape& sh);
+// Non-throwing: whether the rows kernel of a direction takes the shape (given 8-byte aligned tensors).
+bool conv2d_direct_nhwc_bf16_rows_can_implement(const Conv2dShape& sh, ConvDir dir = ConvDir::backward_filter);
 // Slices of the N*P*Q positions a backward-filter call sums separately (automatic: the rows
 // kernel's where the shape allows it), and the bytes of ctx.workspace a call takes for their
 // partial sums, enough for either kernel (forward and backward data take none).
 int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh,
-                                          DirectNhwcFilterKernel kernel = DirectNhwcFilterKernel::automatic);
+                                          DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 size_t conv2d_direct_nhwc_bf16_workspace_bytes(const Conv2dShape& sh);
 
 // x (N, H, W, C), w (R, S, K), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
 void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
-                                     const float* b, bf16* y, bool relu = false);
+                                     const float* b, bf16* y, bool relu = false,
+                                     DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* w,
-                                     const float* b, f16* y, bool relu = false);
+                                     const float* b, f16* y, bool relu = false,
+                                     DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 // w (R, S, K), dy (N, P, Q, K) -> dx (N, H, W, C)
 void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
-                                           const bf16* dy, bf16* dx);
+                                           const bf16* dy, bf16* dx,
+                                           DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* w, const f16* dy,
-                                           f16* dx);
+                                           f16* dx, DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 // x (N, H, W, C), dy (N, P, Q, K) -> dw (K, 1, R, S) or null, db (K) or null
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
                                              const bf16* dy, float* dw, float* db,
-                                             DirectNhwcFilterKernel kernel = DirectNhwcFilterKernel::automatic);
+                                             DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
                                              const f16* dy, float* dw, float* db,
-                                             DirectNhwcFilterKernel kernel = DirectNhwcFilterKernel::automatic);
+                                             DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 
 }  // namespace cnn

@@ -361,6 +361,114 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
   }
 }
 
+// The forward rows kernel's view of its input (N, Hi, Wi, Ci) and output (N, Ho, Wo, K): the
+// forward pass as it is, or the data gradient as the forward pass over dy with the window flipped
+// (stride 1, multiplier 1: output h, w reads dy rows h - ph + r * dh, columns w - pw + s through
+// tap (R-1-r, S-1-s), with ph = (R-1) * dh - pad_h, pw = S-1 - pad_w).
+struct DirectNhwcWalk {
+  Div div_rows, div_segs;  // Ho, segments a row
+  int Hi, Wi, Ci, Ho, Wo, K, sh, ph, pw, dh, mult;
+};
+
+// y[n, p, q, k0 .. k0 + 4) for the q of an item (n, segment [qa, qb), p), 3x3 window, stride_w and
+// dilation_w 1: a lane walks the x columns j = qa - pw .. qb - pw + 1, loading each column's 3
+// window rows once; column j feeds output q = j + pw - s through tap s, so o[s] holds the partial
+// sum of q = qa + u - s and o[2] is complete (stored) after its third column. Weights (9 taps x 4
+// channels) and bias stay in registers; loads run two steps ahead as in the filter gradient.
+template <class E, bool kVecX, bool kFlip>
+static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
+    conv2d_forward_direct_nhwc_rows_kernel(const DirectNhwcWalk d, const DirectNhwcRowGrid g,
+                                           const uint16_t* __restrict__ x,         // (N, Hi, Wi, Ci)
+                                           const uint16_t* __restrict__ w,         // (R, S, K)
+                                           const float* __restrict__ b,            // (K) or null
+                                           bool relu, uint16_t* __restrict__ y) {  // (N, Ho, Wo, K)
+  constexpr int kR = 3, kS = 3, kW = kDirectNhwcRowWidth;
+  const int t = int(threadIdx.x), lk = t % g.lanes_k, lp = t / g.lanes_k;
+  const int k0 = (int(blockIdx.x) * g.lanes_k + lk) * kW, c0 = kVecX ? k0 : k0 / d.mult;
+  if (k0 >= d.K) return;  // no block-wide step follows
+  float wv[kR][kS][kW], bias[kW];
+#pragma unroll
+  for (int r = 0; r < kR; ++r)
+#pragma unroll
+    for (int s = 0; s < kS; ++s) unpack4<E>(ld8(w + ((kFlip ? (kR - 1 - r) * kS + kS - 1 - s : r * kS + s) * d.K + k0)), wv[r][s]);
+#pragma unroll
+  for (int v = 0; v < kW; ++v) bias[v] = b ? __ldg(b + k0 + v) : 0.0f;
+  const int first = int(blockIdx.y) * g.lanes_p * g.per_lane + lp;
+  for (int m = 0; m < g.per_lane; ++m) {
+    const int item = first + m * g.lanes_p;
+    if (item >= g.items) break;
+    int rest, p, n, seg;
+    d.div_rows.divmod(item, rest, p);
+    d.div_segs.divmod(rest, n, seg);
+    const int qa = seg * g.seg_len, nq = min(d.Wo - qa, g.seg_len), j0 = qa - d.pw, steps = nq + kS - 1;
+    uint16_t* yrow = y + ((n * d.Ho + p) * d.Wo + qa) * d.K + k0;
+    int xrow[kR];
+    bool hv[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int h = p * d.sh - d.ph + r * d.dh;
+      hv[r] = unsigned(h) < unsigned(d.Hi);
+      xrow[r] = ((n * d.Hi + h) * d.Wi) * d.Ci + c0;
+    }
+    auto fetch = [&](int u) {
+      RowStep s;
+      const int j = j0 + u;
+      const bool jv = u < steps && unsigned(j) < unsigned(d.Wi);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const uint16_t* xp = x + xrow[r] + j * d.Ci;
+        if (kVecX)
+          s.x[r] = jv && hv[r] ? ld8(xp) : make_uint2(0, 0);
+        else
+          s.x[r] = make_uint2(jv && hv[r] ? __ldg(xp) : 0u, 0u);
+      }
+      return s;
+    };
+    float o[kS][kW] = {};
+    auto consume = [&](int u, const RowStep& c) {
+#pragma unroll
+      for (int s = kS - 1; s > 0; --s)
+#pragma unroll
+        for (int v = 0; v < kW; ++v) o[s][v] = o[s - 1][v];
+#pragma unroll
+      for (int v = 0; v < kW; ++v) o[0][v] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {  // padding reads zeros: they add nothing
+        float xv[kW];
+        if (kVecX) {
+          unpack4<E>(c.x[r], xv);
+        } else {
+          const float e = Half16<E>::lo(c.x[r].x);
+#pragma unroll
+          for (int v = 0; v < kW; ++v) xv[v] = e;
+        }
+#pragma unroll
+        for (int s = 0; s < kS; ++s)
+#pragma unroll
+          for (int v = 0; v < kW; ++v) o[s][v] += xv[v] * wv[r][s][v];
+      }
+      const int qi = u - (kS - 1);
+      if (qi < 0 || qi >= nq) return;
+      float out[kW];
+#pragma unroll
+      for (int v = 0; v < kW; ++v) out[v] = relu ? fmaxf(o[kS - 1][v] + bias[v], 0.0f) : o[kS - 1][v] + bias[v];
+      *reinterpret_cast<uint2*>(yrow + qi * d.K) =
+          make_uint2(Half16<E>::pack2(out[0], out[1]), Half16<E>::pack2(out[2], out[3]));
+    };
+    RowStep b0 = fetch(0), b1 = fetch(1);
+    for (int u = 0; u < steps; u += 2) {
+      const RowStep c = b0;
+      b0 = fetch(u + 2);
+      consume(u, c);
+      if (u + 1 < steps) {
+        const RowStep e = b1;
+        b1 = fetch(u + 3);
+        consume(u + 1, e);
+      }
+    }
+  }
+}
+
 static DirectNhwcParams direct_nhwc_params(const Conv2dShape& sh, int chunks) {
   return {Div(chunks),      Div(sh.Q),     Div(sh.P),     Div(sh.W),       Div(sh.H),   Div(sh.stride_h),
           Div(sh.stride_w), int(sh.C),     int(sh.H),     int(sh.W),       int(sh.K),   int(sh.P),
@@ -375,13 +483,44 @@ static cudaStream_t checked_stream(const ExecContext& ctx, const Conv2dShape& sh
   return stream;
 }
 
+static bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
+
+static void refuse_rows(const Conv2dShape& sh, const char* what) {
+  CNN_THROW("{}: the rows kernel cannot take {} (needs a 3x3 window, stride_w and dilation_w 1, channel groups of 4, "
+            "8-byte aligned tensors; the data gradient also stride 1 and multiplier 1)",
+            what, sh.to_string());
+}
+
+// The forward rows kernel over (N, Hi, Wi, Ci) -> (N, Ho, Wo, K): the forward pass, or (flip) the
+// data gradient.
+template <class E>
+static void forward_rows(cudaStream_t stream, DirectNhwcWalk d, int64_t rows, const uint16_t* x, const uint16_t* w,
+                         const float* b, bool relu, uint16_t* y, bool flip) {
+  const DirectNhwcRowGrid g = direct_nhwc_row_grid(rows, d.Wo, d.K / kDirectNhwcRowWidth, 3);
+  d.div_rows = Div(d.Ho), d.div_segs = Div(g.segs);
+  const dim3 grid(unsigned(g.groups_k), unsigned(g.slices));
+  auto kernel = flip         ? conv2d_forward_direct_nhwc_rows_kernel<E, true, true>
+                : d.mult == 1 ? conv2d_forward_direct_nhwc_rows_kernel<E, true, false>
+                              : conv2d_forward_direct_nhwc_rows_kernel<E, false, false>;
+  kernel<<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, x, w, b, relu, y);
+}
+
 template <class E>
 static void forward(const ExecContext& ctx, const Conv2dShape& sh, const E* x, const E* w, const float* b, E* y,
-                    bool relu, const char* what) {
+                    bool relu, DirectNhwcKernel kernel, const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   const auto* ws = reinterpret_cast<const uint16_t*>(w);
   auto* ys = reinterpret_cast<uint16_t*>(y);
+  const bool rows = direct_nhwc_rows_shape(sh) && aligned8(ws) && aligned8(ys) && (sh.K != sh.C || aligned8(xs));
+  if (kernel == DirectNhwcKernel::rows && !rows) refuse_rows(sh, what);
+  if (rows && kernel != DirectNhwcKernel::pixels) {
+    const DirectNhwcWalk d{{}, {}, int(sh.H), int(sh.W), int(sh.C), int(sh.P), int(sh.Q), int(sh.K), sh.stride_h,
+                           sh.pad_h, sh.pad_w, sh.dilation_h, int(sh.K / sh.C)};
+    forward_rows<E>(stream, d, sh.N * sh.P, xs, ws, b, relu, ys, false);
+    CUDA_CHECK_LAUNCH(what);
+    return;
+  }
   const bool vec = direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(ws) && cuda::aligned16(ys) &&
                    (sh.K / sh.C != 1 || cuda::aligned16(xs));
   const int width = vec ? 8 : 1, items = int(sh.N * sh.P * sh.Q * sh.K / width);
@@ -401,11 +540,21 @@ static void forward(const ExecContext& ctx, const Conv2dShape& sh, const E* x, c
 
 template <class E>
 static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const E* w, const E* dy, E* dx,
-                          const char* what) {
+                          DirectNhwcKernel kernel, const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   const auto* ws = reinterpret_cast<const uint16_t*>(w);
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
   auto* dxs = reinterpret_cast<uint16_t*>(dx);
+  const bool rows = direct_nhwc_rows_data_shape(sh) && aligned8(ws) && aligned8(dys) && aligned8(dxs);
+  if (kernel == DirectNhwcKernel::rows && !rows) refuse_rows(sh, what);
+  if (rows && kernel != DirectNhwcKernel::pixels) {
+    const int dh = sh.dilation_h;
+    const DirectNhwcWalk d{{}, {}, int(sh.P), int(sh.Q), int(sh.K), int(sh.H), int(sh.W), int(sh.C), 1,
+                           2 * dh - sh.pad_h, 2 - sh.pad_w, dh, 1};
+    forward_rows<E>(stream, d, sh.N * sh.H, dys, ws, nullptr, false, dxs, true);
+    CUDA_CHECK_LAUNCH(what);
+    return;
+  }
   const int64_t mult = sh.K / sh.C;
   const bool aligned = cuda::aligned16(ws) && cuda::aligned16(dys);
   const bool wide = mult == 1 && sh.C % 8 == 0 && aligned && cuda::aligned16(dxs);
@@ -413,31 +562,26 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const E
   const int width = wide ? 8 : 1, items = int(sh.N * sh.H * sh.W * sh.C / width);
   const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.C / width));
   const unsigned blocks = cuda::grid_blocks(items, kDirectNhwcThreads, 1 << 16);
-  auto kernel = wide   ? conv2d_backward_data_direct_nhwc_kernel<E, 8, false>
-                : vec8 ? conv2d_backward_data_direct_nhwc_kernel<E, 1, true>
-                       : conv2d_backward_data_direct_nhwc_kernel<E, 1, false>;
-  kernel<<<blocks, kDirectNhwcThreads, 0, stream>>>(d, items, ws, dys, dxs);
+  auto fn = wide   ? conv2d_backward_data_direct_nhwc_kernel<E, 8, false>
+            : vec8 ? conv2d_backward_data_direct_nhwc_kernel<E, 1, true>
+                   : conv2d_backward_data_direct_nhwc_kernel<E, 1, false>;
+  fn<<<blocks, kDirectNhwcThreads, 0, stream>>>(d, items, ws, dys, dxs);
   CUDA_CHECK_LAUNCH(what);
 }
 
-static bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
-
 template <class E>
 static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const E* x, const E* dy, float* dw,
-                            float* db, DirectNhwcFilterKernel kernel, const char* what) {
+                            float* db, DirectNhwcKernel kernel, const char* what) {
   cudaStream_t stream = checked_stream(ctx, sh, what);
   if (!dw && !db) return;
   const auto* xs = reinterpret_cast<const uint16_t*>(x);
   const auto* dys = reinterpret_cast<const uint16_t*>(dy);
   const bool mult1 = sh.K == sh.C;
   const bool rows = direct_nhwc_rows_shape(sh) && aligned8(dys) && (!mult1 || aligned8(xs));
-  if (kernel == DirectNhwcFilterKernel::rows && !rows)
-    CNN_THROW("{}: the rows kernel cannot take {} (needs a 3x3 window, stride_w and dilation_w 1, channel groups of "
-              "4 and 8-byte aligned x, dy)",
-              what, sh.to_string());
+  if (kernel == DirectNhwcKernel::rows && !rows) refuse_rows(sh, what);
   auto* parts = static_cast<float*>(cuda::workspace_bytes(ctx, conv2d_direct_nhwc_bf16_workspace_bytes(sh), what));
   int slices = 0;
-  if (rows && kernel != DirectNhwcFilterKernel::pixels) {
+  if (rows && kernel != DirectNhwcKernel::pixels) {
     const DirectNhwcRowGrid g = direct_nhwc_row_grid(sh);
     slices = g.slices;
     const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / kDirectNhwcRowWidth));
@@ -450,7 +594,7 @@ static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const
         direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(dys) && (sh.K / sh.C != 1 || cuda::aligned16(xs));
     const int width = vec ? 8 : 1;
     DirectNhwcFilterGrid g = direct_nhwc_filter_grid(sh, width);
-    g.slices = slices = conv2d_direct_nhwc_bf16_filter_slices(sh, DirectNhwcFilterKernel::pixels);  // whatever the width
+    g.slices = slices = conv2d_direct_nhwc_bf16_filter_slices(sh, DirectNhwcKernel::pixels);  // whatever the width
     const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / width));
     const int npq = int(sh.N * sh.P * sh.Q), per_slice = (npq + g.slices - 1) / g.slices;
     const dim3 grid(unsigned(g.groups_k), unsigned(g.slices), unsigned(g.tap_groups));
@@ -466,27 +610,27 @@ static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const
 }
 
 void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x, const bf16* w,
-                                     const float* b, bf16* y, bool relu) {
-  forward(ctx, sh, x, w, b, y, relu, "conv2d forward direct nhwc bf16");
+                                     const float* b, bf16* y, bool relu, DirectNhwcKernel kernel) {
+  forward(ctx, sh, x, w, b, y, relu, kernel, "conv2d forward direct nhwc bf16");
 }
 void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* w,
-                                     const float* b, f16* y, bool relu) {
-  forward(ctx, sh, x, w, b, y, relu, "conv2d forward direct nhwc f16");
+                                     const float* b, f16* y, bool relu, DirectNhwcKernel kernel) {
+  forward(ctx, sh, x, w, b, y, relu, kernel, "conv2d forward direct nhwc f16");
 }
 void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
-                                           const bf16* dy, bf16* dx) {
-  backward_data(ctx, sh, w, dy, dx, "conv2d backward data direct nhwc bf16");
+                                           const bf16* dy, bf16* dx, DirectNhwcKernel kernel) {
+  backward_data(ctx, sh, w, dy, dx, kernel, "conv2d backward data direct nhwc bf16");
 }
 void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* w, const f16* dy,
-                                           f16* dx) {
-  backward_data(ctx, sh, w, dy, dx, "conv2d backward data direct nhwc f16");
+                                           f16* dx, DirectNhwcKernel kernel) {
+  backward_data(ctx, sh, w, dy, dx, kernel, "conv2d backward data direct nhwc f16");
 }
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
-                                             const bf16* dy, float* dw, float* db, DirectNhwcFilterKernel kernel) {
+                                             const bf16* dy, float* dw, float* db, DirectNhwcKernel kernel) {
   backward_filter(ctx, sh, x, dy, dw, db, kernel, "conv2d backward filter direct nhwc bf16");
 }
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
-                                             const f16* dy, float* dw, float* db, DirectNhwcFilterKernel kernel) {
+                                             const f16* dy, float* dw, float* db, DirectNhwcKernel kernel) {
   backward_filter(ctx, sh, x, dy, dw, db, kernel, "conv2d backward filter direct nhwc f16");
 }
 

@@ -60,34 +60,45 @@ inline bool direct_nhwc_rows_shape(const Conv2dShape& sh) {
          ((mult == 1 && sh.C % kDirectNhwcRowWidth == 0) || mult % kDirectNhwcRowWidth == 0);
 }
 
-// The rows kernel's work: items (n, segment, p), p fastest, each a segment of seg_len output columns
-// of one row; lane lp of slice y takes items y * lanes_p * per_lane + lp + m * lanes_p, m < per_lane.
+// Whether the rows kernels of the forward pass and the data gradient take the shape (8-byte
+// aligned tensors aside): the filter gradient's conditions; the data gradient also needs stride 1
+// and multiplier 1 (it is then the forward pass over dy with the window flipped).
+inline bool direct_nhwc_rows_data_shape(const Conv2dShape& sh) {
+  return direct_nhwc_rows_shape(sh) && sh.K == sh.C && sh.stride_h == 1;
+}
+
+// A rows kernel's work: items (n, segment, row), the row fastest, each a segment of seg_len output
+// columns of one output row; lane lp of slice y takes items y * lanes_p * per_lane + lp +
+// m * lanes_p, m < per_lane.
 struct DirectNhwcRowGrid {
   int lanes_k, lanes_p, groups_k, segs, seg_len, per_lane, slices, items;
 };
-// Segments per row: the fewest steps a lane walks (per_lane * (seg_len + S - 1), plus one a
-// segment for its setup) when the items spread over kDirectNhwcRowBlocks blocks; short rows or
+// rows (N times the output height) x cols output positions, chunks groups of 4 channels, a window
+// S wide. Segments per row: the fewest steps a lane walks (per_lane * (seg_len + S - 1), plus one
+// a segment for its setup) when the items spread over kDirectNhwcRowBlocks blocks; short rows or
 // small batches cut rows into short segments so the grid still fills the GPU.
-inline DirectNhwcRowGrid direct_nhwc_row_grid(const Conv2dShape& sh) {
+inline DirectNhwcRowGrid direct_nhwc_row_grid(int64_t rows, int64_t cols, int64_t chunks, int64_t S) {
   DirectNhwcRowGrid g;
-  const int64_t chunks = sh.K / kDirectNhwcRowWidth;
   g.lanes_k = direct_nhwc_lanes_k(chunks);
   g.lanes_p = kDirectNhwcThreads / g.lanes_k;
   g.groups_k = int((chunks + g.lanes_k - 1) / g.lanes_k);
-  const int64_t rows = sh.N * sh.P, Q = sh.Q;
   const int64_t lanes = std::max<int64_t>(1, kDirectNhwcRowBlocks / g.groups_k) * g.lanes_p;
   int64_t best = INT64_MAX;
-  g.segs = 1, g.seg_len = int(Q), g.per_lane = 1;
-  for (int64_t segs = 1; segs <= std::min<int64_t>(Q, 256); ++segs) {
-    const int64_t len = (Q + segs - 1) / segs;
-    if ((segs - 1) * len >= Q) continue;  // an empty last segment: the same as fewer segments
-    const int64_t per_lane = (rows * segs + lanes - 1) / lanes, steps = per_lane * (len + sh.S);
+  g.segs = 1, g.seg_len = int(cols), g.per_lane = 1;
+  for (int64_t segs = 1; segs <= std::min<int64_t>(cols, 256); ++segs) {
+    const int64_t len = (cols + segs - 1) / segs;
+    if ((segs - 1) * len >= cols) continue;  // an empty last segment: the same as fewer segments
+    const int64_t per_lane = (rows * segs + lanes - 1) / lanes, steps = per_lane * (len + S);
     if (steps < best) best = steps, g.segs = int(segs), g.seg_len = int(len), g.per_lane = int(per_lane);
   }
   const int64_t items = rows * g.segs, per_block = int64_t(g.lanes_p) * g.per_lane;
   g.items = int(items);
   g.slices = int((items + per_block - 1) / per_block);
   return g;
+}
+// The filter gradient's (and the forward pass's) walk over the output (N, P, Q, K).
+inline DirectNhwcRowGrid direct_nhwc_row_grid(const Conv2dShape& sh) {
+  return direct_nhwc_row_grid(sh.N * sh.P, sh.Q, sh.K / kDirectNhwcRowWidth, sh.S);
 }
 
 }  // namespace cnn

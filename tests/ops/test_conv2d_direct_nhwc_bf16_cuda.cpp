@@ -2,8 +2,8 @@
 // multipliers, C == 1 first layers) against the CPU reference in double on the same rounded inputs
 // permuted to NHWC. Tolerances as for the tensor-core kernels (support/tolerance.h): y, dx one
 // rounding of the output (kBf16OutputVsCpu, kF16OutputVsCpu); dw, db kGpuVsCpu (FP32 sums).
-// The filter gradient runs as the call picks it (rows kernel where it can) and, where the rows
-// kernel takes the shape, each kernel by name, the rows kernel twice (the same bits both times).
+// Each direction runs as the call picks it (the rows kernels where they can) and, aligned, each
+// kernel by name where it takes the shape; the rows filter gradient twice (the same bits both times).
 // Trap: outputs are poisoned (NaN) before every run, so an element a kernel forgets fails; offset 1
 // breaks 16-byte (and 8-byte) alignment (the scalar kernels; the pixels filter gradient).
 #include <fmt/format.h>
@@ -79,23 +79,38 @@ void check_direct_shapes() {
         for (float& v : relu_ref) v = std::fmax(v, 0.0f);
         CHECK(compare(d.y.get(), relu_ref, output_tolerance<T>()) == "");
       }
-      if (offset != 0 || !conv2d_direct_nhwc_bf16_rows_can_implement(sh)) continue;
-      std::vector<float> first_dw, first_db;
-      for (DirectNhwcFilterKernel k : {DirectNhwcFilterKernel::pixels, DirectNhwcFilterKernel::rows,
-                                       DirectNhwcFilterKernel::rows}) {
-        INFO(fmt::format("kernel {}", k == DirectNhwcFilterKernel::rows ? "rows" : "pixels"));
-        d.dw.poison();
-        d.db.poison();
-        conv2d_backward_filter_direct_nhwc_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data(), k);
-        cuda.synchronize();
-        CHECK(compare(d.dw.get(), r.dw, kGpuVsCpu) == "");
-        CHECK(compare(d.db.get(), r.db, kGpuVsCpu) == "");
-        if (k != DirectNhwcFilterKernel::rows) continue;
-        if (first_dw.empty()) {
-          first_dw = d.dw.get(), first_db = d.db.get();
-        } else {
-          CHECK(d.dw.get() == first_dw);  // deterministic: bit for bit (no NaN: checked above)
-          CHECK(d.db.get() == first_db);
+      if (offset != 0) continue;
+      for (DirectNhwcKernel k : {DirectNhwcKernel::pixels, DirectNhwcKernel::rows}) {
+        INFO(fmt::format("kernel {}", k == DirectNhwcKernel::rows ? "rows" : "pixels"));
+        const bool rows = k == DirectNhwcKernel::rows;
+        if (!rows || conv2d_direct_nhwc_bf16_rows_can_implement(sh, ConvDir::forward)) {
+          d.y.poison();
+          conv2d_forward_direct_nhwc_cuda(ctx, sh, d.x.data(), d.w[0].data(), sh.has_bias ? d.b.data() : nullptr,
+                                          d.y.data(), false, k);
+          cuda.synchronize();
+          CHECK(compare(d.y.get(), d.y_ref, output_tolerance<T>()) == "");
+        }
+        if (!rows || conv2d_direct_nhwc_bf16_rows_can_implement(sh, ConvDir::backward_data)) {
+          d.dx.poison();
+          conv2d_backward_data_direct_nhwc_cuda(ctx, sh, d.w[0].data(), d.dy.data(), d.dx.data(), k);
+          cuda.synchronize();
+          CHECK(compare(d.dx.get(), d.dx_ref, output_tolerance<T>()) == "");
+        }
+        if (rows && !conv2d_direct_nhwc_bf16_rows_can_implement(sh, ConvDir::backward_filter)) continue;
+        std::vector<float> first_dw, first_db;
+        for (int run = 0; run < (rows ? 2 : 1); ++run) {
+          d.dw.poison();
+          d.db.poison();
+          conv2d_backward_filter_direct_nhwc_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data(), k);
+          cuda.synchronize();
+          CHECK(compare(d.dw.get(), r.dw, kGpuVsCpu) == "");
+          CHECK(compare(d.db.get(), r.db, kGpuVsCpu) == "");
+          if (run == 0) {
+            first_dw = d.dw.get(), first_db = d.db.get();
+          } else {
+            CHECK(d.dw.get() == first_dw);  // deterministic: bit for bit (no NaN: checked above)
+            CHECK(d.db.get() == first_db);
+          }
         }
       }
     }
@@ -104,7 +119,7 @@ void check_direct_shapes() {
 
 }  // namespace
 
-TEST_CASE("conv2d direct nhwc bf16 filter gradient refuses the rows kernel where it cannot run", "[gpu]") {
+TEST_CASE("conv2d direct nhwc bf16 refuses the rows kernels where they cannot run", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
   const Conv2dShape sh = Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8);
@@ -112,10 +127,19 @@ TEST_CASE("conv2d direct nhwc bf16 filter gradient refuses the rows kernel where
   const Reference16<bf16> r(sh, 2900);
   NhwcOperands16<bf16> d(r, 1, {Bf16WeightLayout::rsk});  // x, dy 2 bytes off 8-byte alignment
   CHECK_THROWS_WITH(conv2d_backward_filter_direct_nhwc_cuda(cuda.ctx(), sh, d.x.data(), d.dy.data(), d.dw.data(),
-                                                            d.db.data(), DirectNhwcFilterKernel::rows),
+                                                            d.db.data(), DirectNhwcKernel::rows),
                     Catch::Matchers::Contains("rows kernel cannot take"));
-  const Conv2dShape strided = Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 8);
-  CHECK_FALSE(conv2d_direct_nhwc_bf16_rows_can_implement(strided));
+  CHECK_THROWS_WITH(conv2d_forward_direct_nhwc_cuda(cuda.ctx(), sh, d.x.data(), d.w[0].data(), nullptr, d.y.data(),
+                                                    false, DirectNhwcKernel::rows),
+                    Catch::Matchers::Contains("rows kernel cannot take"));
+  const Conv2dShape strided = Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 2, 1, 1, 1, 1, 1, 8);
+  CHECK(conv2d_direct_nhwc_bf16_rows_can_implement(strided, ConvDir::forward));
+  CHECK_FALSE(conv2d_direct_nhwc_bf16_rows_can_implement(strided, ConvDir::backward_data));
+  const Reference16<bf16> rs(strided, 2910);
+  NhwcOperands16<bf16> ds(rs, 0, {Bf16WeightLayout::rsk});
+  CHECK_THROWS_WITH(conv2d_backward_data_direct_nhwc_cuda(cuda.ctx(), strided, ds.w[0].data(), ds.dy.data(),
+                                                          ds.dx.data(), DirectNhwcKernel::rows),
+                    Catch::Matchers::Contains("rows kernel cannot take"));
 }
 
 TEST_CASE("conv2d direct nhwc bf16 matches the cpu reference on depthwise and one-channel shapes", "[gpu]") {
