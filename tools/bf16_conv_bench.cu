@@ -176,7 +176,7 @@ Operands make_operands(const Conv2dShape& s, const ExecContext& ctx, size_t l2, 
     nchw_to_nhwc(st, o.dyb[c]->h(), s.N, s.K, s.P * s.Q, o.dyh[c]->h());
     // from the FP32 copy of the bf16 weights: the packing's rounding is exact
     conv2d_pack_weights_cuda(ctx, s, direct ? Bf16WeightLayout::rsk : Bf16WeightLayout::krsc, o.w32c[c]->f(),
-                                  o.wk[c]->h());
+                             o.wk[c]->h());
     if (!direct) conv2d_pack_weights_cuda(ctx, s, Bf16WeightLayout::crsk, o.w32c[c]->f(), o.wt[c]->h());
     conv2d_pack_weights_cuda(ctx, s, Bf16WeightLayout::krsc, o.w32c[c]->f(), o.wc[c]->h());
   }
@@ -295,13 +295,12 @@ Ours run_ours_nhwc(const Options& o, const ExecContext& ctx, const Operands& d, 
                                                 kernel(plan));
     else if (dir == ConvDir::backward_data)
       !direct ? conv2d_backward_data_igemm_nhwc_cuda(ctx, s, d.wt[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), plan)
-              : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(),
-                                                      kernel(plan));
+              : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), kernel(plan));
     else
-      !direct ? conv2d_backward_filter_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
-                                                       plan)
-              : conv2d_backward_filter_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
-                                                        kernel(plan));
+      !direct
+          ? conv2d_backward_filter_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out, plan)
+          : conv2d_backward_filter_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
+                                                    kernel(plan));
   };
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(s, dir);
   const bool wgmma = conv2d_igemm_nhwc_bf16_wgmma_usable();

@@ -20,8 +20,8 @@ bool conv2d_direct_nhwc_bf16_rows_can_implement(const Conv2dShape& sh, ConvDir d
 }
 
 int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh, DirectNhwcKernel kernel) {
-  const bool rows = kernel == DirectNhwcKernel::rows ||
-                    (kernel == DirectNhwcKernel::automatic && direct_nhwc_rows_shape(sh));
+  const bool rows =
+      kernel == DirectNhwcKernel::rows || (kernel == DirectNhwcKernel::automatic && direct_nhwc_rows_shape(sh));
   // The pixels kernel's slices do not depend on its width (the scalar fallback shares them).
   return rows ? direct_nhwc_row_grid(sh).slices : direct_nhwc_filter_grid(sh, direct_nhwc_channel_width(sh)).slices;
 }

@@ -47,8 +47,7 @@ bool conv2d_direct_nhwc_bf16_rows_can_implement(const Conv2dShape& sh, ConvDir d
 // Slices of the N*P*Q positions a backward-filter call sums separately (automatic: the rows
 // kernel's where the shape allows it), and the bytes of ctx.workspace a call takes for their
 // partial sums, enough for either kernel (forward and backward data take none).
-int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh,
-                                          DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
+int conv2d_direct_nhwc_bf16_filter_slices(const Conv2dShape& sh, DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 size_t conv2d_direct_nhwc_bf16_workspace_bytes(const Conv2dShape& sh);
 
 // x (N, H, W, C), w (R, S, K), b (K) or null -> y (N, P, Q, K); relu: y = max(y, 0)
@@ -59,17 +58,16 @@ void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& 
                                      const float* b, f16* y, bool relu = false,
                                      DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 // w (R, S, K), dy (N, P, Q, K) -> dx (N, H, W, C)
-void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
-                                           const bf16* dy, bf16* dx,
-                                           DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
+void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w, const bf16* dy,
+                                           bf16* dx, DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* w, const f16* dy,
                                            f16* dx, DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 // x (N, H, W, C), dy (N, P, Q, K) -> dw (K, 1, R, S) or null, db (K) or null
 void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* x,
                                              const bf16* dy, float* dw, float* db,
                                              DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
-void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
-                                             const f16* dy, float* dw, float* db,
+void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* dy,
+                                             float* dw, float* db,
                                              DirectNhwcKernel kernel = DirectNhwcKernel::automatic);
 
 }  // namespace cnn

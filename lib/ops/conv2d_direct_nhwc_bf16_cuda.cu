@@ -60,10 +60,10 @@ __device__ __forceinline__ uint4 ld16(const uint16_t* p) { return __ldg(reinterp
 template <class E, int kWidth, int kFixedR, int kFixedS>
 static __global__ void __launch_bounds__(kDirectNhwcThreads)
     conv2d_forward_direct_nhwc_kernel(const DirectNhwcParams d, int items,
-                                           const uint16_t* __restrict__ x,         // (N, H, W, C)
-                                           const uint16_t* __restrict__ w,         // (R, S, K)
-                                           const float* __restrict__ b,            // (K) or null
-                                           bool relu, uint16_t* __restrict__ y) {  // (N, P, Q, K)
+                                      const uint16_t* __restrict__ x,         // (N, H, W, C)
+                                      const uint16_t* __restrict__ w,         // (R, S, K)
+                                      const float* __restrict__ b,            // (K) or null
+                                      bool relu, uint16_t* __restrict__ y) {  // (N, P, Q, K)
   const int R = kFixedR ? kFixedR : d.R, S = kFixedS ? kFixedS : d.S;
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < items; i += int(gridDim.x * blockDim.x)) {
     int pix, chunk, n, pq, p, q;
@@ -114,9 +114,9 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
 template <class E, int kWidth, bool kVec8>
 static __global__ void __launch_bounds__(kDirectNhwcThreads)
     conv2d_backward_data_direct_nhwc_kernel(const DirectNhwcParams d, int items,
-                                                 const uint16_t* __restrict__ w,   // (R, S, K)
-                                                 const uint16_t* __restrict__ dy,  // (N, P, Q, K)
-                                                 uint16_t* __restrict__ dx) {      // (N, H, W, C)
+                                            const uint16_t* __restrict__ w,   // (R, S, K)
+                                            const uint16_t* __restrict__ dy,  // (N, P, Q, K)
+                                            uint16_t* __restrict__ dx) {      // (N, H, W, C)
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < items; i += int(gridDim.x * blockDim.x)) {
     int pix, chunk, n, hw, h, ww;
     d.div_chunks.divmod(i, pix, chunk);
@@ -153,11 +153,10 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
 // lanes; grid: channel groups x slices x tap groups of kDirectNhwcTaps.
 template <class E, int kWidth>
 static __global__ void __launch_bounds__(kDirectNhwcThreads)
-    conv2d_backward_filter_direct_nhwc_kernel(const DirectNhwcParams d, DirectNhwcFilterGrid g, int npq,
-                                                   int per_slice,
-                                                   const uint16_t* __restrict__ x,   // (N, H, W, C)
-                                                   const uint16_t* __restrict__ dy,  // (N, P, Q, K)
-                                                   float* __restrict__ parts) {      // (slices, K, R*S + 1)
+    conv2d_backward_filter_direct_nhwc_kernel(const DirectNhwcParams d, DirectNhwcFilterGrid g, int npq, int per_slice,
+                                              const uint16_t* __restrict__ x,   // (N, H, W, C)
+                                              const uint16_t* __restrict__ dy,  // (N, P, Q, K)
+                                              float* __restrict__ parts) {      // (slices, K, R*S + 1)
   constexpr int kTaps = kDirectNhwcTaps;
   __shared__ float lanes[kDirectNhwcThreads / 32][32][kWidth];
   const int t = int(threadIdx.x), lk = t % g.lanes_k, lp = t / g.lanes_k;
@@ -236,8 +235,41 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads)
   }
 }
 
-// The rows kernel's raw loads for one step of the walk: the x column's 3 window rows (4 channels, or
-// one element in .x where 4 output channels read one input channel) and the dy entering the window.
+// The rows kernels' view of their input (N, Hi, Wi, Ci) and output (N, Ho, Wo, K): the forward
+// pass and the filter gradient as they are, the data gradient as the forward pass over dy with the
+// window flipped (stride 1, multiplier 1: output h, w reads dy rows h - ph + r * dh, columns
+// w - pw + s through tap (R-1-r, S-1-s), with ph = (R-1) * dh - pad_h, pw = S-1 - pad_w).
+struct DirectNhwcWalk {
+  Div div_rows, div_segs;  // Ho, segments a row
+  int Hi, Wi, Ci, Ho, Wo, K, sh, ph, pw, dh, mult;
+};
+
+// One item (n, segment [qa, qa + nq), output row p) of a rows walk, 3x3 window, stride_w and
+// dilation_w 1: its lane walks the x columns j = j0 + u, u < steps (qa - pw .. qa + nq - pw + 1);
+// column j feeds output column j + pw - s through tap s. xrow: the window rows' offsets of channel
+// c0 (valid where hv).
+struct RowItem {
+  int n, p, qa, nq, j0, steps, xrow[3];
+  bool hv[3];
+};
+__device__ __forceinline__ RowItem row_item(const DirectNhwcWalk& d, const DirectNhwcRowGrid& g, int item, int c0) {
+  RowItem it;
+  int rest, seg;
+  d.div_rows.divmod(item, rest, it.p);
+  d.div_segs.divmod(rest, it.n, seg);
+  it.qa = seg * g.seg_len, it.nq = min(d.Wo - it.qa, g.seg_len), it.j0 = it.qa - d.pw, it.steps = it.nq + 2;
+#pragma unroll
+  for (int r = 0; r < 3; ++r) {
+    const int h = it.p * d.sh - d.ph + r * d.dh;
+    it.hv[r] = unsigned(h) < unsigned(d.Hi);
+    it.xrow[r] = ((it.n * d.Hi + h) * d.Wi) * d.Ci + c0;
+  }
+  return it;
+}
+
+// The raw loads of one step of a walk: the x column's 3 window rows (4 channels, or with !kVecX one
+// element in .x that feeds the 4 output channels; zeros outside x) and, in the filter gradient, the
+// dy entering the window.
 struct RowStep {
   uint2 x[3];
   uint2 g;
@@ -247,17 +279,56 @@ template <class E>
 __device__ __forceinline__ void unpack4(const uint2& u, float (&v)[4]) {
   v[0] = Half16<E>::lo(u.x), v[1] = Half16<E>::hi(u.x), v[2] = Half16<E>::lo(u.y), v[3] = Half16<E>::hi(u.y);
 }
+template <bool kVecX>
+__device__ __forceinline__ void fetch_column(const DirectNhwcWalk& d, const RowItem& it, const uint16_t* x, int u,
+                                             RowStep& s) {
+  const int j = it.j0 + u;
+  const bool jv = u < it.steps && unsigned(j) < unsigned(d.Wi);
+#pragma unroll
+  for (int r = 0; r < 3; ++r) {
+    const uint16_t* xp = x + it.xrow[r] + j * d.Ci;
+    if (kVecX)
+      s.x[r] = jv && it.hv[r] ? ld8(xp) : make_uint2(0, 0);
+    else
+      s.x[r] = make_uint2(jv && it.hv[r] ? __ldg(xp) : 0u, 0u);
+  }
+}
+// The 4 channels' x of a loaded window row.
+template <class E, bool kVecX>
+__device__ __forceinline__ void column_values(const uint2& u, float (&xv)[4]) {
+  if (kVecX) {
+    unpack4<E>(u, xv);
+  } else {
+    const float e = Half16<E>::lo(u.x);
+#pragma unroll
+    for (int v = 0; v < 4; ++v) xv[v] = e;
+  }
+}
+// consume(u, step) for u < steps in order, with the loads of fetch(u) issued two steps ahead (two
+// named buffers, so no register waits on a load it is not consuming).
+template <class Fetch, class Consume>
+__device__ __forceinline__ void walk_two_ahead(int steps, Fetch&& fetch, Consume&& consume) {
+  RowStep b0 = fetch(0), b1 = fetch(1);
+  for (int u = 0; u < steps; u += 2) {
+    const RowStep c = b0;
+    b0 = fetch(u + 2);
+    consume(u, c);
+    if (u + 1 < steps) {
+      const RowStep e = b1;
+      b1 = fetch(u + 3);
+      consume(u + 1, e);
+    }
+  }
+}
 
 // Partial (slice, k, tap) as the pixels kernel below, for 3x3 windows with stride_w and dilation_w 1:
-// a lane walks the x columns j = qa - pw .. qb - pw + 1 of an item (n, segment [qa, qb), p), loading
-// each column's 3 window rows once and the dy of q = j + pw once; dyw[s] holds the dy of
-// q = j + pw - s, the output column that column j feeds through tap s. Loads run two steps ahead
-// (two named buffers, so no register waits on a load it is not consuming). kVecX: x gives 4
-// channels (multiplier 1), else one element feeds the 4 output channels. Block: lanes_k channel
-// groups of 4 x lanes_p item lanes; grid: channel groups x slices.
+// a lane walks the x columns of its items (row_item), loading each column's 3 window rows once and
+// the dy of q = j + pw once; dyw[s] holds the dy of q = j + pw - s, the output column that column j
+// feeds through tap s. All 9 taps and the bias sum in FP32 registers. Block: lanes_k channel groups
+// of 4 x lanes_p item lanes; grid: channel groups x slices.
 template <class E, bool kVecX>
 static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
-    conv2d_backward_filter_direct_nhwc_rows_kernel(const DirectNhwcParams d, const DirectNhwcRowGrid g, Div div_segs,
+    conv2d_backward_filter_direct_nhwc_rows_kernel(const DirectNhwcWalk d, const DirectNhwcRowGrid g,
                                                    const uint16_t* __restrict__ x,   // (N, H, W, C)
                                                    const uint16_t* __restrict__ dy,  // (N, P, Q, K)
                                                    float* __restrict__ parts) {      // (slices, K, 10)
@@ -272,35 +343,15 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
   for (int m = 0; active && m < g.per_lane; ++m) {
     const int item = first + m * g.lanes_p;
     if (item >= g.items) break;
-    int rest, p, n, seg;
-    d.div_p.divmod(item, rest, p);
-    div_segs.divmod(rest, n, seg);
-    const int qa = seg * g.seg_len, nq = min(d.Q - qa, g.seg_len), j0 = qa - d.pw, steps = nq + kS - 1;
-    const uint16_t* dyrow = dy + ((n * d.P + p) * d.Q + qa) * d.K + k0;
-    int xrow[kR];
-    bool hv[kR];
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const int h = p * d.sh - d.ph + r * d.dh;
-      hv[r] = unsigned(h) < unsigned(d.H);
-      xrow[r] = ((n * d.H + h) * d.W) * d.C + c0;
-    }
+    const RowItem it = row_item(d, g, item, c0);
+    const uint16_t* dyrow = dy + ((it.n * d.Ho + it.p) * d.Wo + it.qa) * d.K + k0;
+    float dyw[kS][kW] = {};
     auto fetch = [&](int u) {
       RowStep b;
-      const int j = j0 + u;
-      b.g = u < nq ? ld8(dyrow + u * d.K) : make_uint2(0, 0);
-      const bool jv = u < steps && unsigned(j) < unsigned(d.W);
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        const uint16_t* xp = x + xrow[r] + j * d.C;
-        if (kVecX)
-          b.x[r] = jv && hv[r] ? ld8(xp) : make_uint2(0, 0);
-        else
-          b.x[r] = make_uint2(jv && hv[r] ? __ldg(xp) : 0u, 0u);
-      }
+      b.g = u < it.nq ? ld8(dyrow + u * d.K) : make_uint2(0, 0);
+      fetch_column<kVecX>(d, it, x, u, b);
       return b;
     };
-    float dyw[kS][kW] = {};
     auto consume = [&](int u, const RowStep& b) {
 #pragma unroll
       for (int s = kS - 1; s > 0; --s)
@@ -309,37 +360,21 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
       unpack4<E>(b.g, dyw[0]);  // zeros past the segment
 #pragma unroll
       for (int v = 0; v < kW; ++v) acc[kTaps - 1][v] += dyw[0][v];
-      if (unsigned(j0 + u) >= unsigned(d.W)) return;  // a padding column: no tap reads it
+      if (unsigned(it.j0 + u) >= unsigned(d.Wi)) return;  // a padding column: no tap reads it
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
-        if (!hv[r]) continue;
+        if (!it.hv[r]) continue;
         float xv[kW];
-        if (kVecX) {
-          unpack4<E>(b.x[r], xv);
-        } else {
-          const float e = Half16<E>::lo(b.x[r].x);
-#pragma unroll
-          for (int v = 0; v < kW; ++v) xv[v] = e;
-        }
+        column_values<E, kVecX>(b.x[r], xv);
 #pragma unroll
         for (int s = 0; s < kS; ++s) {
-          if (unsigned(u - s) >= unsigned(nq)) continue;  // dyw[s] is outside the segment
+          if (unsigned(u - s) >= unsigned(it.nq)) continue;  // dyw[s] is outside the segment
 #pragma unroll
           for (int v = 0; v < kW; ++v) acc[r * kS + s][v] += xv[v] * dyw[s][v];
         }
       }
     };
-    RowStep b0 = fetch(0), b1 = fetch(1);
-    for (int u = 0; u < steps; u += 2) {
-      const RowStep c = b0;
-      b0 = fetch(u + 2);
-      consume(u, c);
-      if (u + 1 < steps) {
-        const RowStep e = b1;
-        b1 = fetch(u + 3);
-        consume(u + 1, e);
-      }
-    }
+    walk_two_ahead(it.steps, fetch, consume);
   }
   // Block sums in a fixed order: a butterfly over the lanes of each warp that share channels
   // (lanes_k apart, lanes_k a power of two), then the 8 warps in order.
@@ -361,20 +396,10 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
   }
 }
 
-// The forward rows kernel's view of its input (N, Hi, Wi, Ci) and output (N, Ho, Wo, K): the
-// forward pass as it is, or the data gradient as the forward pass over dy with the window flipped
-// (stride 1, multiplier 1: output h, w reads dy rows h - ph + r * dh, columns w - pw + s through
-// tap (R-1-r, S-1-s), with ph = (R-1) * dh - pad_h, pw = S-1 - pad_w).
-struct DirectNhwcWalk {
-  Div div_rows, div_segs;  // Ho, segments a row
-  int Hi, Wi, Ci, Ho, Wo, K, sh, ph, pw, dh, mult;
-};
-
-// y[n, p, q, k0 .. k0 + 4) for the q of an item (n, segment [qa, qb), p), 3x3 window, stride_w and
-// dilation_w 1: a lane walks the x columns j = qa - pw .. qb - pw + 1, loading each column's 3
-// window rows once; column j feeds output q = j + pw - s through tap s, so o[s] holds the partial
-// sum of q = qa + u - s and o[2] is complete (stored) after its third column. Weights (9 taps x 4
-// channels) and bias stay in registers; loads run two steps ahead as in the filter gradient.
+// y[n, p, q, k0 .. k0 + 4) for the q of an item (row_item), 3x3 window, stride_w and dilation_w 1:
+// a lane walks the item's x columns, loading each column's 3 window rows once; o[s] holds the
+// partial sum of output column qa + u - s, so o[2] is complete (stored) after its third column.
+// Weights (9 taps x 4 channels) and bias stay in registers.
 template <class E, bool kVecX, bool kFlip>
 static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
     conv2d_forward_direct_nhwc_rows_kernel(const DirectNhwcWalk d, const DirectNhwcRowGrid g,
@@ -390,41 +415,22 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
 #pragma unroll
   for (int r = 0; r < kR; ++r)
 #pragma unroll
-    for (int s = 0; s < kS; ++s) unpack4<E>(ld8(w + ((kFlip ? (kR - 1 - r) * kS + kS - 1 - s : r * kS + s) * d.K + k0)), wv[r][s]);
+    for (int s = 0; s < kS; ++s)
+      unpack4<E>(ld8(w + (kFlip ? (kR - 1 - r) * kS + kS - 1 - s : r * kS + s) * d.K + k0), wv[r][s]);
 #pragma unroll
   for (int v = 0; v < kW; ++v) bias[v] = b ? __ldg(b + k0 + v) : 0.0f;
   const int first = int(blockIdx.y) * g.lanes_p * g.per_lane + lp;
   for (int m = 0; m < g.per_lane; ++m) {
     const int item = first + m * g.lanes_p;
     if (item >= g.items) break;
-    int rest, p, n, seg;
-    d.div_rows.divmod(item, rest, p);
-    d.div_segs.divmod(rest, n, seg);
-    const int qa = seg * g.seg_len, nq = min(d.Wo - qa, g.seg_len), j0 = qa - d.pw, steps = nq + kS - 1;
-    uint16_t* yrow = y + ((n * d.Ho + p) * d.Wo + qa) * d.K + k0;
-    int xrow[kR];
-    bool hv[kR];
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const int h = p * d.sh - d.ph + r * d.dh;
-      hv[r] = unsigned(h) < unsigned(d.Hi);
-      xrow[r] = ((n * d.Hi + h) * d.Wi) * d.Ci + c0;
-    }
+    const RowItem it = row_item(d, g, item, c0);
+    uint16_t* yrow = y + ((it.n * d.Ho + it.p) * d.Wo + it.qa) * d.K + k0;
+    float o[kS][kW] = {};
     auto fetch = [&](int u) {
       RowStep s;
-      const int j = j0 + u;
-      const bool jv = u < steps && unsigned(j) < unsigned(d.Wi);
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        const uint16_t* xp = x + xrow[r] + j * d.Ci;
-        if (kVecX)
-          s.x[r] = jv && hv[r] ? ld8(xp) : make_uint2(0, 0);
-        else
-          s.x[r] = make_uint2(jv && hv[r] ? __ldg(xp) : 0u, 0u);
-      }
+      fetch_column<kVecX>(d, it, x, u, s);
       return s;
     };
-    float o[kS][kW] = {};
     auto consume = [&](int u, const RowStep& c) {
 #pragma unroll
       for (int s = kS - 1; s > 0; --s)
@@ -435,37 +441,21 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
 #pragma unroll
       for (int r = 0; r < kR; ++r) {  // padding reads zeros: they add nothing
         float xv[kW];
-        if (kVecX) {
-          unpack4<E>(c.x[r], xv);
-        } else {
-          const float e = Half16<E>::lo(c.x[r].x);
-#pragma unroll
-          for (int v = 0; v < kW; ++v) xv[v] = e;
-        }
+        column_values<E, kVecX>(c.x[r], xv);
 #pragma unroll
         for (int s = 0; s < kS; ++s)
 #pragma unroll
           for (int v = 0; v < kW; ++v) o[s][v] += xv[v] * wv[r][s][v];
       }
       const int qi = u - (kS - 1);
-      if (qi < 0 || qi >= nq) return;
+      if (qi < 0 || qi >= it.nq) return;
       float out[kW];
 #pragma unroll
       for (int v = 0; v < kW; ++v) out[v] = relu ? fmaxf(o[kS - 1][v] + bias[v], 0.0f) : o[kS - 1][v] + bias[v];
       *reinterpret_cast<uint2*>(yrow + qi * d.K) =
           make_uint2(Half16<E>::pack2(out[0], out[1]), Half16<E>::pack2(out[2], out[3]));
     };
-    RowStep b0 = fetch(0), b1 = fetch(1);
-    for (int u = 0; u < steps; u += 2) {
-      const RowStep c = b0;
-      b0 = fetch(u + 2);
-      consume(u, c);
-      if (u + 1 < steps) {
-        const RowStep e = b1;
-        b1 = fetch(u + 3);
-        consume(u + 1, e);
-      }
-    }
+    walk_two_ahead(it.steps, fetch, consume);
   }
 }
 
@@ -485,10 +475,18 @@ static cudaStream_t checked_stream(const ExecContext& ctx, const Conv2dShape& sh
 
 static bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
 
+// The forward pass's (and the filter gradient's) walk; the row and segment divisors are the
+// launcher's.
+static DirectNhwcWalk forward_walk(const Conv2dShape& sh) {
+  const int H = int(sh.H), W = int(sh.W), C = int(sh.C), P = int(sh.P), Q = int(sh.Q), K = int(sh.K);
+  return {{}, {}, H, W, C, P, Q, K, sh.stride_h, sh.pad_h, sh.pad_w, sh.dilation_h, K / C};
+}
+
 static void refuse_rows(const Conv2dShape& sh, const char* what) {
-  CNN_THROW("{}: the rows kernel cannot take {} (needs a 3x3 window, stride_w and dilation_w 1, channel groups of 4, "
-            "8-byte aligned tensors; the data gradient also stride 1 and multiplier 1)",
-            what, sh.to_string());
+  CNN_THROW(
+      "{}: the rows kernel cannot take {} (needs a 3x3 window, stride_w and dilation_w 1, channel groups of 4, "
+      "8-byte aligned tensors; the data gradient also stride 1 and multiplier 1)",
+      what, sh.to_string());
 }
 
 // The forward rows kernel over (N, Hi, Wi, Ci) -> (N, Ho, Wo, K): the forward pass, or (flip) the
@@ -499,7 +497,7 @@ static void forward_rows(cudaStream_t stream, DirectNhwcWalk d, int64_t rows, co
   const DirectNhwcRowGrid g = direct_nhwc_row_grid(rows, d.Wo, d.K / kDirectNhwcRowWidth, 3);
   d.div_rows = Div(d.Ho), d.div_segs = Div(g.segs);
   const dim3 grid(unsigned(g.groups_k), unsigned(g.slices));
-  auto kernel = flip         ? conv2d_forward_direct_nhwc_rows_kernel<E, true, true>
+  auto kernel = flip          ? conv2d_forward_direct_nhwc_rows_kernel<E, true, true>
                 : d.mult == 1 ? conv2d_forward_direct_nhwc_rows_kernel<E, true, false>
                               : conv2d_forward_direct_nhwc_rows_kernel<E, false, false>;
   kernel<<<grid, kDirectNhwcThreads, 0, stream>>>(d, g, x, w, b, relu, y);
@@ -515,9 +513,7 @@ static void forward(const ExecContext& ctx, const Conv2dShape& sh, const E* x, c
   const bool rows = direct_nhwc_rows_shape(sh) && aligned8(ws) && aligned8(ys) && (sh.K != sh.C || aligned8(xs));
   if (kernel == DirectNhwcKernel::rows && !rows) refuse_rows(sh, what);
   if (rows && kernel != DirectNhwcKernel::pixels) {
-    const DirectNhwcWalk d{{}, {}, int(sh.H), int(sh.W), int(sh.C), int(sh.P), int(sh.Q), int(sh.K), sh.stride_h,
-                           sh.pad_h, sh.pad_w, sh.dilation_h, int(sh.K / sh.C)};
-    forward_rows<E>(stream, d, sh.N * sh.P, xs, ws, b, relu, ys, false);
+    forward_rows<E>(stream, forward_walk(sh), sh.N * sh.P, xs, ws, b, relu, ys, false);
     CUDA_CHECK_LAUNCH(what);
     return;
   }
@@ -529,12 +525,12 @@ static void forward(const ExecContext& ctx, const Conv2dShape& sh, const E* x, c
   const bool three = sh.R == 3 && sh.S == 3;
   if (vec)
     (three ? conv2d_forward_direct_nhwc_kernel<E, 8, 3, 3>
-           : conv2d_forward_direct_nhwc_kernel<E, 8, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
-        d, items, xs, ws, b, relu, ys);
+           : conv2d_forward_direct_nhwc_kernel<E, 8, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(d, items, xs, ws,
+                                                                                                       b, relu, ys);
   else
     (three ? conv2d_forward_direct_nhwc_kernel<E, 1, 3, 3>
-           : conv2d_forward_direct_nhwc_kernel<E, 1, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(
-        d, items, xs, ws, b, relu, ys);
+           : conv2d_forward_direct_nhwc_kernel<E, 1, 0, 0>)<<<blocks, kDirectNhwcThreads, 0, stream>>>(d, items, xs, ws,
+                                                                                                       b, relu, ys);
   CUDA_CHECK_LAUNCH(what);
 }
 
@@ -549,8 +545,8 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const E
   if (kernel == DirectNhwcKernel::rows && !rows) refuse_rows(sh, what);
   if (rows && kernel != DirectNhwcKernel::pixels) {
     const int dh = sh.dilation_h;
-    const DirectNhwcWalk d{{}, {}, int(sh.P), int(sh.Q), int(sh.K), int(sh.H), int(sh.W), int(sh.C), 1,
-                           2 * dh - sh.pad_h, 2 - sh.pad_w, dh, 1};
+    const DirectNhwcWalk d{{},        {}, int(sh.P),         int(sh.Q),    int(sh.K), int(sh.H), int(sh.W),
+                           int(sh.C), 1,  2 * dh - sh.pad_h, 2 - sh.pad_w, dh,        1};
     forward_rows<E>(stream, d, sh.N * sh.H, dys, ws, nullptr, false, dxs, true);
     CUDA_CHECK_LAUNCH(what);
     return;
@@ -584,11 +580,12 @@ static void backward_filter(const ExecContext& ctx, const Conv2dShape& sh, const
   if (rows && kernel != DirectNhwcKernel::pixels) {
     const DirectNhwcRowGrid g = direct_nhwc_row_grid(sh);
     slices = g.slices;
-    const DirectNhwcParams d = direct_nhwc_params(sh, int(sh.K / kDirectNhwcRowWidth));
+    DirectNhwcWalk d = forward_walk(sh);
+    d.div_rows = Div(sh.P), d.div_segs = Div(g.segs);
     const dim3 grid(unsigned(g.groups_k), unsigned(g.slices));
     (mult1 ? conv2d_backward_filter_direct_nhwc_rows_kernel<E, true>
            : conv2d_backward_filter_direct_nhwc_rows_kernel<E, false>)<<<grid, kDirectNhwcThreads, 0, stream>>>(
-        d, g, Div(g.segs), xs, dys, parts);
+        d, g, xs, dys, parts);
   } else {
     const bool vec =
         direct_nhwc_channel_width(sh) == 8 && cuda::aligned16(dys) && (sh.K / sh.C != 1 || cuda::aligned16(xs));
@@ -617,8 +614,8 @@ void conv2d_forward_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& 
                                      const float* b, f16* y, bool relu, DirectNhwcKernel kernel) {
   forward(ctx, sh, x, w, b, y, relu, kernel, "conv2d forward direct nhwc f16");
 }
-void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w,
-                                           const bf16* dy, bf16* dx, DirectNhwcKernel kernel) {
+void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const bf16* w, const bf16* dy,
+                                           bf16* dx, DirectNhwcKernel kernel) {
   backward_data(ctx, sh, w, dy, dx, kernel, "conv2d backward data direct nhwc bf16");
 }
 void conv2d_backward_data_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* w, const f16* dy,
@@ -629,8 +626,8 @@ void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2
                                              const bf16* dy, float* dw, float* db, DirectNhwcKernel kernel) {
   backward_filter(ctx, sh, x, dy, dw, db, kernel, "conv2d backward filter direct nhwc bf16");
 }
-void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x,
-                                             const f16* dy, float* dw, float* db, DirectNhwcKernel kernel) {
+void conv2d_backward_filter_direct_nhwc_cuda(const ExecContext& ctx, const Conv2dShape& sh, const f16* x, const f16* dy,
+                                             float* dw, float* db, DirectNhwcKernel kernel) {
   backward_filter(ctx, sh, x, dy, dw, db, kernel, "conv2d backward filter direct nhwc f16");
 }
 

@@ -22,8 +22,8 @@
 
 using namespace cnn;
 using cnn::test::check_outputs;
-using cnn::test::kGpuVsCpu;
 using cnn::test::compare;
+using cnn::test::kGpuVsCpu;
 using cnn::test::NhwcOperands16;
 using cnn::test::output_tolerance;
 using cnn::test::Reference16;
@@ -66,7 +66,7 @@ void check_direct_shapes() {
       d.poison();
       const ExecContext& ctx = cuda.ctx();
       conv2d_forward_direct_nhwc_cuda(ctx, sh, d.x.data(), d.w[0].data(), sh.has_bias ? d.b.data() : nullptr,
-                                           d.y.data());
+                                      d.y.data());
       conv2d_backward_data_direct_nhwc_cuda(ctx, sh, d.w[0].data(), d.dy.data(), d.dx.data());
       conv2d_backward_filter_direct_nhwc_cuda(ctx, sh, d.x.data(), d.dy.data(), d.dw.data(), d.db.data());
       cuda.synchronize();
