@@ -304,6 +304,13 @@ __device__ __forceinline__ void column_values(const uint2& u, float (&xv)[4]) {
     for (int v = 0; v < 4; ++v) xv[v] = e;
   }
 }
+// a[s] = a[s - 1] for s = 2, 1: a window over 3 columns slides by one (a[0] is the caller's to fill).
+__device__ __forceinline__ void slide(float (&a)[3][4]) {
+#pragma unroll
+  for (int s = 2; s > 0; --s)
+#pragma unroll
+    for (int v = 0; v < 4; ++v) a[s][v] = a[s - 1][v];
+}
 // consume(u, step) for u < steps in order, with the loads of fetch(u) issued two steps ahead (two
 // named buffers, so no register waits on a load it is not consuming).
 template <class Fetch, class Consume>
@@ -353,10 +360,7 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
       return b;
     };
     auto consume = [&](int u, const RowStep& b) {
-#pragma unroll
-      for (int s = kS - 1; s > 0; --s)
-#pragma unroll
-        for (int v = 0; v < kW; ++v) dyw[s][v] = dyw[s - 1][v];
+      slide(dyw);
       unpack4<E>(b.g, dyw[0]);  // zeros past the segment
 #pragma unroll
       for (int v = 0; v < kW; ++v) acc[kTaps - 1][v] += dyw[0][v];
@@ -432,10 +436,7 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
       return s;
     };
     auto consume = [&](int u, const RowStep& c) {
-#pragma unroll
-      for (int s = kS - 1; s > 0; --s)
-#pragma unroll
-        for (int v = 0; v < kW; ++v) o[s][v] = o[s - 1][v];
+      slide(o);
 #pragma unroll
       for (int v = 0; v < kW; ++v) o[0][v] = 0.0f;
 #pragma unroll
