@@ -311,19 +311,20 @@ __device__ __forceinline__ void slide(float (&a)[3][4]) {
 #pragma unroll
     for (int v = 0; v < 4; ++v) a[s][v] = a[s - 1][v];
 }
-// consume(u, step) for u < steps in order, with the loads of fetch(u) issued two steps ahead (two
-// named buffers, so no register waits on a load it is not consuming).
-template <class Fetch, class Consume>
-__device__ __forceinline__ void walk_two_ahead(int steps, Fetch&& fetch, Consume&& consume) {
-  RowStep b0 = fetch(0), b1 = fetch(1);
-  for (int u = 0; u < steps; u += 2) {
-    const RowStep c = b0;
-    b0 = fetch(u + 2);
-    consume(u, c);
-    if (u + 1 < steps) {
-      const RowStep e = b1;
-      b1 = fetch(u + 3);
-      consume(u + 1, e);
+// consume(u, step) for u < steps in order, with the loads of fetch(u) issued kAhead steps ahead
+// (kAhead named buffers, unrolled, so no register waits on a load it is not consuming).
+template <int kAhead, class Fetch, class Consume>
+__device__ __forceinline__ void walk_ahead(int steps, Fetch&& fetch, Consume&& consume) {
+  RowStep b[kAhead];
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) b[i] = fetch(i);
+  for (int u = 0; u < steps; u += kAhead) {
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      if (u + i >= steps) break;
+      const RowStep c = b[i];
+      b[i] = fetch(u + i + kAhead);
+      consume(u + i, c);
     }
   }
 }
@@ -378,7 +379,8 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
         }
       }
     };
-    walk_two_ahead(it.steps, fetch, consume);
+    // One x element a step (C == 1 first layers): dy is most of the bytes, so more steps ahead.
+    walk_ahead<kVecX ? 2 : 4>(it.steps, fetch, consume);
   }
   // Block sums in a fixed order: a butterfly over the lanes of each warp that share channels
   // (lanes_k apart, lanes_k a power of two), then the 8 warps in order.
@@ -456,7 +458,7 @@ static __global__ void __launch_bounds__(kDirectNhwcThreads, 2)
       *reinterpret_cast<uint2*>(yrow + qi * d.K) =
           make_uint2(Half16<E>::pack2(out[0], out[1]), Half16<E>::pack2(out[2], out[3]));
     };
-    walk_two_ahead(it.steps, fetch, consume);
+    walk_ahead<2>(it.steps, fetch, consume);
   }
 }
 
