@@ -17,6 +17,9 @@ inline constexpr int kDirectNhwcTaps = 10;  // taps (and the bias) one filter-gr
 // resident blocks on each of 132 multiprocessors (its __launch_bounds__), so it runs in one wave.
 inline constexpr int kDirectNhwcRowWidth = 4;
 inline constexpr int kDirectNhwcRowBlocks = 2 * 132;
+// What an item costs a lane beyond its steps, in steps: its setup and its loads' first round trip
+// (a lane's walk starts each item with no loads in flight).
+inline constexpr int kDirectNhwcItemSteps = 4;
 
 // Channels a thread takes: 8 (16-byte loads) where the multiplier K / C is 1 with C % 8 == 0, or a
 // multiple of 8 (every channel of the chunk reads one input channel); else 1.
@@ -74,8 +77,8 @@ struct DirectNhwcRowGrid {
   int lanes_k, lanes_p, groups_k, segs, seg_len, per_lane, slices, items;
 };
 // rows (N times the output height) x cols output positions, chunks groups of 4 channels, a window
-// S wide. Segments per row: the fewest steps a lane walks (per_lane * (seg_len + S - 1), plus one
-// a segment for its setup) when the items spread over kDirectNhwcRowBlocks blocks; short rows or
+// S wide. Segments per row: the fewest steps a lane walks, per_lane * (seg_len + S - 1 +
+// kDirectNhwcItemSteps), when the items spread over kDirectNhwcRowBlocks blocks; short rows or
 // small batches cut rows into short segments so the grid still fills the GPU.
 inline DirectNhwcRowGrid direct_nhwc_row_grid(int64_t rows, int64_t cols, int64_t chunks, int64_t S) {
   DirectNhwcRowGrid g;
@@ -88,7 +91,8 @@ inline DirectNhwcRowGrid direct_nhwc_row_grid(int64_t rows, int64_t cols, int64_
   for (int64_t segs = 1; segs <= std::min<int64_t>(cols, 256); ++segs) {
     const int64_t len = (cols + segs - 1) / segs;
     if ((segs - 1) * len >= cols) continue;  // an empty last segment: the same as fewer segments
-    const int64_t per_lane = (rows * segs + lanes - 1) / lanes, steps = per_lane * (len + S);
+    const int64_t per_lane = (rows * segs + lanes - 1) / lanes;
+    const int64_t steps = per_lane * (len + S - 1 + kDirectNhwcItemSteps);
     if (steps < best) best = steps, g.segs = int(segs), g.seg_len = int(len), g.per_lane = int(per_lane);
   }
   const int64_t items = rows * g.segs, per_block = int64_t(g.lanes_p) * g.per_lane;

@@ -53,10 +53,10 @@ TEST_CASE("conv2d direct nhwc bf16 cuts long filter-gradient sums into slices", 
   // 7x7 + bias: 50 taps in 5 groups of 10, so fewer slices for the same grid (and no rows kernel)
   CHECK(conv2d_direct_nhwc_bf16_filter_slices(big7) == (528 + 4) / 5);
   // The rows kernel: 16 groups of 4 channels on 16 lanes x 16 item lanes, 264 blocks' worth of
-  // lanes (4224) for 25600 rows of 40: halves of 20 columns (51200 items), 13 a lane (299 steps,
-  // against 301 for 7 whole rows), so 51200 / (16 * 13) -> 247 slices.
-  CHECK(conv2d_direct_nhwc_bf16_filter_slices(first) == 247);
-  CHECK(conv2d_direct_nhwc_bf16_filter_slices(first, DirectNhwcKernel::rows) == 247);
+  // lanes (4224) for 25600 rows of 40: whole rows, 7 a lane (7 * (40 + 2 + 4) = 322 steps with
+  // each item's 4, against 13 * (20 + 2 + 4) = 338 for halves), so 25600 / (16 * 7) -> 229 slices.
+  CHECK(conv2d_direct_nhwc_bf16_filter_slices(first) == 229);
+  CHECK(conv2d_direct_nhwc_bf16_filter_slices(first, DirectNhwcKernel::rows) == 229);
   // The workspace holds either kernel's slices.
   CHECK(conv2d_direct_nhwc_bf16_workspace_bytes(first) == size_t(528) * 64 * 10 * sizeof(float));
   // mini_xception m1_dw2 at batch 32: 1408 rows of 44 on 16896 lanes (4 channel lanes x 64):
