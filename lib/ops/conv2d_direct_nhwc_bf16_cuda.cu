@@ -5,8 +5,8 @@
 // Modes (kWidth 8 or 1): output channel k reads input channel k / mult; with kWidth 8 and
 // mult == 1 a chunk's 8 inputs are one 16-byte load, with mult % 8 == 0 they are one element.
 // E, the element type (bf16 or f16, half16.cuh), is a template parameter of every kernel.
-// The filter gradient's rows kernel walks output rows (each x column loaded once per window row);
-// the pixels kernel takes the other shapes.
+// The rows kernels (3x3, stride_w 1) walk output rows, loading each x column once per window row,
+// 4 channels a thread; the pixels kernels take the other shapes.
 // Trap: the window loops check bounds per tap; the 3x3 instantiation unrolls them.
 #include <cuda_runtime.h>
 
@@ -485,6 +485,14 @@ static DirectNhwcWalk forward_walk(const Conv2dShape& sh) {
   return {{}, {}, H, W, C, P, Q, K, sh.stride_h, sh.pad_h, sh.pad_w, sh.dilation_h, K / C};
 }
 
+// The data gradient's walk (stride 1, multiplier 1): the forward walk over dy with the window
+// flipped (DirectNhwcWalk).
+static DirectNhwcWalk data_walk(const Conv2dShape& sh) {
+  const int H = int(sh.H), W = int(sh.W), C = int(sh.C), P = int(sh.P), Q = int(sh.Q), K = int(sh.K);
+  const int dh = sh.dilation_h;
+  return {{}, {}, P, Q, K, H, W, C, 1, 2 * dh - sh.pad_h, 2 - sh.pad_w, dh, 1};
+}
+
 static void refuse_rows(const Conv2dShape& sh, const char* what) {
   CNN_THROW(
       "{}: the rows kernel cannot take {} (needs a 3x3 window, stride_w and dilation_w 1, channel groups of 4, "
@@ -547,10 +555,7 @@ static void backward_data(const ExecContext& ctx, const Conv2dShape& sh, const E
   const bool rows = direct_nhwc_rows_data_shape(sh) && aligned8(ws) && aligned8(dys) && aligned8(dxs);
   if (kernel == DirectNhwcKernel::rows && !rows) refuse_rows(sh, what);
   if (rows && kernel != DirectNhwcKernel::pixels) {
-    const int dh = sh.dilation_h;
-    const DirectNhwcWalk d{{},        {}, int(sh.P),         int(sh.Q),    int(sh.K), int(sh.H), int(sh.W),
-                           int(sh.C), 1,  2 * dh - sh.pad_h, 2 - sh.pad_w, dh,        1};
-    forward_rows<E>(stream, d, sh.N * sh.H, dys, ws, nullptr, false, dxs, true);
+    forward_rows<E>(stream, data_walk(sh), sh.N * sh.H, dys, ws, nullptr, false, dxs, true);
     CUDA_CHECK_LAUNCH(what);
     return;
   }
