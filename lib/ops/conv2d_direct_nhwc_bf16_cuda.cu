@@ -262,7 +262,7 @@ __device__ __forceinline__ RowItem row_item(const DirectNhwcWalk& d, const Direc
   for (int r = 0; r < 3; ++r) {
     const int h = it.p * d.sh - d.ph + r * d.dh;
     it.hv[r] = unsigned(h) < unsigned(d.Hi);
-    it.xrow[r] = ((it.n * d.Hi + h) * d.Wi) * d.Ci + c0;
+    it.xrow[r] = it.hv[r] ? ((it.n * d.Hi + h) * d.Wi) * d.Ci + c0 : 0;  // no offset past x
   }
   return it;
 }
@@ -286,11 +286,11 @@ __device__ __forceinline__ void fetch_column(const DirectNhwcWalk& d, const RowI
   const bool jv = u < it.steps && unsigned(j) < unsigned(d.Wi);
 #pragma unroll
   for (int r = 0; r < 3; ++r) {
-    const uint16_t* xp = x + it.xrow[r] + j * d.Ci;
+    const bool in = jv && it.hv[r];
     if (kVecX)
-      s.x[r] = jv && it.hv[r] ? ld8(xp) : make_uint2(0, 0);
+      s.x[r] = in ? ld8(x + it.xrow[r] + j * d.Ci) : make_uint2(0, 0);
     else
-      s.x[r] = make_uint2(jv && it.hv[r] ? __ldg(xp) : 0u, 0u);
+      s.x[r] = make_uint2(in ? __ldg(x + it.xrow[r] + j * d.Ci) : 0u, 0u);
   }
 }
 // The 4 channels' x of a loaded window row.
