@@ -18,7 +18,7 @@
 //                    in FP32 registers; one wave of blocks, each summing its threads in a fixed order.
 //                    pixels (any other shape): channels x pixel lanes over a slice of the N*P*Q
 //                    positions, up to 10 taps a pass (3x3 + db in one).
-//                    Either way the slices' partial sums add up in slice order in a second kernel
+//                    Either way the slices' partial sums add up in a fixed order in a second kernel
 //                    (no atomics: the same inputs give the same bits every run).
 // Weights: the bf16 copy in (R, S, K) layout (Bf16WeightLayout::rsk, conv2d_weights_bf16.h), so
 // consecutive threads read consecutive channels; dw comes out as (K, 1, R, S), the master's layout.
