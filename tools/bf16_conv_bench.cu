@@ -10,6 +10,8 @@
 // Depthwise and C == 1 layers run our direct BF16 kernels (conv2d_direct_bf16.h,
 // conv2d_direct_nhwc_bf16.h). The NHWC weights are packed from the FP32 master beforehand
 // (krsc, crsk, rsk: conv2d_weights_bf16.h), once per weight update in training, so not timed.
+// The direct NHWC kernels are also timed by name where the row-walking ones take the shape
+// (--plans-csv lists them: direct-pixels, direct-rows, and direct, the automatic pick).
 // Trap: cuDNN's BF16 filter gradient is BF16 while ours is FP32 (what the master weights need),
 // and our NHWC filter gradient computes db in the same kernel (cuDNN's time leaves db out).
 #include <cuda_runtime.h>
@@ -174,7 +176,7 @@ Operands make_operands(const Conv2dShape& s, const ExecContext& ctx, size_t l2, 
     nchw_to_nhwc(st, o.dyb[c]->h(), s.N, s.K, s.P * s.Q, o.dyh[c]->h());
     // from the FP32 copy of the bf16 weights: the packing's rounding is exact
     conv2d_pack_weights_cuda(ctx, s, direct ? Bf16WeightLayout::rsk : Bf16WeightLayout::krsc, o.w32c[c]->f(),
-                                  o.wk[c]->h());
+                             o.wk[c]->h());
     if (!direct) conv2d_pack_weights_cuda(ctx, s, Bf16WeightLayout::crsk, o.w32c[c]->f(), o.wt[c]->h());
     conv2d_pack_weights_cuda(ctx, s, Bf16WeightLayout::krsc, o.w32c[c]->f(), o.wc[c]->h());
   }
@@ -275,38 +277,48 @@ Ours run_ours_nchw(const Options& o, const ExecContext& ctx, const Operands& d, 
 }
 
 // Our NHWC kernels on one row (direct where C / groups == 1; the GEMM's sweep skips tiles the
-// direction's scalar kernel would not run).
+// direction's scalar kernel would not run). A direct direction the rows kernel takes sweeps both
+// kernels by name (tile 0: pixels, 1: rows), beside the automatic choice ("direct").
 Ours run_ours_nhwc(const Options& o, const ExecContext& ctx, const Operands& d, const Row& r, int sms) {
   const Conv2dShape& s = r.layer->sh;
   const ConvDir dir = r.dir;
   const float* bias = s.has_bias ? d.b32->f() : nullptr;
+  const bool direct = conv2d_direct_nhwc_bf16_can_implement(s);
+  const auto kernel = [](const IgemmNhwcBf16Plan* p) {
+    return !p ? DirectNhwcKernel::automatic : p->tile == 0 ? DirectNhwcKernel::pixels : DirectNhwcKernel::rows;
+  };
   auto run = [&](const IgemmNhwcBf16Plan* plan, int i) {
     float* db_out = s.has_bias ? d.db32->f() : nullptr;
     if (dir == ConvDir::forward)
-      plan ? conv2d_forward_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false, plan)
-           : conv2d_forward_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h());
+      !direct ? conv2d_forward_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false, plan)
+              : conv2d_forward_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.wk[i]->h(), bias, d.yh[i]->h(), false,
+                                                kernel(plan));
     else if (dir == ConvDir::backward_data)
-      plan ? conv2d_backward_data_igemm_nhwc_cuda(ctx, s, d.wt[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), plan)
-           : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h());
+      !direct ? conv2d_backward_data_igemm_nhwc_cuda(ctx, s, d.wt[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), plan)
+              : conv2d_backward_data_direct_nhwc_cuda(ctx, s, d.wk[i]->h(), d.dyh[i]->h(), d.dxh[i]->h(), kernel(plan));
     else
-      plan ? conv2d_backward_filter_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
-                                                         plan)
-           : conv2d_backward_filter_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out);
+      !direct
+          ? conv2d_backward_filter_igemm_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out, plan)
+          : conv2d_backward_filter_direct_nhwc_cuda(ctx, s, d.xh[i]->h(), d.dyh[i]->h(), d.dw32[i]->f(), db_out,
+                                                    kernel(plan));
   };
-  const bool direct = conv2d_direct_nhwc_bf16_can_implement(s);
   const bool vec = conv2d_igemm_nhwc_bf16_vectorized(s, dir);
   const bool wgmma = conv2d_igemm_nhwc_bf16_wgmma_usable();
   const IgemmNhwcBf16Plan chosen = conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, wgmma);
+  const bool direct_sweep = direct && conv2d_direct_nhwc_bf16_rows_can_implement(s, dir);
+  // the direct kernels' "plans" keep the fewest splits, so the sweep's split variants skip them
+  const int fewest = conv2d_igemm_nhwc_bf16_min_splits(s, dir);
   return time_ours(
-      o, ctx, d, r, true, direct ? 0 : kIgemmNhwcBf16Tiles, direct ? nullptr : &chosen, run,
+      o, ctx, d, r, true, direct ? (direct_sweep ? 2 : 0) : kIgemmNhwcBf16Tiles, direct ? nullptr : &chosen, run,
       [&](int t) {
+        if (direct) return IgemmNhwcBf16Plan{t, fewest};
         return conv2d_igemm_nhwc_bf16_choose_plan(s, dir, sms, ctx.workspace_limit_bytes, wgmma,
                                                   vec ? t : kIgemmNhwcBf16ScalarTile);  // duplicates skipped
       },
       [&](const IgemmNhwcBf16Plan* p) {
-        return p ? conv2d_igemm_nhwc_bf16_tile_name(vec ? p->tile : kIgemmNhwcBf16ScalarTile) + "/" +
-                       std::to_string(conv2d_igemm_nhwc_bf16_effective_splits(s, dir, *p))
-                 : std::string("direct");
+        if (direct) return std::string(!p ? "direct" : p->tile == 0 ? "direct-pixels" : "direct-rows");
+        return conv2d_igemm_nhwc_bf16_tile_name(vec ? p->tile : kIgemmNhwcBf16ScalarTile) + "/" +
+               std::to_string(conv2d_igemm_nhwc_bf16_effective_splits(s, dir, *p));
       });
 }
 

@@ -149,19 +149,32 @@ static __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dw[k, tap] and db[k] = the sum over slices, in slice order, of parts (slices, K, R*S + 1).
-static __global__ void conv2d_backward_filter_direct_bf16_sum_kernel(const float* __restrict__ parts, int slices,
-                                                                     Div div_taps, int count, float* __restrict__ dw,
-                                                                     float* __restrict__ db) {
-  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < count; i += int(gridDim.x * blockDim.x)) {
-    float sum = 0.0f;
-    for (int j = 0; j < slices; ++j) sum += parts[int64_t(j) * count + i];
-    int k, tap;
-    div_taps.divmod(i, k, tap);
-    const int taps = int(div_taps.d) - 1;
-    if (tap < taps && dw) dw[k * taps + tap] = sum;
-    if (tap == taps && db) db[k] = sum;
+// dw[k, tap] and db[k] = the sum over slices of parts (slices, K, R*S + 1), in a fixed order: block
+// = 32 consecutive outputs (coalesced reads) x kSumGroups slice groups; group w sums slices w,
+// w + kSumGroups, ... in order, then one thread an output adds the groups in order. Many short
+// sums in flight instead of one thread walking all slices (latency-bound with hundreds of them).
+constexpr int kSumGroups = 32;
+static __global__ void __launch_bounds__(32 * kSumGroups)
+    conv2d_backward_filter_direct_bf16_sum_kernel(const float* __restrict__ parts, int slices, Div div_taps, int count,
+                                                  float* __restrict__ dw, float* __restrict__ db) {
+  __shared__ float part[kSumGroups][33];
+  const int o = int(threadIdx.x) % 32, grp = int(threadIdx.x) / 32, i = int(blockIdx.x) * 32 + o;
+  float sum = 0.0f;
+  if (i < count) {
+#pragma unroll 4
+    for (int j = grp; j < slices; j += kSumGroups) sum += parts[int64_t(j) * count + i];
   }
+  part[grp][o] = sum;
+  __syncthreads();
+  if (grp != 0 || i >= count) return;
+  sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kSumGroups; ++w) sum += part[w][o];
+  int k, tap;
+  div_taps.divmod(i, k, tap);
+  const int taps = int(div_taps.d) - 1;
+  if (tap < taps && dw) dw[k * taps + tap] = sum;
+  if (tap == taps && db) db[k] = sum;
 }
 
 static DirectBf16Params direct_params(const Conv2dShape& sh) {
@@ -226,7 +239,7 @@ void conv2d_backward_filter_direct_bf16_cuda(const ExecContext& ctx, const Conv2
 void conv2d_direct_bf16_sum_slices_cuda(cudaStream_t stream, const float* parts, int slices, int K, int taps,
                                         float* dw, float* db, const char* what) {
   const int count = K * taps;
-  conv2d_backward_filter_direct_bf16_sum_kernel<<<cuda::grid_blocks(count, 256), 256, 0, stream>>>(
+  conv2d_backward_filter_direct_bf16_sum_kernel<<<unsigned((count + 31) / 32), 32 * kSumGroups, 0, stream>>>(
       parts, slices, Div(taps), count, dw, db);
   CUDA_CHECK_LAUNCH(what);
 }

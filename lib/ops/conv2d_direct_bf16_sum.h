@@ -6,7 +6,7 @@
 
 namespace cnn {
 
-// dw[k, tap] and db[k] (either may be null) = the sum over slices, in slice order, of parts
+// dw[k, tap] and db[k] (either may be null) = the sum over slices, in a fixed order, of parts
 // (slices, K, taps), where tap taps - 1 is the bias; launched on stream, `what` names the caller.
 void conv2d_direct_bf16_sum_slices_cuda(cudaStream_t stream, const float* parts, int slices, int K, int taps,
                                         float* dw, float* db, const char* what);

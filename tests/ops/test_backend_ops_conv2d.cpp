@@ -64,6 +64,11 @@ std::vector<Conv2dShape> conv_shapes() {
            Conv2dShape::make(2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8),          // depthwise
            Conv2dShape::make(4, 1, 20, 20, 8, 5, 5, 1, 1, 0, 0),                 // C == 1 first layer
            Conv2dShape::make(8, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1),               // split reductions
+           // the direct nhwc filter gradient's rows kernel (3x3, stride_w 1) and its pixels fallback
+           Conv2dShape::make(3, 24, 7, 13, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24),          // 24 channels, odd width
+           Conv2dShape::make(5, 8, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false),       // a 1x1 input
+           Conv2dShape::make(2, 8, 11, 9, 8, 3, 3, 2, 1, 1, 1, 1, 1, 8),             // stride_h 2: rows
+           Conv2dShape::make(2, 8, 11, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 8),             // stride 2: pixels
        })
     shapes.push_back(sh);
   return shapes;
@@ -83,6 +88,7 @@ std::vector<Conv2dShape> conv_large_shapes() {
       Conv2dShape::make(4, 128, 3, 3, 7, 3, 3, 1, 1, 1, 1),           Conv2dShape::make(2, 256, 4, 4, 16, 3, 3, 1, 1, 1, 1, 1, 1, 2),
       Conv2dShape::make(8, 16, 16, 16, 16, 1, 1),                     Conv2dShape::make(8, 4, 32, 32, 4, 3, 3, 1, 1, 1, 1),
       Conv2dShape::make(64, 1, 48, 48, 2, 3, 3, 1, 1, 1, 1),
+      Conv2dShape::make(48, 8, 23, 21, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false),  // rows: segments, full slices
   };
 }
 
