@@ -150,6 +150,7 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
     m_epoch_test = std::make_pair(m_step, std::move(t));
   }
   line["elapsed_s"] = seconds_since_start();
+  line["process_s"] = process_seconds();  // from the OS's process start: time-to-accuracy figures
   m_epoch_eval_s = line["elapsed_s"].get<double>() - eval_start;
   m_last_metrics = line;
   m_run->append_metrics(line);

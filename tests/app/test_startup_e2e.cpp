@@ -2,8 +2,11 @@
 // "startup" object, with the phases in order from the process start, summing to the total, no
 // longer than the process lived, the GPU-only phases absent on the CPU (never zero), and the first
 // epoch's extra cost split into parts that sum to it; on a GPU, the autotune cache cold then warm.
+// Also tools/time_to_accuracy.py's smoke test on the cpu (tiny generated IDX data, one epoch).
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "app_util.h"
 #include "support/catch.h"
@@ -26,6 +29,8 @@ const char* kModel =
     "train: {epochs: 3, batch_size: 8, optimizer: {type: sgd, lr: 0.05}}\n";
 
 struct Run {
+  std::filesystem::path dir;
+  std::string out;
   ProgramResult result;
   double wall_s = 0;  // the parent's measure of the process's life
   nlohmann::json startup;
@@ -38,6 +43,8 @@ Run train(const TempDir& dir, const std::string& out, const std::vector<std::str
   args.insert(args.end(), {program_path("cnn-train"), "m.yaml", "--out", out, "--quiet"});
   args.insert(args.end(), extra.begin(), extra.end());
   Run r;
+  r.dir = dir.path();
+  r.out = out;
   const auto t0 = std::chrono::steady_clock::now();
   r.result = run_program("/usr/bin/env", args, dir.path());
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -79,6 +86,12 @@ void check_consistent(const Run& r) {
   CHECK(parts == Approx(f["extra_s"].get<double>()).margin(1e-9));
   CHECK(f["extra_s"].get<double>() == Approx(f["seconds"].get<double>() - f["later_median_s"].get<double>()));
   CHECK(f["later_epochs"] == 2);
+  // The epoch lines' process_s is on the same clock: epoch 1 ends after the start-up, before its
+  // checkpoints are written.
+  const nlohmann::json epoch1 = read_metrics(r.dir / r.out)[1];
+  REQUIRE(epoch1["event"] == "epoch");
+  CHECK(epoch1["process_s"].get<double>() >= s["total_s"].get<double>());
+  CHECK(epoch1["process_s"].get<double>() <= f["ends_at_s"].get<double>());
 }
 
 }  // namespace
@@ -190,4 +203,75 @@ TEST_CASE("on a GPU the start-up breakdown times the CUDA phases and sees the au
   CHECK(warm.startup["facts"]["autotune"]["timed"] == 0);
   CHECK(warm.startup["facts"]["autotune"]["hits"] == cold.startup["facts"]["autotune"]["timed"]);
   CHECK_THAT(warm.log, Contains("(cache warm: "));
+}
+
+namespace {
+
+// IDX files of `n` random 28x28 images with labels 0-9 (Fashion-MNIST's layout), for `prefix`
+// "train" or "t10k".
+void write_idx_pair(const std::filesystem::path& dir, const std::string& prefix, uint32_t n, uint32_t seed) {
+  auto be = [](uint32_t v) {
+    return std::string{char(v >> 24), char((v >> 16) & 255), char((v >> 8) & 255), char(v & 255)};
+  };
+  std::string images = std::string("\0\0\x08\x03", 4) + be(n) + be(28) + be(28);
+  std::string labels = std::string("\0\0\x08\x01", 4) + be(n);
+  uint32_t x = seed;
+  for (uint32_t i = 0; i < n; ++i) {
+    labels += char(i % 10);
+    for (int k = 0; k < 28 * 28; ++k) {
+      x = x * 1664525u + 1013904223u;
+      images += char((x >> 24) / 2 + 12 * (i % 10));  // a little class signal on top of noise
+    }
+  }
+  write_text_file(dir / (prefix + "-images-idx3-ubyte"), images);
+  write_text_file(dir / (prefix + "-labels-idx1-ubyte"), labels);
+}
+
+}  // namespace
+
+TEST_CASE("time_to_accuracy.py times ours (cold and warm cache) and PyTorch eager from process start on the cpu",
+          "[cpu]") {
+  if (std::system("/usr/bin/python3 -c 'import torch, yaml, numpy' >/dev/null 2>&1") != 0)
+    CNN_SKIP("/usr/bin/python3 with python3-torch, python3-yaml and python3-numpy is not installed");
+  TempDir dir("cnn-tta");
+  std::filesystem::create_directories(dir / "idx");
+  write_idx_pair(dir / "idx", "train", 96, 1);
+  write_idx_pair(dir / "idx", "t10k", 40, 2);
+  const std::string script = std::string(CNN_SOURCE_DIR) + "/tools/time_to_accuracy.py";
+  const std::string model = std::string(CNN_SOURCE_DIR) + "/models/fashion_cnn.yaml";
+  ProgramResult r = run_program("/usr/bin/python3",
+                                {script, model, "--cnn-train", program_path("cnn-train"), "--device", "cpu", "--data",
+                                 (dir / "idx").string(), "--subset", "64", "--max-epochs", "1", "--batch", "16",
+                                 "--threads", "1", "--target", "0.05", "--json", "tta.json"},
+                                dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("pytorch eager"));
+  CHECK_THAT(r.out, Contains("ratio ours (warm cache) / pytorch eager"));
+  const nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "tta.json"));
+  CHECK(j["model"] == "fashion_cnn");
+  CHECK(j["epochs"] == 1);
+  REQUIRE(j["sides"].size() == 3);
+  CHECK(j["sides"][0]["cache"] == "cold");
+  CHECK(j["sides"][1]["cache"] == "warm");
+  CHECK(j["sides"][2]["name"] == "pytorch eager");
+  for (const auto& side : j["sides"]) {
+    INFO(side.dump());
+    REQUIRE(side["runs"].size() == 1);
+    const nlohmann::json& run = side["runs"][0];
+    REQUIRE(run["epochs"].size() == 1);
+    const double end = run["epochs"][0]["end_s"].get<double>();
+    CHECK(end > 0);
+    CHECK(end <= run["process_wall_s"].get<double>() + 0.01);  // from the process start, within its life
+    CHECK(run["epoch_seconds"][0].get<double>() == Approx(end));
+  }
+  CHECK(j["sides"][0]["runs"][0]["startup"]["total_s"].get<double>() > 0);  // ours keeps its breakdown
+
+  // What PyTorch's side does not mirror is refused before anything runs.
+  ProgramResult bad = run_program("/usr/bin/python3",
+                                  {script, model, "--cnn-train", program_path("cnn-train"), "--device", "cpu", "--data",
+                                   (dir / "idx").string(), "--set", "data.augment.hflip=true"},
+                                  dir.path());
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("time_to_accuracy: error: data.augment is not mirrored"));
 }
