@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
 
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
-    t.startup = {{"static initialisers until main", main_s}, {"command line, logging", process_seconds()}};
+    t.startup = {{"static initialisers to main", main_s}, {"command line, logging", process_seconds()}};
     const std::vector<std::string> tune_sets = app::autotune_overrides(tune);
     t.sets.insert(t.sets.begin(), tune_sets.begin(), tune_sets.end());  // an explicit --set still wins
     val_sets.insert(val_sets.begin(), tune_sets.begin(), tune_sets.end());

@@ -78,8 +78,8 @@ StartupBreakdown::FirstEpoch StartupBreakdown::first_epoch() const {
   const double steps = f.first.train_s - median(train) - warmup;
   const double evaluation = f.first.eval_s - median(eval);
   const double checkpoints = f.first.checkpoint_s - median(ckpt);
-  f.parts = {{fmt::format("warm-up steps ({} of them) over the steady step", m_warmup_steps), warmup},
-             {"the other training steps", steps},
+  f.parts = {{fmt::format("warm-up steps ({}) beyond the steady step", m_warmup_steps), warmup},
+             {"other training steps", steps},
              {"evaluation", evaluation},
              {"checkpoints", checkpoints},
              {"the rest (metrics line, logs)", f.extra - warmup - steps - evaluation - checkpoints}};
@@ -121,7 +121,7 @@ nlohmann::json StartupBreakdown::to_json() const {
 }
 
 std::string StartupBreakdown::table() const {
-  size_t width = 24;
+  size_t width = 32;  // the first epoch's part names are up to 40 wide, under the at and took columns
   for (const Phase& p : m_phases) width = std::max(width, p.name.size());
   std::string s = fmt::format("start-up, seconds since the {}:\n  {:<{}}  {:>7}  {:>7}\n", m_origin, "phase", width,
                               "at", "took");
@@ -133,19 +133,13 @@ std::string StartupBreakdown::table() const {
   s += fmt::format("  {:<{}}  {:7.3f}  {:7.3f}  ({})\n", "total", width, 0.0, m_end_s,
                    m_steady_step > 0 ? fmt::format("step {} is the first at steady speed", m_steady_step)
                                      : std::string("training stopped before a step ran at steady speed"));
-  for (const auto& [key, value] : m_facts.items()) {
-    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    if (value.is_object()) {
-      text.clear();
-      for (const auto& [k, v] : value.items()) text += (text.empty() ? "" : ", ") + k + " " + v.dump();
-    }
-    s += fmt::format("  {}: {}\n", key, text);
-  }
+  for (const auto& [key, value] : m_facts.items())  // the structured ones are in the JSON only
+    if (value.is_string()) s += fmt::format("  {}: {}\n", key, value.get<std::string>());
   const FirstEpoch f = first_epoch();
   if (!f.known) return s + fmt::format("first epoch's extra cost: absent ({})", f.why_not);
   s += fmt::format("first epoch: {:.3f} s against {:.3f} s, the median of {} later epoch{}: {:.3f} s extra\n",
                    f.first.total_s, f.later_total, f.later, f.later == 1 ? "" : "s", f.extra);
-  for (const auto& [name, sec] : f.parts) s += fmt::format("  {:<{}}  {:7.3f}\n", name, width, sec);
+  for (const auto& [name, sec] : f.parts) s += fmt::format("  {:<{}}  {:7.3f}\n", name, width + 9, sec);
   s += fmt::format("start to the end of epoch {}: {:.3f} s = a steady epoch ({:.3f} s) + {:.3f} s", f.first.epoch,
                    f.first.end_s, f.later_total, f.first.end_s - f.later_total);
   return s;

@@ -48,7 +48,7 @@ class StartupBreakdown {
   void set_steady(int64_t step) { m_steady_step = step; }
   bool steady() const { return m_steady_step > 0; }
   void note_warmup_step(double seconds) { m_warmup_s += seconds, ++m_warmup_steps; }
-  // Facts shown under the table and kept in the JSON (module loading, the autotune cache...).
+  // Facts kept in the JSON (module loading, the autotune cache...); string ones also under the table.
   void set_fact(const std::string& key, nlohmann::json value) { m_facts[key] = std::move(value); }
   void add_epoch(const EpochTiming& e) { m_epochs.push_back(e); }
 

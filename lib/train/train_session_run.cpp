@@ -97,9 +97,9 @@ TrainResult TrainSession::run_session() {
     if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
     throw;
   }
-  startup_mark(m_resume ? "checkpoint read (--resume), graph build" : "graph build (layers, shapes)");
+  startup_mark(m_resume ? "checkpoint read, graph build" : "graph build");
   check_before_touching_anything();
-  startup_mark(m_device == Device::cuda ? "CUDA driver init (device query)" : "device choice");
+  startup_mark(m_device == Device::cuda ? "CUDA driver init" : "device choice");
   if (nothing_to_train()) return m_result;
   open_run_dir(earlier->last_raw());
   keep_earlier.detach();

@@ -17,9 +17,9 @@ void TrainSession::startup_begin() {
   m_startup = StartupBreakdown(process_start_known()
                                    ? fmt::format("process start (/proc/self/stat, to within {:.3f} s)", tick / 2)
                                    : std::string("first static initialiser (the OS start time is unknown)"));
-  m_startup.mark("exec, dynamic loading, shared libraries' initialisers", process_static_init_seconds());
+  m_startup.mark("exec, shared libraries (load, init)", process_static_init_seconds());
   for (const TrainOptions::StartupMark& m : m_opt.startup_marks) m_startup.mark(m.name, m.end_s);
-  if (!m_dist) m_startup.absent("MPI init", "a plain process, not launched by mpirun/srun");
+  if (!m_dist) m_startup.absent("MPI init", "plain process");
 }
 
 std::optional<StartupPart> TrainSession::cudnn_handle_part() {
@@ -27,7 +27,7 @@ std::optional<StartupPart> TrainSession::cudnn_handle_part() {
   const double s = m_model->device().cuda()->cudnn_handle_seconds();
   if (s < 0) return std::nullopt;
   m_cudnn_marked = true;
-  return StartupPart{"cuDNN handle (cudnnCreate, on the first cuDNN call)", s, ""};
+  return StartupPart{"cuDNN handle (first cuDNN call)", s, ""};
 }
 
 void TrainSession::startup_mark(const std::string& name, const std::string& note, std::vector<StartupPart> parts) {
@@ -52,10 +52,9 @@ void TrainSession::startup_device_mark() {
                 {"CUDA stream", t.stream_s, ""},
                 {"cuBLAS handle and workspace", t.cublas_s, ""}});
   m_startup.set_fact("CUDA module loading",
-                     loading == "lazy"
-                         ? "lazy: each kernel's module loads at its first launch, paid by autotuning, the first "
-                           "step and the first evaluation (CUDA_MODULE_LOADING=EAGER loads all at context creation)"
-                         : loading + " (CUDA_MODULE_LOADING)");
+                     loading == "lazy" ? "lazy (each kernel at its first launch; CUDA_MODULE_LOADING=EAGER: all "
+                                         "at context creation)"
+                                       : loading + " (CUDA_MODULE_LOADING)");
 }
 
 void TrainSession::startup_autotune_mark(const AutotuneStats& s) {
@@ -78,8 +77,8 @@ void TrainSession::startup_autotune_mark(const AutotuneStats& s) {
 
 void TrainSession::startup_loaders_mark() {
   const double up = m_data.gpu_upload_seconds();
-  const char* why = m_device == Device::cpu ? kCpuRun : "the training images stay on the host (data.gpu_resident)";
-  startup_mark("data loaders", "", {{"data upload to the GPU (GPU-resident images)", up, up < 0 ? why : ""}});
+  const char* why = m_device == Device::cpu ? kCpuRun : "images stay on the host";
+  startup_mark("data loaders", "", {{"data upload to the GPU", up, up < 0 ? why : ""}});
 }
 
 void TrainSession::startup_after_step() {
@@ -87,7 +86,7 @@ void TrainSession::startup_after_step() {
   const TrainStep& step = m_model->step();
   const double before = m_startup.total_s();
   if (k == 1) {
-    startup_mark("first step (uncaptured: lazily loaded kernels, workspaces)");
+    startup_mark("first step (uncaptured)");
     m_startup.note_warmup_step(m_startup.total_s() - before);
     if (!step.cuda_graph_on()) {
       const std::string why = m_device == Device::cpu ? kCpuRun : "CUDA graph " + step.cuda_graph_status();
@@ -100,13 +99,13 @@ void TrainSession::startup_after_step() {
   const TrainStep::CaptureTimes& c = step.first_capture();
   std::vector<StartupPart> parts;
   if (c.capture_s >= 0) {
-    parts = {{"CUDA graph capture (the step queued under capture)", c.capture_s, ""},
+    parts = {{"CUDA graph capture", c.capture_s, ""},
              {"CUDA graph instantiation", c.instantiate_s, ""}};
   } else {
-    const std::string why = "the step ran uncaptured: CUDA graph " + step.cuda_graph_status();
+    const std::string why = "step uncaptured: CUDA graph " + step.cuda_graph_status();
     parts = {{"CUDA graph capture", -1, why}, {"CUDA graph instantiation", -1, why}};
   }
-  startup_mark("second step (the first graph replay)", "", parts);
+  startup_mark("second step (first replay)", "", parts);
   m_startup.note_warmup_step(m_startup.total_s() - before);
   m_startup.set_steady(3);
 }

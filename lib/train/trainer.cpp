@@ -62,7 +62,7 @@ void TrainSession::setup_model() {
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
   m_model->build_executor(std::max(t.batch_size, eval_batch * crops));
-  startup_mark("memory plan and allocation (executor)");
+  startup_mark("memory plan and allocation");
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
                m_spec.name, m_model->graph().trainable_count(), m_model->graph().training_flops() / 1e6, t.batch_size,
                format_bytes(double(estimate_training_memory(m_model->graph(), m_spec, t.batch_size).total())));
@@ -83,11 +83,11 @@ void TrainSession::setup_model() {
   for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
   startup_mark("optimizer, loss, step, logs");
   if (!m_dist) {
-    m_startup.absent("NCCL and data-parallel set-up", "a plain process");
+    m_startup.absent("NCCL and reducers", "plain process");
     return;
   }
   m_dist->setup(*m_model, m_data, m_schedule->base_lr());
-  startup_mark("NCCL and data-parallel set-up");
+  startup_mark("NCCL and reducers");
 }
 
 void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {

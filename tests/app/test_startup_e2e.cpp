@@ -106,12 +106,12 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
   INFO(r.log);
   check_consistent(r);
   // The phases a CPU run goes through, in this order (absent ones included).
-  const std::vector<std::string> order{"exec, dynamic loading, shared libraries' initialisers",
-                                       "static initialisers until main",
+  const std::vector<std::string> order{"exec, shared libraries (load, init)",
+                                       "static initialisers to main",
                                        "command line, logging",
                                        "config load (YAML)",
                                        "MPI init",
-                                       "graph build (layers, shapes)",
+                                       "graph build",
                                        "device choice",
                                        "run directory",
                                        "data load and decode",
@@ -120,20 +120,20 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
                                        "cuBLAS handle and workspace",
                                        "CPU context (threads, BLAS)",
                                        "autotune",
-                                       "memory plan and allocation (executor)",
-                                       "data upload to the GPU (GPU-resident images)",
+                                       "memory plan and allocation",
+                                       "data upload to the GPU",
                                        "data loaders",
                                        "optimizer, loss, step, logs",
-                                       "NCCL and data-parallel set-up",
+                                       "NCCL and reducers",
                                        "config.yaml, weights, start line",
-                                       "first step (uncaptured: lazily loaded kernels, workspaces)",
+                                       "first step (uncaptured)",
                                        "CUDA graph capture",
                                        "CUDA graph instantiation"};
   const nlohmann::json& phases = r.startup["phases"];
   REQUIRE(phases.size() == order.size());
   for (size_t i = 0; i < order.size(); ++i) CHECK(phases[i]["name"] == order[i]);
   for (const char* gpu : {"CUDA context creation", "CUDA stream", "cuBLAS handle and workspace",
-                          "data upload to the GPU (GPU-resident images)", "CUDA graph capture",
+                          "data upload to the GPU", "CUDA graph capture",
                           "CUDA graph instantiation"}) {
     INFO(gpu);
     REQUIRE(phase(r.startup, gpu));
@@ -141,7 +141,7 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
     CHECK(phase(r.startup, gpu)->at("absent") == "CPU run");
   }
   CHECK(phase(r.startup, "MPI init")->at("seconds").is_null());
-  CHECK(phase(r.startup, "NCCL and data-parallel set-up")->at("seconds").is_null());
+  CHECK(phase(r.startup, "NCCL and reducers")->at("seconds").is_null());
   CHECK(phase(r.startup, "data load and decode")->at("seconds").get<double>() >= 0);
   CHECK(r.startup["steady_from_step"] == 2);
   CHECK(r.startup["facts"]["autotune"]["cache"].is_null());  // the CPU keeps no autotune cache
@@ -187,7 +187,7 @@ TEST_CASE("on a GPU the start-up breakdown times the CUDA phases and sees the au
   INFO(cold.log);
   check_consistent(cold);
   for (const char* name : {"CUDA context creation", "CUDA stream", "cuBLAS handle and workspace",
-                           "data upload to the GPU (GPU-resident images)", "CUDA graph capture (the step queued under capture)",
+                           "data upload to the GPU", "CUDA graph capture",
                            "CUDA graph instantiation"}) {
     INFO(name);
     REQUIRE(phase(cold.startup, name));
