@@ -15,6 +15,7 @@
 #include "graph/graph.h"
 #include "graph/summary.h"
 #include "checkpoint/checkpoint_state.h"
+#include "core/process_clock.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
 
@@ -41,6 +42,7 @@ struct TrainArgs {
   int64_t epochs = 0, batch = 0, max_steps = -1;
   uint64_t seed = 0;
   bool has_seed = false, deterministic = false, quiet = false, no_cuda_graph = false, overwrite = false;
+  std::vector<TrainOptions::StartupMark> startup;  // the start-up breakdown's phases before train_model
 };
 
 // Ranks other than 0 log warnings and errors only, each line naming the rank.
@@ -97,7 +99,9 @@ static int run_train(TrainArgs& a) {
   } else {
     throw ConfigError({"<command line>"}, "", "give a MODEL.yaml to train, or --resume RUN_DIR|CKPT");
   }
+  a.startup.push_back({"config load (YAML)", process_seconds()});
   std::unique_ptr<Communicator> comm = make_job_communicator();
+  if (comm->distributed()) a.startup.push_back({"MPI init", process_seconds()});
   TrainOptions opt;
   opt.comm = comm.get();
   opt.on_fatal = [&comm](const std::string& message, int code) {
@@ -112,6 +116,7 @@ static int run_train(TrainArgs& a) {
   opt.overwrite = a.overwrite;
   opt.init_from = a.init_from;
   opt.test_hooks = parse_test_hooks([](const char* name) { return std::getenv(name); });  // CNN_TEST_*: tests only
+  opt.startup_marks = a.startup;
   TrainResult r = train_model(std::move(spec), opt);
   if (r.exit_code) return r.exit_code;
   if (comm->rank() == 0) std::cout << format_train_result(r);
@@ -119,6 +124,7 @@ static int run_train(TrainArgs& a) {
 }
 
 int main(int argc, char** argv) {
+  const double main_s = process_seconds();
   CLI::App cli{"cnn-train: train a convolutional network described by a YAML model file"};
   app::add_version_flag(cli, "cnn-train");
   app::AutotuneFlags tune;
@@ -169,6 +175,7 @@ int main(int argc, char** argv) {
 
   return app::guarded_main("cnn-train", cli, argc, argv, [&]() -> int {
     app::setup_logging(t.quiet);
+    t.startup = {{"static initialisers to main", main_s}, {"command line, logging", process_seconds()}};
     const std::vector<std::string> tune_sets = app::autotune_overrides(tune);
     t.sets.insert(t.sets.begin(), tune_sets.begin(), tune_sets.end());  // an explicit --set still wins
     val_sets.insert(val_sets.begin(), tune_sets.begin(), tune_sets.end());

@@ -1,6 +1,9 @@
 // CUDA resources of an execution context (see cuda_context.h).
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
+
+#include <chrono>
 
 #include "core/context_cache.h"
 #include "core/cuda_check.h"
@@ -16,12 +19,23 @@ namespace cnn {
       ::cnn::throw_error(__FILE__, __LINE__, ::fmt::format("cuBLAS error {} in {}", int(s_), #expr)); \
   } while (0)
 
+static double seconds_since(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+
 CudaContext::CudaContext(int device) : m_device(device) {
   if (!cuda_available()) CNN_THROW("no usable GPU: {}", cuda_device_description());
+  auto t = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaFree(nullptr));  // makes sure the primary context exists (older runtimes make it lazily)
+  m_timings.context_s = seconds_since(t);
   cudaStream_t stream = nullptr;
   // A blocking stream: plain cudaMemcpy calls (legacy default stream) are ordered with it.
   CUDA_CHECK(cudaStreamCreate(&stream));
+  m_timings.stream_s = seconds_since(t);
   cublasHandle_t blas = nullptr;
   CUBLAS_CHECK(cublasCreate(&blas));
   CUBLAS_CHECK(cublasSetStream(blas, stream));
@@ -32,6 +46,7 @@ CudaContext::CudaContext(int device) : m_device(device) {
   // CUDA-graph guidance for cuBLAS; 32 MiB covers Hopper's largest recommended size).
   m_cublas_workspace = device_malloc(Device::cuda, kCublasWorkspaceBytes, "cuBLAS workspace");
   CUBLAS_CHECK(cublasSetWorkspace(blas, m_cublas_workspace, kCublasWorkspaceBytes));
+  m_timings.cublas_s = seconds_since(t);
   std::string cudnn_error;
   cudnn::State* cudnn_state = cudnn::create_state(stream, &cudnn_error);
   if (!cudnn_state) CNN_THROW("CUDA context: {}", cudnn_error);
@@ -53,6 +68,27 @@ CudaContext::~CudaContext() {
   if (m_ctx.cublas_handle) cublasDestroy(static_cast<cublasHandle_t>(m_ctx.cublas_handle));
   device_free(Device::cuda, m_cublas_workspace);
   if (m_ctx.cuda_stream) cudaStreamDestroy(static_cast<cudaStream_t>(m_ctx.cuda_stream));
+}
+
+double CudaContext::cudnn_handle_seconds() const {
+  return cudnn::handle_seconds(static_cast<const cudnn::State*>(m_ctx.cudnn_handle));
+}
+
+std::string CudaContext::module_loading() {
+  // The driver's own answer (CUDA_MODULE_LOADING unset means its default), found through the
+  // runtime so the program needs no link to libcuda.
+  using GetMode = CUresult (*)(CUmoduleLoadingMode*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || !fn) {
+    cudaGetLastError();
+    return "unknown";
+  }
+  CUmoduleLoadingMode mode{};
+  if (reinterpret_cast<GetMode>(fn)(&mode) != CUDA_SUCCESS) return "unknown";
+  return mode == CU_MODULE_LAZY_LOADING ? "lazy" : "eager";
 }
 
 void CudaContext::synchronize() const {

@@ -19,6 +19,8 @@ State* create_state(void* cuda_stream, std::string* error) noexcept {
   return s;
 }
 
+double handle_seconds(const State* state) noexcept { return state && state->handle ? state->create_s : -1; }
+
 void destroy_state(State* state) noexcept {
   if (!state) return;
   for (auto& slot : state->slots) slot.reset();  // descriptors before the handle

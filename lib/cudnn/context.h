@@ -14,6 +14,8 @@ struct State;
 // Empty per-op caches and the stream (a cudaStream_t) the handle will be bound to; the handle is
 // made on first use (cudnn/handle.h). Null on failure, with the reason in *error.
 State* create_state(void* cuda_stream, std::string* error) noexcept;
+// Seconds cudnnCreate took (the start-up breakdown); -1 while the handle is not made. Null is fine.
+double handle_seconds(const State* state) noexcept;
 // Frees the caches' descriptors, then the handle. Null is fine.
 void destroy_state(State* state) noexcept;
 

@@ -8,6 +8,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -27,7 +28,9 @@ inline cudnnHandle_t handle(const ExecContext& ctx, const char* what) {
   if (!s) CNN_THROW("{}: this context has no cuDNN state (made without CudaContext)", what);
   if (!s->handle) {
     cudnnHandle_t made = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
     CUDNN_CHECK(cudnnCreate(&made));
+    s->create_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     s->handle = made;
     CUDNN_CHECK(cudnnSetStream(s->handle, static_cast<cudaStream_t>(ctx.cuda_stream)));
     s->stream = ctx.cuda_stream;

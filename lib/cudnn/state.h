@@ -16,6 +16,7 @@ enum class Slot { conv2d, pool2d, batchnorm, activation, softmax, count };
 struct State {
   cudnnHandle_t handle = nullptr;
   void* stream = nullptr;  // the cudaStream_t the handle is bound to
+  double create_s = -1;    // seconds cudnnCreate took (handle.h), for the start-up breakdown
   std::array<std::shared_ptr<void>, static_cast<size_t>(Slot::count)> slots;
 };
 

@@ -48,6 +48,7 @@ public:
   void abort_capture(const ExecContext& ctx) noexcept;
   bool ready() const { return m_exec != nullptr; }
   size_t nodes() const { return m_nodes; }
+  double instantiate_seconds() const { return m_instantiate_s; }  // what end_capture's instantiation took
   // One replay on ctx's stream.
   void launch(const ExecContext& ctx);
   void reset() noexcept;
@@ -56,6 +57,7 @@ private:
   void* m_graph = nullptr;  // cudaGraph_t
   void* m_exec = nullptr;   // cudaGraphExec_t
   size_t m_nodes = 0;
+  double m_instantiate_s = 0;
 };
 
 }  // namespace cnn

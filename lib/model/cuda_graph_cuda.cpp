@@ -1,6 +1,8 @@
 // CUDA graph capture and replay, pinned memory and stream-ordered copies (see cuda_graph.h).
 #include <cuda_runtime.h>
 
+#include <chrono>
+
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "model/cuda_graph.h"
@@ -60,7 +62,9 @@ void CudaGraph::end_capture(const ExecContext& ctx) {
   m_graph = graph;
   CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &m_nodes));
   cudaGraphExec_t exec = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
   e = cudaGraphInstantiate(&exec, graph, 0);
+  m_instantiate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (e != cudaSuccess) {
     cudaGetLastError();
     reset();

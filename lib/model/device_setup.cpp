@@ -90,12 +90,14 @@ DeviceSetup::DeviceSetup(Device d, Graph& graph, bool deterministic, int gpu_ind
   for (const std::string& line : graph.precision_notes()) spdlog::info("precision: {}", line);
 }
 
-void DeviceSetup::autotune(Graph& graph, int64_t batch, const AutotuneOptions& options) {
+AutotuneStats DeviceSetup::autotune(Graph& graph, int64_t batch, const AutotuneOptions& options) {
   m_ctx->workspace_limit_bytes = options.workspace_limit_bytes;
-  autotune_graph(graph, *m_ctx, batch, options);
+  AutotuneStats stats;
+  autotune_graph(graph, *m_ctx, batch, options, &stats);
   const size_t bytes = planned_workspace_bytes(graph, *m_ctx, batch);
   if (bytes > 0 && m_ctx->workspace) m_ctx->workspace->get((bytes + sizeof(float) - 1) / sizeof(float));
   synchronize();
+  return stats;
 }
 
 void DeviceSetup::synchronize() const {

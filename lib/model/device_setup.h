@@ -30,8 +30,10 @@ class DeviceSetup {
   // Resolves conv plans and measured backends for `batch` (tune/autotune.h), sets the context's
   // workspace limit and grows the workspace to what the chosen algorithms take. Call before
   // building the Executor (it binds the layers' parameters; tuning binds scratch ones).
-  void autotune(Graph& graph, int64_t batch, const AutotuneOptions& options = AutotuneOptions{});
+  // Returns what the tuner took from its cache and what it timed.
+  AutotuneStats autotune(Graph& graph, int64_t batch, const AutotuneOptions& options = AutotuneOptions{});
   std::string description() const { return m_description; }
+  const CudaContext* cuda() const { return m_cuda.get(); }  // null on the CPU
 
  private:
   std::unique_ptr<CudaContext> m_cuda;

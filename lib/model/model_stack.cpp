@@ -23,9 +23,9 @@ DeviceSetup& ModelStack::place(Device device, bool deterministic, int gpu_index,
   return *m_dev;
 }
 
-void ModelStack::autotune(int64_t batch, const AutotuneOptions& options) {
+AutotuneStats ModelStack::autotune(int64_t batch, const AutotuneOptions& options) {
   CNN_CHECK(m_ex == nullptr, "autotune the model stack before building its executor");
-  device().autotune(*m_graph, batch, options);
+  return device().autotune(*m_graph, batch, options);
 }
 
 Executor& ModelStack::build_executor(int64_t max_batch, bool training) {

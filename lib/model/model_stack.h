@@ -33,7 +33,7 @@ class ModelStack {
   // resolved, with a rank's GPU or share of the cores.
   DeviceSetup& place(const std::string& requested, bool deterministic);
   DeviceSetup& place(Device device, bool deterministic, int gpu_index, int cpu_threads);
-  void autotune(int64_t batch, const AutotuneOptions& options);
+  AutotuneStats autotune(int64_t batch, const AutotuneOptions& options);
   // training = false plans for forward passes only (evaluation, prediction).
   Executor& build_executor(int64_t max_batch, bool training = true);
   // The inference stack of cnn-eval and `cnn-bench model --inference`: place on `device` (auto
@@ -48,6 +48,7 @@ class ModelStack {
 
   Graph& graph() const { return *m_graph; }
   DeviceSetup& device() const { return need(m_dev, "a device (place)"); }
+  bool has_device() const { return m_dev != nullptr; }
   const ExecContext& ctx() const { return device().ctx(); }
   Executor& executor() const { return need(m_ex, "an executor (build_executor)"); }
   Optimizer& optimizer() const { return need(m_optim, "an optimizer (build_optimizer)"); }

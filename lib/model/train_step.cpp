@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -316,6 +317,7 @@ bool TrainStep::replay_cuda(int64_t n, const std::function<void()>& enqueue) {
   std::unique_ptr<CudaGraph>& graph = m_graphs[n];
   if (!graph) {
     auto g = std::make_unique<CudaGraph>();
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       g->begin_capture(ctx);
       enqueue();
@@ -334,6 +336,10 @@ bool TrainStep::replay_cuda(int64_t n, const std::function<void()>& enqueue) {
       return false;
     }
     const bool first = m_graph_nodes == 0;
+    if (m_first_capture.capture_s < 0) {
+      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      m_first_capture = {total - g->instantiate_seconds(), g->instantiate_seconds()};
+    }
     m_graph_nodes = g->nodes();
     if (first) spdlog::info("CUDA graph: {} at batch {}", cuda_graph_status(), n);
     else spdlog::debug("CUDA graph: batch {} captured too ({} nodes)", n, g->nodes());

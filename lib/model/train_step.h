@@ -81,7 +81,14 @@ class TrainStep {
   void set_cuda_graph(bool on, const std::string& reason = "");
   // "on (step captured, N nodes)", "on (not captured yet)" or "off (reason)".
   std::string cuda_graph_status() const;
+  bool cuda_graph_on() const { return m_graph_on; }
   int64_t graph_replays() const { return m_replays; }  // steps run by replaying a graph
+  // The first capture's cost (the start-up breakdown): seconds from the start of the capture to
+  // its end (the step queued on the host under capture), and the instantiation; -1 before one.
+  struct CaptureTimes {
+    double capture_s = -1, instantiate_s = -1;
+  };
+  const CaptureTimes& first_capture() const { return m_first_capture; }
 
  private:
   struct StepParams;  // the device-side per-step values (train_step.cpp)
@@ -127,6 +134,7 @@ class TrainStep {
   std::map<int64_t, size_t> m_warm;  // batch sizes warmed up -> workspace capacity after warm-up
   size_t m_graph_nodes = 0;
   int64_t m_replays = 0;
+  CaptureTimes m_first_capture;
 };
 
 }  // namespace cnn

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "eval/evaluate.h"
@@ -81,7 +82,9 @@ void DataPipeline::setup_gpu_resident(const LoaderOptions& lo, const ExecContext
                  GpuDataset::resident_bytes(m_data.train) / 1048576.0, free_bytes / 1048576.0);
     return;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   m_gpu = std::make_unique<GpuDataset>(m_data.train, lo, m_norm, m_spec.data.augment, ctx);
+  m_gpu_upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("data: training images resident on the GPU ({:.1f} MiB); batches are built by CUDA kernels",
                GpuDataset::resident_bytes(m_data.train) / 1048576.0);
 }

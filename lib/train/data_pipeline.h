@@ -41,6 +41,9 @@ class DataPipeline {
   bool next_batch(Batch& b, int64_t epoch);  // false at the end of the epoch
   void load_input(Executor& ex, const Batch& b) const;  // the batch into the executor's input
   Loader* val_loader() { return m_val.get(); }  // null: no val split, or not rank 0
+  // Seconds build_loaders spent making the training images GPU-resident (per-image means, the
+  // upload); -1 when they stay on the host.
+  double gpu_upload_seconds() const { return m_gpu_upload_s; }
   Loader& test_loader();
 
  private:
@@ -53,6 +56,7 @@ class DataPipeline {
   std::unique_ptr<Loader> m_train, m_val, m_test;
   std::unique_ptr<GpuDataset> m_gpu;  // data.gpu_resident: training batches built on the GPU
   int64_t m_gpu_next = 0;             // next batch of m_gpu in the epoch
+  double m_gpu_upload_s = -1;
 };
 
 }  // namespace cnn

@@ -24,6 +24,7 @@
 #include "train/dist_context.h"
 #include "train/early_stopping.h"
 #include "train/run_dir.h"
+#include "train/startup_breakdown.h"
 #include "train/trainer.h"
 
 namespace cnn {
@@ -53,6 +54,16 @@ class TrainSession {
   [[noreturn]] void diverged(const Batch& b, int64_t epoch, double loss, const std::string& ranks);
   void report_skipped_step() const;
   void end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds);
+  // train_session_startup.cpp: the start-up breakdown's marks (host clock only, no device
+  // synchronisation) and its report.
+  void startup_begin();  // the process's phases before this session: loading, the program's marks
+  void startup_mark(const std::string& name, const std::string& note = "", std::vector<StartupPart> parts = {});
+  void startup_device_mark();
+  void startup_autotune_mark(const AutotuneStats& stats);
+  void startup_loaders_mark();
+  void startup_after_step();  // each step until one runs at steady speed
+  std::optional<StartupPart> cudnn_handle_part();  // once, in the first mark after the handle was made
+  nlohmann::json startup_report();  // logs the block (rank 0); the end line's "startup" object
   // train_session_resume.cpp: resume or initialise, and what a checkpoint of this run holds.
   void resume_or_init();
   void convert_resume_cursor(int64_t old_world);
@@ -97,6 +108,9 @@ class TrainSession {
   nlohmann::json m_last_metrics = nlohmann::json::object();
   std::chrono::steady_clock::time_point m_t0 = std::chrono::steady_clock::now();
   double m_setup_s = 0;  // this process: seconds until data and device were ready (before autotuning)
+  StartupBreakdown m_startup;
+  bool m_cudnn_marked = false;
+  double m_epoch_eval_s = 0, m_epoch_checkpoint_s = 0;  // end_of_epoch's, for the epoch's timing
   TrainResult m_result;
 };
 

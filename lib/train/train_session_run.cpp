@@ -86,6 +86,7 @@ TrainResult TrainSession::run_session() {
     m_dist = std::make_unique<DistContext>(*m_opt.comm, m_spec, m_opt,
                                            [this](const std::string& msg) { record_fatal(msg); });
   log_test_hooks();
+  startup_begin();
   // Build the network first: config errors surface before any directory or data is touched, and
   // building writes every layer default into the config, resolving it as the checkpoint's was.
   if (!m_opt.resume.empty()) m_resume = read_checkpoint(m_opt.resume);
@@ -96,11 +97,15 @@ TrainResult TrainSession::run_session() {
     if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::before_data);
     throw;
   }
+  startup_mark(m_resume ? "checkpoint read, graph build" : "graph build");
   check_before_touching_anything();
+  startup_mark(m_device == Device::cuda ? "CUDA driver init" : "device choice");
   if (nothing_to_train()) return m_result;
   open_run_dir(earlier->last_raw());
   keep_earlier.detach();
+  startup_mark("run directory");
   setup_data();
+  startup_mark("data load and decode");
   if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::after_data);
   if (m_early.enabled() && m_data.splits().val.size() == 0)
     throw ConfigError({m_spec.file}, "train.early_stopping.patience",
@@ -232,6 +237,7 @@ void TrainSession::finish() {
   }
   nlohmann::json extra = nlohmann::json::object();
   if (m_end_reason == "early_stopping") extra = {{"metric", m_spec.train.early_stopping.metric}, {"message", m_early.reason()}};
+  extra["startup"] = startup_report();
   append_end(m_end_reason, extra);
   // What the program prints on stdout, for the log (the console has it once, from the program).
   m_run->log_to_file(spdlog::level::info, "result:\n" + format_train_result(m_result));

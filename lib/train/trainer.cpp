@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/process_clock.h"
 #include "dist/gpu_info.h"
 #include "eval/evaluate.h"
 #include "graph/summary.h"
@@ -52,18 +53,21 @@ void TrainSession::setup_device() {
 
 void TrainSession::setup_model() {
   setup_device();
+  startup_device_mark();
   m_setup_s = seconds_since_start();
   const TrainSpec& t = m_spec.train;
   AutotuneOptions tune = AutotuneOptions::from_spec(t.autotune);
   if (m_dist) m_dist->share_autotune(tune);
-  m_model->autotune(t.batch_size, tune);
+  startup_autotune_mark(m_model->autotune(t.batch_size, tune));
   const int crops = m_spec.eval.ten_crop ? 10 : 1;
   const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
   m_model->build_executor(std::max(t.batch_size, eval_batch * crops));
+  startup_mark("memory plan and allocation");
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
                m_spec.name, m_model->graph().trainable_count(), m_model->graph().training_flops() / 1e6, t.batch_size,
                format_bytes(double(estimate_training_memory(m_model->graph(), m_spec, t.batch_size).total())));
   m_data.build_loaders(rank(), world(), ctx(), m_model->graph().input_shape());
+  startup_loaders_mark();
   m_model->build_optimizer(t.optimizer);
   m_schedule = std::make_unique<LrSchedule>(t, world(), m_data.batches_per_epoch());
   m_model->build_loss(m_spec.loss, m_data.splits().train);
@@ -77,7 +81,13 @@ void TrainSession::setup_model() {
                  scaler->last().scale, scaler->growth_interval());
   std::istringstream lines(describe_optimization(m_spec, m_schedule->base_lr()));
   for (std::string line; std::getline(lines, line);) spdlog::info("{}", line);
-  if (m_dist) m_dist->setup(*m_model, m_data, m_schedule->base_lr());
+  startup_mark("optimizer, loss, step, logs");
+  if (!m_dist) {
+    m_startup.absent("NCCL and reducers", "plain process");
+    return;
+  }
+  m_dist->setup(*m_model, m_data, m_schedule->base_lr());
+  startup_mark("NCCL and reducers");
 }
 
 void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_acc, int64_t images, double seconds) {
@@ -96,6 +106,7 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
   }
   std::string val_text;
   if (m_dist) m_dist->average_buffers(*m_model);  // evaluate and save the ranks' mean statistics
+  const double eval_start = seconds_since_start();
   const bool has_val = m_data.splits().val.size() > 0;
   bool best = !has_val;  // without a val split every epoch's checkpoint is the best one
   if (has_val) {
@@ -139,11 +150,15 @@ void TrainSession::end_of_epoch(int64_t epoch, double train_loss, double train_a
     m_epoch_test = std::make_pair(m_step, std::move(t));
   }
   line["elapsed_s"] = seconds_since_start();
+  line["process_s"] = process_seconds();  // from the OS's process start: time-to-accuracy figures
+  m_epoch_eval_s = line["elapsed_s"].get<double>() - eval_start;
   m_last_metrics = line;
   m_run->append_metrics(line);
   spdlog::info("epoch {}/{}: train loss {:.4f}, train acc {:.2f}%{}, {:.0f} img/s, {:.1f} s", epoch + 1,
                m_spec.train.epochs, train_loss, 100 * train_acc, val_text, line["img_per_s"].get<double>(), seconds);
+  const double ckpt_start = seconds_since_start();
   for (const std::string& name : m_ckpt->after_epoch(epoch, best)) save(name, epoch + 1, 0);
+  m_epoch_checkpoint_s = seconds_since_start() - ckpt_start;
 }
 
 StepStats TrainSession::plain_step(const Batch& b, double lr, int64_t epoch) {
@@ -207,8 +222,11 @@ bool TrainSession::run_epochs() {
       {"elapsed_s", seconds_since_start()},
       {"pid", int64_t(::getpid())}});
   m_started = true;
+  startup_mark("config.yaml, weights, start line");
   for (int64_t epoch = m_epoch; epoch < t.epochs; ++epoch) {
     int64_t first = epoch == m_epoch ? m_next_batch : 0;
+    const double epoch_start = process_seconds();
+    const int64_t epoch_first_step = m_step;
     m_data.start_epoch(epoch, first);
     progress.start_epoch(epoch, t.epochs, m_data.batches_per_epoch(), first);
     if (first == 0) m_loss_sum = m_correct = 0, m_seen = 0;
@@ -227,6 +245,7 @@ bool TrainSession::run_epochs() {
         throw;
       }
       ++m_step;
+      if (!m_startup.steady()) startup_after_step();
       report_skipped_step();
       if (!m_dist && m_opt.test_hooks.stops_after(m_step)) std::raise(m_opt.test_hooks.stop_signal);
       m_correct += st.correct;
@@ -246,7 +265,7 @@ bool TrainSession::run_epochs() {
             spdlog::warn("resume with: cnn-train --resume {}", m_run->path());
           }
           m_end_reason = "signal";
-          append_end("signal", {{"signal", sig}});
+          append_end("signal", {{"signal", sig}, {"startup", startup_report()}});
           return false;
         }
         spdlog::info("train.max_steps = {} reached (epoch {}, batch {})", t.max_steps, epoch + 1, b.index + 1);
@@ -258,8 +277,12 @@ bool TrainSession::run_epochs() {
       }
     }
     progress.finish();
+    const double train_s = process_seconds() - epoch_start;
     end_of_epoch(epoch, m_seen ? m_loss_sum / double(m_seen) : 0.0, m_seen ? m_correct / double(m_seen) : 0.0, m_seen,
                  progress.epoch_seconds());
+    const double epoch_end = process_seconds();
+    m_startup.add_epoch({epoch + 1, m_step - epoch_first_step, train_s, m_epoch_eval_s, m_epoch_checkpoint_s,
+                         epoch_end - epoch_start, epoch_end, first == 0});
     if (m_early.should_stop() && epoch + 1 < t.epochs) {
       spdlog::info("early stopping after epoch {}: {}", epoch + 1, m_early.reason());
       m_end_reason = "early_stopping";

@@ -35,6 +35,14 @@ struct TrainOptions {
   std::function<void(const std::string& message, int exit_code)> on_fatal;
   // The end-to-end tests' stop and kill hooks (cnn-train fills them from CNN_TEST_*); none by default.
   TestHooks test_hooks;
+  // Phases the program timed before calling train_model, in order, for the start-up breakdown:
+  // each ended at end_s (core/process_clock.h: seconds since the process start). A program that
+  // ran MPI's initialisation marks it "MPI init"; none means a plain process.
+  struct StartupMark {
+    std::string name;
+    double end_s = 0;
+  };
+  std::vector<StartupMark> startup_marks;
 };
 
 struct TrainResult {

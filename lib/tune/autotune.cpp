@@ -188,6 +188,13 @@ struct Tuner {
   AutotuneCache cache;
   std::string env = autotune_environment_key();
   std::vector<std::string> lines;
+  AutotuneStats stats;
+
+  void count(const TuneOutcome& r, size_t candidates) {
+    if (r.from_cache) ++stats.cache_hits;
+    else if (candidates > 1) ++stats.timed;
+    else ++stats.untimed;
+  }
 
   void log(const std::string& line) {
     spdlog::info("autotune: {}", line);
@@ -289,6 +296,7 @@ struct Tuner {
         }
         plan.algo(d) = &a;
         plan.note(d) = "requested";
+        ++stats.untimed;
         parts.push_back(fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, math_tag(a)));
         continue;
       }
@@ -330,6 +338,7 @@ struct Tuner {
       TuneOutcome r = tune_choice(
           what, names, measure, cache, key, reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
           std::function<double(const std::string&)>([&](const std::string& name) { return tolerance_of(algo(d, name)); }));
+      count(r, names.size());
       // The only candidate is not timed; a cuDNN one is still checked.
       const ConvAlgo& winner = algo(d, r.record.winner);
       if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
@@ -445,6 +454,7 @@ struct Tuner {
     const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1|dtype {}", env, l.type(), l.summary(),
                                         fmt::join(in_shapes, " "), int(ctx.deterministic), tol, to_string(dtype));
     const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
+    count(r, 2);
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
     if (!r.record.runner_up.empty())
       how += fmt::format(": {:.2f}x over {}", r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
@@ -456,9 +466,11 @@ struct Tuner {
 }  // namespace
 
 std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
-                                        const AutotuneOptions& opt) {
+                                        const AutotuneOptions& opt, AutotuneStats* stats) {
   Tuner t{graph, ctx, batch, opt, AutotuneCache(ctx.device == Device::cuda ? opt.cache_path : std::string()),
-          autotune_environment_key(), {}};
+          autotune_environment_key(), {}, {}};
+  t.stats.cache_path = t.cache.path();
+  t.stats.cache_entries = t.cache.size();
   if (opt.tune) {
     for (int i = 0; i < graph.size(); ++i) {
       Layer& l = *graph.node(i).layer;
@@ -471,6 +483,7 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
     }
     t.cache.save();
   }
+  if (stats) *stats = t.stats;
   if (opt.share) {
     const std::string mine = opt.tune ? autotune_decisions(graph) : std::string();
     const std::string job = opt.share(mine);

@@ -99,10 +99,20 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, 
                               double tolerance, MathMode math, double tf32_tolerance = kTf32AccuracyTolerance,
                               DType dtype = DType::f32, double bf16_tolerance = kBf16AccuracyTolerance);
 
+// What one autotune_graph call decided and how (the start-up breakdown): decisions taken from the
+// disk cache, timed (cache misses), and taken without timing (one candidate, an `algo:` name, the
+// CPU's rule). A warm cache times nothing.
+struct AutotuneStats {
+  int cache_hits = 0, timed = 0, untimed = 0;
+  std::string cache_path;    // "" when there is no disk cache (CPU runs, cache "none")
+  size_t cache_entries = 0;  // decisions the cache file held when read (every machine's)
+};
+
 // Resolves the conv plans and measured backends of `graph` on ctx at `batch`; returns one log line
 // per decision (also logged). Throws ConfigError at the layer when an explicit algo cannot run.
+// `stats`, when given, receives the counts above.
 std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, int64_t batch,
-                                        const AutotuneOptions& options);
+                                        const AutotuneOptions& options, AutotuneStats* stats = nullptr);
 
 // The resolved decisions of `graph` as text: per conv2d layer "conv <layer> <forward algo>
 // <backward_data algo> <backward_filter algo>", per measured-backend layer "backend <layer>

@@ -32,7 +32,8 @@ ProgramResult train_ok(const TempDir& dir, const std::vector<std::string>& args)
 void check_epoch_line(const nlohmann::json& line) {
   INFO(line.dump());
   for (const char* key :
-       {"event", "epoch", "step", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "img_per_s", "elapsed_s"})
+       {"event", "epoch", "step", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "img_per_s", "elapsed_s",
+        "process_s"})
     CHECK(line.contains(key));
 }
 
