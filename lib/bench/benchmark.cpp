@@ -95,6 +95,8 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.device = dev.description();
   r.cuda_graph = step.cuda_graph_status();
   r.precision = spec.train.precision;
+  r.weight_packs = ex.weight_packs().describe();
+  r.packed_weights_bytes = ex.packed_weights_bytes();
   r.batch = batch;
   r.threads = dev.device() == Device::cpu ? dev.ctx().threads() : 0;
   r.step_ms = median(step_ms);
@@ -220,6 +222,8 @@ nlohmann::json ModelBenchResult::to_json() const {
                    {"threads", threads},
                    {"cuda_graph", cuda_graph},
                    {"precision", precision},
+                   {"weight_packs", weight_packs},
+                   {"packed_weights_bytes", packed_weights_bytes},
                    {"step_ms", step_ms},
                    {"img_per_s", images_per_s},
                    {"repeat_img_per_s", repeat_images_per_s},
@@ -242,6 +246,7 @@ std::string ModelBenchResult::to_table() const {
   std::string out =
       fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
                   model, device, batch, precision, step_ms, images_per_s, tflops, cuda_graph);
+  if (precision == "bf16" || precision == "fp16") out += fmt::format("weight packs: {}\n", weight_packs);
   if (has_breakdown) out += breakdown.to_table();
   if (layers.empty()) return out;
   double total = 0;
