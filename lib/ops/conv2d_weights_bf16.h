@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/bf16.h"
@@ -77,6 +78,7 @@ struct WeightPackEntry {
   Bf16WeightLayout layout = Bf16WeightLayout::kcrs;
   int f16 = 0;               // 1: an f16 copy, 0: bf16
 };
+static_assert(std::is_trivially_copyable_v<WeightPackEntry>, "the table is copied to the device byte for byte");
 // Appends a copy of w (dims d) of dtype bf16 or f16 in `layout` into out, after the entries already
 // in `table`; throws when the dims, the dtype or out's alignment cannot be packed.
 void add_weight_pack(std::vector<WeightPackEntry>& table, const float* w, void* out, const WeightsBf16Dims& d,

@@ -35,7 +35,9 @@ static __device__ __forceinline__ uint16_t pack_one(const WeightPackEntry& e, in
 static __global__ void __launch_bounds__(256)
     conv2d_pack_weights_batch_kernel(const WeightPackEntry* __restrict__ table,  // (count) one slice
                                      int count, int64_t groups) {
-  __shared__ WeightPackEntry slice[kWeightPackEntriesPerLaunch];
+  // Raw storage: a __shared__ array of a type with member initialisers must not be constructed.
+  __shared__ alignas(WeightPackEntry) unsigned char raw[kWeightPackEntriesPerLaunch * sizeof(WeightPackEntry)];
+  WeightPackEntry* slice = reinterpret_cast<WeightPackEntry*>(raw);
   for (int i = int(threadIdx.x); i < count; i += int(blockDim.x)) slice[i] = table[i];
   __syncthreads();
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;

@@ -12,11 +12,11 @@
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/safetensors.h"
 #include "config/model_spec.h"
-#include "core/rng.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 #include "model/model_stack.h"
 #include "support/catch.h"
+#include "support/random_batch.h"
 #include "support/test_util.h"
 
 using namespace cnn;
@@ -66,13 +66,7 @@ struct PackRun {
   }
 
   TrainStep::Result run(uint64_t s) {
-    Executor& ex = stack.executor();
-    Rng rng(7 + s, static_cast<uint64_t>(RngStream::test));
-    std::vector<float> x(size_t(ex.input().numel()));
-    for (float& v : x) v = rng.normal();
-    ex.input().copy_from(Tensor::from_vector(ex.input().shape(), x));
-    std::vector<int32_t> labels(kBatch);
-    for (auto& y : labels) y = int32_t(rng.below(4));
+    const std::vector<int32_t> labels = test::random_batch(stack.executor(), 7 + s, kBatch, 4);
     return stack.step().run(labels.data(), kBatch, 0.05, s, 1);
   }
   std::vector<float> params() {
