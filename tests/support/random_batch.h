@@ -17,7 +17,7 @@ inline std::vector<int32_t> random_batch(Executor& ex, uint64_t seed, int64_t n,
   std::vector<float> x(size_t(ex.input().numel()));
   for (float& v : x) v = rng.normal();
   ex.input().copy_from(Tensor::from_vector(ex.input().shape(), x));
-  std::vector<int32_t> labels(size_t(n));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
   for (auto& y : labels) y = int32_t(rng.below(uint64_t(classes)));
   return labels;
 }
