@@ -99,6 +99,8 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.device = dev.description();
   r.cuda_graph = step.cuda_graph_status();
   r.precision = spec.train.precision;
+  r.weight_packs = ex.weight_packs().describe();
+  r.packed_weights_bytes = ex.packed_weights_bytes();
   r.batch = batch;
   r.threads = dev.device() == Device::cpu ? dev.ctx().threads() : 0;
   r.timing = BatchTiming::of(step_ms, batch);
@@ -323,6 +325,8 @@ nlohmann::json ModelBenchResult::to_json() const {
     j["end_to_end"]["what"] = kEndToEnd;
   } else {
     j["training_gflop_per_image"] = gflop_per_image;
+    j["weight_packs"] = weight_packs;
+    j["packed_weights_bytes"] = packed_weights_bytes;
   }
   if (has_breakdown) j["breakdown"] = breakdown.to_json();
   j["layers"] = nlohmann::json::array();
@@ -352,6 +356,7 @@ std::string ModelBenchResult::to_table() const {
   std::string out =
       fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
                   model, device, batch, precision, timing.median_ms, timing.images_per_s, tflops, cuda_graph);
+  if (precision == "bf16" || precision == "fp16") out += fmt::format("weight packs: {}\n", weight_packs);
   if (has_breakdown) out += breakdown.to_table();
   if (layers.empty()) return out;
   double total = 0;

@@ -102,6 +102,8 @@ struct ModelBenchResult {
   std::string model, device;
   std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
   std::string precision;   // train.precision: fp32 | tf32 (the CPU computes tf32 in FP32)
+  std::string weight_packs;  // the step's prepacked 16-bit weights (Executor::weight_packs().describe())
+  int64_t packed_weights_bytes = 0;  // their persistent buffer
   int64_t batch = 0;
   int threads = 0;  // CPU threads of the CPU kernels (OMP_NUM_THREADS or the cores); 0 on a GPU
   BatchTiming timing;  // a step (training) or a forward pass of the batch already on the device (inference)

@@ -207,6 +207,10 @@ SchemaPtr train_schema() {
   s->key("max_steps", Type::integer(0, int64_t(1) << 53), "stop after this many optimizer steps (0: no limit)")
       .defaults_to(d.max_steps);
   s->key("cuda_graph", Type::boolean(), "capture the GPU training step in a CUDA graph").defaults_to(d.cuda_graph);
+  s->key("prepack_weights", Type::boolean(),
+         "bf16/fp16 on a GPU: pack every layer's 16-bit weight copy once a training step, in one launch (false: "
+         "each convolution and dense call packs its own, the same bits)")
+      .defaults_to(d.prepack_weights);
   s->key("backend", Type::choice({"auto", "cuda", "cudnn"}), "on a GPU, layers left auto use this backend where they can")
       .defaults_to(d.backend);
   s->key("precision", Type::choice({"fp32", "tf32", "bf16", "fp16"}),
@@ -450,6 +454,7 @@ void read_train(const Value& s, TrainSpec& t) {
   t.fuse_activations = s["fuse_activations"].boolean();
   t.max_steps = s["max_steps"].integer();
   t.cuda_graph = s["cuda_graph"].boolean();
+  t.prepack_weights = s["prepack_weights"].boolean();
   t.backend = s["backend"].string();
   t.precision = s["precision"].string();
   const Value& ls = s["loss_scale"];

@@ -147,6 +147,7 @@ struct TrainSpec {
   LossScaleSpec loss_scale;
   AutotuneSpec autotune;
   bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)
+  bool prepack_weights = true;  // bf16/fp16 on a GPU: pack every layer's 16-bit weight copy once a step
   double clip_grad_norm = 0.0;  // 0 = no clipping
   std::string lr_scaling = "none";  // none | linear | sqrt (data-parallel)
   int64_t log_every = 50;       // steps between log lines when not on a terminal

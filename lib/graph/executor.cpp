@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/out_of_memory.h"
 #include "ops/add.h"
+#include "ops/conv2d_weights_bf16.h"
 #include "ops/convert.h"
 
 namespace cnn {
@@ -72,6 +73,44 @@ Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool
     node.layer->bind(std::move(ps), std::move(gs));
     naming_layer(node, "buffers", [&] { node.layer->prepare(max_batch, d); });
   }
+  setup_weight_packs(training);
+}
+
+void Executor::setup_weight_packs(bool training) {
+  const Device d = m_ctx.device;
+  m_packs = plan_weight_packs(m_graph, m_max_batch, training && d == Device::cuda);
+  if (training && d != Device::cuda) m_packs.off_reason = "a CPU run";
+  std::vector<WeightPackEntry> table;
+  if (!m_packs.empty()) {
+    m_packed = Tensor::empty(Shape{m_packs.bytes}, d,
+                             fmt::format("prepacked 16-bit weights of layers {} ({})", layer_span(m_graph),
+                                         m_packs.describe()),
+                             DType::u8);
+    char* base = static_cast<char*>(m_packed.raw());
+    for (const WeightPackCopy& c : m_packs.copies)
+      add_weight_pack(table, param(c.param).data(), base + c.offset, c.dims, c.layout, c.dtype);
+    const size_t table_bytes = table.size() * sizeof(WeightPackEntry);
+    m_pack_table = Tensor::empty(Shape{int64_t(table_bytes)}, d, "weight pack table", DType::u8);
+    device_memcpy(m_pack_table.raw(), d, table.data(), Device::cpu, table_bytes);
+    m_pack_count = int(table.size());
+    m_pack_groups = weight_pack_slice_groups(table);
+  }
+  // Every layer is bound (to nothing when it has no copies), so no binding of an earlier executor
+  // over this graph survives.
+  for (int i = 0; i < m_graph.size(); ++i) {
+    std::vector<WeightPackRequest> bound;
+    for (const WeightPackPlan::Binding& b : m_packs.bindings[size_t(i)]) {
+      WeightPackRequest r = b.request;
+      r.copy.data = static_cast<const char*>(m_packed.raw()) + m_packs.copies[size_t(b.copy)].offset;
+      bound.push_back(r);
+    }
+    m_graph.node(i).layer->bind_weight_packs(bound);
+  }
+}
+
+void Executor::pack_weights() const {
+  conv2d_pack_weights_batch_cuda(m_ctx, static_cast<const WeightPackEntry*>(m_pack_table.raw()), m_pack_count,
+                                 m_pack_groups);
 }
 
 Tensor Executor::param(int index) {
@@ -144,7 +183,10 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
   m_training = training;
   m_step = step;
   m_seed = seed;
-  RunContext rc{&m_ctx, training, seed, step, m_device_seed_step};
+  // This step's 16-bit weight copies, before any layer reads them (training forwards only).
+  m_packs_fresh = training && m_pack_count > 0;
+  if (m_packs_fresh) pack_weights();
+  RunContext rc{&m_ctx, training, seed, step, m_device_seed_step, m_packs_fresh};
   Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
   if (check_finite && !all_finite(input)) return -2;
   for (int i = 0; i < m_graph.size(); ++i) {
@@ -194,7 +236,7 @@ void Executor::backward(const GradHook& hook) {
   CNN_CHECK(m_n > 0, "backward before forward");
   CNN_CHECK(m_training, "backward after an evaluation-mode forward");
   const int64_t n = m_n;
-  RunContext rc{&m_ctx, true, m_seed, m_step, m_device_seed_step};
+  RunContext rc{&m_ctx, true, m_seed, m_step, m_device_seed_step, m_packs_fresh};
   Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
   // Which nodes already hold a gradient (the first consumer writes, later ones accumulate).
   std::vector<char> written(static_cast<size_t>(m_graph.size()), 0);

@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "graph/memory_plan.h"
+#include "graph/weight_packs.h"
 
 namespace cnn {
 
@@ -38,6 +39,11 @@ public:
   int64_t max_batch() const { return m_max_batch; }
   const ExecContext& context() const { return m_ctx; }
   const MemoryPlan& plan() const { return m_plan; }
+  // The 16-bit weight copies a training forward packs in one launch before its first layer
+  // (graph/weight_packs.h; planned and allocated here, from the layers' algorithms as tuned so far,
+  // and from graph.prepack_weights()). Their buffer is persistent: packed_weights_bytes().
+  const WeightPackPlan& weight_packs() const { return m_packs; }
+  int64_t packed_weights_bytes() const { return m_packs.bytes; }
 
   // Seeded initialisation of every parameter and buffer (host init, then copy to the device).
   void init_params(uint64_t seed);
@@ -77,6 +83,9 @@ private:
   std::vector<Tensor> inputs_of(int i, int64_t n, const Tensor& input, bool forward) const;
   // from -> to (equal numel), each in its dtype's layout (ops/convert.h), on the run's stream.
   void convert(const Tensor& from, Tensor& to) const;
+  // Plans, allocates and binds the weight packs (constructor); packs them (a training forward).
+  void setup_weight_packs(bool training);
+  void pack_weights() const;
   Graph& m_graph;
   int64_t m_max_batch;
   ExecContext m_ctx;
@@ -89,6 +98,11 @@ private:
   uint64_t m_step = 0, m_seed = 0;
   LayerTimer* m_timer = nullptr;
   const uint64_t* m_device_seed_step = nullptr;
+  WeightPackPlan m_packs;
+  Tensor m_packed, m_pack_table;       // the copies; their WeightPackEntry table (device memory)
+  int m_pack_count = 0;                // entries of the table
+  std::vector<int64_t> m_pack_groups;  // of each launch (conv2d_weights_bf16.h)
+  bool m_packs_fresh = false;          // the last forward packed them (a training forward)
 };
 
 }  // namespace cnn

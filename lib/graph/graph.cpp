@@ -207,6 +207,7 @@ std::unique_ptr<Graph> Graph::build(const ModelSpec& spec, const LayerRegistry& 
   }
 
   g->fuse_activations(spec.train.fuse_activations);
+  g->set_prepack_weights(spec.train.prepack_weights);
   return g;
 }
 

@@ -99,6 +99,10 @@ public:
   // build and choose_backends call it). false undoes every fusion. Returns the fused pairs' count.
   int fuse_activations(bool enabled);
   bool fusion_enabled() const { return m_fuse; }
+  // Whether a training executor packs the 16-bit weight copies of every layer once a step
+  // (graph/weight_packs.h; train.prepack_weights, set by build). Read when an executor is built.
+  bool prepack_weights() const { return m_prepack; }
+  void set_prepack_weights(bool on) { m_prepack = on; }
   // "bn1+relu1" for a producer with a fused activation, else the layer's name.
   std::string display_name(int node) const;
 
@@ -110,6 +114,7 @@ private:
   int64_t m_params_size = 0;
   int64_t m_buffers_size = 0;
   bool m_fuse = true;
+  bool m_prepack = true;
   std::vector<std::string> m_precision_notes;
 };
 

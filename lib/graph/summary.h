@@ -18,6 +18,7 @@ struct MemoryEstimate {
   int64_t activations_bytes = 0;        // planned arena (with reuse)
   int64_t activations_naive_bytes = 0;  // every tensor separately
   int64_t input_bytes = 0;
+  int64_t packed_weights_bytes = 0;     // 16-bit weight copies packed once a step (weight_packs.h)
   int64_t total() const;  // checked: throws cnn::Error when the sum does not fit
 };
 

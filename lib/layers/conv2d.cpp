@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
+#include <optional>
 
 #include "core/checked.h"
 #include "layers/conv_plan.h"
@@ -98,18 +100,39 @@ class Conv2dLayer : public Layer, public ConvPlanned {
            op_supports(b, dtype(), Conv2dBackwardFilter{nullptr, m_shape, nullptr, nullptr, nullptr, nullptr, math()});
   }
 
+  // The 16-bit weight copies the planned rows of forward and backward_data read (16-bit layers on
+  // a GPU backend only): one per direction, which the executor may merge when the layouts agree.
+  std::vector<WeightPackRequest> weight_pack_requests(int64_t batch, bool input_grad) const override {
+    std::vector<WeightPackRequest> out;
+    if (dtype() == DType::f32 || backend() == Backend::cpu) return out;
+    const Conv2dShape sh = conv_shape(batch);
+    const WeightsBf16Dims dims{int(sh.K), int(sh.C / sh.groups), int(sh.R), int(sh.S)};
+    for (ConvDir d : {ConvDir::forward, ConvDir::backward_data}) {
+      if (d == ConvDir::backward_data && !input_grad) continue;
+      const ConvAlgo* a = planned_row(d);
+      if (const std::optional<Bf16WeightLayout> layout = a ? a->packed_layout(sh) : std::nullopt)
+        out.push_back({int(d), 0, dims, PackedWeights16{nullptr, dtype(), *layout}});
+    }
+    return out;
+  }
+  void bind_weight_packs(const std::vector<WeightPackRequest>& bound) override {
+    m_w16 = {};
+    for (const WeightPackRequest& r : bound) m_w16.at(size_t(r.use)) = r.copy;
+  }
+
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
     const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
-    run_planned(ConvDir::forward, Conv2dForward{rc.exec, conv_shape(x[0]->shape()[0]), x[0]->view(),
-                                                m_params[0].view(), b, y.view(), math()});
+    const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
+    run_planned(ConvDir::forward, Conv2dForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math(),
+                                                prepacked(rc, ConvDir::forward, sh)});
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
     if (dx[0])
-      run_planned(ConvDir::backward_data,
-                  Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view(), math()});
+      run_planned(ConvDir::backward_data, Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view(),
+                                                             math(), prepacked(rc, ConvDir::backward_data, sh)});
     const View db = m_bias ? m_grads[1].view() : nullptr;
     run_planned(ConvDir::backward_filter,
                 Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db, math()});
@@ -121,6 +144,19 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   void run_planned(ConvDir d, const Args& args) const {
     const ConvAlgo* a = m_plan.algo(d);
     run_op(a ? a->backend : backend(), args, a ? std::string_view(a->name) : std::string_view());
+  }
+  // The row run_planned runs (null when this build has none).
+  const ConvAlgo* planned_row(ConvDir d) const {
+    const ConvAlgo* a = m_plan.algo(d);
+    return a ? a : find_impl(conv2d_table(d), backend(), dtype());
+  }
+  // The bound copy of direction d when it is fresh and the row reads that layout at this call's
+  // shape (a batch may pick another kernel than the planned one: then the row packs its own).
+  PackedWeights16 prepacked(const RunContext& rc, ConvDir d, const Conv2dShape& sh) const {
+    const PackedWeights16& p = m_w16[size_t(d)];
+    if (!rc.weights_packed || !p.data || p.dtype != dtype()) return {};
+    const ConvAlgo* a = planned_row(d);
+    return a && a->packed_layout(sh) == p.layout ? p : PackedWeights16{};
   }
 
   std::string summary() const override {
@@ -153,6 +189,7 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   InitKind m_init = InitKind::he_normal;
   Conv2dShape m_shape;
   ConvPlan m_plan;
+  std::array<PackedWeights16, 2> m_w16{};  // bound copies of forward and backward_data (by ConvDir)
 };
 
 }  // namespace

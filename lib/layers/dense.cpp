@@ -41,6 +41,16 @@ class DenseLayer : public Layer {
     sh.N = batch;
     return dense_bf16_workspace_bytes(sh);
   }
+  // The cuda bf16/f16 rows read a (K, C) copy of the weights in the activations' dtype, forward and
+  // backward (for dx) alike: one copy.
+  std::vector<WeightPackRequest> weight_pack_requests(int64_t, bool) const override {
+    if (backend() != Backend::cuda || dtype() == DType::f32 || m_units * m_shape.C > int64_t{0x7fffffff}) return {};
+    return {{0, 0, WeightsBf16Dims{int(m_units), int(m_shape.C), 1, 1},
+             PackedWeights16{nullptr, dtype(), Bf16WeightLayout::kcrs}}};
+  }
+  void bind_weight_packs(const std::vector<WeightPackRequest>& bound) override {
+    m_w16 = bound.empty() ? PackedWeights16{} : bound.front().copy;
+  }
   bool backward_needs_output() const override { return m_fused; }
   bool fuse_activation(const ActivationParams* act) override {
     m_fused = act && activation_fusable(*act) && (backend() == Backend::cpu || backend() == Backend::cuda);
@@ -52,7 +62,7 @@ class DenseLayer : public Layer {
     DenseShape sh = m_shape;
     sh.N = x[0]->shape()[0];
     const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
-    run_op(backend(), DenseForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math()});
+    run_op(backend(), DenseForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math(), prepacked(rc)});
     if (m_fused) run_op(backend(), ActivationForward{rc.exec, m_act, y.numel(), y.view(), y.view()});
   }
 
@@ -66,19 +76,26 @@ class DenseLayer : public Layer {
       Tensor& g = const_cast<Tensor&>(dy);  // this layer's own gradient buffer (see the top)
       run_op(backend(), ActivationBackwardFromOutput{rc.exec, m_act, g.numel(), y.view(), g.view(), g.view()});
     }
-    run_op(backend(),
-           DenseBackward{rc.exec, sh, x[0]->view(), m_params[0].view(), dy.view(), dxv, m_grads[0].view(), db, math()});
+    run_op(backend(), DenseBackward{rc.exec, sh, x[0]->view(), m_params[0].view(), dy.view(), dxv, m_grads[0].view(),
+                                    db, math(), prepacked(rc)});
   }
 
   std::string summary() const override { return fmt::format("{} -> {}", m_shape.C, m_units); }
 
  private:
+  // The bound copy while it is fresh and still what the cuda 16-bit row reads.
+  PackedWeights16 prepacked(const RunContext& rc) const {
+    const bool fits = rc.weights_packed && backend() == Backend::cuda && m_w16.dtype == dtype();
+    return fits ? m_w16 : PackedWeights16{};
+  }
+
   int64_t m_units = 0;
   bool m_bias = true;
   InitKind m_init = InitKind::he_normal;
   DenseShape m_shape;
   bool m_fused = false;
   ActivationParams m_act;
+  PackedWeights16 m_w16;  // the bound (K, C) copy (bind_weight_packs), or none
 };
 
 }  // namespace

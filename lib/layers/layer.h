@@ -13,6 +13,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "ops/activation.h"
+#include "ops/packed_weights.h"
 #include "core/dtype.h"
 #include "core/math_mode.h"
 #include "ops/backend.h"
@@ -36,6 +37,19 @@ struct RunContext {
   uint64_t step = 0;   // global step (dropout offsets)
   // CUDA graphs: (2) run seed and step in GPU memory, read by the kernels instead of the two above.
   const uint64_t* device_seed_step = nullptr;
+  // The weight copies bound by Layer::bind_weight_packs hold this step's weights (the executor
+  // packed them at the start of this training forward): layers pass them to their ops. Else the
+  // ops pack their own per call.
+  bool weights_packed = false;
+};
+
+// A 16-bit weight copy a layer's ops read (ops/packed_weights.h), which the executor packs once a
+// training step for every layer (graph/weight_packs.h) instead of each op call packing its own.
+struct WeightPackRequest {
+  int use = 0;             // the layer's own tag (conv2d: the ConvDir that reads it; dense: 0)
+  int param = 0;           // which of the layer's params() it copies (0: the weight)
+  WeightsBf16Dims dims{};  // of that parameter: (K, C/groups, R, S), dense (K, C, 1, 1)
+  PackedWeights16 copy;    // dtype and layout; data null until bound
 };
 
 // Sums a few doubles over the ranks of a data-parallel run, in place (sync batchnorm's
@@ -111,6 +125,12 @@ public:
 
   // Binds parameter (and gradient) views, in the order of params(); grads of buffers are empty.
   void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
+  // Prepacked weights (WeightPackRequest): the copies the layer's ops read at `batch` for its chosen
+  // algorithms (valid after choose_backend and the autotuner), backward's input gradient included
+  // when input_grad; none on the CPU or in f32. bind_weight_packs gives them back with their data
+  // (empty: none), used while RunContext::weights_packed says they are fresh.
+  virtual std::vector<WeightPackRequest> weight_pack_requests(int64_t batch, bool input_grad) const { return {}; }
+  virtual void bind_weight_packs(const std::vector<WeightPackRequest>& bound) {}
   // Per-batch scratch the layer keeps between forward and backward (e.g. batchnorm statistics).
   virtual void prepare(int64_t max_batch, Device device) {}
   // Bytes of the shared ctx.workspace one forward or backward call takes at `batch` besides a

@@ -21,6 +21,7 @@
 #include "core/exec_context.h"
 #include "core/math_mode.h"
 #include "ops/dispatch.h"
+#include "ops/packed_weights.h"
 
 namespace cnn {
 
@@ -96,6 +97,7 @@ struct Conv2dForward {
   ConstView b = nullptr;  // (K) or null
   View y = nullptr;       // (N, K, P, Q)
   MathMode math = MathMode::fp32;  // tf32: rows that honour it (cuDNN) may use TF32 tensor cores
+  PackedWeights16 w16{};  // bf16/f16 rows: w prepacked in the row's packed_layout, or none (packed per call)
   DType dtype() const { return x.dtype(); }
   static const ImplTable<ConvAlgo>& table();
 };
@@ -106,6 +108,7 @@ struct Conv2dBackwardData {
   ConstView dy = nullptr;  // (N, K, P, Q)
   View dx = nullptr;       // (N, C, H, W)
   MathMode math = MathMode::fp32;
+  PackedWeights16 w16{};  // as Conv2dForward's
   DType dtype() const { return dy.dtype(); }
   static const ImplTable<ConvAlgo>& table();
 };

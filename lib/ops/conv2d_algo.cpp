@@ -190,11 +190,13 @@ const ConvAlgo& conv2d_algo(ConvDir dir, const std::string& name, DType dtype) {
 void invoke(const ConvAlgo& a, const Conv2dForward& args) {
   ConvOperands op{args.x, args.w, args.b, args.y};
   op.math = args.math;
+  op.w16 = args.w16;
   a.run(*args.ctx, args.sh, op);
 }
 void invoke(const ConvAlgo& a, const Conv2dBackwardData& args) {
   ConvOperands op{nullptr, args.w, nullptr, nullptr, args.dy, args.dx};
   op.math = args.math;
+  op.w16 = args.w16;
   a.run(*args.ctx, args.sh, op);
 }
 void invoke(const ConvAlgo& a, const Conv2dBackwardFilter& args) {

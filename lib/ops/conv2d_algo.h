@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -47,6 +48,7 @@
 #include "ops/backend.h"
 #include "ops/conv2d.h"
 #include "ops/dispatch.h"
+#include "ops/packed_weights.h"
 
 namespace cnn {
 
@@ -64,6 +66,9 @@ struct ConvOperands {
   View dw = nullptr;       // (K, C/groups, R, S)
   View db = nullptr;       // (K) or null
   MathMode math = MathMode::fp32;  // what the call allows; a row's math_used() says what it does
+  // forward, backward_data: a prepacked 16-bit copy of w (ops/packed_weights.h) in the layout the
+  // row's packed_layout() names, or none (the row packs its own). Rows that read no copy ignore it.
+  PackedWeights16 w16{};
 };
 
 // The same operands as f32 pointers (checked: another dtype throws), which the f32
@@ -120,6 +125,10 @@ struct ConvAlgo {
   // Whether the row honours ConvOperands::math (cuDNN: TF32 tensor cores under tf32); the others
   // compute in exact FP32 whatever the call allows.
   bool follows_math = false;
+  // The layout of the 16-bit weight copy the row reads for a shape (and takes prepacked from
+  // ConvOperands::w16); null, or nullopt for the shape: the row reads no copy (f32 and cpu rows,
+  // backward_filter). A pure function of the shape, so a plan can ask before anything runs.
+  std::function<std::optional<Bf16WeightLayout>(const Conv2dShape&)> packed_layout_fn{};
 
   bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode m = MathMode::fp32) const {
     return can_implement_fn(ctx, sh, m);
@@ -129,6 +138,9 @@ struct ConvAlgo {
   }
   // The math this row does when the call allows m.
   MathMode math_used(MathMode m) const { return follows_math ? m : MathMode::fp32; }
+  std::optional<Bf16WeightLayout> packed_layout(const Conv2dShape& sh) const {
+    return packed_layout_fn ? packed_layout_fn(sh) : std::nullopt;
+  }
 };
 
 // Rows of the three directions from one forward and one backward function over f32 pointers, the

@@ -1,9 +1,10 @@
 // Our CUDA convolution rows of dtypes bf16 and f16 (conv2d_algo.h): "cuda:igemm_nhwc" (the tensor-core
 // implicit GEMM, conv2d_igemm_nhwc_bf16.h, groups 1), "cuda:direct_nhwc" (conv2d_direct_nhwc_bf16.h,
 // C/groups == 1) and the "cuda" default (direct_nhwc wherever it can implement the shape, igemm_nhwc
-// elsewhere). Each forward and backward-data call first packs the FP32 master weights into a bf16
-// (f16) copy in ctx.workspace (krsc / crsk for the GEMM, rsk for the direct kernels), then runs the
-// kernel. The f16 rows are the bf16 rows' code with T = f16 (same kernels, plans and workspace).
+// elsewhere). Each forward and backward-data call reads a bf16 (f16) copy of the FP32 master weights
+// (krsc / crsk for the GEMM, rsk for the direct kernels: the rows' packed_layout): the prepacked one
+// the call gives (ConvOperands::w16, packed once a training step for every layer), else one it packs
+// into ctx.workspace itself; then runs the kernel. The f16 rows are the bf16 rows' code with T = f16 (same kernels, plans and workspace).
 // Trap: the kernels take their own scratch from the start of ctx.workspace (cuda::workspace_bytes),
 // so the packed copy lies after it: workspace = [kernel scratch, 256-aligned][packed weights], and
 // the whole of it is taken (Workspace::get) before packing, so the kernel's smaller request cannot
@@ -81,9 +82,15 @@ const T* pack_weights(const ExecContext& ctx, const Conv2dShape& sh, Bf16WeightL
   return packed;
 }
 
+// The layout the row of kernel k reads in direction dir, none for the filter gradient.
+std::optional<Bf16WeightLayout> reads_layout(Kernel k, ConvDir dir) {
+  if (!packs(dir)) return std::nullopt;
+  return packed_layout(k, dir);
+}
+
 template <class T>
 void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands16<T>& op,
-             const char* what) {
+             const PackedWeights16& given, const char* what) {
   CNN_CHECK(can_implement(k, sh, dir), "{}: cannot implement {} of {}", what, to_string(dir), sh.to_string());
   const IgemmNhwcBf16Plan plan = k == Kernel::igemm ? igemm_plan(ctx, sh, dir) : IgemmNhwcBf16Plan{};
   if (dir == ConvDir::backward_filter) {
@@ -92,7 +99,9 @@ void run_row(Kernel k, ConvDir dir, const ExecContext& ctx, const Conv2dShape& s
     return conv2d_backward_filter_igemm_nhwc_cuda(ctx, sh, op.x, op.dy, op.dw, op.db, &plan);
   }
   const size_t offset = kernel_bytes(k, sh, dir, plan);
-  const T* w = pack_weights<T>(ctx, sh, packed_layout(k, dir), op.w, offset, offset + packed_bytes(sh, dir), what);
+  const Bf16WeightLayout layout = packed_layout(k, dir);
+  const T* w = static_cast<const T*>(packed_weights_for(given, DTypeOf<T>::value, layout, what));
+  if (!w) w = pack_weights<T>(ctx, sh, layout, op.w, offset, offset + packed_bytes(sh, dir), what);
   if (dir == ConvDir::forward) {
     if (k == Kernel::direct) return conv2d_forward_direct_nhwc_cuda(ctx, sh, op.x, w, op.b, op.y);
     return conv2d_forward_igemm_nhwc_cuda(ctx, sh, op.x, w, op.b, op.y, false, &plan);
@@ -120,8 +129,9 @@ void add_rows(std::vector<ConvAlgo>& out, const std::string& name, std::optional
       return workspace_bytes(pick(sh), ctx, sh, dir);
     };
     a.run = [pick, dir, name](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-      run_row<T>(pick(sh), dir, ctx, sh, operands16<T>(op), name.c_str());
+      run_row<T>(pick(sh), dir, ctx, sh, operands16<T>(op), op.w16, name.c_str());
     };
+    a.packed_layout_fn = [pick, dir](const Conv2dShape& sh) { return reads_layout(pick(sh), dir); };
     out.push_back(std::move(a));
   }
 }

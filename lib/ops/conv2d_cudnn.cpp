@@ -7,7 +7,8 @@
 // fit the workspace limit and that we measured accurate (accurate_enough: no WINOGRAD_NONFUSED on
 // any filter).
 // BF16 rows (dtype bf16, the same names): x, y, dy, dx bf16 channels-last in NHWC descriptors,
-// the filter a bf16 KRSC (CUDNN_TENSOR_NHWC) copy of the FP32 master packed into ctx.workspace,
+// the filter a bf16 KRSC (CUDNN_TENSOR_NHWC) copy of the FP32 master (the prepacked one the call
+// gives, ConvOperands::w16, else one packed into ctx.workspace: the rows' packed_layout is krsc),
 // FP32 compute type, CUDNN_TENSOR_OP_MATH (BF16 tensor cores; the call's math is ignored). cuDNN's
 // legacy API takes a bias and writes dw only in the data's dtype, so: forward fills y with the
 // bias rounded to bf16 and blends the convolution onto it (beta = 1: y = conv + bf16(b), rounded
@@ -25,6 +26,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -394,6 +396,16 @@ Scratch16<T> scratch16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir di
           dir == ConvDir::backward_filter ? reinterpret_cast<float*>(base + partials_at) : nullptr};
 }
 
+// The KRSC T copy of the FP32 master w: the prepacked one given, else packed into `own`.
+template <typename T>
+const T* krsc_weights(const ExecContext& ctx, const Conv2dShape& sh, const float* w, const PackedWeights16& given,
+                      T* own, const char* what) {
+  if (const void* p = packed_weights_for(given, DTypeOf<T>::value, Bf16WeightLayout::krsc, what))
+    return static_cast<const T*>(p);
+  conv2d_pack_weights_cuda(ctx, sh, Bf16WeightLayout::krsc, w, own);
+  return own;
+}
+
 // A bf16 (T = bf16) or f16 (T = f16) call.
 template <typename T>
 void run_16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
@@ -410,16 +422,16 @@ void run_16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo
   const size_t bytes = static_cast<size_t>(c.bytes);
   switch (dir) {
     case ConvDir::forward: {
-      conv2d_pack_weights_cuda(ctx, sh, Bf16WeightLayout::krsc, o.w, ws.own);
+      const T* w = krsc_weights(ctx, sh, o.w, op.w16, ws.own, what);
       if (o.b) conv2d_cudnn_fill_bias_cuda(ctx, pixels, sh.K, o.b, o.y);
       const float beta = o.b ? 1.0f : 0.0f;  // y = conv + T(b), rounded once by cuDNN
-      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, o.x, c.d.w, ws.own, c.d.conv,
+      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, o.x, c.d.w, w, c.d.conv,
                                           cudnnConvolutionFwdAlgo_t(c.algo), ws.cudnn, bytes, &beta, c.d.y, o.y));
       break;
     }
     case ConvDir::backward_data:
-      conv2d_pack_weights_cuda(ctx, sh, Bf16WeightLayout::krsc, o.w, ws.own);
-      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, ws.own, c.d.y, o.dy, c.d.conv,
+      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, krsc_weights(ctx, sh, o.w, op.w16, ws.own, what),
+                                               c.d.y, o.dy, c.d.conv,
                                                cudnnConvolutionBwdDataAlgo_t(c.algo), ws.cudnn, bytes, &zero, c.d.x,
                                                o.dx));
       break;
@@ -481,6 +493,8 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
     const size_t bytes = static_cast<size_t>(c.bytes);
     return dtype != DType::f32 ? pad256(bytes) + bf16_own_bytes(sh, dir) : bytes;
   };
+  if (dtype != DType::f32 && dir != ConvDir::backward_filter)
+    a.packed_layout_fn = [](const Conv2dShape&) { return std::optional<Bf16WeightLayout>(Bf16WeightLayout::krsc); };
   a.run = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
     static const char* const kWhat[3][3] = {
         {"conv2d cudnn forward", "conv2d cudnn backward_data", "conv2d cudnn backward_filter"},

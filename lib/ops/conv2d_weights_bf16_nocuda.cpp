@@ -13,5 +13,9 @@ void conv2d_pack_weights_cuda(const ExecContext& ctx, const Conv2dShape& sh, Bf1
                               f16* out) {
   CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_pack_weights_cuda");
 }
+void conv2d_pack_weights_batch_cuda(const ExecContext& ctx, const WeightPackEntry* table, int count,
+                                    const std::vector<int64_t>& slice_groups) {
+  CNN_THROW("{} called but this build has no CUDA kernels for it", "conv2d_pack_weights_batch_cuda");
+}
 
 }  // namespace cnn

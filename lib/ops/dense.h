@@ -12,6 +12,7 @@
 #include "core/math_mode.h"
 #include "ops/column_sum_bf16.h"
 #include "ops/dispatch.h"
+#include "ops/packed_weights.h"
 
 namespace cnn {
 
@@ -40,6 +41,9 @@ struct DenseForward {
   ConstView b = nullptr;  // (K) or null
   View y = nullptr;       // (N, K)
   MathMode math = MathMode::fp32;  // tf32: the cuda row's GEMM may use TF32 tensor cores
+  // The cuda bf16/f16 rows: w prepacked (packed_weights.h: that dtype, layout kcrs, i.e. (K, C)), or
+  // none (the row casts its own into ctx.workspace). Other rows ignore it.
+  PackedWeights16 w16{};
   DType dtype() const { return x.dtype(); }
   static const OpTable<DenseForward>& table();
 };
@@ -53,6 +57,7 @@ struct DenseBackward {
   View dw = nullptr;       // (K, C) or null
   View db = nullptr;       // (K) or null
   MathMode math = MathMode::fp32;
+  PackedWeights16 w16{};  // as DenseForward's (read for dx)
   DType dtype() const { return dy.dtype(); }
   static const OpTable<DenseBackward>& table();
 };
@@ -62,7 +67,7 @@ struct DenseBackward {
 // CUBLAS_TF32_TENSOR_OP_MATH for tf32; the bias sum db stays an FP32 kernel in both).
 // BF16 rows (ops/dispatch.h's contract; x, y, dy, dx bf16, rank 2 so no layout change; w, b FP32
 // masters; dw, db FP32; the call's math is ignored: BF16 products, FP32 sums):
-//   cuda  casts w into a bf16 copy in ctx.workspace, then cublasGemmEx on BF16 tensor cores with
+//   cuda  casts w into a bf16 copy in ctx.workspace (or reads the prepacked w16), then cublasGemmEx on BF16 tensor cores with
 //         CUBLAS_COMPUTE_32F: forward writes x w^T in FP32 into the workspace and one kernel adds
 //         b (FP32) and rounds y once, with core/bf16.h's rounding (with or without a bias); dx = dy w
 //         in bf16 straight from cuBLAS (rounded once from its FP32 sums); dw = dy^T x with an FP32

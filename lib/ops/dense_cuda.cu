@@ -5,7 +5,8 @@
 // im2col convolution strategy) keep plain FP32. Setting it is host-side handle state read when a
 // GEMM is enqueued, so it is also right under CUDA graph capture.
 // The bf16 rows (dense.h) run cublasGemmEx on BF16 tensor cores (CUBLAS_DEFAULT_MATH for the
-// call, CUBLAS_COMPUTE_32F) on a bf16 copy of w cast into ctx.workspace; forward's bias add and
+// call, CUBLAS_COMPUTE_32F) on a bf16 copy of w: the prepacked one the call gives (w16), else one
+// cast into ctx.workspace; forward's bias add and
 // rounding of y is one kernel over cuBLAS's FP32 output, so y is rounded once, after the bias.
 // The f16 rows are the same code with T = f16: CUDA_R_16F operands, FP32 compute and accumulation
 // (CUBLAS_COMPUTE_32F), FP32 dw, an f16 copy of w (past 65504 it is inf: core/fp16.h).
@@ -23,6 +24,7 @@
 #include "ops/cast_bf16.h"
 #include "ops/column_sum_bf16.h"
 #include "ops/dense.h"
+#include "ops/packed_weights.h"
 #include "ops/half16.cuh"
 #include "ops/reduce.cuh"
 
@@ -191,6 +193,16 @@ void cast_weights(const ExecContext& ctx, int64_t n, const float* w, f16* out) {
   cast_float_to_f16_cuda(ctx, n, w, out);
 }
 }  // namespace
+// The T copy of w (K, C): the prepacked one the call gives, else cast into the scratch's.
+template <typename T>
+static const T* weights16(const ExecContext& ctx, const DenseShape& sh, const float* w, const PackedWeights16& given,
+                          T* own, const char* what) {
+  if (const void* p = packed_weights_for(given, DTypeOf<T>::value, Bf16WeightLayout::kcrs, what))
+    return static_cast<const T*>(p);
+  cast_weights(ctx, sh.K * sh.C, w, own);
+  return own;
+}
+
 template <typename T>
 static Scratch16<T> scratch16(const ExecContext& ctx, const DenseShape& sh, const char* what) {
   static_assert(sizeof(T) == sizeof(bf16), "dense_bf16_workspace_bytes counts 2-byte weights");
@@ -212,13 +224,13 @@ static void forward_16(const DenseForward& a, const char* what) {
   const cublasHandle_t h = blas_handle(ctx);
   bind_stream(h, stream);
   const Scratch16<T> ws = scratch16<T>(ctx, sh, what);
-  cast_weights(ctx, sh.K * sh.C, w, ws.w16);
+  const T* w16 = weights16<T>(ctx, sh, w, a.w16, ws.w16, what);
   const int N = int(sh.N), C = int(sh.C), K = int(sh.K);
   const float alpha = 1.0f, beta = 0.0f;
   {
     const BlasMath math(h, CUBLAS_DEFAULT_MATH);  // 16-bit tensor cores; CUBLAS_COMPUTE_32F keeps FP32 sums
     // y^T (K, N) = w (K, C) * x^T (C, N), in FP32 into the scratch
-    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, ws.w16, kType, C, x, kType, C, &beta,
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, C, &alpha, w16, kType, C, x, kType, C, &beta,
                               ws.rest, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx (dense forward, 16-bit)");
   }
@@ -251,8 +263,8 @@ static void backward_16(const DenseBackward& a, const char* what) {
     const BlasMath math(h, CUBLAS_DEFAULT_MATH);
     // dx^T (C, N) = w^T (C, K) * dy^T (K, N), rounded once to T by cuBLAS
     if (dx) {
-      cast_weights(ctx, sh.K * sh.C, w, ws.w16);
-      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, ws.w16, kType, C, dy, kType, K, &beta, dx,
+      const T* w16 = weights16<T>(ctx, sh, w, a.w16, ws.w16, what);
+      check_cublas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, K, &alpha, w16, kType, C, dy, kType, K, &beta, dx,
                                 kType, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx (dense dx, 16-bit)");
     }

@@ -18,7 +18,9 @@
 //  - Sums and arithmetic in FP32 (or double); each bf16 output is rounded once, to nearest even
 //    (core/bf16.h: to_bf16 on the CPU, bf16_bits_from_float on the GPU: the same bits).
 //  - Weights: a bf16 conv2d or dense row reads the FP32 master weights it is given and casts (and
-//    packs) them into ctx.workspace itself; its workspace_bytes counts that.
+//    packs) them into ctx.workspace itself; its workspace_bytes counts that. A call may instead give
+//    a prepacked copy (the args' w16, ops/packed_weights.h: a training step packs every layer's
+//    once, graph/weight_packs.h), which the row then reads: the same values, no per-call pack.
 //  - The cpu bf16 row is the emulation the GPU rows are tested against: it widens its bf16 operands
 //    into f32 NCHW (widen, ops/convert.h), runs the op's f32 arithmetic, and rounds each
 //    activation output once back into bf16 channels-last (narrow): the same rounding points.

@@ -66,6 +66,8 @@ void TrainSession::setup_model() {
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
                m_spec.name, m_model->graph().trainable_count(), m_model->graph().training_flops() / 1e6, t.batch_size,
                format_bytes(double(estimate_training_memory(m_model->graph(), m_spec, t.batch_size).total())));
+  if (!m_model->executor().weight_packs().empty())
+    spdlog::info("weight packs: {}", m_model->executor().weight_packs().describe());
   m_data.build_loaders(rank(), world(), ctx(), m_model->graph().input_shape());
   startup_loaders_mark();
   m_model->build_optimizer(t.optimizer);

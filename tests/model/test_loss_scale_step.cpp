@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "config/model_spec.h"
-#include "core/rng.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 #include "model/model_stack.h"
 #include "optim/loss_scaler.h"
 #include "support/catch.h"
+#include "support/random_batch.h"
 
 using namespace cnn;
 
@@ -49,13 +49,7 @@ struct ScaledRun {
   }
 
   TrainStep::Result run(uint64_t s) {
-    Executor& ex = stack.executor();
-    Rng rng(7 + s, static_cast<uint64_t>(RngStream::test));
-    std::vector<float> x(size_t(ex.input().numel()));
-    for (float& v : x) v = rng.normal();
-    ex.input().copy_from(Tensor::from_vector(ex.input().shape(), x));
-    std::vector<int32_t> labels(8);
-    for (auto& y : labels) y = int32_t(rng.below(3));
+    const std::vector<int32_t> labels = test::random_batch(stack.executor(), 7 + s, 8, 3);
     return stack.step().run(labels.data(), 8, 0.01, s, 1);
   }
 
