@@ -51,7 +51,7 @@ void check(const std::vector<std::string>& overrides) {
 }
 }  // namespace
 
-TEST_CASE("the step breakdown traces the kernels of a captured and an uncaptured step", "[gpu]") {
+TEST_CASE("the step breakdown traces the kernels of a captured and an uncaptured step", "[gpu][cupti]") {
   CNN_REQUIRE_GPU();
   check({});
   check({"train.cuda_graph=false"});
