@@ -174,7 +174,7 @@ static inline float max_select(float v, float m) { return (v > m) | ((v != v) & 
 // window with a NaN gives a NaN, as the reference; other values are order-independent (ties of
 // +0 and -0 may keep the other zero, which compares equal, so backward routes alike).
 static void max_pool_plane(const float* xp, float* yp, int64_t W, int64_t P, int64_t Q, const std::vector<Span>& rows,
-                           const std::vector<Span>& cols, float* band) {
+                           const std::vector<Span>& cols, bool pairs, float* band) {
   for (int64_t p = 0; p < P; ++p) {
     const Span rs = rows[p];
     std::memcpy(band, xp + rs.begin * W, size_t(W) * sizeof(float));
@@ -183,11 +183,49 @@ static void max_pool_plane(const float* xp, float* yp, int64_t W, int64_t P, int
 #pragma omp simd
       for (int64_t w = 0; w < W; ++w) band[w] = max_select(xr[w], band[w]);
     }
+    if (pairs) {  // 2 columns a window, stride 2, no padding: the same selects, in a loop that vectorises
+      float* yr = yp + p * Q;
+#pragma omp simd
+      for (int64_t q = 0; q < Q; ++q) yr[q] = max_select(band[2 * q + 1], band[2 * q]);
+      continue;
+    }
     for (int64_t q = 0; q < Q; ++q) {
       const Span cs = cols[q];
       float m = band[cs.begin];
       for (int64_t w = cs.begin + 1; w < cs.end; ++w) m = max_select(band[w], m);
       yp[p * Q + q] = m;
+    }
+  }
+}
+
+// Whether the windows are 2 columns at stride 2 without padding (cols[q] = [2q, 2q + 2)).
+static bool column_pairs(const Pool2dShape& sh) { return sh.S == 2 && sh.stride_w == 2 && sh.pad_w == 0; }
+
+// Max-pool backward of one plane for 2x2 windows at stride 2 without padding: the windows do not
+// overlap, so each input of a window is written once: dy to the window's first input (row-major)
+// equal to its output, 0 to the others, as the general loop's zeroed plane plus dy would leave it
+// (0 + g, so a -0 gradient lands as +0 there too). Inputs past the last window stay zero.
+static void max_pool_backward_2x2(const float* xp, const float* yp, const float* dyp, float* dxp, int64_t H,
+                                  int64_t W, int64_t P, int64_t Q) {
+  if (H != 2 * P || W != 2 * Q) std::memset(dxp, 0, static_cast<size_t>(H * W) * sizeof(float));
+  for (int64_t p = 0; p < P; ++p) {
+    const float* r0 = xp + 2 * p * W;
+    const float* r1 = r0 + W;
+    float* d0 = dxp + 2 * p * W;
+    float* d1 = d0 + W;
+    const float* yr = yp + p * Q;
+    const float* gr = dyp + p * Q;
+#pragma omp simd
+    for (int64_t q = 0; q < Q; ++q) {
+      const float m = yr[q], g = 0.0f + gr[q];
+      const bool a = is_argmax(r0[2 * q], m);
+      const bool b = !a && is_argmax(r0[2 * q + 1], m);
+      const bool c = !a && !b && is_argmax(r1[2 * q], m);
+      const bool d = !a && !b && !c && is_argmax(r1[2 * q + 1], m);
+      d0[2 * q] = a ? g : 0.0f;
+      d0[2 * q + 1] = b ? g : 0.0f;
+      d1[2 * q] = c ? g : 0.0f;
+      d1[2 * q + 1] = d ? g : 0.0f;
     }
   }
 }
@@ -200,7 +238,7 @@ void pool2d_forward_cpu(const Pool2dForward& a) {
   const std::vector<Span> rows = clipped_spans(sh.P, sh.H, sh.R, sh.stride_h, sh.pad_h);
   const std::vector<Span> cols = clipped_spans(sh.Q, sh.W, sh.S, sh.stride_w, sh.pad_w);
   const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
-  const bool is_max = sh.kind == PoolKind::max;
+  const bool is_max = sh.kind == PoolKind::max, pairs = column_pairs(sh);
   const int threads = a.ctx->threads();
   std::vector<float> bands(is_max ? size_t(threads * W) : 0);  // one row band per thread
 #pragma omp parallel num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin)
@@ -211,7 +249,7 @@ void pool2d_forward_cpu(const Pool2dForward& a) {
     const float* xp = x + nc * H * W;
     float* yp = y + nc * P * Q;
     if (is_max) {
-      max_pool_plane(xp, yp, W, P, Q, rows, cols, band);
+      max_pool_plane(xp, yp, W, P, Q, rows, cols, pairs, band);
       continue;
     }
     for (int64_t p = 0; p < P; ++p) {
@@ -238,6 +276,7 @@ void pool2d_backward_cpu(const Pool2dBackward& a) {
   const std::vector<Span> cols = clipped_spans(sh.Q, sh.W, sh.S, sh.stride_w, sh.pad_w);
   const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
   const bool is_max = sh.kind == PoolKind::max;
+  const bool two_by_two = is_max && sh.R == 2 && sh.stride_h == 2 && sh.pad_h == 0 && column_pairs(sh);
   const int threads = a.ctx->threads();
 #pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
   for (int64_t nc = 0; nc < planes; ++nc) {
@@ -245,6 +284,10 @@ void pool2d_backward_cpu(const Pool2dBackward& a) {
     const float* yp = y + nc * P * Q;
     const float* dyp = dy + nc * P * Q;
     float* dxp = dx + nc * H * W;
+    if (two_by_two) {
+      max_pool_backward_2x2(xp, yp, dyp, dxp, H, W, P, Q);
+      continue;
+    }
     std::memset(dxp, 0, static_cast<size_t>(H * W) * sizeof(float));
     for (int64_t p = 0; p < P; ++p) {
       const Span rs = rows[p];

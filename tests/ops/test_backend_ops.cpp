@@ -167,6 +167,8 @@ std::pair<std::vector<Case<Pool2dForward>>, std::vector<Case<Pool2dBackward>>> c
   const size_t relu_from = shapes.size();  // the shapes below get ReLU-like inputs: ties of zeros everywhere
   shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 16, 37, 35, 3, 3, 2, 2, 1, 1));
   shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 24, 34, 31, 2, 2, 2, 2, 0, 0));  // vgg_fer's pools
+  // 2x2 stride 2 windows covering the plane exactly (the cpu row's 2x2 path writes every dx once)
+  shapes.push_back(Pool2dShape::make(PoolKind::max, 2, 8, 24, 16, 2, 2, 2, 2, 0, 0));
   shapes.push_back(Pool2dShape::make(PoolKind::max, 1, 13, 19, 21, 3, 3, 2, 2, 1, 1));
   std::vector<Case<Pool2dForward>> fwd;
   std::vector<Case<Pool2dBackward>> bwd;
