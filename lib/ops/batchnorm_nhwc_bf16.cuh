@@ -81,6 +81,21 @@ struct NhwcThread {
   }
 };
 
+// The tile channel this thread computes a per-channel prologue for (normalise and dx passes): one
+// channel a thread, threads 0 .. TG*V - 1 (a prologue may do double divisions and a square root,
+// which V channels in a row would make a serial wait for the whole block). slot indexes the
+// block's per-channel shared arrays, in the order NhwcThread's th.g * V + v reads them.
+template <int V>
+struct NhwcChannelOwner {
+  int slot, c;
+  bool owns;
+  __device__ __forceinline__ explicit NhwcChannelOwner(const NhwcTiling& t) {
+    slot = static_cast<int>(threadIdx.x);
+    c = static_cast<int>(blockIdx.y) * t.TG * V + slot;
+    owns = slot < t.TG * V && c < t.G * V;
+  }
+};
+
 // V consecutive T (bf16 or f16) at p + i as floats (exact), and V floats rounded once into p + i.
 template <typename T>
 __device__ __forceinline__ void load_lanes(const T* p, int64_t i, float (&v)[8]) {
@@ -389,7 +404,7 @@ static __global__ void __launch_bounds__(kThreads, 2) batchnorm_sums_nhwc_kernel
 }
 
 // grid (slices, tiles): y = epi((x - m) k + beta[c]) with each channel's (m, k) from
-// pro.begin(c, m, k) (row 0's threads, into shared memory). With counters, the tile's last block
+// pro.begin(c, m, k) (one channel a thread, NhwcChannelOwner, into shared memory). With counters, the tile's last block
 // then calls pro.finish(c) for each of its channels (after pro.begin again, which a finish may need:
 // every block has read what begin reads by then). M = 0 touches no x or y.
 template <int V, typename Epi, typename Pro, typename T>
@@ -402,11 +417,8 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
   __shared__ float norm[2][kThreads];
   const NhwcThread<V> th(t);
   const int at = th.g * V;
-  // One channel a thread (threads 0 .. TG*V - 1): a prologue may do double divisions and a square
-  // root, which V channels in a row would make a serial wait for the whole block.
-  const int own = static_cast<int>(threadIdx.x), own_c = static_cast<int>(blockIdx.y) * t.TG * V + own;
-  const bool owner = own < t.TG * V && own_c < t.G * V;
-  if (owner) pro.begin(own_c, norm[0][own], norm[1][own]);
+  const NhwcChannelOwner<V> own(t);
+  if (own.owns) pro.begin(own.c, norm[0][own.slot], norm[1][own.slot]);
   __syncthreads();
   if (th.active) {
     float m[V], k[V], b[V];
@@ -424,15 +436,16 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
       store_lanes(y, i, e);
     });
   }
-  if (counters && cuda::arrive_last(counters + blockIdx.y, gridDim.x) && owner) {
+  if (counters && cuda::arrive_last(counters + blockIdx.y, gridDim.x) && own.owns) {
     float m, k;
-    pro.begin(own_c, m, k);
-    pro.finish(own_c);
+    pro.begin(own.c, m, k);
+    pro.finish(own.c);
   }
 }
 
 // grid (slices, tiles): dx = a (g - b - (x - save_mean[c]) k), g = epi'(y) dy (y read only when
-// non-null), each channel's (a, b, k) from coef(c, abk) (row 0's threads, into shared memory).
+// non-null), each channel's (a, b, k) from coef(c, abk) (one channel a thread, NhwcChannelOwner,
+// into shared memory).
 template <int V, typename Epi, typename Coef, typename T>
 static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef,
                                                 const float* __restrict__ save_mean,  // (C)
@@ -443,15 +456,14 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
   __shared__ float abkm[4][kThreads];
   const NhwcThread<V> th(t);
   const int at = th.g * V;
-  // One channel a thread, as in the normalise pass.
-  const int own = static_cast<int>(threadIdx.x), own_c = static_cast<int>(blockIdx.y) * t.TG * V + own;
-  if (own < t.TG * V && own_c < t.G * V) {
+  const NhwcChannelOwner<V> own(t);
+  if (own.owns) {
     float abk[3];
-    coef(own_c, abk);
-    abkm[0][own] = abk[0];
-    abkm[1][own] = abk[1];
-    abkm[2][own] = abk[2];
-    abkm[3][own] = save_mean[own_c];
+    coef(own.c, abk);
+    abkm[0][own.slot] = abk[0];
+    abkm[1][own.slot] = abk[1];
+    abkm[2][own.slot] = abk[2];
+    abkm[3][own.slot] = save_mean[own.c];
   }
   __syncthreads();
   if (!th.active) return;
