@@ -96,7 +96,9 @@ std::string model_reference_markdown(const LayerSchemas& layers) {
          "- `OPENBLAS_CORETYPE`: OpenBLAS's kernel family; when unset and OpenBLAS fell back to its generic\n"
          "  SSE3 kernels on a CPU it does not know, the programs restart once with `SkylakeX` or `Haswell`.\n"
          "- `CNN_AUTOTUNE_CACHE`: the autotune cache file, or `none` for no cache (`--autotune-cache` wins;\n"
-         "  default `$XDG_CACHE_HOME/cnn-train/autotune.json`, else `~/.cache/cnn-train/autotune.json`).\n";
+         "  default `$XDG_CACHE_HOME/cnn-train/autotune.json`, else `~/.cache/cnn-train/autotune.json`).\n"
+         "- `CNN_POOL_BACKWARD`: `tiled` (default) or `gather`, the kernel of the bf16/fp16 max-pool backward on a\n"
+         "  GPU (`gather` times the earlier kernel); another value is an error.\n";
   return out;
 }
 
