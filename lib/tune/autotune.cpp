@@ -407,37 +407,51 @@ struct Tuner {
   void tune_backend(int index) {
     GraphNode& node = graph.node(index);
     Layer& l = *node.layer;
-    std::vector<Tensor> params, grads, xs, dxs;
-    uint64_t seed = 10;
-    for (const ParamInfo& p : l.params()) {
-      params.push_back(scratch(p.shape, ctx.device, seed++));
-      grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
-    }
-    std::vector<std::string> in_shapes;
     // Activations in the layer's dtype, so the rows measured are the ones it runs.
     const DType dtype = l.dtype();
-    for (int in : node.inputs) {
-      const Shape s = (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
-      xs.push_back(scratch(s, ctx.device, seed++, dtype));
-      dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx", dtype));
-      in_shapes.push_back(s.to_string());
-    }
-    Tensor y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y", dtype);
-    Tensor dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, dtype);
-    l.bind(params, grads);
-    l.prepare(batch, ctx.device);
-    std::vector<const Tensor*> xp;
-    std::vector<Tensor*> dxp;
-    for (size_t i = 0; i < xs.size(); ++i) xp.push_back(&xs[i]), dxp.push_back(&dxs[i]);
+    auto in_shape = [&](int in) {
+      return (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
+    };
+    std::vector<std::string> in_shapes;
+    for (int in : node.inputs) in_shapes.push_back(in_shape(in).to_string());
+    // The operands, made at the first measurement: a decision found in the cache needs none, and
+    // making them (random numbers on the host, uploads) was most of a warm start's autotune time.
+    struct Operands {
+      std::vector<Tensor> params, grads, xs, dxs;
+      Tensor y, dy;
+      std::vector<const Tensor*> xp;
+      std::vector<Tensor*> dxp;
+    };
+    std::unique_ptr<Operands> ops;
+    auto operands = [&]() -> Operands& {
+      if (ops) return *ops;
+      ops = std::make_unique<Operands>();
+      Operands& o = *ops;
+      uint64_t seed = 10;
+      for (const ParamInfo& p : l.params()) {
+        o.params.push_back(scratch(p.shape, ctx.device, seed++));
+        o.grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
+      }
+      for (int in : node.inputs) {
+        const Shape s = in_shape(in);
+        o.xs.push_back(scratch(s, ctx.device, seed++, dtype));
+        o.dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx", dtype));
+      }
+      o.y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y", dtype);
+      o.dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, dtype);
+      for (size_t i = 0; i < o.xs.size(); ++i) o.xp.push_back(&o.xs[i]), o.dxp.push_back(&o.dxs[i]);
+      return o;
+    };
     RunContext rc;
     rc.exec = &ctx;
     auto measure = [&](const std::string& name) {
-      l.bind(params, grads);  // again: the accuracy probe binds its own operands
+      Operands& o = operands();
+      l.bind(o.params, o.grads);  // every time: the accuracy probe binds its own operands
       l.prepare(batch, ctx.device);
       l.set_backend(parse_backend(name), "measuring");
       return time_ms(ctx, opt, [&] {
-        l.forward(rc, xp, y);
-        l.backward(rc, xp, y, dy, dxp);
+        l.forward(rc, o.xp, o.y);
+        l.backward(rc, o.xp, o.y, o.dy, o.dxp);
       });
     };
     // Accuracy guard: cuda is the reference; cudnn is compared with it on probe operands.
