@@ -5,7 +5,10 @@
 # Usage: tools/gpu_sanitize.sh [BUDGET_SECONDS] [BUILD_DIR]   (default 3600 s, build-gpu; builds it if absent)
 # Environment: CNN_GPU_SANITIZE_TOOLS (default "memcheck racecheck synccheck"), CNN_GPU_SANITIZE_SUITES
 # (suite binaries in order), CNN_GPU_SANITIZE_RUN_TIMEOUT (seconds a run, default 1200),
-# CNN_GPU_SANITIZE_NCCL=0 skips the NCCL network-transport runs.
+# CNN_GPU_SANITIZE_NCCL=0 skips the NCCL network-transport runs. CNN_GPU_SANITIZE_JOBS=N (default 1): with N > 1
+# each test case of a suite is its own compute-sanitizer run, N at a time (a summary line per case, then
+# one per suite), so a large suite finishes inside a call and a slow case is named; each case gets its
+# own XDG_CACHE_HOME (autotune cache) so parallel runs share no files.
 # Trap: the budget is checked before each run and also caps each run's timeout, so the last runs of a
 # short budget are cut short ("timeout") or not started ("skipped"); the summary says which.
 set -uo pipefail
@@ -13,6 +16,7 @@ budget=${1:-3600}
 b=${2:-build-gpu}
 out=${OUT:-gpu-sanitize-out}
 per_run=${CNN_GPU_SANITIZE_RUN_TIMEOUT:-1200}
+jobs_n=${CNN_GPU_SANITIZE_JOBS:-1}
 tools=${CNN_GPU_SANITIZE_TOOLS:-memcheck racecheck synccheck}
 mkdir -p "$out/logs"
 sum=$out/summary.txt
@@ -86,7 +90,31 @@ for tool in $tools; do
     ((n > 0)) || continue
     # "[cupti]" cases trace kernels through CUPTI, which compute-sanitizer holds itself (CUPTI takes
     # one subscriber: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so they run outside it.
-    sanitize "$tool" "$suite" "$out/logs/$tool.$suite.log" "$bin" "[gpu]~[cupti]" -d yes
+    if ((jobs_n <= 1)); then
+      sanitize "$tool" "$suite" "$out/logs/$tool.$suite.log" "$bin" "[gpu]~[cupti]" -d yes
+      continue
+    fi
+    # One run per test case, jobs_n at a time; Catch2's --input-file takes the name as written.
+    # (Catch2 2 lists names alone with --list-test-names-only and exits with their count; Catch2 3 has
+    # --list-tests --verbosity quiet.)
+    if "$bin" --help | grep -q -- --list-test-names-only; then
+      mapfile -t names < <("$bin" "[gpu]~[cupti]" --list-test-names-only | grep .)
+    else
+      mapfile -t names < <("$bin" "[gpu]~[cupti]" --list-tests --verbosity quiet | grep .)
+    fi
+    mkdir -p "$out/cases"
+    for i in "${!names[@]}"; do
+      while (($(jobs -rp | wc -l) >= jobs_n)); do wait -n; done
+      printf '%s\n' "${names[i]}" >"$out/cases/$suite.$i.txt"
+      mkdir -p "$out/cache/$tool.$suite.$i"
+      XDG_CACHE_HOME=$out/cache/$tool.$suite.$i sanitize "$tool" "$suite#$i" "$out/logs/$tool.$suite.$i.log" "$bin" \
+        -f "$out/cases/$suite.$i.txt" -d yes &
+    done
+    wait
+    # The suite's line: its cases' results added up.
+    awk -F, -v t="$tool" -v s="$suite" '$1 == t && index($2, s "#") == 1 {n++; r[$3]++; e += $5; if ($6 > m) m = $6}
+      END {printf "%s %s: %d cases:", t, s, n; for (k in r) printf " %d %s", r[k], k; printf "; %d errors; slowest %d s\n", e, m}' \
+      "$csv" | tee -a "$sum"
   done
 done
 
