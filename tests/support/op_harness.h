@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -196,6 +197,17 @@ inline bool may_idle(std::string_view name) { return name.rfind("cudnn:", 0) == 
 
 namespace detail {
 
+// CNN_TEST_CASES_PER_ROW=K (unset or 0: all): each row runs at most its first K cases. For the
+// compute-sanitizer job (tools/gpu_sanitize.sh sets it for racecheck, whose instrumentation makes
+// the full case list outlast any time box): every row and code path still runs, on fewer shapes.
+inline int cases_per_row() {
+  static const int k = [] {
+    const char* v = std::getenv("CNN_TEST_CASES_PER_ROW");
+    return v ? std::max(0, std::atoi(v)) : 0;
+  }();
+  return k;
+}
+
 inline bool all_nan(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
 }
@@ -242,8 +254,11 @@ std::map<std::string, int> check_rows(const std::vector<Case<Args>>& cases, bool
     const std::string what = row_name + " " + to_string(row.dtype);
     ran.emplace(what, 0);
     detail::require_bindable(row.dtype, what);
+    int cases_run = 0;  // distinct cases this row ran, for CNN_TEST_CASES_PER_ROW
     for (const Case<Args>& c : cases) {
       if (c.rows && !c.rows(row_name)) continue;
+      if (detail::cases_per_row() > 0 && cases_run >= detail::cases_per_row()) break;
+      const int runs_before = ran[what];
       if (row.dtype != DType::f32 && !c.has_act()) {
         INFO(table.op << " [" << what << "] " << c.label);
         FAIL("the case marks no activation operand (Case::act), so a " << to_string(row.dtype) << " row cannot bind it");
@@ -284,6 +299,7 @@ std::map<std::string, int> check_rows(const std::vector<Case<Args>>& cases, bool
             }
             ++ran[what];
           }
+      cases_run += ran[what] > runs_before;
     }
   }
   for (const auto& [what, runs] : ran) {
