@@ -357,17 +357,29 @@ __device__ __forceinline__ void add_slice_partials(const NhwcTiling& t, const Nh
   for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
   if (!th.active) return;
   const int64_t C = t.C;
-  auto at = [&](int b, int k) { return partial + (2 * static_cast<int64_t>(b) + k) * C + th.c0; };
+  // The V doubles at partial's (slice b, k), 16 bytes a load where V is even (c0 and C are then
+  // multiples of 8: aligned).
+  auto load = [&](int b, int k, double (&d)[V]) {
+    const double* p = partial + (2 * static_cast<int64_t>(b) + k) * C + th.c0;
+    if constexpr (V % 2 == 0) {
+#pragma unroll
+      for (int v = 0; v < V; v += 2) {
+        const double2 w = __ldcg(reinterpret_cast<const double2*>(p + v));
+        d[v] = w.x;
+        d[v + 1] = w.y;
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) d[v] = __ldcg(p + v);
+    }
+  };
   int b = th.r;
   for (; b + t.TR < slices; b += 2 * t.TR) {  // slices b and b + TR: loads first, adds in order
     double s0[V], q0[V], s1[V], q1[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      s0[v] = __ldcg(at(b, 0) + v);
-      q0[v] = __ldcg(at(b, 1) + v);
-      s1[v] = __ldcg(at(b + t.TR, 0) + v);
-      q1[v] = __ldcg(at(b + t.TR, 1) + v);
-    }
+    load(b, 0, s0);
+    load(b, 1, q0);
+    load(b + t.TR, 0, s1);
+    load(b + t.TR, 1, q1);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       s[v] = s[v] + s0[v] + s1[v];
@@ -375,10 +387,13 @@ __device__ __forceinline__ void add_slice_partials(const NhwcTiling& t, const Nh
     }
   }
   if (b < slices) {
+    double s0[V], q0[V];
+    load(b, 0, s0);
+    load(b, 1, q0);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      s[v] += __ldcg(at(b, 0) + v);
-      q[v] += __ldcg(at(b, 1) + v);
+      s[v] += s0[v];
+      q[v] += q0[v];
     }
   }
 }

@@ -220,6 +220,13 @@ constexpr auto activation_on_cudnn = [](const auto& a) { return activation_cudnn
 constexpr auto pool2d_on_cudnn = [](const auto& a) { return pool2d_cudnn_supports(a.sh); };
 constexpr auto batchnorm_on_cudnn = [](const auto& a) { return batchnorm_cudnn_supports(a.sh); };
 constexpr auto batchnorm_one_kernel = [](const auto& a) { return batchnorm_one_kernel_fits(a.sh); };
+// The bf16 and f16 rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one,
+// _two): "cuda:one_kernel" on the shapes it takes, "cuda:two_kernels" on every shape.
+#define CNN_BATCHNORM_PATH_ROWS(stem)                                                              \
+  named_row(kCuda, "cuda:one_kernel", stem##_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),   \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f16_one, batchnorm_one_kernel, DType::f16), \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_bf16_two, nullptr, DType::bf16),           \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f16_two, nullptr, DType::f16)
 constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entropy_cudnn_supports(a.sh); };
 
 }  // namespace
@@ -317,10 +324,7 @@ CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchno
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
                            row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_train_cuda_f16, nullptr, DType::f16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_forward_train_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_forward_train_cuda_f16_one, batchnorm_one_kernel, DType::f16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_forward_train_cuda_bf16_two, nullptr, DType::bf16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_forward_train_cuda_f16_two, nullptr, DType::f16),
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train),
                            row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
@@ -335,10 +339,7 @@ CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backwa
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
                            row(kCuda, batchnorm_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_backward_cuda_f16, nullptr, DType::f16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_backward_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_backward_cuda_f16_one, batchnorm_one_kernel, DType::f16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_backward_cuda_bf16_two, nullptr, DType::bf16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_backward_cuda_f16_two, nullptr, DType::f16),
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_backward),
                            row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::bf16),
@@ -377,20 +378,14 @@ CNN_OP_TABLE(BatchnormForwardTrainAct, "batchnorm forward_train_act", row(kCpu, 
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_act_cuda),
                            row(kCuda, batchnorm_forward_train_act_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_train_act_cuda_f16, nullptr, DType::f16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_forward_train_act_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_forward_train_act_cuda_f16_one, batchnorm_one_kernel, DType::f16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_forward_train_act_cuda_bf16_two, nullptr, DType::bf16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_forward_train_act_cuda_f16_two, nullptr, DType::f16)))
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train_act)))
 CNN_OP_TABLE(BatchnormBackwardAct, "batchnorm backward_act", row(kCpu, batchnorm_backward_act_cpu),
              row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_act_cuda),
                            row(kCuda, batchnorm_backward_act_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_backward_act_cuda_f16, nullptr, DType::f16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_backward_act_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),
-                           named_row(kCuda, "cuda:one_kernel", batchnorm_backward_act_cuda_f16_one, batchnorm_one_kernel, DType::f16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_backward_act_cuda_bf16_two, nullptr, DType::bf16),
-                           named_row(kCuda, "cuda:two_kernels", batchnorm_backward_act_cuda_f16_two, nullptr, DType::f16)))
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_backward_act)))
 
 CNN_OP_TABLE(SoftmaxCrossEntropyForward, "softmax_cross_entropy forward", row(kCpu, softmax_cross_entropy_forward_cpu),
              CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda),
