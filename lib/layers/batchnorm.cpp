@@ -2,7 +2,8 @@
 // running_mean/running_var (PyTorch names). Batch statistics in training, running ones in eval.
 // Trap: backward is only valid after a training-mode forward of the same batch. With a fused
 // activation or synchronised statistics it runs the phased ops on our cpu/cuda kernels (a cudnn
-// choice runs them on cuda), and a fused layer's backward reads its own output.
+// choice runs them on cuda; without synchronisation both phases in one call, BatchnormForwardTrainAct
+// and BatchnormBackwardAct), and a fused layer's backward reads its own output.
 #include "core/device.h"
 #include "layers/registry.h"
 #include "ops/batchnorm.h"
@@ -121,10 +122,15 @@ class BatchnormLayer : public Layer {
     return reinterpret_cast<double*>(m_sums.data()) + (backward ? 2 * m_C + 1 : 0);
   }
 
-  // Statistics of this rank, summed over the ranks when synchronised, then normalise (+ act).
+  // Statistics of this rank, summed over the ranks when synchronised, then normalise (+ act); one
+  // call for both phases when nothing is summed between them (its cuda bf16/f16 rows may fuse them).
   void phased_forward(const RunContext& rc, const BatchnormShape& sh, ConstView x, View y) {
     double* stats = sums(false);
     float* rmean = m_params[2].data();
+    if (!m_sync)
+      return run_op(kernels(), BatchnormForwardTrainAct{rc.exec, sh, x, m_params[0].data(), m_params[1].data(),
+                                                        m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
+                                                        m_save_mean.data(), m_save_inv_std.data(), stats});
     run_op(kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats});
     if (m_sync) m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
     run_op(kernels(), BatchnormForwardApply{rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
@@ -136,6 +142,10 @@ class BatchnormLayer : public Layer {
                        View dx) {
     double* s = sums(true);
     const ActivationParams* act = m_fused ? &m_act : nullptr;
+    if (!m_sync)
+      return run_op(kernels(), BatchnormBackwardAct{rc.exec, sh, x, y, act, m_params[0].data(), m_save_mean.data(),
+                                                    m_save_inv_std.data(), dy, s, dx, m_grads[0].data(),
+                                                    m_grads[1].data()});
     run_op(kernels(), BatchnormBackwardStats{rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
                                              m_grads[0].data(), m_grads[1].data()});
     if (m_sync) m_sync->sum(s, 2 * m_C + 1, rc.exec->device);

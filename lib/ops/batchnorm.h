@@ -179,5 +179,46 @@ struct BatchnormBackwardApply {
   static const OpTable<BatchnormBackwardApply>& table();
 };
 
+// One rank's phased training in one call each way (a layer without synchronised statistics): the
+// stats (sums) phase, then the apply phase, with nothing summed between them, so a row may fuse
+// the two. stats (sums) is written as BatchnormForwardStats (BatchnormBackwardStats) writes it;
+// every other operand as the apply phase (and, backward, the stats phase: dgamma, dbeta) writes
+// it. The cpu and f32 rows run the two phases' rows; the cuda bf16 and f16 rows run one kernel a
+// direction where the tensor fits one co-resident grid (batchnorm_nhwc_bf16.cuh), else the two.
+struct BatchnormForwardTrainAct {
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                // (N, C, H, W)
+  const float* gamma = nullptr;         // (C)
+  const float* beta = nullptr;          // (C)
+  const ActivationParams* act = nullptr;
+  View y = nullptr;                     // (N, C, H, W)
+  float* running_mean = nullptr;        // (C): the shift, then updated in place
+  float* running_var = nullptr;         // (C), updated in place
+  float* save_mean = nullptr;           // (C)
+  float* save_inv_std = nullptr;        // (C)
+  double* stats = nullptr;              // (2C + 1), written
+  DType dtype() const { return x.dtype(); }
+  static const OpTable<BatchnormForwardTrainAct>& table();
+};
+struct BatchnormBackwardAct {
+  const ExecContext* ctx = nullptr;
+  BatchnormShape sh;
+  ConstView x = nullptr;                // (N, C, H, W)
+  ConstView y = nullptr;                // (N, C, H, W), read when act is set
+  const ActivationParams* act = nullptr;
+  const float* gamma = nullptr;         // (C)
+  const float* save_mean = nullptr;     // (C)
+  const float* save_inv_std = nullptr;  // (C)
+  ConstView dy = nullptr;               // (N, C, H, W)
+  double* sums = nullptr;               // (2C + 1), written
+  View dx = nullptr;                    // (N, C, H, W) or null
+  float* dgamma = nullptr;              // (C) or null
+  float* dbeta = nullptr;               // (C) or null
+  DType dtype() const { return dy.dtype(); }
+  static const OpTable<BatchnormBackwardAct>& table();
+};
+
+
 
 }  // namespace cnn

@@ -27,21 +27,28 @@ struct ForwardFinalize {
   float* __restrict__ running_var;     // (C)
   float* __restrict__ save_mean;       // (C)
   float* __restrict__ save_inv_std;    // (C)
-  float* __restrict__ norm_mean;       // (C)
-  float* __restrict__ norm_scale;      // (C)
-  __device__ void operator()(int c, double s, double ss) const {
+  float* __restrict__ norm_mean;       // (C); unused by channel
+  float* __restrict__ norm_scale;      // (C); unused by channel
+  // Channel c's (mean, scale) from its sums about x0 (shift(c)); with `owner` also its running and
+  // saved statistics.
+  __device__ void channel(int c, double s, double ss, double x0, bool owner, float& n_mean, float& n_scale) const {
     const double m = static_cast<double>(M);
-    const double mean = shift(c) + s / m;
+    const double mean = x0 + s / m;
     const double var = fmax(0.0, (ss - s * s / m) / m);
     const double inv_std = 1.0 / sqrt(var + eps);
     const float mean_f = static_cast<float>(mean);
-    const double unbiased = var * m / (m - 1.0);
-    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
-    save_mean[c] = mean_f;
-    save_inv_std[c] = static_cast<float>(inv_std);
-    norm_mean[c] = mean_f;
-    norm_scale[c] = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
+    if (owner) {
+      const double unbiased = var * m / (m - 1.0);
+      running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+      running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+      save_mean[c] = mean_f;
+      save_inv_std[c] = static_cast<float>(inv_std);
+    }
+    n_mean = mean_f;
+    n_scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
+  }
+  __device__ void operator()(int c, double s, double ss) const {
+    channel(c, s, ss, shift(c), true, norm_mean[c], norm_scale[c]);
   }
 };
 
@@ -52,16 +59,44 @@ struct BackwardFinalize {
   const float* __restrict__ save_inv_std;  // (C)
   float* __restrict__ dgamma;              // (C) or null
   float* __restrict__ dbeta;               // (C) or null
-  float* __restrict__ coef;                // (3, C): a, b, k
-  __device__ void operator()(int c, double sum_dy, double sum_dy_xc) const {
+  float* __restrict__ coef;                // (3, C): a, b, k; unused by channel
+  // Channel c's (a, b, k); with `owner` also its dgamma and dbeta.
+  __device__ void channel(int c, double sum_dy, double sum_dy_xc, bool owner, float& a, float& b, float& k) const {
     const double inv_std = save_inv_std[c];
     const double sum_dy_xhat = sum_dy_xc * inv_std;
-    if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat);
-    if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
+    if (owner && dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat);
+    if (owner && dbeta) dbeta[c] = static_cast<float>(sum_dy);
     const double m = static_cast<double>(M);
-    coef[c] = static_cast<float>(gamma[c] * inv_std);
-    coef[C + c] = static_cast<float>(sum_dy / m);
-    coef[2 * C + c] = static_cast<float>(inv_std * sum_dy_xhat / m);
+    a = static_cast<float>(gamma[c] * inv_std);
+    b = static_cast<float>(sum_dy / m);
+    k = static_cast<float>(inv_std * sum_dy_xhat / m);
+  }
+  __device__ void operator()(int c, double sum_dy, double sum_dy_xc) const {
+    channel(c, sum_dy, sum_dy_xc, true, coef[c], coef[C + c], coef[2 * C + c]);
+  }
+};
+
+// The one-kernel path's per-channel steps (batchnorm_one_kernel_nhwc_kernel's stat): forward,
+// ForwardFinalize's arithmetic about x0 = x[c] read before the barrier, cf = (mean, scale, beta);
+// backward, BackwardFinalize's, cf = (a, b, k, save_mean).
+template <typename T>
+struct ForwardTrainStat {
+  ForwardFinalize<T> fin;
+  const float* __restrict__ beta;  // (C)
+  __device__ float before(int c) const { return static_cast<float>(fin.shift(c)); }
+  __device__ void operator()(int c, double s, double ss, float x0, bool owner, float (&cf)[4]) const {
+    fin.channel(c, s, ss, x0, owner, cf[0], cf[1]);
+    cf[2] = beta[c];
+    cf[3] = 0.0f;
+  }
+};
+struct BackwardStat {
+  BackwardFinalize fin;
+  const float* __restrict__ save_mean;  // (C)
+  __device__ float before(int) const { return 0.0f; }
+  __device__ void operator()(int c, double s, double sx, float, bool owner, float (&cf)[4]) const {
+    fin.channel(c, s, sx, owner, cf[0], cf[1], cf[2]);
+    cf[3] = save_mean[c];
   }
 };
 
@@ -124,35 +159,43 @@ void batchnorm_backward_cuda(const BatchnormBackward& a) {
 }
 
 // BF16 and F16 (T) channels-last: the same sums and tails over (N, H, W, C); x0 is x[c], the
-// channel's first value there too.
+// channel's first value there too. One kernel where `path` and the shape allow
+// (launch_one_kernel_nhwc), else the sums pass and the normalise pass.
 template <typename T>
-static void forward_train_nhwc(const BatchnormForwardTrain& a) {
+static void forward_train_nhwc(const BatchnormForwardTrain& a, NhwcPath path) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
   const T* x = half16_data<T>(a.x);
+  T* y = half16_data<T>(a.y);
   const char* what = "batchnorm forward";
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
   batchnorm_check_training_count(what, sh);
   const int M = static_cast<int>(sh.N * sh.H * sh.W);
   const ChannelShift<T> shift{x, 1};
+  auto finalize = [&](float* norm_mean, float* norm_scale) {
+    return ForwardFinalize<T>{M,         sh.eps,         sh.momentum, shift,     a.gamma,   a.running_mean,
+                              a.running_var, a.save_mean, a.save_inv_std, norm_mean, norm_scale};
+  };
+  auto terms = [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<T>, T>{x, shift}; };
+  if (launch_one_kernel_nhwc(
+          ctx, stream, sh, nhwc_vectorized(sh, {x, y}), path, what, terms,
+          ForwardTrainStat<T>{finalize(nullptr, nullptr), a.beta},
+          [&](auto width) { return NormalizeOut<decltype(width)::value, NoActivation, T>{NoActivation{}, y}; })) {
+    CUDA_CHECK_LAUNCH("batchnorm forward nhwc (one kernel)");
+    return;
+  }
   // The tail writes the normalisation's (mean, scale) into the scratch's (2, C) floats.
-  const Scratch s = launch_sums_nhwc(
-      ctx, stream, sh, nhwc_vectorized(sh, {x}), 2 * sh.C, what,
-      [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<T>, T>{x, shift}; },
-      [&](const Scratch& sc) {
-        return ForwardFinalize<T>{M,           sh.eps,         sh.momentum, shift,         a.gamma,
-                                  a.running_mean, a.running_var, a.save_mean, a.save_inv_std, sc.per_channel,
-                                  sc.per_channel + sh.C};
-      });
+  const Scratch s = launch_sums_nhwc(ctx, stream, sh, nhwc_vectorized(sh, {x}), 2 * sh.C, what, terms,
+                                     [&](const Scratch& sc) { return finalize(sc.per_channel, sc.per_channel + sh.C); });
   CUDA_CHECK_LAUNCH("batchnorm forward nhwc (statistics)");
-  launch_normalize_nhwc(stream, sh, nullptr, NormFromArrays{s.per_channel, s.per_channel + sh.C}, x, a.beta,
-                        half16_data<T>(a.y), nullptr);
+  launch_normalize_nhwc(stream, sh, nullptr, NormFromArrays{s.per_channel, s.per_channel + sh.C}, x, a.beta, y,
+                        nullptr);
   CUDA_CHECK_LAUNCH("batchnorm forward nhwc (normalize)");
 }
 
 template <typename T>
-static void backward_nhwc(const BatchnormBackward& a) {
+static void backward_nhwc(const BatchnormBackward& a, NhwcPath path) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
   const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
@@ -161,15 +204,20 @@ static void backward_nhwc(const BatchnormBackward& a) {
   cudaStream_t stream = cuda::stream_of(ctx, what);
   check_shape(what, sh);
   const int C = static_cast<int>(sh.C), M = static_cast<int>(sh.N * sh.H * sh.W);
+  auto finalize = [&](float* coef) { return BackwardFinalize{C, M, a.gamma, a.save_inv_std, a.dgamma, a.dbeta, coef}; };
+  auto terms = [&](auto width) {
+    return GradTerms<decltype(width)::value, NoActivation, T>{NoActivation{}, x, nullptr, dy, a.save_mean};
+  };
+  if (launch_one_kernel_nhwc(
+          ctx, stream, sh, nhwc_vectorized(sh, {x, dy, dx}), path, what, terms,
+          BackwardStat{finalize(nullptr), a.save_mean},
+          [&](auto width) { return DxOut<decltype(width)::value, NoActivation, T>{NoActivation{}, false, dx}; })) {
+    CUDA_CHECK_LAUNCH("batchnorm backward nhwc (one kernel)");
+    return;
+  }
   // The tail writes dx's coefficients (a, b, k) into the scratch's (3, C) floats.
-  const Scratch s = launch_sums_nhwc(
-      ctx, stream, sh, nhwc_vectorized(sh, {x, dy}), 3 * sh.C, what,
-      [&](auto width) {
-        return GradTerms<decltype(width)::value, NoActivation, T>{NoActivation{}, x, nullptr, dy, a.save_mean};
-      },
-      [&](const Scratch& sc) {
-        return BackwardFinalize{C, M, a.gamma, a.save_inv_std, a.dgamma, a.dbeta, sc.per_channel};
-      });
+  const Scratch s = launch_sums_nhwc(ctx, stream, sh, nhwc_vectorized(sh, {x, dy}), 3 * sh.C, what, terms,
+                                     [&](const Scratch& sc) { return finalize(sc.per_channel); });
   CUDA_CHECK_LAUNCH("batchnorm backward nhwc (sums)");
   if (!dx) return;
   launch_dx_nhwc(stream, sh, nullptr, CoefFromArray{C, s.per_channel}, a.save_mean, x, static_cast<const T*>(nullptr),
@@ -177,9 +225,19 @@ static void backward_nhwc(const BatchnormBackward& a) {
   CUDA_CHECK_LAUNCH("batchnorm backward nhwc (dx)");
 }
 
-void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) { forward_train_nhwc<bf16>(a); }
-void batchnorm_forward_train_cuda_f16(const BatchnormForwardTrain& a) { forward_train_nhwc<f16>(a); }
-void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) { backward_nhwc<bf16>(a); }
-void batchnorm_backward_cuda_f16(const BatchnormBackward& a) { backward_nhwc<f16>(a); }
+bool batchnorm_one_kernel_fits(const BatchnormShape& sh) { return nhwc_one_kernel_fits(sh); }
+
+void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) { forward_train_nhwc<bf16>(a, default_nhwc_path()); }
+void batchnorm_forward_train_cuda_f16(const BatchnormForwardTrain& a) { forward_train_nhwc<f16>(a, default_nhwc_path()); }
+void batchnorm_backward_cuda_bf16(const BatchnormBackward& a) { backward_nhwc<bf16>(a, default_nhwc_path()); }
+void batchnorm_backward_cuda_f16(const BatchnormBackward& a) { backward_nhwc<f16>(a, default_nhwc_path()); }
+void batchnorm_forward_train_cuda_bf16_one(const BatchnormForwardTrain& a) { forward_train_nhwc<bf16>(a, NhwcPath::one); }
+void batchnorm_forward_train_cuda_f16_one(const BatchnormForwardTrain& a) { forward_train_nhwc<f16>(a, NhwcPath::one); }
+void batchnorm_forward_train_cuda_bf16_two(const BatchnormForwardTrain& a) { forward_train_nhwc<bf16>(a, NhwcPath::two); }
+void batchnorm_forward_train_cuda_f16_two(const BatchnormForwardTrain& a) { forward_train_nhwc<f16>(a, NhwcPath::two); }
+void batchnorm_backward_cuda_bf16_one(const BatchnormBackward& a) { backward_nhwc<bf16>(a, NhwcPath::one); }
+void batchnorm_backward_cuda_f16_one(const BatchnormBackward& a) { backward_nhwc<f16>(a, NhwcPath::one); }
+void batchnorm_backward_cuda_bf16_two(const BatchnormBackward& a) { backward_nhwc<bf16>(a, NhwcPath::two); }
+void batchnorm_backward_cuda_f16_two(const BatchnormBackward& a) { backward_nhwc<f16>(a, NhwcPath::two); }
 
 }  // namespace cnn

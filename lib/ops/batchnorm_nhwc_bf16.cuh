@@ -10,10 +10,18 @@
 // occupancy, and it is part of the sums: change it and the bits of every result change.
 #pragma once
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "core/bf16.h"
 #include "ops/batchnorm.cuh"
@@ -338,6 +346,73 @@ struct GradTerms {
   }
 };
 
+// Sets s, q to this thread's share of the sums of the `slices` (first, second) pairs of partial
+// (slices, 2, C) of its channels: slices r, r + TR, ... added in a fixed order (two slices' loads
+// in flight a thread), for sum_rows_pair to finish. Loads bypass L1: other blocks stored them.
+template <int V>
+__device__ __forceinline__ void add_slice_partials(const NhwcTiling& t, const NhwcThread<V>& th,
+                                                   const double* __restrict__ partial, int slices, double (&s)[V],
+                                                   double (&q)[V]) {
+#pragma unroll
+  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
+  if (!th.active) return;
+  const int64_t C = t.C;
+  // The V doubles at partial's (slice b, k), 16 bytes a load where V is even (c0 and C are then
+  // multiples of 8: aligned).
+  auto load = [&](int b, int k, double (&d)[V]) {
+    const double* p = partial + (2 * static_cast<int64_t>(b) + k) * C + th.c0;
+    if constexpr (V % 2 == 0) {
+#pragma unroll
+      for (int v = 0; v < V; v += 2) {
+        const double2 w = __ldcg(reinterpret_cast<const double2*>(p + v));
+        d[v] = w.x;
+        d[v + 1] = w.y;
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) d[v] = __ldcg(p + v);
+    }
+  };
+  int b = th.r;
+  for (; b + t.TR < slices; b += 2 * t.TR) {  // slices b and b + TR: loads first, adds in order
+    double s0[V], q0[V], s1[V], q1[V];
+    load(b, 0, s0);
+    load(b, 1, q0);
+    load(b + t.TR, 0, s1);
+    load(b + t.TR, 1, q1);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      s[v] = s[v] + s0[v] + s1[v];
+      q[v] = q[v] + q0[v] + q1[v];
+    }
+  }
+  if (b < slices) {
+    double s0[V], q0[V];
+    load(b, 0, s0);
+    load(b, 1, q0);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      s[v] += s0[v];
+      q[v] += q0[v];
+    }
+  }
+}
+
+// Stores a block's sums (row 0 of its tile, after sum_rows_pair) as slice blockIdx.x's pairs of
+// partial (slices, 2, C).
+template <int V>
+__device__ __forceinline__ void store_slice_partials(const NhwcTiling& t, const NhwcThread<V>& th,
+                                                     double* __restrict__ partial, const double (&s)[V],
+                                                     const double (&q)[V]) {
+  if (th.r != 0 || !th.active) return;
+  const int64_t C = t.C;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    partial[(2 * static_cast<int64_t>(blockIdx.x)) * C + th.c0 + v] = s[v];
+    partial[(2 * static_cast<int64_t>(blockIdx.x) + 1) * C + th.c0 + v] = q[v];
+  }
+}
+
 // grid (slices, tiles): per-channel sums of terms' two values over the rows. Each block stores its
 // (slice, channel) pairs into partial (slices, 2, C); the tile's last block adds them in a fixed
 // order (two slices' loads in flight a thread) and calls tail(c, first sum, second sum) once per
@@ -358,44 +433,9 @@ static __global__ void __launch_bounds__(kThreads, 2) batchnorm_sums_nhwc_kernel
     sum_rows_batched<Terms::kBatch>(t, th, terms, lanes, s, q);
   }
   sum_rows_pair(t, th, s, q, red);
-  const int64_t C = t.C;
-  if (th.r == 0 && th.active) {
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      partial[(2 * static_cast<int64_t>(blockIdx.x)) * C + th.c0 + v] = s[v];
-      partial[(2 * static_cast<int64_t>(blockIdx.x) + 1) * C + th.c0 + v] = q[v];
-    }
-  }
+  store_slice_partials(t, th, partial, s, q);
   if (!cuda::arrive_last(counters + blockIdx.y, gridDim.x)) return;
-#pragma unroll
-  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
-  if (th.active) {
-    const int slices = static_cast<int>(gridDim.x);
-    auto at = [&](int b, int k) { return partial + (2 * static_cast<int64_t>(b) + k) * C + th.c0; };
-    int b = th.r;
-    for (; b + t.TR < slices; b += 2 * t.TR) {  // slices b and b + TR: loads first, adds in order
-      double s0[V], q0[V], s1[V], q1[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        s0[v] = __ldcg(at(b, 0) + v);
-        q0[v] = __ldcg(at(b, 1) + v);
-        s1[v] = __ldcg(at(b + t.TR, 0) + v);
-        q1[v] = __ldcg(at(b + t.TR, 1) + v);
-      }
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        s[v] = s[v] + s0[v] + s1[v];
-        q[v] = q[v] + q0[v] + q1[v];
-      }
-    }
-    if (b < slices) {
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        s[v] += __ldcg(at(b, 0) + v);
-        q[v] += __ldcg(at(b, 1) + v);
-      }
-    }
-  }
+  add_slice_partials(t, th, partial, static_cast<int>(gridDim.x), s, q);
   sum_rows_pair(t, th, s, q, red);
   if (th.r == 0 && th.active) {
 #pragma unroll
@@ -555,6 +595,257 @@ static void launch_dx_nhwc(cudaStream_t stream, const BatchnormShape& sh, const 
                         <<<grid, block, 0, stream>>>(t, epi, coef, save_mean, x, y_read, dy, dx);
                   });
   });
+}
+
+// ---- One kernel a direction (small tensors) ----
+// The two-kernel path above is a sums pass then an elementwise pass: x (x and dy) read twice and
+// two launches, each of about 7 us at mini_xception's sizes at batch 32 (0.1 to 2 MB: latency,
+// not bytes). The one-kernel path is one cooperative grid: each block loads its slice of rows of
+// its tile once into registers (kHeldRows a thread), adds its sums (terms.add, in row order, then
+// sum_rows_pair's fixed tree), stores them as its slice's partials, waits at a grid-wide barrier,
+// adds every slice's partials of its tile (add_slice_partials: the same fixed order in every
+// block, so every block derives the same per-channel coefficients, bit for bit), and writes y
+// (dx) once from the values it holds. The block of slice 0 of each tile writes the per-channel
+// outputs (running and saved statistics, dgamma, dbeta, the phased ops' sums). Same arithmetic as
+// the two-kernel path (double sums, FP32 coefficients, each output rounded once); only the
+// slicing of the sums differs, so results agree to the last bits of the double sums.
+// Co-residency: a grid barrier needs every block resident at once. The launch is cooperative
+// (cudaLaunchAttributeCooperative), for which the runtime checks that the grid fits the device at
+// once and refuses it otherwise (cudaErrorCooperativeLaunchTooLarge) instead of letting it hang;
+// cooperative_capacity asks the same question first (blocks a multiprocessor holds, from the
+// kernel's registers and shared memory, times the multiprocessors) and the default rows take the
+// two-kernel path when the grid would not fit. Under stream capture the launch becomes a
+// cooperative kernel node (the attribute is valid for graph nodes), which keeps the guarantee
+// at every replay. The grid is at most kOneKernelBlocks blocks of kThreads threads with
+// __launch_bounds__(kThreads, 1): one block a multiprocessor is all it needs (132 on an H200).
+// Trap: the tiling (nhwc_one_kernel_tiling) is a function of the shape only, never of the device:
+// the device only decides whether the path runs.
+
+// Rows a thread holds: 8 16-byte words (8 channels each) or 32 single values (the scalar path).
+template <int V>
+constexpr int kHeldRows = V == 8 ? 8 : 32;
+// Most blocks of a one-kernel grid (co-resident on a GPU of at least 128 multiprocessors).
+constexpr int kOneKernelBlocks = 128;
+// Most channels of a tile (nhwc_tiling's sums pass: 8 groups of 8, or 32 of 1).
+constexpr int kTileChannels = 64;
+
+// The one-kernel path's tiling: the sums pass's tiles (TG groups by TR rows), and slices of at
+// most kHeldRows<V> * TR rows (slice_of's split), about 2 sqrt(M) rows each: a block loads TR R
+// words of each operand a channel group and, after the barrier, adds `slices` partial pairs a
+// channel, and rows ~ 2 sqrt(M) balances the two (both about equally slow a byte from L2), with
+// more rows a slice where the grid would exceed kOneKernelBlocks. False when even kHeldRows rows a
+// thread need more blocks (or the shape exceeds the kernels' index limits).
+template <int V>
+inline bool nhwc_one_kernel_tiling(const BatchnormShape& sh, NhwcTiling& t) {
+  if (sh.N <= 0 || sh.C <= 0 || sh.C > 65535 || sh.C % V != 0 || !cuda::fits_int32(sh.N * sh.H * sh.W))
+    return false;
+  t = nhwc_tiling<V>(sh, NhwcPass::sums);
+  const int64_t M = t.M, TR = t.TR;
+  auto slices_at = [&](int64_t R) { return (M + TR * R - 1) / (TR * R); };
+  const int64_t target = static_cast<int64_t>(2.0 * std::sqrt(static_cast<double>(M)));
+  int64_t R = std::clamp<int64_t>((target + TR - 1) / TR, 1, kHeldRows<V>);
+  while (R < kHeldRows<V> && slices_at(R) * t.tiles > kOneKernelBlocks) ++R;
+  if (slices_at(R) * t.tiles > kOneKernelBlocks) return false;
+  t.slices = static_cast<int>(slices_at(R));
+  return true;
+}
+
+// Whether the one-kernel path's tiling takes the shape on both widths it may run (the scalar one
+// whenever an operand is misaligned): the shape question of the rows forced onto it.
+inline bool nhwc_one_kernel_fits(const BatchnormShape& sh) {
+  NhwcTiling t;
+  return nhwc_one_kernel_tiling<1>(sh, t) && (sh.C % 8 != 0 || nhwc_one_kernel_tiling<8>(sh, t));
+}
+
+// Which path a bf16/f16 training call takes: the default (one kernel where it fits, unless
+// CNN_BATCHNORM_KERNELS=two), or one forced by a named row ("cuda:one_kernel", "cuda:two_kernels").
+enum class NhwcPath { automatic, one, two };
+
+// CNN_BATCHNORM_KERNELS=two in the environment: the default rows take the two-kernel path always
+// (to time it against the one-kernel path in one benchmark run; `one` or unset: the default).
+// Read once a process.
+inline NhwcPath default_nhwc_path() {
+  static const NhwcPath path = [] {
+    const char* v = std::getenv("CNN_BATCHNORM_KERNELS");
+    if (!v || !*v || std::strcmp(v, "one") == 0) return NhwcPath::automatic;
+    if (std::strcmp(v, "two") == 0) return NhwcPath::two;
+    CNN_THROW("batchnorm: CNN_BATCHNORM_KERNELS must be one or two, got '{}'", v);
+  }();
+  return path;
+}
+
+// The most blocks of `kernel` at kThreads threads the current device holds at once (the limit of
+// a cooperative launch), 0 where it cannot launch cooperatively. Asked once a kernel and device.
+inline int64_t cooperative_capacity(const void* kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int64_t> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = known.find({kernel, device});
+  if (it != known.end()) return it->second;
+  int cooperative = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  return known[{kernel, device}] = cooperative ? int64_t{sms} * per_sm : 0;
+}
+
+// grid (slices, tiles), cooperative: the whole of one direction (see above). terms: ShiftedTerms
+// or GradTerms (load, add). stat.before(c), read before the barrier by the thread owning channel c
+// (NhwcChannelOwner): the forward's shift; stat(c, sum, sum, before, owner, cf) after it: the
+// channel's four output coefficients cf, and with `owner` (the block of slice 0) its per-channel
+// outputs. out(raw, offset, cf): writes one held row's outputs. partial: (slices, 2, C) doubles.
+template <int V, typename Terms, typename Stat, typename Out>
+static __global__ void __launch_bounds__(kThreads, 1)
+    batchnorm_one_kernel_nhwc_kernel(NhwcTiling t, Terms terms, Stat stat, Out out, double* __restrict__ partial) {
+  constexpr int K = kHeldRows<V>;
+  __shared__ double red[kSumsShared<V>];
+  __shared__ double total[2][kTileChannels];
+  __shared__ float coef[4][kTileChannels];
+  const NhwcThread<V> th(t);
+  const NhwcChannelOwner<V> own(t);
+  const float before = own.owns ? stat.before(own.c) : 0.0f;
+  int begin, end;
+  slice_of(t.M, begin, end);
+  typename Terms::Raw held[K];
+  double s[V], q[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
+  if (th.active) {
+    const typename Terms::Lanes lanes = terms.begin(th.c0);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int m = begin + th.r + k * t.TR;
+      if (m < end) terms.load(held[k], static_cast<int64_t>(m) * t.C + th.c0);
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (begin + th.r + k * t.TR < end) terms.add(lanes, held[k], s, q);
+  }
+  sum_rows_pair(t, th, s, q, red);
+  store_slice_partials(t, th, partial, s, q);
+  cooperative_groups::this_grid().sync();  // fences: every slice's partials are visible
+  add_slice_partials(t, th, partial, static_cast<int>(gridDim.x), s, q);
+  sum_rows_pair(t, th, s, q, red);
+  if (th.r == 0 && th.active) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      total[0][th.g * V + v] = s[v];
+      total[1][th.g * V + v] = q[v];
+    }
+  }
+  __syncthreads();
+  if (own.owns) {
+    float cf[4];
+    stat(own.c, total[0][own.slot], total[1][own.slot], before, blockIdx.x == 0, cf);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) coef[j][own.slot] = cf[j];
+  }
+  __syncthreads();
+  if (!th.active) return;
+  float cf[4][V];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int v = 0; v < V; ++v) cf[j][v] = coef[j][th.g * V + v];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int m = begin + th.r + k * t.TR;
+    if (m < end) out(held[k], static_cast<int64_t>(m) * t.C + th.c0, cf);
+  }
+}
+
+// The one-kernel forward's output: y = epi((x - cf[0]) cf[1] + cf[2]) (mean, scale, beta), as
+// batchnorm_normalize_nhwc_kernel forms it.
+template <int V, typename Epi, typename T>
+struct NormalizeOut {
+  Epi epi;
+  T* __restrict__ y;  // (N, H, W, C)
+  template <typename Raw>
+  __device__ __forceinline__ void operator()(const Raw& r, int64_t at, const float (&cf)[4][V]) const {
+    float e[V];
+    unpack_raw<T>(r.x, e);
+#pragma unroll
+    for (int v = 0; v < V; ++v) e[v] = epi.forward((e[v] - cf[0][v]) * cf[1][v] + cf[2][v]);
+    store_lanes(y, at, e);
+  }
+};
+
+// The one-kernel backward's output: dx = a (g - b - (x - mean) k), g = epi'(y) dy (y held only
+// when read_y), cf = (a, b, k, mean), as batchnorm_dx_nhwc_kernel forms it; nothing when dx is null.
+template <int V, typename Epi, typename T>
+struct DxOut {
+  Epi epi;
+  bool read_y;
+  T* __restrict__ dx;  // (N, H, W, C) or null
+  template <typename Raw>
+  __device__ __forceinline__ void operator()(const Raw& r, int64_t at, const float (&cf)[4][V]) const {
+    if (!dx) return;
+    float xv[V], yv[V], e[V];
+    unpack_raw<T>(r.x, xv);
+    unpack_raw<T>(r.dy, e);
+    if (read_y) {
+      unpack_raw<T>(r.y, yv);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) e[v] = cf[0][v] * (epi.grad(yv[v], e[v]) - cf[1][v] - (xv[v] - cf[3][v]) * cf[2][v]);
+    store_lanes(dx, at, e);
+  }
+};
+
+// Runs one direction on the one-kernel path (make_terms(width tag), stat, make_out(width tag);
+// vec: the 16-byte path) when `path` allows it, the shape fits its tiling and the device holds
+// the grid at once: returns whether it ran (false: the caller runs the two kernels). A forced
+// path (NhwcPath::one) that cannot run throws instead.
+template <typename MakeTerms, typename Stat, typename MakeOut>
+static bool launch_one_kernel_nhwc(const ExecContext& ctx, cudaStream_t stream, const BatchnormShape& sh, bool vec,
+                                   NhwcPath path, const char* what, MakeTerms&& make_terms, const Stat& stat,
+                                   MakeOut&& make_out) {
+  if (path == NhwcPath::two) return false;
+  bool ran = false;
+  auto go = [&](auto width) {
+    constexpr int V = decltype(width)::value;
+    NhwcTiling t;
+    if (!nhwc_one_kernel_tiling<V>(sh, t)) {
+      if (path == NhwcPath::one)
+        CNN_THROW("{}: N={} C={} H={} W={} is too large for the one-kernel path ({} rows a thread, {} blocks)", what,
+                  sh.N, sh.C, sh.H, sh.W, kHeldRows<V>, kOneKernelBlocks);
+      return;
+    }
+    const auto terms = make_terms(width);
+    const auto out = make_out(width);
+    auto* kernel = batchnorm_one_kernel_nhwc_kernel<V, std::decay_t<decltype(terms)>, Stat, std::decay_t<decltype(out)>>;
+    const int64_t blocks = int64_t{t.slices} * t.tiles;
+    const int64_t capacity = cooperative_capacity(reinterpret_cast<const void*>(kernel));
+    if (blocks > capacity) {
+      if (path == NhwcPath::one)
+        CNN_THROW("{}: the one-kernel path's {} blocks do not fit this GPU at once (it holds {})", what, blocks,
+                  capacity);
+      return;
+    }
+    double* partial = scratch(ctx, sh, t.slices, 0, what).partial;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(t.slices), static_cast<unsigned>(t.tiles));
+    config.blockDim = dim3(static_cast<unsigned>(t.TG * t.TR));
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, t, terms, stat, out, partial));
+    ran = true;
+  };
+  if (vec)
+    go(std::integral_constant<int, 8>{});
+  else
+    go(std::integral_constant<int, 1>{});
+  return ran;
 }
 
 }  // namespace cnn

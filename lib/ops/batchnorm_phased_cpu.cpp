@@ -196,4 +196,19 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
   }
 }
 
+// The one-rank pairs: the two phases' rows of the operands' dtype (cpu f32, or the bf16/f16
+// emulation), so their results are those of the phases called one after the other.
+void batchnorm_forward_train_act_cpu(const BatchnormForwardTrainAct& a) {
+  run_op(Backend::cpu, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats});
+  run_op(Backend::cpu, BatchnormForwardApply{a.ctx, a.sh, a.stats, a.x, a.gamma, a.beta, a.act, a.y, a.running_mean,
+                                             a.running_var, a.save_mean, a.save_inv_std});
+}
+
+void batchnorm_backward_act_cpu(const BatchnormBackwardAct& a) {
+  run_op(Backend::cpu, BatchnormBackwardStats{a.ctx, a.sh, a.x, a.y, a.act, a.save_mean, a.save_inv_std, a.dy, a.sums,
+                                              a.dgamma, a.dbeta});
+  run_op(Backend::cpu, BatchnormBackwardApply{a.ctx, a.sh, a.sums, a.x, a.y, a.act, a.gamma, a.save_mean,
+                                              a.save_inv_std, a.dy, a.dx});
+}
+
 }  // namespace cnn

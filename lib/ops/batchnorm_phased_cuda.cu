@@ -16,6 +16,27 @@
 
 namespace cnn {
 
+// A channel's statistics from its stats (sum d, sum d^2 about `shift`, count m), as
+// batchnorm_forward_apply_cpu forms them, and the running and saved statistics they update.
+struct PhasedMoments {
+  double m = 0.0, mean = 0.0, var = 0.0, inv_std = 0.0;
+  __device__ void set(double count, double s, double ss, double shift, double eps) {
+    m = count;
+    const double d_mean = s / m;
+    mean = shift + d_mean;
+    var = fmax(0.0, ss / m - d_mean * d_mean);
+    inv_std = 1.0 / sqrt(var + eps);
+  }
+  __device__ void update(int c, double momentum, float* running_mean, float* running_var, float* save_mean,
+                         float* save_inv_std) const {
+    const double unbiased = var * m / (m - 1.0);
+    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    save_mean[c] = static_cast<float>(mean);
+    save_inv_std[c] = static_cast<float>(inv_std);
+  }
+};
+
 // Normalize prologue of training, from the summed stats as batchnorm_forward_apply_cpu; finish (in
 // the channel's last block, after every block read the shift running_mean[c]) updates the running
 // statistics and writes save_mean, save_inv_std. A count below 2 gives inf or NaN in the running
@@ -29,23 +50,13 @@ struct NormFromSums {
   float* __restrict__ running_var;     // (C)
   float* __restrict__ save_mean;       // (C)
   float* __restrict__ save_inv_std;    // (C)
-  double m = 0.0, mean = 0.0, var = 0.0, inv_std = 0.0;  // begin -> finish, in thread 0
+  PhasedMoments mo;                    // begin -> finish, in one thread
   __device__ void begin(int c, float& norm_mean, float& norm_scale) {
-    m = stats[2 * C];
-    const double d_mean = stats[c] / m;
-    mean = static_cast<double>(running_mean[c]) + d_mean;
-    var = fmax(0.0, stats[C + c] / m - d_mean * d_mean);
-    inv_std = 1.0 / sqrt(var + eps);
-    norm_mean = static_cast<float>(mean);
-    norm_scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std);
+    mo.set(stats[2 * C], stats[c], stats[C + c], static_cast<double>(running_mean[c]), eps);
+    norm_mean = static_cast<float>(mo.mean);
+    norm_scale = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
   }
-  __device__ void finish(int c) const {
-    const double unbiased = var * m / (m - 1.0);
-    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
-    save_mean[c] = static_cast<float>(mean);
-    save_inv_std[c] = static_cast<float>(inv_std);
-  }
+  __device__ void finish(int c) const { mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std); }
 };
 
 // Normalize prologue of inference, from the running statistics as batchnorm_forward_infer_cpu.
@@ -61,19 +72,65 @@ struct NormFromRunning {
   __device__ void finish(int) const {}
 };
 
-// (a, b, k) of dx from the summed sums, as batchnorm_backward_apply_cpu.
+// (a, b, k) of dx from channel c's sums (sum g, sum g (x - mean), count m), as
+// batchnorm_backward_apply_cpu.
+__device__ __forceinline__ void coef_from_sums(double m, double s, double sx, float gamma, double inv_std,
+                                               float* abk) {
+  const double sum_g_xhat = sx * inv_std;
+  abk[0] = static_cast<float>(gamma * inv_std);
+  abk[1] = static_cast<float>(s / m);
+  abk[2] = static_cast<float>(inv_std * sum_g_xhat / m);
+}
+
+// (a, b, k) of dx from the summed sums.
 struct CoefFromSums {
   int C;
   const double* __restrict__ sums;         // (2C + 1)
   const float* __restrict__ gamma;         // (C)
   const float* __restrict__ save_inv_std;  // (C)
   __device__ void operator()(int c, float* abk) const {
-    const double m = sums[2 * C];
-    const double inv_std = save_inv_std[c];
-    const double sum_g_xhat = sums[C + c] * inv_std;
-    abk[0] = static_cast<float>(gamma[c] * inv_std);
-    abk[1] = static_cast<float>(sums[c] / m);
-    abk[2] = static_cast<float>(inv_std * sum_g_xhat / m);
+    coef_from_sums(sums[2 * C], sums[c], sums[C + c], gamma[c], save_inv_std[c], abk);
+  }
+};
+
+// The one-kernel path's per-channel steps of the one-rank pairs (batchnorm_one_kernel_nhwc_kernel's
+// stat): NormFromSums's and CoefFromSums's arithmetic on this rank's sums, which the owner also
+// writes (CollectTail) as the stats phases do. Forward: the shift running_mean[c] is read before
+// the barrier (the owner block updates it after), cf = (mean, scale, beta); backward: cf = (a, b,
+// k, save_mean).
+struct NormFromOwnSums {
+  double count, eps, momentum;
+  const float* __restrict__ gamma;     // (C)
+  const float* __restrict__ beta;      // (C)
+  float* __restrict__ running_mean;    // (C)
+  float* __restrict__ running_var;     // (C)
+  float* __restrict__ save_mean;       // (C)
+  float* __restrict__ save_inv_std;    // (C)
+  CollectTail collect;                 // the stats
+  __device__ float before(int c) const { return running_mean[c]; }
+  __device__ void operator()(int c, double s, double ss, float shift, bool owner, float (&cf)[4]) const {
+    PhasedMoments mo;
+    mo.set(count, s, ss, static_cast<double>(shift), eps);
+    cf[0] = static_cast<float>(mo.mean);
+    cf[1] = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
+    cf[2] = beta[c];
+    cf[3] = 0.0f;
+    if (!owner) return;
+    mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std);
+    collect(c, s, ss);
+  }
+};
+struct CoefFromOwnSums {
+  double count;
+  const float* __restrict__ gamma;         // (C)
+  const float* __restrict__ save_mean;     // (C)
+  const float* __restrict__ save_inv_std;  // (C)
+  CollectTail collect;                     // the sums, dgamma, dbeta
+  __device__ float before(int) const { return 0.0f; }
+  __device__ void operator()(int c, double s, double sx, float, bool owner, float (&cf)[4]) const {
+    coef_from_sums(count, s, sx, gamma[c], save_inv_std[c], cf);
+    cf[3] = save_mean[c];
+    if (owner) collect(c, s, sx);
   }
 };
 
@@ -234,5 +291,99 @@ void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a) { backw
 void batchnorm_backward_stats_cuda_f16(const BatchnormBackwardStats& a) { backward_stats_nhwc<f16>(a); }
 void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a) { backward_apply_nhwc<bf16>(a); }
 void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a) { backward_apply_nhwc<f16>(a); }
+
+// The one-rank pairs: f32 (and the bf16/f16 two-kernel path) runs the two phases' rows.
+void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a) {
+  run_op(Backend::cuda, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats});
+  run_op(Backend::cuda, BatchnormForwardApply{a.ctx, a.sh, a.stats, a.x, a.gamma, a.beta, a.act, a.y, a.running_mean,
+                                              a.running_var, a.save_mean, a.save_inv_std});
+}
+
+void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a) {
+  run_op(Backend::cuda, BatchnormBackwardStats{a.ctx, a.sh, a.x, a.y, a.act, a.save_mean, a.save_inv_std, a.dy,
+                                               a.sums, a.dgamma, a.dbeta});
+  run_op(Backend::cuda, BatchnormBackwardApply{a.ctx, a.sh, a.sums, a.x, a.y, a.act, a.gamma, a.save_mean,
+                                               a.save_inv_std, a.dy, a.dx});
+}
+
+// BF16 and F16: one kernel a direction where `path` and the shape allow, else the two phases.
+template <typename T>
+static void forward_train_act_nhwc(const BatchnormForwardTrainAct& a, NhwcPath path) {
+  const char* what = "batchnorm forward";
+  const BatchnormShape& sh = a.sh;
+  cudaStream_t stream = phase_stream(*a.ctx, sh, what);
+  const T* x = half16_data<T>(a.x);
+  T* y = half16_data<T>(a.y);
+  const double count = static_cast<double>(sh.N * sh.H * sh.W);
+  const ChannelShift<float> shift{a.running_mean, 1};
+  const NormFromOwnSums stat{count,         sh.eps,      sh.momentum,    a.gamma,
+                             a.beta,        a.running_mean, a.running_var, a.save_mean,
+                             a.save_inv_std, CollectTail{static_cast<int>(sh.C), count, a.stats, nullptr, nullptr, nullptr}};
+  bool ran = false;
+  with_epilogue(a.act, [&](auto epi) {
+    ran = launch_one_kernel_nhwc(
+        *a.ctx, stream, sh, nhwc_vectorized(sh, {x, y}), path, what,
+        [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<float>, T>{x, shift}; }, stat,
+        [&](auto width) { return NormalizeOut<decltype(width)::value, decltype(epi), T>{epi, y}; });
+  });
+  if (ran) {
+    CUDA_CHECK_LAUNCH("batchnorm forward nhwc (one kernel)");
+    return;
+  }
+  batchnorm_forward_train_act_cuda(a);
+}
+
+template <typename T>
+static void backward_act_nhwc(const BatchnormBackwardAct& a, NhwcPath path) {
+  const char* what = "batchnorm backward";
+  const BatchnormShape& sh = a.sh;
+  cudaStream_t stream = phase_stream(*a.ctx, sh, what);
+  const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
+  const T* y_read = a.act ? half16_data<T>(a.y) : nullptr;
+  T* dx = half16_data<T>(a.dx);
+  const double count = static_cast<double>(sh.N * sh.H * sh.W);
+  const CoefFromOwnSums stat{
+      count, a.gamma, a.save_mean, a.save_inv_std,
+      CollectTail{static_cast<int>(sh.C), count, a.sums, a.save_inv_std, a.dgamma, a.dbeta}};
+  bool ran = false;
+  with_epilogue(a.act, [&](auto epi) {
+    ran = launch_one_kernel_nhwc(
+        *a.ctx, stream, sh, nhwc_vectorized(sh, {x, y_read, dy, dx}), path, what,
+        [&](auto width) {
+          return GradTerms<decltype(width)::value, decltype(epi), T>{epi, x, y_read, dy, a.save_mean};
+        },
+        stat, [&](auto width) { return DxOut<decltype(width)::value, decltype(epi), T>{epi, y_read != nullptr, dx}; });
+  });
+  if (ran) {
+    CUDA_CHECK_LAUNCH("batchnorm backward nhwc (one kernel)");
+    return;
+  }
+  batchnorm_backward_act_cuda(a);
+}
+
+void batchnorm_forward_train_act_cuda_bf16(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<bf16>(a, default_nhwc_path());
+}
+void batchnorm_forward_train_act_cuda_f16(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<f16>(a, default_nhwc_path());
+}
+void batchnorm_forward_train_act_cuda_bf16_one(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<bf16>(a, NhwcPath::one);
+}
+void batchnorm_forward_train_act_cuda_f16_one(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<f16>(a, NhwcPath::one);
+}
+void batchnorm_forward_train_act_cuda_bf16_two(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<bf16>(a, NhwcPath::two);
+}
+void batchnorm_forward_train_act_cuda_f16_two(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<f16>(a, NhwcPath::two);
+}
+void batchnorm_backward_act_cuda_bf16(const BatchnormBackwardAct& a) { backward_act_nhwc<bf16>(a, default_nhwc_path()); }
+void batchnorm_backward_act_cuda_f16(const BatchnormBackwardAct& a) { backward_act_nhwc<f16>(a, default_nhwc_path()); }
+void batchnorm_backward_act_cuda_bf16_one(const BatchnormBackwardAct& a) { backward_act_nhwc<bf16>(a, NhwcPath::one); }
+void batchnorm_backward_act_cuda_f16_one(const BatchnormBackwardAct& a) { backward_act_nhwc<f16>(a, NhwcPath::one); }
+void batchnorm_backward_act_cuda_bf16_two(const BatchnormBackwardAct& a) { backward_act_nhwc<bf16>(a, NhwcPath::two); }
+void batchnorm_backward_act_cuda_f16_two(const BatchnormBackwardAct& a) { backward_act_nhwc<f16>(a, NhwcPath::two); }
 
 }  // namespace cnn

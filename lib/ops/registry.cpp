@@ -105,6 +105,33 @@ void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a);
 void batchnorm_backward_stats_cuda_f16(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a);
 void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a);
+void batchnorm_forward_train_act_cpu(const BatchnormForwardTrainAct& a);
+void batchnorm_backward_act_cpu(const BatchnormBackwardAct& a);
+void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a);
+void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a);
+void batchnorm_forward_train_act_cuda_bf16(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f16(const BatchnormForwardTrainAct& a);
+void batchnorm_backward_act_cuda_bf16(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f16(const BatchnormBackwardAct& a);
+// The bf16/f16 training rows forced onto one path (batchnorm_nhwc_bf16.cuh): one kernel a
+// direction (shapes that fit one co-resident grid: batchnorm_one_kernel_fits) or two.
+bool batchnorm_one_kernel_fits(const BatchnormShape& sh);
+void batchnorm_forward_train_cuda_bf16_one(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f16_one(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_bf16_two(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f16_two(const BatchnormForwardTrain& a);
+void batchnorm_backward_cuda_bf16_one(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f16_one(const BatchnormBackward& a);
+void batchnorm_backward_cuda_bf16_two(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f16_two(const BatchnormBackward& a);
+void batchnorm_forward_train_act_cuda_bf16_one(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f16_one(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_bf16_two(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f16_two(const BatchnormForwardTrainAct& a);
+void batchnorm_backward_act_cuda_bf16_one(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f16_one(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_bf16_two(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f16_two(const BatchnormBackwardAct& a);
 void convert_forward_cpu(const ConvertForward& a);
 void convert_forward_cuda(const ConvertForward& a);
 void concat_forward_cpu(const ConcatForward& a);
@@ -181,10 +208,25 @@ OpImpl<Args> row(Backend b, void (*run)(const Args&), typename Same<bool (*)(con
   return {b, dtype, to_string(b), supports, run};
 }
 
+// A named strategy row of backend b ("<backend>:<strategy>", run only when asked for by name).
+template <typename Args>
+OpImpl<Args> named_row(Backend b, const char* name, void (*run)(const Args&),
+                       typename Same<bool (*)(const Args&)>::type supports, DType dtype) {
+  return {b, dtype, name, supports, run};
+}
+
 // cuDNN's shape rules, as supports functions of the rows.
 constexpr auto activation_on_cudnn = [](const auto& a) { return activation_cudnn_supports(a.p); };
 constexpr auto pool2d_on_cudnn = [](const auto& a) { return pool2d_cudnn_supports(a.sh); };
 constexpr auto batchnorm_on_cudnn = [](const auto& a) { return batchnorm_cudnn_supports(a.sh); };
+constexpr auto batchnorm_one_kernel = [](const auto& a) { return batchnorm_one_kernel_fits(a.sh); };
+// The bf16 and f16 rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one,
+// _two): "cuda:one_kernel" on the shapes it takes, "cuda:two_kernels" on every shape.
+#define CNN_BATCHNORM_PATH_ROWS(stem)                                                              \
+  named_row(kCuda, "cuda:one_kernel", stem##_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),   \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f16_one, batchnorm_one_kernel, DType::f16), \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_bf16_two, nullptr, DType::bf16),           \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f16_two, nullptr, DType::f16)
 constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entropy_cudnn_supports(a.sh); };
 
 }  // namespace
@@ -282,6 +324,7 @@ CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchno
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
                            row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_train_cuda_f16, nullptr, DType::f16),
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train),
                            row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
@@ -296,6 +339,7 @@ CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backwa
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
                            row(kCuda, batchnorm_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_backward_cuda_f16, nullptr, DType::f16),
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_backward),
                            row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::bf16),
@@ -327,6 +371,21 @@ CNN_OP_TABLE(BatchnormBackwardApply, "batchnorm backward_apply", row(kCpu, batch
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda),
                            row(kCuda, batchnorm_backward_apply_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_backward_apply_cuda_f16, nullptr, DType::f16)))
+// The one-rank phased pairs: one cpu function serves every dtype (it runs the phases' rows).
+CNN_OP_TABLE(BatchnormForwardTrainAct, "batchnorm forward_train_act", row(kCpu, batchnorm_forward_train_act_cpu),
+             row(kCpu, batchnorm_forward_train_act_cpu, nullptr, DType::bf16),
+             row(kCpu, batchnorm_forward_train_act_cpu, nullptr, DType::f16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_act_cuda),
+                           row(kCuda, batchnorm_forward_train_act_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_forward_train_act_cuda_f16, nullptr, DType::f16),
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train_act)))
+CNN_OP_TABLE(BatchnormBackwardAct, "batchnorm backward_act", row(kCpu, batchnorm_backward_act_cpu),
+             row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::bf16),
+             row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::f16),
+             CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_act_cuda),
+                           row(kCuda, batchnorm_backward_act_cuda_bf16, nullptr, DType::bf16),
+                           row(kCuda, batchnorm_backward_act_cuda_f16, nullptr, DType::f16),
+                           CNN_BATCHNORM_PATH_ROWS(batchnorm_backward_act)))
 
 CNN_OP_TABLE(SoftmaxCrossEntropyForward, "softmax_cross_entropy forward", row(kCpu, softmax_cross_entropy_forward_cpu),
              CNN_CUDA_ROWS(row(kCuda, softmax_cross_entropy_forward_cuda),

@@ -1,6 +1,7 @@
 // The CUDA-graph training step: captured steps equal uncaptured ones bit for bit (conv, batchnorm,
 // dropout, dense, Adam with an lr that changes every step, clipping, a partial batch that gets its
-// own graph); the status a CPU run reports; the train.cuda_graph key; out-of-memory messages.
+// own graph; in fp32, tf32 and bf16); the status a CPU run reports; the train.cuda_graph key;
+// out-of-memory messages.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -102,9 +103,14 @@ struct GraphRun {
 
 }  // namespace
 
+// In bf16 the batchnorm (+relu) runs as one cooperative kernel a direction (batchnorm_nhwc_bf16.cuh),
+// captured as a cooperative kernel node.
 TEST_CASE("graph-captured training steps equal uncaptured ones bit for bit, partial batch included", "[gpu]") {
   CNN_REQUIRE_GPU();
-  GraphRun plain("cuda", false), captured("cuda", true);
+  const std::vector<std::string> precision = GENERATE(std::vector<std::string>{},
+                                                      std::vector<std::string>{"train.precision=bf16"});
+  INFO((precision.empty() ? std::string("fp32") : precision[0]));
+  GraphRun plain("cuda", false, precision), captured("cuda", true, precision);
   std::vector<double> plain_loss, captured_loss;
   std::vector<int64_t> plain_correct, captured_correct;
   plain.train(plain_loss, plain_correct);

@@ -4,6 +4,9 @@
 // test_batchnorm_phased.cpp), with every fused activation. x, y, dy, dx are marked activations with
 // bf16-exact values, so the bf16 rows (channels-last) run on the same cases; the channels-last
 // shapes (C = 8, 16, 64: the 16-byte path; C = 7: the scalar one) span several blocks of rows.
+// The bf16/f16 training rows forced onto one path ("cuda:one_kernel", "cuda:two_kernels") run the
+// same cases (one_kernel those its tiling takes), as do the one-rank pairs (forward_train_act,
+// backward_act: both phases in one call) against the cpu f32 row.
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +43,10 @@ const BatchnormSize kBatchnormSizes[] = {
     {8, 8, 24, 24, 0},   {4, 16, 24, 24, 0}, {2, 64, 24, 24, 3.0f}, {10, 7, 10, 10, 0},
     // the sums pass's last block adding more than two slices a thread (264 slices of 32 rows a block)
     {64, 64, 24, 24, 1.0f},
+    // the one-kernel path (rows cuda:one_kernel; the default rows take it too): several rows a
+    // thread and a partial last slice (C = 8: 69 slices of 2 x 256 rows; 91 of 12 x 32 scalar),
+    // mini_xception's 16 channels at 22x22 (61 slices), and C = 24 (3 groups of 8 a tile).
+    {8, 8, 66, 66, 0.5f}, {32, 16, 22, 22, 0},  {3, 24, 13, 13, 0},
 };
 
 struct BatchnormInputs {
@@ -114,6 +121,8 @@ struct PhasedCases {
   std::vector<Case<BatchnormForwardInferAct>> infer;
   std::vector<Case<BatchnormBackwardStats>> backward_stats;
   std::vector<Case<BatchnormBackwardApply>> backward_apply;
+  std::vector<Case<BatchnormForwardTrainAct>> train_act;
+  std::vector<Case<BatchnormBackwardAct>> backward_act;
 };
 
 PhasedCases cases_batchnorm_phased() {
@@ -126,7 +135,7 @@ PhasedCases cases_batchnorm_phased() {
                                                   ActivationParams{ActivationKind::tanh, 0.0f}};
   const BatchnormSize sizes[] = {{2, 3, 1, 1, 0}, {1, 3, 5, 7, 0},       {4, 16, 7, 9, 0},  {3, 5, 4, 4, 0},
                                  {2, 3, 9, 9, 100.0f}, {64, 33, 1, 1, 0}, {8, 8, 24, 24, 0}, {2, 64, 24, 24, 3.0f},
-                                 {10, 7, 10, 10, 0}};
+                                 {10, 7, 10, 10, 0},   {4, 16, 40, 40, 0}, {4, 128, 5, 5, 0}};
   for (const BatchnormSize& z : sizes)
     for (const std::optional<ActivationParams>& act : acts) {
       const BatchnormShape sh = make_batchnorm_shape(z.N, z.C, z.H, z.W);
@@ -190,6 +199,33 @@ PhasedCases cases_batchnorm_phased() {
       };
       expect_cpu_row(ba);
       out.backward_apply.push_back(ba);
+      // The one-rank pairs (both phases in one call): the same operands, the stats (sums) written.
+      Case<BatchnormForwardTrainAct> ta{label};
+      ta.in("x", in.x).act(dims).in("gamma", in.gamma).in("beta", in.beta).out("y", zeros(n)).act(dims);
+      ta.inout("running_mean", in.running_mean, zeros(C)).inout("running_var", in.running_var, zeros(C));
+      ta.out("save_mean", zeros(C)).out("save_inv_std", zeros(C));
+      ta.doubles("stats", Operand::Kind::out, std::vector<double>(S));
+      ta.bind = [sh, act, act_of](Bound& b) {
+        return BatchnormForwardTrainAct{b.ctx(),           sh,           b.in("x"),
+                                        b.f32("gamma"),    b.f32("beta"), act_of(act),
+                                        b.out("y"),        b.f32_out("running_mean"), b.f32_out("running_var"),
+                                        b.f32_out("save_mean"), b.f32_out("save_inv_std"), b.f64("stats")};
+      };
+      expect_cpu_row(ta);
+      out.train_act.push_back(ta);
+      Case<BatchnormBackwardAct> bb{label};
+      bb.in("x", in.x).act(dims).in("y", y).act(dims).in("gamma", in.gamma).in("save_mean", mean);
+      bb.in("save_inv_std", inv_std).in("dy", in.dy).act(dims);
+      bb.doubles("sums", Operand::Kind::out, std::vector<double>(S));
+      bb.optional_out("dx", zeros(n)).act(dims).optional_out("dgamma", zeros(C)).optional_out("dbeta", zeros(C));
+      bb.bind = [sh, act, act_of](Bound& b) {
+        return BatchnormBackwardAct{b.ctx(),      sh,           b.in("x"),         b.in("y"),
+                                    act_of(act),  b.f32("gamma"), b.f32("save_mean"), b.f32("save_inv_std"),
+                                    b.in("dy"),   b.f64("sums"), b.out("dx"),      b.f32_out("dgamma"),
+                                    b.f32_out("dbeta")};
+      };
+      expect_cpu_row(bb);
+      out.backward_act.push_back(bb);
     }
   return out;
 }
@@ -209,11 +245,11 @@ TEST_CASE("backend ops: every gpu row of batchnorm matches the reference", "[gpu
 // The cpu f32 row is its own oracle here; the cpu bf16 row (the emulation) is checked against it.
 TEST_CASE("backend ops: every cpu row of the phased batchnorm matches the cpu f32 row", "[cpu]") {
   const PhasedCases c = cases_batchnorm_phased();
-  check_family(false, c.stats, c.apply, c.infer, c.backward_stats, c.backward_apply);
+  check_family(false, c.stats, c.apply, c.infer, c.backward_stats, c.backward_apply, c.train_act, c.backward_act);
 }
 TEST_CASE("backend ops: every gpu row of the phased batchnorm matches the cpu row", "[gpu]") {
   CNN_REQUIRE_GPU();
   const PhasedCases c = cases_batchnorm_phased();
-  check_family(true, c.stats, c.apply, c.infer, c.backward_stats, c.backward_apply);
+  check_family(true, c.stats, c.apply, c.infer, c.backward_stats, c.backward_apply, c.train_act, c.backward_act);
 }
 

@@ -1,6 +1,7 @@
 // Batchnorm CUDA kernels beyond what the harness compares with the reference
 // (test_backend_ops_batchnorm.cpp): run-to-run bitwise equality (f32 NCHW and bf16 channels-last),
-// shapes without batch statistics rejected, and hidden benchmarks.
+// the bf16/f16 one-kernel path against itself (bits), the two-kernel path (rounding) and a CUDA
+// graph replay, shapes without batch statistics rejected, and hidden benchmarks.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -70,12 +71,13 @@ Outputs run_gpu(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, i
   return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), yi.get()};
 }
 
-// bf16 channels-last activations on the GPU: an uninitialised one, or `nchw` rounded once.
-Tensor bf16_activation(CudaContext& cuda, const BatchnormShape& sh) {
-  return Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, Device::cuda, "bf16 activation", DType::bf16);
+// bf16 (or f16) channels-last activations on the GPU: an uninitialised one, or `nchw` rounded once.
+Tensor bf16_activation(CudaContext& cuda, const BatchnormShape& sh, DType dtype = DType::bf16) {
+  return Tensor::empty(Shape{sh.N, sh.C, sh.H, sh.W}, Device::cuda, "bf16 activation", dtype);
 }
-Tensor bf16_activation(CudaContext& cuda, const BatchnormShape& sh, const std::vector<float>& nchw) {
-  Tensor t = bf16_activation(cuda, sh);
+Tensor bf16_activation(CudaContext& cuda, const BatchnormShape& sh, const std::vector<float>& nchw,
+                       DType dtype = DType::bf16) {
+  Tensor t = bf16_activation(cuda, sh, dtype);
   DeviceFloats f(nchw);
   run_op(Backend::cuda, ConvertForward{&cuda.ctx(), ActDims{sh.N, sh.C, sh.H, sh.W}, f.data(), Layout::nchw, t.view(),
                                        Layout::nhwc});
@@ -101,6 +103,48 @@ Outputs run_gpu_bf16(CudaContext& cuda, const BatchnormShape& sh, const Inputs& 
   cuda.synchronize();
   return Outputs{y.to_vector(), rm.get(), rv.get(), sm.get(), sis.get(), dx.to_vector(), dg.get(), db.get(),
                  yi.to_vector()};
+}
+
+// One training step's batchnorm on the bf16 (f16) training rows named `row` ("" the default,
+// "cuda:one_kernel", "cuda:two_kernels"): the plain pair, or with `act` the one-rank pair with
+// that activation fused (its backward reads the forward's y). `stats` gets the forward's stats
+// then the backward's sums (the one-rank pair only). Outputs in storage order; y_infer unused.
+Outputs run_training_row(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, const char* row, DType dtype,
+                         const ActivationParams* act, std::vector<double>* stats = nullptr) {
+  const int64_t C = sh.C;
+  Tensor x = bf16_activation(cuda, sh, in.x, dtype), dy = bf16_activation(cuda, sh, in.dy, dtype);
+  Tensor y = bf16_activation(cuda, sh, dtype), dx = bf16_activation(cuda, sh, dtype);
+  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
+  DeviceFloats sm = DeviceFloats::poisoned(C), sis = DeviceFloats::poisoned(C), dg = DeviceFloats::poisoned(C),
+               db = DeviceFloats::poisoned(C), sums = DeviceFloats::poisoned(4 * (2 * C + 1));
+  double* fwd_stats = reinterpret_cast<double*>(sums.data());
+  double* bwd_sums = fwd_stats + 2 * C + 1;
+  const ExecContext* ctx = &cuda.ctx();
+  if (act) {
+    run_op(Backend::cuda,
+           BatchnormForwardTrainAct{ctx, sh, x.view(), gamma.data(), beta.data(), act, y.view(), rm.data(), rv.data(),
+                                    sm.data(), sis.data(), fwd_stats},
+           row);
+    run_op(Backend::cuda,
+           BatchnormBackwardAct{ctx, sh, x.view(), y.view(), act, gamma.data(), sm.data(), sis.data(), dy.view(),
+                                bwd_sums, dx.view(), dg.data(), db.data()},
+           row);
+  } else {
+    run_op(Backend::cuda,
+           BatchnormForwardTrain{ctx, sh, x.view(), gamma.data(), beta.data(), y.view(), rm.data(), rv.data(),
+                                 sm.data(), sis.data()},
+           row);
+    run_op(Backend::cuda,
+           BatchnormBackward{ctx, sh, x.view(), gamma.data(), sm.data(), sis.data(), dy.view(), dx.view(), dg.data(),
+                             db.data()},
+           row);
+  }
+  cuda.synchronize();
+  if (stats && act) {
+    const std::vector<float> raw = sums.get();
+    stats->assign(reinterpret_cast<const double*>(raw.data()), reinterpret_cast<const double*>(raw.data()) + 4 * C + 2);
+  }
+  return Outputs{y.to_vector(), rm.get(), rv.get(), sm.get(), sis.get(), dx.to_vector(), dg.get(), db.get(), {}};
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -137,6 +181,141 @@ TEST_CASE("batchnorm cuda bf16 channels-last repeats bit for bit", "[gpu]") {
     const Inputs in = make_inputs(c);
     check_bitwise_equal(run_gpu_bf16(cuda, sh, in), run_gpu_bf16(cuda, sh, in));
   }
+}
+
+// The shapes of the one-kernel tests: mini_xception's at batch 32 (C = 8 at 46x46 and 44x44 take
+// 3 and 4 rows a thread; C = 16 at 44x44; 128 channels in two tiles at 3x3 and 6x6), C = 24 (a
+// tile of 3 groups), C = 12 and 7 (the scalar path), a partial last slice (N = 5).
+const Case kOneKernelCases[] = {{32, 8, 46, 46, 0.5f}, {32, 16, 44, 44, 0},  {32, 32, 22, 22, 0},
+                                {32, 64, 11, 11, 2.0f}, {32, 128, 3, 3, 0},   {32, 128, 6, 6, 0},
+                                {5, 24, 13, 13, 0},     {32, 12, 24, 24, 0},  {9, 7, 17, 17, 1.0f}};
+
+// Two paths' 16-bit outputs, each rounded once from FP32 values that agree to a few float ulps:
+// they differ by at most one ulp where one value sits near a rounding boundary, twice the one
+// rounding of kBf16OutputVsCpu (kF16OutputVsCpu).
+constexpr test::Tolerance kTwoBf16Roundings{1e-4, 2 * test::kBf16OutputVsCpu.rtol};
+constexpr test::Tolerance kTwoF16Roundings{1e-4, 2 * test::kF16OutputVsCpu.rtol};
+
+// Every output of a against b: the bf16 outputs (y, dx) within two bf16 roundings, the FP32 ones
+// (statistics, dgamma, dbeta) within what double sums in another order change after rounding to
+// float (a few ulps; dgamma and dbeta are sums of many terms, hence the atol).
+void check_paths_agree(const Outputs& a, const Outputs& b) {
+  const test::Tolerance fp32{1e-5, 1e-5};
+  CHECK(test::compare(a.y, b.y, kTwoBf16Roundings) == "");
+  CHECK(test::compare(a.dx, b.dx, kTwoBf16Roundings) == "");
+  CHECK(test::compare(a.running_mean, b.running_mean, fp32) == "");
+  CHECK(test::compare(a.running_var, b.running_var, fp32) == "");
+  CHECK(test::compare(a.save_mean, b.save_mean, fp32) == "");
+  CHECK(test::compare(a.save_inv_std, b.save_inv_std, fp32) == "");
+  CHECK(test::compare(a.dgamma, b.dgamma, test::Tolerance{1e-4, 1e-5}) == "");
+  CHECK(test::compare(a.dbeta, b.dbeta, test::Tolerance{1e-4, 1e-5}) == "");
+}
+
+TEST_CASE("batchnorm cuda bf16 one-kernel path repeats bit for bit and agrees with the two-kernel path",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ActivationParams relu{ActivationKind::relu, 0.0f}, elu{ActivationKind::elu, 0.5f};
+  for (const Case& c : kOneKernelCases) {
+    const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
+    INFO("N=" << c.N << " C=" << c.C << " " << c.H << "x" << c.W);
+    REQUIRE(op_supports(Backend::cuda, DType::bf16, BatchnormForwardTrain{nullptr, sh}, "cuda:one_kernel"));
+    const Inputs in = make_inputs(c);
+    for (const ActivationParams* act : {static_cast<const ActivationParams*>(nullptr), &relu, &elu}) {
+      INFO((act ? to_string(act->kind) : std::string("no activation")));
+      std::vector<double> stats_one, stats_again, stats_two;
+      const Outputs one = run_training_row(cuda, sh, in, "cuda:one_kernel", DType::bf16, act, &stats_one);
+      const Outputs again = run_training_row(cuda, sh, in, "cuda:one_kernel", DType::bf16, act, &stats_again);
+      const Outputs two = run_training_row(cuda, sh, in, "cuda:two_kernels", DType::bf16, act, &stats_two);
+      check_bitwise_equal(one, again);
+      CHECK(bitwise_equal(one.running_mean, again.running_mean));
+      CHECK(bitwise_equal(one.save_mean, again.save_mean));
+      check_paths_agree(one, two);
+      if (act) {
+        CHECK(std::memcmp(stats_one.data(), stats_again.data(), stats_one.size() * sizeof(double)) == 0);
+        CHECK(test::compare(stats_one, stats_two, test::Tolerance{1e-6, 1e-9}) == "");
+      }
+    }
+  }
+}
+
+// The default rows take the one-kernel path on these shapes (unless CNN_BATCHNORM_KERNELS=two),
+// and f16 runs the same kernels.
+TEST_CASE("batchnorm cuda f16 one-kernel path repeats bit for bit and agrees with the two-kernel path", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ActivationParams relu{ActivationKind::relu, 0.0f};
+  for (const Case& c : {Case{32, 16, 22, 22, 0}, Case{9, 7, 17, 17, 1.0f}}) {
+    const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
+    const Inputs in = make_inputs(c);
+    for (const ActivationParams* act : {static_cast<const ActivationParams*>(nullptr), &relu}) {
+      const Outputs one = run_training_row(cuda, sh, in, "cuda:one_kernel", DType::f16, act);
+      check_bitwise_equal(one, run_training_row(cuda, sh, in, "cuda:one_kernel", DType::f16, act));
+      const Outputs two = run_training_row(cuda, sh, in, "cuda:two_kernels", DType::f16, act);
+      CHECK(test::compare(one.y, two.y, kTwoF16Roundings) == "");
+      CHECK(test::compare(one.dx, two.dx, kTwoF16Roundings) == "");
+      CHECK(test::compare(one.save_inv_std, two.save_inv_std, test::Tolerance{1e-5, 1e-5}) == "");
+      const Outputs dflt = run_training_row(cuda, sh, in, "", DType::f16, act);
+      CHECK(test::compare(one.y, dflt.y, kTwoF16Roundings) == "");
+    }
+  }
+}
+
+// The one-kernel path is a cooperative launch: captured into a CUDA graph (as a training step is),
+// replays give the bits of the uncaptured calls.
+TEST_CASE("batchnorm cuda bf16 one-kernel path replays from a CUDA graph bit for bit", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ActivationParams relu{ActivationKind::relu, 0.0f};
+  const Case c{32, 16, 22, 22, 1.0f};
+  const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
+  const Inputs in = make_inputs(c);
+  Tensor x = bf16_activation(cuda, sh, in.x), dy = bf16_activation(cuda, sh, in.dy);
+  Tensor y = bf16_activation(cuda, sh), dx = bf16_activation(cuda, sh);
+  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
+  DeviceFloats sm = DeviceFloats::poisoned(c.C), sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C),
+               db = DeviceFloats::poisoned(c.C), sums = DeviceFloats::poisoned(4 * (2 * c.C + 1));
+  double* stats = reinterpret_cast<double*>(sums.data());
+  const ExecContext* ctx = &cuda.ctx();
+  auto step = [&] {
+    run_op(Backend::cuda, BatchnormForwardTrainAct{ctx, sh, x.view(), gamma.data(), beta.data(), &relu, y.view(),
+                                                   rm.data(), rv.data(), sm.data(), sis.data(), stats},
+           "cuda:one_kernel");
+    run_op(Backend::cuda, BatchnormBackwardAct{ctx, sh, x.view(), y.view(), &relu, gamma.data(), sm.data(), sis.data(),
+                                               dy.view(), stats + 2 * c.C + 1, dx.view(), dg.data(), db.data()},
+           "cuda:one_kernel");
+    run_op(Backend::cuda, BatchnormForwardTrain{ctx, sh, x.view(), gamma.data(), beta.data(), y.view(), rm.data(),
+                                                rv.data(), sm.data(), sis.data()},
+           "cuda:one_kernel");
+    run_op(Backend::cuda, BatchnormBackward{ctx, sh, x.view(), gamma.data(), sm.data(), sis.data(), dy.view(),
+                                            dx.view(), dg.data(), db.data()},
+           "cuda:one_kernel");
+  };
+  auto state = [&] {
+    cuda.synchronize();
+    return Outputs{y.to_vector(), rm.get(), rv.get(), sm.get(), sis.get(), dx.to_vector(), dg.get(), db.get(), {}};
+  };
+  // Two uncaptured steps (the running statistics move), then the same from the same start, replayed.
+  const std::vector<float> rm0 = rm.get(), rv0 = rv.get();
+  step();
+  step();
+  const Outputs eager = state();
+  rm.set(rm0);
+  rv.set(rv0);
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  step();
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const Outputs replayed = state();
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  check_bitwise_equal(eager, replayed);
+  CHECK(bitwise_equal(eager.running_mean, replayed.running_mean));
 }
 
 TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
@@ -223,5 +402,29 @@ TEST_CASE("batchnorm cuda bf16 channels-last benchmark on fer-sized activations"
                              << 3 * mb / fwd << " GB/s), backward " << bwd << " ms (" << 5 * mb / bwd
                              << " GB/s), phased + relu forward " << fwd_act << " ms (" << 3 * mb / fwd_act
                              << " GB/s), backward " << bwd_act << " ms (" << 7 * mb / bwd_act << " GB/s)");
+    // The one-kernel path where it fits, against the two-kernel rows (the plain pair) and the
+    // phases above (the one-rank pair with relu): each reads its operands once.
+    if (!op_supports(Backend::cuda, DType::bf16, BatchnormForwardTrain{nullptr, sh}, "cuda:one_kernel")) continue;
+    const char* one = "cuda:one_kernel";
+    const double fwd1 = time_ms([&] {
+      run_op(Backend::cuda, BatchnormForwardTrain{ctx, sh, x.view(), gamma.data(), beta.data(), y.view(), rm.data(),
+                                                  rv.data(), sm.data(), sis.data()}, one);
+    });
+    const double bwd1 = time_ms([&] {
+      run_op(Backend::cuda, BatchnormBackward{ctx, sh, x.view(), gamma.data(), sm.data(), sis.data(), dy.view(),
+                                              dx.view(), dg.data(), db.data()}, one);
+    });
+    const double fwd1_act = time_ms([&] {
+      run_op(Backend::cuda, BatchnormForwardTrainAct{ctx, sh, x.view(), gamma.data(), beta.data(), &relu, y.view(),
+                                                     rm.data(), rv.data(), sm.data(), sis.data(), stats}, one);
+    });
+    const double bwd1_act = time_ms([&] {
+      run_op(Backend::cuda, BatchnormBackwardAct{ctx, sh, x.view(), y.view(), &relu, gamma.data(), sm.data(),
+                                                 sis.data(), dy.view(), grad_sums, dx.view(), dg.data(), db.data()},
+             one);
+    });
+    WARN("  one kernel: forward " << fwd1 << " ms (" << 2 * mb / fwd1 << " GB/s), backward " << bwd1 << " ms ("
+                                  << 3 * mb / bwd1 << " GB/s), + relu forward " << fwd1_act << " ms, backward "
+                                  << bwd1_act << " ms");
   }
 }

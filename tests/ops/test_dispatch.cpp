@@ -72,6 +72,8 @@ TEST_CASE("every op table has one cpu f32 default and rows named after their bac
   check_table<BatchnormForwardInferAct>(true);
   check_table<BatchnormBackwardStats>(true);
   check_table<BatchnormBackwardApply>(true);
+  check_table<BatchnormForwardTrainAct>(true);
+  check_table<BatchnormBackwardAct>(true);
   check_table<ConcatForward>(true);
   check_table<ConcatBackward>(true);
   check_table<Conv2dForward>(true);
@@ -141,6 +143,8 @@ TEST_CASE("every bf16 row of every op table has an f16 row of the same backend a
   check_f16_twins<BatchnormForwardInferAct>();
   check_f16_twins<BatchnormBackwardStats>();
   check_f16_twins<BatchnormBackwardApply>();
+  check_f16_twins<BatchnormForwardTrainAct>();
+  check_f16_twins<BatchnormBackwardAct>();
   check_f16_twins<ConcatForward>();
   check_f16_twins<ConcatBackward>();
   check_f16_twins<Conv2dForward>();
