@@ -81,6 +81,9 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   for (auto& y : labels) y = int32_t(rng.below(uint64_t(graph->num_classes())));
 
   if (!opt.dump_path.empty()) dump_first_step(opt.dump_path, spec, ex, loss, labels);
+  // As training feeds it: on a GPU from GPU-resident data (unless data.gpu_resident is off) in the
+  // first layer's dtype, so a 16-bit step casts no input; else f32, cast in the step (host loader).
+  if (dev.device() == Device::cuda && spec.data.gpu_resident != "off") ex.convert_input(ex.native_input_dtype());
   const double lr = spec.train.optimizer.lr * 1e-3;  // small: keep the weights sane over many steps
   uint64_t s = 0;
   // With a CUDA graph the first step warms up and the second captures: keep both untimed.
@@ -99,6 +102,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.device = dev.description();
   r.cuda_graph = step.cuda_graph_status();
   r.precision = spec.train.precision;
+  r.input_dtype = to_string(ex.input_dtype());
   r.weight_packs = ex.weight_packs().describe();
   r.packed_weights_bytes = ex.packed_weights_bytes();
   r.batch = batch;
@@ -325,6 +329,7 @@ nlohmann::json ModelBenchResult::to_json() const {
     j["end_to_end"]["what"] = kEndToEnd;
   } else {
     j["training_gflop_per_image"] = gflop_per_image;
+    j["input_dtype"] = input_dtype;
     j["weight_packs"] = weight_packs;
     j["packed_weights_bytes"] = packed_weights_bytes;
   }
@@ -356,7 +361,8 @@ std::string ModelBenchResult::to_table() const {
   std::string out =
       fmt::format("{} on {}, batch {}, precision {}: {:.3f} ms/step, {:.0f} img/s ({:.2f} TFLOP/s), CUDA graph {}\n",
                   model, device, batch, precision, timing.median_ms, timing.images_per_s, tflops, cuda_graph);
-  if (precision == "bf16" || precision == "fp16") out += fmt::format("weight packs: {}\n", weight_packs);
+  if (precision == "bf16" || precision == "fp16")
+    out += fmt::format("input batch: {}; weight packs: {}\n", input_dtype, weight_packs);
   if (has_breakdown) out += breakdown.to_table();
   if (layers.empty()) return out;
   double total = 0;

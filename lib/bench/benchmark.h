@@ -102,6 +102,9 @@ struct ModelBenchResult {
   std::string model, device;
   std::string cuda_graph;  // "on (step captured, N nodes)" or "off (reason)" (train.cuda_graph)
   std::string precision;   // train.precision: fp32 | tf32 (the CPU computes tf32 in FP32)
+  // Training: the dtype of the synthetic batch in the executor's input: the first layer's 16-bit
+  // dtype on a GPU unless data.gpu_resident is off (as GPU-resident data feed it: no input cast), else f32.
+  std::string input_dtype = "f32";
   std::string weight_packs;  // the step's prepacked 16-bit weights (Executor::weight_packs().describe())
   int64_t packed_weights_bytes = 0;  // their persistent buffer
   int64_t batch = 0;

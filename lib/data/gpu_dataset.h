@@ -1,6 +1,8 @@
 // GPU-resident data: the uint8 images and labels are uploaded once; each batch is gathered,
 // augmented and normalised by one CUDA kernel on the context's stream, equal to the Loader's batch
-// (same order, rank shares and Augmenter draws; the per-pixel math is augment_math.h on both sides).
+// (same order, rank shares and Augmenter draws; the per-pixel math is augment_math.h on both sides),
+// or to it rounded once to bf16 or f16, stored channels-last if asked (BatchFormat): the batch a
+// 16-bit first layer reads, with no cast between.
 // Traps: like the Loader, the Dataset is referenced and must outlive this object; and make_batch
 // returns before the batch exists: read it only through work queued later on the same stream.
 #pragma once
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "config/model_spec.h"
+#include "core/dtype.h"
 #include "core/exec_context.h"
 #include "core/shape.h"
 #include "data/dataset.h"
@@ -18,6 +21,15 @@
 #include "data/normalize.h"
 
 namespace cnn {
+
+// How make_batch stores a batch: dtype f32, bf16 or f16 (a 16-bit value is the f32 one rounded
+// once to nearest even, core/bf16.h and core/fp16.h: the bits a cast of the f32 batch would give),
+// in NCHW order (n * crops, C, h, w) or channels-last (n * crops, h, w, C). make_batch throws for
+// another dtype.
+struct BatchFormat {
+  DType dtype = DType::f32;
+  bool channels_last = false;
+};
 
 class GpuDataset {
  public:
@@ -47,12 +59,18 @@ class GpuDataset {
   void start_epoch(int64_t epoch);
   // Queues global batch b of this rank for the current epoch on ctx.cuda_stream, without waiting
   // for the GPU (the host blocks only when more than a few batches are still queued):
-  // images (n * crops(), C, h, w) and, unless null, labels (n), both device memory with room for
-  // batch_size * crops() rows. Sets n, which may be 0 (an empty rank share: nothing is queued).
+  // images (n * crops(), C, h, w) stored as `format` says and, unless null, labels (n), both device
+  // memory with room for batch_size * crops() rows. Sets n, which may be 0 (an empty rank share:
+  // nothing is queued).
   void make_batch(int64_t b,
-                  float* images,    // (n * crops, C, h, w) device
+                  void* images,  // (n * crops, C, h, w) device, in format
+                  const BatchFormat& format,
                   int32_t* labels,  // (n) device, or null
                   int64_t& n);
+  // f32 NCHW.
+  void make_batch(int64_t b, float* images, int32_t* labels, int64_t& n) {
+    make_batch(b, images, BatchFormat{}, labels, n);
+  }
   // The labels of batch b on the host, from the host copy of the order (no device transfer).
   std::vector<int32_t> batch_labels(int64_t b) const;
 

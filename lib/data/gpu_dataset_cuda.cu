@@ -1,6 +1,7 @@
-// GpuDataset (see gpu_dataset.h): one thread per output pixel gathers its source image through the
-// epoch order and samples it with augment_math.h. The random draws are made on the host by
-// Augmenter::draw (a few Philox calls per sample) and staged as AugmentPlans through a pinned ring.
+// GpuDataset (see gpu_dataset.h): one thread per output value gathers its source image through the
+// epoch order, samples it with augment_math.h and stores it in the batch's dtype and layout. The
+// random draws are made on the host by Augmenter::draw (a few Philox calls per sample) and staged
+// as AugmentPlans through a pinned ring.
 // Trap: a pinned slot is rewritten only after the event recorded behind its batch's kernel has
 // fired; the one device plan buffer needs no such care, as copy and kernel share the stream.
 #include <cuda_runtime.h>
@@ -10,7 +11,9 @@
 #include <memory>
 #include <string>
 
+#include "core/bf16.h"
 #include "core/cuda_check.h"
+#include "core/fp16.h"
 #include "data/augment_math.h"
 #include "data/gpu_dataset.h"
 
@@ -56,44 +59,62 @@ LoaderOptions index_options(LoaderOptions o) {
   return o;
 }
 
+// The kernel's inputs (device memory).
+struct BatchSources {
+  const uint8_t* pixels;     // (N, C, H, W)
+  const int32_t* labels;     // (N)
+  const float* means;        // (N, C) in 0..1 units
+  const float* consts;       // (C, 256) tables, (C) means, (C) stds
+  const int64_t* order;      // (N)
+  const AugmentPlan* plans;  // (plan_count)
+};
+
 }  // namespace
 
 // Output image j shows sample j / crops, that is dataset image order[begin + j / crops], sampled
-// with plans[j % plan_count] (plan_count = n in train mode, crops in eval mode).
+// with plans[j % plan_count] (plan_count = n in train mode, crops in eval mode). Thread t makes
+// element t of the batch in its storage order (NCHW, or channels-last), so stores are coalesced.
+template <DType kOut>
 static __global__ void batch_augment_per_pixel_kernel(GpuBatchShape sh, int64_t begin, int64_t n, int64_t plan_count,
-                                                      const uint8_t* pixels,     // (N, C, H, W)
-                                                      const int32_t* labels,     // (N)
-                                                      const float* means,        // (N, C) in 0..1 units
-                                                      const float* consts,       // (C, 256) tables, (C) means, (C) stds
-                                                      const int64_t* order,      // (N)
-                                                      const AugmentPlan* plans,  // (plan_count)
-                                                      float* images,             // (n * crops, C, P, Q)
-                                                      int32_t* out_labels) {     // (n) or null
+                                                      BatchSources in, bool channels_last,
+                                                      void* images,           // (n * crops, C, P, Q) in kOut
+                                                      int32_t* out_labels) {  // (n) or null
   const int64_t pq = sh.P * sh.Q, per = sh.C * pq, total = n * sh.crops * per;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += stride) {
     const int64_t j = t / per, r = t - j * per;
-    const int64_t c = r / pq, yx = r - c * pq;
+    const int64_t c = channels_last ? r % sh.C : r / pq, yx = channels_last ? r / sh.C : r - c * pq;
     const int64_t oy = yx / sh.Q, ox = yx - oy * sh.Q;
-    const int64_t src = order[begin + j / sh.crops];
-    const AugmentPlan p = plans[j % plan_count];
-    const uint8_t* plane = pixels + (src * sh.C + c) * sh.H * sh.W;
-    const float mean = p.use_mean ? means[src * sh.C + c] : 0.0f;
-    images[t] = augment_pixel(p, plane, sh.H, sh.W, sh.Q, oy, ox, consts + c * 256, mean, consts[sh.C * 256 + c],
-                              consts[sh.C * 257 + c]);
-    if (out_labels && t < n) out_labels[t] = labels[order[begin + t]];
+    const int64_t src = in.order[begin + j / sh.crops];
+    const AugmentPlan p = in.plans[j % plan_count];
+    const uint8_t* plane = in.pixels + (src * sh.C + c) * sh.H * sh.W;
+    const float mean = p.use_mean ? in.means[src * sh.C + c] : 0.0f;
+    const float v = augment_pixel(p, plane, sh.H, sh.W, sh.Q, oy, ox, in.consts + c * 256, mean,
+                                  in.consts[sh.C * 256 + c], in.consts[sh.C * 257 + c]);
+    // f32 as computed; bf16 or f16 rounded once to nearest even (the bits of ConvertForward's cast).
+    if constexpr (kOut == DType::bf16) static_cast<uint16_t*>(images)[t] = bf16_bits_from_float(v);
+    else if constexpr (kOut == DType::f16) static_cast<uint16_t*>(images)[t] = f16_bits_from_float(v);
+    else static_cast<float*>(images)[t] = v;
+    if (out_labels && t < n) out_labels[t] = in.labels[in.order[begin + t]];
   }
 }
 
 static void launch_batch_augment(cudaStream_t stream, const GpuBatchShape& sh, int64_t begin, int64_t n,
-                                 int64_t plan_count, const uint8_t* pixels, const int32_t* labels, const float* means,
-                                 const float* consts, const int64_t* order, const AugmentPlan* plans, float* images,
+                                 int64_t plan_count, const BatchSources& in, const BatchFormat& format, void* images,
                                  int32_t* out_labels) {
   const int64_t total = n * sh.crops * sh.C * sh.P * sh.Q;
   if (total == 0) return;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, int64_t{1} << 20));
-  batch_augment_per_pixel_kernel<<<grid, kThreads, 0, stream>>>(sh, begin, n, plan_count, pixels, labels, means, consts,
-                                                                order, plans, images, out_labels);
+  const bool cl = format.channels_last;
+  if (format.dtype == DType::bf16)
+    batch_augment_per_pixel_kernel<DType::bf16>
+        <<<grid, kThreads, 0, stream>>>(sh, begin, n, plan_count, in, cl, images, out_labels);
+  else if (format.dtype == DType::f16)
+    batch_augment_per_pixel_kernel<DType::f16>
+        <<<grid, kThreads, 0, stream>>>(sh, begin, n, plan_count, in, cl, images, out_labels);
+  else
+    batch_augment_per_pixel_kernel<DType::f32>
+        <<<grid, kThreads, 0, stream>>>(sh, begin, n, plan_count, in, cl, images, out_labels);
   CUDA_CHECK_LAUNCH("GPU-resident batch augmentation");
 }
 
@@ -218,8 +239,10 @@ void GpuDataset::start_epoch(int64_t epoch) {
   s.started = true;
 }
 
-void GpuDataset::make_batch(int64_t b, float* images, int32_t* labels, int64_t& n) {
+void GpuDataset::make_batch(int64_t b, void* images, const BatchFormat& format, int32_t* labels, int64_t& n) {
   State& s = *m_state;
+  CNN_CHECK(format.dtype == DType::f32 || format.dtype == DType::bf16 || format.dtype == DType::f16,
+            "GPU-resident batches are f32, bf16 or f16, not {}", to_string(format.dtype));
   CNN_CHECK(s.started, "GpuDataset::make_batch called before start_epoch");
   CNN_CHECK(b >= 0 && b < s.index.batches_per_epoch(), "batch {} outside [0, {})", b, s.index.batches_per_epoch());
   const auto [begin, end] = s.index.rank_range(b);
@@ -236,10 +259,10 @@ void GpuDataset::make_batch(int64_t b, float* images, int32_t* labels, int64_t& 
                                cudaMemcpyHostToDevice, s.stream));
     plan_count = n;
   }
-  launch_batch_augment(s.stream, s.shape, begin, n, plan_count, static_cast<const uint8_t*>(s.pixels.get()),
-                       static_cast<const int32_t*>(s.labels.get()), static_cast<const float*>(s.means.get()),
-                       static_cast<const float*>(s.consts.get()), static_cast<const int64_t*>(s.order.get()),
-                       static_cast<const AugmentPlan*>(s.plans.get()), images, labels);
+  const BatchSources in{static_cast<const uint8_t*>(s.pixels.get()), static_cast<const int32_t*>(s.labels.get()),
+                        static_cast<const float*>(s.means.get()),    static_cast<const float*>(s.consts.get()),
+                        static_cast<const int64_t*>(s.order.get()),  static_cast<const AugmentPlan*>(s.plans.get())};
+  launch_batch_augment(s.stream, s.shape, begin, n, plan_count, in, format, images, labels);
   CUDA_CHECK(cudaEventRecord(s.slot_done[slot], s.stream));
 }
 

@@ -18,7 +18,7 @@ GpuDataset::GpuDataset(const Dataset& data, const LoaderOptions& options, const 
 GpuDataset::~GpuDataset() = default;
 size_t GpuDataset::device_free_bytes() { return 0; }
 void GpuDataset::start_epoch(int64_t epoch) { no_cuda("GpuDataset::start_epoch"); }
-void GpuDataset::make_batch(int64_t b, float* images, int32_t* labels, int64_t& n) {
+void GpuDataset::make_batch(int64_t b, void* images, const BatchFormat& format, int32_t* labels, int64_t& n) {
   no_cuda("GpuDataset::make_batch");
 }
 std::vector<int32_t> GpuDataset::batch_labels(int64_t b) const { no_cuda("GpuDataset::batch_labels"); }

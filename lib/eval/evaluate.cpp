@@ -11,6 +11,7 @@ namespace cnn {
 void load_batch_input(Executor& ex, const Batch& batch) {
   int64_t rows = batch.images.shape()[0];
   CNN_CHECK(rows <= ex.max_batch(), "batch of {} images, executor planned for {}", rows, ex.max_batch());
+  ex.set_input_dtype(DType::f32);  // a host batch is f32 NCHW (the GPU-resident one may have been 16-bit)
   device_memcpy(ex.input().data(), ex.input().device(), batch.images.data(), Device::cpu, batch.images.bytes());
 }
 

@@ -14,7 +14,7 @@ namespace cnn {
 EvalReport evaluate(Executor& ex, Loader& loader, const std::vector<std::string>& class_names,
                     const std::string& split, double label_smoothing = 0.0);
 
-// Copies a loader batch into the executor's input (host to the executor's device).
+// Copies a loader batch into the executor's input (host to the executor's device), stored as f32.
 void load_batch_input(Executor& ex, const Batch& batch);
 
 }  // namespace cnn

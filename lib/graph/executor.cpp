@@ -61,8 +61,9 @@ Executor::Executor(Graph& graph, int64_t max_batch, const ExecContext& ctx, bool
                                               : fmt::format("gradient scratch (inputs of layer '{}' at batch {})",
                                                             graph.node(scratch_owner).layer->name(), max_batch),
                             DType::u8);
-  m_input = Tensor::zeros(batch_shape(graph.input_shape(), max_batch), d,
-                          fmt::format("input batch {}", batch_shape(graph.input_shape(), max_batch).to_string()));
+  m_input_f32 = Tensor::zeros(batch_shape(graph.input_shape(), max_batch), d,
+                              fmt::format("input batch {}", batch_shape(graph.input_shape(), max_batch).to_string()));
+  m_input = m_input_f32;
   for (int i = 0; i < graph.size(); ++i) {
     GraphNode& node = graph.node(i);
     std::vector<Tensor> ps, gs;
@@ -111,6 +112,51 @@ void Executor::setup_weight_packs(bool training) {
 void Executor::pack_weights() const {
   conv2d_pack_weights_batch_cuda(m_ctx, static_cast<const WeightPackEntry*>(m_pack_table.raw()), m_pack_count,
                                  m_pack_groups);
+}
+
+DType Executor::native_input_dtype() const {
+  DType common = DType::f32;
+  bool any = false;
+  for (int i = 0; i < m_graph.size(); ++i) {
+    const GraphNode& node = m_graph.node(i);
+    if (node.fused_into >= 0) continue;  // reads nothing
+    for (int in : node.inputs) {
+      if (in != Graph::kModelInput) continue;
+      const DType t = node.layer->dtype();
+      if (any && t != common) return DType::f32;
+      common = t;
+      any = true;
+    }
+  }
+  return common == DType::bf16 || common == DType::f16 ? common : DType::f32;
+}
+
+void Executor::set_input_dtype(DType t) {
+  const DType native = native_input_dtype();
+  CNN_CHECK(t == DType::f32 || t == native, "the model input can be stored as f32{}, not {}",
+            native == DType::f32 ? "" : fmt::format(" or {} (its readers' dtype)", to_string(native)), to_string(t));
+  m_input = Tensor::wrap(m_input_f32.raw(), m_input_f32.shape(), m_input_f32.device(), t);
+}
+
+void Executor::convert_input(DType t) {
+  if (t == m_input.dtype()) return;
+  const ActDims d = act_dims(m_input.shape());
+  std::vector<float> nchw(size_t(d.numel()));  // the batch on the host, f32 NCHW (widening is exact)
+  if (m_input.dtype() == DType::f32) {
+    device_memcpy(nchw.data(), Device::cpu, m_input.raw(), m_input.device(), m_input.bytes());
+  } else {
+    std::vector<uint16_t> bits(nchw.size());
+    device_memcpy(bits.data(), Device::cpu, m_input.raw(), m_input.device(), m_input.bytes());
+    nchw = widen(ConstView(bits.data(), m_input.dtype()), d, activation_layout(m_input.dtype()));
+  }
+  set_input_dtype(t);
+  if (t == DType::f32) {
+    device_memcpy(m_input.raw(), m_input.device(), nchw.data(), Device::cpu, m_input.bytes());
+    return;
+  }
+  std::vector<uint16_t> bits(nchw.size());  // rounded once, as ConvertForward rounds
+  narrow(nchw.data(), d, View(bits.data(), t), activation_layout(t));
+  device_memcpy(m_input.raw(), m_input.device(), bits.data(), Device::cpu, m_input.bytes());
 }
 
 Tensor Executor::param(int index) {
@@ -187,7 +233,7 @@ int Executor::run_forward(int64_t n, bool training, uint64_t step, uint64_t seed
   m_packs_fresh = training && m_pack_count > 0;
   if (m_packs_fresh) pack_weights();
   RunContext rc{&m_ctx, training, seed, step, m_device_seed_step, m_packs_fresh};
-  Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
+  Tensor input = Tensor::wrap(m_input.raw(), batch_shape(m_graph.input_shape(), n), m_input.device(), m_input.dtype());
   if (check_finite && !all_finite(input)) return -2;
   for (int i = 0; i < m_graph.size(); ++i) {
     GraphNode& node = m_graph.node(i);
@@ -221,7 +267,11 @@ std::vector<Tensor> Executor::inputs_of(int i, int64_t n, const Tensor& input, b
   for (size_t k = 0; k < node.inputs.size(); ++k) {
     const int in = node.inputs[k];
     Tensor src = in == Graph::kModelInput ? input : act_view(in, n);
-    if (const PlannedCast* c = m_plan.cast_of(i, int(k))) {
+    CNN_CHECK(in != Graph::kModelInput || src.dtype() == DType::f32 || src.dtype() == node.layer->dtype(),
+              "layer '{}' reads the model input as {} but it is stored as {}", node.layer->name(),
+              to_string(node.layer->dtype()), to_string(src.dtype()));
+    const PlannedCast* c = m_plan.cast_of(i, int(k));
+    if (c && src.dtype() != c->to) {  // (a model input stored in the reader's dtype needs none)
       Tensor cast = arena_view(c->act, src.shape(), c->to);
       if (forward) convert(src, cast);  // backward reads the copy forward made
       views.push_back(cast);
@@ -237,7 +287,7 @@ void Executor::backward(const GradHook& hook) {
   CNN_CHECK(m_training, "backward after an evaluation-mode forward");
   const int64_t n = m_n;
   RunContext rc{&m_ctx, true, m_seed, m_step, m_device_seed_step, m_packs_fresh};
-  Tensor input = Tensor::wrap(m_input.data(), batch_shape(m_graph.input_shape(), n), m_input.device());
+  Tensor input = Tensor::wrap(m_input.raw(), batch_shape(m_graph.input_shape(), n), m_input.device(), m_input.dtype());
   // Which nodes already hold a gradient (the first consumer writes, later ones accumulate).
   std::vector<char> written(static_cast<size_t>(m_graph.size()), 0);
   written.back() = 1;  // the loss wrote d(output)

@@ -54,8 +54,25 @@ public:
   Tensor param(int index);
   Tensor grad(int index);
 
-  // (max_batch, C, H, W): write the batch here, then forward(n).
+  // (max_batch, C, H, W): write the batch here, then forward(n). Stored in input_dtype(): f32 NCHW
+  // unless set_input_dtype chose the readers' 16-bit dtype (then in its activation layout,
+  // channels-last: ops/convert.h activation_layout).
   Tensor& input() { return m_input; }
+  // The dtype every layer reading the model input computes in: bf16 or f16 when they all agree on
+  // it (a batch stored in it needs no cast), else f32 (fp32 runs, an fp32 first layer, readers of
+  // different dtypes).
+  DType native_input_dtype() const;
+  // What input() holds from now on: f32 (the default; forward casts it for 16-bit readers, as the
+  // memory plan says) or native_input_dtype() (the readers take it as it is: no cast kernel, and
+  // half the bytes). The same memory either way (a 16-bit batch fills the first half of the f32
+  // one's bytes); nothing is converted, so choose before writing the batch. Throws for any other dtype.
+  // Trap: a CUDA graph captured over forward() bakes in the choice; TrainStep drops its graphs when it
+  // changes.
+  void set_input_dtype(DType t);
+  DType input_dtype() const { return m_input.dtype(); }
+  // set_input_dtype(t) keeping the batch: the values now in input() (all max_batch rows) cast into
+  // t as forward would cast them. Allocates a temporary and waits for the copy: not in a capture.
+  void convert_input(DType t);
   void forward(int64_t n, bool training, uint64_t step, uint64_t seed);
   const Tensor& output() const { return m_output_view; }   // (n, K) after forward
   Tensor activation(int node) const;                        // (n, ...) of the last forward
@@ -91,7 +108,8 @@ private:
   ExecContext m_ctx;
   MemoryPlan m_plan;
   Tensor m_params, m_grads, m_buffers;
-  Tensor m_arena, m_scratch, m_input;
+  Tensor m_arena, m_scratch, m_input;  // m_input: a view of m_input_f32's memory in input_dtype()
+  Tensor m_input_f32;
   Tensor m_output_view, m_output_grad_view;
   int64_t m_n = 0;
   bool m_training = true;

@@ -302,6 +302,10 @@ void TrainStep::enqueue_cuda(int64_t n) {
 bool TrainStep::replay_cuda(int64_t n, const std::function<void()>& enqueue) {
   const ExecContext& ctx = m_ex.context();
   const size_t ws = ctx.workspace ? ctx.workspace->capacity_bytes() : 0;
+  if (m_ex.input_dtype() != m_graphs_input) {  // the captured forwards read (or cast) the input otherwise
+    m_graphs.clear();
+    m_graphs_input = m_ex.input_dtype();
+  }
   auto warm = m_warm.find(n);
   if (warm != m_warm.end() && warm->second != ws) {
     // The shared workspace was reallocated (e.g. by an evaluation): captured pointers are stale.

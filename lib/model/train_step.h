@@ -131,6 +131,7 @@ class TrainStep {
   bool m_graph_on = true;
   std::string m_graph_off_reason;
   std::map<int64_t, std::unique_ptr<CudaGraph>> m_graphs;  // by batch size
+  DType m_graphs_input = DType::f32;  // the executor's input_dtype() they were captured with
   std::map<int64_t, size_t> m_warm;  // batch sizes warmed up -> workspace capacity after warm-up
   size_t m_graph_nodes = 0;
   int64_t m_replays = 0;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "eval/evaluate.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -114,8 +115,12 @@ void DataPipeline::load_input(Executor& ex, const Batch& b) const {
     load_batch_input(ex, b);
     return;
   }
+  // In the dtype and layout the first layer reads (bf16/f16 channels-last in a 16-bit run): the
+  // graph casts nothing, and the step reads half the bytes.
+  ex.set_input_dtype(ex.native_input_dtype());
+  const DType t = ex.input_dtype();
   int64_t n = 0;
-  m_gpu->make_batch(b.index, ex.input().data(), nullptr, n);
+  m_gpu->make_batch(b.index, ex.input().raw(), BatchFormat{t, activation_layout(t) == Layout::nhwc}, nullptr, n);
   CNN_CHECK(n == b.size(), "GPU-resident batch {} has {} samples, expected {}", b.index, n, b.size());
 }
 

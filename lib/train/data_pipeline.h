@@ -39,7 +39,9 @@ class DataPipeline {
   // From batch `first` of `epoch` on (a resumed run starts mid-epoch).
   void start_epoch(int64_t epoch, int64_t first);
   bool next_batch(Batch& b, int64_t epoch);  // false at the end of the epoch
-  void load_input(Executor& ex, const Batch& b) const;  // the batch into the executor's input
+  // The batch into the executor's input: f32 from the host loader; GPU-resident batches in
+  // ex.native_input_dtype() (Executor::set_input_dtype).
+  void load_input(Executor& ex, const Batch& b) const;
   Loader* val_loader() { return m_val.get(); }  // null: no val split, or not rank 0
   // Seconds build_loaders spent making the training images GPU-resident (per-image means, the
   // upload); -1 when they stay on the host.

@@ -1,20 +1,25 @@
 // GPU-resident batches against the CPU Loader (workers 0): every batch of whole epochs, train mode
 // with crop+padding, flip, rotation, brightness and contrast, eval centre and ten crops, rank shares
 // (empty ones included); all batches of several epochs are queued before one synchronisation, so
-// the pinned staging ring and the per-epoch order uploads are exercised too.
+// the pinned staging ring and the per-epoch order uploads are exercised too. The bf16 and f16
+// batches (BatchFormat) against the f32 ones rounded on the host, NCHW and channels-last.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
 #include "core/error.h"
+#include "core/float_bits.h"
 #include "core/tensor.h"
 #include "data/gpu_dataset.h"
 #include "data/loader.h"
 #include "data/synthetic_faces.h"
 #include "support/catch.h"
 #include "support/device_floats.h"
+#include "support/half_bits.h"
+#include "support/nhwc.h"
 #include "support/test_util.h"
 #include "support/tolerance.h"
 
@@ -169,6 +174,120 @@ TEST_CASE("gpu-resident rank shares equal the cpu loader's, including empty ones
       o.drop_last = drop_last;
       compare_with_loader(d, o, full_augment(), {0, 1}, kAugmentTol);
     }
+  }
+}
+
+namespace {
+
+// Every batch of `epochs` stored in `format`, all queued before one synchronisation: each batch's
+// n * crops images as 32-bit words (f32) or 16-bit ones (bf16, f16), in the format's order. The
+// buffer starts all ones (a NaN in every dtype), so an element the kernel leaves fails.
+std::vector<std::vector<uint32_t>> gpu_batch_words(GpuDataset& gd, const CudaContext& cuda,
+                                                   const std::vector<int64_t>& epochs, int64_t batch_size,
+                                                   const BatchFormat& format) {
+  const int64_t rows = batch_size * gd.crops(), per = gd.output_shape().numel();
+  const int64_t count = static_cast<int64_t>(epochs.size()) * gd.batches_per_epoch();
+  const size_t width = format.dtype == DType::f32 ? 4 : 2;
+  DeviceFloats buffer(std::vector<float>(size_t(std::max<int64_t>(1, count * rows * per)), float_from_bits(~0u)));
+  std::vector<int64_t> ns;
+  int64_t k = 0;
+  for (int64_t e : epochs) {
+    gd.start_epoch(e);
+    for (int64_t b = 0; b < gd.batches_per_epoch(); ++b, ++k) {
+      int64_t n = 0;
+      gd.make_batch(b, reinterpret_cast<char*>(buffer.data()) + size_t(k * rows * per) * width, format, nullptr, n);
+      ns.push_back(n);
+    }
+  }
+  cuda.synchronize();
+  const std::vector<float> all = buffer.get();
+  const char* bytes = reinterpret_cast<const char*>(all.data());
+  std::vector<std::vector<uint32_t>> out;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    std::vector<uint32_t> words(size_t(ns[i] * gd.crops() * per));
+    for (size_t j = 0; j < words.size(); ++j) {
+      const char* at = bytes + (i * size_t(rows * per) + j) * width;
+      if (width == 4) {
+        std::memcpy(&words[j], at, 4);
+      } else {
+        uint16_t h = 0;
+        std::memcpy(&h, at, 2);
+        words[j] = h;
+      }
+    }
+    out.push_back(std::move(words));
+  }
+  return out;
+}
+
+// The f32 NCHW batches in `format`'s order and dtype, rounded by the test (test::half_bits).
+std::vector<uint32_t> expected_words(const std::vector<uint32_t>& f32_nchw, const Shape& sample,
+                                     const BatchFormat& format) {
+  std::vector<float> v(f32_nchw.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float_from_bits(f32_nchw[i]);
+  const int64_t N = int64_t(v.size()) / sample.numel();
+  if (format.channels_last) v = test::nchw_to_nhwc(v, N, sample[0], sample[1], sample[2]);
+  std::vector<uint32_t> out(v.size());
+  if (format.dtype == DType::f32) {
+    for (size_t i = 0; i < v.size(); ++i) out[i] = float_bits(v[i]);
+  } else {
+    const std::vector<uint16_t> h = test::half_bits(v, format.dtype);
+    std::copy(h.begin(), h.end(), out.begin());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpu-resident bf16 and f16 batches are the f32 ones rounded once, bit for bit, NCHW or channels-last",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  struct Setup {
+    const char* what;
+    int64_t channels;
+    LoaderMode mode;
+    bool ten_crop;
+    AugmentSpec augment;
+  };
+  AugmentSpec crop_flip;
+  crop_flip.crop_size = 12;
+  crop_flip.crop_padding = 3;
+  crop_flip.hflip = true;
+  const Setup setups[] = {{"train, full augmentation", 3, LoaderMode::train, false, full_augment()},
+                          {"train, gray, crop and flip", 1, LoaderMode::train, false, crop_flip},
+                          {"train, no augmentation", 3, LoaderMode::train, false, AugmentSpec{}},
+                          {"eval, centre crop", 3, LoaderMode::eval, false, full_augment()},
+                          {"eval, ten crops", 3, LoaderMode::eval, true, full_augment()}};
+  for (const Setup& su : setups) {
+    INFO(su.what);
+    const Dataset d = make_synthetic_faces(21, 3, su.channels, 17, 18, 4);
+    const Normalization norm = compute_normalization(d);
+    CudaContext cuda;
+    LoaderOptions o;
+    o.batch_size = 6;  // 3 full batches and one of 3
+    o.seed = 12;
+    o.mode = su.mode;
+    o.ten_crop = su.ten_crop;
+    GpuDataset gd(d, o, norm, su.augment, cuda.ctx());
+    const std::vector<int64_t> epochs = {0, 2};
+    const std::vector<std::vector<uint32_t>> ref = gpu_batch_words(gd, cuda, epochs, o.batch_size, BatchFormat{});
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (bool channels_last : {false, true}) {
+        if (t == DType::f32 && !channels_last) continue;  // the reference itself
+        INFO(to_string(t) << (channels_last ? " channels-last" : " NCHW"));
+        const BatchFormat format{t, channels_last};
+        const std::vector<std::vector<uint32_t>> got = gpu_batch_words(gd, cuda, epochs, o.batch_size, format);
+        REQUIRE(got.size() == ref.size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          INFO("batch " << i);
+          REQUIRE(got[i] == expected_words(ref[i], gd.output_shape(), format));
+        }
+      }
+    }
+    int64_t n = 0;
+    DeviceFloats scratch = DeviceFloats::poisoned(1 << 16);
+    CHECK_THROWS_WITH(gd.make_batch(0, scratch.data(), BatchFormat{DType::i32, false}, nullptr, n),
+                      Catch::Matchers::Contains("f32, bf16 or f16, not i32"));
   }
 }
 

@@ -1,8 +1,10 @@
 // Mixed precision in the graph and executor: each layer's dtype from its precision (and f32 where no
 // implementation of it supports bf16 or f16, reported), the planned casts (model input, between layers
 // of different dtypes, the output for the loss) with their memory, and forward/backward through
-// them on the CPU against the all-FP32 run (BF16 rounding of the stored activations only).
+// them on the CPU against the all-FP32 run (BF16 rounding of the stored activations only); a model
+// input stored in its readers' 16-bit dtype (Executor::set_input_dtype) against the cast f32 one.
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "config/model_spec.h"
@@ -11,6 +13,8 @@
 #include "graph/memory_plan.h"
 #include "layers/registry.h"
 #include "support/catch.h"
+#include "support/half_bits.h"
+#include "support/nhwc.h"
 #include "support/test_util.h"
 
 using namespace cnn;
@@ -241,4 +245,152 @@ TEST_CASE("precision: the per-layer key is checked and resolved against train.pr
   CHECK(spec.layers[1].precision == "bf16");
   CHECK_THROWS_WITH(parse_model_text(kModel, "m.yaml", {"layers.f.precision=fp8"}),
                     Catch::Matchers::Contains("precision"));
+}
+
+namespace {
+
+// The model input read by two layers (a and b) that meet again in an add.
+const char* kTwoReaders =
+    "name: two\n"
+    "input: {channels: 3, height: 4, width: 4}\n"
+    "layers:\n"
+    "  - {name: a, type: conv2d, filters: 2, kernel: 3, padding: 1}\n"
+    "  - {name: b, type: conv2d, filters: 2, kernel: 1, inputs: [input]}\n"
+    "  - {name: s, type: add, inputs: [a, b]}\n"
+    "  - {name: f, type: flatten}\n"
+    "  - {name: fc, type: dense, units: 3}\n";
+
+std::unique_ptr<Graph> cpu_graph(const char* yaml, const std::vector<std::string>& overrides) {
+  std::unique_ptr<Graph> g = Graph::build(parse_model_text(yaml, "m.yaml", overrides));
+  g->choose_backends(Device::cpu);
+  return g;
+}
+
+// How a test stores the batch x (N, C, H, W) in the executor's input.
+enum class Stored { f32, half_channels_last, half_nchw };
+
+struct InputRun {
+  std::vector<float> eval_output, output;
+  std::vector<std::vector<float>> grads;
+};
+
+// An evaluation forward, then a training forward and backward of `graph` on the CPU, the batch x
+// written by the test itself: as f32, or rounded once (test::half_bits) into the readers' 16-bit
+// dtype in channels-last order (what the executor reads without a cast) or, wrongly, in NCHW order.
+InputRun run_input(Graph& graph, Stored how) {
+  ExecContext ctx = ExecContext::cpu(1);
+  const int64_t n = 3;
+  Executor ex(graph, n, ctx);
+  ex.init_params(5);
+  const Shape s = ex.input().shape();
+  const std::vector<float> x = test::random_floats(size_t(s.numel()), 21, -2.0f, 2.0f);
+  if (how == Stored::f32) {
+    std::copy(x.begin(), x.end(), ex.input().data());
+  } else {
+    ex.set_input_dtype(ex.native_input_dtype());
+    REQUIRE(ex.input_dtype() != DType::f32);
+    REQUIRE(ex.input().bytes() == x.size() * 2);
+    const std::vector<float> order =
+        how == Stored::half_nchw ? x : test::nchw_to_nhwc(x, s[0], s[1], s[2], s[3]);
+    const std::vector<uint16_t> bits = test::half_bits(order, ex.input_dtype());
+    std::memcpy(ex.input().raw(), bits.data(), bits.size() * sizeof(uint16_t));
+  }
+  InputRun out;
+  ex.forward(n, false, 0, 1);
+  out.eval_output = ex.output().to_vector();
+  ex.forward(n, true, 0, 1);
+  out.output = ex.output().to_vector();
+  const std::vector<float> r = test::random_floats(out.output.size(), 22);
+  std::copy(r.begin(), r.end(), ex.output_grad().data());
+  ex.backward();
+  for (size_t p = 0; p < graph.params().size(); ++p)
+    if (graph.params()[p].trainable) out.grads.push_back(ex.grad(int(p)).to_vector());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("precision: a model input stored in its readers' 16-bit dtype needs no cast and trains bit for bit alike",
+          "[cpu]") {
+  const std::string precision = GENERATE(as<std::string>(), "bf16", "fp16");
+  for (const char* yaml : {kModel, kTwoReaders}) {
+    INFO(precision << "\n" << yaml);
+    std::unique_ptr<Graph> graph = cpu_graph(yaml, {"train.precision=" + precision, "layers.f.precision=" + precision});
+    const InputRun cast = run_input(*graph, Stored::f32);  // f32 input, cast by the executor
+    const InputRun fed = run_input(*graph, Stored::half_channels_last);
+    CHECK(fed.eval_output == cast.eval_output);
+    CHECK(fed.output == cast.output);
+    REQUIRE(fed.grads.size() == cast.grads.size());
+    for (size_t i = 0; i < cast.grads.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(fed.grads[i] == cast.grads[i]);
+    }
+    // The layers read the buffer as it is, channels-last: the same values in NCHW order are
+    // another (wrong) image.
+    CHECK(run_input(*graph, Stored::half_nchw).output != cast.output);
+  }
+}
+
+TEST_CASE("precision: the model input's native dtype is its readers' common 16-bit dtype, and only it is accepted",
+          "[cpu]") {
+  ExecContext ctx = ExecContext::cpu(1);
+  auto native = [&](const char* yaml, const std::vector<std::string>& overrides) {
+    std::unique_ptr<Graph> g = cpu_graph(yaml, overrides);
+    return Executor(*g, 2, ctx).native_input_dtype();
+  };
+  CHECK(native(kModel, {"layers.f.precision=fp32"}) == DType::f32);
+  CHECK(native(kModel, {}) == DType::f32);  // only f is bf16: the conv reading the input is f32
+  CHECK(native(kModel, {"train.precision=bf16"}) == DType::bf16);
+  CHECK(native(kModel, {"train.precision=fp16", "layers.f.precision=fp16"}) == DType::f16);
+  CHECK(native(kModel, {"train.precision=tf32"}) == DType::f32);
+  CHECK(native(kModel, {"train.precision=bf16", "layers.a.precision=fp32"}) == DType::f32);
+  CHECK(native(kTwoReaders, {"train.precision=bf16"}) == DType::bf16);
+  CHECK(native(kTwoReaders, {"train.precision=bf16", "layers.b.precision=fp32"}) == DType::f32);  // readers disagree
+  CHECK(native(kTwoReaders, {"train.precision=bf16", "layers.b.precision=fp16"}) == DType::f32);
+
+  std::unique_ptr<Graph> g = cpu_graph(kModel, {"train.precision=bf16"});
+  Executor ex(*g, 2, ctx);
+  CHECK(ex.input_dtype() == DType::f32);
+  CHECK_THROWS_WITH(ex.set_input_dtype(DType::f16),
+                    Catch::Matchers::Contains("stored as f32 or bf16 (its readers' dtype), not f16"));
+  CHECK_THROWS_AS(ex.set_input_dtype(DType::i32), Error);
+  ex.set_input_dtype(DType::bf16);
+  CHECK(ex.input().dtype() == DType::bf16);
+  CHECK(ex.input().shape() == Shape{2, 3, 4, 5});
+  CHECK_THROWS_AS(ex.input().data(), Error);  // the f32 accessor
+  ex.set_input_dtype(DType::f32);
+  CHECK(ex.input().dtype() == DType::f32);
+  std::unique_ptr<Graph> g32 = cpu_graph(kModel, {"layers.f.precision=fp32"});
+  Executor ex32(*g32, 2, ctx);
+  CHECK_THROWS_WITH(ex32.set_input_dtype(DType::bf16), Catch::Matchers::Contains("stored as f32, not bf16"));
+}
+
+TEST_CASE("precision: convert_input keeps the batch, rounded once into the 16-bit dtype and exactly back", "[cpu]") {
+  const std::string precision = GENERATE(as<std::string>(), "bf16", "fp16");
+  INFO(precision);
+  std::unique_ptr<Graph> g = cpu_graph(kModel, {"train.precision=" + precision, "layers.f.precision=" + precision});
+  ExecContext ctx = ExecContext::cpu(1);
+  Executor ex(*g, 3, ctx);
+  ex.init_params(5);
+  const Shape s = ex.input().shape();
+  const std::vector<float> x = test::random_floats(size_t(s.numel()), 21, -2.0f, 2.0f);
+  std::copy(x.begin(), x.end(), ex.input().data());
+  ex.forward(3, false, 0, 1);
+  const std::vector<float> cast = ex.output().to_vector();
+  const DType t = ex.native_input_dtype();
+  ex.convert_input(t);
+  REQUIRE(ex.input_dtype() == t);
+  const std::vector<uint16_t> want = test::half_bits(test::nchw_to_nhwc(x, s[0], s[1], s[2], s[3]), t);
+  std::vector<uint16_t> got(want.size());
+  std::memcpy(got.data(), ex.input().raw(), got.size() * sizeof(uint16_t));
+  CHECK(got == want);
+  ex.forward(3, false, 0, 1);
+  CHECK(ex.output().to_vector() == cast);
+  ex.convert_input(DType::f32);
+  REQUIRE(ex.input_dtype() == DType::f32);
+  const std::vector<float> back = ex.input().to_vector();
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(back[i] == (t == DType::bf16 ? round_to_bf16(x[i]) : round_to_f16(x[i])));
+  }
 }

@@ -2,7 +2,10 @@
 // dense; no dropout), seed, initialisation and batches, 30 SGD steps through TrainStep on each.
 // SGD with momentum, not Adam: Adam divides by sqrt(v), which turns last-bit differences in
 // near-zero gradients into full-size steps, so its curves part for reasons that are not bugs.
+// Also GPU-resident batches: f32 against the host loader's, and bf16/fp16 runs fed 16-bit batches
+// against the same runs fed f32 ones (cast in the step), bit for bit.
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -24,6 +27,7 @@
 #include "eval/evaluate.h"
 #include "model/loss.h"
 #include "model/train_step.h"
+#include "ops/convert.h"
 
 using namespace cnn;
 
@@ -74,8 +78,8 @@ LoaderOptions loader_options(const ModelSpec& spec) {
 
 // One model set up for training on `device` exactly as cnn-bench and the trainer do.
 struct TinyRun {
-  TinyRun(const std::string& device, const Dataset& train)
-      : spec(parse_model_text(kModel, "tiny_gpu.yaml")), graph(Graph::build(spec)) {
+  TinyRun(const std::string& device, const Dataset& train, const std::vector<std::string>& overrides = {})
+      : spec(parse_model_text(kModel, "tiny_gpu.yaml", overrides)), graph(Graph::build(spec)) {
     dev = std::make_unique<DeviceSetup>(device, *graph, spec.train.deterministic);
     ex = std::make_unique<Executor>(*graph, spec.train.batch_size, dev->ctx());
     ex->init_params(spec.train.seed);
@@ -126,6 +130,37 @@ std::vector<double> train_on_host_batches(TinyRun& run, const std::vector<Batch>
   return losses;
 }
 
+// The node count of the step's CUDA graph as last captured ("on (step captured, N nodes)"), 0 before.
+size_t graph_nodes(const TrainStep& step) {
+  const std::string s = step.cuda_graph_status(), key = "captured, ";
+  const size_t at = s.find(key);
+  return at == std::string::npos ? 0 : size_t(std::stoul(s.substr(at + key.size())));
+}
+
+// kSteps steps of `run` on the batches of `gd`, step s's batch stored in the model input's native
+// dtype where half(s) (GpuDataset writes it in the executor's layout), else in f32; the graph's
+// node count after each step into `nodes` unless null.
+std::vector<double> train_on_resident_batches(TinyRun& run, GpuDataset& gd, const std::function<bool(int64_t)>& half,
+                                              std::vector<size_t>* nodes = nullptr) {
+  const DType native = run.ex->native_input_dtype();
+  std::vector<double> losses;
+  for (int64_t e = 0; static_cast<int64_t>(losses.size()) < kSteps; ++e) {
+    gd.start_epoch(e);
+    for (int64_t b = 0; b < gd.batches_per_epoch() && static_cast<int64_t>(losses.size()) < kSteps; ++b) {
+      const int64_t s = static_cast<int64_t>(losses.size());
+      run.ex->set_input_dtype(half(s) ? native : DType::f32);
+      const DType t = run.ex->input_dtype();
+      int64_t n = 0;
+      gd.make_batch(b, run.ex->input().raw(), BatchFormat{t, activation_layout(t) == Layout::nhwc}, nullptr, n);
+      const std::vector<int32_t> labels = gd.batch_labels(b);
+      REQUIRE(static_cast<int64_t>(labels.size()) == n);
+      losses.push_back(run.run(labels, s));
+      if (nodes) nodes->push_back(graph_nodes(*run.step));
+    }
+  }
+  return losses;
+}
+
 void check_curves(const std::vector<double>& got, const std::vector<double>& ref) {
   REQUIRE(got.size() == ref.size());
   for (size_t s = 0; s < ref.size(); ++s) {
@@ -166,16 +201,54 @@ TEST_CASE("the GPU-resident batches train like the host loader's", "[gpu]") {
   TinyRun resident("cuda", train);
   GpuDataset gd(train, loader_options(resident.spec), norm, augment(), resident.dev->ctx());
   REQUIRE(gd.output_shape() == resident.graph->input_shape());
-  std::vector<double> losses;
-  for (int64_t e = 0; static_cast<int64_t>(losses.size()) < kSteps; ++e) {
-    gd.start_epoch(e);
-    for (int64_t b = 0; b < gd.batches_per_epoch() && static_cast<int64_t>(losses.size()) < kSteps; ++b) {
-      int64_t n = 0;
-      gd.make_batch(b, resident.ex->input().data(), nullptr, n);
-      const std::vector<int32_t> labels = gd.batch_labels(b);
-      REQUIRE(static_cast<int64_t>(labels.size()) == n);
-      losses.push_back(resident.run(labels, static_cast<int64_t>(losses.size())));
+  check_curves(train_on_resident_batches(resident, gd, [](int64_t) { return false; }), host_losses);
+}
+
+// The GPU-resident batch stored in the first layer's 16-bit dtype, channels-last (what training
+// feeds since the augment kernel writes it) against the f32 batch the step casts (before): the
+// same values rounded once at the same point, so the same losses and weights bit for bit, and one
+// kernel node fewer in the captured step. The second run also switches to f32 batches for five
+// steps and back (as an evaluation between epochs does), so each switch must drop the captured graph.
+TEST_CASE("bf16 and fp16 steps on 16-bit GPU-resident batches equal those on cast f32 ones bit for bit", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const std::string precision = GENERATE(as<std::string>(), "bf16", "fp16");
+  for (int64_t channels : {1, 3}) {
+    INFO(precision << ", " << channels << " channel(s)");
+    const std::vector<std::string> overrides = {"train.precision=" + precision,
+                                                "input.channels=" + std::to_string(channels)};
+    const Dataset train = make_synthetic_faces(80, 4, channels, 14, 14, 31);
+    const Normalization norm = compute_normalization(train);
+    std::vector<double> cast_losses;
+    std::vector<float> cast_state;
+    size_t cast_nodes = 0;
+    {
+      TinyRun cast("cuda", train, overrides);
+      GpuDataset gd(train, loader_options(cast.spec), norm, augment(), cast.dev->ctx());
+      cast_losses = train_on_resident_batches(cast, gd, [](int64_t) { return false; });
+      cast_state = cast.state();
+      cast_nodes = graph_nodes(*cast.step);
     }
+    TinyRun fed("cuda", train, overrides);
+    const DType half = storage_dtype(parse_precision(precision));
+    REQUIRE(fed.ex->native_input_dtype() == half);  // conv1 reads the input in 16 bits
+    GpuDataset gd(train, loader_options(fed.spec), norm, augment(), fed.dev->ctx());
+    std::vector<size_t> nodes;
+    const auto half_at = [](int64_t s) { return s < 10 || s >= 15; };
+    const std::vector<double> losses = train_on_resident_batches(fed, gd, half_at, &nodes);
+    REQUIRE(losses.size() == cast_losses.size());
+    for (size_t s = 0; s < losses.size(); ++s) {
+      INFO("step " << s << ": loss " << losses[s] << " against " << cast_losses[s]);
+      REQUIRE(std::isfinite(losses[s]));
+      CHECK(losses[s] == cast_losses[s]);
+    }
+    CHECK(fed.state() == cast_state);
+    std::string trail;
+    for (size_t k : nodes) trail += std::to_string(k) + " ";
+    INFO("graph: " << fed.step->cuda_graph_status() << "; nodes after each step: " << trail);
+    CHECK(fed.step->graph_replays() > 0);
+    REQUIRE(cast_nodes > 0);
+    CHECK(nodes[9] + 1 == cast_nodes);      // captured at step 1 on 16-bit batches: no input cast
+    CHECK(nodes[14] == cast_nodes);         // recaptured at step 10 on f32 batches
+    CHECK(nodes.back() + 1 == cast_nodes);  // and again at step 15
   }
-  check_curves(losses, host_losses);
 }
