@@ -15,6 +15,7 @@
 #include "checkpoint/config_diff.h"
 #include "core/error.h"
 #include "core/process_clock.h"
+#include "data/gzip_whole.h"
 #include "dist/gpu_info.h"
 #include "eval/evaluate.h"
 #include "graph/summary.h"
@@ -27,8 +28,9 @@ namespace cnn {
 
 void TrainSession::start_data() {
   if (m_data.start_load(m_model->graph().class_names()))
-    m_startup.set_fact("data", fmt::format("read on its own thread beside the device set-up (data.format {})",
-                                           m_spec.data.format));
+    m_startup.set_fact("data", fmt::format("read on its own thread beside the device set-up (data.format {}; "
+                                           "gzip files inflated whole by {})",
+                                           m_spec.data.format, whole_file_inflater()));
 }
 
 void TrainSession::setup_data() {
@@ -95,6 +97,13 @@ void TrainSession::setup_model() {
     const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
     m_model->build_executor(std::max(t.batch_size, eval_batch * crops));
     startup_mark("memory plan and allocation");
+    // A fresh run's initial weights need only the seed: made here, while the data may still be read.
+    if (m_resume) {
+      m_startup.absent("weight initialisation", "resumed: the checkpoint's weights load after the set-up");
+    } else {
+      m_model->executor().init_params(t.seed);
+      startup_mark("weight initialisation");
+    }
   } catch (...) {
     finish_data();  // throws the data's error, if it has one
     throw;

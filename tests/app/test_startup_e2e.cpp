@@ -136,6 +136,7 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
                                        "CPU context (threads, BLAS)",
                                        "autotune",
                                        "memory plan and allocation",
+                                       "weight initialisation",
                                        "waiting for the data",
                                        "data upload to the GPU",
                                        "data loaders",
