@@ -10,7 +10,9 @@
 
 #include "app_util.h"
 #include "data/gzip.h"
+#include "data/image_io.h"
 #include "data/sources.h"
+#include "data/synthetic_faces.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 
@@ -386,4 +388,33 @@ TEST_CASE("a data error met on the data thread ends cnn-train as an in-line read
 TEST_CASE("a data error met on the data thread ends cnn-train as an in-line read did (cuda)", "[gpu]") {
   CNN_REQUIRE_GPU();
   check_data_errors("cuda");
+}
+
+TEST_CASE("image-folder data is read in line, before the device set-up, and the breakdown says so", "[cpu]") {
+  if (!cnn::image_io_available()) CNN_SKIP("this build has no OpenCV: image-folder data can't be read");
+  TempDir dir("cnn-startup-folder");
+  const char* classes[3] = {"a", "b", "c"};
+  cnn::Dataset d = cnn::make_synthetic_faces(12, 3, 1, 8, 8, 5);
+  for (int64_t i = 0; i < d.size(); ++i) {
+    const std::filesystem::path p = dir / "images" / "train" / classes[d.labels[size_t(i)]] / (std::to_string(i) + ".png");
+    std::filesystem::create_directories(p.parent_path());
+    cnn::write_image_file(p.string(), d.sample(i), 1, 8, 8);
+  }
+  std::string model = kModel;
+  model.replace(model.find("data: {format: synthetic, synthetic_size: 48}"),
+                std::string("data: {format: synthetic, synthetic_size: 48}").size(), "data: {format: image-folder, path: images}");
+  write_text_file(dir / "m.yaml", model);
+  Run r = train(dir, "run", {"--device", "cpu"});
+  INFO(r.result.describe());
+  REQUIRE(r.result.exit_code == 0);
+  check_consistent(r);
+  for (const auto& p : r.startup["phases"]) CHECK(!p.value("beside", false));
+  REQUIRE(phase(r.startup, "data load and decode"));
+  CHECK(phase(r.startup, "data load and decode")->at("seconds").get<double>() >= 0);
+  CHECK(phase(r.startup, "data load and decode")->at("start_s").get<double>() <=
+        phase(r.startup, "CPU context (threads, BLAS)")->at("start_s").get<double>());
+  REQUIRE(phase(r.startup, "waiting for the data"));
+  CHECK(phase(r.startup, "waiting for the data")->at("seconds").is_null());
+  CHECK_THAT(phase(r.startup, "waiting for the data")->at("absent").get<std::string>(), Contains("image-folder"));
+  CHECK(!r.startup["facts"].contains("data"));
 }
