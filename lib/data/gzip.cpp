@@ -124,27 +124,32 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
   };
   int64_t members = 1;
   bool out_full = false;  // the last inflate filled its output: it may have more without new input
+  size_t made = 0;        // bytes of `out` inflated so far; out is cut to them on the way out
   for (;;) {
     refill();
     if (z.avail_in == 0 && !out_full) {
       CNN_THROW("{}: truncated gzip data: the stream ends at byte {} before the end of member {} (its deflate data "
                 "or the 8-byte CRC-32 and length trailer is missing; {} bytes decompressed); the file is cut short, "
-                "download or copy it again", name, offset(), members, out.size());
+                "download or copy it again", name, offset(), members, made);
     }
-    size_t used = out.size();
-    // Output grows with what came out so far (small files stay small), 4 MiB at a time at most.
-    const int64_t grow = std::max<int64_t>(
-        std::clamp<int64_t>(static_cast<int64_t>(used), 64 << 10, static_cast<int64_t>(kOutChunk)),
-        out_hint - static_cast<int64_t>(used));
-    const int64_t room = std::min<int64_t>(grow, limit + 1 - static_cast<int64_t>(used));
-    out.resize(used + static_cast<size_t>(room));
-    z.next_out = out.data() + used;
-    z.avail_out = static_cast<uInt>(room);
+    if (made == out.size()) {
+      // Full: grow with what came out so far (small files stay small), 4 MiB at a time at most, or
+      // at once to the hint. Growing only when full keeps each byte zero-filled once.
+      const int64_t grow = std::max<int64_t>(
+          std::clamp<int64_t>(static_cast<int64_t>(made), 64 << 10, static_cast<int64_t>(kOutChunk)),
+          out_hint - static_cast<int64_t>(made));
+      out.resize(made + static_cast<size_t>(std::min<int64_t>(grow, limit + 1 - static_cast<int64_t>(made))));
+    }
+    z.next_out = out.data() + made;
+    z.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - made, size_t{1} << 30));
     const int ret = inflate(&z, Z_NO_FLUSH);
     out_full = z.avail_out == 0;
-    out.resize(out.size() - z.avail_out);
-    if (stop >= 0 && static_cast<int64_t>(out.size()) >= stop) return;
-    if (static_cast<int64_t>(out.size()) > limit) CNN_THROW("{}", too_large(name, limit, true));
+    made = static_cast<size_t>(z.next_out - out.data());
+    if (stop >= 0 && static_cast<int64_t>(made) >= stop) {
+      out.resize(made);
+      return;
+    }
+    if (static_cast<int64_t>(made) > limit) CNN_THROW("{}", too_large(name, limit, true));
     if (ret == Z_DATA_ERROR) {
       const std::string why = z.msg ? z.msg : "invalid data";
       const bool check = why == "incorrect data check" || why == "incorrect length check";
@@ -156,7 +161,10 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
     if (ret != Z_STREAM_END) continue;
     // A member ended (its CRC-32 and length checked by zlib): more members, or the end of the file.
     refill();
-    if (z.avail_in == 0) return;
+    if (z.avail_in == 0) {
+      out.resize(made);
+      return;
+    }
     if (z.avail_in == 1) {  // one byte left in the buffer: pull the next ones behind it
       const uint8_t b0 = z.next_in[0];
       buf[0] = b0;
