@@ -138,7 +138,17 @@ void carve_val(DataSplits& splits, double fraction, uint64_t seed) {
   std::vector<int64_t> keep, carve;
   for (int64_t i = 0; i < n; ++i) (to_val[i] ? carve : keep).push_back(i);
   splits.val = train.subset(carve);
-  splits.train = splits.train.subset(keep);
+  // The kept samples move down in place (keep is ascending): no second copy of the training images.
+  Dataset& t = splits.train;
+  const size_t sb = static_cast<size_t>(t.sample_bytes());
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const size_t from = static_cast<size_t>(keep[i]);
+    if (from == i) continue;
+    std::memcpy(t.pixels.data() + i * sb, t.pixels.data() + from * sb, sb);  // from > i: never overlapping
+    t.labels[i] = t.labels[from];
+  }
+  t.pixels.resize(keep.size() * sb);
+  t.labels.resize(keep.size());
   splits.notes.push_back(fmt::format(
       "val: carved {} of {} train images (val_split {}, stratified by class, split_seed {})",
       carve.size(), n, fraction, seed));

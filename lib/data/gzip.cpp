@@ -1,6 +1,8 @@
 // File reads through our own inflate loop (see gzip.h), not gzread: gzread returns a truncated
 // stream's bytes as if they were the whole file and ignores a missing trailer, and gzopen opens a
-// FIFO blocking. Trap: offsets in messages count compressed bytes from the start of the file.
+// FIFO blocking. A gzip file is read whole and inflated at once (gzip_whole.h: libdeflate where the
+// build has it) into a buffer sized from its trailer; the loop here is the fallback and the one
+// that words every error. Trap: offsets in messages count compressed bytes from the start of the file.
 #include "data/gzip.h"
 
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "data/gzip_whole.h"
 
 namespace cnn {
 
@@ -69,6 +72,11 @@ public:
   File& operator=(const File&) = delete;
 
   int64_t size() const { return m_size; }
+  // The first two bytes are gzip's magic number (read in place: the next read starts at 0).
+  bool gzip_magic() const {
+    uint8_t b[2] = {0, 0};
+    return m_size >= 2 && ::pread(m_fd, b, 2, 0) == 2 && b[0] == 0x1f && b[1] == 0x8b;
+  }
   size_t read(uint8_t* buf, size_t n) {
     for (;;) {
       ssize_t got = ::read(m_fd, buf, n);
@@ -90,9 +98,10 @@ std::string too_large(const std::string& name, int64_t limit, bool gz) {
 }
 
 // Inflates gzip members from `in` (the first `have` bytes of `first` already read) into out, up to
-// `stop` bytes (head reads stop early and skip the integrity checks of what they don't read).
+// `stop` bytes (head reads stop early and skip the integrity checks of what they don't read). The
+// output starts at `out_hint` bytes (what the trailer says, bounded by the caller) and grows from there.
 void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>& first, size_t have, int64_t limit,
-                 int64_t stop, std::vector<uint8_t>& out) {
+                 int64_t stop, int64_t out_hint, std::vector<uint8_t>& out) {
   std::vector<uint8_t>& buf = first;  // at least 2 bytes (see read_source)
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) CNN_THROW("{}: zlib cannot start inflating", name);
@@ -115,25 +124,32 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
   };
   int64_t members = 1;
   bool out_full = false;  // the last inflate filled its output: it may have more without new input
+  size_t made = 0;        // bytes of `out` inflated so far; out is cut to them on the way out
   for (;;) {
     refill();
     if (z.avail_in == 0 && !out_full) {
       CNN_THROW("{}: truncated gzip data: the stream ends at byte {} before the end of member {} (its deflate data "
                 "or the 8-byte CRC-32 and length trailer is missing; {} bytes decompressed); the file is cut short, "
-                "download or copy it again", name, offset(), members, out.size());
+                "download or copy it again", name, offset(), members, made);
     }
-    size_t used = out.size();
-    // Output grows with what came out so far (small files stay small), 4 MiB at a time at most.
-    const int64_t grow = std::clamp<int64_t>(static_cast<int64_t>(used), 64 << 10, static_cast<int64_t>(kOutChunk));
-    const int64_t room = std::min<int64_t>(grow, limit + 1 - static_cast<int64_t>(used));
-    out.resize(used + static_cast<size_t>(room));
-    z.next_out = out.data() + used;
-    z.avail_out = static_cast<uInt>(room);
+    if (made == out.size()) {
+      // Full: grow with what came out so far (small files stay small), 4 MiB at a time at most, or
+      // at once to the hint. Growing only when full keeps each byte zero-filled once.
+      const int64_t grow = std::max<int64_t>(
+          std::clamp<int64_t>(static_cast<int64_t>(made), 64 << 10, static_cast<int64_t>(kOutChunk)),
+          out_hint - static_cast<int64_t>(made));
+      out.resize(made + static_cast<size_t>(std::min<int64_t>(grow, limit + 1 - static_cast<int64_t>(made))));
+    }
+    z.next_out = out.data() + made;
+    z.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - made, size_t{1} << 30));
     const int ret = inflate(&z, Z_NO_FLUSH);
     out_full = z.avail_out == 0;
-    out.resize(out.size() - z.avail_out);
-    if (stop >= 0 && static_cast<int64_t>(out.size()) >= stop) return;
-    if (static_cast<int64_t>(out.size()) > limit) CNN_THROW("{}", too_large(name, limit, true));
+    made = static_cast<size_t>(z.next_out - out.data());
+    if (stop >= 0 && static_cast<int64_t>(made) >= stop) {
+      out.resize(made);
+      return;
+    }
+    if (static_cast<int64_t>(made) > limit) CNN_THROW("{}", too_large(name, limit, true));
     if (ret == Z_DATA_ERROR) {
       const std::string why = z.msg ? z.msg : "invalid data";
       const bool check = why == "incorrect data check" || why == "incorrect length check";
@@ -145,7 +161,10 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
     if (ret != Z_STREAM_END) continue;
     // A member ended (its CRC-32 and length checked by zlib): more members, or the end of the file.
     refill();
-    if (z.avail_in == 0) return;
+    if (z.avail_in == 0) {
+      out.resize(made);
+      return;
+    }
     if (z.avail_in == 1) {  // one byte left in the buffer: pull the next ones behind it
       const uint8_t b0 = z.next_in[0];
       buf[0] = b0;
@@ -166,7 +185,7 @@ void inflate_all(const std::string& name, const Source& in, std::vector<uint8_t>
 
 // The shared body of every read: gzip when the first two bytes say so, else the bytes as they are.
 std::vector<uint8_t> read_source(const std::string& name, const Source& in, int64_t plain_size_hint, int64_t limit,
-                                 int64_t stop, bool decompress) {
+                                 int64_t stop, bool decompress, int64_t out_hint = 0) {
   // The input buffer: the whole file when it is small (the size is a hint: a file may grow).
   std::vector<uint8_t> first(static_cast<size_t>(std::clamp<int64_t>(plain_size_hint + 1, 2, kInChunk)));
   size_t have = 0;
@@ -177,7 +196,7 @@ std::vector<uint8_t> read_source(const std::string& name, const Source& in, int6
   }
   std::vector<uint8_t> out;
   if (decompress && have >= 2 && first[0] == 0x1f && first[1] == 0x8b) {
-    inflate_all(name, in, first, have, limit, stop, out);
+    inflate_all(name, in, first, have, limit, stop, out_hint, out);
     if (stop >= 0 && static_cast<int64_t>(out.size()) > stop) out.resize(static_cast<size_t>(stop));
     return out;
   }
@@ -193,9 +212,43 @@ std::vector<uint8_t> read_source(const std::string& name, const Source& in, int6
   return out;
 }
 
+// A gzip file of at most this many bytes is read whole and inflated at once.
+constexpr int64_t kWholeGzipBytes = int64_t{512} << 20;
+
+// The bytes a whole-file inflate may write: up to `stop` for a head read, one past the limit
+// otherwise (so that a file above it shows as one).
+int64_t inflate_cap(int64_t limit, int64_t stop) { return stop >= 0 ? std::min(stop, limit + 1) : limit + 1; }
+
+// The gzip file whose first `n` bytes are `raw` (all of it when `whole`) inflated: at once where
+// inflate_whole can, else by the streaming loop, which words every error; it reads `rest` after
+// raw's bytes (what a file that grew while it was read holds beyond them).
+std::vector<uint8_t> inflate_read(const std::string& name, const uint8_t* raw, size_t n, bool whole, int64_t limit,
+                                  int64_t stop, const Source& rest) {
+  const int64_t cap = inflate_cap(limit, stop);
+  std::vector<uint8_t> out;
+  if (whole && inflate_whole(raw, n, cap, out) && static_cast<int64_t>(out.size()) <= limit) return out;
+  size_t pos = 0;
+  Source in = [&](uint8_t* b, size_t want) {
+    if (pos == n) return rest(b, want);
+    const size_t k = std::min(want, n - pos);
+    std::memcpy(b, raw + pos, k);
+    pos += k;
+    return k;
+  };
+  return read_source(name, in, static_cast<int64_t>(n), limit, stop, true, gzip_size_hint(raw, n, cap));
+}
+
 std::vector<uint8_t> read_path(const std::string& path, int64_t limit, int64_t stop, bool decompress) {
   File f(path);
-  return read_source(path, [&](uint8_t* b, size_t n) { return f.read(b, n); }, f.size(), limit, stop, decompress);
+  Source from_file = [&](uint8_t* b, size_t n) { return f.read(b, n); };
+  // Streamed: plain files, very large ones, and head reads of less than the file (a header).
+  if (!decompress || f.size() > kWholeGzipBytes || (stop >= 0 && stop < f.size()) || !f.gzip_magic())
+    return read_source(path, from_file, f.size(), limit, stop, decompress);
+  // The whole file, and one byte more to see whether it grew while we read.
+  std::vector<uint8_t> raw(static_cast<size_t>(f.size()) + 1);
+  size_t have = 0;
+  for (size_t got = 1; got > 0 && have < raw.size();) have += got = f.read(raw.data() + have, raw.size() - have);
+  return inflate_read(path, raw.data(), have, have < raw.size(), limit, stop, from_file);
 }
 
 }  // namespace
@@ -213,6 +266,8 @@ std::vector<uint8_t> read_raw_file(const std::string& path, int64_t limit) {
 }
 
 std::vector<uint8_t> decode_file_bytes(const std::string& name, const uint8_t* data, size_t size, int64_t limit) {
+  if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b)
+    return inflate_read(name, data, size, true, limit, -1, [](uint8_t*, size_t) { return size_t{0}; });
   size_t pos = 0;
   Source in = [&](uint8_t* b, size_t n) {
     size_t k = std::min(n, size - pos);

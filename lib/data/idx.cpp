@@ -1,8 +1,12 @@
 // IDX reader (the MNIST / Fashion-MNIST container: big-endian header, then raw uint8 values).
 // Trap: the files may be gzip-compressed under either name; read_file_bytes handles both, but we
 // look for "name" before "name.gz" so a stale uncompressed copy wins: the note says which was read.
+// The four files are read on four threads at once; their errors surface in the order a reading
+// of one file after the other would meet them (read_pair), so a message never depends on timing.
 #include <algorithm>
+#include <exception>
 #include <filesystem>
+#include <future>
 #include <optional>
 
 #include "core/error.h"
@@ -125,23 +129,50 @@ std::vector<uint8_t> parse_idx(const std::string& path, const uint8_t* data, siz
 
 namespace {
 
-Dataset read_pair(const std::string& dir, const std::string& prefix, std::string& note) {
-  std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
-  std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
-  std::vector<int64_t> idims, ldims;
-  Dataset d;
-  d.pixels = read_idx(images_path, true, idims);
-  std::vector<uint8_t> labels = read_idx(labels_path, false, ldims);
-  if (idims[0] != ldims[0]) {
-    CNN_THROW("{} holds {} images but {} holds {} labels", images_path, idims[0], labels_path, ldims[0]);
+// One of the four files, found and read on a thread of its own; the errors are kept, in the
+// order a one-file-at-a-time reading would have met them, for read_pair to rethrow.
+struct IdxRead {
+  std::string path;
+  std::vector<uint8_t> values;
+  std::vector<int64_t> dims;
+  std::exception_ptr find_error, read_error;
+};
+
+std::future<IdxRead> start_read(const std::string& dir, const std::string& name, bool images) {
+  return std::async(std::launch::async, [dir, name, images] {
+    IdxRead r;
+    try {
+      r.path = find_file(dir, name);
+    } catch (...) {
+      r.find_error = std::current_exception();
+      return r;
+    }
+    try {
+      r.values = read_idx(r.path, images, r.dims);
+    } catch (...) {
+      r.read_error = std::current_exception();
+    }
+    return r;
+  });
+}
+
+// The split from its images and labels, or the first error the files met, in the order: the
+// images' file found, the labels' found, the images read, the labels read, the counts.
+Dataset read_pair(std::future<IdxRead> images_read, std::future<IdxRead> labels_read, std::string& note) {
+  IdxRead im = images_read.get(), lb = labels_read.get();
+  for (const std::exception_ptr& e : {im.find_error, lb.find_error, im.read_error, lb.read_error})
+    if (e) std::rethrow_exception(e);
+  if (im.dims[0] != lb.dims[0]) {
+    CNN_THROW("{} holds {} images but {} holds {} labels", im.path, im.dims[0], lb.path, lb.dims[0]);
   }
+  Dataset d;
+  d.pixels = std::move(im.values);
   d.channels = 1;
-  d.height = idims[1];
-  d.width = idims[2];
-  d.labels.assign(labels.begin(), labels.end());
-  note += fmt::format("{}{} {}x{}x{} + {}", note.empty() ? "" : ", ",
-                      std::filesystem::path(images_path).filename().string(), idims[0], idims[1], idims[2],
-                      std::filesystem::path(labels_path).filename().string());
+  d.height = im.dims[1];
+  d.width = im.dims[2];
+  d.labels.assign(lb.values.begin(), lb.values.end());
+  note += fmt::format("{}{} {}x{}x{} + {}", note.empty() ? "" : ", ", std::filesystem::path(im.path).filename().string(),
+                      im.dims[0], im.dims[1], im.dims[2], std::filesystem::path(lb.path).filename().string());
   return d;
 }
 
@@ -153,10 +184,16 @@ DataSplits load_idx(const std::string& dir) {
     CNN_THROW("{}: no such directory {} (data.format idx reads a folder of four idx files)", dir, where_looked(dir));
   }
   if (!std::filesystem::is_directory(dir, ec)) CNN_THROW("{}: not a directory (data.format idx reads a folder)", dir);
+  // The four files decode at once, each on its own thread (the training images take the longest).
+  std::future<IdxRead> train_images = start_read(dir, "train-images-idx3-ubyte", true);
+  std::future<IdxRead> test_images = start_read(dir, "t10k-images-idx3-ubyte", true);
+  std::future<IdxRead> train_labels = start_read(dir, "train-labels-idx1-ubyte", false);
+  std::future<IdxRead> test_labels = start_read(dir, "t10k-labels-idx1-ubyte", false);
   DataSplits s;
   std::string note;
-  s.train = read_pair(dir, "train", note);
-  s.test = read_pair(dir, "t10k", note);
+  // A future's destructor waits: the test files' threads end before an error of train's leaves.
+  s.train = read_pair(std::move(train_images), std::move(train_labels), note);
+  s.test = read_pair(std::move(test_images), std::move(test_labels), note);
   s.notes.push_back(fmt::format("source: idx {} ({})", dir, note));
   return s;
 }

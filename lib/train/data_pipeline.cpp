@@ -7,19 +7,64 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/process_clock.h"
 #include "eval/evaluate.h"
 #include "ops/convert.h"
 
 namespace cnn {
 
+DataPipeline::~DataPipeline() {
+  if (m_thread.joinable()) m_thread.join();  // an error unwinding set-up: the thread's result is dropped
+}
+
 void DataPipeline::load(const std::vector<std::string>& graph_classes) {
-  const bool synthetic_from_graph = m_spec.classes.empty() && m_spec.data.format == "synthetic";
-  m_data = load_dataset(m_spec.data, m_spec.input, synthetic_from_graph ? graph_classes : m_spec.classes);
+  read_splits(graph_classes);
+  report_loaded();
+}
+
+bool DataPipeline::start_load(const std::vector<std::string>& graph_classes) {
+  const std::string& f = m_spec.data.format;
+  if (f != "idx" && f != "fer2013-csv" && f != "synthetic") return false;
+  m_thread = std::thread([this, graph_classes] {
+    m_load_start_s = process_seconds();
+    read_splits(graph_classes);
+    m_load_end_s = process_seconds();
+  });
+  return true;
+}
+
+void DataPipeline::finish_load() {
+  if (!m_thread.joinable()) return;
+  m_thread.join();
+  report_loaded();
+}
+
+// Everything of load() that neither logs nor reads the clock of another thread; its errors are
+// kept, to be rethrown by report_loaded where load() met them.
+void DataPipeline::read_splits(const std::vector<std::string>& graph_classes) {
+  m_read_error = m_norm_error = nullptr;
+  try {
+    const bool synthetic_from_graph = m_spec.classes.empty() && m_spec.data.format == "synthetic";
+    m_data = load_dataset(m_spec.data, m_spec.input, synthetic_from_graph ? graph_classes : m_spec.classes);
+  } catch (...) {
+    m_read_error = std::current_exception();
+    return;
+  }
+  if (m_data.train.size() == 0) return;  // report_loaded says so, after the notes
+  try {
+    m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
+  } catch (...) {
+    m_norm_error = std::current_exception();
+  }
+}
+
+void DataPipeline::report_loaded() {
+  if (m_read_error) std::rethrow_exception(m_read_error);
   for (const auto& note : m_data.notes) spdlog::info("data: {}", note);
   if (m_data.bad_skipped) spdlog::warn("data: {} bad rows/files skipped (data.on_bad_row: skip)", m_data.bad_skipped);
   spdlog::info("class histogram:\n{}", class_histogram_table(m_data));
   if (m_data.train.size() == 0) CNN_THROW("the training split of '{}' is empty", m_spec.data.path);
-  m_norm = resolve_normalization(m_spec.data.normalize, m_data.train);
+  if (m_norm_error) std::rethrow_exception(m_norm_error);
   spdlog::info("normalisation: {}{}", m_norm.to_string(), m_spec.data.normalize.automatic ? " (auto, from train)" : "");
 }
 

@@ -35,10 +35,15 @@ void StartupBreakdown::absent(const std::string& name, const std::string& why) {
   m_phases.push_back({name, m_end_s, -1, why});
 }
 
+void StartupBreakdown::beside(const std::string& name, double start_s, double seconds, const std::string& note) {
+  auto at = std::find_if(m_phases.begin(), m_phases.end(), [&](const Phase& p) { return p.start_s > start_s; });
+  m_phases.insert(at, {name, start_s, std::max(seconds, 0.0), note, true});
+}
+
 double StartupBreakdown::phases_sum_s() const {
   double s = 0;
   for (const Phase& p : m_phases)
-    if (p.seconds >= 0) s += p.seconds;
+    if (p.seconds >= 0 && !p.beside) s += p.seconds;
   return s;
 }
 
@@ -93,6 +98,7 @@ nlohmann::json StartupBreakdown::to_json() const {
     j["seconds"] = p.seconds >= 0 ? nlohmann::json(p.seconds) : nlohmann::json(nullptr);
     if (p.seconds < 0) j["absent"] = p.note;
     else if (!p.note.empty()) j["note"] = p.note;
+    if (p.beside) j["beside"] = true;
     phases.push_back(j);
   }
   nlohmann::json out{{"origin", m_origin},
@@ -122,13 +128,15 @@ nlohmann::json StartupBreakdown::to_json() const {
 
 std::string StartupBreakdown::table() const {
   size_t width = 32;  // the first epoch's part names are up to 40 wide, under the at and took columns
-  for (const Phase& p : m_phases) width = std::max(width, p.name.size());
+  for (const Phase& p : m_phases) width = std::max(width, p.name.size() + (p.beside ? 2 : 0));
   std::string s = fmt::format("start-up, seconds since the {}:\n  {:<{}}  {:>7}  {:>7}\n", m_origin, "phase", width,
                               "at", "took");
   for (const Phase& p : m_phases) {
     const std::string took = p.seconds >= 0 ? fmt::format("{:7.3f}", p.seconds) : "absent";
     const std::string note = p.note.empty() ? "" : "  (" + p.note + ")";
-    s += fmt::format("  {:<{}}  {:7.3f}  {:>7}{}\n", p.name, width, p.start_s, took, note);
+    // A phase beside the main line is indented under it, its time outside the total.
+    s += fmt::format("{}{:<{}}  {:7.3f}  {:>7}{}\n", p.beside ? "  | " : "  ", p.name, p.beside ? width - 2 : width,
+                     p.start_s, took, note);
   }
   s += fmt::format("  {:<{}}  {:7.3f}  {:7.3f}  ({})\n", "total", width, 0.0, m_end_s,
                    m_steady_step > 0 ? fmt::format("step {} is the first at steady speed", m_steady_step)

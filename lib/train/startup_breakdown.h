@@ -3,7 +3,10 @@
 // against the median of the later epochs; one table in train.log, one object in the end line.
 // Trap: phases are the intervals between consecutive marks, so they sum to the total by
 // construction; a part carved out of an interval (the cuDNN handle inside autotuning) is a phase
-// of its own, and a phase that does not apply is absent (null and a reason), never a zero.
+// of its own, and a phase that does not apply is absent (null and a reason), never a zero. Work
+// done on another thread beside the main line (the data read while the device is set up) is a
+// phase of its own marked "beside", listed where it began and left out of the sum: the main line
+// shows only the time it waited for it.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,9 @@ class StartupBreakdown {
   void mark(const std::string& name, double end_s, const std::string& note = "",
             const std::vector<StartupPart>& parts = {});
   void absent(const std::string& name, const std::string& why);
+  // Work of `seconds` from `start_s` on another thread, beside the main line's phases: listed
+  // after the phases that began before it, not counted in the total (which stays the wall time).
+  void beside(const std::string& name, double start_s, double seconds, const std::string& note = "");
   // The last mark ended the start-up: the next step (`step`, 1-based in the segment) runs at
   // steady speed. Warm-up steps are the phases marked with warmup = true.
   void set_steady(int64_t step) { m_steady_step = step; }
@@ -53,7 +59,7 @@ class StartupBreakdown {
   void add_epoch(const EpochTiming& e) { m_epochs.push_back(e); }
 
   double total_s() const { return m_end_s; }
-  double phases_sum_s() const;
+  double phases_sum_s() const;  // the main line's phases (not those beside it): the total
   nlohmann::json to_json() const;
   std::string table() const;  // the train.log block
 
@@ -62,6 +68,7 @@ class StartupBreakdown {
     std::string name;
     double start_s = 0, seconds = -1;  // seconds < 0: absent
     std::string note;
+    bool beside = false;  // on another thread, beside the main line: not in the sum
   };
   struct FirstEpoch {
     bool known = false;

@@ -38,6 +38,7 @@ class TrainSession {
   // train_session_run.cpp: the run's life around the loop.
   TrainResult run_session();
   void check_before_touching_anything();  // resume, device, --init-from: refused before any file is written
+  std::string nothing_to_train_reason() const;  // why a resume past its end has nothing to train; "" if it has
   bool nothing_to_train();                 // a resume past its end: logs why
   void open_run_dir(const std::vector<spdlog::details::log_msg_buffer>& earlier);
   void finish();                           // test split, result in train.log, end line
@@ -45,7 +46,10 @@ class TrainSession {
   void record_fatal(const std::string& message) noexcept;
   void log_test_hooks() const;
   // trainer.cpp: set-up and the loop.
-  void setup_data();
+  void start_data();   // the data read beside the device set-up where it can be (DataPipeline::start_load)
+  void setup_data();   // the data read here (when start_data could not), then after_data()
+  void finish_data();  // joins start_data's thread (once): its error, logs and the breakdown's phases
+  void after_data();   // class names found by the data; the checks that need the data
   void setup_device();
   void setup_model();
   bool run_epochs();  // false when stopped by a signal
@@ -61,6 +65,7 @@ class TrainSession {
   void startup_device_mark();
   void startup_autotune_mark(const AutotuneStats& stats);
   void startup_loaders_mark();
+  void startup_data_marks();  // the wait for the data thread, and its work beside the device set-up
   void startup_after_step();  // each step until one runs at steady speed
   std::optional<StartupPart> cudnn_handle_part();  // once, in the first mark after the handle was made
   nlohmann::json startup_report();  // logs the block (rank 0); the end line's "startup" object

@@ -54,7 +54,7 @@ void TrainSession::resume_or_init() {
     spdlog::info("resumed from '{}' at epoch {}, batch {} (step {})", c.path, m_epoch + 1, m_next_batch, m_step);
     return;
   }
-  m_model->executor().init_params(m_spec.train.seed);
+  // A fresh run's weights were initialised during the set-up (setup_model), while the data was read.
   if (m_init) {  // read, and at least one tensor matched, before the run directory was made
     const LoadedCheckpoint& c = *m_init;
     std::vector<std::string> problems = load_weights(m_model->executor(), c.file, false);

@@ -98,19 +98,16 @@ TrainResult TrainSession::run_session() {
     throw;
   }
   startup_mark(m_resume ? "checkpoint read, graph build" : "graph build");
+  // The data is read from here on, beside the driver and device set-up, where its reader allows;
+  // its errors surface where a data error always has: after the run directory is taken.
+  if (nothing_to_train_reason().empty()) start_data();
   check_before_touching_anything();
   startup_mark(m_device == Device::cuda ? "CUDA driver init" : "device choice");
   if (nothing_to_train()) return m_result;
   open_run_dir(earlier->last_raw());
   keep_earlier.detach();
   startup_mark("run directory");
-  setup_data();
-  startup_mark("data load and decode");
-  if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::after_data);
-  if (m_early.enabled() && m_data.splits().val.size() == 0)
-    throw ConfigError({m_spec.file}, "train.early_stopping.patience",
-                      "early stopping watches a val metric, but the data has no val split (set data.val_split > 0, "
-                      "or patience 0)");
+  if (!m_data.loading()) setup_data();
   setup_model();
   m_run->write_config(to_yaml(m_spec.config));
   resume_or_init();
@@ -151,8 +148,8 @@ void TrainSession::check_before_touching_anything() {
                                 m_init->path, theirs.empty() ? "(no weights)" : theirs, ours));
 }
 
-bool TrainSession::nothing_to_train() {
-  if (!m_resume) return false;
+std::string TrainSession::nothing_to_train_reason() const {
+  if (!m_resume) return "";
   const CheckpointMeta& m = m_resume->meta;
   const TrainSpec& t = m_spec.train;
   std::string why;
@@ -171,7 +168,13 @@ bool TrainSession::nothing_to_train() {
                         "to train on",
                         m.epoch, es.reason());
   }
+  return why;
+}
+
+bool TrainSession::nothing_to_train() {
+  const std::string why = nothing_to_train_reason();
   if (why.empty()) return false;
+  const CheckpointMeta& m = m_resume->meta;
   spdlog::warn("nothing to train: {}; '{}' is left as it is", why, m_resume->path);
   const fs::path ckpt_dir = fs::path(m_resume->path).parent_path();
   m_result.run_dir = ckpt_dir.filename() == "checkpoints" ? ckpt_dir.parent_path().string() : ckpt_dir.string();

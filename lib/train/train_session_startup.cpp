@@ -81,6 +81,12 @@ void TrainSession::startup_loaders_mark() {
   startup_mark("data loaders", "", {{"data upload to the GPU", up, up < 0 ? why : ""}});
 }
 
+void TrainSession::startup_data_marks() {
+  startup_mark("waiting for the data");
+  m_startup.beside("data load and decode (beside the device set-up)", m_data.load_start_s(),
+                   m_data.load_end_s() - m_data.load_start_s(), "its own thread; the main line waited for it above");
+}
+
 void TrainSession::startup_after_step() {
   const int64_t k = m_step - m_start_step;
   const TrainStep& step = m_model->step();

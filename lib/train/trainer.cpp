@@ -12,8 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/config_diff.h"
 #include "core/error.h"
 #include "core/process_clock.h"
+#include "data/gzip_whole.h"
 #include "dist/gpu_info.h"
 #include "eval/evaluate.h"
 #include "graph/summary.h"
@@ -24,14 +26,42 @@
 
 namespace cnn {
 
+void TrainSession::start_data() {
+  if (m_data.start_load(m_model->graph().class_names()))
+    m_startup.set_fact("data", fmt::format("read on its own thread beside the device set-up (data.format {}; "
+                                           "gzip files inflated whole by {})",
+                                           m_spec.data.format, whole_file_inflater()));
+}
+
 void TrainSession::setup_data() {
   m_data.load(m_model->graph().class_names());
+  startup_mark("data load and decode");
+  m_startup.absent("waiting for the data", fmt::format("read before the device set-up: data.format {} logs and "
+                                                       "redirects stderr while it reads", m_spec.data.format));
+  after_data();
+}
+
+void TrainSession::finish_data() {
+  if (!m_data.loading()) return;
+  m_data.finish_load();
+  startup_data_marks();
+  // Data and device are ready when the later of the two is (elapsed_s's clock).
+  m_setup_s = std::max(m_setup_s, seconds_since_start() - (process_seconds() - m_data.load_end_s()));
+  after_data();
+}
+
+void TrainSession::after_data() {
   const DataSplits& d = m_data.splits();
   if (m_spec.classes.empty() && !d.class_names.empty()) {
     // Class names found by the data (image-folder folders): use them and record them in config.yaml.
     m_model->graph().set_class_names(d.class_names);
     set_classes(m_spec, d.class_names);
   }
+  if (m_resume) check_resume_compatible(m_resume->meta.config_yaml, m_spec, ResumeCheck::after_data);
+  if (m_early.enabled() && m_data.splits().val.size() == 0)
+    throw ConfigError({m_spec.file}, "train.early_stopping.patience",
+                      "early stopping watches a val metric, but the data has no val split (set data.val_split > 0, "
+                      "or patience 0)");
 }
 
 // The device was resolved before anything was read (check_before_touching_anything); a rank takes
@@ -51,18 +81,34 @@ void TrainSession::setup_device() {
   m_model->place(m_device, m_spec.train.deterministic, gpu, threads);
 }
 
+// The device, autotuning (shapes only) and the memory plan need no data: they run while the data
+// thread reads, and the data is joined before the loaders. An error of theirs yields to one of the
+// data's, which a reading before them would have met first.
 void TrainSession::setup_model() {
-  setup_device();
-  startup_device_mark();
-  m_setup_s = seconds_since_start();
   const TrainSpec& t = m_spec.train;
-  AutotuneOptions tune = AutotuneOptions::from_spec(t.autotune);
-  if (m_dist) m_dist->share_autotune(tune);
-  startup_autotune_mark(m_model->autotune(t.batch_size, tune));
-  const int crops = m_spec.eval.ten_crop ? 10 : 1;
-  const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
-  m_model->build_executor(std::max(t.batch_size, eval_batch * crops));
-  startup_mark("memory plan and allocation");
+  try {
+    setup_device();
+    startup_device_mark();
+    m_setup_s = seconds_since_start();
+    AutotuneOptions tune = AutotuneOptions::from_spec(t.autotune);
+    if (m_dist) m_dist->share_autotune(tune);
+    startup_autotune_mark(m_model->autotune(t.batch_size, tune));
+    const int crops = m_spec.eval.ten_crop ? 10 : 1;
+    const int64_t eval_batch = std::max<int64_t>(1, m_spec.eval.batch_size / crops);
+    m_model->build_executor(std::max(t.batch_size, eval_batch * crops));
+    startup_mark("memory plan and allocation");
+    // A fresh run's initial weights need only the seed: made here, while the data may still be read.
+    if (m_resume) {
+      m_startup.absent("weight initialisation", "resumed: the checkpoint's weights load after the set-up");
+    } else {
+      m_model->executor().init_params(t.seed);
+      startup_mark("weight initialisation");
+    }
+  } catch (...) {
+    finish_data();  // throws the data's error, if it has one
+    throw;
+  }
+  finish_data();
   spdlog::info("model '{}': {} parameters, {:.1f} MFLOPs per training image, predicted memory at batch {}: {}",
                m_spec.name, m_model->graph().trainable_count(), m_model->graph().training_flops() / 1e6, t.batch_size,
                format_bytes(double(estimate_training_memory(m_model->graph(), m_spec, t.batch_size).total())));

@@ -9,6 +9,10 @@
 #include <filesystem>
 
 #include "app_util.h"
+#include "data/gzip.h"
+#include "data/image_io.h"
+#include "data/sources.h"
+#include "data/synthetic_faces.h"
 #include "support/catch.h"
 #include "support/test_util.h"
 
@@ -61,13 +65,27 @@ const nlohmann::json* phase(const nlohmann::json& startup, const std::string& na
   return nullptr;
 }
 
-// Phases in order, each starting where the last present one ended, summing to the total.
+const char* kDataBeside = "data load and decode (beside the device set-up)";
+
+// The main line's phases in order, each starting where the last present one ended, summing to the
+// total; the data read beside them listed where it began, and ended before the wait for it did.
 void check_consistent(const Run& r) {
   const nlohmann::json& s = r.startup;
   REQUIRE(s.is_object());
-  double at = 0;
+  double at = 0, previous_start = 0;
   for (const auto& p : s["phases"]) {
     INFO(p.dump());
+    CHECK(p["start_s"].get<double>() >= previous_start - 1e-9);  // listed in the order they began
+    previous_start = p["start_s"].get<double>();
+    if (p.value("beside", false)) {
+      const nlohmann::json* wait = phase(s, "waiting for the data");
+      REQUIRE(wait);
+      CHECK(p["seconds"].get<double>() >= 0);
+      CHECK(p["start_s"].get<double>() >= phase(s, "graph build")->at("start_s").get<double>());
+      CHECK(p["start_s"].get<double>() + p["seconds"].get<double>() <=
+            wait->at("start_s").get<double>() + wait->at("seconds").get<double>() + 1e-6);
+      continue;
+    }
     CHECK(p["start_s"].get<double>() == Approx(at).margin(1e-9));
     if (p["seconds"].is_null()) {
       CHECK(!p["absent"].get<std::string>().empty());
@@ -114,13 +132,14 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
                                        "graph build",
                                        "device choice",
                                        "run directory",
-                                       "data load and decode",
                                        "CUDA context creation",
                                        "CUDA stream",
                                        "cuBLAS handle and workspace",
                                        "CPU context (threads, BLAS)",
                                        "autotune",
                                        "memory plan and allocation",
+                                       "weight initialisation",
+                                       "waiting for the data",
                                        "data upload to the GPU",
                                        "data loaders",
                                        "optimizer, loss, step, logs",
@@ -129,9 +148,17 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
                                        "first step (uncaptured)",
                                        "CUDA graph capture",
                                        "CUDA graph instantiation"};
-  const nlohmann::json& phases = r.startup["phases"];
+  std::vector<nlohmann::json> phases;  // the main line's
+  for (const auto& p : r.startup["phases"])
+    if (!p.value("beside", false)) phases.push_back(p);
   REQUIRE(phases.size() == order.size());
   for (size_t i = 0; i < order.size(); ++i) CHECK(phases[i]["name"] == order[i]);
+  // The synthetic data is read beside the device set-up, on its own thread: one phase, not in the sum.
+  REQUIRE(r.startup["phases"].size() == order.size() + 1);
+  REQUIRE(phase(r.startup, kDataBeside));
+  CHECK(phase(r.startup, kDataBeside)->at("beside") == true);
+  CHECK(phase(r.startup, "waiting for the data")->at("seconds").get<double>() >= 0);
+  CHECK_THAT(r.log, Contains("  | " + std::string(kDataBeside) + " "));
   for (const char* gpu : {"CUDA context creation", "CUDA stream", "cuBLAS handle and workspace",
                           "data upload to the GPU", "CUDA graph capture",
                           "CUDA graph instantiation"}) {
@@ -142,7 +169,6 @@ TEST_CASE("cnn-train logs its start-up breakdown and writes it into the end line
   }
   CHECK(phase(r.startup, "MPI init")->at("seconds").is_null());
   CHECK(phase(r.startup, "NCCL and reducers")->at("seconds").is_null());
-  CHECK(phase(r.startup, "data load and decode")->at("seconds").get<double>() >= 0);
   CHECK(r.startup["steady_from_step"] == 2);
   CHECK(r.startup["facts"]["autotune"]["cache"].is_null());  // the CPU keeps no autotune cache
   CHECK(r.startup["facts"]["autotune"]["timed"] == 0);
@@ -274,4 +300,121 @@ TEST_CASE("time_to_accuracy.py times ours (cold and warm cache) and PyTorch eage
                                   dir.path());
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.err, Contains("time_to_accuracy: error: data.augment is not mirrored"));
+}
+
+namespace {
+
+// A one-layer model on the IDX folder `idx` (28x28, 10 classes) of `channels` channels.
+std::string idx_model(const std::filesystem::path& idx, int channels = 1) {
+  return "name: idx_errors\n"
+         "input: {channels: " + std::to_string(channels) + ", height: 28, width: 28}\n"
+         "layers:\n"
+         "  - {name: fc, type: dense, units: 10}\n"
+         "data: {format: idx, path: '" + idx.string() + "'}\n"
+         "train: {epochs: 1, batch_size: 8, optimizer: {type: sgd, lr: 0.05}}\n";
+}
+
+// What load_idx(dir) throws in this process ("" when it throws nothing).
+std::string idx_error(const std::string& dir) {
+  try {
+    cnn::load_idx(dir);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// cnn-train on m.yaml in `dir` on `device`: its exit code, stderr and train.log.
+struct Failed {
+  ProgramResult result;
+  std::string log;
+};
+Failed train_failing(const TempDir& dir, const std::string& device) {
+  Failed f;
+  std::filesystem::remove_all(dir / "run");
+  f.result = run_program(program_path("cnn-train"), {"m.yaml", "--out", "run", "--quiet", "--device", device},
+                         dir.path());
+  if (std::filesystem::exists(dir / "run" / "train.log")) f.log = read_text_file(dir / "run" / "train.log");
+  return f;
+}
+
+// The data errors of the data thread, on `device`: the reader's own message (as load_idx throws it
+// in this process), first on stderr, and exit 1; a config error of the data's, exit 2. Each is in
+// train.log too, as when the data was read before the device set-up.
+void check_data_errors(const std::string& device) {
+  TempDir dir("cnn-data-thread-errors");
+  const std::filesystem::path idx = dir / "idx";
+  std::filesystem::create_directories(idx);
+  write_idx_pair(idx, "train", 40, 1);  // no t10k files
+  write_text_file(dir / "m.yaml", idx_model(idx));
+  const std::string missing = idx_error(idx.string());
+  REQUIRE(missing.find("neither t10k-images-idx3-ubyte nor t10k-images-idx3-ubyte.gz exists") != std::string::npos);
+  Failed f = train_failing(dir, device);
+  INFO(f.result.describe());
+  CHECK(f.result.exit_code == 1);
+  CHECK(f.result.err.rfind("cnn-train: error: " + missing + "\n", 0) == 0);
+  CHECK_THAT(f.log, Contains(missing));
+
+  write_idx_pair(idx, "t10k", 20, 2);
+  const std::filesystem::path images = idx / "t10k-images-idx3-ubyte";
+  const std::string bytes = read_text_file(images);
+  std::filesystem::remove(images);
+  cnn::write_gzip_file(images.string() + ".gz", bytes.data(), bytes.size());
+  const std::string gz = read_text_file(images.string() + ".gz");
+  write_text_file(images.string() + ".gz", gz.substr(0, gz.size() - 5));  // trailer cut
+  const std::string truncated = idx_error(idx.string());
+  REQUIRE(truncated.find(": truncated gzip data") != std::string::npos);
+  f = train_failing(dir, device);
+  INFO(f.result.describe());
+  CHECK(f.result.exit_code == 1);
+  CHECK(f.result.err.rfind("cnn-train: error: " + truncated + "\n", 0) == 0);
+  CHECK_THAT(f.log, Contains(truncated));
+
+  write_text_file(images.string() + ".gz", gz);
+  write_text_file(dir / "m.yaml", idx_model(idx, 2));  // the data readers refuse 2 channels
+  f = train_failing(dir, device);
+  INFO(f.result.describe());
+  CHECK(f.result.exit_code == 2);
+  CHECK_THAT(f.result.err, Contains("'input.channels': data loaders read 1 (gray) or 3 (RGB) channels, got 2"));
+  CHECK_THAT(f.log, Contains("data loaders read 1 (gray) or 3 (RGB) channels, got 2"));
+}
+
+}  // namespace
+
+TEST_CASE("a data error met on the data thread ends cnn-train as an in-line read did (cpu)", "[cpu]") {
+  check_data_errors("cpu");
+}
+
+TEST_CASE("a data error met on the data thread ends cnn-train as an in-line read did (cuda)", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_data_errors("cuda");
+}
+
+TEST_CASE("image-folder data is read in line, before the device set-up, and the breakdown says so", "[cpu]") {
+  if (!cnn::image_io_available()) CNN_SKIP("this build has no OpenCV: image-folder data can't be read");
+  TempDir dir("cnn-startup-folder");
+  const char* classes[3] = {"a", "b", "c"};
+  cnn::Dataset d = cnn::make_synthetic_faces(12, 3, 1, 8, 8, 5);
+  for (int64_t i = 0; i < d.size(); ++i) {
+    const std::filesystem::path p = dir / "images" / "train" / classes[d.labels[size_t(i)]] / (std::to_string(i) + ".png");
+    std::filesystem::create_directories(p.parent_path());
+    cnn::write_image_file(p.string(), d.sample(i), 1, 8, 8);
+  }
+  std::string model = kModel;
+  model.replace(model.find("data: {format: synthetic, synthetic_size: 48}"),
+                std::string("data: {format: synthetic, synthetic_size: 48}").size(), "data: {format: image-folder, path: images}");
+  write_text_file(dir / "m.yaml", model);
+  Run r = train(dir, "run", {"--device", "cpu"});
+  INFO(r.result.describe());
+  REQUIRE(r.result.exit_code == 0);
+  check_consistent(r);
+  for (const auto& p : r.startup["phases"]) CHECK(!p.value("beside", false));
+  REQUIRE(phase(r.startup, "data load and decode"));
+  CHECK(phase(r.startup, "data load and decode")->at("seconds").get<double>() >= 0);
+  CHECK(phase(r.startup, "data load and decode")->at("start_s").get<double>() <=
+        phase(r.startup, "CPU context (threads, BLAS)")->at("start_s").get<double>());
+  REQUIRE(phase(r.startup, "waiting for the data"));
+  CHECK(phase(r.startup, "waiting for the data")->at("seconds").is_null());
+  CHECK_THAT(phase(r.startup, "waiting for the data")->at("absent").get<std::string>(), Contains("image-folder"));
+  CHECK(!r.startup["facts"].contains("data"));
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "data/gzip.h"
+#include "data/gzip_whole.h"
 #include "data_test_util.h"
 #include "gzip_test_util.h"
 #include "support/catch.h"
@@ -105,4 +106,36 @@ TEST_CASE("a FIFO, a directory or a device given as a data file is refused witho
   CHECK(contains(msg, missing + ": cannot open: No such file or directory (looked at " +
                           std::filesystem::absolute(missing).string()));
   CHECK(contains(msg, "relative to the working directory"));
+}
+
+TEST_CASE("a gzip file read whole and inflated at once gives the streamed bytes, whatever its trailer hints",
+          "[cpu]") {
+  cnn::test::TempDir dir;
+  CHECK(!std::string(whole_file_inflater()).empty());  // libdeflate or zlib, with its version
+  const auto data = pattern_bytes(700000);
+  const std::string one = (dir / "one.gz").string();
+  write_gzip_file(one, data.data(), data.size());
+  const std::string gz = file_text(one);
+  // The same bytes from the file (whole-file path) and from memory (decode_file_bytes).
+  CHECK(read_file_bytes(one) == data);
+  CHECK(decode_file_bytes("mem", reinterpret_cast<const uint8_t*>(gz.data()), gz.size()) == data);
+  // Two members: the last trailer says 5 bytes, the file holds 700005; the buffer grows to them.
+  const std::string two = (dir / "two.gz").string();
+  cnn::test::write_text_file(two, gz + cnn::test::gzip_stored({"tail!"}));
+  std::vector<uint8_t> joined = data;
+  for (char c : std::string("tail!")) joined.push_back(static_cast<uint8_t>(c));
+  CHECK(read_file_bytes(two) == joined);
+  // A head read of more bytes than the compressed file holds but fewer than it inflates to.
+  const int64_t n = static_cast<int64_t>(gz.size()) + 1000;
+  const std::vector<uint8_t> head = read_file_head(two, n);
+  CHECK(head == std::vector<uint8_t>(data.begin(), data.begin() + n));
+  // One byte over the limit after decompression is still the streaming loop's message.
+  CHECK(contains(error_of([&] { read_file_bytes(one, static_cast<int64_t>(data.size()) - 1); }),
+                 one + ": holds more than 699999 bytes after decompression"));
+  CHECK(read_file_bytes(one, static_cast<int64_t>(data.size())) == data);
+  // A length trailer that lies (too large): a length check error, never a read of the wrong size.
+  std::string bad = gz;
+  bad[bad.size() - 2] = static_cast<char>(bad[bad.size() - 2] ^ 0x10);
+  cnn::test::write_text_file(one, bad);
+  CHECK(contains(error_of([&] { read_file_bytes(one); }), "incorrect length check"));
 }

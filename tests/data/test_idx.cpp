@@ -214,3 +214,38 @@ TEST_CASE("the Debian Fashion-MNIST package loads as idx with the expected split
   CHECK(class_histogram(s.val, 10) == std::vector<int64_t>(10, 600));
   CHECK(s.fingerprint.find("train=54000:") == 0);
 }
+
+TEST_CASE("idx files decoded on parallel threads equal a one-file-at-a-time read, errors in that order", "[cpu]") {
+  cnn::test::TempDir dir;
+  write_idx_set(dir, 300, 70, 9, 7, true);
+  const DataSplits s = load_idx(dir.path().string());
+  // The reference: each file read and parsed on this thread.
+  auto values = [&](const std::string& name, bool images) {
+    const std::string path = (dir / (name + ".gz")).string();
+    const std::vector<uint8_t> bytes = read_file_bytes(path);
+    std::vector<int64_t> dims;
+    return parse_idx(path, bytes.data(), bytes.size(), images, dims);
+  };
+  CHECK(s.train.pixels == values("train-images-idx3-ubyte", true));
+  CHECK(s.test.pixels == values("t10k-images-idx3-ubyte", true));
+  const std::vector<uint8_t> train_labels = values("train-labels-idx1-ubyte", false);
+  CHECK(s.train.labels == std::vector<int32_t>(train_labels.begin(), train_labels.end()));
+  const std::vector<uint8_t> test_labels = values("t10k-labels-idx1-ubyte", false);
+  CHECK(s.test.labels == std::vector<int32_t>(test_labels.begin(), test_labels.end()));
+
+  // Several files wrong at once: the message is the one a sequential read meets first (train
+  // before t10k; both files found before either is read; images before labels), every time.
+  const std::string train_images = (dir / "train-images-idx3-ubyte.gz").string();
+  const std::string test_labels_path = (dir / "t10k-labels-idx1-ubyte.gz").string();
+  const std::string train_labels_path = (dir / "train-labels-idx1-ubyte.gz").string();
+  const std::string gz = cnn::test::read_text_file(train_images);
+  cnn::test::write_text_file(train_images, gz.substr(0, gz.size() / 2));  // truncated
+  std::filesystem::remove(test_labels_path);
+  for (int run = 0; run < 3; ++run) {
+    CHECK(error_of([&] { load_idx(dir.path().string()); }).find(train_images + ": truncated gzip data") !=
+          std::string::npos);
+  }
+  std::filesystem::remove(train_labels_path);  // now missing, found before the images are read
+  CHECK(error_of([&] { load_idx(dir.path().string()); })
+            .find("neither train-labels-idx1-ubyte nor train-labels-idx1-ubyte.gz exists") != std::string::npos);
+}

@@ -55,6 +55,32 @@ TEST_CASE("startup breakdown phases are consecutive, parts are carved out and ab
   CHECK_THAT(t, Contains("step 2 is the first at steady speed"));
 }
 
+TEST_CASE("startup breakdown lists work beside the main line where it began, outside the total", "[cpu]") {
+  StartupBreakdown b;
+  b.mark("graph build", 0.5);
+  b.mark("driver init", 0.6);
+  b.mark("device set-up", 0.9);
+  b.mark("waiting for the data", 1.0);
+  b.beside("data read (beside)", 0.55, 0.44, "own thread");  // began inside the driver init
+  b.mark("loaders", 1.1);
+  const nlohmann::json j = b.to_json();
+  const auto& p = j["phases"];
+  REQUIRE(p.size() == 6);
+  CHECK(p[2]["name"] == "data read (beside)");  // after the phases that began before it
+  CHECK(p[2]["beside"] == true);
+  CHECK(p[2]["start_s"].get<double>() == Approx(0.55));
+  CHECK(p[2]["seconds"].get<double>() == Approx(0.44));
+  CHECK(p[2]["note"] == "own thread");
+  CHECK(!p[1].contains("beside"));
+  CHECK(p[3]["name"] == "device set-up");
+  // The total is the wall time: the main line's phases, the wait included, not the work beside them.
+  CHECK(j["total_s"].get<double>() == Approx(1.1));
+  CHECK(b.phases_sum_s() == Approx(1.1));
+  const std::string t = b.table();
+  CHECK_THAT(t, Contains("  | data read (beside)"));
+  CHECK_THAT(t, Contains("  waiting for the data "));
+}
+
 TEST_CASE("startup breakdown splits the first epoch's extra cost into parts that sum to it", "[cpu]") {
   StartupBreakdown b;
   b.mark("set-up", 1.0);
