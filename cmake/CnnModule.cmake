@@ -3,8 +3,7 @@
 # layering rules of the README's Building section hold without #ifdef: *.cu, *_cuda.cpp and *_cudnn.cpp need CNN_WITH_CUDA,
 # *_sm90a.cu need sm_90 among the CUDA architectures (*_nosm90a.cpp stands in otherwise),
 # <base>_nocuda.cpp stands in for <base>_cuda.cu/.cpp without CUDA (or while that file is absent), *_opencv.cpp needs CNN_WITH_OPENCV (*_noopencv.cpp stands in), *_mpi.cpp needs CNN_WITH_MPI, *_nccl.cpp needs both,
-# *_onnx.cpp needs CNN_WITH_ONNX (*_noonnx.cpp stands in), *_libdeflate.cpp needs CNN_WITH_LIBDEFLATE
-# (*_nolibdeflate.cpp stands in).
+# *_onnx.cpp needs CNN_WITH_ONNX (*_noonnx.cpp stands in).
 function(cnn_filter_sources out)
   set(kept)
   foreach(f IN LISTS ARGN)
@@ -31,7 +30,7 @@ function(cnn_filter_sources out)
     endif()
     # <stem>_<dep>.cpp needs CNN_WITH_<DEP>; <stem>_no<dep>.cpp stands in without it.
     set(skip FALSE)
-    foreach(dep opencv onnx libdeflate)
+    foreach(dep opencv onnx)
       string(TOUPPER "${dep}" DEP)
       if((stem MATCHES "_no${dep}$" AND CNN_WITH_${DEP}) OR (stem MATCHES "_${dep}$" AND NOT CNN_WITH_${DEP}))
         set(skip TRUE)

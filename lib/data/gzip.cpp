@@ -1,8 +1,7 @@
 // File reads through our own inflate loop (see gzip.h), not gzread: gzread returns a truncated
 // stream's bytes as if they were the whole file and ignores a missing trailer, and gzopen opens a
-// FIFO blocking. A gzip file is read whole and inflated at once (gzip_whole.h: libdeflate where the
-// build has it) into a buffer sized from its trailer; the loop here is the fallback and the one
-// that words every error. Trap: offsets in messages count compressed bytes from the start of the file.
+// FIFO blocking. A gzip file is read whole, then inflated by the loop here into a buffer sized from
+// its trailer (gzip_whole.h); the loop words every error. Trap: offsets in messages count compressed bytes from the start of the file.
 #include "data/gzip.h"
 
 #include <fcntl.h>
@@ -212,21 +211,19 @@ std::vector<uint8_t> read_source(const std::string& name, const Source& in, int6
   return out;
 }
 
-// A gzip file of at most this many bytes is read whole and inflated at once.
+// A gzip file of at most this many bytes is read whole before it is inflated.
 constexpr int64_t kWholeGzipBytes = int64_t{512} << 20;
 
 // The bytes a whole-file inflate may write: up to `stop` for a head read, one past the limit
 // otherwise (so that a file above it shows as one).
 int64_t inflate_cap(int64_t limit, int64_t stop) { return stop >= 0 ? std::min(stop, limit + 1) : limit + 1; }
 
-// The gzip file whose first `n` bytes are `raw` (all of it when `whole`) inflated: at once where
-// inflate_whole can, else by the streaming loop, which words every error; it reads `rest` after
-// raw's bytes (what a file that grew while it was read holds beyond them).
-std::vector<uint8_t> inflate_read(const std::string& name, const uint8_t* raw, size_t n, bool whole, int64_t limit,
-                                  int64_t stop, const Source& rest) {
+// The gzip file whose first `n` bytes are `raw` inflated by the streaming loop, which words every
+// error, into an output first sized from the trailer; it reads `rest` after raw's bytes (what a
+// file that grew while it was read holds beyond them).
+std::vector<uint8_t> inflate_read(const std::string& name, const uint8_t* raw, size_t n, int64_t limit, int64_t stop,
+                                  const Source& rest) {
   const int64_t cap = inflate_cap(limit, stop);
-  std::vector<uint8_t> out;
-  if (whole && inflate_whole(raw, n, cap, out) && static_cast<int64_t>(out.size()) <= limit) return out;
   size_t pos = 0;
   Source in = [&](uint8_t* b, size_t want) {
     if (pos == n) return rest(b, want);
@@ -248,7 +245,7 @@ std::vector<uint8_t> read_path(const std::string& path, int64_t limit, int64_t s
   std::vector<uint8_t> raw(static_cast<size_t>(f.size()) + 1);
   size_t have = 0;
   for (size_t got = 1; got > 0 && have < raw.size();) have += got = f.read(raw.data() + have, raw.size() - have);
-  return inflate_read(path, raw.data(), have, have < raw.size(), limit, stop, from_file);
+  return inflate_read(path, raw.data(), have, limit, stop, from_file);
 }
 
 }  // namespace
@@ -267,7 +264,7 @@ std::vector<uint8_t> read_raw_file(const std::string& path, int64_t limit) {
 
 std::vector<uint8_t> decode_file_bytes(const std::string& name, const uint8_t* data, size_t size, int64_t limit) {
   if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b)
-    return inflate_read(name, data, size, true, limit, -1, [](uint8_t*, size_t) { return size_t{0}; });
+    return inflate_read(name, data, size, limit, -1, [](uint8_t*, size_t) { return size_t{0}; });
   size_t pos = 0;
   Source in = [&](uint8_t* b, size_t n) {
     size_t k = std::min(n, size - pos);

@@ -1,9 +1,5 @@
-// Whole-buffer gzip inflation for data/gzip.cpp's fast path: a file read whole into memory,
-// inflated at once. Built with libdeflate where the build found it (gzip_libdeflate.cpp, about 2x
-// zlib's speed), else a stand-in that declines (gzip_nolibdeflate.cpp) and zlib's loop does it.
-// Trap: this path only ever succeeds or declines; it never words an error. On any failure (bad
-// data, truncation, CRC-32 or length mismatch, bytes after a member, more than `cap` bytes out)
-// the caller runs the streaming loop over the same bytes, whose messages are the contract.
+// What data/gzip.cpp needs to inflate a file read whole: the output size its trailer hints at,
+// and the name of the inflater (for the start-up breakdown's data line).
 #pragma once
 
 #include <algorithm>
@@ -23,10 +19,7 @@ inline int64_t gzip_size_hint(const uint8_t* in, size_t n, int64_t cap) {
   return std::max<int64_t>(1, std::min({isize, static_cast<int64_t>(n) * 1032, cap}));
 }
 
-// The gzip members in `in` (n bytes, the whole file) inflated into `out`, every CRC-32 and length
-// checked: true when that succeeded with at most `cap` bytes out; false, `out` unspecified, otherwise.
-bool inflate_whole(const uint8_t* in, size_t n, int64_t cap, std::vector<uint8_t>& out);
-// "libdeflate 1.14" or "zlib 1.2.13": what inflates a whole gzip file in this build.
+// "zlib 1.2.13": what inflates gzip files in this build.
 const char* whole_file_inflater();
 
 }  // namespace cnn

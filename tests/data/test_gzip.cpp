@@ -111,7 +111,7 @@ TEST_CASE("a FIFO, a directory or a device given as a data file is refused witho
 TEST_CASE("a gzip file read whole and inflated at once gives the streamed bytes, whatever its trailer hints",
           "[cpu]") {
   cnn::test::TempDir dir;
-  CHECK(!std::string(whole_file_inflater()).empty());  // libdeflate or zlib, with its version
+  CHECK(std::string(whole_file_inflater()).rfind("zlib ", 0) == 0);  // zlib, with its version
   const auto data = pattern_bytes(700000);
   const std::string one = (dir / "one.gz").string();
   write_gzip_file(one, data.data(), data.size());
