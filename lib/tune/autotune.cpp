@@ -16,7 +16,6 @@
 #include "core/bf16.h"
 #include "ops/convert.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "core/tensor.h"
 #include "layers/conv_plan.h"
 #include "tune/layer_accuracy.h"
@@ -141,14 +140,17 @@ namespace {
 
 // Device scratch with small non-zero values (zeros or garbage could take other paths), in dtype
 // (f32, bf16 or f16: random values need no particular layout).
-Tensor scratch(const Shape& shape, Device device, uint64_t seed, DType dtype = DType::f32) {
+Tensor scratch(const Shape& shape, Device device, uint64_t seed, int threads, DType dtype = DType::f32) {
   Tensor t = Tensor::empty(shape, device, "autotune scratch", dtype);
-  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
-  std::vector<float> v(size_t(t.numel()));
-  for (float& f : v) f = rng.uniform() - 0.5f;
+  const int64_t n = t.numel();
+  std::vector<float> v(static_cast<size_t>(n));
+  fill_probe_uniforms(v.data(), n, -0.5f, 0.5f, seed, threads);
   if (dtype != DType::f32) {
     std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) store_from_float(h.data(), dtype, int64_t(i), v[i]);
+    uint16_t* hp = h.data();
+    const float* vp = v.data();
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= (int64_t{1} << 15))
+    for (int64_t i = 0; i < n; ++i) store_from_float(hp, dtype, i, vp[i]);
     device_memcpy(t.raw(), device, h.data(), Device::cpu, t.bytes());
     return t;
   }
@@ -429,16 +431,16 @@ struct Tuner {
       Operands& o = *ops;
       uint64_t seed = 10;
       for (const ParamInfo& p : l.params()) {
-        o.params.push_back(scratch(p.shape, ctx.device, seed++));
+        o.params.push_back(scratch(p.shape, ctx.device, seed++, ctx.threads()));
         o.grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
       }
       for (int in : node.inputs) {
         const Shape s = in_shape(in);
-        o.xs.push_back(scratch(s, ctx.device, seed++, dtype));
+        o.xs.push_back(scratch(s, ctx.device, seed++, ctx.threads(), dtype));
         o.dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx", dtype));
       }
       o.y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y", dtype);
-      o.dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, dtype);
+      o.dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, ctx.threads(), dtype);
       for (size_t i = 0; i < o.xs.size(); ++i) o.xp.push_back(&o.xs[i]), o.dxp.push_back(&o.dxs[i]);
       return o;
     };
