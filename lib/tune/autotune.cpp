@@ -261,58 +261,126 @@ struct Tuner {
     }
   }
 
+  // The tolerance of conv row `a` in a layer that allows `math`.
+  double conv_algo_tolerance(const ConvAlgo& a, MathMode math) const {
+    return conv_candidate_tolerance(a.dtype, a.math_used(math));
+  }
+
+  // Whether row `a` is a candidate of a layer of `dtype` on `backends` at `sh` under `math`:
+  // Fit::other when it is of another dtype or backend or cannot implement the shape, Fit::skipped
+  // (the reason in *why) when determinism or the workspace limit rules it out.
+  enum class Fit { candidate, other, skipped };
+  Fit conv_fit(const ConvAlgo& a, DType dtype, const std::vector<Backend>& backends, const Conv2dShape& sh,
+               MathMode math, std::string* why) const {
+    if (a.dtype != dtype || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) return Fit::other;
+    if (ctx.deterministic && !a.deterministic) {
+      if (why) *why = a.name + " (not deterministic)";
+      return Fit::skipped;
+    }
+    if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
+      if (why) *why = fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20, opt.workspace_limit_bytes >> 20);
+      return Fit::skipped;
+    }
+    return Fit::candidate;
+  }
+
+  // The cached decision of `key` when its winner is still a candidate, asked of the winner's row
+  // alone: a warm start queries no algorithm that lost (cuDNN's workspace sizes and heuristic
+  // order, each a call into cuDNN) and makes no probe.
+  std::optional<TuneOutcome> cached_conv(const std::string& key, ConvDir d, DType dtype,
+                                         const std::vector<Backend>& backends, const Conv2dShape& sh, MathMode math) {
+    const std::optional<TuneRecord> hit = cache.find(key);
+    if (!hit) return std::nullopt;
+    for (const ConvAlgo& a : conv2d_algos(d)) {
+      if (a.name != hit->winner || a.dtype != dtype) continue;
+      if (conv_fit(a, dtype, backends, sh, math, nullptr) != Fit::candidate) return std::nullopt;
+      TuneOutcome out;
+      out.record = *hit;
+      out.from_cache = true;
+      return out;
+    }
+    return std::nullopt;
+  }
+
   void tune_conv_on(Layer& l, ConvPlanned& planned, const std::vector<Backend>& backends) {
     ConvPlan& plan = planned.conv_plan();
     const Conv2dShape sh = planned.conv_shape(batch);
     const MathMode math = l.math();
     const DType dtype = l.dtype();  // the candidates are this dtype's rows, timed on its operands
-    // Under tf32 each direction's line says what its algorithm does: [tf32] (cuDNN) or [fp32] (ours).
-    auto math_tag = [&](const ConvAlgo& a) { return conv_math_tag(a, math); };
-    auto tolerance_of = [&](const ConvAlgo& a) { return conv_candidate_tolerance(a.dtype, a.math_used(math)); };
-    auto algo = [&](ConvDir d, const std::string& name) -> const ConvAlgo& { return conv2d_algo(d, name, dtype); };
     std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
     auto probe = [&]() -> ConvProbe& {
       if (!probe_ptr) {
         probe_ptr = std::make_unique<ConvProbe>(ctx, sh, 1, dtype);
         probe_ptr->set_math(math);
+        ++stats.probe_sets;
       }
       return *probe_ptr;
     };
     std::vector<std::string> parts;
-    bool timed = false;
+    bool chosen = false;  // some direction had candidates to choose among (timed or cached)
     for (ConvDir d : kConvDirs) {
-      const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
-      const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
       if (plan.request(d) != "auto") {
-        const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
-        // A cuDNN algorithm named by `algo:` is checked like any other cuDNN choice.
-        std::string err;
-        if (a.backend == Backend::cudnn && reference) {
-          const double e = probe().run_and_compare(a);
-          if (!(e <= tolerance_of(a)))
-            throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
-                                             "over the accuracy tolerance {:.0e} (raise it with "
-                                             "--autotune-tolerance to use this algorithm anyway)",
-                                             a.name, to_string(d), e, *reference, tolerance_of(a)));
-          err = fmt::format(", rel_err {:.1e}", e);
-        }
-        plan.algo(d) = &a;
-        plan.note(d) = "requested";
-        ++stats.untimed;
-        parts.push_back(fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, math_tag(a)));
+        parts.push_back(requested_conv_direction(l, plan, d, sh, backends, probe));
         continue;
       }
-      std::vector<std::string> names, skipped;
+      parts.push_back(tune_conv_direction(l, plan, d, sh, backends, probe, chosen));
+    }
+    l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    const std::string precision = dtype != DType::f32    ? fmt::format(", precision {}", to_string(dtype))
+                                  : math != MathMode::fp32 ? fmt::format(", precision {}", to_string(math))
+                                                           : std::string();
+    const std::string line =
+        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(), precision, fmt::join(parts, "; "));
+    lines.push_back(line);
+    if (chosen) spdlog::info("autotune: {}", line);
+    else spdlog::debug("autotune: {}", line);
+  }
+
+  // Direction d named by `algo:`: it must run here; a cuDNN one is checked by the guard. Returns
+  // the log part.
+  std::string requested_conv_direction(Layer& l, ConvPlan& plan, ConvDir d, const Conv2dShape& sh,
+                                       const std::vector<Backend>& backends, const std::function<ConvProbe&()>& probe) {
+    const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
+    std::string err;
+    if (a.backend == Backend::cudnn) {
+      if (const std::optional<std::string> reference = conv_reference_name(ctx, sh, d)) {
+        const double e = probe().run_and_compare(a);
+        const double tol = conv_algo_tolerance(a, l.math());
+        if (!(e <= tol))
+          throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
+                                           "over the accuracy tolerance {:.0e} (raise it with "
+                                           "--autotune-tolerance to use this algorithm anyway)",
+                                           a.name, to_string(d), e, *reference, tol));
+        err = fmt::format(", rel_err {:.1e}", e);
+      }
+    }
+    plan.algo(d) = &a;
+    plan.note(d) = "requested";
+    ++stats.untimed;
+    return fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, conv_math_tag(a, l.math()));
+  }
+
+  // Direction d under `auto`: the cached winner when it still runs here, else the candidates
+  // timed, each checked by the guard. Sets `chosen` when there was a choice. Returns the log part.
+  std::string tune_conv_direction(Layer& l, ConvPlan& plan, ConvDir d, const Conv2dShape& sh,
+                                  const std::vector<Backend>& backends, const std::function<ConvProbe&()>& probe,
+                                  bool& chosen) {
+    const MathMode math = l.math();
+    const DType dtype = l.dtype();
+    const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
+    auto algo = [&](const std::string& name) -> const ConvAlgo& { return conv2d_algo(d, name, dtype); };
+    const std::string key = autotune_conv_key(
+        env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes, opt.tolerance, math,
+        conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(dtype, math));
+    std::vector<std::string> names;
+    std::optional<TuneOutcome> cached = cached_conv(key, d, dtype, backends, sh, math);
+    if (!cached) {
+      std::vector<std::string> skipped;
       for (const ConvAlgo& a : conv2d_algos(d)) {
-        if (a.dtype != dtype || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
-        if (ctx.deterministic && !a.deterministic) {
-          skipped.push_back(a.name + " (not deterministic)");
-        } else if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
-          skipped.push_back(fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20,
-                                        opt.workspace_limit_bytes >> 20));
-        } else {
-          names.push_back(a.name);
-        }
+        std::string why;
+        const Fit fit = conv_fit(a, dtype, backends, sh, math, &why);
+        if (fit == Fit::candidate) names.push_back(a.name);
+        if (fit == Fit::skipped) skipped.push_back(why);
       }
       // On the CPU the default row's rule decides, not the clock (conv2d_cpu_rule_algo says why).
       if (ctx.device == Device::cpu) {
@@ -323,50 +391,41 @@ struct Tuner {
       if (names.empty())
         throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
                                          skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
-      auto measure = [&](const std::string& name) {
-        const ConvAlgo& a = algo(d, name);
-        const ConvOperands op = probe().operands(d);
-        probe().poison(d);
-        return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
-      };
-      // The output the timed runs left, against the reference on the same operands.
-      auto rel_error = [&](const std::string& name) { return probe().worst_error(algo(d, name)); };
-      if (!reference && names.size() > 1)
-        spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
-                     sh.to_string());
-      const std::string key = autotune_conv_key(
-          env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes, opt.tolerance, math,
-          conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(dtype, math));
-      TuneOutcome r = tune_choice(
-          what, names, measure, cache, key, reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
-          std::function<double(const std::string&)>([&](const std::string& name) { return tolerance_of(algo(d, name)); }));
-      count(r, names.size());
-      // The only candidate is not timed; a cuDNN one is still checked.
-      const ConvAlgo& winner = algo(d, r.record.winner);
-      if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
-        r.winner_rel_err = probe().run_and_compare(winner);
-        if (!(r.winner_rel_err <= tolerance_of(winner)))
-          throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
-                                                "over the accuracy tolerance {:.0e}",
-                                                what, winner.name, r.winner_rel_err, tolerance_of(winner)));
-      }
-      plan.algo(d) = &winner;
-      plan.note(d) = r.record.runner_up.empty()
-                         ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
-                         : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
-                                       r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
-      parts.push_back(fmt::format("{} {}{}", to_string(d), r.describe(), math_tag(winner)));
-      timed = timed || names.size() > 1;
     }
-    l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
-    const std::string precision = dtype != DType::f32    ? fmt::format(", precision {}", to_string(dtype))
-                                  : math != MathMode::fp32 ? fmt::format(", precision {}", to_string(math))
-                                                           : std::string();
-    const std::string line =
-        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(), precision, fmt::join(parts, "; "));
-    lines.push_back(line);
-    if (timed) spdlog::info("autotune: {}", line);
-    else spdlog::debug("autotune: {}", line);
+    const std::optional<std::string> reference = cached ? std::nullopt : conv_reference_name(ctx, sh, d);
+    auto measure = [&](const std::string& name) {
+      const ConvAlgo& a = algo(name);
+      const ConvOperands op = probe().operands(d);
+      probe().poison(d);
+      return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
+    };
+    // The output the timed runs left, against the reference on the same operands.
+    auto rel_error = [&](const std::string& name) { return probe().worst_error(algo(name)); };
+    if (!cached && !reference && names.size() > 1)
+      spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what, sh.to_string());
+    TuneOutcome r = cached ? *cached
+                           : tune_choice(what, names, measure, cache, key,
+                                         reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
+                                         std::function<double(const std::string&)>([&](const std::string& name) {
+                                           return conv_algo_tolerance(algo(name), math);
+                                         }));
+    count(r, names.size());
+    // The only candidate is not timed; a cuDNN one is still checked.
+    const ConvAlgo& winner = algo(r.record.winner);
+    if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
+      r.winner_rel_err = probe().run_and_compare(winner);
+      if (!(r.winner_rel_err <= conv_algo_tolerance(winner, math)))
+        throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
+                                              "over the accuracy tolerance {:.0e}",
+                                              what, winner.name, r.winner_rel_err, conv_algo_tolerance(winner, math)));
+    }
+    plan.algo(d) = &winner;
+    plan.note(d) = r.record.runner_up.empty()
+                       ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
+                       : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
+                                     r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+    chosen = chosen || r.from_cache || names.size() > 1;
+    return fmt::format("{} {}{}", to_string(d), r.describe(), conv_math_tag(winner, math));
   }
 
   // A non-conv layer placed on cuDNN (by its `backend:` or by train.backend): its outputs against
@@ -376,6 +435,7 @@ struct Tuner {
     Layer& l = *graph.node(index).layer;
     const double tol = layer_tolerance(l);
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    ++stats.probe_sets;
     const std::optional<LayerAccuracy> acc = layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
     if (!acc) {
       spdlog::warn("autotune: {}: our cuda kernels cannot run it, so cuDNN's accuracy is not checked", what);
@@ -428,6 +488,7 @@ struct Tuner {
     auto operands = [&]() -> Operands& {
       if (ops) return *ops;
       ops = std::make_unique<Operands>();
+      ++stats.probe_sets;
       Operands& o = *ops;
       uint64_t seed = 10;
       for (const ParamInfo& p : l.params()) {
@@ -460,6 +521,7 @@ struct Tuner {
     const double tol = layer_tolerance(l);
     auto rel_error = [&](const std::string& name) {
       if (name != "cudnn") return 0.0;
+      ++stats.probe_sets;
       const std::optional<LayerAccuracy> acc =
           layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
       return acc ? acc->rel_err : 0.0;

@@ -104,6 +104,9 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, 
 // CPU's rule). A warm cache times nothing.
 struct AutotuneStats {
   int cache_hits = 0, timed = 0, untimed = 0;
+  // Probe operand sets made (a conv layer's ConvProbe, a cuda-vs-cudnn layer's timing operands, a
+  // cuDNN layer's accuracy probe): none when every decision came from the cache.
+  int probe_sets = 0;
   std::string cache_path;    // "" when there is no disk cache (CPU runs, cache "none")
   size_t cache_entries = 0;  // decisions the cache file held when read (every machine's)
 };
