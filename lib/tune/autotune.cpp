@@ -138,24 +138,14 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, Con
 
 namespace {
 
-// Device scratch with small non-zero values (zeros or garbage could take other paths), in dtype
-// (f32, bf16 or f16: random values need no particular layout).
-Tensor scratch(const Shape& shape, Device device, uint64_t seed, int threads, DType dtype = DType::f32) {
-  Tensor t = Tensor::empty(shape, device, "autotune scratch", dtype);
-  const int64_t n = t.numel();
-  std::vector<float> v(static_cast<size_t>(n));
-  fill_probe_uniforms(v.data(), n, -0.5f, 0.5f, seed, threads);
-  if (dtype != DType::f32) {
-    std::vector<uint16_t> h(v.size());
-    uint16_t* hp = h.data();
-    const float* vp = v.data();
-#pragma omp parallel for schedule(static) num_threads(threads) if (n >= (int64_t{1} << 15))
-    for (int64_t i = 0; i < n; ++i) store_from_float(hp, dtype, i, vp[i]);
-    device_memcpy(t.raw(), device, h.data(), Device::cpu, t.bytes());
-    return t;
-  }
-  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
-  return t;
+// Scratch on ctx's device, uniform in [-0.5, 0.5) (zeros or garbage could take other paths), in
+// dtype (f32, bf16 or f16: random values need no particular layout); made on the device on a GPU.
+Tensor scratch(const ExecContext& ctx, const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
+  ProbeFill f;
+  f.seed = seed;
+  f.normal = false;
+  f.lo = -0.5f;
+  return probe_tensor(ctx, shape, f, dtype);
 }
 
 double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run) {
@@ -492,16 +482,16 @@ struct Tuner {
       Operands& o = *ops;
       uint64_t seed = 10;
       for (const ParamInfo& p : l.params()) {
-        o.params.push_back(scratch(p.shape, ctx.device, seed++, ctx.threads()));
+        o.params.push_back(scratch(ctx, p.shape, seed++));
         o.grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
       }
       for (int in : node.inputs) {
         const Shape s = in_shape(in);
-        o.xs.push_back(scratch(s, ctx.device, seed++, ctx.threads(), dtype));
+        o.xs.push_back(scratch(ctx, s, seed++, dtype));
         o.dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx", dtype));
       }
       o.y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y", dtype);
-      o.dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, ctx.threads(), dtype);
+      o.dy = scratch(ctx, node.out_shape.with_batch(batch), seed++, dtype);
       for (size_t i = 0; i < o.xs.size(); ++i) o.xp.push_back(&o.xs[i]), o.dxp.push_back(&o.dxs[i]);
       return o;
     };

@@ -42,9 +42,12 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
     for (int64_t i = 0; i < n; ++i) p[i] = round_to(dtype, p[i]);
     return v;
   };
-  m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0, threads));
-  m_hxs[1].resize(m_hxs[0].size());
-  {
+  // x: on a GPU under f32 made there (set 1 from the same values, through max(0, .)); else on the
+  // host, where the float64 reference (CPU) or the rounding and channels-last copies (bf16, f16)
+  // need them.
+  if (!device_inputs()) {
+    m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0, threads));
+    m_hxs[1].resize(m_hxs[0].size());
     const float* x0 = m_hxs[0].data();
     float* x1 = m_hxs[1].data();
     const int64_t n = int64_t(m_hxs[0].size());
@@ -55,8 +58,8 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
                        threads);
   m_hb = probe_normals(sh.K, 1.0f, seed * 4 + 2, threads);
   m_hdys[0] = exact(probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3, threads));
-  m_ref_act = make_activations(DType::f32);
-  m_cand_act = dtype == DType::f32 ? m_ref_act : make_activations(dtype);
+  m_ref_act = make_activations(DType::f32, seed * 4 + 0);
+  m_cand_act = dtype == DType::f32 ? m_ref_act : make_activations(dtype, seed * 4 + 0);
   // On a GPU the reference runs on the uploaded copies: the host ones of x would only take memory.
   if (dev != Device::cpu)
     for (std::vector<float>& x : m_hxs) std::vector<float>().swap(x);
@@ -84,10 +87,19 @@ Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType 
   return out;
 }
 
-ConvProbe::Activations ConvProbe::make_activations(DType t) const {
+ConvProbe::Activations ConvProbe::make_activations(DType t, uint64_t x_seed) const {
   const Shape in{m_sh.N, m_sh.C, m_sh.H, m_sh.W}, out{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};
   Activations a;
-  for (int i = 0; i < kInputSets; ++i) a.xs[i] = upload(m_hxs[i], in, t);
+  for (int i = 0; i < kInputSets; ++i) {
+    if (!m_hxs[i].empty()) {
+      a.xs[i] = upload(m_hxs[i], in, t);
+      continue;
+    }
+    ProbeFill x;  // device_inputs(): the host path's values, made on the device
+    x.seed = x_seed;
+    x.relu = i == 1;
+    a.xs[i] = probe_tensor(m_ctx, in, x);
+  }
   a.dys[0] = upload(m_hdys[0], out, t);  // set 1's when first needed (make_projected_dy)
   a.y = Tensor::empty(out, m_ctx.device, "conv accuracy y", t);
   a.dx = Tensor::empty(in, m_ctx.device, "conv accuracy dx", t);
@@ -149,9 +161,33 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
   return std::nullopt;
 }
 
+// Outputs compared on the device: y and dx of an f32 probe on a GPU (dw and db are small).
+bool ConvProbe::device_compare(ConvDir d) const {
+  return m_ctx.device == Device::cuda && m_dtype == DType::f32 && d != ConvDir::backward_filter;
+}
+
+const Tensor& ConvProbe::reference_tensor(ConvDir d) {
+  std::optional<Tensor>& slot = m_ref_dev[m_set][size_t(d)];
+  if (slot) return *slot;
+  ensure_dy(d);
+  const std::optional<std::string> name = reference_name(d);
+  CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
+  const ConvAlgo& a = conv2d_algo(d, *name, DType::f32);
+  poison_of(m_ref_act, d);
+  ConvOperands op = operands_of(m_ref_act, d);
+  op.math = MathMode::fp32;  // the reference is plain FP32 whatever the candidates may do
+  a.run(m_ctx, m_sh, op);
+  slot = (d == ConvDir::forward ? m_ref_act.y : m_ref_act.dx).clone();
+  return *slot;
+}
+
 const std::vector<float>& ConvProbe::reference(ConvDir d) {
   std::optional<std::vector<float>>& slot = m_ref[m_set][size_t(d)];
   if (slot) return *slot;
+  if (device_compare(d)) {
+    slot = probe_download(reference_tensor(d));
+    return *slot;
+  }
   ensure_dy(d);
   const std::optional<std::string> name = reference_name(d);
   CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
@@ -184,6 +220,12 @@ const std::vector<float>& ConvProbe::reference(ConvDir d) {
 }
 
 double ConvProbe::output_error(ConvDir d) {
+  if (device_compare(d)) {
+    const Tensor& out = d == ConvDir::forward ? m_cand_act.y : m_cand_act.dx;
+    if (m_ref_dev[m_set][size_t(d)]) return relative_l2(l2_sums(m_ctx, out, *m_ref_dev[m_set][size_t(d)]));
+    const Tensor got = out.clone();  // the reference below writes into the same tensors
+    return relative_l2(l2_sums(m_ctx, got, reference_tensor(d)));
+  }
   std::vector<float> got = output(d);  // before reference(), which may overwrite the outputs
   return relative_l2(got, reference(d), m_ctx.threads());
 }
@@ -242,7 +284,8 @@ double ConvProbe::errors_on_sets(const ConvAlgo& a, int first, int last) {
   try {
     for (int set = first; set < last; ++set) {
       use_input_set(set);
-      reference(a.dir);
+      if (device_compare(a.dir)) reference_tensor(a.dir);
+      else reference(a.dir);
       poison(a.dir);
       a.run(m_ctx, m_sh, operands(a.dir));
       const double e = output_error(a.dir);

@@ -83,7 +83,12 @@ private:
   struct Activations {
     Tensor xs[kInputSets], dys[kInputSets], y, dx;
   };
-  Activations make_activations(DType t) const;
+  // x from m_hxs, or made on the device from x_seed when those are empty (device_inputs()).
+  Activations make_activations(DType t, uint64_t x_seed) const;
+  // x made on the device: an f32 probe on a GPU (no host copy of x is needed there).
+  bool device_inputs() const { return m_ctx.device == Device::cuda && m_dtype == DType::f32; }
+  bool device_compare(ConvDir d) const;
+  const Tensor& reference_tensor(ConvDir d);  // device_compare(d): the reference output on the device
   ConvOperands operands_of(Activations& a, ConvDir d);
   void poison_of(Activations& a, ConvDir d);
   std::vector<float> output_of(const Activations& a, ConvDir d) const;
@@ -106,7 +111,8 @@ private:
   bool m_dy1_made = false;
   int m_set = 0;
   MathMode m_math = MathMode::fp32;
-  std::optional<std::vector<float>> m_ref[kInputSets][3];
+  std::optional<std::vector<float>> m_ref[kInputSets][3];  // host copies of the reference outputs
+  std::optional<Tensor> m_ref_dev[kInputSets][3];          // device ones (device_compare)
 };
 
 }  // namespace cnn

@@ -12,34 +12,20 @@ namespace {
 
 constexpr int kSets = 2;
 
-// Every output of one training forward + backward, named.
+// Every output of one training forward + backward, named, where the layer wrote it (on a GPU
+// they stay there and are compared there).
 struct Outputs {
   std::vector<std::string> names;
-  std::vector<std::vector<float>> values;
-  void add(std::string name, std::vector<float> v) {
+  std::vector<Tensor> values;
+  void add(std::string name, Tensor v) {
     names.push_back(std::move(name));
     values.push_back(std::move(v));
   }
 };
 
-// x of set `set` for a per-sample shape (C, ...) at `batch`: N(0,1), plus 4 * (c mod 3) in set 1.
-std::vector<float> probe_input(const Shape& per_sample, int64_t batch, int set, uint64_t seed, int threads) {
-  std::vector<float> v = probe_normals(per_sample.numel() * batch, 1.0f, seed, threads);
-  if (set == 1 && per_sample.rank() > 0 && !v.empty()) {
-    const int64_t C = per_sample[0], inner = per_sample.numel() / C, planes = int64_t(v.size()) / inner;
-    float* p = v.data();
-#pragma omp parallel for schedule(static) num_threads(threads) if (int64_t(v.size()) >= (int64_t{1} << 15))
-    for (int64_t plane = 0; plane < planes; ++plane) {
-      const float offset = 4.0f * float(plane % C % 3);
-      for (int64_t i = plane * inner, e = i + inner; i < e; ++i) p[i] += offset;
-    }
-  }
-  return v;
-}
-
 // One operand set, made once and read by both backends: the parameters on the host (tiny; the
 // forward updates buffers such as running statistics, so each run uploads them afresh), x and dy
-// on the device (the layer only reads them).
+// made on the context's device (the layer only reads them).
 struct SetOperands {
   std::vector<std::vector<float>> params;
   std::vector<Tensor> xs;
@@ -48,23 +34,25 @@ struct SetOperands {
 
 SetOperands make_operands(Graph& graph, int index, const ExecContext& ctx, int64_t batch, int set) {
   const GraphNode& node = graph.node(index);
-  const int threads = ctx.threads();
   SetOperands o;
   uint64_t seed = 1000;
   for (const ParamInfo& p : node.layer->params()) {
-    std::vector<float> v = probe_normals(p.shape.numel(), 0.1f, seed++, threads);
+    std::vector<float> v = probe_normals(p.shape.numel(), 0.1f, seed++, ctx.threads());
     if (p.init.kind == InitKind::ones)
       for (float& f : v) f += 1.0f;
     o.params.push_back(std::move(v));
   }
   for (int in : node.inputs) {
     const Shape s = in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape;
-    o.xs.push_back(probe_upload(probe_input(s, batch, set, seed++, threads), s.with_batch(batch), ctx.device));
+    ProbeFill x;  // N(0,1), plus 4 * (c mod 3) in set 1
+    x.seed = seed++;
+    x.channel_step = set == 1 ? 4.0f : 0.0f;
+    o.xs.push_back(probe_tensor(ctx, s.with_batch(batch), x));
   }
-  const Shape out = node.out_shape.with_batch(batch);
-  // Set 1: 2^-17 N(0,1), the same values scaled (exact in float).
-  o.dy = probe_upload(probe_normals(out.numel(), set == 1 ? std::ldexp(1.0f, -17) : 1.0f, seed++, threads), out,
-                      ctx.device);
+  ProbeFill dy;  // N(0,1); 2^-17 N(0,1) in set 1
+  dy.seed = seed++;
+  dy.scale = set == 1 ? std::ldexp(1.0f, -17) : 1.0f;
+  o.dy = probe_tensor(ctx, node.out_shape.with_batch(batch), dy);
   return o;
 }
 
@@ -97,11 +85,11 @@ Outputs run_once(Graph& graph, int index, const ExecContext& ctx, int64_t batch,
     rc.training = true;
     l.forward(rc, xp, y);
     l.backward(rc, xp, y, ops.dy, dxp);
-    o.add("y", probe_download(y));
-    for (size_t i = 0; i < dxs.size(); ++i) o.add(dxs.size() == 1 ? "dx" : fmt::format("dx{}", i), probe_download(dxs[i]));
+    o.add("y", y);
+    for (size_t i = 0; i < dxs.size(); ++i) o.add(dxs.size() == 1 ? "dx" : fmt::format("dx{}", i), dxs[i]);
     for (size_t k = 0; k < infos.size(); ++k) {
-      if (infos[k].trainable) o.add("grad " + infos[k].name, probe_download(grads[k]));
-      else o.add(infos[k].name, probe_download(params[k]));  // buffers the forward updated
+      if (infos[k].trainable) o.add("grad " + infos[k].name, grads[k]);
+      else o.add(infos[k].name, params[k]);  // buffers the forward updated
     }
   } catch (...) {
     l.set_backend(before, note);
@@ -124,7 +112,7 @@ std::optional<LayerAccuracy> layer_backend_error(Graph& graph, int index, const 
     const Outputs got = run_once(graph, index, ctx, batch, candidate, ops);
     CNN_CHECK(ref.names == got.names, "layer '{}': the accuracy probe's outputs differ between backends", l.name());
     for (size_t i = 0; i < ref.values.size(); ++i) {
-      const double e = relative_l2(got.values[i], ref.values[i], ctx.threads());
+      const double e = relative_l2(l2_sums(ctx, got.values[i], ref.values[i]));
       if (std::isnan(e)) return LayerAccuracy{e, ref.names[i]};
       if (worst.worst.empty() || e > worst.rel_err) worst = {e, ref.names[i]};
     }

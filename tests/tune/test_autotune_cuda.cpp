@@ -2,7 +2,8 @@
 // and cached on the first run, and the second run takes every timed decision from the cache;
 // the tuned graph then runs a forward and backward step. The accuracy guard excludes only
 // algorithms that really are inaccurate, and every chosen algorithm is within the tolerance; the
-// bf16 (f16) probe holds our bf16 (f16) rows to the bf16 (f16) tolerance.
+// bf16 (f16) probe holds our bf16 (f16) rows to the bf16 (f16) tolerance. A warm cache makes no
+// probe operands.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -72,6 +73,29 @@ TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the 
     INFO(line);
     if (line.find("runner-up") != std::string::npos) CHECK(line.find("[cache]") != std::string::npos);
   }
+}
+
+TEST_CASE("a warm-cache autotune on the gpu makes no probe operands and repeats the cold run's decisions", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  test::TempDir dir;
+  AutotuneOptions opt;
+  opt.cache_path = (dir / "autotune.json").string();
+  AutotuneStats stats[2];
+  std::string decisions[2];
+  for (int run = 0; run < 2; ++run) {
+    ModelSpec spec = parse_model_text(kModel, "t.yaml");
+    auto g = Graph::build(spec);
+    DeviceSetup dev("cuda", *g, false);
+    autotune_graph(*g, dev.ctx(), 4, opt, &stats[run]);
+    decisions[run] = autotune_decisions(*g);
+  }
+  INFO(decisions[0]);
+  CHECK(stats[0].timed > 0);
+  CHECK(stats[0].probe_sets > 0);
+  CHECK(stats[1].timed == 0);
+  CHECK(stats[1].cache_hits == stats[0].timed + stats[0].cache_hits);
+  CHECK(stats[1].probe_sets == 0);
+  CHECK(decisions[1] == decisions[0]);
 }
 
 TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every chosen one is within the tolerance",
