@@ -274,6 +274,13 @@ struct Tuner {
     return Fit::candidate;
   }
 
+  // The cache key of direction d of conv layer l (autotune_conv_key).
+  std::string conv_key(const Layer& l, ConvDir d, const Conv2dShape& sh, const std::vector<Backend>& backends) const {
+    return autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
+                             opt.tolerance, l.math(), conv_candidate_tolerance(DType::f32, MathMode::tf32), l.dtype(),
+                             conv_candidate_tolerance(l.dtype(), l.math()));
+  }
+
   // The cached decision of `key` when its winner is still a candidate, asked of the winner's row
   // alone: a warm start queries no algorithm that lost (cuDNN's workspace sizes and heuristic
   // order, each a call into cuDNN) and makes no probe.
@@ -332,7 +339,12 @@ struct Tuner {
                                        const std::vector<Backend>& backends, const std::function<ConvProbe&()>& probe) {
     const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
     std::string err;
-    if (a.backend == Backend::cudnn) {
+    // A pass of the guard is cached (a warm start probes nothing); a failure is measured each time.
+    const std::string key = conv_key(l, d, sh, backends) + "|requested " + a.name;
+    const std::optional<TuneRecord> passed = cache.find(key);
+    if (a.backend == Backend::cudnn && passed && passed->winner == "pass") {
+      err = ", within the tolerance [cache]";
+    } else if (a.backend == Backend::cudnn) {
       if (const std::optional<std::string> reference = conv_reference_name(ctx, sh, d)) {
         const double e = probe().run_and_compare(a);
         const double tol = conv_algo_tolerance(a, l.math());
@@ -342,6 +354,7 @@ struct Tuner {
                                            "--autotune-tolerance to use this algorithm anyway)",
                                            a.name, to_string(d), e, *reference, tol));
         err = fmt::format(", rel_err {:.1e}", e);
+        cache.put(key, TuneRecord{"pass", 0, "", 0});
       }
     }
     plan.algo(d) = &a;
@@ -359,9 +372,7 @@ struct Tuner {
     const DType dtype = l.dtype();
     const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
     auto algo = [&](const std::string& name) -> const ConvAlgo& { return conv2d_algo(d, name, dtype); };
-    const std::string key = autotune_conv_key(
-        env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes, opt.tolerance, math,
-        conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(dtype, math));
+    const std::string key = conv_key(l, d, sh, backends);
     std::vector<std::string> names;
     std::optional<TuneOutcome> cached = cached_conv(key, d, dtype, backends, sh, math);
     if (!cached) {
@@ -425,6 +436,14 @@ struct Tuner {
     Layer& l = *graph.node(index).layer;
     const double tol = layer_tolerance(l);
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    // A pass is cached, so a warm start probes nothing; a failure is measured on every start, so
+    // its error is always reported.
+    const std::string key = fmt::format("{}|cudnn guard|{}", env, layer_key(index, tol));
+    if (const std::optional<TuneRecord> hit = cache.find(key); hit && hit->winner == "pass") {
+      ++stats.cache_hits;
+      log(fmt::format("{} cudnn: within {:.0e} of our cuda kernels [cache]", what, tol));
+      return;
+    }
     ++stats.probe_sets;
     const std::optional<LayerAccuracy> acc = layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
     if (!acc) {
@@ -432,6 +451,7 @@ struct Tuner {
       return;
     }
     if (acc->rel_err <= tol) {
+      cache.put(key, TuneRecord{"pass", 0, "", 0});
       log(fmt::format("{} cudnn: {:.1e} from our cuda kernels ({}), within {:.0e}", what, acc->rel_err, acc->worst, tol));
       return;
     }
@@ -449,6 +469,19 @@ struct Tuner {
     log(fmt::format("{}: cudnn refused ({:.1e} from cuda, over {:.0e}), runs on cuda", what, acc->rel_err, tol));
   }
 
+  // The layer part of a non-conv layer's cache keys: type, attributes, input shapes at the batch,
+  // determinism, tolerance and the activations' dtype (another dtype runs other rows).
+  std::string layer_key(int index, double tol) const {
+    const GraphNode& node = graph.node(index);
+    const Layer& l = *node.layer;
+    std::vector<std::string> in_shapes;
+    for (int in : node.inputs)
+      in_shapes.push_back(
+          (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch).to_string());
+    return fmt::format("{} {} in {}|det {}|tol {:g}|guard 1|dtype {}", l.type(), l.summary(), fmt::join(in_shapes, " "),
+                       int(ctx.deterministic), tol, to_string(l.dtype()));
+  }
+
   static std::vector<std::string> backend_names(const std::vector<Backend>& bs) {
     std::vector<std::string> s;
     for (Backend b : bs) s.push_back(to_string(b));
@@ -464,8 +497,6 @@ struct Tuner {
     auto in_shape = [&](int in) {
       return (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
     };
-    std::vector<std::string> in_shapes;
-    for (int in : node.inputs) in_shapes.push_back(in_shape(in).to_string());
     // The operands, made at the first measurement: a decision found in the cache needs none, and
     // making them (random numbers on the host, uploads) was most of a warm start's autotune time.
     struct Operands {
@@ -517,10 +548,8 @@ struct Tuner {
       return acc ? acc->rel_err : 0.0;
     };
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
-    // "guard": decisions cached before cuDNN's non-conv ops were checked are not reused; "dtype":
-    // the activations' (another dtype runs other rows).
-    const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1|dtype {}", env, l.type(), l.summary(),
-                                        fmt::join(in_shapes, " "), int(ctx.deterministic), tol, to_string(dtype));
+    // "guard 1" in the key: decisions cached before cuDNN's non-conv ops were checked are not reused.
+    const std::string key = fmt::format("{}|{}", env, layer_key(index, tol));
     const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
     count(r, 2);
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");

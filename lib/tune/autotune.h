@@ -20,6 +20,9 @@
 // kernels (the preference says "where it can"); a layer's own `backend: cudnn` or an `algo:` name
 // that fails is a ConfigError at the layer (the user asked for exactly that), which names the
 // error and the tolerance (--autotune-tolerance raises every tolerance at once).
+// Warm start: a cached conv decision is checked on its winner's row alone and the guard's passes
+// are cached, so a start whose every decision is in the cache makes no probe operands
+// (AutotuneStats::probe_sets) and asks cuDNN nothing about the algorithms that lost.
 // Trap: a candidate that throws (or fails a CUDA call) is reported and excluded, never replaced
 // silently; a sticky CUDA error (illegal address) poisons the context, so later candidates of the
 // same run fail too and the run stops with every failure listed.

@@ -67,15 +67,6 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
   m_b = probe_upload(m_hb, Shape{sh.K}, dev);
   m_dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "conv accuracy dw");
   m_db = Tensor::empty(Shape{sh.K}, dev, "conv accuracy db");
-  // NaN in every dtype: all-ones bits are a NaN as f32 and as each bf16 or f16 half.
-  const int64_t most = std::max({sh.N * sh.K * sh.P * sh.Q, sh.N * sh.C * sh.H * sh.W, sh.weight_numel(), sh.K});
-  m_poison = Tensor::empty(Shape{most}, dev, "conv accuracy poison");
-  const std::vector<uint32_t> ones(size_t(most), 0xFFFFFFFFu);
-  device_memcpy(m_poison.raw(), dev, ones.data(), Device::cpu, m_poison.bytes());
-}
-
-void ConvProbe::fill_nan(Tensor& t) const {
-  device_memcpy(t.raw(), t.device(), m_poison.raw(), m_poison.device(), t.bytes());
 }
 
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
@@ -128,11 +119,11 @@ ConvOperands ConvProbe::operands(ConvDir d) {
 }
 
 void ConvProbe::poison_of(Activations& a, ConvDir d) {
-  if (d == ConvDir::forward) fill_nan(a.y);
-  if (d == ConvDir::backward_data) fill_nan(a.dx);
+  if (d == ConvDir::forward) probe_poison(m_ctx, a.y);
+  if (d == ConvDir::backward_data) probe_poison(m_ctx, a.dx);
   if (d == ConvDir::backward_filter) {
-    fill_nan(m_dw);
-    if (m_sh.has_bias) fill_nan(m_db);
+    probe_poison(m_ctx, m_dw);
+    if (m_sh.has_bias) probe_poison(m_ctx, m_db);
   }
 }
 

@@ -9,9 +9,11 @@
 //     gradients a few layers below the loss).
 // Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
 // inputs small and non-negative, as in training.
-// Values: N(0,1) draws of probe_operands.h (counter-based, filled in parallel; seeds 4s..4s+3 for
-// x, w, b and dy); the contract is the sets' distributions above, not particular numbers, so a
-// decision cached under "probe 2" stays valid across generators.
+// Values: N(0,1) draws of probe_operands.h (counter-based; seeds 4s..4s+3 for x, w, b and dy); the
+// contract is the sets' distributions above, not particular numbers, so a decision cached under
+// "probe 2" stays valid across generators. Where they live: an f32 probe on a GPU makes x on the
+// device and compares y and dx there with references kept there; dy (set 1 is projected on the
+// host), w, b and the 16-bit probes' activations are made on the host and uploaded.
 // Dtype: a bf16 (or f16) probe holds x and dy rounded to bf16 (f16) values, uploaded twice:
 // channels-last for the candidates (the bf16 or f16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
 // exactly the values the candidates read (w and b stay the FP32 masters, which bf16 rows round
@@ -97,14 +99,12 @@ private:
   double errors_on_sets(const ConvAlgo& a, int first, int last);
   void ensure_dy(ConvDir d);  // set 1's dy exists before direction d (a backward one) reads it
   void make_projected_dy();    // set 1's dy, from the reference forward of set 1
-  void fill_nan(Tensor& t) const;  // from m_poison
   const ExecContext& m_ctx;
   Conv2dShape m_sh;
   DType m_dtype = DType::f32;
   Activations m_ref_act;   // f32: what the reference reads and writes
   Activations m_cand_act;  // the candidates' (shares m_ref_act's tensors under f32)
   Tensor m_w, m_b, m_dw, m_db;
-  Tensor m_poison;  // all-ones bits (NaN in f32, bf16 and f16), as large as the largest output
   // Host copies of the inputs: x only on the CPU (its float64 reference reads them), dy of set 0
   // (set 1's is made from it), set 1's dy on the CPU.
   std::vector<float> m_hxs[kInputSets], m_hw, m_hb, m_hdys[kInputSets];

@@ -3,6 +3,7 @@
 // inside a region.
 #include "tune/probe_operands.h"
 
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -134,6 +135,13 @@ double relative_l2(const L2Sums& s) {
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref, int threads) {
   if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
   return relative_l2(l2_sums(got.data(), ref.data(), int64_t(got.size()), threads));
+}
+
+void probe_poison(const ExecContext& ctx, Tensor& t) {
+  CNN_CHECK(t.device() == ctx.device, "probe_poison: a {} tensor in a {} context", to_string(t.device()),
+            to_string(ctx.device));
+  if (ctx.device == Device::cuda) probe_poison_cuda(ctx, t.raw(), t.bytes());
+  else if (t.bytes() > 0) std::memset(t.raw(), 0xFF, t.bytes());
 }
 
 Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device) {

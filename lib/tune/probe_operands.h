@@ -97,6 +97,10 @@ double relative_l2(const L2Sums& s);
 // relative_l2 of two host vectors (infinity when their sizes differ; NaN in got gives NaN).
 double relative_l2(const std::vector<float>& got, const std::vector<float>& ref, int threads = 0);
 
+// Fills t (any dtype) with all-ones bits, a NaN as f32 and as bf16 or f16: an output no algorithm
+// wrote reads as NaN. On a GPU a memset on ctx's stream.
+void probe_poison(const ExecContext& ctx, Tensor& t);
+
 // A tensor of `shape` on `device` holding v (f32); a host copy of an f32 tensor.
 Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device);
 std::vector<float> probe_download(const Tensor& t);
@@ -106,5 +110,6 @@ std::vector<float> probe_download(const Tensor& t);
 void probe_fill_cuda(const ExecContext& ctx, void* out, DType dtype, int64_t n, int64_t inner, int64_t channels,
                      const ProbeFill& f);
 L2Sums l2_sums_cuda(const ExecContext& ctx, const float* got, const float* ref, int64_t n);
+void probe_poison_cuda(const ExecContext& ctx, void* p, size_t bytes);
 
 }  // namespace cnn

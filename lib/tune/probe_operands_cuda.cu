@@ -76,4 +76,9 @@ L2Sums l2_sums_cuda(const ExecContext& ctx, const float* got, const float* ref, 
   return s;
 }
 
+void probe_poison_cuda(const ExecContext& ctx, void* p, size_t bytes) {
+  cudaStream_t stream = cuda::stream_of(ctx, "probe poison");
+  if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0xFF, bytes, stream));
+}
+
 }  // namespace cnn

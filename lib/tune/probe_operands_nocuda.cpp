@@ -13,4 +13,8 @@ L2Sums l2_sums_cuda(const ExecContext&, const float*, const float*, int64_t) {
   CNN_THROW("l2_sums_cuda called but this build has no CUDA kernels for it");
 }
 
+void probe_poison_cuda(const ExecContext&, void*, size_t) {
+  CNN_THROW("probe_poison_cuda called but this build has no CUDA kernels for it");
+}
+
 }  // namespace cnn

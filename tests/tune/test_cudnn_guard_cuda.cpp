@@ -2,7 +2,7 @@
 // cudnn each batchnorm, pooling and activation layer on cuDNN is compared with our CUDA kernels
 // and each conv direction is tuned among cuDNN's algorithms with the guard; a failure refuses
 // train.backend's choice with a warning (the layer runs on our kernels) and makes a layer's own
-// `backend: cudnn` or `algo:` name a config error at the layer.
+// `backend: cudnn` or `algo:` name a config error at the layer. A warm cache keeps the passes.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -15,6 +15,7 @@
 #include "layers/conv_plan.h"
 #include "ops/backend.h"
 #include "support/catch.h"
+#include "support/test_util.h"
 #include "tune/accuracy_tolerance.h"
 #include "tune/autotune.h"
 #include "tune/conv_accuracy.h"
@@ -122,6 +123,38 @@ TEST_CASE("train.backend cudnn tunes convolutions among cudnn algorithms and gua
       CHECK(logged);
       if (l.backend() == Backend::cuda) CHECK_THAT(log.text.str(), Contains("train.backend cudnn refused"));
     }
+  }
+}
+
+TEST_CASE("a warm cache keeps the guard's passes: train.backend cudnn starts again without a probe", "[gpu][cudnn]") {
+  CNN_REQUIRE_CUDNN();
+  test::TempDir dir;
+  AutotuneOptions opt;
+  opt.cache_path = (dir / "autotune.json").string();
+  AutotuneStats stats[2];
+  std::string decisions[2];
+  std::vector<std::string> lines[2];
+  for (int run = 0; run < 2; ++run) {
+    // An explicit cuDNN algorithm too: its guard is cached like the layers'.
+    ModelSpec spec = parse_model_text(model("cudnn", "auto", ", algo: {forward: cudnn:implicit_gemm}"), "guard.yaml");
+    auto g = Graph::build(spec);
+    DeviceSetup dev("cuda", *g, false);
+    lines[run] = autotune_graph(*g, dev.ctx(), 32, opt, &stats[run]);
+    decisions[run] = autotune_decisions(*g);
+  }
+  INFO(decisions[0]);
+  CHECK(stats[0].probe_sets > 0);
+  CHECK(decisions[1] == decisions[0]);
+  bool refused = false;
+  for (const std::string& line : lines[0]) refused = refused || line.find("refused") != std::string::npos;
+  if (refused) CNN_SKIP("the guard refused a layer here, which is measured on every start");
+  CHECK(stats[1].probe_sets == 0);
+  CHECK(stats[1].timed == 0);
+  for (const std::string& line : lines[1]) {
+    INFO(line);
+    if (line.find("cudnn:") != std::string::npos || line.find("cudnn guard") != std::string::npos ||
+        line.find("from our cuda kernels") != std::string::npos)
+      CHECK(line.find("[cache]") != std::string::npos);
   }
 }
 
