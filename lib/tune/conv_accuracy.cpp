@@ -228,7 +228,8 @@ void ConvProbe::make_projected_dy() {
   const std::vector<float>& y = reference(ConvDir::forward);
   // An fp16 run's gradients arrive multiplied by its loss scale (2^16 by default): the same small
   // gradient there is 2^-1, inside f16's normal range, where 2^-17 would be subnormal.
-  const int dy_exponent = m_dtype == DType::f16 ? -1 : -17;
+  // A power of two: the product is exact (std::ldexp is a library call, 2.5x slower here).
+  const double dy_scale = std::ldexp(1.0, m_dtype == DType::f16 ? -1 : -17);
   const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q;
   const double count = double(N * PQ);
   std::vector<float> g = m_hdys[0];
@@ -253,7 +254,7 @@ void ConvProbe::make_projected_dy() {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t i = (n * K + k) * PQ, e = i + PQ; i < e; ++i) {
         const double yhat = (yp[i] - my) * inv_std;
-        gp[i] = round_to(dtype, float(std::ldexp(double(gp[i]) - mg - yhat * mgy, dy_exponent)));
+        gp[i] = round_to(dtype, float((double(gp[i]) - mg - yhat * mgy) * dy_scale));
       }
   }
   const Shape shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};
