@@ -21,6 +21,7 @@
 #include "support/test_util.h"
 #include "tune/autotune.h"
 #include "tune/conv_accuracy.h"
+#include "tune_twice.h"
 #include "model/device_setup.h"
 
 using namespace cnn;
@@ -77,25 +78,14 @@ TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the 
 
 TEST_CASE("a warm-cache autotune on the gpu makes no probe operands and repeats the cold run's decisions", "[gpu]") {
   CNN_REQUIRE_GPU();
-  test::TempDir dir;
-  AutotuneOptions opt;
-  opt.cache_path = (dir / "autotune.json").string();
-  AutotuneStats stats[2];
-  std::string decisions[2];
-  for (int run = 0; run < 2; ++run) {
-    ModelSpec spec = parse_model_text(kModel, "t.yaml");
-    auto g = Graph::build(spec);
-    DeviceSetup dev("cuda", *g, false);
-    autotune_graph(*g, dev.ctx(), 4, opt, &stats[run]);
-    decisions[run] = autotune_decisions(*g);
-  }
-  INFO(decisions[0]);
-  CHECK(stats[0].timed > 0);
-  CHECK(stats[0].probe_sets > 0);
-  CHECK(stats[1].timed == 0);
-  CHECK(stats[1].cache_hits == stats[0].timed + stats[0].cache_hits);
-  CHECK(stats[1].probe_sets == 0);
-  CHECK(decisions[1] == decisions[0]);
+  const test::TunedTwice t = test::tune_twice(kModel, 4);
+  INFO(t.decisions[0]);
+  CHECK(t.stats[0].timed > 0);
+  CHECK(t.stats[0].probe_sets > 0);
+  CHECK(t.stats[1].timed == 0);
+  CHECK(t.stats[1].cache_hits == t.stats[0].timed + t.stats[0].cache_hits);
+  CHECK(t.stats[1].probe_sets == 0);
+  CHECK(t.decisions[1] == t.decisions[0]);
 }
 
 TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every chosen one is within the tolerance",

