@@ -203,17 +203,20 @@ struct Tuner {
       throw layer_error(l, e.what());
     }
     const ConvAlgo& a = *found;
-    std::vector<std::string> can;
-    for (const ConvAlgo& c : conv2d_algos(d))
-      if (c.dtype == l.dtype() && allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math()))
-        can.push_back(c.name);
-    const std::string alternatives = can.empty() ? "none" : fmt::format("{}", fmt::join(can, ", "));
+    // Asked only for an error: every row's can_implement is a cuDNN query for cuDNN's rows.
+    auto alternatives = [&] {
+      std::vector<std::string> can;
+      for (const ConvAlgo& c : conv2d_algos(d))
+        if (c.dtype == l.dtype() && allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math()))
+          can.push_back(c.name);
+      return can.empty() ? std::string("none") : fmt::format("{}", fmt::join(can, ", "));
+    };
     if (!allowed(backends, a.backend))
       throw layer_error(l, fmt::format("algo '{}' for {} cannot run on device {} (algorithms that can: {})", name,
-                                       to_string(d), to_string(ctx.device), alternatives));
+                                       to_string(d), to_string(ctx.device), alternatives()));
     if (!a.can_implement(ctx, sh, l.math()))
       throw layer_error(l, fmt::format("algo '{}' cannot implement {} of {} (algorithms that can: {})", name,
-                                       to_string(d), sh.to_string(), alternatives));
+                                       to_string(d), sh.to_string(), alternatives()));
     return a;
   }
 
