@@ -1,24 +1,21 @@
-// The autotuner (see autotune.h).
+// The autotuner (see autotune.h): the walk over the graph, each conv direction and each measured
+// backend; one decision among candidates is in tune_choice.cpp, the decisions as text in
+// autotune_decisions.cpp.
 #include "tune/autotune.h"
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
-#include <map>
-#include <sstream>
 #include <memory>
+#include <optional>
 
-#include "graph/timer.h"
-#include "core/bf16.h"
-#include "ops/convert.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "graph/timer.h"
 #include "layers/conv_plan.h"
 #include "tune/layer_accuracy.h"
+#include "tune/probe_operands.h"
 
 namespace cnn {
 
@@ -31,109 +28,6 @@ AutotuneOptions AutotuneOptions::from_spec(const AutotuneSpec& spec) {
     o.tolerance_given = true;
   }
   return o;
-}
-
-std::string TuneOutcome::describe() const {
-  if (!from_cache && record.ms == 0 && record.runner_up.empty()) return record.winner + " (only candidate)";
-  std::string s = fmt::format("{} {:.4f} ms", record.winner, record.ms);
-  if (winner_rel_err >= 0) s += fmt::format(" (rel_err {:.1e})", winner_rel_err);
-  if (!record.runner_up.empty())
-    s += fmt::format(", runner-up {} {:.4f} ms ({:.2f}x)", record.runner_up, record.runner_up_ms,
-                     record.ms > 0 ? record.runner_up_ms / record.ms : 0.0);
-  else
-    s += ", no runner-up";
-  if (!excluded.empty()) s += fmt::format(", {} excluded as inaccurate", excluded.size());
-  return s + (from_cache ? " [cache]" : "");
-}
-
-TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
-                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
-                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
-                        double tolerance) {
-  return tune_choice(what, candidates, measure, cache, key, rel_error,
-                     std::function<double(const std::string&)>([tolerance](const std::string&) { return tolerance; }));
-}
-
-TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
-                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
-                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
-                        const std::function<double(const std::string&)>& tolerance_of) {
-  CNN_CHECK(!candidates.empty(), "autotune: {}: no candidates", what);
-  TuneOutcome out;
-  if (auto hit = cache.find(key)) {
-    if (std::find(candidates.begin(), candidates.end(), hit->winner) != candidates.end()) {
-      out.record = *hit;
-      out.from_cache = true;
-      return out;
-    }
-  }
-  if (candidates.size() == 1) {
-    out.record.winner = candidates[0];
-    return out;  // nothing to compare: not timed, not cached
-  }
-  std::vector<std::pair<double, std::string>> timed;
-  std::map<std::string, double> errors;
-  std::vector<double> limits;  // the distinct tolerances of the candidates, for the error below
-  for (const std::string& c : candidates) {
-    try {
-      const double ms = measure(c);
-      if (rel_error) {
-        const double err = rel_error(c);
-        const double tolerance = tolerance_of(c);
-        if (std::find(limits.begin(), limits.end(), tolerance) == limits.end()) limits.push_back(tolerance);
-        if (!(err <= tolerance)) {  // NaN too
-          out.excluded.push_back(fmt::format("{}: {:.1e} from the reference", c, err));
-          spdlog::warn("autotune: {} for {}: {:.1e} from the reference, over the {:.0e} limit: excluded", c, what, err,
-                       tolerance);
-          continue;
-        }
-        errors[c] = err;
-      }
-      timed.emplace_back(ms, c);
-    } catch (const std::exception& e) {
-      out.failures.push_back(fmt::format("{}: {}", c, e.what()));
-      spdlog::warn("autotune: {}: {} failed and is excluded: {}", what, c, e.what());
-    }
-  }
-  if (timed.empty()) {
-    if (out.excluded.empty()) CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
-    std::vector<std::string> all = out.excluded;
-    all.insert(all.end(), out.failures.begin(), out.failures.end());
-    std::vector<std::string> limit_text;
-    for (double t : limits) limit_text.push_back(fmt::format("{:.0e}", t));
-    throw NoAccurateCandidate(fmt::format("autotune: {}: no candidate within the accuracy tolerance {} is left: {}",
-                                          what, fmt::join(limit_text, " or "), fmt::join(all, "; ")));
-  }
-  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  out.record.winner = timed[0].second;
-  out.record.ms = timed[0].first;
-  if (rel_error) out.winner_rel_err = errors[out.record.winner];
-  if (timed.size() > 1) out.record.runner_up = timed[1].second, out.record.runner_up_ms = timed[1].first;
-  cache.put(key, out.record);
-  return out;
-}
-
-std::string conv_math_tag(const ConvAlgo& a, MathMode allowed) {
-  if (allowed == MathMode::fp32) return "";
-  return fmt::format(" [{}]", to_string(a.math_used(allowed)));
-}
-
-std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
-                              const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
-                              double tolerance, MathMode math, double tf32_tolerance, DType dtype,
-                              double bf16_tolerance) {
-  // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
-  // under the zero-mean probe alone are not reused. "math": the precision the layer allows (and, for
-  // tf32, the tolerance of its TF32 candidates), so an fp32 decision is never reused under tf32 or
-  // the other way round.
-  std::string key = fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}|probe 2|math {}", env, sh.to_string(),
-                                to_string(d), fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance,
-                                to_string(math));
-  if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
-  // "dtype": the activations' (the candidates are that dtype's rows), with a 16-bit dtype's tolerance.
-  key += fmt::format("|dtype {}", to_string(dtype));
-  if (dtype != DType::f32) key += fmt::format(" tol {:g}", bf16_tolerance);
-  return key;
 }
 
 namespace {
@@ -593,89 +487,6 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
     }
   }
   return t.lines;
-}
-
-std::string autotune_decisions(const Graph& graph) {
-  std::string s;
-  for (int i = 0; i < graph.size(); ++i) {
-    const Layer& l = *graph.node(i).layer;
-    if (const ConvPlanned* planned = l.conv_planned()) {
-      s += "conv " + l.name();
-      for (ConvDir d : kConvDirs) {
-        const ConvAlgo* a = planned->conv_plan().algo(d);
-        s += " " + (a ? a->name : std::string("-"));
-      }
-      s += "\n";
-    } else {
-      s += fmt::format("backend {} {}\n", l.name(), to_string(l.backend()));
-    }
-  }
-  return s;
-}
-
-void apply_autotune_decisions(Graph& graph, const std::string& decisions, const std::string& how) {
-  std::map<std::string, Layer*> layers;
-  for (int i = 0; i < graph.size(); ++i) layers[graph.node(i).layer->name()] = graph.node(i).layer.get();
-  std::istringstream in(decisions);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::istringstream f(line);
-    std::string kind, name;
-    f >> kind >> name;
-    auto it = layers.find(name);
-    CNN_CHECK(it != layers.end(), "autotune decisions: no layer '{}' in this graph ({})", name, line);
-    Layer& l = *it->second;
-    if (kind == "conv") {
-      ConvPlanned* planned = l.conv_planned();
-      CNN_CHECK(planned, "autotune decisions: layer '{}' is not a conv2d layer", name);
-      ConvPlan& plan = planned->conv_plan();
-      for (ConvDir d : kConvDirs) {
-        std::string algo;
-        f >> algo;
-        CNN_CHECK(!algo.empty() && algo != "-", "autotune decisions: layer '{}' {} unresolved ({})", name,
-                  to_string(d), line);
-        const ConvAlgo* a = &conv2d_algo(d, algo, l.dtype());
-        if (plan.algo(d) != a) plan.algo(d) = a, plan.note(d) = how;
-      }
-      l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
-    } else if (kind == "backend") {
-      std::string b;
-      f >> b;
-      const Backend backend = parse_backend(b);
-      if (backend != l.backend() || l.backend_to_measure()) l.set_backend(backend, how);
-    } else {
-      CNN_THROW("autotune decisions: unknown line '{}'", line);
-    }
-  }
-}
-
-size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
-  size_t most = 0;
-  for (int i = 0; i < graph.size(); ++i) {
-    most = std::max(most, graph.node(i).layer->workspace_bytes(batch));
-    ConvPlanned* planned = graph.node(i).layer->conv_planned();
-    if (!planned) continue;
-    const Conv2dShape sh = planned->conv_shape(batch);
-    for (ConvDir d : kConvDirs)
-      if (const ConvAlgo* a = planned->conv_plan().algo(d))
-        most = std::max(most, a->workspace_bytes(ctx, sh, graph.node(i).layer->math()));
-  }
-  return most;
-}
-
-std::vector<std::string> describe_conv_plan(const Layer& layer) {
-  const ConvPlanned* planned = layer.conv_planned();
-  if (!planned) return {};
-  const ConvPlan& plan = planned->conv_plan();
-  std::vector<std::string> out;
-  for (ConvDir d : kConvDirs) {
-    const ConvAlgo* a = plan.algo(d);
-    out.push_back(a ? fmt::format("{} {}{} ({})", to_string(d), a->name, conv_math_tag(*a, layer.math()),
-                                  plan.notes[size_t(d)])
-                    : fmt::format("{} {} (not resolved)", to_string(d), plan.request(d)));
-  }
-  return out;
 }
 
 }  // namespace cnn
