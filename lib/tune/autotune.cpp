@@ -1,25 +1,21 @@
-// The autotuner (see autotune.h).
+// The autotuner (see autotune.h): the walk over the graph, each conv direction and each measured
+// backend; one decision among candidates is in tune_choice.cpp, the decisions as text in
+// autotune_decisions.cpp.
 #include "tune/autotune.h"
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
-#include <map>
-#include <sstream>
 #include <memory>
+#include <optional>
 
-#include "graph/timer.h"
-#include "core/bf16.h"
-#include "ops/convert.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "core/tensor.h"
+#include "graph/timer.h"
 #include "layers/conv_plan.h"
 #include "tune/layer_accuracy.h"
+#include "tune/probe_operands.h"
 
 namespace cnn {
 
@@ -34,126 +30,16 @@ AutotuneOptions AutotuneOptions::from_spec(const AutotuneSpec& spec) {
   return o;
 }
 
-std::string TuneOutcome::describe() const {
-  if (!from_cache && record.ms == 0 && record.runner_up.empty()) return record.winner + " (only candidate)";
-  std::string s = fmt::format("{} {:.4f} ms", record.winner, record.ms);
-  if (winner_rel_err >= 0) s += fmt::format(" (rel_err {:.1e})", winner_rel_err);
-  if (!record.runner_up.empty())
-    s += fmt::format(", runner-up {} {:.4f} ms ({:.2f}x)", record.runner_up, record.runner_up_ms,
-                     record.ms > 0 ? record.runner_up_ms / record.ms : 0.0);
-  else
-    s += ", no runner-up";
-  if (!excluded.empty()) s += fmt::format(", {} excluded as inaccurate", excluded.size());
-  return s + (from_cache ? " [cache]" : "");
-}
-
-TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
-                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
-                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
-                        double tolerance) {
-  return tune_choice(what, candidates, measure, cache, key, rel_error,
-                     std::function<double(const std::string&)>([tolerance](const std::string&) { return tolerance; }));
-}
-
-TuneOutcome tune_choice(const std::string& what, const std::vector<std::string>& candidates,
-                        const std::function<double(const std::string&)>& measure, AutotuneCache& cache,
-                        const std::string& key, const std::function<double(const std::string&)>& rel_error,
-                        const std::function<double(const std::string&)>& tolerance_of) {
-  CNN_CHECK(!candidates.empty(), "autotune: {}: no candidates", what);
-  TuneOutcome out;
-  if (auto hit = cache.find(key)) {
-    if (std::find(candidates.begin(), candidates.end(), hit->winner) != candidates.end()) {
-      out.record = *hit;
-      out.from_cache = true;
-      return out;
-    }
-  }
-  if (candidates.size() == 1) {
-    out.record.winner = candidates[0];
-    return out;  // nothing to compare: not timed, not cached
-  }
-  std::vector<std::pair<double, std::string>> timed;
-  std::map<std::string, double> errors;
-  std::vector<double> limits;  // the distinct tolerances of the candidates, for the error below
-  for (const std::string& c : candidates) {
-    try {
-      const double ms = measure(c);
-      if (rel_error) {
-        const double err = rel_error(c);
-        const double tolerance = tolerance_of(c);
-        if (std::find(limits.begin(), limits.end(), tolerance) == limits.end()) limits.push_back(tolerance);
-        if (!(err <= tolerance)) {  // NaN too
-          out.excluded.push_back(fmt::format("{}: {:.1e} from the reference", c, err));
-          spdlog::warn("autotune: {} for {}: {:.1e} from the reference, over the {:.0e} limit: excluded", c, what, err,
-                       tolerance);
-          continue;
-        }
-        errors[c] = err;
-      }
-      timed.emplace_back(ms, c);
-    } catch (const std::exception& e) {
-      out.failures.push_back(fmt::format("{}: {}", c, e.what()));
-      spdlog::warn("autotune: {}: {} failed and is excluded: {}", what, c, e.what());
-    }
-  }
-  if (timed.empty()) {
-    if (out.excluded.empty()) CNN_THROW("autotune: {}: every candidate failed: {}", what, fmt::join(out.failures, "; "));
-    std::vector<std::string> all = out.excluded;
-    all.insert(all.end(), out.failures.begin(), out.failures.end());
-    std::vector<std::string> limit_text;
-    for (double t : limits) limit_text.push_back(fmt::format("{:.0e}", t));
-    throw NoAccurateCandidate(fmt::format("autotune: {}: no candidate within the accuracy tolerance {} is left: {}",
-                                          what, fmt::join(limit_text, " or "), fmt::join(all, "; ")));
-  }
-  std::stable_sort(timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  out.record.winner = timed[0].second;
-  out.record.ms = timed[0].first;
-  if (rel_error) out.winner_rel_err = errors[out.record.winner];
-  if (timed.size() > 1) out.record.runner_up = timed[1].second, out.record.runner_up_ms = timed[1].first;
-  cache.put(key, out.record);
-  return out;
-}
-
-std::string conv_math_tag(const ConvAlgo& a, MathMode allowed) {
-  if (allowed == MathMode::fp32) return "";
-  return fmt::format(" [{}]", to_string(a.math_used(allowed)));
-}
-
-std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, ConvDir d,
-                              const std::vector<std::string>& backends, bool deterministic, size_t workspace_limit,
-                              double tolerance, MathMode math, double tf32_tolerance, DType dtype,
-                              double bf16_tolerance) {
-  // "probe 2": errors measured on zero-mean and post-ReLU inputs (conv_accuracy.h); decisions cached
-  // under the zero-mean probe alone are not reused. "math": the precision the layer allows (and, for
-  // tf32, the tolerance of its TF32 candidates), so an fp32 decision is never reused under tf32 or
-  // the other way round.
-  std::string key = fmt::format("{}|conv2d {}|{}|backends {}|det {}|ws {}|tol {:g}|probe 2|math {}", env, sh.to_string(),
-                                to_string(d), fmt::join(backends, ","), int(deterministic), workspace_limit, tolerance,
-                                to_string(math));
-  if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
-  // "dtype": the activations' (the candidates are that dtype's rows), with a 16-bit dtype's tolerance.
-  key += fmt::format("|dtype {}", to_string(dtype));
-  if (dtype != DType::f32) key += fmt::format(" tol {:g}", bf16_tolerance);
-  return key;
-}
-
 namespace {
 
-// Device scratch with small non-zero values (zeros or garbage could take other paths), in dtype
-// (f32, bf16 or f16: random values need no particular layout).
-Tensor scratch(const Shape& shape, Device device, uint64_t seed, DType dtype = DType::f32) {
-  Tensor t = Tensor::empty(shape, device, "autotune scratch", dtype);
-  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
-  std::vector<float> v(size_t(t.numel()));
-  for (float& f : v) f = rng.uniform() - 0.5f;
-  if (dtype != DType::f32) {
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) store_from_float(h.data(), dtype, int64_t(i), v[i]);
-    device_memcpy(t.raw(), device, h.data(), Device::cpu, t.bytes());
-    return t;
-  }
-  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
-  return t;
+// Scratch on ctx's device, uniform in [-0.5, 0.5) (zeros or garbage could take other paths), in
+// dtype (f32, bf16 or f16: random values need no particular layout); made on the device on a GPU.
+Tensor scratch(const ExecContext& ctx, const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
+  ProbeFill f;
+  f.seed = seed;
+  f.normal = false;
+  f.lo = -0.5f;
+  return probe_tensor(ctx, shape, f, dtype);
 }
 
 double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run) {
@@ -211,17 +97,20 @@ struct Tuner {
       throw layer_error(l, e.what());
     }
     const ConvAlgo& a = *found;
-    std::vector<std::string> can;
-    for (const ConvAlgo& c : conv2d_algos(d))
-      if (c.dtype == l.dtype() && allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math()))
-        can.push_back(c.name);
-    const std::string alternatives = can.empty() ? "none" : fmt::format("{}", fmt::join(can, ", "));
+    // Asked only for an error: every row's can_implement is a cuDNN query for cuDNN's rows.
+    auto alternatives = [&] {
+      std::vector<std::string> can;
+      for (const ConvAlgo& c : conv2d_algos(d))
+        if (c.dtype == l.dtype() && allowed(backends, c.backend) && c.can_implement(ctx, sh, l.math()))
+          can.push_back(c.name);
+      return can.empty() ? std::string("none") : fmt::format("{}", fmt::join(can, ", "));
+    };
     if (!allowed(backends, a.backend))
       throw layer_error(l, fmt::format("algo '{}' for {} cannot run on device {} (algorithms that can: {})", name,
-                                       to_string(d), to_string(ctx.device), alternatives));
+                                       to_string(d), to_string(ctx.device), alternatives()));
     if (!a.can_implement(ctx, sh, l.math()))
       throw layer_error(l, fmt::format("algo '{}' cannot implement {} of {} (algorithms that can: {})", name,
-                                       to_string(d), sh.to_string(), alternatives));
+                                       to_string(d), sh.to_string(), alternatives()));
     return a;
   }
 
@@ -259,58 +148,137 @@ struct Tuner {
     }
   }
 
+  // The tolerance of conv row `a` in a layer that allows `math`.
+  double conv_algo_tolerance(const ConvAlgo& a, MathMode math) const {
+    return conv_candidate_tolerance(a.dtype, a.math_used(math));
+  }
+
+  // Whether row `a` is a candidate of a layer of `dtype` on `backends` at `sh` under `math`:
+  // Fit::other when it is of another dtype or backend or cannot implement the shape, Fit::skipped
+  // (the reason in *why) when determinism or the workspace limit rules it out.
+  enum class Fit { candidate, other, skipped };
+  Fit conv_fit(const ConvAlgo& a, DType dtype, const std::vector<Backend>& backends, const Conv2dShape& sh,
+               MathMode math, std::string* why) const {
+    if (a.dtype != dtype || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) return Fit::other;
+    if (ctx.deterministic && !a.deterministic) {
+      if (why) *why = a.name + " (not deterministic)";
+      return Fit::skipped;
+    }
+    if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
+      if (why) *why = fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20, opt.workspace_limit_bytes >> 20);
+      return Fit::skipped;
+    }
+    return Fit::candidate;
+  }
+
+  // The cache key of direction d of conv layer l (autotune_conv_key).
+  std::string conv_key(const Layer& l, ConvDir d, const Conv2dShape& sh, const std::vector<Backend>& backends) const {
+    return autotune_conv_key(env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes,
+                             opt.tolerance, l.math(), conv_candidate_tolerance(DType::f32, MathMode::tf32), l.dtype(),
+                             conv_candidate_tolerance(l.dtype(), l.math()));
+  }
+
+  // The cached decision of `key` when its winner is still a candidate, asked of the winner's row
+  // alone: a warm start queries no algorithm that lost (cuDNN's workspace sizes and heuristic
+  // order, each a call into cuDNN) and makes no probe.
+  std::optional<TuneOutcome> cached_conv(const std::string& key, ConvDir d, DType dtype,
+                                         const std::vector<Backend>& backends, const Conv2dShape& sh, MathMode math) {
+    const std::optional<TuneRecord> hit = cache.find(key);
+    if (!hit) return std::nullopt;
+    for (const ConvAlgo& a : conv2d_algos(d)) {
+      if (a.name != hit->winner || a.dtype != dtype) continue;
+      if (conv_fit(a, dtype, backends, sh, math, nullptr) != Fit::candidate) return std::nullopt;
+      TuneOutcome out;
+      out.record = *hit;
+      out.from_cache = true;
+      return out;
+    }
+    return std::nullopt;
+  }
+
   void tune_conv_on(Layer& l, ConvPlanned& planned, const std::vector<Backend>& backends) {
     ConvPlan& plan = planned.conv_plan();
     const Conv2dShape sh = planned.conv_shape(batch);
     const MathMode math = l.math();
     const DType dtype = l.dtype();  // the candidates are this dtype's rows, timed on its operands
-    // Under tf32 each direction's line says what its algorithm does: [tf32] (cuDNN) or [fp32] (ours).
-    auto math_tag = [&](const ConvAlgo& a) { return conv_math_tag(a, math); };
-    auto tolerance_of = [&](const ConvAlgo& a) { return conv_candidate_tolerance(a.dtype, a.math_used(math)); };
-    auto algo = [&](ConvDir d, const std::string& name) -> const ConvAlgo& { return conv2d_algo(d, name, dtype); };
     std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
     auto probe = [&]() -> ConvProbe& {
       if (!probe_ptr) {
         probe_ptr = std::make_unique<ConvProbe>(ctx, sh, 1, dtype);
         probe_ptr->set_math(math);
+        ++stats.probe_sets;
       }
       return *probe_ptr;
     };
     std::vector<std::string> parts;
-    bool timed = false;
+    bool chosen = false;  // some direction had candidates to choose among (timed or cached)
     for (ConvDir d : kConvDirs) {
-      const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
-      const std::optional<std::string> reference = conv_reference_name(ctx, sh, d);
       if (plan.request(d) != "auto") {
-        const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
-        // A cuDNN algorithm named by `algo:` is checked like any other cuDNN choice.
-        std::string err;
-        if (a.backend == Backend::cudnn && reference) {
-          const double e = probe().run_and_compare(a);
-          if (!(e <= tolerance_of(a)))
-            throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
-                                             "over the accuracy tolerance {:.0e} (raise it with "
-                                             "--autotune-tolerance to use this algorithm anyway)",
-                                             a.name, to_string(d), e, *reference, tolerance_of(a)));
-          err = fmt::format(", rel_err {:.1e}", e);
-        }
-        plan.algo(d) = &a;
-        plan.note(d) = "requested";
-        ++stats.untimed;
-        parts.push_back(fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, math_tag(a)));
+        parts.push_back(requested_conv_direction(l, plan, d, sh, backends, probe));
         continue;
       }
-      std::vector<std::string> names, skipped;
+      parts.push_back(tune_conv_direction(l, plan, d, sh, backends, probe, chosen));
+    }
+    l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
+    const std::string precision = dtype != DType::f32    ? fmt::format(", precision {}", to_string(dtype))
+                                  : math != MathMode::fp32 ? fmt::format(", precision {}", to_string(math))
+                                                           : std::string();
+    const std::string line =
+        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(), precision, fmt::join(parts, "; "));
+    lines.push_back(line);
+    if (chosen) spdlog::info("autotune: {}", line);
+    else spdlog::debug("autotune: {}", line);
+  }
+
+  // Direction d named by `algo:`: it must run here; a cuDNN one is checked by the guard. Returns
+  // the log part.
+  std::string requested_conv_direction(Layer& l, ConvPlan& plan, ConvDir d, const Conv2dShape& sh,
+                                       const std::vector<Backend>& backends, const std::function<ConvProbe&()>& probe) {
+    const ConvAlgo& a = explicit_algo(l, d, plan.request(d), sh, backends);
+    std::string err;
+    // A pass of the guard is cached (a warm start probes nothing); a failure is measured each time.
+    const std::string key = conv_key(l, d, sh, backends) + "|requested " + a.name;
+    const std::optional<TuneRecord> passed = cache.find(key);
+    if (a.backend == Backend::cudnn && passed && passed->winner == "pass") {
+      err = ", within the tolerance [cache]";
+    } else if (a.backend == Backend::cudnn) {
+      if (const std::optional<std::string> reference = conv_reference_name(ctx, sh, d)) {
+        const double e = probe().run_and_compare(a);
+        const double tol = conv_algo_tolerance(a, l.math());
+        if (!(e <= tol))
+          throw layer_error(l, fmt::format("algo '{}' for {} is {:.1e} from the reference {} on probe operands, "
+                                           "over the accuracy tolerance {:.0e} (raise it with "
+                                           "--autotune-tolerance to use this algorithm anyway)",
+                                           a.name, to_string(d), e, *reference, tol));
+        err = fmt::format(", rel_err {:.1e}", e);
+        cache.put(key, TuneRecord{"pass", 0, "", 0});
+      }
+    }
+    plan.algo(d) = &a;
+    plan.note(d) = "requested";
+    ++stats.untimed;
+    return fmt::format("{} {} (requested{}){}", to_string(d), plan.request(d), err, conv_math_tag(a, l.math()));
+  }
+
+  // Direction d under `auto`: the cached winner when it still runs here, else the candidates
+  // timed, each checked by the guard. Sets `chosen` when there was a choice. Returns the log part.
+  std::string tune_conv_direction(Layer& l, ConvPlan& plan, ConvDir d, const Conv2dShape& sh,
+                                  const std::vector<Backend>& backends, const std::function<ConvProbe&()>& probe,
+                                  bool& chosen) {
+    const MathMode math = l.math();
+    const DType dtype = l.dtype();
+    const std::string what = fmt::format("layer '{}' {}", l.name(), to_string(d));
+    auto algo = [&](const std::string& name) -> const ConvAlgo& { return conv2d_algo(d, name, dtype); };
+    const std::string key = conv_key(l, d, sh, backends);
+    std::vector<std::string> names;
+    std::optional<TuneOutcome> cached = cached_conv(key, d, dtype, backends, sh, math);
+    if (!cached) {
+      std::vector<std::string> skipped;
       for (const ConvAlgo& a : conv2d_algos(d)) {
-        if (a.dtype != dtype || !allowed(backends, a.backend) || !a.can_implement(ctx, sh, math)) continue;
-        if (ctx.deterministic && !a.deterministic) {
-          skipped.push_back(a.name + " (not deterministic)");
-        } else if (size_t ws = a.workspace_bytes(ctx, sh, math); ws > opt.workspace_limit_bytes) {
-          skipped.push_back(fmt::format("{} (workspace {} MiB > limit {} MiB)", a.name, ws >> 20,
-                                        opt.workspace_limit_bytes >> 20));
-        } else {
-          names.push_back(a.name);
-        }
+        std::string why;
+        const Fit fit = conv_fit(a, dtype, backends, sh, math, &why);
+        if (fit == Fit::candidate) names.push_back(a.name);
+        if (fit == Fit::skipped) skipped.push_back(why);
       }
       // On the CPU the default row's rule decides, not the clock (conv2d_cpu_rule_algo says why).
       if (ctx.device == Device::cpu) {
@@ -321,50 +289,41 @@ struct Tuner {
       if (names.empty())
         throw layer_error(l, fmt::format("no {} algorithm can run {} here{}", to_string(d), sh.to_string(),
                                          skipped.empty() ? "" : fmt::format(" (skipped: {})", fmt::join(skipped, ", "))));
-      auto measure = [&](const std::string& name) {
-        const ConvAlgo& a = algo(d, name);
-        const ConvOperands op = probe().operands(d);
-        probe().poison(d);
-        return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
-      };
-      // The output the timed runs left, against the reference on the same operands.
-      auto rel_error = [&](const std::string& name) { return probe().worst_error(algo(d, name)); };
-      if (!reference && names.size() > 1)
-        spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what,
-                     sh.to_string());
-      const std::string key = autotune_conv_key(
-          env, sh, d, backend_names(backends), ctx.deterministic, opt.workspace_limit_bytes, opt.tolerance, math,
-          conv_candidate_tolerance(DType::f32, MathMode::tf32), dtype, conv_candidate_tolerance(dtype, math));
-      TuneOutcome r = tune_choice(
-          what, names, measure, cache, key, reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
-          std::function<double(const std::string&)>([&](const std::string& name) { return tolerance_of(algo(d, name)); }));
-      count(r, names.size());
-      // The only candidate is not timed; a cuDNN one is still checked.
-      const ConvAlgo& winner = algo(d, r.record.winner);
-      if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
-        r.winner_rel_err = probe().run_and_compare(winner);
-        if (!(r.winner_rel_err <= tolerance_of(winner)))
-          throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
-                                                "over the accuracy tolerance {:.0e}",
-                                                what, winner.name, r.winner_rel_err, tolerance_of(winner)));
-      }
-      plan.algo(d) = &winner;
-      plan.note(d) = r.record.runner_up.empty()
-                         ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
-                         : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
-                                       r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
-      parts.push_back(fmt::format("{} {}{}", to_string(d), r.describe(), math_tag(winner)));
-      timed = timed || names.size() > 1;
     }
-    l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
-    const std::string precision = dtype != DType::f32    ? fmt::format(", precision {}", to_string(dtype))
-                                  : math != MathMode::fp32 ? fmt::format(", precision {}", to_string(math))
-                                                           : std::string();
-    const std::string line =
-        fmt::format("layer '{}' (conv2d {}{}): {}", l.name(), sh.to_string(), precision, fmt::join(parts, "; "));
-    lines.push_back(line);
-    if (timed) spdlog::info("autotune: {}", line);
-    else spdlog::debug("autotune: {}", line);
+    const std::optional<std::string> reference = cached ? std::nullopt : conv_reference_name(ctx, sh, d);
+    auto measure = [&](const std::string& name) {
+      const ConvAlgo& a = algo(name);
+      const ConvOperands op = probe().operands(d);
+      probe().poison(d);
+      return time_ms(ctx, opt, [&] { a.run(ctx, sh, op); });
+    };
+    // The output the timed runs left, against the reference on the same operands.
+    auto rel_error = [&](const std::string& name) { return probe().worst_error(algo(name)); };
+    if (!cached && !reference && names.size() > 1)
+      spdlog::warn("autotune: {}: no reference algorithm can run {}, so accuracy is not checked", what, sh.to_string());
+    TuneOutcome r = cached ? *cached
+                           : tune_choice(what, names, measure, cache, key,
+                                         reference ? std::function<double(const std::string&)>(rel_error) : nullptr,
+                                         std::function<double(const std::string&)>([&](const std::string& name) {
+                                           return conv_algo_tolerance(algo(name), math);
+                                         }));
+    count(r, names.size());
+    // The only candidate is not timed; a cuDNN one is still checked.
+    const ConvAlgo& winner = algo(r.record.winner);
+    if (names.size() == 1 && !r.from_cache && reference && winner.backend == Backend::cudnn) {
+      r.winner_rel_err = probe().run_and_compare(winner);
+      if (!(r.winner_rel_err <= conv_algo_tolerance(winner, math)))
+        throw NoAccurateCandidate(fmt::format("autotune: {}: the only candidate {} is {:.1e} from the reference, "
+                                              "over the accuracy tolerance {:.0e}",
+                                              what, winner.name, r.winner_rel_err, conv_algo_tolerance(winner, math)));
+    }
+    plan.algo(d) = &winner;
+    plan.note(d) = r.record.runner_up.empty()
+                       ? std::string(names.size() == 1 ? "only candidate" : "autotuned")
+                       : fmt::format("autotuned{}: {:.2f}x over {}", r.from_cache ? " (cache)" : "",
+                                     r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+    chosen = chosen || r.from_cache || names.size() > 1;
+    return fmt::format("{} {}{}", to_string(d), r.describe(), conv_math_tag(winner, math));
   }
 
   // A non-conv layer placed on cuDNN (by its `backend:` or by train.backend): its outputs against
@@ -374,12 +333,22 @@ struct Tuner {
     Layer& l = *graph.node(index).layer;
     const double tol = layer_tolerance(l);
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
+    // A pass is cached, so a warm start probes nothing; a failure is measured on every start, so
+    // its error is always reported.
+    const std::string key = fmt::format("{}|cudnn guard|{}", env, layer_key(index, tol));
+    if (const std::optional<TuneRecord> hit = cache.find(key); hit && hit->winner == "pass") {
+      ++stats.cache_hits;
+      log(fmt::format("{} cudnn: within {:.0e} of our cuda kernels [cache]", what, tol));
+      return;
+    }
+    ++stats.probe_sets;
     const std::optional<LayerAccuracy> acc = layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
     if (!acc) {
       spdlog::warn("autotune: {}: our cuda kernels cannot run it, so cuDNN's accuracy is not checked", what);
       return;
     }
     if (acc->rel_err <= tol) {
+      cache.put(key, TuneRecord{"pass", 0, "", 0});
       log(fmt::format("{} cudnn: {:.1e} from our cuda kernels ({}), within {:.0e}", what, acc->rel_err, acc->worst, tol));
       return;
     }
@@ -397,6 +366,19 @@ struct Tuner {
     log(fmt::format("{}: cudnn refused ({:.1e} from cuda, over {:.0e}), runs on cuda", what, acc->rel_err, tol));
   }
 
+  // The layer part of a non-conv layer's cache keys: type, attributes, input shapes at the batch,
+  // determinism, tolerance and the activations' dtype (another dtype runs other rows).
+  std::string layer_key(int index, double tol) const {
+    const GraphNode& node = graph.node(index);
+    const Layer& l = *node.layer;
+    std::vector<std::string> in_shapes;
+    for (int in : node.inputs)
+      in_shapes.push_back(
+          (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch).to_string());
+    return fmt::format("{} {} in {}|det {}|tol {:g}|guard 1|dtype {}", l.type(), l.summary(), fmt::join(in_shapes, " "),
+                       int(ctx.deterministic), tol, to_string(l.dtype()));
+  }
+
   static std::vector<std::string> backend_names(const std::vector<Backend>& bs) {
     std::vector<std::string> s;
     for (Backend b : bs) s.push_back(to_string(b));
@@ -412,8 +394,6 @@ struct Tuner {
     auto in_shape = [&](int in) {
       return (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch);
     };
-    std::vector<std::string> in_shapes;
-    for (int in : node.inputs) in_shapes.push_back(in_shape(in).to_string());
     // The operands, made at the first measurement: a decision found in the cache needs none, and
     // making them (random numbers on the host, uploads) was most of a warm start's autotune time.
     struct Operands {
@@ -426,19 +406,20 @@ struct Tuner {
     auto operands = [&]() -> Operands& {
       if (ops) return *ops;
       ops = std::make_unique<Operands>();
+      ++stats.probe_sets;
       Operands& o = *ops;
       uint64_t seed = 10;
       for (const ParamInfo& p : l.params()) {
-        o.params.push_back(scratch(p.shape, ctx.device, seed++));
+        o.params.push_back(scratch(ctx, p.shape, seed++));
         o.grads.push_back(p.trainable ? Tensor::empty(p.shape, ctx.device, "autotune grad") : Tensor());
       }
       for (int in : node.inputs) {
         const Shape s = in_shape(in);
-        o.xs.push_back(scratch(s, ctx.device, seed++, dtype));
+        o.xs.push_back(scratch(ctx, s, seed++, dtype));
         o.dxs.push_back(Tensor::empty(s, ctx.device, "autotune dx", dtype));
       }
       o.y = Tensor::empty(node.out_shape.with_batch(batch), ctx.device, "autotune y", dtype);
-      o.dy = scratch(node.out_shape.with_batch(batch), ctx.device, seed++, dtype);
+      o.dy = scratch(ctx, node.out_shape.with_batch(batch), seed++, dtype);
       for (size_t i = 0; i < o.xs.size(); ++i) o.xp.push_back(&o.xs[i]), o.dxp.push_back(&o.dxs[i]);
       return o;
     };
@@ -458,15 +439,14 @@ struct Tuner {
     const double tol = layer_tolerance(l);
     auto rel_error = [&](const std::string& name) {
       if (name != "cudnn") return 0.0;
+      ++stats.probe_sets;
       const std::optional<LayerAccuracy> acc =
           layer_backend_error(graph, index, ctx, batch, Backend::cudnn, Backend::cuda);
       return acc ? acc->rel_err : 0.0;
     };
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
-    // "guard": decisions cached before cuDNN's non-conv ops were checked are not reused; "dtype":
-    // the activations' (another dtype runs other rows).
-    const std::string key = fmt::format("{}|{} {} in {}|det {}|tol {:g}|guard 1|dtype {}", env, l.type(), l.summary(),
-                                        fmt::join(in_shapes, " "), int(ctx.deterministic), tol, to_string(dtype));
+    // "guard 1" in the key: decisions cached before cuDNN's non-conv ops were checked are not reused.
+    const std::string key = fmt::format("{}|{}", env, layer_key(index, tol));
     const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
     count(r, 2);
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
@@ -507,89 +487,6 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
     }
   }
   return t.lines;
-}
-
-std::string autotune_decisions(const Graph& graph) {
-  std::string s;
-  for (int i = 0; i < graph.size(); ++i) {
-    const Layer& l = *graph.node(i).layer;
-    if (const ConvPlanned* planned = l.conv_planned()) {
-      s += "conv " + l.name();
-      for (ConvDir d : kConvDirs) {
-        const ConvAlgo* a = planned->conv_plan().algo(d);
-        s += " " + (a ? a->name : std::string("-"));
-      }
-      s += "\n";
-    } else {
-      s += fmt::format("backend {} {}\n", l.name(), to_string(l.backend()));
-    }
-  }
-  return s;
-}
-
-void apply_autotune_decisions(Graph& graph, const std::string& decisions, const std::string& how) {
-  std::map<std::string, Layer*> layers;
-  for (int i = 0; i < graph.size(); ++i) layers[graph.node(i).layer->name()] = graph.node(i).layer.get();
-  std::istringstream in(decisions);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::istringstream f(line);
-    std::string kind, name;
-    f >> kind >> name;
-    auto it = layers.find(name);
-    CNN_CHECK(it != layers.end(), "autotune decisions: no layer '{}' in this graph ({})", name, line);
-    Layer& l = *it->second;
-    if (kind == "conv") {
-      ConvPlanned* planned = l.conv_planned();
-      CNN_CHECK(planned, "autotune decisions: layer '{}' is not a conv2d layer", name);
-      ConvPlan& plan = planned->conv_plan();
-      for (ConvDir d : kConvDirs) {
-        std::string algo;
-        f >> algo;
-        CNN_CHECK(!algo.empty() && algo != "-", "autotune decisions: layer '{}' {} unresolved ({})", name,
-                  to_string(d), line);
-        const ConvAlgo* a = &conv2d_algo(d, algo, l.dtype());
-        if (plan.algo(d) != a) plan.algo(d) = a, plan.note(d) = how;
-      }
-      l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
-    } else if (kind == "backend") {
-      std::string b;
-      f >> b;
-      const Backend backend = parse_backend(b);
-      if (backend != l.backend() || l.backend_to_measure()) l.set_backend(backend, how);
-    } else {
-      CNN_THROW("autotune decisions: unknown line '{}'", line);
-    }
-  }
-}
-
-size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t batch) {
-  size_t most = 0;
-  for (int i = 0; i < graph.size(); ++i) {
-    most = std::max(most, graph.node(i).layer->workspace_bytes(batch));
-    ConvPlanned* planned = graph.node(i).layer->conv_planned();
-    if (!planned) continue;
-    const Conv2dShape sh = planned->conv_shape(batch);
-    for (ConvDir d : kConvDirs)
-      if (const ConvAlgo* a = planned->conv_plan().algo(d))
-        most = std::max(most, a->workspace_bytes(ctx, sh, graph.node(i).layer->math()));
-  }
-  return most;
-}
-
-std::vector<std::string> describe_conv_plan(const Layer& layer) {
-  const ConvPlanned* planned = layer.conv_planned();
-  if (!planned) return {};
-  const ConvPlan& plan = planned->conv_plan();
-  std::vector<std::string> out;
-  for (ConvDir d : kConvDirs) {
-    const ConvAlgo* a = plan.algo(d);
-    out.push_back(a ? fmt::format("{} {}{} ({})", to_string(d), a->name, conv_math_tag(*a, layer.math()),
-                                  plan.notes[size_t(d)])
-                    : fmt::format("{} {} (not resolved)", to_string(d), plan.request(d)));
-  }
-  return out;
 }
 
 }  // namespace cnn

@@ -20,6 +20,9 @@
 // kernels (the preference says "where it can"); a layer's own `backend: cudnn` or an `algo:` name
 // that fails is a ConfigError at the layer (the user asked for exactly that), which names the
 // error and the tolerance (--autotune-tolerance raises every tolerance at once).
+// Warm start: a cached conv decision is checked on its winner's row alone and the guard's passes
+// are cached, so a start whose every decision is in the cache makes no probe operands
+// (AutotuneStats::probe_sets) and asks cuDNN nothing about the algorithms that lost.
 // Trap: a candidate that throws (or fails a CUDA call) is reported and excluded, never replaced
 // silently; a sticky CUDA error (illegal address) poisons the context, so later candidates of the
 // same run fail too and the run stops with every failure listed.
@@ -104,6 +107,9 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& shape, 
 // CPU's rule). A warm cache times nothing.
 struct AutotuneStats {
   int cache_hits = 0, timed = 0, untimed = 0;
+  // Probe operand sets made (a conv layer's ConvProbe, a cuda-vs-cudnn layer's timing operands, a
+  // cuDNN layer's accuracy probe): none when every decision came from the cache.
+  int probe_sets = 0;
   std::string cache_path;    // "" when there is no disk cache (CPU runs, cache "none")
   size_t cache_entries = 0;  // decisions the cache file held when read (every machine's)
 };

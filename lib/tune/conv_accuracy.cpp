@@ -7,55 +7,12 @@
 
 #include "core/bf16.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "ops/conv2d.h"
 #include "ops/convert.h"
 
 namespace cnn {
 
-double relative_l2(const std::vector<float>& got, const std::vector<float>& ref) {
-  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = double(got[i]) - double(ref[i]);
-    diff += d * d;
-    norm += double(ref[i]) * double(ref[i]);
-  }
-  if (std::isnan(diff)) return std::numeric_limits<double>::quiet_NaN();
-  if (norm == 0) return diff == 0 ? 0.0 : std::numeric_limits<double>::infinity();
-  return std::sqrt(diff / norm);
-}
-
-std::vector<float> probe_normals(int64_t n, float stddev, uint64_t seed) {
-  Rng rng(seed, static_cast<uint64_t>(RngStream::test));
-  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
-  for (float& f : v) f = stddev * rng.normal();
-  return v;
-}
-
-Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device) {
-  Tensor t = Tensor::empty(shape, device, "accuracy probe operand");
-  device_memcpy(t.data(), device, v.data(), Device::cpu, v.size() * sizeof(float));
-  return t;
-}
-
-std::vector<float> probe_download(const Tensor& t) {
-  std::vector<float> v(size_t(t.numel()));
-  device_memcpy(v.data(), Device::cpu, t.data(), t.device(), v.size() * sizeof(float));
-  return v;
-}
-
 namespace {
-
-void fill_nan(Tensor& t) {
-  if (t.dtype() == DType::bf16 || t.dtype() == DType::f16) {
-    const std::vector<uint16_t> v(size_t(t.numel()), t.dtype() == DType::bf16 ? 0x7fc0 : 0x7e00);
-    device_memcpy(t.raw(), t.device(), v.data(), Device::cpu, t.bytes());
-    return;
-  }
-  const std::vector<float> v(size_t(t.numel()), std::numeric_limits<float>::quiet_NaN());
-  device_memcpy(t.data(), t.device(), v.data(), Device::cpu, v.size() * sizeof(float));
-}
 
 ActDims dims_of(const Shape& s) { return ActDims{s[0], s[1], s[2], s[3]}; }
 
@@ -74,20 +31,38 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
   CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
             "conv accuracy: no probe for activations of dtype {}", to_string(dtype));
   const Device dev = ctx.device;
+  const int threads = ctx.threads();
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
   // Activations exact in the candidates' dtype, so the reference reads what they read.
-  auto exact = [dtype](std::vector<float> v) {
-    for (float& f : v) f = round_to(dtype, f);
+  auto exact = [dtype, threads](std::vector<float> v) {
+    if (dtype == DType::f32) return v;
+    float* p = v.data();
+    const int64_t n = int64_t(v.size());
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= (int64_t{1} << 15))
+    for (int64_t i = 0; i < n; ++i) p[i] = round_to(dtype, p[i]);
     return v;
   };
-  m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0));
-  m_hxs[1] = m_hxs[0];
-  for (float& f : m_hxs[1]) f = std::max(f, 0.0f);
-  m_hw = probe_normals(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1);
-  m_hb = probe_normals(sh.K, 1.0f, seed * 4 + 2);
-  m_hdys[0] = exact(probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3));
-  m_ref_act = make_activations(DType::f32);
-  m_cand_act = dtype == DType::f32 ? m_ref_act : make_activations(dtype);
+  // x: on a GPU under f32 made there (set 1 from the same values, through max(0, .)); else on the
+  // host, where the float64 reference (CPU) or the rounding and channels-last copies (bf16, f16)
+  // need them.
+  if (!device_inputs()) {
+    m_hxs[0] = exact(probe_normals(sh.N * sh.C * sh.H * sh.W, 1.0f, seed * 4 + 0, threads));
+    m_hxs[1].resize(m_hxs[0].size());
+    const float* x0 = m_hxs[0].data();
+    float* x1 = m_hxs[1].data();
+    const int64_t n = int64_t(m_hxs[0].size());
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= (int64_t{1} << 15))
+    for (int64_t i = 0; i < n; ++i) x1[i] = std::max(x0[i], 0.0f);
+  }
+  m_hw = probe_normals(sh.weight_numel(), float(std::sqrt(2.0 / double(std::max<int64_t>(fan_in, 1)))), seed * 4 + 1,
+                       threads);
+  m_hb = probe_normals(sh.K, 1.0f, seed * 4 + 2, threads);
+  m_hdys[0] = exact(probe_normals(sh.N * sh.K * sh.P * sh.Q, 1.0f, seed * 4 + 3, threads));
+  m_ref_act = make_activations(DType::f32, seed * 4 + 0);
+  m_cand_act = dtype == DType::f32 ? m_ref_act : make_activations(dtype, seed * 4 + 0);
+  // On a GPU the reference runs on the uploaded copies: the host ones of x would only take memory.
+  if (dev != Device::cpu)
+    for (std::vector<float>& x : m_hxs) std::vector<float>().swap(x);
   m_w = probe_upload(m_hw, Shape{sh.weight_numel()}, dev);
   m_b = probe_upload(m_hb, Shape{sh.K}, dev);
   m_dw = Tensor::empty(Shape{sh.weight_numel()}, dev, "conv accuracy dw");
@@ -103,10 +78,19 @@ Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType 
   return out;
 }
 
-ConvProbe::Activations ConvProbe::make_activations(DType t) const {
+ConvProbe::Activations ConvProbe::make_activations(DType t, uint64_t x_seed) const {
   const Shape in{m_sh.N, m_sh.C, m_sh.H, m_sh.W}, out{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};
   Activations a;
-  for (int i = 0; i < kInputSets; ++i) a.xs[i] = upload(m_hxs[i], in, t);
+  for (int i = 0; i < kInputSets; ++i) {
+    if (!m_hxs[i].empty()) {
+      a.xs[i] = upload(m_hxs[i], in, t);
+      continue;
+    }
+    ProbeFill x;  // device_inputs(): the host path's values, made on the device
+    x.seed = x_seed;
+    x.relu = i == 1;
+    a.xs[i] = probe_tensor(m_ctx, in, x);
+  }
   a.dys[0] = upload(m_hdys[0], out, t);  // set 1's when first needed (make_projected_dy)
   a.y = Tensor::empty(out, m_ctx.device, "conv accuracy y", t);
   a.dx = Tensor::empty(in, m_ctx.device, "conv accuracy dx", t);
@@ -114,7 +98,7 @@ ConvProbe::Activations ConvProbe::make_activations(DType t) const {
 }
 
 void ConvProbe::ensure_dy(ConvDir d) {
-  if (d != ConvDir::forward && m_set == 1 && m_hdys[1].empty()) make_projected_dy();
+  if (d != ConvDir::forward && m_set == 1 && !m_dy1_made) make_projected_dy();
 }
 
 ConvOperands ConvProbe::operands_of(Activations& a, ConvDir d) {
@@ -135,11 +119,11 @@ ConvOperands ConvProbe::operands(ConvDir d) {
 }
 
 void ConvProbe::poison_of(Activations& a, ConvDir d) {
-  if (d == ConvDir::forward) fill_nan(a.y);
-  if (d == ConvDir::backward_data) fill_nan(a.dx);
+  if (d == ConvDir::forward) probe_poison(m_ctx, a.y);
+  if (d == ConvDir::backward_data) probe_poison(m_ctx, a.dx);
   if (d == ConvDir::backward_filter) {
-    fill_nan(m_dw);
-    if (m_sh.has_bias) fill_nan(m_db);
+    probe_poison(m_ctx, m_dw);
+    if (m_sh.has_bias) probe_poison(m_ctx, m_db);
   }
 }
 
@@ -168,9 +152,33 @@ std::optional<std::string> conv_reference_name(const ExecContext& ctx, const Con
   return std::nullopt;
 }
 
+// Outputs compared on the device: y and dx of an f32 probe on a GPU (dw and db are small).
+bool ConvProbe::device_compare(ConvDir d) const {
+  return m_ctx.device == Device::cuda && m_dtype == DType::f32 && d != ConvDir::backward_filter;
+}
+
+const Tensor& ConvProbe::reference_tensor(ConvDir d) {
+  std::optional<Tensor>& slot = m_ref_dev[m_set][size_t(d)];
+  if (slot) return *slot;
+  ensure_dy(d);
+  const std::optional<std::string> name = reference_name(d);
+  CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
+  const ConvAlgo& a = conv2d_algo(d, *name, DType::f32);
+  poison_of(m_ref_act, d);
+  ConvOperands op = operands_of(m_ref_act, d);
+  op.math = MathMode::fp32;  // the reference is plain FP32 whatever the candidates may do
+  a.run(m_ctx, m_sh, op);
+  slot = (d == ConvDir::forward ? m_ref_act.y : m_ref_act.dx).clone();
+  return *slot;
+}
+
 const std::vector<float>& ConvProbe::reference(ConvDir d) {
   std::optional<std::vector<float>>& slot = m_ref[m_set][size_t(d)];
   if (slot) return *slot;
+  if (device_compare(d)) {
+    slot = probe_download(reference_tensor(d));
+    return *slot;
+  }
   ensure_dy(d);
   const std::optional<std::string> name = reference_name(d);
   CNN_CHECK(name.has_value(), "no reference {} convolution can run {}", to_string(d), m_sh.to_string());
@@ -203,40 +211,58 @@ const std::vector<float>& ConvProbe::reference(ConvDir d) {
 }
 
 double ConvProbe::output_error(ConvDir d) {
+  if (device_compare(d)) {
+    const Tensor& out = d == ConvDir::forward ? m_cand_act.y : m_cand_act.dx;
+    if (m_ref_dev[m_set][size_t(d)]) return relative_l2(l2_sums(m_ctx, out, *m_ref_dev[m_set][size_t(d)]));
+    const Tensor got = out.clone();  // the reference below writes into the same tensors
+    return relative_l2(l2_sums(m_ctx, got, reference_tensor(d)));
+  }
   std::vector<float> got = output(d);  // before reference(), which may overwrite the outputs
-  return relative_l2(got, reference(d));
+  return relative_l2(got, reference(d), m_ctx.threads());
 }
 
 // dy of set 1: per output channel k, g = N(0,1) values (set 0's dy) minus their mean and minus
 // yhat * mean(g * yhat), yhat the normalised forward output of set 1 over (n, p, q); then * 2^-17.
 // Called with set 1 selected (ensure_dy).
 void ConvProbe::make_projected_dy() {
-  const std::vector<float> y = reference(ConvDir::forward);  // a copy: the slot stays
+  const std::vector<float>& y = reference(ConvDir::forward);
   // An fp16 run's gradients arrive multiplied by its loss scale (2^16 by default): the same small
   // gradient there is 2^-1, inside f16's normal range, where 2^-17 would be subnormal.
-  const int dy_exponent = m_dtype == DType::f16 ? -1 : -17;
-  const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q, count = N * PQ;
-  std::vector<float>& g = m_hdys[1];
-  g = m_hdys[0];
+  // A power of two: the product is exact (std::ldexp is a library call, 2.5x slower here).
+  const double dy_scale = std::ldexp(1.0, m_dtype == DType::f16 ? -1 : -17);
+  const int64_t N = m_sh.N, K = m_sh.K, PQ = m_sh.P * m_sh.Q;
+  const double count = double(N * PQ);
+  std::vector<float> g = m_hdys[0];
+  float* gp = g.data();
+  const float* yp = y.data();
+  const DType dtype = m_dtype;
+  // One channel a thread, each summed in (n, p, q) order: the same values on any thread count.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, std::min<int>(m_ctx.threads(), int(K))))
   for (int64_t k = 0; k < K; ++k) {
-    auto at = [&](int64_t i) { return size_t(((i / PQ) * K + k) * PQ + i % PQ); };
     double my = 0, mg = 0;
-    for (int64_t i = 0; i < count; ++i) my += y[at(i)], mg += g[at(i)];
-    my /= double(count), mg /= double(count);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = (n * K + k) * PQ, e = i + PQ; i < e; ++i) my += yp[i], mg += gp[i];
+    my /= count, mg /= count;
     double var = 0;
-    for (int64_t i = 0; i < count; ++i) var += (y[at(i)] - my) * (y[at(i)] - my);
-    const double inv_std = 1.0 / std::sqrt(var / double(count) + 1e-5);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = (n * K + k) * PQ, e = i + PQ; i < e; ++i) var += (yp[i] - my) * (yp[i] - my);
+    const double inv_std = 1.0 / std::sqrt(var / count + 1e-5);
     double mgy = 0;
-    for (int64_t i = 0; i < count; ++i) mgy += (g[at(i)] - mg) * (y[at(i)] - my) * inv_std;
-    mgy /= double(count);
-    for (int64_t i = 0; i < count; ++i) {
-      const double yhat = (y[at(i)] - my) * inv_std;
-      g[at(i)] = round_to(m_dtype, float(std::ldexp(double(g[at(i)]) - mg - yhat * mgy, dy_exponent)));
-    }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = (n * K + k) * PQ, e = i + PQ; i < e; ++i) mgy += (gp[i] - mg) * (yp[i] - my) * inv_std;
+    mgy /= count;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = (n * K + k) * PQ, e = i + PQ; i < e; ++i) {
+        const double yhat = (yp[i] - my) * inv_std;
+        gp[i] = round_to(dtype, float((double(gp[i]) - mg - yhat * mgy) * dy_scale));
+      }
   }
   const Shape shape{m_sh.N, m_sh.K, m_sh.P, m_sh.Q};
   m_ref_act.dys[1] = upload(g, shape, DType::f32);
   m_cand_act.dys[1] = m_dtype == DType::f32 ? m_ref_act.dys[1] : upload(g, shape, m_dtype);
+  m_dy1_made = true;
+  // The CPU reference reads the host copy; on a GPU it would only take memory.
+  if (m_ctx.device == Device::cpu) m_hdys[1] = std::move(g);
 }
 
 void ConvProbe::use_input_set(int set) {
@@ -250,7 +276,8 @@ double ConvProbe::errors_on_sets(const ConvAlgo& a, int first, int last) {
   try {
     for (int set = first; set < last; ++set) {
       use_input_set(set);
-      reference(a.dir);
+      if (device_compare(a.dir)) reference_tensor(a.dir);
+      else reference(a.dir);
       poison(a.dir);
       a.run(m_ctx, m_sh, operands(a.dir));
       const double e = output_error(a.dir);

@@ -9,6 +9,11 @@
 //     gradients a few layers below the loss).
 // Set 1 makes dw a small difference of large sums (dw is orthogonal to w per channel) and its
 // inputs small and non-negative, as in training.
+// Values: N(0,1) draws of probe_operands.h (counter-based; seeds 4s..4s+3 for x, w, b and dy); the
+// contract is the sets' distributions above, not particular numbers, so a decision cached under
+// "probe 2" stays valid across generators. Where they live: an f32 probe on a GPU makes x on the
+// device and compares y and dx there with references kept there; dy (set 1 is projected on the
+// host), w, b and the 16-bit probes' activations are made on the host and uploaded.
 // Dtype: a bf16 (or f16) probe holds x and dy rounded to bf16 (f16) values, uploaded twice:
 // channels-last for the candidates (the bf16 or f16 rows) and f32 NCHW for the reference, which runs in plain FP32 on
 // exactly the values the candidates read (w and b stay the FP32 masters, which bf16 rows round
@@ -29,6 +34,7 @@
 #include "core/tensor.h"
 #include "ops/conv2d_algo.h"
 #include "tune/accuracy_tolerance.h"
+#include "tune/probe_operands.h"
 
 namespace cnn {
 
@@ -36,15 +42,7 @@ namespace cnn {
 // accurate is kConvAccuracyTolerance (tune/accuracy_tolerance.h, with its reason; autotuner:
 // --autotune-tolerance / train.autotune.tolerance).
 
-// ||got - ref|| / ||ref|| (0 when both are zero, infinity when only ref is, or the sizes differ;
-// NaN in got gives NaN). Computed in double.
-double relative_l2(const std::vector<float>& got, const std::vector<float>& ref);
-
-// Probe operands, shared with layer_accuracy.h: n values stddev * N(0,1) from `seed` (the test
-// stream of core/rng.h); a tensor of `shape` on `device` holding v; a host copy of t.
-std::vector<float> probe_normals(int64_t n, float stddev, uint64_t seed);
-Tensor probe_upload(const std::vector<float>& v, const Shape& shape, Device device);
-std::vector<float> probe_download(const Tensor& t);
+// The operands' values (probe_normals) and relative_l2 are in probe_operands.h.
 
 // Name of the reference of direction d for `shape` on ctx's device ("cpu:reference_fp64" on the
 // CPU); nullopt when none can run it.
@@ -87,7 +85,12 @@ private:
   struct Activations {
     Tensor xs[kInputSets], dys[kInputSets], y, dx;
   };
-  Activations make_activations(DType t) const;
+  // x from m_hxs, or made on the device from x_seed when those are empty (device_inputs()).
+  Activations make_activations(DType t, uint64_t x_seed) const;
+  // x made on the device: an f32 probe on a GPU (no host copy of x is needed there).
+  bool device_inputs() const { return m_ctx.device == Device::cuda && m_dtype == DType::f32; }
+  bool device_compare(ConvDir d) const;
+  const Tensor& reference_tensor(ConvDir d);  // device_compare(d): the reference output on the device
   ConvOperands operands_of(Activations& a, ConvDir d);
   void poison_of(Activations& a, ConvDir d);
   std::vector<float> output_of(const Activations& a, ConvDir d) const;
@@ -102,10 +105,14 @@ private:
   Activations m_ref_act;   // f32: what the reference reads and writes
   Activations m_cand_act;  // the candidates' (shares m_ref_act's tensors under f32)
   Tensor m_w, m_b, m_dw, m_db;
-  std::vector<float> m_hxs[kInputSets], m_hw, m_hb, m_hdys[kInputSets];  // host copies of the inputs
+  // Host copies of the inputs: x only on the CPU (its float64 reference reads them), dy of set 0
+  // (set 1's is made from it), set 1's dy on the CPU.
+  std::vector<float> m_hxs[kInputSets], m_hw, m_hb, m_hdys[kInputSets];
+  bool m_dy1_made = false;
   int m_set = 0;
   MathMode m_math = MathMode::fp32;
-  std::optional<std::vector<float>> m_ref[kInputSets][3];
+  std::optional<std::vector<float>> m_ref[kInputSets][3];  // host copies of the reference outputs
+  std::optional<Tensor> m_ref_dev[kInputSets][3];          // device ones (device_compare)
 };
 
 }  // namespace cnn

@@ -10,7 +10,9 @@
 //     large mean next to their spread, where a variance taken as E[x^2] - E[x]^2 loses digits;
 //     dy ~ 2^-17 N(0,1), the size of real gradients a few layers below the loss.
 // Parameters: 1 + 0.1 N(0,1) where the layer initialises them to ones (gamma, running_var), else
-// 0.1 N(0,1); the same values on both backends.
+// 0.1 N(0,1); the same values on both backends. Each set's x and dy are made once on ctx's device
+// (probe_operands.h) and read by both backends; parameters are uploaded afresh for each run (the
+// forward updates buffers); outputs are compared where they live (on a GPU only sums come back).
 // Trap: the probe binds its own tensors to the layer (Layer::bind, prepare) and leaves the layer
 // on its original backend; whoever runs the layer afterwards binds again (the Executor does when
 // it is built, after the autotuner). Inputs are continuous, so max pooling meets no ties.

@@ -2,7 +2,8 @@
 // and cached on the first run, and the second run takes every timed decision from the cache;
 // the tuned graph then runs a forward and backward step. The accuracy guard excludes only
 // algorithms that really are inaccurate, and every chosen algorithm is within the tolerance; the
-// bf16 (f16) probe holds our bf16 (f16) rows to the bf16 (f16) tolerance.
+// bf16 (f16) probe holds our bf16 (f16) rows to the bf16 (f16) tolerance. A warm cache makes no
+// probe operands.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -20,6 +21,7 @@
 #include "support/test_util.h"
 #include "tune/autotune.h"
 #include "tune/conv_accuracy.h"
+#include "tune_twice.h"
 #include "model/device_setup.h"
 
 using namespace cnn;
@@ -72,6 +74,18 @@ TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the 
     INFO(line);
     if (line.find("runner-up") != std::string::npos) CHECK(line.find("[cache]") != std::string::npos);
   }
+}
+
+TEST_CASE("a warm-cache autotune on the gpu makes no probe operands and repeats the cold run's decisions", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  const test::TunedTwice t = test::tune_twice(kModel, 4);
+  INFO(t.decisions[0]);
+  CHECK(t.stats[0].timed > 0);
+  CHECK(t.stats[0].probe_sets > 0);
+  CHECK(t.stats[1].timed == 0);
+  CHECK(t.stats[1].cache_hits == t.stats[0].timed + t.stats[0].cache_hits);
+  CHECK(t.stats[1].probe_sets == 0);
+  CHECK(t.decisions[1] == t.decisions[0]);
 }
 
 TEST_CASE("autotune on the gpu excludes only inaccurate algorithms and every chosen one is within the tolerance",

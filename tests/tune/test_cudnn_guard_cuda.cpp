@@ -2,7 +2,7 @@
 // cudnn each batchnorm, pooling and activation layer on cuDNN is compared with our CUDA kernels
 // and each conv direction is tuned among cuDNN's algorithms with the guard; a failure refuses
 // train.backend's choice with a warning (the layer runs on our kernels) and makes a layer's own
-// `backend: cudnn` or `algo:` name a config error at the layer.
+// `backend: cudnn` or `algo:` name a config error at the layer. A warm cache keeps the passes.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -20,6 +20,7 @@
 #include "tune/conv_accuracy.h"
 #include "model/device_setup.h"
 #include "tune/layer_accuracy.h"
+#include "tune_twice.h"
 
 using namespace cnn;
 using Catch::Matchers::Contains;
@@ -122,6 +123,25 @@ TEST_CASE("train.backend cudnn tunes convolutions among cudnn algorithms and gua
       CHECK(logged);
       if (l.backend() == Backend::cuda) CHECK_THAT(log.text.str(), Contains("train.backend cudnn refused"));
     }
+  }
+}
+
+TEST_CASE("a warm cache keeps the guard's passes: train.backend cudnn starts again without a probe", "[gpu][cudnn]") {
+  CNN_REQUIRE_CUDNN();
+  // An explicit cuDNN algorithm too: its guard is cached like the layers'.
+  const test::TunedTwice t = test::tune_twice(model("cudnn", "auto", ", algo: {forward: cudnn:implicit_gemm}"), 32);
+  INFO(t.decisions[0]);
+  CHECK(t.stats[0].probe_sets > 0);
+  CHECK(t.decisions[1] == t.decisions[0]);
+  bool refused = false;
+  for (const std::string& line : t.lines[0]) refused = refused || line.find("refused") != std::string::npos;
+  if (refused) CNN_SKIP("the guard refused a layer here, which is measured on every start");
+  CHECK(t.stats[1].probe_sets == 0);
+  CHECK(t.stats[1].timed == 0);
+  for (const std::string& line : t.lines[1]) {
+    INFO(line);
+    if (line.find("cudnn:") != std::string::npos || line.find("from our cuda kernels") != std::string::npos)
+      CHECK(line.find("[cache]") != std::string::npos);
   }
 }
 
