@@ -1,7 +1,8 @@
 // File reads through our own inflate loop (see gzip.h), not gzread: gzread returns a truncated
 // stream's bytes as if they were the whole file and ignores a missing trailer, and gzopen opens a
-// FIFO blocking. A gzip file is read whole, then inflated by the loop here into a buffer sized from
-// its trailer (gzip_whole.h); the loop words every error. Trap: offsets in messages count compressed bytes from the start of the file.
+// FIFO blocking. The output buffer starts at the size the gzip trailer states (gzip_size_hint), so
+// it is allocated and zero-filled once. Trap: offsets in messages count compressed bytes from the
+// start of the file.
 #include "data/gzip.h"
 
 #include <fcntl.h>
@@ -17,7 +18,6 @@
 #include <functional>
 
 #include "core/error.h"
-#include "data/gzip_whole.h"
 
 namespace cnn {
 
@@ -71,10 +71,10 @@ public:
   File& operator=(const File&) = delete;
 
   int64_t size() const { return m_size; }
-  // The first two bytes are gzip's magic number (read in place: the next read starts at 0).
-  bool gzip_magic() const {
-    uint8_t b[2] = {0, 0};
-    return m_size >= 2 && ::pread(m_fd, b, 2, 0) == 2 && b[0] == 0x1f && b[1] == 0x8b;
+  // n bytes at `offset`, read in place (the next read() starts where it would have); false when
+  // fewer are there.
+  bool read_at(uint8_t* buf, size_t n, int64_t offset) const {
+    return ::pread(m_fd, buf, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
   }
   size_t read(uint8_t* buf, size_t n) {
     for (;;) {
@@ -211,41 +211,27 @@ std::vector<uint8_t> read_source(const std::string& name, const Source& in, int6
   return out;
 }
 
-// A gzip file of at most this many bytes is read whole before it is inflated.
-constexpr int64_t kWholeGzipBytes = int64_t{512} << 20;
-
-// The bytes a whole-file inflate may write: up to `stop` for a head read, one past the limit
-// otherwise (so that a file above it shows as one).
-int64_t inflate_cap(int64_t limit, int64_t stop) { return stop >= 0 ? std::min(stop, limit + 1) : limit + 1; }
-
-// The gzip file whose first `n` bytes are `raw` inflated by the streaming loop, which words every
-// error, into an output first sized from the trailer; it reads `rest` after raw's bytes (what a
-// file that grew while it was read holds beyond them).
-std::vector<uint8_t> inflate_read(const std::string& name, const uint8_t* raw, size_t n, int64_t limit, int64_t stop,
-                                  const Source& rest) {
-  const int64_t cap = inflate_cap(limit, stop);
-  size_t pos = 0;
-  Source in = [&](uint8_t* b, size_t want) {
-    if (pos == n) return rest(b, want);
-    const size_t k = std::min(want, n - pos);
-    std::memcpy(b, raw + pos, k);
-    pos += k;
-    return k;
-  };
-  return read_source(name, in, static_cast<int64_t>(n), limit, stop, true, gzip_size_hint(raw, n, cap));
+// An output size to start from for a gzip stream of `n` compressed bytes whose last 4 are
+// `trailer`: the last member's ISIZE (its length modulo 2^32), kept within what n bytes can hold
+// (deflate expands at most 1032:1) and what the read may write (up to `stop` for a head read, one
+// past the limit otherwise); 0 (no hint) below a member's 18-byte minimum. Only the first size of
+// the output buffer: never trusted beyond it.
+int64_t gzip_size_hint(const uint8_t* trailer, int64_t n, int64_t limit, int64_t stop) {
+  if (n < 18) return 0;
+  const uint8_t* t = trailer;
+  const int64_t isize = int64_t{t[0]} | int64_t{t[1]} << 8 | int64_t{t[2]} << 16 | int64_t{t[3]} << 24;
+  const int64_t cap = stop >= 0 ? std::min(stop, limit + 1) : limit + 1;
+  return std::max<int64_t>(1, std::min({isize, n * 1032, cap}));
 }
 
 std::vector<uint8_t> read_path(const std::string& path, int64_t limit, int64_t stop, bool decompress) {
   File f(path);
-  Source from_file = [&](uint8_t* b, size_t n) { return f.read(b, n); };
-  // Streamed: plain files, very large ones, and head reads of less than the file (a header).
-  if (!decompress || f.size() > kWholeGzipBytes || (stop >= 0 && stop < f.size()) || !f.gzip_magic())
-    return read_source(path, from_file, f.size(), limit, stop, decompress);
-  // The whole file, and one byte more to see whether it grew while we read.
-  std::vector<uint8_t> raw(static_cast<size_t>(f.size()) + 1);
-  size_t have = 0;
-  for (size_t got = 1; got > 0 && have < raw.size();) have += got = f.read(raw.data() + have, raw.size() - have);
-  return inflate_read(path, raw.data(), have, limit, stop, from_file);
+  // The trailer's size hint (read_source uses it only when the file is gzip).
+  uint8_t trailer[4];
+  const int64_t hint = decompress && f.size() >= 18 && f.read_at(trailer, 4, f.size() - 4)
+                           ? gzip_size_hint(trailer, f.size(), limit, stop)
+                           : 0;
+  return read_source(path, [&](uint8_t* b, size_t n) { return f.read(b, n); }, f.size(), limit, stop, decompress, hint);
 }
 
 }  // namespace
@@ -263,8 +249,6 @@ std::vector<uint8_t> read_raw_file(const std::string& path, int64_t limit) {
 }
 
 std::vector<uint8_t> decode_file_bytes(const std::string& name, const uint8_t* data, size_t size, int64_t limit) {
-  if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b)
-    return inflate_read(name, data, size, limit, -1, [](uint8_t*, size_t) { return size_t{0}; });
   size_t pos = 0;
   Source in = [&](uint8_t* b, size_t n) {
     size_t k = std::min(n, size - pos);
@@ -272,7 +256,8 @@ std::vector<uint8_t> decode_file_bytes(const std::string& name, const uint8_t* d
     pos += k;
     return k;
   };
-  return read_source(name, in, static_cast<int64_t>(size), limit, -1, true);
+  const int64_t n = static_cast<int64_t>(size);
+  return read_source(name, in, n, limit, -1, true, size >= 4 ? gzip_size_hint(data + size - 4, n, limit, -1) : 0);
 }
 
 std::string where_looked(const std::string& path) {
@@ -308,6 +293,11 @@ void write_file_bytes(const std::string& path, const void* data, size_t bytes) {
   bool closed = std::fclose(f) == 0;
   bool ok = wrote == bytes && closed;
   if (!ok) CNN_THROW("{}: write failed after {} of {} bytes", path, wrote, bytes);
+}
+
+const char* gzip_inflater() {
+  static const std::string name = std::string("zlib ") + zlibVersion();
+  return name.c_str();
 }
 
 }  // namespace cnn

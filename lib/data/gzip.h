@@ -35,6 +35,9 @@ std::vector<uint8_t> decode_file_bytes(const std::string& name, const uint8_t* d
 // relative path, that it is relative to the working directory.
 std::string where_looked(const std::string& path);
 
+// "zlib 1.2.13": what inflates gzip data in this build (the start-up breakdown names it).
+const char* gzip_inflater();
+
 // Writes `bytes` gzip-compressed (level 6).
 void write_gzip_file(const std::string& path, const void* data, size_t bytes);
 // Writes `bytes` as they are.

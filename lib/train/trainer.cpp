@@ -15,7 +15,7 @@
 #include "checkpoint/config_diff.h"
 #include "core/error.h"
 #include "core/process_clock.h"
-#include "data/gzip_whole.h"
+#include "data/gzip.h"
 #include "dist/gpu_info.h"
 #include "eval/evaluate.h"
 #include "graph/summary.h"
@@ -29,8 +29,8 @@ namespace cnn {
 void TrainSession::start_data() {
   if (m_data.start_load(m_model->graph().class_names()))
     m_startup.set_fact("data", fmt::format("read on its own thread beside the device set-up (data.format {}; "
-                                           "gzip files inflated whole by {})",
-                                           m_spec.data.format, whole_file_inflater()));
+                                           "gzip inflated by {})",
+                                           m_spec.data.format, gzip_inflater()));
 }
 
 void TrainSession::setup_data() {
