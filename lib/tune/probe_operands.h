@@ -2,9 +2,9 @@
 // the autotuner's timing operands): counter-based values, each a pure function of (seed, index),
 // filled by OpenMP threads on the host or by a kernel on the GPU (no host copy, no upload), and a
 // relative L2 difference summed in fixed chunks, on the device when the tensors live there. The
-// same result with any thread count. Traps: the values are not core/rng.h's streams (Philox, one
-// value after another, ~60 ns a normal); the GPU's log, sin and cos may differ from the host's in
-// the last bit, so a value made on the device can be an ulp away from the host's.
+// same result with any thread count. The bits are core/rng.h's Philox blocks, drawn by index (not
+// Rng's one-value-after-another normals, ~60 ns each). Trap: the GPU's log, sin and cos may differ
+// from the host's in the last bit, so a value made on the device can be an ulp away from the host's.
 #pragma once
 
 #include <algorithm>
@@ -15,20 +15,16 @@
 #include "core/device.h"
 #include "core/exec_context.h"
 #include "core/host_device.h"
+#include "core/rng.h"
 #include "core/tensor.h"
 
 namespace cnn {
 
-// splitmix64's output function (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mix.
-CNN_HD uint64_t probe_mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// 64 random bits for counter j of `seed`: splitmix64's j-th output from a state made of the seed.
+// 64 random bits for counter j of `seed`: two words of core/rng.h's Philox block (seed, the test
+// stream, j), the counter-based generator dropout and initialisation use.
 CNN_HD uint64_t probe_bits(uint64_t seed, uint64_t j) {
-  return probe_mix64(probe_mix64(seed ^ 0x6A09E667F3BCC909ull) + (j + 1) * 0x9E3779B97F4A7C15ull);
+  const Philox4 r = philox4x32(seed, static_cast<uint64_t>(RngStream::test), j);
+  return uint64_t{r.v[0]} << 32 | r.v[1];
 }
 
 // What a probe tensor (N, C, ...) holds at flat index i: scale * N(0,1) value i of `seed` (normal),
