@@ -8,7 +8,8 @@
 # CNN_GPU_SANITIZE_NCCL=0 skips the NCCL network-transport runs. CNN_GPU_SANITIZE_JOBS=N (default 1): with N > 1
 # each test case of a suite is its own compute-sanitizer run, N at a time (a summary line per case, then
 # one per suite), so a large suite finishes inside a call and a slow case is named; each case gets its
-# own XDG_CACHE_HOME (autotune cache) so parallel runs share no files.
+# own XDG_CACHE_HOME (autotune cache) so parallel runs share no files. With CNN_GPU_SANITIZE_JOBS > 1,
+# CNN_GPU_SANITIZE_ONLY=REGEX runs only the cases whose names match REGEX (grep -E).
 # racecheck checks our own kernels only (mangled names in namespace cnn, "3cnn"; cuDNN's and cuBLAS's
 # shared-memory use is NVIDIA's, and instrumenting it made single test cases outlast 130 s), and
 # runs each harness row on its first CNN_GPU_SANITIZE_RACECHECK_CASES cases (default 2; 0 = all,
@@ -118,8 +119,12 @@ for tool in $tools; do
     else
       mapfile -t names < <("$bin" "[gpu]~[cupti]" --list-tests --verbosity quiet | grep .)
     fi
+    # CNN_GPU_SANITIZE_ONLY: an extended regular expression; only the cases whose names match it run
+    # (to finish what an earlier, shorter run left). The case numbers stay those of the whole list.
+    only=${CNN_GPU_SANITIZE_ONLY:-}
     mkdir -p "$out/cases"
     for i in "${!names[@]}"; do
+      [[ -n $only ]] && ! grep -qE -- "$only" <<<"${names[i]}" && continue
       while (($(jobs -rp | wc -l) >= jobs_n)); do wait -n; done
       # Catch2 reads ',', '[', ']' and '\' in a name as test-spec syntax: escaped.
       printf '%s\n' "${names[i]}" | sed 's/[],[\\]/\\&/g' >"$out/cases/$suite.$i.txt"
