@@ -97,8 +97,9 @@ std::string model_reference_markdown(const LayerSchemas& layers) {
          "  SSE3 kernels on a CPU it does not know, the programs restart once with `SkylakeX` or `Haswell`.\n"
          "- `CNN_AUTOTUNE_CACHE`: the autotune cache file, or `none` for no cache (`--autotune-cache` wins;\n"
          "  default `$XDG_CACHE_HOME/cnn-train/autotune.json`, else `~/.cache/cnn-train/autotune.json`).\n"
-         "- `CNN_POOL_BACKWARD`: `tiled` (default) or `gather`, the kernel of the bf16/fp16 max-pool backward on a\n"
-         "  GPU (`gather` times the earlier kernel); another value is an error.\n"
+         "- `CNN_POOL_BACKWARD`: `auto` (default), `tiled` or `gather`, the kernel of the bf16/fp16 max-pool backward\n"
+         "  on a GPU (`auto`: the streaming kernel where windows do not overlap, else the tiled one; `tiled` and\n"
+         "  `gather` force those, to time them); another value is an error.\n"
          "- `CNN_BATCHNORM_KERNELS`: `one` (default) or `two`: a bf16/fp16 training batchnorm on a GPU runs one\n"
          "  kernel a direction where its tensor fits one co-resident grid, else two; `two` always runs the\n"
          "  two-kernel path (to time it); another value is an error.\n";

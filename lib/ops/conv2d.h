@@ -154,6 +154,14 @@ bool conv2d_cuda_direct_can_implement(const Conv2dShape& sh);
 size_t conv2d_cuda_implicit_gemm_workspace_bytes(const Conv2dShape& sh, bool dw, bool db);
 size_t conv2d_cuda_implicit_gemm_forward_workspace_bytes(const Conv2dShape& sh);
 size_t conv2d_cuda_direct_workspace_bytes(const Conv2dShape& sh, bool dw, bool db);
+// db[k] = sum of dy (N, K, P, Q) over n, p, q in a fixed order (the cuda rows' bias gradient; the
+// cuDNN FP32/TF32 rows use it too: cudnnConvolutionBackwardBias ran at a quarter of the memory
+// bandwidth on the H200). parts: conv2d_cuda_bias_gradient_workspace_bytes of device scratch (null
+// when that is 0). can_implement: K <= 65535 and N*K*P*Q < 2^30.
+bool conv2d_cuda_bias_gradient_can_implement(const Conv2dShape& sh);
+size_t conv2d_cuda_bias_gradient_workspace_bytes(const Conv2dShape& sh);
+void conv2d_cuda_bias_gradient(const ExecContext& ctx, const Conv2dShape& sh, const float* dy, float* db,
+                               float* parts);
 void conv2d_forward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                        const float* b, float* y);
 void conv2d_backward_cuda_implicit_gemm(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,

@@ -627,6 +627,23 @@ static void bias_reduce(const ExecContext& ctx, const Conv2dShape& sh, const Spl
   if (plan.splits > 1 && !fold) sum_splits(parts, plan.splits, sh.K, db, stream);
 }
 
+bool conv2d_cuda_bias_gradient_can_implement(const Conv2dShape& sh) {
+  return sh.K >= 1 && sh.K <= 65535 && sh.N * sh.P * sh.Q >= 1 && sh.N * sh.K * sh.P * sh.Q < kMaxElements;
+}
+
+size_t conv2d_cuda_bias_gradient_workspace_bytes(const Conv2dShape& sh) {
+  const SplitPlan plan = plan_bias(sh);
+  return plan.splits > 1 ? sizeof(float) * size_t(plan.splits) * size_t(sh.K) : 0;
+}
+
+void conv2d_cuda_bias_gradient(const ExecContext& ctx, const Conv2dShape& sh, const float* dy, float* db,
+                               float* parts) {
+  CNN_CHECK(conv2d_cuda_bias_gradient_can_implement(sh), "conv2d cuda bias gradient cannot run {}", sh.to_string());
+  const SplitPlan plan = plan_bias(sh);
+  CNN_CHECK(plan.splits <= 1 || parts, "conv2d cuda bias gradient: {} splits need partials", plan.splits);
+  bias_reduce(ctx, sh, plan, dy, db, parts, static_cast<cudaStream_t>(ctx.cuda_stream));
+}
+
 // One workspace request per call (Workspace::get invalidates earlier pointers), cut in two.
 static void take_scratch(const ExecContext& ctx, size_t count_a, size_t count_b, float*& a, float*& b) {
   float* base = count_a + count_b > 0 ? device_scratch(ctx, count_a + count_b) : nullptr;

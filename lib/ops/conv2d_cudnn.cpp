@@ -1,5 +1,6 @@
 // Conv2d through cuDNN's convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter,
-// bias by cudnnAddTensor and cudnnConvolutionBackwardBias) on FP32 data. The call's MathMode sets the
+// forward bias by cudnnAddTensor; the bias gradient by our column sum, conv2d_cuda_bias_gradient, where
+// it fits, else cudnnConvolutionBackwardBias, which ran at a quarter of the memory bandwidth) on FP32 data. The call's MathMode sets the
 // descriptor's math type: fp32 -> CUDNN_FMA_MATH, so no algorithm may use tensor cores (bit for bit
 // what this file did before precisions existed); tf32 -> CUDNN_DEFAULT_MATH, which lets cuDNN run
 // FP32 convolutions on TF32 tensor cores (sm_80+; FP32 accumulation). Every algorithm of every
@@ -310,6 +311,8 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
             ctx.deterministic ? "deterministic " : "", to_string(dir), ctx.workspace_limit_bytes, sh.to_string());
 }
 
+size_t pad256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 void* scratch(const ExecContext& ctx, int64_t bytes, const char* what) {
   if (bytes <= 0) return nullptr;
   CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "{}: the context has no device workspace", what);
@@ -347,7 +350,13 @@ void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int alg
              const char* what) {
   const ConvOperandsF32 f = f32_operands(op);
   const Call c = prepare(ctx, sh, op.math, DType::f32, dir, algo, what);
-  void* ws = scratch(ctx, c.bytes, what);
+  // The bias gradient by our column sum (conv2d.h) where it fits, its partials after cuDNN's scratch.
+  const bool own_db = f.db && conv2d_cuda_bias_gradient_can_implement(sh);
+  const size_t db_bytes = own_db ? conv2d_cuda_bias_gradient_workspace_bytes(sh) : 0;
+  const size_t cudnn_at = db_bytes ? pad256(static_cast<size_t>(c.bytes)) : static_cast<size_t>(c.bytes);
+  char* base = static_cast<char*>(scratch(ctx, int64_t(cudnn_at + db_bytes), what));
+  void* ws = c.bytes > 0 ? base : nullptr;
+  float* db_parts = db_bytes ? reinterpret_cast<float*>(base + cudnn_at) : nullptr;
   const size_t bytes = static_cast<size_t>(c.bytes);
   const float one = 1.0f, zero = 0.0f;
   switch (dir) {
@@ -364,14 +373,16 @@ void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int alg
       CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.h, &one, c.d.x, f.x, c.d.y, f.dy, c.d.conv,
                                                  cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, bytes, &zero, c.d.w,
                                                  f.dw));
-      if (f.db) CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y, f.dy, &zero, c.d.bias, f.db));
+      if (own_db)
+        conv2d_cuda_bias_gradient(ctx, sh, f.dy, f.db, db_parts);
+      else if (f.db)
+        CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y, f.dy, &zero, c.d.bias, f.db));
       break;
   }
 }
 
 // ---- bf16 and f16 rows (see the top): one ctx.workspace allocation, cuDNN's scratch first ----
 
-size_t pad256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The 16-bit row's own scratch after cuDNN's: the packed KRSC weights (forward, backward_data), or
 // the 16-bit KRSC dw and the column sum's partials for db (backward_filter). bf16 and f16 alike.
@@ -491,7 +502,12 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
   a.workspace_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     const Call c = prepare(ctx, sh, math, dtype, dir, id, "conv2d cudnn workspace_bytes");
     const size_t bytes = static_cast<size_t>(c.bytes);
-    return dtype != DType::f32 ? pad256(bytes) + bf16_own_bytes(sh, dir) : bytes;
+    if (dtype != DType::f32) return pad256(bytes) + bf16_own_bytes(sh, dir);
+    // FP32/TF32 filter gradient with a bias: our column sum's partials after cuDNN's scratch.
+    const size_t db_bytes = dir == ConvDir::backward_filter && sh.has_bias && conv2d_cuda_bias_gradient_can_implement(sh)
+                                ? conv2d_cuda_bias_gradient_workspace_bytes(sh)
+                                : 0;
+    return db_bytes ? pad256(bytes) + db_bytes : bytes;
   };
   if (dtype != DType::f32 && dir != ConvDir::backward_filter)
     a.packed_layout_fn = [](const Conv2dShape&) { return std::optional<Bf16WeightLayout>(Bf16WeightLayout::krsc); };

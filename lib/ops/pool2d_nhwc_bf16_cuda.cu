@@ -15,9 +15,11 @@
 // pool2d_cuda.cu does: one thread per (n, h, w, group) over the windows holding it in (p, q)
 // order; for max it re-scans each window's earlier positions to decide the argmax, in chains of
 // dependent loads (mini_xception's four b256 pools took 0.20 ms a step on the H200 that way,
-// where their bytes need about 25 us: the reason for the tiled kernel). CNN_POOL_BACKWARD=gather
-// in the environment (read once a process) sends max backward to the gather kernel too, so one
-// benchmark run can time the two.
+// where their bytes need about 25 us: the reason for the tiled kernel). Windows that do not overlap
+// (stride == window, no padding) take a streaming kernel instead: one thread per window routes its
+// dy and zeroes the rest (pool2d_backward_disjoint_nhwc_kernel). CNN_POOL_BACKWARD=tiled|gather in
+// the environment (read once a process) forces the tiled or the gather kernel, so one benchmark run
+// can time them.
 // Trap: max backward routes dy to the window's first row-major position equal to y, lane by lane;
 // y is the T max of T inputs, so it is exactly one of them and equality finds it.
 #include <algorithm>
@@ -410,6 +412,109 @@ static __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Max backward where windows do not overlap and start at the input's corner (stride == window, no
+// padding: vgg_fer's 2x2 stride-2 pools): one thread per (n, p, q, channel group) owns its window's
+// inputs and, in the last window row (column), the input rows (columns) past it that no window reads.
+// Each lane's dy goes to the window's first row-major position equal to y (is_argmax, as the CPU),
+// added to 0 as the CPU's sum does (-0 -> +0); every other owned input gets 0. Each dx written once,
+// x read once, y and dy once, no shared memory: a streaming pass (the tiled kernel's staging took
+// 4x the bytes' time on these windows). KR, KS: the window when 2 (0: d.R, d.S).
+template <typename Div, int KR, int KS, int V, typename T>
+static __global__ void __launch_bounds__(kThreads)
+    pool2d_backward_disjoint_nhwc_kernel(PoolDims d, NhwcDivs<Div> dv,
+                                         const T* __restrict__ x,   // (N, H, W, C)
+                                         const T* __restrict__ y,   // (N, P, Q, C)
+                                         const T* __restrict__ dy,  // (N, P, Q, C)
+                                         T* __restrict__ dx) {      // (N, H, W, C)
+  using I = typename Div::Index;
+  const int R = KR ? KR : d.R, S = KS ? KS : d.S;
+  const I C = static_cast<I>(d.C), G = C / V;
+  const I total = static_cast<I>(d.N) * d.P * d.Q * G;
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+    const PixelGroup<I> at = split_index(o, dv.P, dv.Q, dv.G);
+    const T* xn = x + at.n * d.H * d.W * C + at.g * V;
+    T* dxn = dx + at.n * d.H * d.W * C + at.g * V;
+    float m[V], g[V], zero[V];
+    load_channels(m, y + o * V);
+    load_channels(g, dy + o * V);
+    bool found[V];
+#pragma unroll
+    for (int l = 0; l < V; ++l) found[l] = false, zero[l] = 0.0f;
+    const int h0 = at.a * R, w0 = at.b * S;
+    // Loads first (the window's positions issue together), then the routing in window order.
+    float v[KR ? KR : 1][KS ? KS : 1][V];
+    if constexpr (KR != 0 && KS != 0) {
+#pragma unroll
+      for (int r = 0; r < KR; ++r)
+#pragma unroll
+        for (int s = 0; s < KS; ++s) {
+          const int h = min(h0 + r, d.H - 1), w = min(w0 + s, d.W - 1);
+          load_channels(v[r][s], xn + (static_cast<I>(h) * d.W + w) * C);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < (KR ? KR : 64); ++r) {
+      if (!KR && r >= R) break;
+      const int h = h0 + r;
+#pragma unroll
+      for (int s = 0; s < (KS ? KS : 64); ++s) {
+        if (!KS && s >= S) break;
+        const int w = w0 + s;
+        if (h >= d.H || w >= d.W) continue;
+        float xv[V], out[V];
+        if constexpr (KR != 0 && KS != 0) {
+#pragma unroll
+          for (int l = 0; l < V; ++l) xv[l] = v[KR ? r : 0][KS ? s : 0][l];
+        } else {
+          load_channels(xv, xn + (static_cast<I>(h) * d.W + w) * C);
+        }
+#pragma unroll
+        for (int l = 0; l < V; ++l) {
+          const bool take = !found[l] && is_argmax(xv[l], m[l]);
+          out[l] = take ? 0.0f + g[l] : 0.0f;
+          found[l] = found[l] || take;
+        }
+        store_channels(dxn + (static_cast<I>(h) * d.W + w) * C, out);
+      }
+    }
+    // Inputs no window reads: below the last window row, right of the last window column.
+    const int w_end = at.b == d.Q - 1 ? d.W : w0 + S;
+    if (at.a == d.P - 1)
+      for (int h = h0 + R; h < d.H; ++h)
+        for (int w = w0; w < w_end; ++w) store_channels(dxn + (static_cast<I>(h) * d.W + w) * C, zero);
+    if (at.b == d.Q - 1)
+      for (int h = h0; h < min(h0 + R, d.H); ++h)
+        for (int w = w0 + S; w < d.W; ++w) store_channels(dxn + (static_cast<I>(h) * d.W + w) * C, zero);
+  }
+}
+
+// Windows that do not overlap and start at the corner: the disjoint kernel's shapes.
+static bool disjoint_windows(const PoolDims& d) {
+  return d.stride_h == d.R && d.stride_w == d.S && d.pad_h == 0 && d.pad_w == 0 && d.R * d.S <= 64;
+}
+
+template <int V, typename T>
+static void launch_disjoint_backward(cudaStream_t stream, const PoolDims& d, const T* x, const T* y, const T* dy,
+                                     T* dx) {
+  const int64_t G = d.C / V;
+  const unsigned blocks = cuda::grid_blocks(d.N * d.P * d.Q * G, kThreads);
+  const bool two = d.R == 2 && d.S == 2;
+  if (index_fits_int32(d, int64_t{blocks} * kThreads)) {
+    const auto dv = nhwc_divs<cuda::FastDiv32>(d, G);
+    if (two)
+      pool2d_backward_disjoint_nhwc_kernel<cuda::FastDiv32, 2, 2, V><<<blocks, kThreads, 0, stream>>>(d, dv, x, y, dy, dx);
+    else
+      pool2d_backward_disjoint_nhwc_kernel<cuda::FastDiv32, 0, 0, V><<<blocks, kThreads, 0, stream>>>(d, dv, x, y, dy, dx);
+  } else {
+    const auto dv = nhwc_divs<cuda::PlainDiv64>(d, G);
+    if (two)
+      pool2d_backward_disjoint_nhwc_kernel<cuda::PlainDiv64, 2, 2, V><<<blocks, kThreads, 0, stream>>>(d, dv, x, y, dy, dx);
+    else
+      pool2d_backward_disjoint_nhwc_kernel<cuda::PlainDiv64, 0, 0, V><<<blocks, kThreads, 0, stream>>>(d, dv, x, y, dy, dx);
+  }
+}
+
 // Channel groups: 8 channels a thread when the channels and every pointer allow 16-byte accesses.
 static bool by_eight(const PoolDims& d, std::initializer_list<const void*> pointers) {
   if (d.C % 8 != 0) return false;
@@ -483,24 +588,34 @@ static bool plan_tiles(const PoolDims& d, int V, PoolTiles& t, size_t& shared) {
   return true;
 }
 
-// CNN_POOL_BACKWARD=gather in the environment: max backward on the gather kernel (to time it against
-// the tiled one in one benchmark run; `tiled` or unset: the default). Read once a process.
-static bool max_backward_gathers() {
-  static const bool gather = [] {
+// CNN_POOL_BACKWARD in the environment (read once a process) picks the max backward kernel, to time
+// them against each other in one benchmark run: unset or `auto` (the default): disjoint where the
+// windows allow, else tiled where it fits, else gather; `tiled`: never the disjoint kernel; `gather`:
+// always the gather kernel.
+enum class MaxBackward { automatic, tiled, gather };
+static MaxBackward max_backward_mode() {
+  static const MaxBackward mode = [] {
     const char* v = std::getenv("CNN_POOL_BACKWARD");
-    if (!v || !*v || std::strcmp(v, "tiled") == 0) return false;
-    if (std::strcmp(v, "gather") == 0) return true;
-    CNN_THROW("pool2d backward: CNN_POOL_BACKWARD must be tiled or gather, got '{}'", v);
+    if (!v || !*v || std::strcmp(v, "auto") == 0) return MaxBackward::automatic;
+    if (std::strcmp(v, "tiled") == 0) return MaxBackward::tiled;
+    if (std::strcmp(v, "gather") == 0) return MaxBackward::gather;
+    CNN_THROW("pool2d backward: CNN_POOL_BACKWARD must be auto, tiled or gather, got '{}'", v);
   }();
-  return gather;
+  return mode;
 }
 
-// Max backward: the tiled kernel where plan_tiles fits, else the gather kernel.
+// Max backward: the disjoint kernel where windows do not overlap, else the tiled kernel where
+// plan_tiles fits, else the gather kernel.
 template <int V, typename T>
 static void launch_max_backward(cudaStream_t stream, const PoolDims& d, const T* x, const T* y, const T* dy, T* dx) {
+  const MaxBackward mode = max_backward_mode();
+  if (mode == MaxBackward::automatic && disjoint_windows(d)) {
+    launch_disjoint_backward<V>(stream, d, x, y, dy, dx);
+    return;
+  }
   PoolTiles t;
   size_t shared = 0;
-  if (max_backward_gathers() || !plan_tiles(d, V, t, shared)) {
+  if (mode == MaxBackward::gather || !plan_tiles(d, V, t, shared)) {
     launch_backward<true, V>(stream, d, x, y, dy, dx);
     return;
   }
