@@ -91,7 +91,7 @@ TEST_CASE("implementation patterns match like shell globs", "[cpu]") {
   CHECK(glob_match("cpu:im2col_gem?", "cpu:im2col_gemm"));
 }
 
-TEST_CASE("--sweep and --shape select the named sweeps and base shapes and keep model points", "[cpu]") {
+TEST_CASE("the sweep and shape filters (--sweep, --shape) select the named sweeps and base shapes and keep model points", "[cpu]") {
   std::vector<ConvPoint> pts = parse(kBase +
                                      "  - {name: B, N: 1, C: 2, H: 6, W: 6, K: 2, R: 1, S: 1, stride: 1, padding: 0}\n"
                                      "sweeps:\n"
