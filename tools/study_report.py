@@ -33,12 +33,14 @@ sweep, L1-L5 (the base shapes) per direction, the winners per sweep and directio
 memory-bound points, and what the rows hold (abandoned, time box, missing sides).
 """
 import argparse
-import csv
 import json
 import math
 import os
 import sys
 from collections import OrderedDict, defaultdict
+
+# Point names and numbers are read as tools/plot_bench.py reads them (this script's folder is on the path).
+from plot_bench import _number as number, csv_records, split_layer
 
 REQUIRED = ("layer", "impl", "direction", "ms", "status", "N", "C", "H", "W", "K", "R", "S", "stride", "padding")
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
@@ -48,14 +50,6 @@ COLUMNS = OrderedDict([("batch", "batch"), ("input", "input size"), ("channels",
 FAMILY_COLORS = OrderedDict([("FFT", "tab:blue"), ("Winograd", "tab:green"), ("implicit GEMM", "tab:red"),
                              ("im2col+GEMM", "tab:orange"), ("direct", "tab:purple")])
 DEFAULT_BANDWIDTH_GBS = 3921.0
-
-
-def number(text):
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def family(impl):
@@ -77,41 +71,21 @@ def provider(impl):
     return "cuDNN" if impl.startswith("cudnn:") else "ours"
 
 
-def split_layer(layer):
-    """'L1_batch/N=64' -> ('L1_batch', 'N', 64.0); a base shape 'L1' -> (None, None, None)."""
-    if "/" not in layer:
-        return None, None, None
-    sweep, _, point = layer.rpartition("/")
-    param, eq, value = point.rpartition("=")
-    v = number(value)
-    if not eq or not param or v is None:
-        return None, None, None
-    return sweep, param, v
-
-
 def read_csvs(paths):
     """Rows keyed by (layer, impl, direction), later files replacing earlier ones."""
     rows = OrderedDict()
     for path in paths:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            header = [h.strip() for h in (reader.fieldnames or [])]
-            missing = [c for c in REQUIRED if c not in header]
-            if missing:
-                raise ValueError("%s: missing column(s) %s (found: %s)"
-                                 % (path, ", ".join(missing), ", ".join(header) or "none"))
-            for lineno, raw in enumerate(reader, start=2):
-                r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-                try:
-                    shape = {k: int(r[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "stride", "padding")}
-                except ValueError:
-                    raise ValueError("%s:%d: shape columns must be integers" % (path, lineno))
-                rows[(r["layer"], r["impl"], r["direction"])] = {
-                    "group": r.get("group", ""), "layer": r["layer"], "impl": r["impl"],
-                    "direction": r["direction"], "status": r["status"], "ms": number(r["ms"]),
-                    "tflops": number(r.get("tflops")), "peak_share": number(r.get("peak_share")),
-                    "rel_err": number(r.get("rel_err")), "precision": r.get("precision") or "fp32",
-                    "shape": shape}
+        for lineno, r in csv_records(path, REQUIRED):
+            try:
+                shape = {k: int(r[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "stride", "padding")}
+            except ValueError:
+                raise ValueError("%s:%d: shape columns must be integers" % (path, lineno))
+            rows[(r["layer"], r["impl"], r["direction"])] = {
+                "group": r.get("group", ""), "layer": r["layer"], "impl": r["impl"],
+                "direction": r["direction"], "status": r["status"], "ms": number(r["ms"]),
+                "tflops": number(r.get("tflops")), "peak_share": number(r.get("peak_share")),
+                "rel_err": number(r.get("rel_err")), "precision": r.get("precision") or "fp32",
+                "shape": shape}
     return list(rows.values())
 
 
