@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli_common.h"
 #include "config/model_spec.h"
@@ -67,7 +68,24 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"all", "forward", "backward_data", "backward_filter"}));
   c->add_option("--repeats", copt.repeats, "timed runs per point (default: the sweep file's)");
   c->add_option("--warmup", copt.warmup, "untimed runs per point (default: the sweep file's)");
-  c->add_option("--csv", csv_path, "write one row per (point, direction, implementation) as CSV");
+  std::vector<std::string> sweep_names, shape_names;
+  c->add_option("--sweep", sweep_names, "only these sweeps of the sweep files (names or patterns, comma-separated)")
+      ->delimiter(',');
+  c->add_option("--shape", shape_names, "only these base shapes of the sweep files (names or patterns, comma-separated)")
+      ->delimiter(',');
+  c->add_option("--cutoff", copt.cutoff,
+                "abandon a candidate whose first timed run is over X times the best so far at its point and direction "
+                "(one run kept; X >= 1; default 0: off)");
+  c->add_option("--max-seconds-per-point", copt.max_seconds_per_point,
+                "past this, a point's remaining candidates get one timed run (status 'time box'; default 0: off)");
+  c->add_option("--max-seconds", copt.max_seconds, "start no point after this many seconds (default 0: no limit)");
+  c->add_option("--spread", copt.spread,
+                "stop repeating once 2+ timed runs are within this fraction of their median (default 0: off)");
+  bool no_dedupe = false, append = false, list = false;
+  c->add_flag("--no-dedupe", no_dedupe, "time a point even where an earlier point had its shape (default: copy)");
+  c->add_flag("--append", append, "keep the --csv file's rows, skip the (point, direction) pairs it has, append");
+  c->add_flag("--list", list, "print the points that would be timed and exit");
+  c->add_option("--csv", csv_path, "write one row per (point, direction, implementation) as CSV, point by point");
   c->add_option("--json", conv_json, "write the rows, summaries and group means as JSON");
   std::string conv_precision = "fp32";
   c->add_option("--precision", conv_precision,
@@ -90,7 +108,32 @@ int main(int argc, char** argv) {
         if (e.path().extension() == ".yaml") model_files.push_back(e.path().string());
     std::sort(model_files.begin(), model_files.end());
     for (ConvPoint& p : model_conv_points(model_files)) points.push_back(std::move(p));
+    points = select_conv_points(points, sweep_names, shape_names);
     if (points.empty()) throw ConfigError({"<command line>"}, "", "nothing to time: give sweep files and/or --models");
+    if ((copt.cutoff != 0 && copt.cutoff < 1) || copt.max_seconds_per_point < 0 || copt.max_seconds < 0 || copt.spread < 0)
+      throw ConfigError({"<command line>"}, "", "--cutoff must be 0 or >= 1; --max-seconds*, --spread >= 0");
+    if (append && csv_path.empty()) throw ConfigError({"<command line>"}, "--append", "--append needs --csv FILE");
+    if (list) {
+      for (const ConvPoint& p : points) std::cout << p.group << "\t" << p.name << "\t" << p.shape.to_string() << "\n";
+      std::cout << points.size() << " points\n";
+      return 0;
+    }
+    copt.dedupe = !no_dedupe;
+    std::ofstream csv;
+    if (!csv_path.empty()) {
+      const bool keep = append && std::filesystem::exists(csv_path);
+      if (keep) {
+        std::stringstream text;
+        text << std::ifstream(csv_path).rdbuf();
+        copt.done = conv_csv_pairs(text.str(), csv_path);
+      }
+      csv.open(csv_path, keep ? std::ios::app : std::ios::trunc);
+      if (!keep) csv << ConvBenchResult::csv_header();
+      if (!csv.flush()) throw Error("cannot write " + csv_path);
+      copt.on_rows = [&](const ConvBenchResult& r, size_t first) {
+        if (!(csv << r.csv_rows(first)).flush()) throw Error("cannot write " + csv_path);
+      };
+    }
     const AutotuneOptions tune_opt = AutotuneOptions::from_spec(app::autotune_spec(tune));
     copt.workspace_limit_bytes = tune_opt.workspace_limit_bytes;
     copt.tolerance = tune_opt.tolerance;
@@ -98,7 +141,6 @@ int main(int argc, char** argv) {
     copt.math = parse_math_mode(conv_precision);
     ConvBenchResult r = bench_conv(points, copt);
     std::cout << r.to_table();
-    if (!csv_path.empty()) write(csv_path, r.to_csv());
     if (!conv_json.empty()) write(conv_json, r.to_json().dump(1) + "\n");
     return 0;
   };

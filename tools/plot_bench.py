@@ -56,28 +56,34 @@ def split_layer(layer):
     return sweep, param, v
 
 
-def read_rows(path):
-    """Reads the CSV; returns a list of dicts with layer, impl, direction, ms, tflops and, for
-    sweep points, sweep, param, value. Raises ValueError for a missing column."""
-    rows = []
+def csv_records(path, required):
+    """(line number, {column: stripped text}) of each data row of a CSV; raises ValueError when a
+    column of `required` is missing."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in REQUIRED if c not in header]
+        missing = [c for c in required if c not in header]
         if missing:
             raise ValueError("%s: missing column(s) %s (found: %s)"
                              % (path, ", ".join(missing), ", ".join(header) or "none"))
         for lineno, raw in enumerate(reader, start=2):
-            r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-            ms = _number(r["ms"])
-            if ms is None:
-                print("plot_bench: warning: %s:%d: no usable ms value (%r), row skipped"
-                      % (path, lineno, r["ms"]), file=sys.stderr)
-                continue
-            sweep, param, value = split_layer(r["layer"])
-            rows.append({"layer": r["layer"], "impl": r["impl"], "direction": r["direction"],
-                         "ms": ms, "tflops": _number(r["tflops"]),
-                         "sweep": sweep, "param": param, "value": value})
+            yield lineno, {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+
+
+def read_rows(path):
+    """Reads the CSV; returns a list of dicts with layer, impl, direction, ms, tflops and, for
+    sweep points, sweep, param, value. Raises ValueError for a missing column."""
+    rows = []
+    for lineno, r in csv_records(path, REQUIRED):
+        ms = _number(r["ms"])
+        if ms is None:
+            print("plot_bench: warning: %s:%d: no usable ms value (%r), row skipped"
+                  % (path, lineno, r["ms"]), file=sys.stderr)
+            continue
+        sweep, param, value = split_layer(r["layer"])
+        rows.append({"layer": r["layer"], "impl": r["impl"], "direction": r["direction"],
+                     "ms": ms, "tflops": _number(r["tflops"]),
+                     "sweep": sweep, "param": param, "value": value})
     return rows
 
 

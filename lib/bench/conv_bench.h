@@ -7,11 +7,18 @@
 // tolerance), and per group the geometric mean of both ratios. --precision tf32 lets the rows that
 // honour it (cuDNN) use TF32 tensor cores; each row says the math it did ("precision") and is
 // accurate within that math's tolerance (accuracy_tolerance.h: conv_tolerance).
+// Time box (conv_timebox.h): --cutoff abandons a hopeless candidate after one timed run,
+// --max-seconds-per-point and --max-seconds bound a point and the run, --spread stops repeating
+// once the runs agree; each row says how many timed runs it has. A point whose shape an earlier
+// point had (a sweep passing through its base shape) copies that point's rows (copy_of).
 // Trap: an implementation that cannot run a point is a row with a status, never dropped, so
 // every table and CSV has the same implementations for every point.
 #pragma once
 
+#include <functional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +27,8 @@
 #include "bench/conv_sweep.h"
 
 namespace cnn {
+
+struct ConvBenchResult;
 
 struct ConvBenchOptions {
   std::string device = "auto";   // auto | cpu | cuda
@@ -30,19 +39,31 @@ struct ConvBenchOptions {
   double tolerance = kConvAccuracyTolerance;  // --autotune-tolerance: rel_err up to this is accurate
   bool tolerance_given = false;  // the user's tolerance: it replaces the TF32 rows' own as well
   MathMode math = MathMode::fp32;  // --precision: what the implementations are allowed
+  double cutoff = 0, max_seconds_per_point = 0, spread = 0;  // the time box (conv_timebox.h); 0: off
+  double max_seconds = 0;  // --max-seconds: no point starts after this many seconds (0: no limit)
+  bool dedupe = true;      // a point with an earlier point's shape copies its rows
+  std::set<std::pair<std::string, std::string>> done;  // (point, direction) pairs left out (--append)
+  // Called after each point with the result so far and the index of that point's first row.
+  std::function<void(const ConvBenchResult&, size_t first_row)> on_rows;
 };
 
 struct ConvBenchRow {
   std::string group, point, impl, direction;
   Conv2dShape shape;
-  std::string status = "ok";  // ok | cannot implement | workspace over limit | failed: <why>
-  double ms = 0, tflops = 0, peak_share = 0;
+  // ok | abandoned (>Xx best) | time box | cannot implement | workspace over limit | failed: <why>
+  std::string status = "ok";
+  double ms = 0, tflops = 0, peak_share = 0;  // set when has_time()
+  int runs = 0;           // timed runs behind ms
+  double wall_s = 0;      // wall time of its runs and its accuracy check
+  std::string copy_of;    // the point whose measurement this row copies ("" when measured here)
   size_t workspace_bytes = 0;
   bool fastest = false;
   double rel_err = -1;  // from the reference; -1 when not measured (status not ok, or no reference)
   MathMode math = MathMode::fp32;     // what the implementation did (ConvAlgo::math_used)
   double tolerance = kConvAccuracyTolerance;  // rel_err up to this is accurate (per the row's math)
   bool accurate() const { return rel_err >= 0 && rel_err <= tolerance; }
+  bool has_time() const { return status == "ok" || status == "time box" || status.rfind("abandoned", 0) == 0; }
+  bool may_win() const { return status == "ok" || status == "time box"; }  // abandoned ones never win
 };
 
 struct ConvBenchSummary {
@@ -64,12 +85,20 @@ struct ConvBenchResult {
   double tolerance = kConvAccuracyTolerance;
   std::vector<std::pair<std::string, double>> group_geomean;  // per group, of the ratios present
   std::vector<std::pair<std::string, double>> group_geomean_accurate;  // of the accurate ratios
+  double wall_s = 0;
+  int points_timed = 0, points_copied = 0, pairs_skipped = 0;  // skipped: in `done`
+  std::vector<std::string> not_run;  // points not started: --max-seconds ran out
   std::string to_table() const;
   std::string to_csv() const;
+  static std::string csv_header();
+  std::string csv_rows(size_t first_row) const;  // rows [first_row, end)
   nlohmann::json to_json() const;
 };
 
 bool glob_match(const std::string& pattern, const std::string& text);
+// The (layer, direction) pairs of a CSV that to_csv wrote (for --append); throws when its header is
+// not csv_header()'s.
+std::set<std::pair<std::string, std::string>> conv_csv_pairs(const std::string& csv_text, const std::string& what);
 ConvBenchResult bench_conv(const std::vector<ConvPoint>& points, const ConvBenchOptions& options);
 
 }  // namespace cnn

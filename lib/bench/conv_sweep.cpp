@@ -3,9 +3,11 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
+#include "bench/conv_bench.h"
 #include "config/model_spec.h"
 #include "config/schema.h"
 #include "core/error.h"
@@ -18,6 +20,7 @@ namespace {
 
 const std::vector<std::string> kShapeKeys{"N", "C", "H", "W", "K", "R", "S", "stride", "padding"};
 const std::vector<std::string> kDirNames{"forward", "backward_data", "backward_filter"};
+const char* const kBaseShapes = "base shapes";  // the group of a file's base shapes
 
 ConvDir parse_dir(const Value& n) {
   for (ConvDir d : kConvDirs)
@@ -88,7 +91,7 @@ std::vector<ConvPoint> parse_conv_sweep(const Value& raw) {
     std::map<std::string, int64_t> v;
     for (const std::string& k : kShapeKeys) v[k] = s[k].integer();
     if (!bases.emplace(name, v).second) s["name"].fail(fmt::format("duplicate shape name '{}'", name));
-    points.push_back({"base shapes", name, make_shape(v, s), directions, warmup, repeats});
+    points.push_back({kBaseShapes, name, make_shape(v, s), directions, warmup, repeats});
   }
   std::vector<std::string> base_names;
   for (const auto& [k, v] : bases) base_names.push_back(k);
@@ -108,6 +111,34 @@ std::vector<ConvPoint> parse_conv_sweep(const Value& raw) {
     }
   }
   return points;
+}
+
+std::vector<ConvPoint> select_conv_points(const std::vector<ConvPoint>& points, const std::vector<std::string>& sweeps,
+                                          const std::vector<std::string>& shapes) {
+  if (sweeps.empty() && shapes.empty()) return points;
+  auto is_base = [](const ConvPoint& p) { return p.group == kBaseShapes; };
+  auto is_model = [](const ConvPoint& p) { return p.group.rfind("model ", 0) == 0; };
+  auto matches = [](const std::vector<std::string>& globs, const std::string& name) {
+    return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_match(g, name); });
+  };
+  std::vector<ConvPoint> out;
+  for (const ConvPoint& p : points)
+    if (is_model(p) || (is_base(p) ? matches(shapes, p.name) : matches(sweeps, p.group))) out.push_back(p);
+  // Every pattern must name something: a typo would otherwise silently time less.
+  auto check = [&](const std::vector<std::string>& globs, const char* flag, bool base) {
+    std::vector<std::string> names;
+    for (const ConvPoint& p : points)
+      if (!is_model(p) && is_base(p) == base && std::find(names.begin(), names.end(), base ? p.name : p.group) == names.end())
+        names.push_back(base ? p.name : p.group);
+    for (const std::string& g : globs)
+      if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return glob_match(g, n); }))
+        throw ConfigError({"<command line>"}, flag,
+                          fmt::format("'{}' matches no {} of the sweep files{}; there are: {}", g,
+                                      base ? "base shape" : "sweep", did_you_mean(g, names), join_some(names, 40)));
+  };
+  check(sweeps, "--sweep", false);
+  check(shapes, "--shape", true);
+  return out;
 }
 
 std::vector<ConvPoint> load_conv_sweep(const std::string& path) { return parse_conv_sweep(load_yaml_file(path)); }

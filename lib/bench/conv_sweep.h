@@ -27,6 +27,13 @@ struct ConvPoint {
 std::vector<ConvPoint> load_conv_sweep(const std::string& path);
 std::vector<ConvPoint> parse_conv_sweep(const Value& root);  // a parsed file (parse_yaml)
 
+// --sweep / --shape: the points of sweep files whose sweep name matches one of `sweeps` or, for base
+// shapes, whose name matches one of `shapes` (shell patterns, bench/conv_bench.h: glob_match);
+// model points are kept. Both empty: all points. A pattern that matches nothing is a ConfigError
+// that lists the names there are.
+std::vector<ConvPoint> select_conv_points(const std::vector<ConvPoint>& points, const std::vector<std::string>& sweeps,
+                                          const std::vector<std::string>& shapes);
+
 // Every conv2d layer of the models (per-sample shapes at each model's default batch size),
 // deduplicated by shape.
 std::vector<ConvPoint> model_conv_points(const std::vector<std::string>& model_files);

@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -102,6 +104,26 @@ nlohmann::json last_event(const std::vector<nlohmann::json>& lines, const std::s
   for (auto it = lines.rbegin(); it != lines.rend(); ++it)
     if (it->value("event", "") == event) return *it;
   return nullptr;
+}
+
+namespace {
+
+uint32_t big_endian_u32(const std::string& s, size_t at) {
+  return uint32_t(uint8_t(s[at])) << 24 | uint32_t(uint8_t(s[at + 1])) << 16 | uint32_t(uint8_t(s[at + 2])) << 8 |
+         uint32_t(uint8_t(s[at + 3]));
+}
+
+}  // namespace
+
+std::string png_problem(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) return path.string() + " does not exist";
+  std::ifstream f(path, std::ios::binary);
+  const std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (b.size() < 8 + 25 + 12 || b.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return path.string() + ": no PNG signature";
+  if (big_endian_u32(b, 8) != 13 || b.compare(12, 4, "IHDR") != 0) return path.string() + ": no IHDR chunk first";
+  if (big_endian_u32(b, 16) == 0 || big_endian_u32(b, 20) == 0) return path.string() + ": zero width or height";
+  if (b.compare(b.size() - 8, 4, "IEND") != 0) return path.string() + ": does not end with IEND";
+  return "";
 }
 
 }  // namespace cnn::test

@@ -33,6 +33,10 @@ void write_fer_csv(const std::filesystem::path& path, int64_t train, int64_t val
 std::string small_model_yaml(const std::string& format, const std::string& data_path, int64_t channels = 1,
                              int64_t size = 48, const std::string& extra = "");
 
+// "" when `path` is a PNG file (signature, an IHDR chunk first with a non-zero size, IEND last),
+// else what is wrong with it.
+std::string png_problem(const std::filesystem::path& path);
+
 // Every line of metrics.jsonl, parsed.
 std::vector<nlohmann::json> read_metrics(const std::filesystem::path& run_dir);
 // The value of `key` in the last line whose "event" is `event` (null when there is none).

@@ -1,6 +1,5 @@
 // tools/plot_run.py on a real run: a tiny training run, its cnn-eval report, then the script run
 // with Debian's /usr/bin/python3 (python3-matplotlib); the PNG files it writes must be valid PNGs.
-#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -12,26 +11,6 @@ using namespace cnn;
 using namespace cnn::test;
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
-
-namespace {
-
-uint32_t big_endian_u32(const std::string& s, size_t at) {
-  return uint32_t(uint8_t(s[at])) << 24 | uint32_t(uint8_t(s[at + 1])) << 16 | uint32_t(uint8_t(s[at + 2])) << 8 |
-         uint32_t(uint8_t(s[at + 3]));
-}
-
-// "" when `path` is a PNG: the signature, an IHDR chunk first with a non-zero size, IEND last.
-std::string png_problem(const fs::path& path) {
-  if (!fs::exists(path)) return path.string() + " does not exist";
-  const std::string b = read_text_file(path);
-  if (b.size() < 8 + 25 + 12 || b.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return path.string() + ": no PNG signature";
-  if (big_endian_u32(b, 8) != 13 || b.compare(12, 4, "IHDR") != 0) return path.string() + ": no IHDR chunk first";
-  if (big_endian_u32(b, 16) == 0 || big_endian_u32(b, 20) == 0) return path.string() + ": zero width or height";
-  if (b.compare(b.size() - 8, 4, "IEND") != 0) return path.string() + ": does not end with IEND";
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("plot_run.py writes loss, accuracy and learning-rate curves and a confusion matrix as PNG files", "[cpu]") {
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)

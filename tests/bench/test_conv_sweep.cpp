@@ -90,3 +90,46 @@ TEST_CASE("implementation patterns match like shell globs", "[cpu]") {
   CHECK(glob_match("*winograd*", "cudnn:winograd_nonfused"));
   CHECK(glob_match("cpu:im2col_gem?", "cpu:im2col_gemm"));
 }
+
+TEST_CASE("the sweep and shape filters (--sweep, --shape) select the named sweeps and base shapes and keep model points", "[cpu]") {
+  std::vector<ConvPoint> pts = parse(kBase +
+                                     "  - {name: B, N: 1, C: 2, H: 6, W: 6, K: 2, R: 1, S: 1, stride: 1, padding: 0}\n"
+                                     "sweeps:\n"
+                                     "  - {name: A_in, base: A, sweep: {param: [H, W], values: [8, 16]}}\n"
+                                     "  - {name: A_k, base: A, sweep: {param: K, values: [1, 2, 3]}}\n"
+                                     "  - {name: B_k, base: B, sweep: {param: K, values: [4]}}\n");
+  ConvPoint model = pts[0];
+  model.group = "model tiny", model.name = "tiny/conv1";
+  pts.push_back(model);
+  auto names = [](const std::vector<ConvPoint>& v) {
+    std::vector<std::string> n;
+    for (const ConvPoint& p : v) n.push_back(p.name);
+    return n;
+  };
+  CHECK(select_conv_points(pts, {}, {}).size() == pts.size());
+  CHECK(names(select_conv_points(pts, {"A_k"}, {})) ==
+        std::vector<std::string>{"A_k/K=1", "A_k/K=2", "A_k/K=3", "tiny/conv1"});
+  CHECK(names(select_conv_points(pts, {"B_k", "A_in"}, {"B"})) ==
+        std::vector<std::string>{"B", "A_in/H=W=8", "A_in/H=W=16", "B_k/K=4", "tiny/conv1"});
+  CHECK(names(select_conv_points(pts, {"A_*"}, {})).size() == 2 + 3 + 1);
+  CHECK(names(select_conv_points(pts, {}, {"A"})) == std::vector<std::string>{"A", "tiny/conv1"});
+  try {
+    select_conv_points(pts, {"A_kk"}, {});
+    FAIL("no error for a sweep name that matches nothing");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("'A_kk' matches no sweep") != std::string::npos);
+    CHECK(std::string(e.what()).find("did you mean 'A_k'") != std::string::npos);
+  }
+  CHECK_THROWS_AS(select_conv_points(pts, {}, {"A_k"}), ConfigError);  // a sweep is not a base shape
+}
+
+TEST_CASE("the (point, direction) pairs of a cnn-bench conv CSV are read back for --append", "[cpu]") {
+  const std::string h = ConvBenchResult::csv_header();
+  const auto pairs = conv_csv_pairs(h + "base shapes,L1,cuda:fft,forward,1,2,0.1,0,1,ok,fp32,1,1,1,1,1,1,1,1,0,,3,0.1,\n"
+                                        "L1_batch,L1_batch/N=16,cudnn:fft,backward_data,,,,0,0,cannot implement,fp32,"
+                                        "1,1,1,1,1,1,1,1,0,,0,0,\n",
+                                    "x.csv");
+  CHECK(pairs == std::set<std::pair<std::string, std::string>>{{"L1", "forward"}, {"L1_batch/N=16", "backward_data"}});
+  CHECK(conv_csv_pairs(h, "x.csv").empty());
+  CHECK_THROWS_AS(conv_csv_pairs("layer,impl,direction,ms\n", "x.csv"), ConfigError);
+}
