@@ -67,7 +67,9 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     m_bias_folded = on && m_bias;
     return m_bias;
   }
-  const float* folded_bias() const override { return m_bias_folded ? m_params[1].data() : nullptr; }
+  const float* folded_bias() const override {
+    return m_bias_folded && m_params.size() > 1 ? m_params[1].data() : nullptr;  // null until bound
+  }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
     expect_rank(in[0], 3, "a (C, H, W)");
