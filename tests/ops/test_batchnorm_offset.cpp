@@ -22,24 +22,12 @@ namespace {
 // Sums of x + o and of x about shifts that differ by o: float rounding of the shifted values only.
 constexpr test::Tolerance kOffsetVsAdded{1e-5, 1e-5};
 
-BnOffsetInputs offset_inputs(const BatchnormShape& sh, uint64_t seed) {
-  const size_t n = size_t(sh.N * sh.C * sh.H * sh.W), C = size_t(sh.C);
-  BnOffsetInputs in;
-  in.x = test::random_floats(n, seed, -1.5f, 2.5f);
-  in.gamma = test::random_floats(C, seed + 1, 0.5f, 1.5f);
-  in.beta = test::random_floats(C, seed + 2);
-  in.running_mean = test::random_floats(C, seed + 3, -3.0f, 3.0f);
-  in.running_var = test::random_floats(C, seed + 4, 0.5f, 2.0f);
-  in.offset = test::random_floats(C, seed + 5, -3.0f, 3.0f);
-  return in;
-}
-
 }  // namespace
 
 TEST_CASE("batchnorm with a mean offset equals batchnorm of x plus the offset in every forward entry point", "[cpu]") {
   const ExecContext ctx = ExecContext::cpu(2);
   for (const BatchnormShape& sh : {test::make_batchnorm_shape(3, 4, 5, 5), test::make_batchnorm_shape(7, 3, 1, 1)}) {
-    const BnOffsetInputs with = offset_inputs(sh, 40 + uint64_t(sh.H));
+    const BnOffsetInputs with = test::bn_offset_inputs(sh, 40 + uint64_t(sh.H));
     BnOffsetInputs added = with;  // x + o, no offset
     added.offset.clear();
     const int64_t HW = sh.H * sh.W;
@@ -68,11 +56,9 @@ TEST_CASE("batchnorm with a mean offset equals batchnorm of x plus the offset in
 TEST_CASE("batchnorm bf16 and f16 emulation rows take the mean offset as the f32 rows do", "[cpu]") {
   const ExecContext ctx = ExecContext::cpu(2);
   const BatchnormShape sh = test::make_batchnorm_shape(4, 5, 3, 3);
-  BnOffsetInputs in = offset_inputs(sh, 70);
   for (DType t : {DType::bf16, DType::f16}) {
     // x exact in t, so both runs read the same values; y is rounded once into t.
-    BnOffsetInputs exact = in;
-    for (float& v : exact.x) v = round_to(t, v);
+    const BnOffsetInputs exact = test::bn_offset_inputs(sh, 70, t);
     const test::Tolerance once = t == DType::bf16 ? test::kBf16OutputVsCpu : test::kF16OutputVsCpu;
     for (BnMode mode : {BnMode::plain, BnMode::fused_relu, BnMode::phased}) {
       INFO(to_string(t) << " " << test::to_string(mode));

@@ -26,22 +26,9 @@ constexpr test::Tolerance kTwoBf16Roundings{1e-4, 2 * test::kBf16OutputVsCpu.rto
 constexpr test::Tolerance kTwoF16Roundings{1e-4, 2 * test::kF16OutputVsCpu.rtol};
 constexpr test::Tolerance kStatistics{1e-5, 1e-5};
 
-BnOffsetInputs offset_inputs(const BatchnormShape& sh, DType t, uint64_t seed) {
-  const size_t n = size_t(sh.N * sh.C * sh.H * sh.W), C = size_t(sh.C);
-  BnOffsetInputs in;
-  in.x = test::random_floats(n, seed, -1.5f, 2.5f);
-  for (float& v : in.x) v = round_to(t, v);  // both sides read the same values
-  in.gamma = test::random_floats(C, seed + 1, 0.5f, 1.5f);
-  in.beta = test::random_floats(C, seed + 2);
-  in.running_mean = test::random_floats(C, seed + 3, -3.0f, 3.0f);
-  in.running_var = test::random_floats(C, seed + 4, 0.5f, 2.0f);
-  in.offset = test::random_floats(C, seed + 5, -3.0f, 3.0f);
-  return in;
-}
-
 void check_against_cpu(CudaContext& cuda, DType t, const BatchnormShape& sh, const std::vector<std::string>& rows) {
   const ExecContext cpu = ExecContext::cpu(2);
-  const BnOffsetInputs in = offset_inputs(sh, t, 90 + uint64_t(sh.C));
+  const BnOffsetInputs in = test::bn_offset_inputs(sh, 90 + uint64_t(sh.C), t);
   const test::Tolerance out = t == DType::f32    ? test::kGpuVsCpu
                               : t == DType::bf16 ? kTwoBf16Roundings
                                                  : kTwoF16Roundings;
@@ -54,12 +41,12 @@ void check_against_cpu(CudaContext& cuda, DType t, const BatchnormShape& sh, con
                         << " " << sh.H << "x" << sh.W);
       const BnOffsetOutputs gpu = test::run_bn_with_offset(cuda.ctx(), Backend::cuda, t, sh, in, mode, row,
                                                            [&] { cuda.synchronize(); });
-      CHECK(test::compare(gpu.y, ref.y, out) == "");
-      CHECK(test::compare(gpu.y_infer, ref.y_infer, out) == "");
-      CHECK(test::compare(gpu.running_mean, ref.running_mean, kStatistics) == "");
-      CHECK(test::compare(gpu.running_var, ref.running_var, kStatistics) == "");
-      CHECK(test::compare(gpu.save_mean, ref.save_mean, kStatistics) == "");
-      CHECK(test::compare(gpu.save_inv_std, ref.save_inv_std, kStatistics) == "");
+      using Field = std::vector<float> BnOffsetOutputs::*;
+      for (Field f : {&BnOffsetOutputs::y, &BnOffsetOutputs::y_infer})
+        CHECK(test::compare(gpu.*f, ref.*f, out) == "");
+      for (Field f : {&BnOffsetOutputs::running_mean, &BnOffsetOutputs::running_var, &BnOffsetOutputs::save_mean,
+                      &BnOffsetOutputs::save_inv_std})
+        CHECK(test::compare(gpu.*f, ref.*f, kStatistics) == "");
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "ops/batchnorm.h"
 #include "ops/convert.h"
+#include "support/test_util.h"
 
 namespace cnn::test {
 
@@ -31,6 +32,21 @@ struct BnOffsetInputs {
 struct BnOffsetOutputs {
   std::vector<float> y, running_mean, running_var, save_mean, save_inv_std, y_infer;
 };
+
+// Generated inputs of sh: x in [-1.5, 2.5) made exact in `exact` (so runs of that dtype and of f32
+// read the same values), gamma in [0.5, 1.5), running means and offsets in [-3, 3).
+inline BnOffsetInputs bn_offset_inputs(const BatchnormShape& sh, uint64_t seed, DType exact = DType::f32) {
+  const size_t n = size_t(sh.N * sh.C * sh.H * sh.W), C = size_t(sh.C);
+  BnOffsetInputs in;
+  in.x = random_floats(n, seed, -1.5f, 2.5f);
+  for (float& v : in.x) v = round_to(exact, v);
+  in.gamma = random_floats(C, seed + 1, 0.5f, 1.5f);
+  in.beta = random_floats(C, seed + 2);
+  in.running_mean = random_floats(C, seed + 3, -3.0f, 3.0f);
+  in.running_var = random_floats(C, seed + 4, 0.5f, 2.0f);
+  in.offset = random_floats(C, seed + 5, -3.0f, 3.0f);
+  return in;
+}
 
 inline Tensor bn_floats_on(Device d, const std::vector<float>& v) {
   Tensor t = Tensor::empty(Shape{int64_t(v.size())}, d, "batchnorm offset test operand");
