@@ -21,6 +21,7 @@
 #include "support/catch.h"
 #include "support/random_batch.h"
 #include "support/test_util.h"
+#include "tune/autotune.h"
 
 using namespace cnn;
 
@@ -51,13 +52,16 @@ constexpr int kSteps = 6;
 
 struct FoldRun {
   // force_fp32: fold through the graph's test switch (fp32 layers are never folded otherwise).
-  FoldRun(const std::string& device, const std::string& precision, bool fold, bool force_fp32 = false)
+  // tune: the autotuner chooses the conv algorithms (no disk cache), as a training run's would.
+  FoldRun(const std::string& device, const std::string& precision, bool fold, bool force_fp32 = false,
+          bool tune = false)
       : spec(parse_model_text(kModel, "folded.yaml",
                               {"train.precision=" + precision,
                                std::string("train.fold_conv_bias=") + (fold ? "true" : "false")})),
         stack(spec) {
     if (force_fp32) stack.graph().fold_conv_biases(fold, true);
     stack.place(device, true);
+    if (tune) stack.autotune(kBatch, AutotuneOptions{});
     stack.build_executor(kBatch).init_params(5);
     // Conv biases far from zero (they start at zero), so folding them moves real numbers.
     std::vector<float> p = stack.executor().params().to_vector();
@@ -240,4 +244,26 @@ TEST_CASE("bf16 training on cuda with the conv bias folded agrees with it unfold
   check_fold_agrees(on, off, kBf16Fold);
   FoldRun fresh_off("cuda", "bf16", false);
   check_checkpoint_crosses(on, fresh_off, kBf16Fold.rest);
+}
+
+TEST_CASE("bf16 training on cuda with the conv bias folded and the algorithms autotuned agrees with it unfolded",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  // The autotuner times and checks the folded forward on bias-free probe operands, the backward on
+  // biased ones (db), cuDNN's bf16 forward rows among the candidates.
+  FoldRun on("cuda", "bf16", true, false, true), off("cuda", "bf16", false, false, true);
+  for (int i = 0; i < on.stack.graph().size(); ++i) {
+    const Layer& l = *on.stack.graph().node(i).layer;
+    const ConvPlanned* planned = l.conv_planned();
+    if (!planned) continue;
+    INFO(l.name());
+    for (ConvDir d : kConvDirs) {
+      INFO(to_string(d));
+      const ConvAlgo* a = planned->conv_plan().algo(d);
+      REQUIRE(a);
+      CHECK(a->dtype == DType::bf16);
+      CHECK(a->can_implement(on.stack.ctx(), planned->conv_shape(kBatch, d), l.math()));
+    }
+  }
+  check_fold_agrees(on, off, kBf16Fold);
 }
