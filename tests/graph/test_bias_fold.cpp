@@ -10,6 +10,7 @@
 
 #include "config/model_spec.h"
 #include "graph/graph.h"
+#include "graph/summary.h"
 #include "layers/conv_plan.h"
 #include "support/catch.h"
 
@@ -106,4 +107,17 @@ TEST_CASE("the graph notes name the folded pairs", "[cpu]") {
   CHECK(std::count(precision.begin(), precision.end(), line) == 1);
   const auto plain = build("fp32", "auto", {});
   for (const std::string& n : plain->choose_backends(Device::cpu)) CHECK(n.find("folded") == std::string::npos);
+}
+
+TEST_CASE("the model table says which conv's bias a batchnorm adds", "[cpu]") {
+  ModelSpec spec = parse_model_text(
+      "name: t\ninput: {channels: 2, height: 6, width: 6}\nlayers:\n"
+      "  - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: b1, type: batchnorm}\n"
+      "  - {name: fc, type: dense, units: 3}\n",
+      "t.yaml", {"train.precision=bf16"});
+  const auto g = Graph::build(spec);
+  CHECK(format_model_table(*g, spec, 4).find("bias folded into b1") != std::string::npos);
+  spec = parse_model_text(to_yaml(spec.config), "t.yaml", {"train.fold_conv_bias=false"});
+  CHECK(format_model_table(*Graph::build(spec), spec, 4).find("folded") == std::string::npos);
 }
