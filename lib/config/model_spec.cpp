@@ -204,6 +204,10 @@ SchemaPtr train_schema() {
       .defaults_to(d.deterministic);
   s->key("fuse_activations", Type::boolean(), "batchnorm and dense apply a following activation in their own kernels")
       .defaults_to(d.fuse_activations);
+  s->key("fold_conv_bias", Type::boolean(),
+         "tf32/bf16/fp16: a conv2d whose only consumer is a batchnorm runs without its bias, which the batchnorm "
+         "takes as a mean offset (same outputs and checkpoints; fp32 is never folded)")
+      .defaults_to(d.fold_conv_bias);
   s->key("max_steps", Type::integer(0, int64_t(1) << 53), "stop after this many optimizer steps (0: no limit)")
       .defaults_to(d.max_steps);
   s->key("cuda_graph", Type::boolean(), "capture the GPU training step in a CUDA graph").defaults_to(d.cuda_graph);
@@ -452,6 +456,7 @@ void read_train(const Value& s, TrainSpec& t) {
   t.seed = s["seed"].uinteger();
   t.deterministic = s["deterministic"].boolean();
   t.fuse_activations = s["fuse_activations"].boolean();
+  t.fold_conv_bias = s["fold_conv_bias"].boolean();
   t.max_steps = s["max_steps"].integer();
   t.cuda_graph = s["cuda_graph"].boolean();
   t.prepack_weights = s["prepack_weights"].boolean();

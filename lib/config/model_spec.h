@@ -141,6 +141,7 @@ struct TrainSpec {
   uint64_t seed = 42;
   bool deterministic = false;
   bool fuse_activations = true;  // batchnorm/dense apply a following activation in their kernels
+  bool fold_conv_bias = true;    // tf32/bf16/fp16: a conv2d bias before a batchnorm folds into its mean (Graph)
   int64_t max_steps = 0;        // 0 = no limit
   std::string backend = "auto";  // auto | cuda | cudnn: on a GPU, layers left auto use this one where they can
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (core/math_mode.h: Precision)

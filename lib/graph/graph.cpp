@@ -207,6 +207,7 @@ std::unique_ptr<Graph> Graph::build(const ModelSpec& spec, const LayerRegistry& 
   }
 
   g->fuse_activations(spec.train.fuse_activations);
+  g->fold_conv_biases(spec.train.fold_conv_bias);
   g->set_prepack_weights(spec.train.prepack_weights);
   return g;
 }
@@ -268,6 +269,13 @@ std::vector<std::string> Graph::choose_backends(Device device) {
   // The producers' answers depend on their backends.
   const int fused = fuse_activations(m_fuse);
   if (fused > 0) notes.push_back(fmt::format("{} activation(s) fused into their producers", fused));
+  if (const std::string pairs = folded_bias_pairs(); !pairs.empty()) {
+    int folded = 0;
+    for (const GraphNode& n : m_nodes) folded += n.bias_folded_into >= 0;
+    const std::string line = fmt::format("{} conv bias(es) folded into their batchnorms: {}", folded, pairs);
+    notes.push_back(line);
+    m_precision_notes.push_back(line);
+  }
   auto layout = [](DType t) { return t == DType::f32 ? "NCHW" : "NHWC"; };
   for (int i = 0; i < size(); ++i) {
     const GraphNode& n = node(i);
@@ -309,6 +317,42 @@ int Graph::fuse_activations(bool enabled) {
     ++count;
   }
   return count;
+}
+
+int Graph::fold_conv_biases(bool enabled, bool include_fp32) {
+  for (auto& n : m_nodes) {
+    if (n.bias_folded_into >= 0) {
+      n.layer->fold_bias(false);
+      node(n.bias_folded_into).layer->take_mean_offset(nullptr);
+    }
+    n.bias_folded_into = -1;
+  }
+  if (!enabled) return 0;
+  int count = 0;
+  for (int c = 0; c < size(); ++c) {
+    GraphNode& conv = m_nodes[static_cast<size_t>(c)];
+    if (!conv.layer->conv_planned() || conv.consumers.size() != 1 || conv.fused_act >= 0) continue;
+    if (conv.layer->precision() == Precision::fp32 && !include_fp32) continue;
+    GraphNode& bn = m_nodes[static_cast<size_t>(conv.consumers[0])];
+    // A batchnorm reads one input; the conv's output must reach it alone, and only it.
+    if (bn.inputs.size() != 1 || bn.layer->type() != "batchnorm") continue;
+    if (!conv.layer->fold_bias(true)) continue;  // no bias
+    if (!bn.layer->take_mean_offset(conv.layer.get())) {
+      conv.layer->fold_bias(false);
+      continue;
+    }
+    conv.bias_folded_into = conv.consumers[0];
+    ++count;
+  }
+  return count;
+}
+
+std::string Graph::folded_bias_pairs() const {
+  std::string out;
+  for (const GraphNode& n : m_nodes)
+    if (n.bias_folded_into >= 0)
+      out += (out.empty() ? "" : ", ") + n.layer->name() + " -> " + node(n.bias_folded_into).layer->name();
+  return out;
 }
 
 std::string Graph::display_name(int i) const {

@@ -28,6 +28,8 @@ struct GraphNode {
   // work and shares that producer's output and gradient memory; the producer has fused_act.
   int fused_into = -1;
   int fused_act = -1;
+  // Conv bias folding (Graph::fold_conv_biases): the batchnorm node this conv2d's bias is folded into.
+  int bias_folded_into = -1;
 };
 
 // One named tensor in a flat buffer: trainable ones live in "params" (with grads of the same
@@ -99,6 +101,15 @@ public:
   // build and choose_backends call it). false undoes every fusion. Returns the fused pairs' count.
   int fuse_activations(bool enabled);
   bool fusion_enabled() const { return m_fuse; }
+  // Folds the bias of each conv2d whose output only a batchnorm reads into that batchnorm's mean
+  // (ops/batchnorm.h "Mean offset"): the conv's forward runs without it, the batchnorm gets it as
+  // its mean_offset (its outputs, gradients and running statistics mean what they did). Only for a
+  // conv whose precision is not fp32 (fp32 stays bit for bit as without), unless include_fp32 (for
+  // tests); a batchnorm that asks for backend cudnn is left alone. train.fold_conv_bias; build calls
+  // it; false undoes every fold. Returns the folded pairs' count.
+  int fold_conv_biases(bool enabled, bool include_fp32 = false);
+  // "conv1 -> bn1, conv2 -> bn2": the folded pairs (empty: none).
+  std::string folded_bias_pairs() const;
   // Whether a training executor packs the 16-bit weight copies of every layer once a step
   // (graph/weight_packs.h; train.prepack_weights, set by build). Read when an executor is built.
   bool prepack_weights() const { return m_prepack; }

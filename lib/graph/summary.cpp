@@ -78,6 +78,9 @@ std::string format_model_table(const Graph& g, const ModelSpec& spec, int64_t ba
     }
     // A fused activation runs inside its producer's kernels and owns no memory of its own.
     if (n.fused_into >= 0) detail += (detail.empty() ? "" : "; ") + std::string("fused into ") + g.node(n.fused_into).layer->name();
+    // A folded conv bias is added by the batchnorm after it (Graph::fold_conv_biases).
+    if (n.bias_folded_into >= 0)
+      detail += (detail.empty() ? "" : "; ") + std::string("bias folded into ") + g.node(n.bias_folded_into).layer->name();
     const int64_t act_bytes = n.fused_into >= 0 ? 0 : n.out_shape.numel() * int64_t(sizeof(float));
     rows.push_back({std::to_string(i + 1), g.display_name(i), n.layer->type(), n.out_shape.to_string(),
                     thousands(np.value("a layer's parameter count")),

@@ -3,7 +3,9 @@
 // Trap: backward is only valid after a training-mode forward of the same batch. With a fused
 // activation or synchronised statistics it runs the phased ops on our cpu/cuda kernels (a cudnn
 // choice runs them on cuda; without synchronisation both phases in one call, BatchnormForwardTrainAct
-// and BatchnormBackwardAct), and a fused layer's backward reads its own output.
+// and BatchnormBackwardAct), and a fused layer's backward reads its own output. With a folded conv
+// bias (take_mean_offset) every forward op gets that bias as its mean_offset, which cuDNN's rows
+// refuse, so such a layer runs our kernels.
 #include "core/device.h"
 #include "layers/registry.h"
 #include "ops/batchnorm.h"
@@ -36,8 +38,14 @@ class BatchnormLayer : public Layer {
   double backward_flops() const override { return 8.0 * m_C * m_HW; }
   bool supports(Backend b) const override {
     const BatchnormShape sh = shape_for_batch(1);
-    return op_supports(b, dtype(), BatchnormForwardTrain{nullptr, sh}) &&
-           op_supports(b, dtype(), BatchnormForwardInfer{nullptr, sh}) &&
+    // Rows ask only whether there is an offset: any non-null pointer stands for the bound one.
+    static const float kSomeOffset = 0.0f;
+    const float* off = m_offset_from ? &kSomeOffset : nullptr;
+    BatchnormForwardTrain train{nullptr, sh};
+    train.mean_offset = off;
+    BatchnormForwardInfer infer{nullptr, sh};
+    infer.mean_offset = off;
+    return op_supports(b, dtype(), train) && op_supports(b, dtype(), infer) &&
            op_supports(b, dtype(), BatchnormBackward{nullptr, sh});
   }
 
@@ -53,6 +61,11 @@ class BatchnormLayer : public Layer {
     m_fused = act && activation_fusable(*act) && (backend() == Backend::cpu || backend() == Backend::cuda);
     if (m_fused) m_act = *act;
     return m_fused;
+  }
+  // An explicit `backend: cudnn` keeps the bias where it is (cuDNN takes no offset).
+  bool take_mean_offset(const Layer* from) override {
+    m_offset_from = from && requested_backend() != "cudnn" ? from : nullptr;
+    return m_offset_from != nullptr;
   }
   bool set_stats_reducer(StatsReducer* sync) override {
     m_sync = sync;
@@ -76,16 +89,18 @@ class BatchnormLayer : public Layer {
     float *gamma = m_params[0].data(), *beta = m_params[1].data();
     float *rmean = m_params[2].data(), *rvar = m_params[3].data();
     const ActivationParams* act = m_fused ? &m_act : nullptr;
+    const float* off = mean_offset();
     if (!rc.training) {
       if (act)
-        run_op(kernels(), BatchnormForwardInferAct{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, act, y.view()});
+        run_op(kernels(),
+               BatchnormForwardInferAct{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, act, y.view(), off});
       else
-        run_op(backend(), BatchnormForwardInfer{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, y.view()});
+        run_op(backend(), BatchnormForwardInfer{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, y.view(), off});
     } else if (act || m_sync) {
       phased_forward(rc, sh, x[0]->view(), y.view());
     } else {
       run_op(backend(), BatchnormForwardTrain{rc.exec, sh, x[0]->view(), gamma, beta, y.view(), rmean, rvar,
-                                              m_save_mean.data(), m_save_inv_std.data()});
+                                              m_save_mean.data(), m_save_inv_std.data(), off});
     }
   }
 
@@ -110,12 +125,14 @@ class BatchnormLayer : public Layer {
     if (!backward)
       run_op(kernels(), BatchnormForwardApply{rc.exec, sh, block, nullptr, m_params[0].data(), m_params[1].data(),
                                               nullptr, nullptr, m_params[2].data(), m_params[3].data(),
-                                              m_save_mean.data(), m_save_inv_std.data()});
+                                              m_save_mean.data(), m_save_inv_std.data(), mean_offset()});
   }
 
   std::string summary() const override { return fmt::format("eps {} mom {}", m_eps, m_momentum); }
 
  private:
+  // The folded conv bias (null: none), at its bound storage.
+  const float* mean_offset() const { return m_offset_from ? m_offset_from->folded_bias() : nullptr; }
   // Our kernels of the layer's device: the phased ops have no cuDNN version.
   Backend kernels() const { return backend() == Backend::cpu ? Backend::cpu : Backend::cuda; }
   double* sums(bool backward) {
@@ -127,15 +144,16 @@ class BatchnormLayer : public Layer {
   void phased_forward(const RunContext& rc, const BatchnormShape& sh, ConstView x, View y) {
     double* stats = sums(false);
     float* rmean = m_params[2].data();
+    const float* off = mean_offset();
     if (!m_sync)
       return run_op(kernels(), BatchnormForwardTrainAct{rc.exec, sh, x, m_params[0].data(), m_params[1].data(),
                                                         m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
-                                                        m_save_mean.data(), m_save_inv_std.data(), stats});
-    run_op(kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats});
+                                                        m_save_mean.data(), m_save_inv_std.data(), stats, off});
+    run_op(kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats, off});
     if (m_sync) m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
     run_op(kernels(), BatchnormForwardApply{rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
                                             m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
-                                            m_save_mean.data(), m_save_inv_std.data()});
+                                            m_save_mean.data(), m_save_inv_std.data(), off});
   }
 
   void phased_backward(const RunContext& rc, const BatchnormShape& sh, ConstView x, ConstView y, ConstView dy,
@@ -156,6 +174,7 @@ class BatchnormLayer : public Layer {
   bool m_fused = false;
   ActivationParams m_act;
   StatsReducer* m_sync = nullptr;
+  const Layer* m_offset_from = nullptr;  // the conv2d whose bias is folded into this layer's mean
   Tensor m_sums;
   double m_momentum = 0;
   double m_eps = 0;

@@ -58,6 +58,18 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     sh.N = batch;
     return sh;
   }
+  Conv2dShape conv_shape(int64_t batch, ConvDir d) const override {
+    Conv2dShape sh = conv_shape(batch);
+    if (d == ConvDir::forward && m_bias_folded) sh.has_bias = false;
+    return sh;
+  }
+  bool fold_bias(bool on) override {
+    m_bias_folded = on && m_bias;
+    return m_bias;
+  }
+  const float* folded_bias() const override {
+    return m_bias_folded && m_params.size() > 1 ? m_params[1].data() : nullptr;  // null until bound
+  }
 
   Shape infer_shape(const std::vector<Shape>& in) override {
     expect_rank(in[0], 3, "a (C, H, W)");
@@ -105,11 +117,11 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   std::vector<WeightPackRequest> weight_pack_requests(int64_t batch, bool input_grad) const override {
     std::vector<WeightPackRequest> out;
     if (dtype() == DType::f32 || backend() == Backend::cpu) return out;
-    const Conv2dShape sh = conv_shape(batch);
-    const WeightsBf16Dims dims{int(sh.K), int(sh.C / sh.groups), int(sh.R), int(sh.S)};
+    const WeightsBf16Dims dims{int(m_shape.K), int(m_shape.C / m_shape.groups), int(m_shape.R), int(m_shape.S)};
     for (ConvDir d : {ConvDir::forward, ConvDir::backward_data}) {
       if (d == ConvDir::backward_data && !input_grad) continue;
       const ConvAlgo* a = planned_row(d);
+      const Conv2dShape sh = conv_shape(batch, d);
       if (const std::optional<Bf16WeightLayout> layout = a ? a->packed_layout(sh) : std::nullopt)
         out.push_back({int(d), 0, dims, PackedWeights16{nullptr, dtype(), *layout}});
     }
@@ -121,8 +133,9 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   }
 
   void forward(const RunContext& rc, const std::vector<const Tensor*>& x, Tensor& y) override {
-    const ConstView b = m_bias ? ConstView(m_params[1].view()) : nullptr;
-    const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
+    // A folded bias is the following batchnorm's mean offset: the forward runs without it.
+    const Conv2dShape sh = conv_shape(x[0]->shape()[0], ConvDir::forward);
+    const ConstView b = sh.has_bias ? ConstView(m_params[1].view()) : nullptr;
     run_planned(ConvDir::forward, Conv2dForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math(),
                                                 prepacked(rc, ConvDir::forward, sh)});
   }
@@ -186,6 +199,7 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   bool m_same = false;
   int64_t m_groups = 1;
   bool m_bias = true;
+  bool m_bias_folded = false;  // fold_bias: the forward leaves the bias to the following batchnorm
   InitKind m_init = InitKind::he_normal;
   Conv2dShape m_shape;
   ConvPlan m_plan;

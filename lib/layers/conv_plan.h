@@ -32,6 +32,9 @@ public:
   virtual ConvPlan& conv_plan() = 0;
   virtual const ConvPlan& conv_plan() const = 0;
   virtual Conv2dShape conv_shape(int64_t batch) const = 0;  // valid after infer_shape
+  // The shape direction d runs: conv_shape(batch), without the bias in forward while the bias is
+  // folded into the following batchnorm (Layer::fold_bias; backward_filter still writes db).
+  virtual Conv2dShape conv_shape(int64_t batch, ConvDir d) const = 0;
 };
 
 }  // namespace cnn

@@ -150,6 +150,14 @@ public:
   // read from its saved output (backward) answers whether it can; null undoes the fusion.
   virtual const ActivationParams* activation() const { return nullptr; }
   virtual bool fuse_activation(const ActivationParams* act) { return false; }
+  // Conv bias folding (Graph::fold_conv_biases). A producer asked to leave its bias out of its
+  // forward (backward keeps its gradient) answers whether it has one; false restores it.
+  // folded_bias: that bias's FP32 storage (C) while folded, else null (read at run time: the
+  // parameters are bound after the graph is built). A batchnorm asked to take `from`'s folded bias
+  // as its mean offset (ops/batchnorm.h) answers whether it can; null undoes it.
+  virtual bool fold_bias(bool on) { return false; }
+  virtual const float* folded_bias() const { return nullptr; }
+  virtual bool take_mean_offset(const Layer* from) { return false; }
   // Synchronised batch statistics (dist.sync_batchnorm): a layer that normalises with batch
   // statistics keeps `sync` (not owned; null turns it off) and answers true. join_sync_idle lets a
   // rank that runs no forward (or no backward) this step join the same reductions with zeros.

@@ -68,13 +68,16 @@ __device__ __forceinline__ float value_of(bf16 v) { return to_float(v); }
 __device__ __forceinline__ float value_of(f16 v) { return Half16<f16>::to_float(v.bits); }
 
 // The shift the forward sums subtract in channel c: p[c * stride]. The channel's first value (x
-// NCHW: stride H*W; x channels-last: stride 1) or running_mean (stride 1, the phased sums).
+// NCHW: stride H*W; x channels-last: stride 1) or running_mean (stride 1, the phased sums), minus
+// offset[c] when offset is set (the mean offset, batchnorm.h: batchnorm_shift_of's FP32 value).
 template <typename T>
 struct ChannelShift {
   const T* __restrict__ p;
   int64_t stride;
+  const float* __restrict__ offset = nullptr;  // (C) or null
   __device__ __forceinline__ double operator()(int c) const {
-    return static_cast<double>(value_of(p[static_cast<int64_t>(c) * stride]));
+    const float v = value_of(p[static_cast<int64_t>(c) * stride]);
+    return static_cast<double>(offset ? v - offset[c] : v);
   }
 };
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/exec_context.h"
+#include "core/host_device.h"
 #include "ops/activation.h"
 #include "ops/dispatch.h"
 
@@ -39,6 +40,22 @@ void batchnorm_backward_reference(const ExecContext& ctx, const BatchnormShape& 
 void batchnorm_check_shape(const char* what, const BatchnormShape& sh);
 void batchnorm_check_training_count(const char* what, const BatchnormShape& sh);
 
+// Mean offset (the forward entry points' mean_offset, FP32 (C), null: none): x is a producer's
+// output whose per-channel constant `offset` was left out (a conv2d bias folded into this batchnorm,
+// Graph::fold_conv_biases), and the running mean keeps meaning the mean of x + offset. So training
+// normalises x by its batch mean as always (a per-channel constant does not change the result),
+// shifts its sums by running_mean - offset and updates running_mean with batch_mean + offset;
+// inference subtracts running_mean - offset. running_var and the backward are unchanged. The shift
+// is formed in FP32 (running_mean[c] - offset[c]) the same way by every phase and rank. cuDNN's
+// rows take none: their supports() refuses a non-null mean_offset (a layer asks with its own).
+CNN_HD float batchnorm_shift_of(const float* running_mean, const float* mean_offset, int64_t c) {
+  return mean_offset ? running_mean[c] - mean_offset[c] : running_mean[c];
+}
+// What a batch of mean `mean` (of x) adds to the running mean.
+CNN_HD double batchnorm_running_input(double mean, const float* mean_offset, int64_t c) {
+  return mean_offset ? mean + static_cast<double>(mean_offset[c]) : mean;
+}
+
 // Entry points (run_op in ops/dispatch.h; rows in registry.cpp). x, y, dy, dx follow the
 // activations' dtype (views); the per-channel parameters, running and saved statistics and their
 // gradients are FP32 in every precision (they are few, and the statistics need the range), so they
@@ -54,6 +71,7 @@ struct BatchnormForwardTrain {  // batch statistics
   float* running_var = nullptr;     // (C), updated in place
   float* save_mean = nullptr;       // (C), written for backward
   float* save_inv_std = nullptr;    // (C), written for backward
+  const float* mean_offset = nullptr;  // (C) or null: see "Mean offset" above
   DType dtype() const { return x.dtype(); }
   static const OpTable<BatchnormForwardTrain>& table();
 };
@@ -66,6 +84,7 @@ struct BatchnormForwardInfer {  // running statistics
   const float* running_mean = nullptr;   // (C)
   const float* running_var = nullptr;    // (C)
   View y = nullptr;                      // (N, C, H, W)
+  const float* mean_offset = nullptr;    // (C) or null: see "Mean offset" above
   DType dtype() const { return x.dtype(); }
   static const OpTable<BatchnormForwardInfer>& table();
 };
@@ -109,8 +128,9 @@ struct BatchnormForwardStats {  // this rank's stats
   const ExecContext* ctx = nullptr;
   BatchnormShape sh;
   ConstView x = nullptr;                // (N, C, H, W)
-  const float* running_mean = nullptr;  // (C): the shift
+  const float* running_mean = nullptr;  // (C): the shift (minus mean_offset)
   double* stats = nullptr;              // (2C + 1)
+  const float* mean_offset = nullptr;   // (C) or null: see "Mean offset" above
   DType dtype() const { return x.dtype(); }
   static const OpTable<BatchnormForwardStats>& table();
 };
@@ -129,6 +149,7 @@ struct BatchnormForwardApply {
   float* running_var = nullptr;         // (C), updated in place
   float* save_mean = nullptr;           // (C)
   float* save_inv_std = nullptr;        // (C)
+  const float* mean_offset = nullptr;   // (C) or null, as the stats phase's
   DType dtype() const { return x.dtype(); }
   static const OpTable<BatchnormForwardApply>& table();
 };
@@ -143,6 +164,7 @@ struct BatchnormForwardInferAct {
   const float* running_var = nullptr;   // (C)
   const ActivationParams* act = nullptr;
   View y = nullptr;                     // (N, C, H, W)
+  const float* mean_offset = nullptr;   // (C) or null: see "Mean offset" above
   DType dtype() const { return x.dtype(); }
   static const OpTable<BatchnormForwardInferAct>& table();
 };
@@ -198,6 +220,7 @@ struct BatchnormForwardTrainAct {
   float* save_mean = nullptr;           // (C)
   float* save_inv_std = nullptr;        // (C)
   double* stats = nullptr;              // (2C + 1), written
+  const float* mean_offset = nullptr;   // (C) or null: see "Mean offset" above
   DType dtype() const { return x.dtype(); }
   static const OpTable<BatchnormForwardTrainAct>& table();
 };

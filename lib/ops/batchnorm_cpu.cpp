@@ -166,7 +166,7 @@ void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a) {
     const float scale = static_cast<float>(static_cast<double>(gamma[c]) * inv_std), bias = beta[c];
     batchnorm_normalize_channel_cpu(x, y, N, C, HW, c, mean_f, scale, bias, [](float*) {});
     batchnorm_update_statistics_cpu(momentum, static_cast<double>(M), mean, var, inv_std, c, running_mean,
-                                    running_var, save_mean, save_inv_std);
+                                    running_var, save_mean, save_inv_std, a.mean_offset);
   }
 }
 
@@ -184,7 +184,7 @@ void batchnorm_forward_infer_cpu(const BatchnormForwardInfer& a) {
   for (int64_t nc = 0; nc < N * C; ++nc) {
     const int64_t c = nc % C;
     const float scale = static_cast<float>(gamma[c] / std::sqrt(static_cast<double>(running_var[c]) + eps));
-    const float mean = running_mean[c], bias = beta[c];
+    const float mean = batchnorm_shift_of(running_mean, a.mean_offset, c), bias = beta[c];
     const float* xp = x + nc * HW;
     float* yp = y + nc * HW;
 #pragma omp simd

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/batchnorm.h"
+
 namespace cnn {
 
 // Channel c of x (N, C, HW): s = sum of d, ss = sum of d^2, d = x - shift.
@@ -37,12 +39,14 @@ inline void batchnorm_normalize_channel_cpu(const float* x, float* y, int64_t N,
   }
 }
 
-// Channel c's running statistics (unbiased variance over the count M) and saved statistics.
+// Channel c's running statistics (unbiased variance over the count M) and saved statistics; the
+// running mean takes mean + mean_offset[c] (batchnorm.h's "Mean offset"; null: none).
 inline void batchnorm_update_statistics_cpu(double momentum, double M, double mean, double var, double inv_std,
                                             int64_t c, float* running_mean, float* running_var, float* save_mean,
-                                            float* save_inv_std) {
+                                            float* save_inv_std, const float* mean_offset) {
   const double unbiased = var * M / (M - 1.0);
-  running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+  running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] +
+                                       momentum * batchnorm_running_input(mean, mean_offset, c));
   running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
   save_mean[c] = static_cast<float>(mean);
   save_inv_std[c] = static_cast<float>(inv_std);

@@ -29,6 +29,7 @@ struct ForwardFinalize {
   float* __restrict__ save_inv_std;    // (C)
   float* __restrict__ norm_mean;       // (C); unused by channel
   float* __restrict__ norm_scale;      // (C); unused by channel
+  const float* __restrict__ mean_offset;  // (C) or null: added to the batch mean in running_mean
   // Channel c's (mean, scale) from its sums about x0 (shift(c)); with `owner` also its running and
   // saved statistics.
   __device__ void channel(int c, double s, double ss, double x0, bool owner, float& n_mean, float& n_scale) const {
@@ -39,7 +40,8 @@ struct ForwardFinalize {
     const float mean_f = static_cast<float>(mean);
     if (owner) {
       const double unbiased = var * m / (m - 1.0);
-      running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+      running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] +
+                                           momentum * batchnorm_running_input(mean, mean_offset, c));
       running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
       save_mean[c] = mean_f;
       save_inv_std[c] = static_cast<float>(inv_std);
@@ -122,7 +124,7 @@ void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) {
   float* norm_scale = s.per_channel + C;
   const ChannelShift<float> shift{x, L.HW};  // the channel's first value
   const ForwardFinalize<float> tail{L.M,         sh.eps,    sh.momentum,  shift,     gamma,     running_mean,
-                                    running_var, save_mean, save_inv_std, norm_mean, norm_scale};
+                                    running_var, save_mean, save_inv_std, norm_mean, norm_scale, a.mean_offset};
   batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
       L, x, shift, s.partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm forward (statistics)");
@@ -134,7 +136,8 @@ void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a) {
   // The phased path without an activation, after the stricter checks (N > 0, eps, momentum); its
   // row of the operands' dtype runs, so this is the bf16 row too.
   check_shape("batchnorm inference", a.sh);
-  run_op(Backend::cuda, BatchnormForwardInferAct{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, nullptr, a.y});
+  run_op(Backend::cuda, BatchnormForwardInferAct{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var,
+                                                 nullptr, a.y, a.mean_offset});
 }
 
 void batchnorm_backward_cuda(const BatchnormBackward& a) {
@@ -175,7 +178,7 @@ static void forward_train_nhwc(const BatchnormForwardTrain& a, NhwcPath path) {
   const ChannelShift<T> shift{x, 1};
   auto finalize = [&](float* norm_mean, float* norm_scale) {
     return ForwardFinalize<T>{M,         sh.eps,         sh.momentum, shift,     a.gamma,   a.running_mean,
-                              a.running_var, a.save_mean, a.save_inv_std, norm_mean, norm_scale};
+                              a.running_var, a.save_mean, a.save_inv_std, norm_mean, norm_scale, a.mean_offset};
   };
   auto terms = [&](auto width) { return ShiftedTerms<decltype(width)::value, ChannelShift<T>, T>{x, shift}; };
   if (launch_one_kernel_nhwc(

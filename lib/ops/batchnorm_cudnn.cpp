@@ -51,6 +51,7 @@ bool batchnorm_cudnn_supports(const BatchnormShape& sh) {
 void batchnorm_forward_train_cudnn(const BatchnormForwardTrain& a) {
   const char* what = "batchnorm cudnn forward";
   cudnnHandle_t h = cudnn::handle(*a.ctx, what);
+  CNN_CHECK(!a.mean_offset, "{}: cuDNN takes no mean offset (its row's supports() refuses one)", what);
   BnDescs& d = descs(*a.ctx, a.sh, what);
   batchnorm_check_training_count(what, a.sh);
   const float one = 1.0f, zero = 0.0f;
@@ -61,6 +62,7 @@ void batchnorm_forward_train_cudnn(const BatchnormForwardTrain& a) {
 
 void batchnorm_forward_infer_cudnn(const BatchnormForwardInfer& a) {
   const char* what = "batchnorm cudnn inference";
+  CNN_CHECK(!a.mean_offset, "{}: cuDNN takes no mean offset (its row's supports() refuses one)", what);
   cudnnHandle_t h = cudnn::handle(*a.ctx, what);
   BnDescs& d = descs(*a.ctx, a.sh, what);
   const float one = 1.0f, zero = 0.0f;

@@ -73,7 +73,7 @@ void batchnorm_forward_stats_cpu(const BatchnormForwardStats& a) {
 #pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     double s, ss;
-    batchnorm_shifted_sums_cpu(x, N, C, HW, c, running_mean[c], s, ss);
+    batchnorm_shifted_sums_cpu(x, N, C, HW, c, batchnorm_shift_of(running_mean, a.mean_offset, c), s, ss);
     stats[c] = s;
     stats[C + c] = ss;
   }
@@ -97,8 +97,8 @@ void batchnorm_forward_apply_cpu(const BatchnormForwardApply& a) {
   const int threads = ctx.threads();
 #pragma omp parallel for num_threads(threads) if (N * C * HW >= (int64_t{1} << 14)) schedule(static)
   for (int64_t c = 0; c < C; ++c) {
-    const double d_mean = stats[c] / M;  // of d = x - running_mean, the stats' shift
-    const double mean = static_cast<double>(running_mean[c]) + d_mean;
+    const double d_mean = stats[c] / M;  // of d = x - shift, the stats' shift
+    const double mean = static_cast<double>(batchnorm_shift_of(running_mean, a.mean_offset, c)) + d_mean;
     const double var = std::max(0.0, stats[C + c] / M - d_mean * d_mean);
     const double inv_std = 1.0 / std::sqrt(var + sh.eps);
     const float mean_f = static_cast<float>(mean);
@@ -107,12 +107,13 @@ void batchnorm_forward_apply_cpu(const BatchnormForwardApply& a) {
                                     [&](float* yp) { activate_in_place(act, yp, HW); });
     // PyTorch's SyncBatchNorm: the unbiased variance over the global count.
     batchnorm_update_statistics_cpu(momentum, M, mean, var, inv_std, c, running_mean, running_var, save_mean,
-                                    save_inv_std);
+                                    save_inv_std, a.mean_offset);
   }
 }
 
 void batchnorm_forward_infer_act_cpu(const BatchnormForwardInferAct& a) {
-  run_op(Backend::cpu, BatchnormForwardInfer{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, a.y});
+  run_op(Backend::cpu,
+         BatchnormForwardInfer{a.ctx, a.sh, a.x, a.gamma, a.beta, a.running_mean, a.running_var, a.y, a.mean_offset});
   const ActivationParams* act = a.act;
   float* y = a.y.f32();
   const int64_t N = a.sh.N, C = a.sh.C, HW = a.sh.H * a.sh.W;
@@ -199,9 +200,9 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
 // The one-rank pairs: the two phases' rows of the operands' dtype (cpu f32, or the bf16/f16
 // emulation), so their results are those of the phases called one after the other.
 void batchnorm_forward_train_act_cpu(const BatchnormForwardTrainAct& a) {
-  run_op(Backend::cpu, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats});
+  run_op(Backend::cpu, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats, a.mean_offset});
   run_op(Backend::cpu, BatchnormForwardApply{a.ctx, a.sh, a.stats, a.x, a.gamma, a.beta, a.act, a.y, a.running_mean,
-                                             a.running_var, a.save_mean, a.save_inv_std});
+                                             a.running_var, a.save_mean, a.save_inv_std, a.mean_offset});
 }
 
 void batchnorm_backward_act_cpu(const BatchnormBackwardAct& a) {

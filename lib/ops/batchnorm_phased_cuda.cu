@@ -28,9 +28,10 @@ struct PhasedMoments {
     inv_std = 1.0 / sqrt(var + eps);
   }
   __device__ void update(int c, double momentum, float* running_mean, float* running_var, float* save_mean,
-                         float* save_inv_std) const {
+                         float* save_inv_std, const float* mean_offset) const {
     const double unbiased = var * m / (m - 1.0);
-    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] +
+                                         momentum * batchnorm_running_input(mean, mean_offset, c));
     running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
     save_mean[c] = static_cast<float>(mean);
     save_inv_std[c] = static_cast<float>(inv_std);
@@ -38,7 +39,7 @@ struct PhasedMoments {
 };
 
 // Normalize prologue of training, from the summed stats as batchnorm_forward_apply_cpu; finish (in
-// the channel's last block, after every block read the shift running_mean[c]) updates the running
+// the channel's last block, after every block read the shift running_mean[c] - offset) updates the running
 // statistics and writes save_mean, save_inv_std. A count below 2 gives inf or NaN in the running
 // variance, which the trainer's non-finite check reports.
 struct NormFromSums {
@@ -50,13 +51,17 @@ struct NormFromSums {
   float* __restrict__ running_var;     // (C)
   float* __restrict__ save_mean;       // (C)
   float* __restrict__ save_inv_std;    // (C)
+  const float* __restrict__ mean_offset;  // (C) or null (batchnorm.h)
   PhasedMoments mo;                    // begin -> finish, in one thread
   __device__ void begin(int c, float& norm_mean, float& norm_scale) {
-    mo.set(stats[2 * C], stats[c], stats[C + c], static_cast<double>(running_mean[c]), eps);
+    mo.set(stats[2 * C], stats[c], stats[C + c], static_cast<double>(batchnorm_shift_of(running_mean, mean_offset, c)),
+           eps);
     norm_mean = static_cast<float>(mo.mean);
     norm_scale = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
   }
-  __device__ void finish(int c) const { mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std); }
+  __device__ void finish(int c) const {
+    mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std, mean_offset);
+  }
 };
 
 // Normalize prologue of inference, from the running statistics as batchnorm_forward_infer_cpu.
@@ -65,8 +70,9 @@ struct NormFromRunning {
   const float* __restrict__ gamma;         // (C)
   const float* __restrict__ running_mean;  // (C)
   const float* __restrict__ running_var;   // (C)
+  const float* __restrict__ mean_offset;   // (C) or null (batchnorm.h)
   __device__ void begin(int c, float& norm_mean, float& norm_scale) const {
-    norm_mean = running_mean[c];
+    norm_mean = batchnorm_shift_of(running_mean, mean_offset, c);
     norm_scale = static_cast<float>(gamma[c] / sqrt(static_cast<double>(running_var[c]) + eps));
   }
   __device__ void finish(int) const {}
@@ -107,7 +113,8 @@ struct NormFromOwnSums {
   float* __restrict__ save_mean;       // (C)
   float* __restrict__ save_inv_std;    // (C)
   CollectTail collect;                 // the stats
-  __device__ float before(int c) const { return running_mean[c]; }
+  const float* __restrict__ mean_offset;  // (C) or null (batchnorm.h)
+  __device__ float before(int c) const { return batchnorm_shift_of(running_mean, mean_offset, c); }
   __device__ void operator()(int c, double s, double ss, float shift, bool owner, float (&cf)[4]) const {
     PhasedMoments mo;
     mo.set(count, s, ss, static_cast<double>(shift), eps);
@@ -116,7 +123,7 @@ struct NormFromOwnSums {
     cf[2] = beta[c];
     cf[3] = 0.0f;
     if (!owner) return;
-    mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std);
+    mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std, mean_offset);
     collect(c, s, ss);
   }
 };
@@ -152,7 +159,8 @@ void batchnorm_forward_stats_cuda(const BatchnormForwardStats& a) {
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
   const CollectTail tail{C, static_cast<double>(sh.N * sh.H * sh.W), a.stats, nullptr, nullptr, nullptr};
   batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
-      layout_of(sh), a.x.f32(), ChannelShift<float>{a.running_mean, 1}, partial, channel_counters(ctx, sh, what),
+      layout_of(sh), a.x.f32(), ChannelShift<float>{a.running_mean, 1, a.mean_offset}, partial,
+      channel_counters(ctx, sh, what),
       tail);
   CUDA_CHECK_LAUNCH("batchnorm forward statistics (sums)");
 }
@@ -163,7 +171,7 @@ void batchnorm_forward_apply_cuda(const BatchnormForwardApply& a) {
   const char* what = "batchnorm forward";
   cudaStream_t stream = phase_stream(ctx, sh, what);
   const NormFromSums pro{static_cast<int>(sh.C), sh.eps,        sh.momentum, a.stats,       a.gamma,
-                         a.running_mean,         a.running_var, a.save_mean, a.save_inv_std};
+                         a.running_mean,         a.running_var, a.save_mean, a.save_inv_std, a.mean_offset};
   unsigned* counters = channel_counters(ctx, sh, what);
   // With N = 0 (a rank without samples) the kernel still runs: its one block per channel updates
   // the running statistics from the global sums and touches no x or y.
@@ -176,7 +184,7 @@ void batchnorm_forward_infer_act_cuda(const BatchnormForwardInferAct& a) {
   const BatchnormShape& sh = a.sh;
   cudaStream_t stream = phase_stream(*a.ctx, sh, "batchnorm inference");
   if (sh.N == 0) return;
-  const NormFromRunning pro{sh.eps, a.gamma, a.running_mean, a.running_var};
+  const NormFromRunning pro{sh.eps, a.gamma, a.running_mean, a.running_var, a.mean_offset};
   with_epilogue(a.act,
                 [&](auto epi) { launch_normalize(stream, sh, epi, pro, a.x.f32(), a.beta, a.y.f32(), nullptr); });
   CUDA_CHECK_LAUNCH("batchnorm inference (normalize)");
@@ -220,7 +228,7 @@ static void forward_stats_nhwc(const BatchnormForwardStats& a) {
   const char* what = "batchnorm forward statistics";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const T* x = half16_data<T>(a.x);
-  const ChannelShift<float> shift{a.running_mean, 1};
+  const ChannelShift<float> shift{a.running_mean, 1, a.mean_offset};
   const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.stats, nullptr,
                          nullptr, nullptr};
   launch_sums_nhwc(
@@ -235,7 +243,7 @@ static void forward_apply_nhwc(const BatchnormForwardApply& a) {
   const char* what = "batchnorm forward";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const NormFromSums pro{static_cast<int>(a.sh.C), a.sh.eps,      a.sh.momentum, a.stats,       a.gamma,
-                         a.running_mean,           a.running_var, a.save_mean,   a.save_inv_std};
+                         a.running_mean,           a.running_var, a.save_mean,   a.save_inv_std, a.mean_offset};
   // With N = 0 the kernel still runs (one slice a tile) to update the running statistics.
   launch_normalize_nhwc(stream, a.sh, a.act, pro, half16_data<T>(a.x), a.beta, half16_data<T>(a.y),
                         channel_counters(*a.ctx, a.sh, what));
@@ -246,7 +254,7 @@ template <typename T>
 static void forward_infer_act_nhwc(const BatchnormForwardInferAct& a) {
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, "batchnorm inference");
   if (a.sh.N == 0) return;
-  const NormFromRunning pro{a.sh.eps, a.gamma, a.running_mean, a.running_var};
+  const NormFromRunning pro{a.sh.eps, a.gamma, a.running_mean, a.running_var, a.mean_offset};
   launch_normalize_nhwc(stream, a.sh, a.act, pro, half16_data<T>(a.x), a.beta, half16_data<T>(a.y), nullptr);
   CUDA_CHECK_LAUNCH("batchnorm inference nhwc (normalize)");
 }
@@ -294,9 +302,9 @@ void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a) { backwa
 
 // The one-rank pairs: f32 (and the bf16/f16 two-kernel path) runs the two phases' rows.
 void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a) {
-  run_op(Backend::cuda, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats});
+  run_op(Backend::cuda, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats, a.mean_offset});
   run_op(Backend::cuda, BatchnormForwardApply{a.ctx, a.sh, a.stats, a.x, a.gamma, a.beta, a.act, a.y, a.running_mean,
-                                              a.running_var, a.save_mean, a.save_inv_std});
+                                              a.running_var, a.save_mean, a.save_inv_std, a.mean_offset});
 }
 
 void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a) {
@@ -315,10 +323,11 @@ static void forward_train_act_nhwc(const BatchnormForwardTrainAct& a, NhwcPath p
   const T* x = half16_data<T>(a.x);
   T* y = half16_data<T>(a.y);
   const double count = static_cast<double>(sh.N * sh.H * sh.W);
-  const ChannelShift<float> shift{a.running_mean, 1};
-  const NormFromOwnSums stat{count,         sh.eps,      sh.momentum,    a.gamma,
-                             a.beta,        a.running_mean, a.running_var, a.save_mean,
-                             a.save_inv_std, CollectTail{static_cast<int>(sh.C), count, a.stats, nullptr, nullptr, nullptr}};
+  const ChannelShift<float> shift{a.running_mean, 1, a.mean_offset};
+  const NormFromOwnSums stat{count,          sh.eps,         sh.momentum,   a.gamma,
+                             a.beta,         a.running_mean, a.running_var, a.save_mean,
+                             a.save_inv_std, CollectTail{static_cast<int>(sh.C), count, a.stats, nullptr, nullptr, nullptr},
+                             a.mean_offset};
   bool ran = false;
   with_epilogue(a.act, [&](auto epi) {
     ran = launch_one_kernel_nhwc(

@@ -219,6 +219,10 @@ OpImpl<Args> named_row(Backend b, const char* name, void (*run)(const Args&),
 constexpr auto activation_on_cudnn = [](const auto& a) { return activation_cudnn_supports(a.p); };
 constexpr auto pool2d_on_cudnn = [](const auto& a) { return pool2d_cudnn_supports(a.sh); };
 constexpr auto batchnorm_on_cudnn = [](const auto& a) { return batchnorm_cudnn_supports(a.sh); };
+// The forward ones take no mean offset (batchnorm.h's "Mean offset": cuDNN has no such operand).
+constexpr auto batchnorm_forward_on_cudnn = [](const auto& a) {
+  return a.mean_offset == nullptr && batchnorm_cudnn_supports(a.sh);
+};
 constexpr auto batchnorm_one_kernel = [](const auto& a) { return batchnorm_one_kernel_fits(a.sh); };
 // The bf16 and f16 rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one,
 // _two): "cuda:one_kernel" on the shapes it takes, "cuda:two_kernels" on every shape.
@@ -325,14 +329,14 @@ CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchno
                            row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_train_cuda_f16, nullptr, DType::f16),
                            CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train),
-                           row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_on_cudnn)))
+                           row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_forward_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::f16),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_cuda),
                            row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::f16),
-                           row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_on_cudnn)))
+                           row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_forward_on_cudnn)))
 CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backward_cpu),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::f16),

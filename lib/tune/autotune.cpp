@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <optional>
 
@@ -201,23 +202,27 @@ struct Tuner {
     const Conv2dShape sh = planned.conv_shape(batch);
     const MathMode math = l.math();
     const DType dtype = l.dtype();  // the candidates are this dtype's rows, timed on its operands
-    std::unique_ptr<ConvProbe> probe_ptr;  // operands, allocated when something is timed or checked
-    auto probe = [&]() -> ConvProbe& {
-      if (!probe_ptr) {
-        probe_ptr = std::make_unique<ConvProbe>(ctx, sh, 1, dtype);
-        probe_ptr->set_math(math);
-        ++stats.probe_sets;
-      }
-      return *probe_ptr;
-    };
+    // Operands, allocated when something is timed or checked: one set per bias setting, as a
+    // forward whose bias is folded into the next batchnorm (Graph::fold_conv_biases) runs without.
+    std::array<std::unique_ptr<ConvProbe>, 2> probe_ptrs;
     std::vector<std::string> parts;
     bool chosen = false;  // some direction had candidates to choose among (timed or cached)
     for (ConvDir d : kConvDirs) {
+      const Conv2dShape sh_d = planned.conv_shape(batch, d);
+      auto probe = [&, sh_d]() -> ConvProbe& {
+        std::unique_ptr<ConvProbe>& p = probe_ptrs[sh_d.has_bias ? 1 : 0];
+        if (!p) {
+          p = std::make_unique<ConvProbe>(ctx, sh_d, 1, dtype);
+          p->set_math(math);
+          ++stats.probe_sets;
+        }
+        return *p;
+      };
       if (plan.request(d) != "auto") {
-        parts.push_back(requested_conv_direction(l, plan, d, sh, backends, probe));
+        parts.push_back(requested_conv_direction(l, plan, d, sh_d, backends, probe));
         continue;
       }
-      parts.push_back(tune_conv_direction(l, plan, d, sh, backends, probe, chosen));
+      parts.push_back(tune_conv_direction(l, plan, d, sh_d, backends, probe, chosen));
     }
     l.set_backend(plan.algo(ConvDir::forward)->backend, "per direction (see the plan)");
     const std::string precision = dtype != DType::f32    ? fmt::format(", precision {}", to_string(dtype))

@@ -73,10 +73,9 @@ size_t planned_workspace_bytes(Graph& graph, const ExecContext& ctx, int64_t bat
     most = std::max(most, graph.node(i).layer->workspace_bytes(batch));
     ConvPlanned* planned = graph.node(i).layer->conv_planned();
     if (!planned) continue;
-    const Conv2dShape sh = planned->conv_shape(batch);
     for (ConvDir d : kConvDirs)
       if (const ConvAlgo* a = planned->conv_plan().algo(d))
-        most = std::max(most, a->workspace_bytes(ctx, sh, graph.node(i).layer->math()));
+        most = std::max(most, a->workspace_bytes(ctx, planned->conv_shape(batch, d), graph.node(i).layer->math()));
   }
   return most;
 }
