@@ -201,3 +201,35 @@ TEST_CASE("max pooling on the cpu propagates NaN and routes gradients like the r
     CHECK(compare(dx, dx_ref, cnn::test::kExact) == "");
   }
 }
+
+// The fast max pass pads each row with -inf columns and the backward searches interior windows by
+// selects: a window of -inf inputs must still give -inf and route dy to its first input, as the
+// reference does (a padded column must never be picked), over wide rows and several strides.
+TEST_CASE("max pooling on the cpu routes -inf windows and ties like the reference", "[cpu]") {
+  auto ctx = ExecContext::cpu(2);
+  for (const Pool2dShape& sh : {Pool2dShape::make(PoolKind::max, 2, 3, 13, 29, 3, 3, 2, 2, 1, 1),
+                                Pool2dShape::make(PoolKind::max, 1, 4, 9, 40, 3, 5, 1, 3, 1, 2),
+                                Pool2dShape::make(PoolKind::max, 3, 2, 6, 6, 3, 3, 2, 2, 1, 1),
+                                Pool2dShape::make(PoolKind::max, 1, 2, 10, 33, 4, 4, 2, 1, 2, 2)}) {
+    INFO(sh.to_string());
+    const size_t nx = size_t(sh.N * sh.C * sh.H * sh.W), ny = size_t(sh.N * sh.C * sh.P * sh.Q);
+    Rng rng(9, static_cast<uint64_t>(RngStream::test));
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> x(nx), dy(ny);
+    for (float& v : x) v = rng.below(3) == 0 ? -1.0f + float(rng.below(3)) : -inf;  // mostly -inf, many ties
+    for (float& v : dy) v = rng.uniform() + 0.5f;
+    std::vector<float> y_ref(ny), dx_ref(nx), y(ny, -99.0f), dx(nx, -99.0f);
+    pool2d_forward_reference(ctx, sh, x.data(), y_ref.data());
+    pool2d_backward_reference(ctx, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+    run_op(Backend::cpu, Pool2dForward{&ctx, sh, x.data(), y.data()});
+    run_op(Backend::cpu, Pool2dBackward{&ctx, sh, x.data(), y.data(), dy.data(), dx.data()});
+    int infs = 0;
+    for (size_t i = 0; i < ny; ++i) {
+      INFO("y[" << i << "]");
+      CHECK(y[i] == y_ref[i]);
+      if (y_ref[i] == -inf) ++infs;
+    }
+    CHECK(infs > 0);
+    CHECK(compare(dx, dx_ref, cnn::test::kExact) == "");
+  }
+}
