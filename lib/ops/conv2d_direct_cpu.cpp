@@ -5,7 +5,7 @@
 // every tap is one contiguous multiply-add over the whole plane (P * Wp values), the extra columns
 // computed and dropped: small planes (6x6 in mini_xception) run as long loops too. Other strides:
 // each output row is a sum of shifted input rows times one tap. The loops are built for AVX-512 and
-// AVX2 too (target_clones; the CPU picks at load time).
+// AVX2 too (ops/simd_clones.h; the CPU picks at load time).
 // Trap: forward adds in the reference's order (bias, then taps r-major); on the stride-1 path the
 // padded taps add w * 0, so y equals the float reference up to the sign of a zero (and an infinite
 // weight makes NaN at the border). dx and dw sum in another order (dw in double per filter tap),
@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "ops/conv2d.h"
+#include "ops/simd_clones.h"
 
 namespace cnn {
 
@@ -123,7 +124,6 @@ inline float dot_row(const float* dy, const float* x, Span sp, int64_t stride, i
 
 // ---- stride 1: wide planes ----
 
-#define CNN_SIMD_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
 
 // The stride-1 kernels walk a plane in blocks of kLanes outputs and apply every tap to a block
 // while it sits in registers: one pass over the plane instead of one per tap (a 3x3 filter made

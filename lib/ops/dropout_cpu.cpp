@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "ops/convert.h"
 #include "ops/dropout.h"
+#include "ops/simd_clones.h"
 
 namespace cnn {
 
@@ -75,7 +76,7 @@ constexpr int64_t kGroup = 16;  // Philox blocks computed side by side, one per 
 // The 4 * kGroup elements of blocks [block0, block0 + kGroup), all inside [first, last): philox4x32
 // (core/rng.h) written over kGroup counters at once so the 32x32->64-bit products vectorise; the
 // same bits, so the same mask as the reference.
-__attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"))) static void mask_group(
+CNN_SIMD_CLONES static void mask_group(
     uint64_t seed, uint64_t block0, float p, float scale, const float* in, float* out) {
   uint32_t c0[kGroup], c1[kGroup], c2[kGroup], c3[kGroup];
   for (int64_t l = 0; l < kGroup; ++l) {
@@ -96,13 +97,14 @@ __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  const uint32_t* lanes[4] = {c0, c1, c2, c3};
-  for (int lane = 0; lane < 4; ++lane)
+  uint32_t bits[4 * kGroup];  // in counter order
+  for (int64_t l = 0; l < kGroup; ++l)
+    bits[4 * l] = c0[l], bits[4 * l + 1] = c1[l], bits[4 * l + 2] = c2[l], bits[4 * l + 3] = c3[l];
 #pragma omp simd
-    for (int64_t l = 0; l < kGroup; ++l) {
-      const int64_t i = 4 * l + lane;
-      out[i] = uint_to_unit_float(lanes[lane][l]) < p ? 0.0f : in[i] * scale;
-    }
+  for (int64_t i = 0; i < 4 * kGroup; ++i) {
+    const float kept = in[i] * scale;
+    out[i] = uint_to_unit_float(bits[i]) < p ? 0.0f : kept;
+  }
 }
 
 // Elements [0, n) are counters [offset, offset + n); counter c lives in Philox block c / 4, lane c % 4.
