@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm_cpu.h"
+#include "ops/simd_clones.h"
 
 namespace cnn {
 
@@ -139,6 +140,25 @@ void batchnorm_backward_reference(const ExecContext& ctx, const BatchnormShape& 
 CNN_INSTANTIATE_BATCHNORM(float)
 CNN_INSTANTIATE_BATCHNORM(double)
 #undef CNN_INSTANTIATE_BATCHNORM
+
+CNN_SIMD_CLONES void batchnorm_shifted_sums_plane_cpu(const float* xp, int64_t HW, double shift, double& s,
+                                                      double& ss) {
+  double ps = 0.0, pss = 0.0;
+#pragma omp simd reduction(+ : ps, pss)
+  for (int64_t i = 0; i < HW; ++i) {
+    const double d = static_cast<double>(xp[i]) - shift;
+    ps += d;
+    pss += d * d;
+  }
+  s += ps;
+  ss += pss;
+}
+
+CNN_SIMD_CLONES void batchnorm_normalize_plane_cpu(const float* xp, float* yp, int64_t HW, float mean, float scale,
+                                                   float bias) {
+#pragma omp simd
+  for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean) * scale + bias;
+}
 
 // Channels are independent, so the fast paths give each thread whole channels; within a channel
 // the N planes of H*W contiguous values are the vectorised inner loops.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/simd_clones.h"
+
 namespace cnn {
 
 // Output columns q whose input column q*stride - pad + offset lies in [0, W).
@@ -47,7 +49,7 @@ void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, float* 
   }
 }
 
-void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, float* x) {
+CNN_SIMD_CLONES void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, float* x) {
   const int64_t H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
   for (int64_t c = 0; c < channels; ++c) {
     float* xc = x + c * H * W;

@@ -252,7 +252,7 @@ static void max_pool_backward_2x2(const float* xp, const float* yp, const float*
 // window (row-major) equal to the output, added in output order as the reference does, so dx is
 // bit-identical. The outputs whose windows lie inside the columns ([q_lo, q_hi)) search by selects
 // over the window taken backwards, each window position one vectorised pass over the row's outputs;
-// the few border windows search their clipped spans. `at` holds one row's picks (Q).
+// the few border windows (all of a short row's) search their clipped spans. `at` holds one row's picks (Q).
 static void max_pool_backward_plane(const Pool2dShape& sh, const float* xp, const float* yp, const float* dyp,
                                     float* dxp, const std::vector<Span>& rows, const std::vector<Span>& cols,
                                     int32_t* at) {
@@ -263,6 +263,20 @@ static void max_pool_backward_plane(const Pool2dShape& sh, const float* xp, cons
   for (int64_t p = 0; p < sh.P; ++p) {
     const Span rs = rows[p];
     const float* yr = yp + p * Q;
+    if (q_hi - q_lo < 8) {  // a short row (mini_xception's 6 and 3 outputs): search and add at once
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span cs = cols[q];
+        int64_t pick = -1;
+        for (int64_t h = rs.begin; h < rs.end && pick < 0; ++h)
+          for (int64_t w = cs.begin; w < cs.end; ++w)
+            if (is_argmax(xp[h * W + w], yr[q])) {
+              pick = h * W + w;
+              break;
+            }
+        if (pick >= 0) dxp[pick] += dyp[p * Q + q];
+      }
+      continue;
+    }
     for (int64_t q = 0; q < Q; ++q) {
       if (q == q_lo) q = q_hi;  // the interior is searched below
       if (q >= Q) break;
