@@ -12,6 +12,12 @@ namespace cnn {
 void batchnorm_shifted_sums_plane_cpu(const float* xp, int64_t HW, double shift, double& s, double& ss);
 // One plane: yp (HW) = (xp - mean) * scale + bias.
 void batchnorm_normalize_plane_cpu(const float* xp, float* yp, int64_t HW, float mean, float scale, float bias);
+// One plane: sum_g += sum of g (HW), sum_g_xc += sum of g (x - mean), in double.
+void batchnorm_grad_sums_plane_cpu(const float* g, const float* xp, float mean, int64_t HW, double& sum_g,
+                                   double& sum_g_xc);
+// One plane: dx (HW) = a (g - b - (x - mean) k); g may alias dx (each element read before written).
+void batchnorm_grad_apply_plane_cpu(const float* g, const float* xp, float* dxp, float mean, float a, float b,
+                                    float k, int64_t HW);
 
 // Channel c of x (N, C, HW): s = sum of d, ss = sum of d^2, d = x - shift.
 inline void batchnorm_shifted_sums_cpu(const float* x, int64_t N, int64_t C, int64_t HW, int64_t c, double shift,

@@ -63,25 +63,6 @@ CNN_SIMD_CLONES static const float* fused_grad_plane(const ActivationParams* act
   return buf;
 }
 
-// sum_g += sum of g (HW), sum_g_xc += sum of g (x - mean), in double.
-CNN_SIMD_CLONES static void grad_sums_plane(const float* g, const float* xp, float mean, int64_t HW, double& sum_g,
-                                            double& sum_g_xc) {
-  double s = 0.0, sx = 0.0;
-#pragma omp simd reduction(+ : s, sx)
-  for (int64_t i = 0; i < HW; ++i) {
-    s += g[i];
-    sx += static_cast<double>(g[i]) * static_cast<double>(xp[i] - mean);
-  }
-  sum_g += s;
-  sum_g_xc += sx;
-}
-
-// dx (HW) = a (g - b - (x - mean) k); g may alias dx (each element is read before it is written).
-CNN_SIMD_CLONES static void grad_apply_plane(const float* g, const float* xp, float* dxp, float mean, float a, float b,
-                                             float k, int64_t HW) {
-  for (int64_t i = 0; i < HW; ++i) dxp[i] = a * (g[i] - b - (xp[i] - mean) * k);
-}
-
 void batchnorm_forward_stats_cpu(const BatchnormForwardStats& a) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
@@ -164,7 +145,7 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
     for (int64_t n = 0; n < N; ++n) {
       const int64_t base = (n * C + c) * HW;
       const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
-      grad_sums_plane(g, x + base, mean, HW, sum_g, sum_g_xc);
+      batchnorm_grad_sums_plane_cpu(g, x + base, mean, HW, sum_g, sum_g_xc);
     }
     sums[c] = sum_g;
     sums[C + c] = sum_g_xc;
@@ -205,7 +186,7 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
       const int64_t base = (n * C + c) * HW;
       // g may be dy itself, which dx may alias: each element is read before it is written.
       const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
-      grad_apply_plane(g, x + base, dx + base, mean, a, b, k, HW);
+      batchnorm_grad_apply_plane_cpu(g, x + base, dx + base, mean, a, b, k, HW);
     }
   }
   }
