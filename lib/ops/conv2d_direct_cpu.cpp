@@ -203,6 +203,21 @@ void flush_lanes(double* sums, float* lanes, size_t taps) {
   std::fill(lanes, lanes + taps * kLanes, 0.0f);
 }
 
+// dst row r (dst_stride apart) = src row r (src_stride apart, cols values) followed by `zeros`
+// zeros, for rows rows. One call a plane: on 6x6 planes a memcpy and a memset a row cost more than
+// the convolution.
+CNN_SIMD_CLONES void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
+                               int64_t cols, int64_t zeros) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * src_stride;
+    float* d = dst + r * dst_stride;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) d[c] = s[c];
+#pragma omp simd
+    for (int64_t c = 0; c < zeros; ++c) d[cols + c] = 0.0f;
+  }
+}
+
 // Wide planes of Wp = W + 2 pad_w columns: the input zero-padded (Hp = H + 2 pad_h rows), the
 // output P rows of Wp (columns Q.. computed and dropped), both with room for the last block of
 // kLanes. Output i reads input i + offset(t) for tap t. The output plane sits `margin` (the
@@ -216,27 +231,22 @@ struct Wide {
     margin = offset.back();
     out_size = sh.P * Wp;
     out_rounded = round_up(out_size);
-    in_size = std::max((sh.H + 2 * sh.pad_h) * Wp, margin + out_rounded) + kLanes;
+    in_size = std::max((sh.H + 2 * sh.pad_h) * Wp, margin + out_rounded) + kLanes + sh.pad_w;  // load_input's last zeros
   }
   int64_t out_buffer() const { return margin + out_rounded + margin + kLanes; }
   // x (H, W) into xw (in_size), zeros around it.
   void load_input(const Conv2dShape& sh, const float* x, float* xw) const {
     const int64_t top = sh.pad_h * Wp, right = Wp - sh.pad_w - sh.W;
     std::fill(xw, xw + top + sh.pad_w, 0.0f);
-    for (int64_t h = 0; h < sh.H; ++h) {
-      float* row = xw + top + h * Wp + sh.pad_w;
-      std::copy(x + h * sh.W, x + (h + 1) * sh.W, row);
-      std::fill(row + sh.W, row + sh.W + right + (h + 1 < sh.H ? sh.pad_w : 0), 0.0f);
-    }
+    // Each row's right padding and the next row's left padding; the last row's runs into the
+    // bottom rows, zeroed after it.
+    copy_rows(x, sh.W, xw + top + sh.pad_w, Wp, sh.H, sh.W, right + sh.pad_w);
     std::fill(xw + top + sh.H * Wp, xw + in_size, 0.0f);
   }
   // dy (P, Q) into the output buffer's plane, the extra columns zero (the margins stay zero).
   float* load_output(const Conv2dShape& sh, const float* dy, float* buffer) const {
     float* dyw = buffer + margin;
-    for (int64_t p = 0; p < sh.P; ++p) {
-      std::copy(dy + p * sh.Q, dy + (p + 1) * sh.Q, dyw + p * Wp);
-      std::fill(dyw + p * Wp + sh.Q, dyw + (p + 1) * Wp, 0.0f);
-    }
+    copy_rows(dy, sh.Q, dyw, Wp, sh.P, sh.Q, Wp - sh.Q);
     return dyw;
   }
 };
@@ -262,7 +272,7 @@ void forward_plane_wide(const Conv2dShape& sh, const Wide& wide, const float* x,
     taps_forward<9>(yw, xw, wide.offset.data(), w, 9, bias, wide.out_rounded);
   else
     taps_forward<0>(yw, xw, wide.offset.data(), w, wide.offset.size(), bias, wide.out_rounded);
-  for (int64_t p = 0; p < sh.P; ++p) std::copy(yw + p * wide.Wp, yw + p * wide.Wp + sh.Q, y + p * sh.Q);
+  copy_rows(yw, wide.Wp, y, sh.Q, sh.P, sh.Q, 0);
 }
 
 }  // namespace
@@ -325,10 +335,7 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
         else
           taps_backward_data<0>(dxw + begin, dyw + begin, wide.offset.data(), w + k * RS, size_t(RS), first, count);
       }
-      for (int64_t h = 0; h < sh.H; ++h) {
-        const float* row = dxw + (h + sh.pad_h) * wide.Wp + sh.pad_w;
-        std::copy(row, row + sh.W, dxp + h * sh.W);
-      }
+      copy_rows(dxw + sh.pad_h * wide.Wp + sh.pad_w, wide.Wp, dxp, sh.W, sh.H, sh.W, 0);
     }
   }
   if (dw || db) {
