@@ -50,6 +50,25 @@ struct ConvData {
         db(b.size(), kNaN) {}
 };
 
+using FastForward = void (*)(const ExecContext&, const Conv2dShape&, const float*, const float*, const float*, float*);
+using FastBackward = void (*)(const ExecContext&, const Conv2dShape&, const float*, const float*, const float*, float*,
+                              float*, float*);
+
+// A fast path's forward and backward against the float reference on one shape's seeded operands.
+void check_against_reference(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, FastForward forward,
+                             FastBackward backward) {
+  ConvData fast(sh, seed), ref(sh, seed);
+  forward(ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data());
+  conv2d_forward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.b.data(), ref.y.data());
+  CHECK(compare(fast.y, ref.y, test::kFastCpuVsReference) == "");
+  backward(ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(), fast.db.data());
+  conv2d_backward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.dy.data(), ref.dx.data(), ref.dw.data(),
+                                   ref.db.data());
+  CHECK(compare(fast.dx, ref.dx, test::kFastCpuVsReference) == "");
+  CHECK(compare(fast.dw, ref.dw, test::kFastCpuVsReference) == "");
+  CHECK(compare(fast.db, ref.db, test::kFastCpuVsReference) == "");
+}
+
 }  // namespace
 
 TEST_CASE("conv2d shape computes the output size like PyTorch", "[cpu]") {
@@ -180,17 +199,7 @@ TEST_CASE("conv2d fast cpu matches the reference over generated shapes", "[cpu]"
     ExecContext ctx = ExecContext::cpu(threads);
     for (const Conv2dShape& sh : sweep_shapes()) {
       INFO(fmt::format("{} threads, {}", threads, sh.to_string()));
-      ConvData fast(sh, 7), ref(sh, 7);
-      conv2d_forward_cpu(ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data());
-      conv2d_forward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.b.data(), ref.y.data());
-      CHECK(compare(fast.y, ref.y, test::kFastCpuVsReference) == "");
-      conv2d_backward_cpu(ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(),
-                          fast.db.data());
-      conv2d_backward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.dy.data(), ref.dx.data(), ref.dw.data(),
-                                       ref.db.data());
-      CHECK(compare(fast.dx, ref.dx, test::kFastCpuVsReference) == "");
-      CHECK(compare(fast.dw, ref.dw, test::kFastCpuVsReference) == "");
-      CHECK(compare(fast.db, ref.db, test::kFastCpuVsReference) == "");
+      check_against_reference(ctx, sh, 7, conv2d_forward_cpu, conv2d_backward_cpu);
     }
   }
 }
@@ -277,17 +286,7 @@ TEST_CASE("conv2d cpu direct matches the reference on stride-1 one-channel filte
     for (const Conv2dShape& sh : shapes) {
       INFO(fmt::format("{} threads, {}", threads, sh.to_string()));
       REQUIRE(conv2d_cpu_direct_can_implement(sh));
-      ConvData fast(sh, 13), ref(sh, 13);
-      conv2d_forward_cpu_direct(ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data());
-      conv2d_forward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.b.data(), ref.y.data());
-      CHECK(compare(fast.y, ref.y, test::kFastCpuVsReference) == "");
-      conv2d_backward_cpu_direct(ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(),
-                                 fast.db.data());
-      conv2d_backward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.dy.data(), ref.dx.data(), ref.dw.data(),
-                                       ref.db.data());
-      CHECK(compare(fast.dx, ref.dx, test::kFastCpuVsReference) == "");
-      CHECK(compare(fast.dw, ref.dw, test::kFastCpuVsReference) == "");
-      CHECK(compare(fast.db, ref.db, test::kFastCpuVsReference) == "");
+      check_against_reference(ctx, sh, 13, conv2d_forward_cpu_direct, conv2d_backward_cpu_direct);
     }
   }
 }
