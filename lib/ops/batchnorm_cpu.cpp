@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm_cpu.h"
+#include "ops/simd_clones.h"
 
 namespace cnn {
 
@@ -140,6 +141,43 @@ CNN_INSTANTIATE_BATCHNORM(float)
 CNN_INSTANTIATE_BATCHNORM(double)
 #undef CNN_INSTANTIATE_BATCHNORM
 
+CNN_SIMD_CLONES void batchnorm_shifted_sums_plane_cpu(const float* xp, int64_t HW, double shift, double& s,
+                                                      double& ss) {
+  double ps = 0.0, pss = 0.0;
+#pragma omp simd reduction(+ : ps, pss)
+  for (int64_t i = 0; i < HW; ++i) {
+    const double d = static_cast<double>(xp[i]) - shift;
+    ps += d;
+    pss += d * d;
+  }
+  s += ps;
+  ss += pss;
+}
+
+CNN_SIMD_CLONES void batchnorm_normalize_plane_cpu(const float* xp, float* yp, int64_t HW, float mean, float scale,
+                                                   float bias) {
+#pragma omp simd
+  for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean) * scale + bias;
+}
+
+CNN_SIMD_CLONES void batchnorm_grad_sums_plane_cpu(const float* g, const float* xp, float mean, int64_t HW,
+                                                   double& sum_g, double& sum_g_xc) {
+  double s = 0.0, sx = 0.0;
+#pragma omp simd reduction(+ : s, sx)
+  for (int64_t i = 0; i < HW; ++i) {
+    s += g[i];
+    sx += static_cast<double>(g[i]) * static_cast<double>(xp[i] - mean);
+  }
+  sum_g += s;
+  sum_g_xc += sx;
+}
+
+CNN_SIMD_CLONES void batchnorm_grad_apply_plane_cpu(const float* g, const float* xp, float* dxp, float mean, float a,
+                                                    float b, float k, int64_t HW) {
+#pragma omp simd  // an alias of g and dx is element for element: each vector is loaded before it is stored
+  for (int64_t i = 0; i < HW; ++i) dxp[i] = a * (g[i] - b - (xp[i] - mean) * k);
+}
+
 // Channels are independent, so the fast paths give each thread whole channels; within a channel
 // the N planes of H*W contiguous values are the vectorised inner loops.
 void batchnorm_forward_train_cpu(const BatchnormForwardTrain& a) {
@@ -206,15 +244,8 @@ void batchnorm_backward_cpu(const BatchnormBackward& a) {
     const float mean = save_mean[c];
     const double inv_std = save_inv_std[c];
     double sum_dy = 0.0, sum_dy_xc = 0.0;  // sum(dy), sum(dy * (x - mean))
-    for (int64_t n = 0; n < N; ++n) {
-      const float* xp = x + (n * C + c) * HW;
-      const float* dyp = dy + (n * C + c) * HW;
-#pragma omp simd reduction(+ : sum_dy, sum_dy_xc)
-      for (int64_t i = 0; i < HW; ++i) {
-        sum_dy += static_cast<double>(dyp[i]);
-        sum_dy_xc += static_cast<double>(dyp[i]) * static_cast<double>(xp[i] - mean);
-      }
-    }
+    for (int64_t n = 0; n < N; ++n)
+      batchnorm_grad_sums_plane_cpu(dy + (n * C + c) * HW, x + (n * C + c) * HW, mean, HW, sum_dy, sum_dy_xc);
     const double sum_dy_xhat = sum_dy_xc * inv_std;
     if (dgamma) dgamma[c] = static_cast<float>(sum_dy_xhat);
     if (dbeta) dbeta[c] = static_cast<float>(sum_dy);
@@ -224,11 +255,8 @@ void batchnorm_backward_cpu(const BatchnormBackward& a) {
     const float b = static_cast<float>(sum_dy / static_cast<double>(M));
     const float k = static_cast<float>(inv_std * sum_dy_xhat / static_cast<double>(M));
     for (int64_t n = 0; n < N; ++n) {
-      const float* xp = x + (n * C + c) * HW;
-      const float* dyp = dy + (n * C + c) * HW;
-      float* dxp = dx + (n * C + c) * HW;
-#pragma omp simd
-      for (int64_t i = 0; i < HW; ++i) dxp[i] = a * (dyp[i] - b - (xp[i] - mean) * k);
+      const int64_t base = (n * C + c) * HW;
+      batchnorm_grad_apply_plane_cpu(dy + base, x + base, dx + base, mean, a, b, k, HW);
     }
   }
 }

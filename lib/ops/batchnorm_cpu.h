@@ -9,19 +9,23 @@
 
 namespace cnn {
 
+// The plane loops below, built per x86-64 level (ops/simd_clones.h), in batchnorm_cpu.cpp.
+// One plane xp (HW): s += sum of d, ss += sum of d^2, d = x - shift.
+void batchnorm_shifted_sums_plane_cpu(const float* xp, int64_t HW, double shift, double& s, double& ss);
+// One plane: yp (HW) = (xp - mean) * scale + bias.
+void batchnorm_normalize_plane_cpu(const float* xp, float* yp, int64_t HW, float mean, float scale, float bias);
+// One plane: sum_g += sum of g (HW), sum_g_xc += sum of g (x - mean), in double.
+void batchnorm_grad_sums_plane_cpu(const float* g, const float* xp, float mean, int64_t HW, double& sum_g,
+                                   double& sum_g_xc);
+// One plane: dx (HW) = a (g - b - (x - mean) k); g may alias dx (each element read before written).
+void batchnorm_grad_apply_plane_cpu(const float* g, const float* xp, float* dxp, float mean, float a, float b,
+                                    float k, int64_t HW);
+
 // Channel c of x (N, C, HW): s = sum of d, ss = sum of d^2, d = x - shift.
 inline void batchnorm_shifted_sums_cpu(const float* x, int64_t N, int64_t C, int64_t HW, int64_t c, double shift,
                                        double& sum, double& sum_sq) {
   double s = 0.0, ss = 0.0;
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xp = x + (n * C + c) * HW;
-#pragma omp simd reduction(+ : s, ss)
-    for (int64_t i = 0; i < HW; ++i) {
-      const double d = static_cast<double>(xp[i]) - shift;
-      s += d;
-      ss += d * d;
-    }
-  }
+  for (int64_t n = 0; n < N; ++n) batchnorm_shifted_sums_plane_cpu(x + (n * C + c) * HW, HW, shift, s, ss);
   sum = s;
   sum_sq = ss;
 }
@@ -31,10 +35,8 @@ template <typename Plane>
 inline void batchnorm_normalize_channel_cpu(const float* x, float* y, int64_t N, int64_t C, int64_t HW, int64_t c,
                                             float mean, float scale, float bias, Plane&& plane) {
   for (int64_t n = 0; n < N; ++n) {
-    const float* xp = x + (n * C + c) * HW;
     float* yp = y + (n * C + c) * HW;
-#pragma omp simd
-    for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mean) * scale + bias;
+    batchnorm_normalize_plane_cpu(x + (n * C + c) * HW, yp, HW, mean, scale, bias);
     plane(yp);
   }
 }

@@ -13,6 +13,7 @@
 #include "ops/activation_math.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm_cpu.h"
+#include "ops/simd_clones.h"
 
 namespace cnn {
 
@@ -23,7 +24,7 @@ static void check_phase_shape(const char* what, const BatchnormShape& sh) {
 }
 
 // The activation's epilogue, with the kind switch hoisted out of the element loop.
-static void activate_in_place(const ActivationParams* act, float* y, int64_t n) {
+CNN_SIMD_CLONES static void activate_in_place(const ActivationParams* act, float* y, int64_t n) {
   if (!act) return;
   const float alpha = act->alpha;
   switch (act->kind) {
@@ -42,8 +43,8 @@ static void activate_in_place(const ActivationParams* act, float* y, int64_t n) 
 
 // g (n) = act'(y) dy over one plane, the kind switch hoisted out of the element loop; without an
 // activation g is dy itself (returned, nothing copied). `buf` holds n floats.
-static const float* fused_grad_plane(const ActivationParams* act, const float* y, const float* dy, float* buf,
-                                     int64_t n) {
+CNN_SIMD_CLONES static const float* fused_grad_plane(const ActivationParams* act, const float* y, const float* dy,
+                                                     float* buf, int64_t n) {
   if (!act) return dy;
   const float alpha = act->alpha;
   switch (act->kind) {
@@ -133,10 +134,11 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
   check_phase_shape("backward statistics", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const int threads = ctx.threads();
-  std::vector<float> bufs(act ? size_t(threads * HW) : 0);  // one plane of g per thread
+  const int64_t buf_stride = (HW + 15) / 16 * 16 + 16;  // threads' planes never share a cache line
+  std::vector<float> bufs(act ? size_t(threads * buf_stride) : 0);  // one plane of g per thread
 #pragma omp parallel num_threads(threads) if (N * C * HW >= (int64_t{1} << 14))
   {
-  float* buf = act ? bufs.data() + omp_get_thread_num() * HW : nullptr;
+  float* buf = act ? bufs.data() + omp_get_thread_num() * buf_stride : nullptr;
 #pragma omp for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     const float mean = save_mean[c];
@@ -144,12 +146,7 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
     for (int64_t n = 0; n < N; ++n) {
       const int64_t base = (n * C + c) * HW;
       const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
-      const float* xp = x + base;
-#pragma omp simd reduction(+ : sum_g, sum_g_xc)
-      for (int64_t i = 0; i < HW; ++i) {
-        sum_g += g[i];
-        sum_g_xc += static_cast<double>(g[i]) * static_cast<double>(xp[i] - mean);
-      }
+      batchnorm_grad_sums_plane_cpu(g, x + base, mean, HW, sum_g, sum_g_xc);
     }
     sums[c] = sum_g;
     sums[C + c] = sum_g_xc;
@@ -173,10 +170,11 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
   const double M = sums[2 * C];
   if (N == 0 || !dx) return;
   const int threads = ctx.threads();
-  std::vector<float> bufs(act ? size_t(threads * HW) : 0);  // one plane of g per thread
+  const int64_t buf_stride = (HW + 15) / 16 * 16 + 16;  // threads' planes never share a cache line
+  std::vector<float> bufs(act ? size_t(threads * buf_stride) : 0);  // one plane of g per thread
 #pragma omp parallel num_threads(threads) if (N * C * HW >= (int64_t{1} << 14))
   {
-  float* buf = act ? bufs.data() + omp_get_thread_num() * HW : nullptr;
+  float* buf = act ? bufs.data() + omp_get_thread_num() * buf_stride : nullptr;
 #pragma omp for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     const float mean = save_mean[c];
@@ -189,9 +187,7 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
       const int64_t base = (n * C + c) * HW;
       // g may be dy itself, which dx may alias: each element is read before it is written.
       const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
-      const float* xp = x + base;
-      float* dxp = dx + base;
-      for (int64_t i = 0; i < HW; ++i) dxp[i] = a * (g[i] - b - (xp[i] - mean) * k);
+      batchnorm_grad_apply_plane_cpu(g, x + base, dx + base, mean, a, b, k, HW);
     }
   }
   }

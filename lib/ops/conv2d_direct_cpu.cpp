@@ -5,7 +5,7 @@
 // every tap is one contiguous multiply-add over the whole plane (P * Wp values), the extra columns
 // computed and dropped: small planes (6x6 in mini_xception) run as long loops too. Other strides:
 // each output row is a sum of shifted input rows times one tap. The loops are built for AVX-512 and
-// AVX2 too (target_clones; the CPU picks at load time).
+// AVX2 too (ops/simd_clones.h; the CPU picks at load time).
 // Trap: forward adds in the reference's order (bias, then taps r-major); on the stride-1 path the
 // padded taps add w * 0, so y equals the float reference up to the sign of a zero (and an infinite
 // weight makes NaN at the border). dx and dw sum in another order (dw in double per filter tap),
@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "ops/conv2d.h"
+#include "ops/simd_clones.h"
 
 namespace cnn {
 
@@ -123,55 +124,142 @@ inline float dot_row(const float* dy, const float* x, Span sp, int64_t stride, i
 
 // ---- stride 1: wide planes ----
 
-#define CNN_SIMD_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
 
-// y (n) += a * x (n).
-CNN_SIMD_CLONES void axpy(float* y, const float* x, float a, int64_t n) {
+// The stride-1 kernels walk a plane in blocks of kLanes outputs and apply every tap to a block
+// while it sits in registers: one pass over the plane instead of one per tap (a 3x3 filter made
+// 9 passes, each reloading and storing the partial sums; on 6x6 planes the calls cost more than
+// the math). Sums run in the same order as a tap-by-tap pass (bias, then taps in order).
+constexpr int64_t kLanes = 16;
+constexpr size_t kMaxTaps = 64;  // the filter gradient's tap block (a 3x3 filter has 9)
+
+constexpr int64_t kFlushBlocks = 256;
+
+int64_t round_up(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// One block of kLanes floats as a GCC vector: the AVX-512 clone keeps it in one register, the
+// others in two or four; loads and stores through memcpy are unaligned moves.
+#pragma GCC diagnostic ignored "-Wpsabi"  // Block in inline helpers: no ABI crosses a call
+typedef float Block __attribute__((vector_size(kLanes * sizeof(float))));
+inline Block load(const float* p) {
+  Block b;
+  __builtin_memcpy(&b, p, sizeof(b));
+  return b;
+}
+inline void store(float* p, Block b) { __builtin_memcpy(p, &b, sizeof(b)); }
+
+// TAPS > 0: the tap count known at compile time (loops unrolled, sums in registers); 0: `taps`.
+// y (n, rounded up to kLanes) = bias + sum over taps t of w[t] * x[i + off[t]].
+template <size_t TAPS>
+CNN_SIMD_CLONES void taps_forward(float* y, const float* x, const int64_t* off, const float* w, size_t taps,
+                                  float bias, int64_t n) {
+  if (TAPS) taps = TAPS;
+  for (int64_t i = 0; i < n; i += kLanes) {
+    Block acc = Block{} + bias;
+    #pragma GCC unroll 16
+    for (size_t t = 0; t < taps; ++t) acc += w[t] * load(x + off[t] + i);
+    store(y + i, acc);
+  }
+}
+
+// dx (n, rounded up) (+)= sum over taps t of w[t] * dy[i - off[t]]: the transposed taps, gathered
+// (dy readable from off[max] before its first element). Adds to dx unless `first`.
+template <size_t TAPS>
+CNN_SIMD_CLONES void taps_backward_data(float* dx, const float* dy, const int64_t* off, const float* w, size_t taps,
+                                        bool first, int64_t n) {
+  if (TAPS) taps = TAPS;
+  for (int64_t i = 0; i < n; i += kLanes) {
+    Block acc = first ? Block{} : load(dx + i);
+    #pragma GCC unroll 16
+    for (size_t t = 0; t < taps; ++t) acc += w[t] * load(dy + i - off[t]);
+    store(dx + i, acc);
+  }
+}
+
+// lanes[t] += the kLanes partial sums over i < n (rounded up) of dy[i] * x[i + off[t]], t < taps
+// <= kMaxTaps (lanes: (taps, kLanes) floats); the caller adds them up in double now and then.
+template <size_t TAPS>
+CNN_SIMD_CLONES void taps_backward_filter(float* lanes, const float* dy, const float* x, const int64_t* off,
+                                          size_t taps, int64_t n) {
+  if (TAPS) taps = TAPS;
+  Block acc[TAPS ? TAPS : kMaxTaps];
+#pragma GCC unroll 16
+  for (size_t t = 0; t < taps; ++t) acc[t] = Block{};
+  for (int64_t i = 0; i < n; i += kLanes) {
+    const Block d = load(dy + i);
+#pragma GCC unroll 16
+    for (size_t t = 0; t < taps; ++t) acc[t] += d * load(x + off[t] + i);
+  }
+#pragma GCC unroll 16
+  for (size_t t = 0; t < taps; ++t) store(lanes + t * kLanes, load(lanes + t * kLanes) + acc[t]);
+}
+
+// sums[t] += the lanes of tap t, in double; the lanes start again from zero.
+void flush_lanes(double* sums, float* lanes, size_t taps) {
+  for (size_t t = 0; t < taps; ++t) {
+    double total = 0.0;
+    for (int64_t l = 0; l < kLanes; ++l) total += lanes[t * kLanes + l];
+    sums[t] += total;
+  }
+  std::fill(lanes, lanes + taps * kLanes, 0.0f);
+}
+
+// dst row r (dst_stride apart) = src row r (src_stride apart, cols values) followed by `zeros`
+// zeros, for rows rows. One call a plane: on 6x6 planes a memcpy and a memset a row cost more than
+// the convolution.
+CNN_SIMD_CLONES void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
+                               int64_t cols, int64_t zeros) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * src_stride;
+    float* d = dst + r * dst_stride;
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-// sum of a (n) * b (n), in float lanes.
-CNN_SIMD_CLONES float dot(const float* a, const float* b, int64_t n) {
-  float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
+    for (int64_t c = 0; c < cols; ++c) d[c] = s[c];
+#pragma omp simd
+    for (int64_t c = 0; c < zeros; ++c) d[cols + c] = 0.0f;
+  }
 }
 
-// Wide planes of Wp = W + 2 pad_w columns: the input zero-padded (Hp = H + 2 pad_h rows, plus the
-// last tap's overhang), the output P rows of Wp (columns Q.. computed and dropped). Output i reads
-// input i + offset(t) for tap t.
+// Wide planes of Wp = W + 2 pad_w columns: the input zero-padded (Hp = H + 2 pad_h rows), the
+// output P rows of Wp (columns Q.. computed and dropped), both with room for the last block of
+// kLanes. Output i reads input i + offset(t) for tap t. The output plane sits `margin` (the
+// largest offset) floats into its buffer, zeros before it, so the data gradient can gather.
 struct Wide {
-  int64_t Wp, in_size, out_size;
+  int64_t Wp, in_size, out_size, out_rounded, margin;
   std::vector<int64_t> offset;  // (R * S)
   explicit Wide(const Conv2dShape& sh) : Wp(sh.W + 2 * sh.pad_w) {
-    in_size = (sh.H + 2 * sh.pad_h) * Wp + (sh.S - 1) * sh.dilation_w;
-    out_size = sh.P * Wp;
     for (int64_t r = 0; r < sh.R; ++r)
       for (int64_t s = 0; s < sh.S; ++s) offset.push_back(r * sh.dilation_h * Wp + s * sh.dilation_w);
+    margin = offset.back();
+    out_size = sh.P * Wp;
+    out_rounded = round_up(out_size);
+    in_size = std::max((sh.H + 2 * sh.pad_h) * Wp, margin + out_rounded) + kLanes + sh.pad_w;  // load_input's last zeros
   }
+  int64_t out_buffer() const { return margin + out_rounded + margin + kLanes; }
   // x (H, W) into xw (in_size), zeros around it.
   void load_input(const Conv2dShape& sh, const float* x, float* xw) const {
-    std::fill(xw, xw + in_size, 0.0f);
-    for (int64_t h = 0; h < sh.H; ++h) std::copy(x + h * sh.W, x + (h + 1) * sh.W, xw + (h + sh.pad_h) * Wp + sh.pad_w);
+    const int64_t top = sh.pad_h * Wp, right = Wp - sh.pad_w - sh.W;
+    std::fill(xw, xw + top + sh.pad_w, 0.0f);
+    // Each row's right padding and the next row's left padding; the last row's runs into the
+    // bottom rows, zeroed after it.
+    copy_rows(x, sh.W, xw + top + sh.pad_w, Wp, sh.H, sh.W, right + sh.pad_w);
+    std::fill(xw + top + sh.H * Wp, xw + in_size, 0.0f);
   }
-  // dy (P, Q) into dyw (out_size), the extra columns zero.
-  void load_output(const Conv2dShape& sh, const float* dy, float* dyw) const {
-    for (int64_t p = 0; p < sh.P; ++p) {
-      std::copy(dy + p * sh.Q, dy + (p + 1) * sh.Q, dyw + p * Wp);
-      std::fill(dyw + p * Wp + sh.Q, dyw + (p + 1) * Wp, 0.0f);
-    }
+  // dy (P, Q) into the output buffer's plane, the extra columns zero (the margins stay zero).
+  float* load_output(const Conv2dShape& sh, const float* dy, float* buffer) const {
+    float* dyw = buffer + margin;
+    copy_rows(dy, sh.Q, dyw, Wp, sh.P, sh.Q, Wp - sh.Q);
+    return dyw;
   }
 };
 
 bool wide_path(const Conv2dShape& sh) { return sh.stride_h == 1 && sh.stride_w == 1; }
 
-// Per-thread scratch of the wide path: two planes a thread.
+// Per-thread scratch of the wide path: an input plane and an output buffer a thread, each
+// thread's block a whole number of cache lines apart from the next (no line written by two).
 struct WideScratch {
   std::vector<float> floats;
   int64_t per_thread;
-  WideScratch(const Wide& wide, int threads) : per_thread(wide.in_size + wide.out_size) {
-    floats.resize(size_t(per_thread * threads));
+  WideScratch(const Wide& wide, int threads) : per_thread((wide.in_size + wide.out_buffer() + 31) / 16 * 16) {
+    floats.assign(size_t(per_thread * threads), 0.0f);
   }
   float* in(int t) { return floats.data() + t * per_thread; }
   float* out(int t, const Wide& wide) { return in(t) + wide.in_size; }
@@ -180,9 +268,11 @@ struct WideScratch {
 void forward_plane_wide(const Conv2dShape& sh, const Wide& wide, const float* x, const float* w, float bias, float* y,
                         float* xw, float* yw) {
   wide.load_input(sh, x, xw);
-  std::fill(yw, yw + wide.out_size, bias);
-  for (size_t t = 0; t < wide.offset.size(); ++t) axpy(yw, xw + wide.offset[t], w[t], wide.out_size);
-  for (int64_t p = 0; p < sh.P; ++p) std::copy(yw + p * wide.Wp, yw + p * wide.Wp + sh.Q, y + p * sh.Q);
+  if (wide.offset.size() == 9)
+    taps_forward<9>(yw, xw, wide.offset.data(), w, 9, bias, wide.out_rounded);
+  else
+    taps_forward<0>(yw, xw, wide.offset.data(), w, wide.offset.size(), bias, wide.out_rounded);
+  copy_rows(yw, wide.Wp, y, sh.Q, sh.P, sh.Q, 0);
 }
 
 }  // namespace
@@ -234,16 +324,18 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
         continue;
       }
       const int t = omp_get_thread_num();
-      float *dxw = scratch.in(t), *dyw = scratch.out(t, wide);
-      std::fill(dxw, dxw + wide.in_size, 0.0f);
+      float *dxw = scratch.in(t), *buffer = scratch.out(t, wide);
+      // Only the rows that hold x are gathered (from the first padded row's start).
+      const int64_t begin = sh.pad_h * wide.Wp, count = round_up(sh.H * wide.Wp);
       for (int64_t k = c * Kg; k < (c + 1) * Kg; ++k) {
-        wide.load_output(sh, dy + (n * sh.K + k) * PQ, dyw);
-        for (size_t i = 0; i < wide.offset.size(); ++i) axpy(dxw + wide.offset[i], dyw, w[k * RS + int64_t(i)], wide.out_size);
+        const float* dyw = wide.load_output(sh, dy + (n * sh.K + k) * PQ, buffer);
+        const bool first = k == c * Kg;
+        if (RS == 9)
+          taps_backward_data<9>(dxw + begin, dyw + begin, wide.offset.data(), w + k * RS, 9, first, count);
+        else
+          taps_backward_data<0>(dxw + begin, dyw + begin, wide.offset.data(), w + k * RS, size_t(RS), first, count);
       }
-      for (int64_t h = 0; h < sh.H; ++h) {
-        const float* row = dxw + (h + sh.pad_h) * wide.Wp + sh.pad_w;
-        std::copy(row, row + sh.W, dxp + h * sh.W);
-      }
+      copy_rows(dxw + sh.pad_h * wide.Wp + sh.pad_w, wide.Wp, dxp, sh.W, sh.H, sh.W, 0);
     }
   }
   if (dw || db) {
@@ -254,16 +346,24 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
       if (!dw) continue;
       if (wide_path(sh)) {
         const int th = omp_get_thread_num();
-        float *xw = scratch.in(th), *dyw = scratch.out(th, wide);
+        float *xw = scratch.in(th), *buffer = scratch.out(th, wide);
         const size_t taps = wide.offset.size();
-        double sums[64];
-        for (size_t t0 = 0; t0 < taps; t0 += 64) {  // 64 taps at a time (a 3x3 filter has 9)
-          const size_t t1 = std::min(taps, t0 + 64);
+        double sums[kMaxTaps];
+        float lanes[kMaxTaps * kLanes];
+        // Float lanes gather at most kFlushBlocks blocks of a plane's products before the double sum.
+        const int64_t flush_every = std::max<int64_t>(1, kFlushBlocks / (wide.out_rounded / kLanes));
+        for (size_t t0 = 0; t0 < taps; t0 += kMaxTaps) {
+          const size_t t1 = std::min(taps, t0 + kMaxTaps);
           std::fill(sums, sums + (t1 - t0), 0.0);
+          std::fill(lanes, lanes + (t1 - t0) * kLanes, 0.0f);
           for (int64_t n = 0; n < sh.N; ++n) {
             wide.load_input(sh, x + (n * sh.C + c) * HW, xw);
-            wide.load_output(sh, dy + (n * sh.K + k) * PQ, dyw);
-            for (size_t t = t0; t < t1; ++t) sums[t - t0] += dot(dyw, xw + wide.offset[t], wide.out_size);
+            const float* dyw = wide.load_output(sh, dy + (n * sh.K + k) * PQ, buffer);
+            if (t1 - t0 == 9)
+              taps_backward_filter<9>(lanes, dyw, xw, wide.offset.data() + t0, 9, wide.out_rounded);
+            else
+              taps_backward_filter<0>(lanes, dyw, xw, wide.offset.data() + t0, t1 - t0, wide.out_rounded);
+            if ((n + 1) % flush_every == 0 || n + 1 == sh.N) flush_lanes(sums, lanes, t1 - t0);
           }
           for (size_t t = t0; t < t1; ++t) dw[k * RS + int64_t(t)] = static_cast<float>(sums[t - t0]);
         }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/simd_clones.h"
+
 namespace cnn {
 
 // Output columns q whose input column q*stride - pad + offset lies in [0, W).
@@ -16,8 +18,8 @@ static void valid_range(int64_t W, int64_t Q, int stride, int64_t shift, int64_t
   hi = std::max(lo, std::min(hi, Q));
 }
 
-void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, float* col) {
-  const int64_t H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
+void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, int64_t p_begin, int64_t p_end, float* col) {
+  const int64_t H = sh.H, W = sh.W, Q = sh.Q;
   for (int64_t c = 0; c < channels; ++c) {
     const float* xc = x + c * H * W;
     for (int64_t r = 0; r < sh.R; ++r) {
@@ -25,7 +27,7 @@ void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, float* 
         int64_t q_lo, q_hi;
         valid_range(W, Q, sh.stride_w, s * sh.dilation_w - sh.pad_w, q_lo, q_hi);
         const int64_t iw0 = q_lo * sh.stride_w + s * sh.dilation_w - sh.pad_w;
-        for (int64_t p = 0; p < P; ++p, col += Q) {
+        for (int64_t p = p_begin; p < p_end; ++p, col += Q) {
           const int64_t ih = p * sh.stride_h + r * sh.dilation_h - sh.pad_h;
           if (ih < 0 || ih >= H) {
             std::memset(col, 0, static_cast<size_t>(Q) * sizeof(float));
@@ -47,8 +49,9 @@ void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, float* 
   }
 }
 
-void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, float* x) {
-  const int64_t H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
+CNN_SIMD_CLONES void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, int64_t p_begin,
+                                int64_t p_end, float* x) {
+  const int64_t H = sh.H, W = sh.W, Q = sh.Q;
   for (int64_t c = 0; c < channels; ++c) {
     float* xc = x + c * H * W;
     for (int64_t r = 0; r < sh.R; ++r) {
@@ -56,7 +59,7 @@ void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, float
         int64_t q_lo, q_hi;
         valid_range(W, Q, sh.stride_w, s * sh.dilation_w - sh.pad_w, q_lo, q_hi);
         const int64_t iw0 = q_lo * sh.stride_w + s * sh.dilation_w - sh.pad_w;
-        for (int64_t p = 0; p < P; ++p, col += Q) {
+        for (int64_t p = p_begin; p < p_end; ++p, col += Q) {
           const int64_t ih = p * sh.stride_h + r * sh.dilation_h - sh.pad_h;
           if (ih < 0 || ih >= H || q_hi == q_lo) continue;
           float* dst = xc + ih * W + iw0;

@@ -9,9 +9,11 @@
 
 namespace cnn {
 
-// x (channels, H, W) -> col (channels*R*S, P*Q); padded taps are written as zeros.
-void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, float* col);
-// col (channels*R*S, P*Q) added into x (channels, H, W); padded taps are dropped.
-void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, float* x);
+// Output rows [p_begin, p_end) of the column matrix, L = (p_end - p_begin) * Q columns: a block
+// of the whole (P * Q columns) that a caller can keep in cache.
+// x (channels, H, W) -> col (channels*R*S, L); padded taps are written as zeros.
+void im2col_cpu(const Conv2dShape& sh, const float* x, int64_t channels, int64_t p_begin, int64_t p_end, float* col);
+// col (channels*R*S, L) added into x (channels, H, W); padded taps are dropped.
+void col2im_cpu(const Conv2dShape& sh, const float* col, int64_t channels, int64_t p_begin, int64_t p_end, float* x);
 
 }  // namespace cnn

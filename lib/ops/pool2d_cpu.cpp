@@ -8,7 +8,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -169,13 +171,29 @@ static std::vector<Span> clipped_spans(int64_t out, int64_t size, int64_t window
 // max_takes as a select, which compiles without a branch (random data mispredicts every other one).
 static inline float max_select(float v, float m) { return (v > m) | ((v != v) & (m == m)) ? v : m; }
 
+// Per-thread scratch rows start 64 elements apart at least, so two threads never write one cache
+// line (on 6x6 planes a shared line made the forward 4x slower).
+static int64_t padded_to_lines(int64_t count) { return (count + 63) / 64 * 64 + 64; }
+
 // Max pooling of one plane, separably: per output row the elementwise max of its window's input
-// rows (`band`, W floats; vectorised), then each output's max over its columns of the band. Every
-// window with a NaN gives a NaN, as the reference; other values are order-independent (ties of
-// +0 and -0 may keep the other zero, which compares equal, so backward routes alike).
-static void max_pool_plane(const float* xp, float* yp, int64_t W, int64_t P, int64_t Q, const std::vector<Span>& rows,
-                           const std::vector<Span>& cols, bool pairs, float* band) {
-  for (int64_t p = 0; p < P; ++p) {
+// rows (vectorised) into the band, then each output's max over its columns of the band, also
+// vectorised: the band (`Band`) holds the row at offset pad_w between -inf columns, so every window
+// reads S band columns from q * stride_w without clipping (a -inf never wins against a real value,
+// and every window holds one). Every window with a NaN gives a NaN, as the reference; other values
+// are order-independent (ties of +0 and -0 may keep the other zero, which compares equal, so
+// backward routes alike).
+struct Band {
+  int64_t size;
+  explicit Band(const Pool2dShape& sh) : size(std::max<int64_t>((sh.Q - 1) * sh.stride_w + sh.S, sh.pad_w + sh.W)) {}
+  // -inf everywhere; the row pass only writes [pad_w, pad_w + W).
+  void init(float* band) const { std::fill(band, band + size, -std::numeric_limits<float>::infinity()); }
+};
+
+static void max_pool_plane(const Pool2dShape& sh, const float* xp, float* yp, const std::vector<Span>& rows,
+                           bool pairs, float* band_base) {
+  const int64_t W = sh.W, Q = sh.Q, S = sh.S, sw = sh.stride_w;
+  float* band = band_base + sh.pad_w;
+  for (int64_t p = 0; p < sh.P; ++p) {
     const Span rs = rows[p];
     std::memcpy(band, xp + rs.begin * W, size_t(W) * sizeof(float));
     for (int64_t h = rs.begin + 1; h < rs.end; ++h) {
@@ -183,17 +201,17 @@ static void max_pool_plane(const float* xp, float* yp, int64_t W, int64_t P, int
 #pragma omp simd
       for (int64_t w = 0; w < W; ++w) band[w] = max_select(xr[w], band[w]);
     }
+    float* yr = yp + p * Q;
     if (pairs) {  // 2 columns a window, stride 2, no padding: the same selects, in a loop that vectorises
-      float* yr = yp + p * Q;
 #pragma omp simd
       for (int64_t q = 0; q < Q; ++q) yr[q] = max_select(band[2 * q + 1], band[2 * q]);
       continue;
     }
-    for (int64_t q = 0; q < Q; ++q) {
-      const Span cs = cols[q];
-      float m = band[cs.begin];
-      for (int64_t w = cs.begin + 1; w < cs.end; ++w) m = max_select(band[w], m);
-      yp[p * Q + q] = m;
+#pragma omp simd
+    for (int64_t q = 0; q < Q; ++q) yr[q] = band_base[q * sw];
+    for (int64_t s = 1; s < S; ++s) {
+#pragma omp simd
+      for (int64_t q = 0; q < Q; ++q) yr[q] = max_select(band_base[q * sw + s], yr[q]);
     }
   }
 }
@@ -230,6 +248,61 @@ static void max_pool_backward_2x2(const float* xp, const float* yp, const float*
   }
 }
 
+// Max-pool backward of one plane, any window: dy of each output goes to the first input of its
+// window (row-major) equal to the output, added in output order as the reference does, so dx is
+// bit-identical. The outputs whose windows lie inside the columns ([q_lo, q_hi)) search by selects
+// over the window taken backwards, each window position one vectorised pass over the row's outputs;
+// the few border windows (all of a short row's) search their clipped spans. `at` holds one row's picks (Q).
+static void max_pool_backward_plane(const Pool2dShape& sh, const float* xp, const float* yp, const float* dyp,
+                                    float* dxp, const std::vector<Span>& rows, const std::vector<Span>& cols,
+                                    int32_t* at) {
+  const int64_t W = sh.W, Q = sh.Q, S = sh.S, sw = sh.stride_w, pw = sh.pad_w;
+  const int64_t q_lo = std::min<int64_t>(Q, (pw + sw - 1) / sw);
+  const int64_t q_hi = std::max<int64_t>(q_lo, std::min<int64_t>(Q, W - S + pw < 0 ? 0 : (W - S + pw) / sw + 1));
+  std::memset(dxp, 0, static_cast<size_t>(sh.H * W) * sizeof(float));
+  for (int64_t p = 0; p < sh.P; ++p) {
+    const Span rs = rows[p];
+    const float* yr = yp + p * Q;
+    if (q_hi - q_lo < 8) {  // a short row (mini_xception's 6 and 3 outputs): search and add at once
+      for (int64_t q = 0; q < Q; ++q) {
+        const Span cs = cols[q];
+        int64_t pick = -1;
+        for (int64_t h = rs.begin; h < rs.end && pick < 0; ++h)
+          for (int64_t w = cs.begin; w < cs.end; ++w)
+            if (is_argmax(xp[h * W + w], yr[q])) {
+              pick = h * W + w;
+              break;
+            }
+        if (pick >= 0) dxp[pick] += dyp[p * Q + q];
+      }
+      continue;
+    }
+    for (int64_t q = 0; q < Q; ++q) {
+      if (q == q_lo) q = q_hi;  // the interior is searched below
+      if (q >= Q) break;
+      const Span cs = cols[q];
+      at[q] = -1;
+      for (int64_t h = rs.begin; h < rs.end && at[q] < 0; ++h)
+        for (int64_t w = cs.begin; w < cs.end; ++w)
+          if (is_argmax(xp[h * W + w], yr[q])) {
+            at[q] = static_cast<int32_t>(h * W + w);
+            break;
+          }
+    }
+    for (int64_t q = q_lo; q < q_hi; ++q) at[q] = -1;
+    for (int64_t h = rs.end - 1; h >= rs.begin; --h)
+      for (int64_t s = S - 1; s >= 0; --s) {
+        const int32_t base = static_cast<int32_t>(h * W - pw + s);  // a plane is within the tensor cap (2^31)
+        const float* xr = xp + base;
+#pragma omp simd
+        for (int64_t q = q_lo; q < q_hi; ++q) at[q] = is_argmax(xr[q * sw], yr[q]) ? base + int32_t(q * sw) : at[q];
+      }
+    const float* gr = dyp + p * Q;
+    for (int64_t q = 0; q < Q; ++q)
+      if (at[q] >= 0) dxp[at[q]] += gr[q];
+  }
+}
+
 void pool2d_forward_cpu(const Pool2dForward& a) {
   const Pool2dShape& sh = a.sh;
   const float* x = a.x.f32();
@@ -240,16 +313,19 @@ void pool2d_forward_cpu(const Pool2dForward& a) {
   const int64_t planes = sh.N * sh.C, H = sh.H, W = sh.W, P = sh.P, Q = sh.Q;
   const bool is_max = sh.kind == PoolKind::max, pairs = column_pairs(sh);
   const int threads = a.ctx->threads();
-  std::vector<float> bands(is_max ? size_t(threads * W) : 0);  // one row band per thread
+  const Band layout(sh);
+  const int64_t band_stride = padded_to_lines(layout.size);
+  std::vector<float> bands(is_max ? size_t(threads * band_stride) : 0);  // one row band per thread
 #pragma omp parallel num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin)
   {
-  float* band = is_max ? bands.data() + omp_get_thread_num() * W : nullptr;
+  float* band = is_max ? bands.data() + omp_get_thread_num() * band_stride : nullptr;
+  if (is_max) layout.init(band);
 #pragma omp for schedule(static)
   for (int64_t nc = 0; nc < planes; ++nc) {
     const float* xp = x + nc * H * W;
     float* yp = y + nc * P * Q;
     if (is_max) {
-      max_pool_plane(xp, yp, W, P, Q, rows, cols, pairs, band);
+      max_pool_plane(sh, xp, yp, rows, pairs, band);
       continue;
     }
     for (int64_t p = 0; p < P; ++p) {
@@ -278,6 +354,8 @@ void pool2d_backward_cpu(const Pool2dBackward& a) {
   const bool is_max = sh.kind == PoolKind::max;
   const bool two_by_two = is_max && sh.R == 2 && sh.stride_h == 2 && sh.pad_h == 0 && column_pairs(sh);
   const int threads = a.ctx->threads();
+  const int64_t picks_stride = padded_to_lines(Q);
+  std::vector<int32_t> picks(is_max ? size_t(threads * picks_stride) : 0);  // one row of picks per thread
 #pragma omp parallel for num_threads(threads) if (planes * P * Q * sh.R * sh.S >= kParallelMin) schedule(static)
   for (int64_t nc = 0; nc < planes; ++nc) {
     const float* xp = x + nc * H * W;
@@ -288,27 +366,18 @@ void pool2d_backward_cpu(const Pool2dBackward& a) {
       max_pool_backward_2x2(xp, yp, dyp, dxp, H, W, P, Q);
       continue;
     }
+    if (is_max) {
+      max_pool_backward_plane(sh, xp, yp, dyp, dxp, rows, cols, picks.data() + omp_get_thread_num() * picks_stride);
+      continue;
+    }
     std::memset(dxp, 0, static_cast<size_t>(H * W) * sizeof(float));
     for (int64_t p = 0; p < P; ++p) {
       const Span rs = rows[p];
       for (int64_t q = 0; q < Q; ++q) {
         const Span cs = cols[q];
-        const float g = dyp[p * Q + q];
-        if (is_max) {
-          const float m = yp[p * Q + q];
-          int64_t at = -1;
-          for (int64_t h = rs.begin; h < rs.end && at < 0; ++h)
-            for (int64_t w = cs.begin; w < cs.end; ++w)
-              if (is_argmax(xp[h * W + w], m)) {
-                at = h * W + w;
-                break;
-              }
-          if (at >= 0) dxp[at] += g;
-        } else {
-          const float share = g / static_cast<float>((rs.end - rs.begin) * (cs.end - cs.begin));
-          for (int64_t h = rs.begin; h < rs.end; ++h)
-            for (int64_t w = cs.begin; w < cs.end; ++w) dxp[h * W + w] += share;
-        }
+        const float share = dyp[p * Q + q] / static_cast<float>((rs.end - rs.begin) * (cs.end - cs.begin));
+        for (int64_t h = rs.begin; h < rs.end; ++h)
+          for (int64_t w = cs.begin; w < cs.end; ++w) dxp[h * W + w] += share;
       }
     }
   }

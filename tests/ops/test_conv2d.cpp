@@ -50,6 +50,25 @@ struct ConvData {
         db(b.size(), kNaN) {}
 };
 
+using FastForward = void (*)(const ExecContext&, const Conv2dShape&, const float*, const float*, const float*, float*);
+using FastBackward = void (*)(const ExecContext&, const Conv2dShape&, const float*, const float*, const float*, float*,
+                              float*, float*);
+
+// A fast path's forward and backward against the float reference on one shape's seeded operands.
+void check_against_reference(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, FastForward forward,
+                             FastBackward backward) {
+  ConvData fast(sh, seed), ref(sh, seed);
+  forward(ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data());
+  conv2d_forward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.b.data(), ref.y.data());
+  CHECK(compare(fast.y, ref.y, test::kFastCpuVsReference) == "");
+  backward(ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(), fast.db.data());
+  conv2d_backward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.dy.data(), ref.dx.data(), ref.dw.data(),
+                                   ref.db.data());
+  CHECK(compare(fast.dx, ref.dx, test::kFastCpuVsReference) == "");
+  CHECK(compare(fast.dw, ref.dw, test::kFastCpuVsReference) == "");
+  CHECK(compare(fast.db, ref.db, test::kFastCpuVsReference) == "");
+}
+
 }  // namespace
 
 TEST_CASE("conv2d shape computes the output size like PyTorch", "[cpu]") {
@@ -180,17 +199,7 @@ TEST_CASE("conv2d fast cpu matches the reference over generated shapes", "[cpu]"
     ExecContext ctx = ExecContext::cpu(threads);
     for (const Conv2dShape& sh : sweep_shapes()) {
       INFO(fmt::format("{} threads, {}", threads, sh.to_string()));
-      ConvData fast(sh, 7), ref(sh, 7);
-      conv2d_forward_cpu(ctx, sh, fast.x.data(), fast.w.data(), fast.b.data(), fast.y.data());
-      conv2d_forward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.b.data(), ref.y.data());
-      CHECK(compare(fast.y, ref.y, test::kFastCpuVsReference) == "");
-      conv2d_backward_cpu(ctx, sh, fast.x.data(), fast.w.data(), fast.dy.data(), fast.dx.data(), fast.dw.data(),
-                          fast.db.data());
-      conv2d_backward_reference<float>(ctx, sh, ref.x.data(), ref.w.data(), ref.dy.data(), ref.dx.data(), ref.dw.data(),
-                                       ref.db.data());
-      CHECK(compare(fast.dx, ref.dx, test::kFastCpuVsReference) == "");
-      CHECK(compare(fast.dw, ref.dw, test::kFastCpuVsReference) == "");
-      CHECK(compare(fast.db, ref.db, test::kFastCpuVsReference) == "");
+      check_against_reference(ctx, sh, 7, conv2d_forward_cpu, conv2d_backward_cpu);
     }
   }
 }
@@ -256,4 +265,28 @@ TEST_CASE("conv2d fast cpu benchmark on the Fashion-MNIST layers", "[.][bench]")
       WARN(fmt::format("{} ({} threads): forward {:.3f} ms ({:.1f} GFLOP/s), backward{} {:.3f} ms ({:.1f} GFLOP/s)",
                        l.name, ctx.threads(), fwd, f / fwd * 1e-6, l.needs_dx ? "" : " (no dx)", bwd, fb / bwd * 1e-6));
     }
+}
+
+// cpu:direct's stride-1 path works on zero-padded wide planes in blocks of 16 outputs with every
+// tap per block (and gathers the data gradient from a margin before the plane): shapes whose wide
+// planes end anywhere in a block, with channel multipliers, dilation, no padding and padding wider
+// than half the window, from 1 to 3 threads, against the float reference.
+TEST_CASE("conv2d cpu direct matches the reference on stride-1 one-channel filters of every width", "[cpu]") {
+  const Conv2dShape shapes[] = {
+      Conv2dShape::make(3, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4),       // mini_xception's last depthwise size
+      Conv2dShape::make(2, 4, 5, 13, 12, 3, 3, 1, 1, 1, 1, 1, 1, 4),     // multiplier 3
+      Conv2dShape::make(2, 3, 9, 17, 3, 3, 3, 1, 1, 2, 2, 2, 2, 3),      // dilated
+      Conv2dShape::make(2, 2, 7, 8, 2, 3, 5, 1, 1, 0, 0, 1, 1, 2),       // no padding, 3x5
+      Conv2dShape::make(1, 2, 4, 4, 2, 3, 3, 1, 1, 3, 2, 1, 1, 2),       // padding past the window
+      Conv2dShape::make(2, 1, 11, 23, 5, 4, 2, 1, 1, 1, 1, 1, 1, 1),     // C == 1, even window
+      Conv2dShape::make(1, 6, 1, 31, 6, 1, 7, 1, 1, 0, 3, 1, 1, 6),      // one row
+  };
+  for (int threads : {1, 2, 3}) {
+    ExecContext ctx = ExecContext::cpu(threads);
+    for (const Conv2dShape& sh : shapes) {
+      INFO(fmt::format("{} threads, {}", threads, sh.to_string()));
+      REQUIRE(conv2d_cpu_direct_can_implement(sh));
+      check_against_reference(ctx, sh, 13, conv2d_forward_cpu_direct, conv2d_backward_cpu_direct);
+    }
+  }
 }

@@ -171,6 +171,22 @@ TEST_CASE("pool2d cpu matches the float reference over generated shapes", "[cpu]
   }
 }
 
+// The reference's and the cpu row's max pooling of x, and their gradients for dy (the cpu row's
+// outputs pre-filled with -99, so a skipped element shows).
+struct MaxRuns {
+  std::vector<float> y_ref, dx_ref, y, dx;
+};
+static MaxRuns run_max_pooling(const ExecContext& ctx, const Pool2dShape& sh, const std::vector<float>& x,
+                               const std::vector<float>& dy) {
+  MaxRuns r{std::vector<float>(dy.size()), std::vector<float>(x.size()), std::vector<float>(dy.size(), -99.0f),
+            std::vector<float>(x.size(), -99.0f)};
+  pool2d_forward_reference(ctx, sh, x.data(), r.y_ref.data());
+  pool2d_backward_reference(ctx, sh, x.data(), r.y_ref.data(), dy.data(), r.dx_ref.data());
+  run_op(Backend::cpu, Pool2dForward{&ctx, sh, x.data(), r.y.data()});
+  run_op(Backend::cpu, Pool2dBackward{&ctx, sh, x.data(), r.y.data(), dy.data(), r.dx.data()});
+  return r;
+}
+
 // The separable max (rows, then columns) must keep the reference's NaN rule: a window holding a NaN
 // gives a NaN, every other window the same max, and backward routes dy where the reference does.
 TEST_CASE("max pooling on the cpu propagates NaN and routes gradients like the reference", "[cpu]") {
@@ -185,11 +201,7 @@ TEST_CASE("max pooling on the cpu propagates NaN and routes gradients like the r
     for (float& v : x) v = float(rng.below(7)) - 3.0f;  // many ties
     for (float& v : dy) v = rng.uniform();
     for (size_t i = 3; i < nx; i += 17) x[i] = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> y_ref(ny), dx_ref(nx), y(ny, -99.0f), dx(nx, -99.0f);
-    pool2d_forward_reference(ctx, sh, x.data(), y_ref.data());
-    pool2d_backward_reference(ctx, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data());
-    run_op(Backend::cpu, Pool2dForward{&ctx, sh, x.data(), y.data()});
-    run_op(Backend::cpu, Pool2dBackward{&ctx, sh, x.data(), y.data(), dy.data(), dx.data()});
+    const auto [y_ref, dx_ref, y, dx] = run_max_pooling(ctx, sh, x, dy);
     int nans = 0;
     for (size_t i = 0; i < ny; ++i) {
       INFO("y[" << i << "]");
@@ -198,6 +210,34 @@ TEST_CASE("max pooling on the cpu propagates NaN and routes gradients like the r
       else CHECK(y[i] == y_ref[i]);
     }
     CHECK(nans > 0);
+    CHECK(compare(dx, dx_ref, cnn::test::kExact) == "");
+  }
+}
+
+// The fast max pass pads each row with -inf columns and the backward searches interior windows by
+// selects: a window of -inf inputs must still give -inf and route dy to its first input, as the
+// reference does (a padded column must never be picked), over wide rows and several strides.
+TEST_CASE("max pooling on the cpu routes -inf windows and ties like the reference", "[cpu]") {
+  auto ctx = ExecContext::cpu(2);
+  for (const Pool2dShape& sh : {Pool2dShape::make(PoolKind::max, 2, 3, 13, 29, 3, 3, 2, 2, 1, 1),
+                                Pool2dShape::make(PoolKind::max, 1, 4, 9, 40, 3, 5, 1, 3, 1, 2),
+                                Pool2dShape::make(PoolKind::max, 3, 2, 6, 6, 3, 3, 2, 2, 1, 1),
+                                Pool2dShape::make(PoolKind::max, 1, 2, 10, 33, 4, 4, 2, 1, 2, 2)}) {
+    INFO(sh.to_string());
+    const size_t nx = size_t(sh.N * sh.C * sh.H * sh.W), ny = size_t(sh.N * sh.C * sh.P * sh.Q);
+    Rng rng(9, static_cast<uint64_t>(RngStream::test));
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> x(nx), dy(ny);
+    for (float& v : x) v = rng.below(3) == 0 ? -1.0f + float(rng.below(3)) : -inf;  // mostly -inf, many ties
+    for (float& v : dy) v = rng.uniform() + 0.5f;
+    const auto [y_ref, dx_ref, y, dx] = run_max_pooling(ctx, sh, x, dy);
+    int infs = 0;
+    for (size_t i = 0; i < ny; ++i) {
+      INFO("y[" << i << "]");
+      CHECK(y[i] == y_ref[i]);
+      if (y_ref[i] == -inf) ++infs;
+    }
+    CHECK(infs > 0);
     CHECK(compare(dx, dx_ref, cnn::test::kExact) == "");
   }
 }
