@@ -74,6 +74,18 @@ void conv2d_forward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, co
                                const float* b, float* y);
 void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                 const float* dy, float* dx, float* dw, float* db);
+// Winograd F(2x2, 3x3) on the CPU (conv2d_winograd_cpu.cpp), the "cpu:winograd" rows: 3x3, stride 1,
+// dilation 1, groups 1, padding <= 2 (backward_data runs it with padding 2 - pad). Forward and dx by
+// Winograd, dw and db by the im2col path above. Workspace: conv2d_cpu_winograd_workspace_bytes (of
+// the data convolution when `data`), plus the im2col path's for dw. The "cpu" default rows take it
+// where conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1).
+bool conv2d_cpu_winograd_can_implement(const Conv2dShape& sh);
+bool conv2d_cpu_winograd_is_default(const Conv2dShape& sh);
+size_t conv2d_cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, bool data);
+void conv2d_forward_cpu_winograd(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                 const float* b, float* y);
+void conv2d_backward_cpu_winograd(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                                  const float* dy, float* dx, float* dw, float* db);
 // BF16 and F16 emulation (T = bf16 or f16), the cpu rows of dtype bf16 and f16 (conv2d_cpu.cpp) and
 // the oracle of the cuda bf16 and f16 rows: x, y, dy, dx of dtype T channels-last ((N, H, W, C),
 // (N, P, Q, K)); w, b, dw, db FP32. The rounding points of the GPU rows: the FP32 master weights

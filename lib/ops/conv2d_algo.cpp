@@ -103,6 +103,14 @@ static size_t cpu_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh,
 static bool cpu_direct_can_implement(const ExecContext&, const Conv2dShape& sh) {
   return conv2d_cpu_direct_can_implement(sh);
 }
+static bool cpu_winograd_can_implement(const ExecContext& ctx, const Conv2dShape& sh) {
+  return cpu_can_implement(ctx, sh) && conv2d_cpu_winograd_can_implement(sh);
+}
+// dw goes through the im2col path; forward and dx through Winograd's own scratch.
+static size_t cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir) {
+  if (dir == ConvDir::backward_filter) return cpu_workspace_bytes(ctx, sh, dir);
+  return conv2d_cpu_winograd_workspace_bytes(ctx, sh, dir == ConvDir::backward_data);
+}
 static size_t no_workspace(const ExecContext&, const Conv2dShape&, ConvDir) { return 0; }
 
 const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t) {
@@ -134,6 +142,8 @@ std::vector<ConvAlgo> conv2d_cpu_algos() {
                 conv2d_forward_cpu, conv2d_backward_cpu);
   add_conv_rows(algos, "cpu:direct", Backend::cpu, true, cpu_direct_can_implement, no_workspace,
                 conv2d_forward_cpu_direct, conv2d_backward_cpu_direct);
+  add_conv_rows(algos, "cpu:winograd", Backend::cpu, true, cpu_winograd_can_implement, cpu_winograd_workspace_bytes,
+                conv2d_forward_cpu_winograd, conv2d_backward_cpu_winograd);
   add_conv_rows(algos, "cpu", Backend::cpu, true, cpu_can_implement, cpu_default_workspace_bytes, cpu_default_forward,
                 cpu_default_backward);
   for (const char* name : {"cpu:im2col_gemm", "cpu"}) {
