@@ -114,22 +114,29 @@ static size_t cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dS
 static size_t no_workspace(const ExecContext&, const Conv2dShape&, ConvDir) { return 0; }
 
 const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t) {
-  return t == DType::f32 && conv2d_cpu_direct_is_default(sh) ? "cpu:direct" : "cpu:im2col_gemm";
+  if (t == DType::f32 && conv2d_cpu_direct_is_default(sh)) return "cpu:direct";
+  if (t == DType::f32 && conv2d_cpu_winograd_is_default(sh)) return "cpu:winograd";
+  return "cpu:im2col_gemm";
 }
 
-// The "cpu" default rows: direct for depthwise shapes, im2col GEMM elsewhere (as CUDA's default).
+// The "cpu" default rows: direct for depthwise shapes, Winograd for the 3x3 layers of
+// conv2d_cpu_winograd_is_default, im2col GEMM elsewhere.
 static void cpu_default_forward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                 const float* b, float* y) {
   if (conv2d_cpu_direct_is_default(sh)) return conv2d_forward_cpu_direct(ctx, sh, x, w, b, y);
+  if (conv2d_cpu_winograd_is_default(sh)) return conv2d_forward_cpu_winograd(ctx, sh, x, w, b, y);
   conv2d_forward_cpu(ctx, sh, x, w, b, y);
 }
 static void cpu_default_backward(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                  const float* dy, float* dx, float* dw, float* db) {
   if (conv2d_cpu_direct_is_default(sh)) return conv2d_backward_cpu_direct(ctx, sh, x, w, dy, dx, dw, db);
+  if (conv2d_cpu_winograd_is_default(sh)) return conv2d_backward_cpu_winograd(ctx, sh, x, w, dy, dx, dw, db);
   conv2d_backward_cpu(ctx, sh, x, w, dy, dx, dw, db);
 }
 static size_t cpu_default_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir) {
-  return conv2d_cpu_direct_is_default(sh) ? 0 : cpu_workspace_bytes(ctx, sh, dir);
+  if (conv2d_cpu_direct_is_default(sh)) return 0;
+  if (conv2d_cpu_winograd_is_default(sh)) return cpu_winograd_workspace_bytes(ctx, sh, dir);
+  return cpu_workspace_bytes(ctx, sh, dir);
 }
 
 // The CPU algorithms: im2col GEMM (slices summed in a fixed order) and direct (one-input-channel

@@ -6,10 +6,11 @@
 //
 // Names: "<backend>:<strategy>", lower case, unique per direction and dtype, e.g.
 // "cuda:implicit_gemm", "cuda:direct", "cuda:winograd", "cuda:im2col_gemm", "cuda:fft",
-// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm", "cpu:direct": the named
+// "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm", "cpu:direct", "cpu:winograd": the named
 // algorithms (conv2d_algos). Beside them each backend has its default row, named after the backend,
 // which is what run_op(backend, args) runs when no algorithm is named: "cpu" (direct for depthwise
-// shapes, im2col GEMM elsewhere; "cpu:direct" is f32 only), "cuda"
+// shapes, Winograd for wide 3x3 stride-1 layers, im2col GEMM elsewhere; "cpu:direct" and
+// "cpu:winograd" are f32 only), "cuda"
 // (direct kernels where every filter reads one input channel and has at most 25 taps, implicit
 // GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
 // Dtypes: a row computes one activation dtype (ConvAlgo::dtype). The bf16 rows (ops/dispatch.h's
@@ -187,7 +188,8 @@ bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv
                                 DType dtype = DType::f32);
 
 // The named CPU algorithm the "cpu" default row runs for sh in dtype t: "cpu:direct" for f32
-// depthwise shapes (conv2d_cpu_direct_is_default), "cpu:im2col_gemm" otherwise. The autotuner takes
+// depthwise shapes (conv2d_cpu_direct_is_default), "cpu:winograd" for the f32 shapes of
+// conv2d_cpu_winograd_is_default, "cpu:im2col_gemm" otherwise. The autotuner takes
 // it on the CPU instead of timing the candidates: a timed choice would follow the machine's load,
 // and CPU runs keep the same bits from run to run (there is no autotune cache on the CPU).
 const char* conv2d_cpu_rule_algo(const Conv2dShape& sh, DType t);

@@ -1,0 +1,113 @@
+// cpu:winograd (conv2d_winograd_cpu.cpp) against the float64 reference over generated shapes: odd
+// sizes, channel counts that are multiples of nothing, padding 0, 1 and 2, batch 1 and 3, tile
+// blocks that span images and blocks that cut one; forward, dx (Winograd) and dw, db (im2col).
+// Trap: outputs start as NaN, so a tile the transforms skip fails.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ops/conv2d.h"
+#include "ops/conv2d_algo.h"
+#include "support/catch.h"
+#include "support/test_util.h"
+#include "support/tolerance.h"
+
+using namespace cnn;
+using cnn::test::compare;
+
+namespace {
+
+std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// Forward and backward of cpu:winograd on ctx against the double reference, one shape.
+void check_shape(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed) {
+  INFO(sh.to_string() << ", threads " << ctx.threads() << (ctx.workspace ? "" : ", no workspace"));
+  REQUIRE(conv2d_cpu_winograd_can_implement(sh));
+  const size_t nx = size_t(sh.N * sh.C * sh.H * sh.W), ny = size_t(sh.N * sh.K * sh.P * sh.Q);
+  const std::vector<float> x = test::random_floats(nx, seed), w = test::random_floats(size_t(sh.weight_numel()), seed + 1),
+                           b = test::random_floats(size_t(sh.K), seed + 2), dy = test::random_floats(ny, seed + 3);
+  const std::vector<double> xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+  std::vector<double> y_ref(ny), dx_ref(nx), dw_ref(w.size()), db_ref(b.size());
+  conv2d_forward_reference<double>(ctx, sh, xd.data(), wd.data(), bd.data(), y_ref.data());
+  conv2d_backward_reference<double>(ctx, sh, xd.data(), wd.data(), dyd.data(), dx_ref.data(), dw_ref.data(),
+                                    db_ref.data());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> y(ny, nan), dx(nx, nan), dw(w.size(), nan), db(b.size(), nan);
+  conv2d_forward_cpu_winograd(ctx, sh, x.data(), w.data(), b.data(), y.data());
+  CHECK(compare(y, to_float(y_ref), test::kFastCpuVsReference) == "");
+  conv2d_backward_cpu_winograd(ctx, sh, nullptr, w.data(), dy.data(), dx.data(), nullptr, nullptr);
+  CHECK(compare(dx, to_float(dx_ref), test::kFastCpuVsReference) == "");
+  conv2d_backward_cpu_winograd(ctx, sh, x.data(), nullptr, dy.data(), nullptr, dw.data(), db.data());
+  CHECK(compare(dw, to_float(dw_ref), test::kFastCpuVsReference) == "");
+  CHECK(compare(db, to_float(db_ref), test::kFastCpuVsReference) == "");
+}
+
+}  // namespace
+
+TEST_CASE("conv2d cpu winograd matches the float64 reference over generated shapes", "[cpu]") {
+  ExecContext one = ExecContext::cpu(1), two = ExecContext::cpu(2);
+  ExecContext bare;  // no workspace: the op allocates its own scratch
+  bare.num_threads = 2;
+  uint64_t seed = 100;
+  int shapes = 0;
+  for (int64_t N : {1, 3})
+    for (int pad : {0, 1, 2})
+      for (auto [C, K, H, W] : {std::array<int64_t, 4>{1, 1, 3, 3}, {3, 5, 7, 9}, {17, 19, 11, 6}, {5, 2, 1, 4},
+                                {20, 33, 16, 15}}) {
+        if (H + 2 * pad < 3 || W + 2 * pad < 3) continue;
+        for (bool bias : {true, false}) {
+          const Conv2dShape sh = Conv2dShape::make(N, C, H, W, K, 3, 3, 1, 1, pad, pad, 1, 1, 1, bias);
+          check_shape(shapes % 2 ? one : two, sh, seed += 4);
+          ++shapes;
+        }
+      }
+  CHECK(shapes >= 50);
+  check_shape(bare, Conv2dShape::make(3, 6, 9, 8, 7, 3, 3, 1, 1, 1, 1), 7);
+  // Unequal padding of the two axes.
+  check_shape(two, Conv2dShape::make(2, 5, 8, 7, 6, 3, 3, 1, 1, 0, 2), 9);
+  check_shape(two, Conv2dShape::make(2, 5, 7, 8, 6, 3, 3, 1, 1, 2, 1), 11);
+}
+
+// Enough tile rows that the work is cut into several blocks, one of which starts inside an image,
+// and an odd width wider than a block's tile budget (a block then holds a single tile row).
+TEST_CASE("conv2d cpu winograd matches the reference when its tile blocks cut images", "[cpu]") {
+  ExecContext two = ExecContext::cpu(2);
+  check_shape(two, Conv2dShape::make(3, 20, 40, 41, 24, 3, 3, 1, 1, 1, 1), 21);
+  check_shape(two, Conv2dShape::make(2, 64, 9, 301, 80, 3, 3, 1, 1, 1, 1, 1, 1, 1, false), 23);
+  check_shape(ExecContext::cpu(1), Conv2dShape::make(5, 48, 24, 24, 40, 3, 3, 1, 1, 1, 1), 25);
+}
+
+TEST_CASE("conv2d cpu winograd takes 3x3 stride-1 ungrouped layers and is the default on wide ones", "[cpu]") {
+  const Conv2dShape fer48 = Conv2dShape::make(64, 64, 48, 48, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false);
+  CHECK(conv2d_cpu_winograd_can_implement(fer48));
+  CHECK(conv2d_cpu_winograd_is_default(fer48));
+  CHECK(std::string(conv2d_cpu_rule_algo(fer48, DType::f32)) == "cpu:winograd");
+  CHECK(std::string(conv2d_cpu_rule_algo(fer48, DType::bf16)) == "cpu:im2col_gemm");
+  // 12x12 outputs, a first layer (C == 1) and padding 2: the rule keeps im2col.
+  for (const Conv2dShape& sh : {Conv2dShape::make(64, 128, 12, 12, 256, 3, 3, 1, 1, 1, 1),
+                                Conv2dShape::make(64, 1, 48, 48, 64, 3, 3, 1, 1, 1, 1),
+                                Conv2dShape::make(8, 64, 48, 48, 64, 3, 3, 1, 1, 2, 2)}) {
+    INFO(sh.to_string());
+    CHECK(conv2d_cpu_winograd_can_implement(sh));
+    CHECK_FALSE(conv2d_cpu_winograd_is_default(sh));
+    CHECK(std::string(conv2d_cpu_rule_algo(sh, DType::f32)) == "cpu:im2col_gemm");
+  }
+  for (const Conv2dShape& sh : {Conv2dShape::make(2, 8, 16, 16, 8, 3, 3, 2, 2, 1, 1),        // stride 2
+                                Conv2dShape::make(2, 8, 16, 16, 8, 5, 5, 1, 1, 2, 2),        // 5x5
+                                Conv2dShape::make(2, 8, 16, 16, 8, 3, 3, 1, 1, 2, 2, 2, 2),  // dilation 2
+                                Conv2dShape::make(2, 8, 16, 16, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2),  // groups 2
+                                Conv2dShape::make(2, 8, 16, 16, 8, 3, 3, 1, 1, 3, 3)}) {    // padding 3
+    INFO(sh.to_string());
+    CHECK_FALSE(conv2d_cpu_winograd_can_implement(sh));
+    CHECK_FALSE(conv2d_algo(ConvDir::forward, "cpu:winograd").can_implement(ExecContext{}, sh));
+  }
+  CHECK(conv2d_algo(ConvDir::backward_data, "cpu:winograd").can_implement(ExecContext{}, fer48));
+  // The row's workspace covers what the call takes from the context.
+  ExecContext ctx = ExecContext::cpu(2);
+  const Conv2dShape sh = Conv2dShape::make(3, 20, 40, 41, 24, 3, 3, 1, 1, 1, 1);
+  for (ConvDir d : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter})
+    CHECK(conv2d_algo(d, "cpu:winograd").workspace_bytes(ctx, sh) > 0);
+}
