@@ -54,20 +54,26 @@ TEST_CASE("cnn-bench conv on the cpu writes one csv and json row per point direc
   std::getline(csv, header);
   CHECK(header.rfind("group,layer,impl,direction,ms,tflops,peak_share,workspace_bytes,fastest,status,", 0) == 0);
   CHECK(header.find(",rel_err,runs,wall_s,copy_of") != std::string::npos);
-  int rows = 0, fastest = 0, direct = 0, copies = 0;
+  int rows = 0, fastest = 0, direct = 0, copies = 0, winograd = 0, winograd_ran = 0;
   while (std::getline(csv, line)) {
     ++rows;
     INFO(line);
     const std::vector<std::string> f = csv_cells(line);
     REQUIRE(f.size() == 24);
     if (!f[23].empty()) ++copies;  // copy_of: T1_stride/stride=1 and T1_fsize/R=S=3 are T1
+    if (line.find(",1,ok,") != std::string::npos) ++fastest;
     if (line.find(",cpu:direct,") != std::string::npos) {  // none of the tiny shapes is depthwise
       ++direct;
       CHECK(line.find(",0,cannot implement,") != std::string::npos);
       continue;
     }
-    CHECK(line.find(",cpu:im2col_gemm,") != std::string::npos);
-    if (line.find(",1,ok,") != std::string::npos) ++fastest;
+    if (line.find(",cpu:winograd,") != std::string::npos) {  // the 3x3 stride-1 points only
+      ++winograd;
+      if (line.find(",0,cannot implement,") != std::string::npos) continue;
+      ++winograd_ran;
+    } else {
+      CHECK(line.find(",cpu:im2col_gemm,") != std::string::npos);
+    }
     // rel_err: the float32 cpu algorithm against the float64 reference.
     const std::string rel = f[20];
     REQUIRE_FALSE(rel.empty());
@@ -75,12 +81,14 @@ TEST_CASE("cnn-bench conv on the cpu writes one csv and json row per point direc
     CHECK(std::stod(rel) >= 0);
     CHECK(std::stod(rel) < 1e-5);
   }
-  CHECK(rows == 7 * 3 * 2);  // 7 points x 3 directions x the two cpu implementations
+  CHECK(rows == 7 * 3 * 3);  // 7 points x 3 directions x the three cpu implementations
   CHECK(direct == 7 * 3);
-  CHECK(copies == 2 * 3 * 2);
-  CHECK(fastest == 7 * 3);    // the only one that runs is the fastest of each
+  CHECK(winograd == 7 * 3);
+  CHECK(winograd_ran == 3 * 3);  // T1, T1_stride/stride=1, T1_fsize/R=S=3
+  CHECK(copies == 2 * 3 * 3);
+  CHECK(fastest == 7 * 3);  // one fastest of each point and direction
   const nlohmann::json j = nlohmann::json::parse(read_text_file(dir / "out.json"));
-  REQUIRE(j["rows"].size() == 42);
+  REQUIRE(j["rows"].size() == 63);
   CHECK(j["rows"][0]["layer"] == "T1");
   CHECK(j["rows"][0]["impl"] == "cpu:im2col_gemm");
   CHECK(j["rows"][0]["ms"].get<double>() > 0);
@@ -88,8 +96,10 @@ TEST_CASE("cnn-bench conv on the cpu writes one csv and json row per point direc
   CHECK(j["rows"][0]["rel_err"].get<double>() < 1e-5);
   CHECK(j["tolerance"].get<double>() == 1e-4);
   CHECK(j["summaries"].size() == 21);
-  CHECK(j["summaries"][0]["best_ours"] == "cpu:im2col_gemm");
-  CHECK(j["summaries"][0]["accurate_ours"] == "cpu:im2col_gemm");  // within the tolerance
+  // T1 forward: im2col or Winograd, whichever was faster; both within the tolerance.
+  const std::set<std::string> t1_rows{"cpu:im2col_gemm", "cpu:winograd"};
+  CHECK(t1_rows.count(j["summaries"][0]["best_ours"].get<std::string>()) == 1);
+  CHECK(t1_rows.count(j["summaries"][0]["accurate_ours"].get<std::string>()) == 1);
   CHECK(j["summaries"][0]["accurate_ratio"] == 0);                  // no cuDNN to compare with
   CHECK(j["group_geomean_accurate"].empty());
   CHECK(j["group_geomean"].empty());  // no cuDNN on the CPU: no ratio to average
@@ -149,7 +159,7 @@ TEST_CASE("cnn-bench conv --sweep and --shape time only the named sweeps and bas
     CHECK(std::stoi(f[21]) <= 3);
   }
   CHECK(points == std::set<std::string>{"T2", "T1_fsize/R=S=1", "T1_fsize/R=S=3", "T1_fsize/R=S=5"});
-  CHECK(lines.size() == 4 * 3 * 2);
+  CHECK(lines.size() == 4 * 3 * 3);  // points x directions x cpu implementations
   ProgramResult list = run_program(program_path("cnn-bench"),
                                    {"conv", kTinySweep, "--device", "cpu", "--sweep", "T1_*", "--list"}, dir.path());
   CHECK(list.exit_code == 0);
@@ -174,12 +184,12 @@ TEST_CASE("cnn-bench conv --max-seconds leaves points for a later --append run, 
   CHECK(csv_lines(read_text_file(dir / "out.csv")).empty());
   r = run_program(program_path("cnn-bench"), with({"--shape", "T1", "--append"}), dir.path());
   REQUIRE(r.exit_code == 0);
-  CHECK(csv_lines(read_text_file(dir / "out.csv")).size() == 3 * 2);
+  CHECK(csv_lines(read_text_file(dir / "out.csv")).size() == 3 * 3);
   r = run_program(program_path("cnn-bench"), with({"--append"}), dir.path());
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("3 (point, direction) pairs already in the CSV") != std::string::npos);
   const std::vector<std::string> lines = csv_lines(read_text_file(dir / "out.csv"));
-  CHECK(lines.size() == 7 * 3 * 2);
+  CHECK(lines.size() == 7 * 3 * 3);
   std::set<std::string> keys;
   for (const std::string& line : lines) {
     const std::vector<std::string> f = csv_cells(line);

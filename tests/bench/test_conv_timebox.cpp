@@ -145,7 +145,7 @@ TEST_CASE("a candidate that throws is a failed row and the others are still time
 }
 
 TEST_CASE("bench_conv with a cutoff keeps each row's time, timed runs and error, abandoned or not", "[cpu]") {
-  // Depthwise: both cpu:direct and cpu:im2col_gemm run it. Which one is slower on a loaded
+  // Depthwise: both cpu:direct and cpu:im2col_gemm run it (cpu:winograd cannot: a row that says so). Which one is slower on a loaded
   // machine is not fixed, so this checks the rows of either outcome; the fake runner above fixes it.
   ConvPoint p;
   p.group = "g", p.name = "dw";
@@ -156,13 +156,16 @@ TEST_CASE("bench_conv with a cutoff keeps each row's time, timed runs and error,
   std::vector<size_t> streamed;
   opt.on_rows = [&](const ConvBenchResult& r, size_t first) { streamed.push_back(r.rows.size() - first); };
   const ConvBenchResult r = bench_conv({p, p}, opt);  // the second copies the first
-  REQUIRE(r.rows.size() == 12);
-  CHECK(streamed == std::vector<size_t>{6, 6});
+  REQUIRE(r.rows.size() == 18);
+  CHECK(streamed == std::vector<size_t>{9, 9});
   CHECK(r.points_timed == 1);
   CHECK(r.points_copied == 1);
   for (size_t d = 0; d < 3; ++d) {
-    const ConvBenchRow& a = r.rows[2 * d];
-    const ConvBenchRow& b = r.rows[2 * d + 1];
+    const ConvBenchRow& a = r.rows[3 * d];
+    const ConvBenchRow& b = r.rows[3 * d + 1];
+    CHECK(r.rows[3 * d + 2].impl == "cpu:winograd");
+    CHECK(r.rows[3 * d + 2].status == "cannot implement");
+    CHECK_FALSE(r.rows[3 * d + 2].fastest);
     INFO(a.direction << ": " << a.impl << " " << a.status << " " << a.ms << " ms; " << b.impl << " " << b.status
                      << " " << b.ms << " ms");
     REQUIRE(a.fastest != b.fastest);
@@ -184,7 +187,7 @@ TEST_CASE("bench_conv with a cutoff keeps each row's time, timed runs and error,
       CHECK(row->wall_s > 0);
       CHECK(row->copy_of.empty());
     }
-    const ConvBenchRow& copy = r.rows[6 + 2 * d];
+    const ConvBenchRow& copy = r.rows[9 + 3 * d];
     CHECK(copy.copy_of == "dw");
     CHECK(copy.ms == a.ms);
     CHECK(copy.status == a.status);
