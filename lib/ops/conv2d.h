@@ -78,7 +78,7 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
 // dilation 1, groups 1, padding <= 2 (backward_data runs it with padding 2 - pad). Forward and dx by
 // Winograd, dw and db by the im2col path above. Workspace: conv2d_cpu_winograd_workspace_bytes (of
 // the data convolution when `data`), plus the im2col path's for dw. The "cpu" default rows take it
-// where conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1, P and Q >= 16).
+// where conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1, P and Q >= 8).
 bool conv2d_cpu_winograd_can_implement(const Conv2dShape& sh);
 bool conv2d_cpu_winograd_is_default(const Conv2dShape& sh);
 size_t conv2d_cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, bool data);

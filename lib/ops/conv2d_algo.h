@@ -9,7 +9,7 @@
 // "cudnn:implicit_precomp_gemm", "cudnn:winograd_nonfused", "cpu:im2col_gemm", "cpu:direct", "cpu:winograd": the named
 // algorithms (conv2d_algos). Beside them each backend has its default row, named after the backend,
 // which is what run_op(backend, args) runs when no algorithm is named: "cpu" (direct for depthwise
-// shapes, Winograd for wide 3x3 stride-1 layers, im2col GEMM elsewhere; "cpu:direct" and
+// shapes, Winograd for 3x3 stride-1 layers of 16+ channels, im2col GEMM elsewhere; "cpu:direct" and
 // "cpu:winograd" are f32 only), "cuda"
 // (direct kernels where every filter reads one input channel and has at most 25 taps, implicit
 // GEMM elsewhere), "cudnn" (cuDNN's heuristic's first choice within the workspace limit).
