@@ -150,7 +150,7 @@ class BatchnormLayer : public Layer {
                                                         m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
                                                         m_save_mean.data(), m_save_inv_std.data(), stats, off});
     run_op(kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats, off});
-    if (m_sync) m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
+    m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
     run_op(kernels(), BatchnormForwardApply{rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
                                             m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
                                             m_save_mean.data(), m_save_inv_std.data(), off});
@@ -166,7 +166,7 @@ class BatchnormLayer : public Layer {
                                                     m_grads[1].data()});
     run_op(kernels(), BatchnormBackwardStats{rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
                                              m_grads[0].data(), m_grads[1].data()});
-    if (m_sync) m_sync->sum(s, 2 * m_C + 1, rc.exec->device);
+    m_sync->sum(s, 2 * m_C + 1, rc.exec->device);
     run_op(kernels(), BatchnormBackwardApply{rc.exec, sh, s, x, y, act, m_params[0].data(), m_save_mean.data(),
                                              m_save_inv_std.data(), dy, dx});
   }

@@ -242,6 +242,4 @@ struct BatchnormBackwardAct {
   static const OpTable<BatchnormBackwardAct>& table();
 };
 
-
-
 }  // namespace cnn

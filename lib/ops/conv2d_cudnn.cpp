@@ -313,6 +313,12 @@ int choose(const ExecContext& ctx, cudnnHandle_t h, ConvDescs& d, ConvDir dir, c
 
 size_t pad256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The FP32 rows' bias gradient by our column sum (where it fits, else cuDNN's): its partials' bytes,
+// placed after cuDNN's scratch (pad256).
+size_t own_bias_gradient_bytes(const Conv2dShape& sh) {
+  return conv2d_cuda_bias_gradient_can_implement(sh) ? conv2d_cuda_bias_gradient_workspace_bytes(sh) : 0;
+}
+
 void* scratch(const ExecContext& ctx, int64_t bytes, const char* what) {
   if (bytes <= 0) return nullptr;
   CNN_CHECK(ctx.workspace && ctx.workspace->device() == Device::cuda, "{}: the context has no device workspace", what);
@@ -352,7 +358,7 @@ void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int alg
   const Call c = prepare(ctx, sh, op.math, DType::f32, dir, algo, what);
   // The bias gradient by our column sum (conv2d.h) where it fits, its partials after cuDNN's scratch.
   const bool own_db = f.db && conv2d_cuda_bias_gradient_can_implement(sh);
-  const size_t db_bytes = own_db ? conv2d_cuda_bias_gradient_workspace_bytes(sh) : 0;
+  const size_t db_bytes = own_db ? own_bias_gradient_bytes(sh) : 0;
   const size_t cudnn_at = db_bytes ? pad256(static_cast<size_t>(c.bytes)) : static_cast<size_t>(c.bytes);
   char* base = static_cast<char*>(scratch(ctx, int64_t(cudnn_at + db_bytes), what));
   void* ws = c.bytes > 0 ? base : nullptr;
@@ -504,9 +510,7 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
     const size_t bytes = static_cast<size_t>(c.bytes);
     if (dtype != DType::f32) return pad256(bytes) + bf16_own_bytes(sh, dir);
     // FP32/TF32 filter gradient with a bias: our column sum's partials after cuDNN's scratch.
-    const size_t db_bytes = dir == ConvDir::backward_filter && sh.has_bias && conv2d_cuda_bias_gradient_can_implement(sh)
-                                ? conv2d_cuda_bias_gradient_workspace_bytes(sh)
-                                : 0;
+    const size_t db_bytes = dir == ConvDir::backward_filter && sh.has_bias ? own_bias_gradient_bytes(sh) : 0;
     return db_bytes ? pad256(bytes) + db_bytes : bytes;
   };
   if (dtype != DType::f32 && dir != ConvDir::backward_filter)
