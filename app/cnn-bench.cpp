@@ -110,7 +110,9 @@ int main(int argc, char** argv) {
     for (ConvPoint& p : model_conv_points(model_files)) points.push_back(std::move(p));
     points = select_conv_points(points, sweep_names, shape_names);
     if (points.empty()) throw ConfigError({"<command line>"}, "", "nothing to time: give sweep files and/or --models");
-    if ((copt.cutoff != 0 && copt.cutoff < 1) || copt.max_seconds_per_point < 0 || copt.max_seconds < 0 || copt.spread < 0)
+    // Written so that NaN fails every test (infinity is no bound, and allowed).
+    if (!(copt.cutoff == 0 || copt.cutoff >= 1) || !(copt.max_seconds_per_point >= 0) || !(copt.max_seconds >= 0) ||
+        !(copt.spread >= 0))
       throw ConfigError({"<command line>"}, "", "--cutoff must be 0 or >= 1; --max-seconds*, --spread >= 0");
     if (append && csv_path.empty()) throw ConfigError({"<command line>"}, "--append", "--append needs --csv FILE");
     if (list) {

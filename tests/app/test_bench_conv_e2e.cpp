@@ -207,6 +207,11 @@ TEST_CASE("cnn-bench conv rejects a bad cutoff, an unknown sweep and --append wi
   ProgramResult r = run({"--cutoff", "0.5"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--cutoff must be 0 or >= 1") != std::string::npos);
+  for (const char* opt : {"--cutoff", "--spread", "--max-seconds", "--max-seconds-per-point"}) {
+    r = run({opt, "nan"});  // NaN compares false with every bound: refused, not a silent "no bound"
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--cutoff must be 0 or >= 1") != std::string::npos);
+  }
   r = run({"--sweep", "T1_fsise"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("did you mean 'T1_fsize'") != std::string::npos);
