@@ -2,10 +2,14 @@
 // batchnorm_phased_cuda.cu): x, y, dy, dx are (N, H, W, C) of T (bf16 or f16, half16.cuh: every
 // kernel is templated on it), so a channel's values are M = N*H*W rows apart. A block is a
 // tile of TG channel groups (8 channels: one 16-byte access; 1 channel on the scalar path) by TR
-// rows, over one slice of the rows; grid (slices, tiles). A thread keeps its channels' double sums
-// or FP32 coefficients in registers for its whole slice. The sums kernel adds the block's rows in a
-// fixed tree, stores one partial per (slice, channel), and the tile's last block adds the slices in
-// a fixed order and calls the same per-channel tails as the NCHW kernels (batchnorm.cuh).
+// rows, over one slice of the rows; grid (slices, tiles). A thread keeps its channels' FP32 sums
+// or FP32 coefficients in registers for its whole slice. The sums kernel widens each thread's sums
+// to double, adds the block's rows in a fixed tree, stores one double partial per (slice, channel),
+// and the tile's last block adds the slices in a fixed order and calls the same per-channel tails
+// as the NCHW kernels (batchnorm.cuh). Why FP32 within a thread: a thread's slice is at most a few
+// hundred rows (error ~ sqrt(rows) ulps of FP32, far below the bf16/f16 inputs' own rounding), and
+// double arithmetic ran at 1/2 (adds) and 1/8 (conversions) of FP32's rate: at vgg_fer's sizes
+// the double sums passes ran at 2.0-2.5 TB/s, bound by the conversions, not by memory.
 // Trap: the tiling (TG, TR, slices) is a function of the shape and the path only, never of
 // occupancy, and it is part of the sums: change it and the bits of every result change.
 #pragma once
@@ -104,25 +108,7 @@ struct NhwcChannelOwner {
   }
 };
 
-// V consecutive T (bf16 or f16) at p + i as floats (exact), and V floats rounded once into p + i.
-template <typename T>
-__device__ __forceinline__ void load_lanes(const T* p, int64_t i, float (&v)[8]) {
-  half16_load8(p + i, v);
-}
-template <typename T>
-__device__ __forceinline__ void load_lanes(const T* p, int64_t i, float (&v)[1]) {
-  v[0] = half16_load(p, i);
-}
-// The same, or zeros when p is null (y without an activation, read by no epilogue).
-template <int V, typename T>
-__device__ __forceinline__ void load_lanes_or_zero(const T* p, int64_t i, float (&v)[V]) {
-  if (p) {
-    load_lanes(p, i, v);
-  } else {
-#pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = 0.0f;
-  }
-}
+// V floats rounded once into V consecutive T (bf16 or f16) at p + i.
 template <typename T>
 __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(p + i) = half16_pack8<T>(v);
@@ -132,17 +118,7 @@ __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[1]
   half16_store(p, i, v[0]);
 }
 
-// f(offset of the row's first channel of this thread) for each row of this block's slice: rows
-// r, r + TR, ... in increasing order (the order of the sums).
-template <int V, typename F>
-__device__ __forceinline__ void for_rows(const NhwcTiling& t, const NhwcThread<V>& th, F&& f) {
-  int begin, end;
-  slice_of(t.M, begin, end);
-#pragma unroll 4
-  for (int m = begin + th.r; m < end; m += t.TR) f(static_cast<int64_t>(m) * t.C + th.c0);
-}
-
-// V bf16 or f16 as loaded (one 16-byte word, or one element), unpacked later: the sums pass loads a batch
+// V bf16 or f16 as loaded (one 16-byte word, or one element), unpacked later: the passes load a batch
 // of rows into these before it adds any, so a thread has several loads in flight (the adds carry
 // a dependency from row to row, and left to itself the compiler issued one row's loads at a time:
 // about a fifth of the memory bandwidth).
@@ -173,25 +149,49 @@ __device__ __forceinline__ void unpack_raw(const RawLanes<1>& r, float (&v)[1]) 
   v[0] = Half16<T>::to_float(r.u);
 }
 
-// for_rows for a sums pass: terms.load(raw, offset) for U rows, then terms.add(lanes, raw, s, q)
-// for the same rows in increasing order (the order of for_rows, so the sums are the same bits).
-template <int U, int V, typename Terms, typename Lanes>
-__device__ __forceinline__ void sum_rows_batched(const NhwcTiling& t, const NhwcThread<V>& th, const Terms& terms,
-                                                 const Lanes& lanes, double (&s)[V], double (&q)[V]) {
+// The rows of this thread in its block's slice, r, r + TR, ... (offset of the row's first channel
+// of this thread), U at a time: load(raw, offset) for U rows, then use(raw, offset) for the same
+// rows in increasing order (the sums' order), so a thread has U rows' loads in flight (left to itself the compiler issued one row's loads at a time, each
+// row's work depending on the last: about a fifth of the memory bandwidth in the sums pass).
+template <int U, typename Raw, int V, typename Load, typename Use>
+__device__ __forceinline__ void for_rows_batched(const NhwcTiling& t, const NhwcThread<V>& th, Load&& load,
+                                                 Use&& use) {
   int begin, end;
   slice_of(t.M, begin, end);
   int m = begin + th.r;
   for (; m + (U - 1) * t.TR < end; m += U * t.TR) {
-    typename Terms::Raw raw[U];
+    Raw raw[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) terms.load(raw[u], static_cast<int64_t>(m + u * t.TR) * t.C + th.c0);
+    for (int u = 0; u < U; ++u) load(raw[u], static_cast<int64_t>(m + u * t.TR) * t.C + th.c0);
 #pragma unroll
-    for (int u = 0; u < U; ++u) terms.add(lanes, raw[u], s, q);
+    for (int u = 0; u < U; ++u) use(raw[u], static_cast<int64_t>(m + u * t.TR) * t.C + th.c0);
   }
   for (; m < end; m += t.TR) {
-    typename Terms::Raw raw;
-    terms.load(raw, static_cast<int64_t>(m) * t.C + th.c0);
-    terms.add(lanes, raw, s, q);
+    Raw raw;
+    const int64_t i = static_cast<int64_t>(m) * t.C + th.c0;
+    load(raw, i);
+    use(raw, i);
+  }
+}
+
+// A sums pass's rows: terms.load then terms.add(lanes, raw, s, q) for each row of the slice,
+// Terms::kBatch rows at a time (for_rows_batched), into this thread's FP32 sums.
+template <int V, typename Terms, typename Lanes>
+__device__ __forceinline__ void sum_rows_batched(const NhwcTiling& t, const NhwcThread<V>& th, const Terms& terms,
+                                                 const Lanes& lanes, float (&s)[V], float (&q)[V]) {
+  for_rows_batched<Terms::kBatch, typename Terms::Raw>(
+      t, th, [&](typename Terms::Raw& raw, int64_t i) { terms.load(raw, i); },
+      [&](const typename Terms::Raw& raw, int64_t) { terms.add(lanes, raw, s, q); });
+}
+
+// A thread's FP32 sums widened to double (exact) for the block's tree and the slices' adds.
+template <int V>
+__device__ __forceinline__ void widen_sums(const float (&sf)[V], const float (&qf)[V], double (&s)[V],
+                                          double (&q)[V]) {
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    s[v] = static_cast<double>(sf[v]);
+    q[v] = static_cast<double>(qf[v]);
   }
 }
 
@@ -269,7 +269,7 @@ __device__ __forceinline__ void sum_rows_pair(const NhwcTiling& t, const NhwcThr
   }
 }
 
-// Terms of the forward sums: (d, d^2), d = x - shift(c).
+// Terms of the forward sums: (d, d^2), d = x - shift(c), in FP32 (fma for d^2).
 template <int V, typename Shift, typename T>
 struct ShiftedTerms {
   const T* __restrict__ x;  // (N, H, W, C)
@@ -283,25 +283,25 @@ struct ShiftedTerms {
     for (int v = 0; v < V; ++v) l.k[v] = static_cast<float>(shift(c0 + v));
     return l;
   }
-  static constexpr int kBatch = 4;  // rows a thread loads before adding (sum_rows_batched)
+  static constexpr int kBatch = 8;  // rows a thread loads before adding (sum_rows_batched)
   struct Raw {
     RawLanes<V> x;
   };
   __device__ __forceinline__ void load(Raw& r, int64_t at) const { load_raw(x, at, r.x); }
-  __device__ __forceinline__ void add(const Lanes& l, const Raw& r, double (&s)[V], double (&t)[V]) const {
+  __device__ __forceinline__ void add(const Lanes& l, const Raw& r, float (&s)[V], float (&t)[V]) const {
     float xv[V];
     unpack_raw<T>(r.x, xv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const double d = static_cast<double>(xv[v]) - static_cast<double>(l.k[v]);
-      s[v] += d;
-      t[v] += d * d;
+      const float d = __fsub_rn(xv[v], l.k[v]);
+      s[v] = __fadd_rn(s[v], d);
+      t[v] = __fmaf_rn(d, d, t[v]);
     }
   }
 };
 
-// Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null), the
-// products as batchnorm_backward_stats_act_kernel forms them.
+// Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null), in
+// FP32 (fma for the product).
 template <int V, typename Epi, typename T>
 struct GradTerms {
   Epi epi;
@@ -318,7 +318,7 @@ struct GradTerms {
     for (int v = 0; v < V; ++v) l.mean[v] = save_mean[c0 + v];
     return l;
   }
-  static constexpr int kBatch = 2;  // rows a thread loads before adding (sum_rows_batched)
+  static constexpr int kBatch = 4;  // rows a thread loads before adding (sum_rows_batched)
   struct Raw {
     RawLanes<V> x, dy, y;  // y unread (and unpacked as zeros) when the pointer is null
   };
@@ -327,7 +327,7 @@ struct GradTerms {
     load_raw(dy, at, r.dy);
     if (y) load_raw(y, at, r.y);
   }
-  __device__ __forceinline__ void add(const Lanes& l, const Raw& r, double (&s)[V], double (&t)[V]) const {
+  __device__ __forceinline__ void add(const Lanes& l, const Raw& r, float (&s)[V], float (&t)[V]) const {
     float xv[V], yv[V], dyv[V];
     unpack_raw<T>(r.x, xv);
     unpack_raw<T>(r.dy, dyv);
@@ -339,9 +339,9 @@ struct GradTerms {
     }
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const double g = epi.grad(yv[v], dyv[v]);
-      s[v] += g;
-      t[v] += g * static_cast<double>(xv[v] - l.mean[v]);
+      const float g = epi.grad(yv[v], dyv[v]);
+      s[v] = __fadd_rn(s[v], g);
+      t[v] = __fmaf_rn(g, __fsub_rn(xv[v], l.mean[v]), t[v]);
     }
   }
 };
@@ -425,13 +425,15 @@ static __global__ void __launch_bounds__(kThreads, 2) batchnorm_sums_nhwc_kernel
                                                   Tail tail) {
   __shared__ double red[kSumsShared<V>];
   const NhwcThread<V> th(t);
-  double s[V], q[V];
+  float sf[V], qf[V];
 #pragma unroll
-  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
+  for (int v = 0; v < V; ++v) sf[v] = qf[v] = 0.0f;
   if (th.active) {
     const typename Terms::Lanes lanes = terms.begin(th.c0);
-    sum_rows_batched<Terms::kBatch>(t, th, terms, lanes, s, q);
+    sum_rows_batched(t, th, terms, lanes, sf, qf);
   }
+  double s[V], q[V];
+  widen_sums(sf, qf, s, q);
   sum_rows_pair(t, th, s, q, red);
   store_slice_partials(t, th, partial, s, q);
   if (!cuda::arrive_last(counters + blockIdx.y, gridDim.x)) return;
@@ -468,13 +470,15 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
       k[v] = norm[1][at + v];
       b[v] = beta[th.c0 + v];
     }
-    for_rows(t, th, [&](int64_t i) {
-      float e[V];
-      load_lanes(x, i, e);
+    for_rows_batched<4, RawLanes<V>>(
+        t, th, [&](RawLanes<V>& raw, int64_t i) { load_raw(x, i, raw); },
+        [&](const RawLanes<V>& raw, int64_t i) {
+          float e[V];
+          unpack_raw<T>(raw, e);
 #pragma unroll
-      for (int v = 0; v < V; ++v) e[v] = epi.forward((e[v] - m[v]) * k[v] + b[v]);
-      store_lanes(y, i, e);
-    });
+          for (int v = 0; v < V; ++v) e[v] = epi.forward((e[v] - m[v]) * k[v] + b[v]);
+          store_lanes(y, i, e);
+        });
   }
   if (counters && cuda::arrive_last(counters + blockIdx.y, gridDim.x) && own.owns) {
     float m, k;
@@ -515,15 +519,30 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
     k[v] = abkm[2][at + v];
     m[v] = abkm[3][at + v];
   }
-  for_rows(t, th, [&](int64_t i) {
-    float xv[V], yv[V], e[V];
-    load_lanes(x, i, xv);
-    load_lanes(dy, i, e);
-    load_lanes_or_zero(y, i, yv);
+  struct Raw {
+    RawLanes<V> x, dy, y;
+  };
+  for_rows_batched<4, Raw>(
+      t, th,
+      [&](Raw& r, int64_t i) {
+        load_raw(x, i, r.x);
+        load_raw(dy, i, r.dy);
+        if (y) load_raw(y, i, r.y);
+      },
+      [&](const Raw& r, int64_t i) {
+        float xv[V], yv[V], e[V];
+        unpack_raw<T>(r.x, xv);
+        unpack_raw<T>(r.dy, e);
+        if (y) {
+          unpack_raw<T>(r.y, yv);
+        } else {
 #pragma unroll
-    for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
-    store_lanes(dx, i, e);
-  });
+          for (int v = 0; v < V; ++v) yv[v] = 0.0f;
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
+        store_lanes(dx, i, e);
+      });
 }
 
 // Whether the 16-byte path applies: whole groups of 8 channels and every operand (null or)
@@ -607,8 +626,9 @@ static void launch_dx_nhwc(cudaStream_t stream, const BatchnormShape& sh, const 
 // block, so every block derives the same per-channel coefficients, bit for bit), and writes y
 // (dx) once from the values it holds. The block of slice 0 of each tile writes the per-channel
 // outputs (running and saved statistics, dgamma, dbeta, the phased ops' sums). Same arithmetic as
-// the two-kernel path (double sums, FP32 coefficients, each output rounded once); only the
-// slicing of the sums differs, so results agree to the last bits of the double sums.
+// the two-kernel path (FP32 sums a thread, double across threads, FP32 coefficients, each output
+// rounded once); only the slicing of the sums differs, so results agree to the rounding of the
+// threads' FP32 sums.
 // Co-residency: a grid barrier needs every block resident at once. The launch is cooperative
 // (cudaLaunchAttributeCooperative), for which the runtime checks that the grid fits the device at
 // once and refuses it otherwise (cudaErrorCooperativeLaunchTooLarge) instead of letting it hang;
@@ -709,9 +729,9 @@ static __global__ void __launch_bounds__(kThreads, 1)
   int begin, end;
   slice_of(t.M, begin, end);
   typename Terms::Raw held[K];
-  double s[V], q[V];
+  float sf[V], qf[V];
 #pragma unroll
-  for (int v = 0; v < V; ++v) s[v] = q[v] = 0.0;
+  for (int v = 0; v < V; ++v) sf[v] = qf[v] = 0.0f;
   if (th.active) {
     const typename Terms::Lanes lanes = terms.begin(th.c0);
 #pragma unroll
@@ -721,8 +741,10 @@ static __global__ void __launch_bounds__(kThreads, 1)
     }
 #pragma unroll
     for (int k = 0; k < K; ++k)
-      if (begin + th.r + k * t.TR < end) terms.add(lanes, held[k], s, q);
+      if (begin + th.r + k * t.TR < end) terms.add(lanes, held[k], sf, qf);
   }
+  double s[V], q[V];
+  widen_sums(sf, qf, s, q);
   sum_rows_pair(t, th, s, q, red);
   store_slice_partials(t, th, partial, s, q);
   cooperative_groups::this_grid().sync();  // fences: every slice's partials are visible
