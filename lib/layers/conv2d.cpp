@@ -60,10 +60,13 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   }
   Conv2dShape conv_shape(int64_t batch, ConvDir d) const override {
     Conv2dShape sh = conv_shape(batch);
-    if (d == ConvDir::forward && m_bias_folded) sh.has_bias = false;
+    if (m_bias_folded) sh.has_bias = false;  // see backward()
     return sh;
   }
   bool fold_bias(bool on) override {
+    // Folding after the gradients were bound (and maybe written): clear the bias's, which the
+    // folded backward no longer writes (see backward()).
+    if (on && m_bias && !m_bias_folded && m_grads.size() > 1) m_grads[1].zero();
     m_bias_folded = on && m_bias;
     return m_bias;
   }
@@ -142,11 +145,16 @@ class Conv2dLayer : public Layer, public ConvPlanned {
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    const Conv2dShape sh = conv_shape(x[0]->shape()[0]);
+    // A folded bias (the following training batchnorm's mean offset) has a zero gradient: that
+    // batchnorm's output does not depend on a per-channel constant added to its input, so its dx
+    // sums to zero per channel, and summing it would only measure rounding. The filter gradient
+    // runs bias-free and the bias's gradient stays the zeros it was bound with (nothing else
+    // writes it), so the bias moves by weight decay alone.
+    const Conv2dShape sh = conv_shape(x[0]->shape()[0], ConvDir::backward_filter);
     if (dx[0])
       run_planned(ConvDir::backward_data, Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view(),
                                                              math(), prepacked(rc, ConvDir::backward_data, sh)});
-    const View db = m_bias ? m_grads[1].view() : nullptr;
+    const View db = sh.has_bias ? m_grads[1].view() : nullptr;
     run_planned(ConvDir::backward_filter,
                 Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db, math()});
   }

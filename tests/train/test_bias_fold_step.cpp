@@ -1,6 +1,6 @@
 // Training steps with the conv bias folded into the following batchnorm (train.fold_conv_bias,
 // Graph::fold_conv_biases) against the same model with it off: losses, gradients (the conv bias's
-// db included), parameters and running statistics step by step, evaluation outputs, and a
+// db included: exactly zero folded), parameters and running statistics step by step, evaluation outputs, and a
 // checkpoint written with fold on evaluated with fold off (the running mean keeps its meaning).
 // On the CPU in bf16 (the emulation), tf32 and fp32 forced through the graph's test switch; fp32 by
 // default is not folded and stays bit for bit. On the GPU in bf16, where the folded conv's forward
@@ -149,10 +149,12 @@ void check_fold_agrees(FoldRun& on, FoldRun& off, FoldTolerance t) {
     const std::vector<float> ga = on.grads(), gb = off.grads();
     CHECK(rel_l2(ga, gb) <= t.grads);
     // db of a conv before a training batchnorm is zero but for rounding (the batchnorm's dx sums to
-    // zero per channel), so it is held to the scale of the whole gradient, not its own.
+    // zero per channel), so off's is held to the scale of the whole gradient, not its own; folded,
+    // it is exactly zero (the conv computes none).
     for (const char* db : {"conv1.bias", "conv2.bias"}) {
       INFO(db);
       CHECK(l2_distance(slice(on, ga, db), slice(off, gb, db)) <= t.grads * l2_distance(gb, {}));
+      CHECK(l2_distance(slice(on, ga, db), {}) == 0.0);
     }
     CHECK(rel_l2(on.params(), off.params()) <= tol);
     const std::vector<float> ba = on.buffers(), bb = off.buffers();
@@ -234,7 +236,8 @@ TEST_CASE("bf16 training on cuda with the conv bias folded agrees with it unfold
     REQUIRE(l.dtype() == DType::bf16);
     const Conv2dShape fwd = l.conv_planned()->conv_shape(kBatch, ConvDir::forward);
     CHECK_FALSE(fwd.has_bias);  // the shape the layer's forward (and the autotuner) hands the rows
-    CHECK(l.conv_planned()->conv_shape(kBatch, ConvDir::backward_filter).has_bias);
+    // The folded bias's gradient is zero, so the filter gradient's rows run bias-free too.
+    CHECK_FALSE(l.conv_planned()->conv_shape(kBatch, ConvDir::backward_filter).has_bias);
     bool cudnn_can = false;
     for (const ConvAlgo& a : conv2d_algos(ConvDir::forward))
       if (a.backend == Backend::cudnn && a.dtype == DType::bf16 && a.can_implement(on.stack.ctx(), fwd, l.math()))
@@ -249,8 +252,8 @@ TEST_CASE("bf16 training on cuda with the conv bias folded agrees with it unfold
 TEST_CASE("bf16 training on cuda with the conv bias folded and the algorithms autotuned agrees with it unfolded",
           "[gpu]") {
   CNN_REQUIRE_GPU();
-  // The autotuner times and checks the folded forward on bias-free probe operands, the backward on
-  // biased ones (db), cuDNN's bf16 forward rows among the candidates.
+  // The autotuner times and checks the folded conv on bias-free probe operands in every direction
+  // (the folded bias's gradient is zero), cuDNN's bf16 forward rows among the candidates.
   FoldRun on("cuda", "bf16", true, false, true), off("cuda", "bf16", false, false, true);
   for (int i = 0; i < on.stack.graph().size(); ++i) {
     const Layer& l = *on.stack.graph().node(i).layer;
