@@ -149,6 +149,30 @@ __device__ __forceinline__ void unpack_raw(const RawLanes<1>& r, float (&v)[1]) 
   v[0] = Half16<T>::to_float(r.u);
 }
 
+// One row's x, dy and y of a backward pass as loaded (y when non-null; unpacked as zeros when
+// not read: no activation), for GradTerms, batchnorm_dx_nhwc_kernel and DxOut.
+template <int V>
+struct GradRaw {
+  RawLanes<V> x, dy, y;
+  template <typename T>
+  __device__ __forceinline__ void load(const T* xp, const T* dyp, const T* yp, int64_t at) {
+    load_raw(xp, at, x);
+    load_raw(dyp, at, dy);
+    if (yp) load_raw(yp, at, y);
+  }
+  template <typename T>
+  __device__ __forceinline__ void unpack(bool read_y, float (&xv)[V], float (&dyv)[V], float (&yv)[V]) const {
+    unpack_raw<T>(x, xv);
+    unpack_raw<T>(dy, dyv);
+    if (read_y) {
+      unpack_raw<T>(y, yv);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
+    }
+  }
+};
+
 // The rows of this thread in its block's slice, r, r + TR, ... (offset of the row's first channel
 // of this thread), U at a time: load(raw, offset) for U rows, then use(raw, offset) for the same
 // rows in increasing order (the sums' order), so a thread has U rows' loads in flight (left to itself the compiler issued one row's loads at a time, each
@@ -319,24 +343,11 @@ struct GradTerms {
     return l;
   }
   static constexpr int kBatch = 4;  // rows a thread loads before adding (sum_rows_batched)
-  struct Raw {
-    RawLanes<V> x, dy, y;  // y unread (and unpacked as zeros) when the pointer is null
-  };
-  __device__ __forceinline__ void load(Raw& r, int64_t at) const {
-    load_raw(x, at, r.x);
-    load_raw(dy, at, r.dy);
-    if (y) load_raw(y, at, r.y);
-  }
+  using Raw = GradRaw<V>;
+  __device__ __forceinline__ void load(Raw& r, int64_t at) const { r.load(x, dy, y, at); }
   __device__ __forceinline__ void add(const Lanes& l, const Raw& r, float (&s)[V], float (&t)[V]) const {
     float xv[V], yv[V], dyv[V];
-    unpack_raw<T>(r.x, xv);
-    unpack_raw<T>(r.dy, dyv);
-    if (y) {
-      unpack_raw<T>(r.y, yv);
-    } else {
-#pragma unroll
-      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
-    }
+    r.template unpack<T>(y != nullptr, xv, dyv, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const float g = epi.grad(yv[v], dyv[v]);
@@ -519,26 +530,11 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
     k[v] = abkm[2][at + v];
     m[v] = abkm[3][at + v];
   }
-  struct Raw {
-    RawLanes<V> x, dy, y;
-  };
-  for_rows_batched<4, Raw>(
-      t, th,
-      [&](Raw& r, int64_t i) {
-        load_raw(x, i, r.x);
-        load_raw(dy, i, r.dy);
-        if (y) load_raw(y, i, r.y);
-      },
-      [&](const Raw& r, int64_t i) {
+  for_rows_batched<4, GradRaw<V>>(
+      t, th, [&](GradRaw<V>& r, int64_t i) { r.load(x, dy, y, i); },
+      [&](const GradRaw<V>& r, int64_t i) {
         float xv[V], yv[V], e[V];
-        unpack_raw<T>(r.x, xv);
-        unpack_raw<T>(r.dy, e);
-        if (y) {
-          unpack_raw<T>(r.y, yv);
-        } else {
-#pragma unroll
-          for (int v = 0; v < V; ++v) yv[v] = 0.0f;
-        }
+        r.template unpack<T>(y != nullptr, xv, e, yv);
 #pragma unroll
         for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
         store_lanes(dx, i, e);
@@ -805,14 +801,7 @@ struct DxOut {
   __device__ __forceinline__ void operator()(const Raw& r, int64_t at, const float (&cf)[4][V]) const {
     if (!dx) return;
     float xv[V], yv[V], e[V];
-    unpack_raw<T>(r.x, xv);
-    unpack_raw<T>(r.dy, e);
-    if (read_y) {
-      unpack_raw<T>(r.y, yv);
-    } else {
-#pragma unroll
-      for (int v = 0; v < V; ++v) yv[v] = 0.0f;
-    }
+    r.template unpack<T>(read_y, xv, e, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) e[v] = cf[0][v] * (epi.grad(yv[v], e[v]) - cf[1][v] - (xv[v] - cf[3][v]) * cf[2][v]);
     store_lanes(dx, at, e);
