@@ -118,10 +118,8 @@ __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[1]
   half16_store(p, i, v[0]);
 }
 
-// V bf16 or f16 as loaded (one 16-byte word, or one element), unpacked later: the passes load a batch
-// of rows into these before it adds any, so a thread has several loads in flight (the adds carry
-// a dependency from row to row, and left to itself the compiler issued one row's loads at a time:
-// about a fifth of the memory bandwidth).
+// V bf16 or f16 as loaded (one 16-byte word, or one element), unpacked later: for_rows_batched
+// holds several rows of these in flight before it uses any.
 template <int V>
 struct RawLanes;
 template <>
@@ -175,8 +173,9 @@ struct GradRaw {
 
 // The rows of this thread in its block's slice, r, r + TR, ... (offset of the row's first channel
 // of this thread), U at a time: load(raw, offset) for U rows, then use(raw, offset) for the same
-// rows in increasing order (the sums' order), so a thread has U rows' loads in flight (left to itself the compiler issued one row's loads at a time, each
-// row's work depending on the last: about a fifth of the memory bandwidth in the sums pass).
+// rows in increasing order (the sums' order), so a thread has U rows' loads in flight. Left to
+// itself the compiler issued one row's loads at a time, each row's work depending on the last:
+// about a fifth of the memory bandwidth in the sums pass.
 template <int U, typename Raw, int V, typename Load, typename Use>
 __device__ __forceinline__ void for_rows_batched(const NhwcTiling& t, const NhwcThread<V>& th, Load&& load,
                                                  Use&& use) {
