@@ -206,7 +206,8 @@ SchemaPtr train_schema() {
       .defaults_to(d.fuse_activations);
   s->key("fold_conv_bias", Type::boolean(),
          "tf32/bf16/fp16: a conv2d whose only consumer is a batchnorm runs without its bias, which the batchnorm "
-         "takes as a mean offset (same outputs and checkpoints; fp32 is never folded)")
+         "takes as a mean offset (same outputs and checkpoints; the folded bias's gradient is exactly zero, so it moves by "
+         "weight decay alone; fp32 is never folded)")
       .defaults_to(d.fold_conv_bias);
   s->key("max_steps", Type::integer(0, int64_t(1) << 53), "stop after this many optimizer steps (0: no limit)")
       .defaults_to(d.max_steps);
