@@ -55,6 +55,20 @@ static void dump_first_step(const std::string& path, const ModelSpec& spec, Exec
   spdlog::info("wrote the first training step to '{}' (loss {:.6f})", path, l);
 }
 
+// "f32cl 14, f32 1": the layers' activation dtypes and their counts, in first-seen order.
+static std::string activation_dtype_counts(const Graph& g) {
+  std::vector<std::pair<DType, int>> counts;
+  for (int i = 0; i < g.size(); ++i) {
+    const DType t = g.node(i).layer->dtype();
+    auto it = std::find_if(counts.begin(), counts.end(), [t](const auto& c) { return c.first == t; });
+    if (it == counts.end()) counts.push_back({t, 1});
+    else ++it->second;
+  }
+  std::string out;
+  for (const auto& [t, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", to_string(t), n);
+  return out;
+}
+
 ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   if (opt.inference) return bench_inference(spec, opt);
   const int64_t batch = opt.batch > 0 ? opt.batch : spec.train.batch_size;
@@ -103,6 +117,7 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.cuda_graph = step.cuda_graph_status();
   r.precision = spec.train.precision;
   r.input_dtype = to_string(ex.input_dtype());
+  r.activation_dtypes = activation_dtype_counts(stack.graph());
   r.weight_packs = ex.weight_packs().describe();
   r.packed_weights_bytes = ex.packed_weights_bytes();
   r.batch = batch;
@@ -330,6 +345,7 @@ nlohmann::json ModelBenchResult::to_json() const {
   } else {
     j["training_gflop_per_image"] = gflop_per_image;
     j["input_dtype"] = input_dtype;
+    j["activation_dtypes"] = activation_dtypes;
     j["weight_packs"] = weight_packs;
     j["packed_weights_bytes"] = packed_weights_bytes;
   }
@@ -363,6 +379,7 @@ std::string ModelBenchResult::to_table() const {
                   model, device, batch, precision, timing.median_ms, timing.images_per_s, tflops, cuda_graph);
   if (precision == "bf16" || precision == "fp16")
     out += fmt::format("input batch: {}; weight packs: {}\n", input_dtype, weight_packs);
+  if (precision != "fp32") out += fmt::format("activations: {}\n", activation_dtypes);
   if (has_breakdown) out += breakdown.to_table();
   if (layers.empty()) return out;
   double total = 0;

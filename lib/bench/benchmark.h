@@ -105,6 +105,9 @@ struct ModelBenchResult {
   // Training: the dtype of the synthetic batch in the executor's input: the first layer's 16-bit
   // dtype on a GPU unless data.gpu_resident is off (as GPU-resident data feed it: no input cast), else f32.
   std::string input_dtype = "f32";
+  // The layers' activation dtypes with their counts, in first-seen order ("f32cl 14, f32 1"): a tf32
+  // run's layout (train.tf32_layout) and any layer a precision left in f32.
+  std::string activation_dtypes;
   std::string weight_packs;  // the step's prepacked 16-bit weights (Executor::weight_packs().describe())
   int64_t packed_weights_bytes = 0;  // their persistent buffer
   int64_t batch = 0;

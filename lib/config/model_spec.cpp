@@ -224,6 +224,10 @@ SchemaPtr train_schema() {
          "gradients, sums and optimizer; fp16: the same in FP16, with a dynamic loss scale (train.loss_scale) "
          "(README \"Precision\")")
       .defaults_to(d.precision);
+  s->key("tf32_layout", Type::choice({"auto", "nchw", "nhwc"}),
+         "tf32 only: how FP32 activations are stored; nhwc: channels-last (f32cl), which cuDNN's TF32 convolutions "
+         "read without transposing; auto: nhwc on a GPU, nchw on the CPU (README \"Precision\")")
+      .defaults_to(d.tf32_layout);
   s->key("loss_scale", Type::map(loss_scale_schema()),
          "fp16 only: the dynamic loss scale (README \"Precision\"); ignored in other precisions");
   s->key("autotune", Type::map(autotune_schema()), "how the autotuner measures");
@@ -463,6 +467,7 @@ void read_train(const Value& s, TrainSpec& t) {
   t.prepack_weights = s["prepack_weights"].boolean();
   t.backend = s["backend"].string();
   t.precision = s["precision"].string();
+  t.tf32_layout = s["tf32_layout"].string();
   const Value& ls = s["loss_scale"];
   t.loss_scale.init = ls["init"].real();
   // A power of two keeps scaling and unscaling exact (only the exponent moves).

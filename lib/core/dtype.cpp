@@ -20,6 +20,7 @@ const char* to_string(DType t) {
     case DType::u16: return "u16";
     case DType::u8: return "u8";
     case DType::boolean: return "bool";
+    case DType::f32cl: return "f32cl";
   }
   return "?";
 }
@@ -30,6 +31,7 @@ size_t dtype_size(DType t) {
     case DType::i64:
     case DType::u64: return 8;
     case DType::f32:
+    case DType::f32cl:
     case DType::i32:
     case DType::u32: return 4;
     case DType::f16:

@@ -9,7 +9,12 @@
 
 namespace cnn {
 
-enum class DType { f32, f64, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean };
+// f32cl: f32 values stored channels-last, the activations of a tf32 layer on a GPU (train.tf32_layout;
+// ops/convert.h activation_layout). Never a file's dtype: the checkpoint code reads and writes f32.
+enum class DType { f32, f64, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean, f32cl };
+
+// Whether t is one of the 16-bit float activation dtypes (bf16, f16).
+inline bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
 
 // "f32" | "bf16" | "f16" | ... | "bool" (dtype.cpp; the file format's own names are
 // safetensors.h's dtype_name).

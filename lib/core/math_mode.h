@@ -26,7 +26,8 @@ inline MathMode parse_math_mode(const std::string& s) {
 }
 
 // A training precision (train.precision, a layer's `precision:`): how activations are stored and
-// how products are taken. fp32 and tf32 store f32 (tf32 allows TF32 tensor cores); bf16 and fp16
+// how products are taken. fp32 and tf32 store f32 (tf32 allows TF32 tensor cores, and stores its
+// activations channels-last as f32cl where train.tf32_layout says so: Graph::choose_backends); bf16 and fp16
 // store activations and their gradients in bf16 or f16, channels-last (core/tensor.h), with FP32
 // master weights, FP32 weight gradients and FP32 sums in every op (their math mode is fp32: the
 // bf16/f16 rows say how they multiply). fp16's narrow range is why a train.precision fp16 run

@@ -71,7 +71,7 @@ Tensor Tensor::to(Device device) const {
 
 std::vector<float> Tensor::to_vector() const {
   std::vector<float> v(static_cast<size_t>(numel()));
-  if (m_dtype == DType::f32) {
+  if (m_dtype == DType::f32 || m_dtype == DType::f32cl) {  // storage order
     device_memcpy(v.data(), Device::cpu, m_data, m_device, bytes());
     return v;
   }

@@ -2,10 +2,10 @@
 // made otherwise). Copies share storage (like a view); use clone() for a deep copy. Views into a
 // larger buffer (the executor's pools) are made with Tensor::wrap, which does not own its memory:
 // the pool must outlive them.
-// Layout: an f32 activation of shape (N, C, H, W) is stored NCHW; a bf16 (or f16) activation of
-// the same logical shape is stored channels-last, (N, H, W, C) (the mixed-precision kernels read
-// it so; see ops/dispatch.h). Shapes are always the logical NCHW ones; rank-2 (N, F) tensors are
-// the same in both layouts. Parameters, gradients and buffers are always f32.
+// Layout: an f32 activation of shape (N, C, H, W) is stored NCHW; a bf16, f16 or f32cl (FP32
+// channels-last) activation of the same logical shape is stored channels-last, (N, H, W, C) (the
+// mixed-precision kernels read it so; see ops/dispatch.h). Shapes are always the logical NCHW
+// ones; rank-2 (N, F) tensors are the same in both layouts. Parameters, gradients and buffers are always f32.
 // Trap: data() and at() are the f32 accessors and throw on another dtype; raw() is untyped.
 #pragma once
 

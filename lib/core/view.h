@@ -52,10 +52,13 @@ public:
   constexpr const void* data() const { return m_data; }
   constexpr DType dtype() const { return m_dtype; }
   constexpr bool null() const { return m_data == nullptr; }
-  // The pointer as f32 data; throws cnn::Error when the view holds another dtype. A null view
-  // gives null whatever its dtype (an operand not wanted in this call).
+  // The pointer as f32 data (f32, or f32cl: the same values channels-last); throws cnn::Error when
+  // the view holds another dtype. A null view gives null whatever its dtype (an operand not wanted
+  // in this call).
+  // Trap: f32cl reads as f32 so that a layout-free f32 row (an element-wise op, dense) can be the
+  // f32cl row too; the dispatcher (rows keyed by dtype) is what keeps an NCHW row from f32cl data.
   const float* f32() const {
-    if (m_data && m_dtype != DType::f32) detail::view_dtype_mismatch(m_dtype, DType::f32);
+    if (m_data && m_dtype != DType::f32 && m_dtype != DType::f32cl) detail::view_dtype_mismatch(m_dtype, DType::f32);
     return static_cast<const float*>(m_data);
   }
   // The same for bf16 data (stored channels-last when it is an activation: core/tensor.h).
@@ -88,7 +91,7 @@ public:
   constexpr DType dtype() const { return m_dtype; }
   constexpr bool null() const { return m_data == nullptr; }
   float* f32() const {
-    if (m_data && m_dtype != DType::f32) detail::view_dtype_mismatch(m_dtype, DType::f32);
+    if (m_data && m_dtype != DType::f32 && m_dtype != DType::f32cl) detail::view_dtype_mismatch(m_dtype, DType::f32);
     return static_cast<float*>(m_data);
   }
   bf16* bf16_data() const {

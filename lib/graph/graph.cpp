@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "layers/registry.h"
+#include "ops/convert.h"
 
 namespace cnn {
 
@@ -209,6 +210,7 @@ std::unique_ptr<Graph> Graph::build(const ModelSpec& spec, const LayerRegistry& 
   g->fuse_activations(spec.train.fuse_activations);
   g->fold_conv_biases(spec.train.fold_conv_bias);
   g->set_prepack_weights(spec.train.prepack_weights);
+  g->set_tf32_layout(spec.train.tf32_layout);
   return g;
 }
 
@@ -246,12 +248,19 @@ double Graph::training_flops() const {
   return f;
 }
 
+void Graph::set_tf32_layout(const std::string& layout) {
+  CNN_CHECK(layout == "auto" || layout == "nchw" || layout == "nhwc", "tf32 layout '{}' (expected auto, nchw or nhwc)",
+            layout);
+  m_tf32_layout = layout;
+}
+
 std::vector<std::string> Graph::choose_backends(Device device) {
   std::vector<std::string> notes;
   m_precision_notes.clear();
+  const bool tf32_nhwc = m_tf32_layout == "nhwc" || (m_tf32_layout == "auto" && device == Device::cuda);
   for (auto& n : m_nodes) {
     Layer& l = *n.layer;
-    const DType want = storage_dtype(l.precision());
+    const DType want = l.precision() == Precision::tf32 && tf32_nhwc ? DType::f32cl : storage_dtype(l.precision());
     l.set_dtype(want);
     if (want != DType::f32 && !l.can_run_on(device)) {
       l.set_dtype(DType::f32);
@@ -276,7 +285,7 @@ std::vector<std::string> Graph::choose_backends(Device device) {
     notes.push_back(line);
     m_precision_notes.push_back(line);
   }
-  auto layout = [](DType t) { return t == DType::f32 ? "NCHW" : "NHWC"; };
+  auto layout = [](DType t) { return activation_layout(t) == Layout::nchw ? "NCHW" : "NHWC"; };
   for (int i = 0; i < size(); ++i) {
     const GraphNode& n = node(i);
     for (size_t k = 0; k < n.inputs.size(); ++k)

@@ -110,6 +110,10 @@ public:
   int fold_conv_biases(bool enabled, bool include_fp32 = false);
   // "conv1 -> bn1, conv2 -> bn2": the folded pairs (empty: none).
   std::string folded_bias_pairs() const;
+  // tf32 layers' activation layout (train.tf32_layout: "auto", "nchw" or "nhwc"; set by build, read by
+  // choose_backends): nhwc stores them as f32cl (channels-last FP32), auto does so on a GPU only.
+  void set_tf32_layout(const std::string& layout);
+  const std::string& tf32_layout() const { return m_tf32_layout; }
   // Whether a training executor packs the 16-bit weight copies of every layer once a step
   // (graph/weight_packs.h; train.prepack_weights, set by build). Read when an executor is built.
   bool prepack_weights() const { return m_prepack; }
@@ -126,6 +130,7 @@ private:
   int64_t m_buffers_size = 0;
   bool m_fuse = true;
   bool m_prepack = true;
+  std::string m_tf32_layout = "nchw";
   std::vector<std::string> m_precision_notes;
 };
 

@@ -119,7 +119,7 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   // a GPU backend only): one per direction, which the executor may merge when the layouts agree.
   std::vector<WeightPackRequest> weight_pack_requests(int64_t batch, bool input_grad) const override {
     std::vector<WeightPackRequest> out;
-    if (dtype() == DType::f32 || backend() == Backend::cpu) return out;
+    if (!is_16bit(dtype()) || backend() == Backend::cpu) return out;
     const WeightsBf16Dims dims{int(m_shape.K), int(m_shape.C / m_shape.groups), int(m_shape.R), int(m_shape.S)};
     for (ConvDir d : {ConvDir::forward, ConvDir::backward_data}) {
       if (d == ConvDir::backward_data && !input_grad) continue;

@@ -36,7 +36,7 @@ class DenseLayer : public Layer {
   }
   size_t workspace_bytes(int64_t batch) const override {
     // The cuda bf16 and f16 rows take the same scratch (a 2-byte weight copy); f32 and cpu rows none.
-    if (backend() != Backend::cuda || dtype() == DType::f32) return 0;
+    if (backend() != Backend::cuda || !is_16bit(dtype())) return 0;
     DenseShape sh = m_shape;
     sh.N = batch;
     return dense_bf16_workspace_bytes(sh);
@@ -44,7 +44,7 @@ class DenseLayer : public Layer {
   // The cuda bf16/f16 rows read a (K, C) copy of the weights in the activations' dtype, forward and
   // backward (for dx) alike: one copy.
   std::vector<WeightPackRequest> weight_pack_requests(int64_t, bool) const override {
-    if (backend() != Backend::cuda || dtype() == DType::f32 || m_units * m_shape.C > int64_t{0x7fffffff}) return {};
+    if (backend() != Backend::cuda || !is_16bit(dtype()) || m_units * m_shape.C > int64_t{0x7fffffff}) return {};
     return {{0, 0, WeightsBf16Dims{int(m_units), int(m_shape.C), 1, 1},
              PackedWeights16{nullptr, dtype(), Bf16WeightLayout::kcrs}}};
   }

@@ -1,6 +1,7 @@
-// flatten layer: (C, H, W) -> (C*H*W). A copy, so the planner can treat it like any layer. In bf16
-// the input is channels-last and the output takes NCHW order (a permute through the convert op), so
-// the features reach a dense layer in the same order in every precision and its weights mean the same.
+// flatten layer: (C, H, W) -> (C*H*W). A copy, so the planner can treat it like any layer. In bf16,
+// f16 and f32cl the input is channels-last and the output takes NCHW order (a permute through the
+// convert op), so the features reach a dense layer in the same order in every precision and layout
+// and its weights mean the same.
 #include "layers/registry.h"
 #include "ops/add.h"
 #include "ops/convert.h"

@@ -96,8 +96,9 @@ public:
   virtual bool supports(Backend b) const;
   // The layer's precision (its `precision:` key, else train.precision) and the dtype of its
   // activations, which its op calls pass on through the tensors' views. The graph sets the dtype
-  // (Graph::choose_backends): storage_dtype(precision()) where an implementation of the layer
-  // supports it on the device, else f32 (reported, with casts planned around the layer).
+  // (Graph::choose_backends): storage_dtype(precision()), or f32cl for tf32 under a channels-last
+  // train.tf32_layout, where an implementation of the layer supports it on the device, else f32
+  // (reported, with casts planned around the layer).
   Precision precision() const { return m_precision; }
   DType dtype() const { return m_dtype; }
   // Layers with state sized by dtype override it and call the base.

@@ -2,7 +2,8 @@
 // sums over fixed slices (grid slices x C, fixed-order block sums) whose last block per channel
 // adds them in slice order and finalizes the channel, then one elementwise pass. Slicing depends on
 // the shape only: bitwise repeatable.
-// The bf16 and f16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same tails.
+// The bf16, f16 and f32cl rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh (T = bf16, f16,
+// float) with the same tails.
 // Trap: statistics sum x - x0 (x0 = the channel's first value) as on the CPU, because
 // sum(x^2) - sum(x)^2/M in any precision loses the variance of large-mean channels.
 #include <algorithm>
@@ -161,8 +162,8 @@ void batchnorm_backward_cuda(const BatchnormBackward& a) {
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 
-// BF16 and F16 (T) channels-last: the same sums and tails over (N, H, W, C); x0 is x[c], the
-// channel's first value there too. One kernel where `path` and the shape allow
+// BF16, F16 and F32CL (T = float) channels-last: the same sums and tails over (N, H, W, C); x0 is
+// x[c], the channel's first value there too. One kernel where `path` and the shape allow
 // (launch_one_kernel_nhwc), else the sums pass and the normalise pass.
 template <typename T>
 static void forward_train_nhwc(const BatchnormForwardTrain& a, NhwcPath path) {
@@ -242,5 +243,17 @@ void batchnorm_backward_cuda_bf16_one(const BatchnormBackward& a) { backward_nhw
 void batchnorm_backward_cuda_f16_one(const BatchnormBackward& a) { backward_nhwc<f16>(a, NhwcPath::one); }
 void batchnorm_backward_cuda_bf16_two(const BatchnormBackward& a) { backward_nhwc<bf16>(a, NhwcPath::two); }
 void batchnorm_backward_cuda_f16_two(const BatchnormBackward& a) { backward_nhwc<f16>(a, NhwcPath::two); }
+void batchnorm_forward_train_cuda_f32cl(const BatchnormForwardTrain& a) {
+  forward_train_nhwc<float>(a, default_nhwc_path());
+}
+void batchnorm_backward_cuda_f32cl(const BatchnormBackward& a) { backward_nhwc<float>(a, default_nhwc_path()); }
+void batchnorm_forward_train_cuda_f32cl_one(const BatchnormForwardTrain& a) {
+  forward_train_nhwc<float>(a, NhwcPath::one);
+}
+void batchnorm_forward_train_cuda_f32cl_two(const BatchnormForwardTrain& a) {
+  forward_train_nhwc<float>(a, NhwcPath::two);
+}
+void batchnorm_backward_cuda_f32cl_one(const BatchnormBackward& a) { backward_nhwc<float>(a, NhwcPath::one); }
+void batchnorm_backward_cuda_f32cl_two(const BatchnormBackward& a) { backward_nhwc<float>(a, NhwcPath::two); }
 
 }  // namespace cnn

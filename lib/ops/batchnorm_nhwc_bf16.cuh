@@ -1,17 +1,19 @@
-// Device code of the BF16 and F16 channels-last batchnorm rows (batchnorm_cuda.cu,
-// batchnorm_phased_cuda.cu): x, y, dy, dx are (N, H, W, C) of T (bf16 or f16, half16.cuh: every
-// kernel is templated on it), so a channel's values are M = N*H*W rows apart. A block is a
-// tile of TG channel groups (8 channels: one 16-byte access; 1 channel on the scalar path) by TR
-// rows, over one slice of the rows; grid (slices, tiles). A thread keeps its channels' FP32 sums
-// or FP32 coefficients in registers for its whole slice. The sums kernel widens each thread's sums
-// to double, adds the block's rows in a fixed tree, stores one double partial per (slice, channel),
-// and the tile's last block adds the slices in a fixed order and calls the same per-channel tails
-// as the NCHW kernels (batchnorm.cuh). Why FP32 within a thread: a thread's slice is at most a few
-// hundred rows (error ~ sqrt(rows) ulps of FP32, far below the bf16/f16 inputs' own rounding), and
-// double arithmetic ran at 1/2 (adds) and 1/8 (conversions) of FP32's rate: at vgg_fer's sizes
-// the double sums passes ran at 2.0-2.5 TB/s, bound by the conversions, not by memory.
+// Device code of the BF16, F16 and F32CL channels-last batchnorm rows (batchnorm_cuda.cu,
+// batchnorm_phased_cuda.cu): x, y, dy, dx are (N, H, W, C) of T (bf16, f16 or float for f32cl,
+// half16.cuh: every kernel is templated on it), so a channel's values are M = N*H*W rows apart. A
+// block is a tile of TG channel groups (8 channels: one 16-byte access of bf16/f16, two of float;
+// 1 channel on the scalar path) by TR rows, over one slice of the rows; grid (slices, tiles). A
+// thread keeps its channels' FP32 sums or FP32 coefficients in registers for its whole slice. The
+// sums kernel widens each thread's sums to double, adds the block's rows in a fixed tree, stores
+// one double partial per (slice, channel), and the tile's last block adds the slices in a fixed
+// order and calls the same per-channel tails as the NCHW kernels (batchnorm.cuh). Why FP32 within
+// a thread: a thread's slice is at most a few hundred rows (error ~ sqrt(rows) ulps of FP32, far
+// below the bf16/f16 inputs' own rounding, though not below float inputs': f32cl results are not
+// bitwise the NCHW f32 kernels', which sum in double), and double arithmetic ran at 1/2 (adds) and
+// 1/8 (conversions) of FP32's rate: at vgg_fer's sizes the double sums passes ran at 2.0-2.5 TB/s,
+// bound by the conversions, not by memory.
 // Trap: the tiling (TG, TR, slices) is a function of the shape and the path only, never of
-// occupancy, and it is part of the sums: change it and the bits of every result change.
+// occupancy or T, and it is part of the sums: change it and the bits of every result change.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -46,8 +48,9 @@ struct NhwcTiling {
 // each end in a reduction and whose tile's last block adds every slice's partials.
 enum class NhwcPass { stream, sums };
 
-// V = 8 (C % 8 == 0, 16-byte aligned operands) or 1. Groups spread evenly over the tiles so few
-// threads idle, and slices of rows over the grid:
+// V = 8 (C % 8 == 0, 16-byte aligned operands: a group starts at a multiple of 8 elements, 16 or
+// 32 bytes, so its one or two 16-byte accesses are aligned) or 1. Groups spread evenly over the
+// tiles so few threads idle, and slices of rows over the grid:
 // - stream: up to 32 groups a tile (a warp's lanes read one contiguous run of a row), up to ~1024
 //   blocks over all tiles (many loads in flight).
 // - sums: up to 8 groups of 8 channels a tile (128 contiguous bytes of a row per warp row: whole
@@ -108,57 +111,53 @@ struct NhwcChannelOwner {
   }
 };
 
-// V floats rounded once into V consecutive T (bf16 or f16) at p + i.
+// V floats rounded once into V consecutive T at p + i (float: stored as they are).
+// Trap: half16_store8(p + i, v) stores the same bits for bf16 too, but forms the address before the
+// packing, which reorders the bf16 kernels' PTX; the 16-bit types keep the packing first.
 template <typename T>
 __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[8]) {
-  *reinterpret_cast<uint4*>(p + i) = half16_pack8<T>(v);
+  if constexpr (std::is_same_v<T, float>)
+    half16_store8(p + i, v);
+  else
+    *reinterpret_cast<uint4*>(p + i) = half16_pack8<T>(v);
 }
 template <typename T>
 __device__ __forceinline__ void store_lanes(T* p, int64_t i, const float (&v)[1]) {
   half16_store(p, i, v[0]);
 }
 
-// V bf16 or f16 as loaded (one 16-byte word, or one element), unpacked later: for_rows_batched
-// holds several rows of these in flight before it uses any.
-template <int V>
-struct RawLanes;
-template <>
-struct RawLanes<8> {
-  uint4 u;
-};
-template <>
-struct RawLanes<1> {
-  uint16_t u;
-};
+// V elements of T as loaded (half16.cuh's Raw8<T>: one 16-byte word of bf16/f16, two of float; or
+// Raw1<T>: one element), unpacked later: for_rows_batched holds several rows of these in flight
+// before it uses any.
+template <int V, typename T>
+using RawLanes = std::conditional_t<V == 8, Raw8<T>, Raw1<T>>;
 template <typename T>
-__device__ __forceinline__ void load_raw(const T* p, int64_t i, RawLanes<8>& r) {
-  r.u = *reinterpret_cast<const uint4*>(p + i);
+__device__ __forceinline__ void load_raw(const T* p, int64_t i, Raw8<T>& r) {
+  load_raw8(p + i, r);
 }
 template <typename T>
-__device__ __forceinline__ void load_raw(const T* p, int64_t i, RawLanes<1>& r) {
-  r.u = reinterpret_cast<const uint16_t*>(p)[i];
+__device__ __forceinline__ void load_raw(const T* p, int64_t i, Raw1<T>& r) {
+  load_raw1(p, i, r);
 }
 template <typename T>
-__device__ __forceinline__ void unpack_raw(const RawLanes<8>& r, float (&v)[8]) {
-  half16_unpack8<T>(r.u, v);
+__device__ __forceinline__ void unpack_raw(const Raw8<T>& r, float (&v)[8]) {
+  unpack_raw8<T>(r, v);
 }
 template <typename T>
-__device__ __forceinline__ void unpack_raw(const RawLanes<1>& r, float (&v)[1]) {
-  v[0] = Half16<T>::to_float(r.u);
+__device__ __forceinline__ void unpack_raw(const Raw1<T>& r, float (&v)[1]) {
+  v[0] = unpack_raw1<T>(r);
 }
 
 // One row's x, dy and y of a backward pass as loaded (y when non-null; unpacked as zeros when
 // not read: no activation), for GradTerms, batchnorm_dx_nhwc_kernel and DxOut.
-template <int V>
+template <int V, typename T>
 struct GradRaw {
-  RawLanes<V> x, dy, y;
-  template <typename T>
+  RawLanes<V, T> x, dy, y;
   __device__ __forceinline__ void load(const T* xp, const T* dyp, const T* yp, int64_t at) {
     load_raw(xp, at, x);
     load_raw(dyp, at, dy);
     if (yp) load_raw(yp, at, y);
   }
-  template <typename T>
   __device__ __forceinline__ void unpack(bool read_y, float (&xv)[V], float (&dyv)[V], float (&yv)[V]) const {
     unpack_raw<T>(x, xv);
     unpack_raw<T>(dy, dyv);
@@ -308,7 +307,7 @@ struct ShiftedTerms {
   }
   static constexpr int kBatch = 8;  // rows a thread loads before adding (sum_rows_batched)
   struct Raw {
-    RawLanes<V> x;
+    RawLanes<V, T> x;
   };
   __device__ __forceinline__ void load(Raw& r, int64_t at) const { load_raw(x, at, r.x); }
   __device__ __forceinline__ void add(const Lanes& l, const Raw& r, float (&s)[V], float (&t)[V]) const {
@@ -341,12 +340,15 @@ struct GradTerms {
     for (int v = 0; v < V; ++v) l.mean[v] = save_mean[c0 + v];
     return l;
   }
-  static constexpr int kBatch = 4;  // rows a thread loads before adding (sum_rows_batched)
-  using Raw = GradRaw<V>;
+  // Rows a thread loads before adding (sum_rows_batched): for float half the rows, the same bytes in
+  // flight (at 4 rows, float x, dy and y spilled at batchnorm_sums_nhwc_kernel's 128 registers).
+  // The rows are added in the same order whatever the batch.
+  static constexpr int kBatch = std::is_same_v<T, float> ? 2 : 4;
+  using Raw = GradRaw<V, T>;
   __device__ __forceinline__ void load(Raw& r, int64_t at) const { r.load(x, dy, y, at); }
   __device__ __forceinline__ void add(const Lanes& l, const Raw& r, float (&s)[V], float (&t)[V]) const {
     float xv[V], yv[V], dyv[V];
-    r.template unpack<T>(y != nullptr, xv, dyv, yv);
+    r.unpack(y != nullptr, xv, dyv, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const float g = epi.grad(yv[v], dyv[v]);
@@ -480,9 +482,9 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
       k[v] = norm[1][at + v];
       b[v] = beta[th.c0 + v];
     }
-    for_rows_batched<4, RawLanes<V>>(
-        t, th, [&](RawLanes<V>& raw, int64_t i) { load_raw(x, i, raw); },
-        [&](const RawLanes<V>& raw, int64_t i) {
+    for_rows_batched<4, RawLanes<V, T>>(
+        t, th, [&](RawLanes<V, T>& raw, int64_t i) { load_raw(x, i, raw); },
+        [&](const RawLanes<V, T>& raw, int64_t i) {
           float e[V];
           unpack_raw<T>(raw, e);
 #pragma unroll
@@ -529,19 +531,19 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
     k[v] = abkm[2][at + v];
     m[v] = abkm[3][at + v];
   }
-  for_rows_batched<4, GradRaw<V>>(
-      t, th, [&](GradRaw<V>& r, int64_t i) { r.load(x, dy, y, i); },
-      [&](const GradRaw<V>& r, int64_t i) {
+  for_rows_batched<4, GradRaw<V, T>>(
+      t, th, [&](GradRaw<V, T>& r, int64_t i) { r.load(x, dy, y, i); },
+      [&](const GradRaw<V, T>& r, int64_t i) {
         float xv[V], yv[V], e[V];
-        r.template unpack<T>(y != nullptr, xv, e, yv);
+        r.unpack(y != nullptr, xv, e, yv);
 #pragma unroll
         for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
         store_lanes(dx, i, e);
       });
 }
 
-// Whether the 16-byte path applies: whole groups of 8 channels and every operand (null or)
-// 16-byte aligned.
+// Whether the 16-byte path (V = 8) applies: whole groups of 8 channels and every operand (null or)
+// 16-byte aligned, which for float too makes every group's two 16-byte accesses aligned.
 inline bool nhwc_vectorized(const BatchnormShape& sh, std::initializer_list<const void*> operands) {
   if (sh.C % 8 != 0) return false;
   for (const void* p : operands)
@@ -636,7 +638,8 @@ static void launch_dx_nhwc(cudaStream_t stream, const BatchnormShape& sh, const 
 // Trap: the tiling (nhwc_one_kernel_tiling) is a function of the shape only, never of the device:
 // the device only decides whether the path runs.
 
-// Rows a thread holds: 8 16-byte words (8 channels each) or 32 single values (the scalar path).
+// Rows a thread holds: 8 groups of 8 channels (16 bytes each of bf16/f16, 32 of float) or 32 single
+// values (the scalar path).
 template <int V>
 constexpr int kHeldRows = V == 8 ? 8 : 32;
 // Most blocks of a one-kernel grid (co-resident on a GPU of at least 128 multiprocessors).
@@ -672,7 +675,7 @@ inline bool nhwc_one_kernel_fits(const BatchnormShape& sh) {
   return nhwc_one_kernel_tiling<1>(sh, t) && (sh.C % 8 != 0 || nhwc_one_kernel_tiling<8>(sh, t));
 }
 
-// Which path a bf16/f16 training call takes: the default (one kernel where it fits, unless
+// Which path a channels-last training call takes: the default (one kernel where it fits, unless
 // CNN_BATCHNORM_KERNELS=two), or one forced by a named row ("cuda:one_kernel", "cuda:two_kernels").
 enum class NhwcPath { automatic, one, two };
 
@@ -800,7 +803,7 @@ struct DxOut {
   __device__ __forceinline__ void operator()(const Raw& r, int64_t at, const float (&cf)[4][V]) const {
     if (!dx) return;
     float xv[V], yv[V], e[V];
-    r.template unpack<T>(read_y, xv, e, yv);
+    r.unpack(read_y, xv, e, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) e[v] = cf[0][v] * (epi.grad(yv[v], e[v]) - cf[1][v] - (xv[v] - cf[3][v]) * cf[2][v]);
     store_lanes(dx, at, e);

@@ -3,7 +3,8 @@
 // caller may all-reduce over the ranks; then one per-channel pass (grid slices x C) whose blocks
 // derive their channel's coefficients from those sums, with the activation folded into its
 // epilogue (forward) or into its read of dy (backward, from the saved y). One kernel per phase.
-// The bf16 and f16 rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh with the same prologues.
+// The bf16, f16 and f32cl rows run the channels-last kernels of batchnorm_nhwc_bf16.cuh (T = bf16, f16,
+// float) with the same prologues.
 // Trap: N may be 0 (a rank without samples still joins the reductions): kernels then see no values,
 // and the sums are zeros with count 0; the elementwise passes are skipped.
 #include <algorithm>
@@ -222,7 +223,8 @@ void batchnorm_backward_apply_cuda(const BatchnormBackwardApply& a) {
   CUDA_CHECK_LAUNCH("batchnorm backward (dx)");
 }
 
-// BF16 and F16 (T) channels-last (batchnorm_nhwc_bf16.cuh): the same phases, sums and coefficients.
+// BF16, F16 and F32CL (T = float) channels-last (batchnorm_nhwc_bf16.cuh): the same phases, sums and
+// coefficients.
 template <typename T>
 static void forward_stats_nhwc(const BatchnormForwardStats& a) {
   const char* what = "batchnorm forward statistics";
@@ -299,8 +301,13 @@ void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a) { backw
 void batchnorm_backward_stats_cuda_f16(const BatchnormBackwardStats& a) { backward_stats_nhwc<f16>(a); }
 void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a) { backward_apply_nhwc<bf16>(a); }
 void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a) { backward_apply_nhwc<f16>(a); }
+void batchnorm_forward_stats_cuda_f32cl(const BatchnormForwardStats& a) { forward_stats_nhwc<float>(a); }
+void batchnorm_forward_apply_cuda_f32cl(const BatchnormForwardApply& a) { forward_apply_nhwc<float>(a); }
+void batchnorm_forward_infer_act_cuda_f32cl(const BatchnormForwardInferAct& a) { forward_infer_act_nhwc<float>(a); }
+void batchnorm_backward_stats_cuda_f32cl(const BatchnormBackwardStats& a) { backward_stats_nhwc<float>(a); }
+void batchnorm_backward_apply_cuda_f32cl(const BatchnormBackwardApply& a) { backward_apply_nhwc<float>(a); }
 
-// The one-rank pairs: f32 (and the bf16/f16 two-kernel path) runs the two phases' rows.
+// The one-rank pairs: f32 (and the bf16/f16/f32cl two-kernel path) runs the two phases' rows.
 void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a) {
   run_op(Backend::cuda, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats, a.mean_offset});
   run_op(Backend::cuda, BatchnormForwardApply{a.ctx, a.sh, a.stats, a.x, a.gamma, a.beta, a.act, a.y, a.running_mean,
@@ -314,7 +321,7 @@ void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a) {
                                                a.save_inv_std, a.dy, a.dx});
 }
 
-// BF16 and F16: one kernel a direction where `path` and the shape allow, else the two phases.
+// BF16, F16 and F32CL: one kernel a direction where `path` and the shape allow, else the two phases.
 template <typename T>
 static void forward_train_act_nhwc(const BatchnormForwardTrainAct& a, NhwcPath path) {
   const char* what = "batchnorm forward";
@@ -394,5 +401,23 @@ void batchnorm_backward_act_cuda_bf16_one(const BatchnormBackwardAct& a) { backw
 void batchnorm_backward_act_cuda_f16_one(const BatchnormBackwardAct& a) { backward_act_nhwc<f16>(a, NhwcPath::one); }
 void batchnorm_backward_act_cuda_bf16_two(const BatchnormBackwardAct& a) { backward_act_nhwc<bf16>(a, NhwcPath::two); }
 void batchnorm_backward_act_cuda_f16_two(const BatchnormBackwardAct& a) { backward_act_nhwc<f16>(a, NhwcPath::two); }
+void batchnorm_forward_train_act_cuda_f32cl(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<float>(a, default_nhwc_path());
+}
+void batchnorm_forward_train_act_cuda_f32cl_one(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<float>(a, NhwcPath::one);
+}
+void batchnorm_forward_train_act_cuda_f32cl_two(const BatchnormForwardTrainAct& a) {
+  forward_train_act_nhwc<float>(a, NhwcPath::two);
+}
+void batchnorm_backward_act_cuda_f32cl(const BatchnormBackwardAct& a) {
+  backward_act_nhwc<float>(a, default_nhwc_path());
+}
+void batchnorm_backward_act_cuda_f32cl_one(const BatchnormBackwardAct& a) {
+  backward_act_nhwc<float>(a, NhwcPath::one);
+}
+void batchnorm_backward_act_cuda_f32cl_two(const BatchnormBackwardAct& a) {
+  backward_act_nhwc<float>(a, NhwcPath::two);
+}
 
 }  // namespace cnn

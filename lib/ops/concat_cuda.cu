@@ -1,11 +1,13 @@
 // Channel concatenation on the GPU. Per sample, input i is one block of channels[i]*HW values in y,
 // so both directions are one strided copy: N rows of `len` floats per part, rows src_pitch /
 // dst_pitch apart; one launch copies up to kMaxParts parts (blockIdx.z), float4 where a part allows.
-// BF16 and F16 operands are channels-last: there a row is a pixel (N*HW rows) and input i is channels[i]
-// contiguous values of each row, copied in 16-byte accesses (8 channels) where the channel counts
-// and pointers allow, else 8-, 4- or 2-byte ones.
+// bf16, f16 and f32cl (float) operands are channels-last: there a row is a pixel (N*HW rows) and
+// input i is channels[i] contiguous values of each row, copied 8 channels a thread (bf16, f16: one
+// 16-byte access; float: two) where the channel counts and pointers allow, else 4, 2 or 1 (one
+// access of 4x, 2x or 1x the element size).
 // Trap: the blocks interleave across samples (y is N-major): an input is N blocks of y, not one.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda_check.h"
@@ -125,11 +127,13 @@ static void check_shape(const char* what, const ConcatShape& sh) {
     if (sh.channels[i] <= 0) CNN_THROW("{}: input {} has {} channels, expected at least 1", what, i, sh.channels[i]);
 }
 
-// The 16-bit (bf16 or f16) parts of one launch: part j copies rows of len[j] elements (their bits), rows src_pitch[j]
-// / dst_pitch[j] elements apart, width[j] elements (8, 4, 2 or 1) per access.
+// The channels-last parts of one launch: part j copies rows of len[j] elements (their bits: Lane is
+// uint16_t for bf16 and f16, float for f32cl), rows src_pitch[j] / dst_pitch[j] elements apart,
+// width[j] elements (8, 4, 2 or 1) a thread.
+template <typename Lane>
 struct PixelParts {
-  const uint16_t* src[kMaxParts];
-  uint16_t* dst[kMaxParts];
+  const Lane* src[kMaxParts];
+  Lane* dst[kMaxParts];
   int64_t units[kMaxParts];      // rows * len / width
   int64_t row_units[kMaxParts];  // len / width
   int64_t src_pitch[kMaxParts];  // in units
@@ -139,8 +143,8 @@ struct PixelParts {
   int width[kMaxParts];
 };
 
-template <typename Word>
-__device__ __forceinline__ void copy_units(const PixelParts& parts, int part) {
+template <typename Word, typename Lane>
+__device__ __forceinline__ void copy_units(const PixelParts<Lane>& parts, int part) {
   const Word* s = reinterpret_cast<const Word*>(parts.src[part]);
   Word* d = reinterpret_cast<Word*>(parts.dst[part]);
   const int64_t units = parts.units[part], row_units = parts.row_units[part];
@@ -153,21 +157,35 @@ __device__ __forceinline__ void copy_units(const PixelParts& parts, int part) {
   }
 }
 
-// grid (unit blocks, 1, parts): part blockIdx.z, its units grid-stride.
-static __global__ void concat_copy_pixels_16bit_kernel(const __grid_constant__ PixelParts parts) {
+// grid (unit blocks, 1, parts): part blockIdx.z, its units grid-stride. 8 float lanes are a Raw8
+// (two 16-byte words, 16-byte aligned).
+template <typename Lane>
+static __global__ void concat_copy_pixels_kernel(const __grid_constant__ PixelParts<Lane> parts) {
   const int part = blockIdx.z;
-  switch (parts.width[part]) {
-    case 8: return copy_units<uint4>(parts, part);
-    case 4: return copy_units<uint2>(parts, part);
-    case 2: return copy_units<uint32_t>(parts, part);
-    default: return copy_units<uint16_t>(parts, part);
+  if constexpr (std::is_same_v<Lane, float>) {
+    switch (parts.width[part]) {
+      case 8: return copy_units<Raw8<float>>(parts, part);
+      case 4: return copy_units<uint4>(parts, part);
+      case 2: return copy_units<uint2>(parts, part);
+      default: return copy_units<uint32_t>(parts, part);
+    }
+  } else {
+    static_assert(std::is_same_v<Lane, uint16_t>, "16-bit lanes (bf16, f16) or float");
+    switch (parts.width[part]) {
+      case 8: return copy_units<uint4>(parts, part);
+      case 4: return copy_units<uint2>(parts, part);
+      case 2: return copy_units<uint32_t>(parts, part);
+      default: return copy_units<uint16_t>(parts, part);
+    }
   }
 }
 
-// The widest access (elements) that every length, pitch and base of a part allows.
-static int access_width(const void* src, const void* dst, int64_t len, int64_t src_pitch, int64_t dst_pitch) {
+// The widest access (elements of lane_bytes bytes) that every length, pitch and base of a part
+// allows; the bases' alignment is the access's size, at most 16 bytes (8 floats are two 16-byte words).
+static int access_width(size_t lane_bytes, const void* src, const void* dst, int64_t len, int64_t src_pitch,
+                        int64_t dst_pitch) {
   for (int w : {8, 4, 2}) {
-    const uintptr_t bytes = uintptr_t(2 * w);
+    const uintptr_t bytes = std::min<uintptr_t>(lane_bytes * w, 16);
     if (len % w == 0 && src_pitch % w == 0 && dst_pitch % w == 0 && reinterpret_cast<uintptr_t>(src) % bytes == 0 &&
         reinterpret_cast<uintptr_t>(dst) % bytes == 0)
       return w;
@@ -175,19 +193,21 @@ static int access_width(const void* src, const void* dst, int64_t len, int64_t s
   return 1;
 }
 
-// Copies every part (rows of T values, T bf16 or f16: copied as bits), kMaxParts per launch.
+// Copies every part (rows of T values, T bf16, f16 or float: copied as bits), kMaxParts per launch.
 template <typename T>
 static void launch_pixel_copies(cudaStream_t stream, const char* what, int64_t rows, const Copies<T>& c) {
+  using Lane = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+  static_assert(sizeof(Lane) == sizeof(T), "a lane is one element");
   const auto& [src, dst, len, src_pitch, dst_pitch] = c;
   for (size_t begin = 0; begin < src.size(); begin += kMaxParts) {
     const size_t end = std::min(src.size(), begin + kMaxParts);
-    PixelParts parts{};
+    PixelParts<Lane> parts{};
     int64_t most = 0;
     for (size_t i = begin; i < end; ++i) {
       const size_t j = i - begin;
-      const int w = access_width(src[i], dst[i], len[i], src_pitch[i], dst_pitch[i]);
-      parts.src[j] = reinterpret_cast<const uint16_t*>(src[i]);
-      parts.dst[j] = reinterpret_cast<uint16_t*>(dst[i]);
+      const int w = access_width(sizeof(Lane), src[i], dst[i], len[i], src_pitch[i], dst_pitch[i]);
+      parts.src[j] = reinterpret_cast<const Lane*>(src[i]);
+      parts.dst[j] = reinterpret_cast<Lane*>(dst[i]);
       parts.width[j] = w;
       parts.row_units[j] = len[i] / w;
       parts.units[j] = rows * parts.row_units[j];
@@ -198,7 +218,7 @@ static void launch_pixel_copies(cudaStream_t stream, const char* what, int64_t r
       most = std::max(most, parts.units[j]);
     }
     const dim3 grid(cuda::grid_blocks(most, kThreads), 1, static_cast<unsigned>(end - begin));
-    concat_copy_pixels_16bit_kernel<<<grid, kThreads, 0, stream>>>(parts);
+    concat_copy_pixels_kernel<<<grid, kThreads, 0, stream>>>(parts);
     CUDA_CHECK_LAUNCH(what);
   }
 }
@@ -242,5 +262,7 @@ void concat_forward_cuda_bf16(const ConcatForward& a) { forward_nhwc<bf16>(a); }
 void concat_forward_cuda_f16(const ConcatForward& a) { forward_nhwc<f16>(a); }
 void concat_backward_cuda_bf16(const ConcatBackward& a) { backward_nhwc<bf16>(a); }
 void concat_backward_cuda_f16(const ConcatBackward& a) { backward_nhwc<f16>(a); }
+void concat_forward_cuda_f32cl(const ConcatForward& a) { forward_nhwc<float>(a); }
+void concat_backward_cuda_f32cl(const ConcatBackward& a) { backward_nhwc<float>(a); }
 
 }  // namespace cnn

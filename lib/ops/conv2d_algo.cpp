@@ -79,6 +79,14 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                  backward, f16_operands);
 }
 
+void add_conv_rows_f32cl(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                         std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                         std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                         ConvForwardF32 forward, ConvBackwardF32 backward) {
+  add_typed_rows(out, name, backend, DType::f32cl, deterministic, std::move(can_implement), std::move(bytes), forward,
+                 backward, f32_operands);
+}
+
 // conv2d_cpu.cpp's GEMMs take int sizes: every matrix dimension of one group must fit.
 static bool cpu_can_implement(const ExecContext&, const Conv2dShape& sh) {
   if (sh.N < 1 || sh.C < 1 || sh.K < 1 || sh.P < 1 || sh.Q < 1 || sh.groups < 1) return false;
@@ -142,7 +150,7 @@ static size_t cpu_default_workspace_bytes(const ExecContext& ctx, const Conv2dSh
 // The CPU algorithms: im2col GEMM (slices summed in a fixed order) and direct (one-input-channel
 // filters), and the backend's default choosing between them. In bf16 and f16 the im2col GEMM on
 // widened copies (host vectors, not workspace: the emulation is the oracle, not a fast path),
-// outputs rounded once, as both "cpu:im2col_gemm" and "cpu".
+// outputs rounded once, as both "cpu:im2col_gemm" and "cpu"; in f32cl the same on permuted copies.
 std::vector<ConvAlgo> conv2d_cpu_algos() {
   std::vector<ConvAlgo> algos;
   add_conv_rows(algos, "cpu:im2col_gemm", Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
@@ -158,6 +166,8 @@ std::vector<ConvAlgo> conv2d_cpu_algos() {
                   conv2d_forward_emulated_cpu<bf16>, conv2d_backward_emulated_cpu<bf16>);
     add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
                   conv2d_forward_emulated_cpu<f16>, conv2d_backward_emulated_cpu<f16>);
+    add_conv_rows_f32cl(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
+                        conv2d_forward_f32cl_cpu, conv2d_backward_f32cl_cpu);
   }
   return algos;
 }

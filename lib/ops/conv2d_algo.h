@@ -173,6 +173,12 @@ void add_conv_rows(std::vector<ConvAlgo>& out, const std::string& name, Backend 
                    std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
                    ConvForward16<f16> forward, ConvBackward16<f16> backward);
 
+// The same f32 functions as rows of dtype f32cl (their operands read through View::f32()).
+void add_conv_rows_f32cl(std::vector<ConvAlgo>& out, const std::string& name, Backend backend, bool deterministic,
+                         std::function<bool(const ExecContext&, const Conv2dShape&)> can_implement,
+                         std::function<size_t(const ExecContext&, const Conv2dShape&, ConvDir)> bytes,
+                         ConvForwardF32 forward, ConvBackwardF32 backward);
+
 // Providers, one per backend family, each returning every row of every direction it has: named
 // algorithms and the backend's default rows. registry.cpp assembles the tables from them (the CUDA
 // ones only in a CUDA build).

@@ -338,7 +338,7 @@ void conv2d_backward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const fl
   errors.rethrow();
 }
 
-// ---- BF16 and F16 emulation (the cpu bf16 and f16 rows) ----
+// ---- BF16, F16 and F32CL emulation (the cpu bf16, f16 and f32cl rows) ----
 
 // The FP32 master weights rounded to the values (dtype t) the GPU rows' packed copies hold.
 static std::vector<float> weights_as(DType t, const Conv2dShape& sh, const float* w) {
@@ -368,6 +368,26 @@ void conv2d_backward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh,
   conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), wf.empty() ? nullptr : wf.data(), dyf.data(),
                       dx ? dxf.data() : nullptr, dw, db);
   if (dx) narrow(dxf.data(), in, dx);
+}
+
+void conv2d_forward_f32cl_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                              const float* b, float* y) {
+  const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
+  const std::vector<float> xf = widen(ConstView(x, DType::f32cl), in);
+  std::vector<float> yf(size_t(out.numel()));
+  conv2d_forward_cpu(ctx, sh, xf.data(), w, b, yf.data());
+  narrow(yf.data(), out, View(y, DType::f32cl));
+}
+
+void conv2d_backward_f32cl_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* db) {
+  const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
+  const std::vector<float> dyf = widen(ConstView(dy, DType::f32cl), out);
+  const std::vector<float> xf = x && (dw || db) ? widen(ConstView(x, DType::f32cl), in) : std::vector<float>();
+  std::vector<float> dxf(dx ? size_t(in.numel()) : 0);
+  conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), dx ? w : nullptr, dyf.data(),
+                      dx ? dxf.data() : nullptr, dw, db);
+  if (dx) narrow(dxf.data(), in, View(dx, DType::f32cl));
 }
 
 template void conv2d_forward_emulated_cpu(const ExecContext&, const Conv2dShape&, const bf16*, const float*,

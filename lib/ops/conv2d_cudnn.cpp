@@ -17,6 +17,11 @@
 // FP32 (K, C/groups, R, S) gradient (dw is so rounded to bf16 once, unlike our own bf16 rows); db
 // is an FP32 column sum of dy (column_sum_bf16.h). Workspace: cuDNN's, then the packed weights
 // (forward, backward_data) or the bf16 dw and the column sum's partials, each 256-byte aligned.
+// F32CL rows (dtype f32cl, tf32's channels-last FP32 activations, the same names): NHWC float
+// descriptors, the filter a KRSC FP32 copy of the master permuted into the workspace (convert.h's
+// permute), dw through a KRSC FP32 copy permuted back, the bias by cudnnAddTensor and db by
+// cudnnConvolutionBackwardBias on the NHWC descriptors; the math follows the call like the f32 rows
+// (tf32: CUDNN_DEFAULT_MATH). No 16-bit rounding anywhere, so none of the 16-bit refusals apply.
 // F16 rows (dtype f16, the same names): the same with CUDNN_DATA_HALF (run_16<f16>) and the same
 // refusals, whose reasons hold for f16 (accurate_enough, make_row). Their dw passes through an f16
 // copy, so a loss-scaled filter gradient past 65504 becomes inf there (our own cuda rows keep dw
@@ -37,6 +42,7 @@
 #include "ops/conv2d_algo.h"
 #include "ops/conv2d_cudnn_bf16.h"
 #include "ops/conv2d_weights_bf16.h"
+#include "ops/convert.h"
 
 namespace cnn {
 namespace {
@@ -133,15 +139,17 @@ bool is_winograd_nonfused(ConvDir dir, int id) {
 // 64-channel 3x3 layer: its sums are not FP32 sums, so it is refused like winograd_nonfused.
 // f16: refused too, not measured apart: the same algorithm with the same FP32 compute type, and f16
 // keeps only 3 more mantissa bits than bf16, far from hiding errors of 1e-2.
+bool is_16(DType t) { return t == DType::bf16 || t == DType::f16; }
+
 bool accurate_enough(ConvDir dir, int id, const Conv2dShape&, DType dtype) {
-  if (dtype != DType::f32 && dir == ConvDir::backward_filter && id == 0) return false;
+  if (is_16(dtype) && dir == ConvDir::backward_filter && id == 0) return false;
   return !is_winograd_nonfused(dir, id);
 }
 
 // Descriptors of one shape, cuDNN's workspace answers per direction and algorithm, and the
 // heuristic's choice per direction for the (limit, deterministic) it was made under.
 struct ConvDescs {
-  DType dtype = DType::f32;            // f32: NCHW float; bf16 / f16: NHWC 16-bit, filter KRSC
+  DType dtype = DType::f32;            // f32: NCHW float; f32cl, bf16, f16: NHWC, filter KRSC
   cudnn::TensorDescriptor x, y, bias;  // x (N, C, H, W), y/dy (N, K, P, Q), bias/db (1, K, 1, 1) f32
   cudnn::FilterDescriptor w;           // (K, C/groups, R, S)
   cudnn::ConvolutionDescriptor conv;
@@ -160,7 +168,7 @@ struct ConvCache {
 };
 
 // The math a row's descriptors are made for: bf16 and f16 rows ignore the call's (always tensor cores).
-MathMode descs_math(MathMode math, DType dtype) { return dtype != DType::f32 ? MathMode::fp32 : math; }
+MathMode descs_math(MathMode math, DType dtype) { return is_16(dtype) ? MathMode::fp32 : math; }
 
 cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math, DType dtype) {
   return {{sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h,
@@ -170,21 +178,24 @@ cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math, DType dtype) {
 // cuDNN's type of a 16-bit dtype (bf16 or f16).
 cudnnDataType_t cudnn_type16(DType dtype) { return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
 
-// A packed 16-bit (bf16 or f16) channels-last tensor of logical dims (n, c, h, w).
+// cuDNN's type of a channels-last dtype (f32cl, bf16 or f16).
+cudnnDataType_t cudnn_type_nhwc(DType dtype) { return dtype == DType::f32cl ? CUDNN_DATA_FLOAT : cudnn_type16(dtype); }
+
+// A packed channels-last (f32cl, bf16 or f16) tensor of logical dims (n, c, h, w).
 void set_nhwc_16(cudnnTensorDescriptor_t d, DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, const char* what) {
   if (!cudnn::fits_nchw(n, c, h, w))
     CNN_THROW("{}: tensor ({}, {}, {}, {}) is too large for cuDNN's int sizes", what, n, c, h, w);
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, cudnn_type16(dtype), static_cast<int>(n),
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, cudnn_type_nhwc(dtype), static_cast<int>(n),
                                          static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
 }
 
 void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype, const char* what) {
   CNN_CHECK(conv2d_cudnn_supports(sh), "{}: cuDNN cannot take this shape ({})", what, sh.to_string());
-  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
-            "{}: no cuDNN convolution rows for dtype {}", what, to_string(dtype));
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::f32cl || is_16(dtype), "{}: no cuDNN convolution rows for dtype {}",
+            what, to_string(dtype));
   d.dtype = dtype;
-  const bool is_16 = dtype != DType::f32;
-  if (is_16) {
+  const bool nhwc = dtype != DType::f32;
+  if (nhwc) {
     set_nhwc_16(d.x, dtype, sh.N, sh.C, sh.H, sh.W, what);
     set_nhwc_16(d.y, dtype, sh.N, sh.K, sh.P, sh.Q, what);
   } else {
@@ -192,17 +203,17 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype,
     cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
   }
   cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, is_16 ? cudnn_type16(dtype) : CUDNN_DATA_FLOAT,
-                                         is_16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, nhwc ? cudnn_type_nhwc(dtype) : CUDNN_DATA_FLOAT,
+                                         nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
                                          static_cast<int>(sh.C / sh.groups), static_cast<int>(sh.R),
                                          static_cast<int>(sh.S)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv, sh.pad_h, sh.pad_w, sh.stride_h, sh.stride_w, sh.dilation_h,
                                               sh.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, sh.groups));
-  // fp32: FMA only. tf32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 data on sm_80+.
-  // bf16, f16: tensor cores on the 16-bit data (no down-conversion to allow: it is 16-bit already).
+  // fp32: FMA only. tf32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 data on sm_80+
+  // (f32 and f32cl alike). bf16, f16: tensor cores on the 16-bit data (no down-conversion to allow).
   CUDNN_CHECK(cudnnSetConvolutionMathType(
-      d.conv, is_16 ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      d.conv, is_16(dtype) ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
   CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}", what,
@@ -387,6 +398,55 @@ void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int alg
   }
 }
 
+// ---- f32cl rows (see the top): cuDNN's scratch, then the KRSC FP32 filter (or dw) ----
+
+size_t f32cl_own_bytes(const Conv2dShape& sh) { return pad256(size_t(sh.weight_numel()) * sizeof(float)); }
+
+// The (K, C/groups, R, S) filter from one layout into the other: KCRS is NCHW of (K, C/groups, R, S),
+// KRSC its NHWC.
+void permute_filter(const ExecContext& ctx, const Conv2dShape& sh, const float* from, Layout from_layout, float* to,
+                    Layout to_layout) {
+  const ActDims d{sh.K, sh.C / sh.groups, sh.R, sh.S};
+  run_op(Backend::cuda, ConvertForward{&ctx, d, ConstView(from), from_layout, View(to), to_layout});
+}
+
+void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo, const ConvOperands& op,
+               const char* what) {
+  const ConvOperandsF32 f = f32_operands(op);
+  const float one = 1.0f, zero = 0.0f;
+  if (dir == ConvDir::backward_filter && !f.dw) {  // db alone: no convolution
+    cudnnHandle_t h = cudnn::handle(ctx, what);
+    const ConvDescs& d = descs(ctx, sh, op.math, DType::f32cl, what);
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y, f.dy, &zero, d.bias, f.db));
+    return;
+  }
+  const Call c = prepare(ctx, sh, op.math, DType::f32cl, dir, algo, what);
+  const size_t bytes = static_cast<size_t>(c.bytes), own_at = pad256(bytes);
+  char* base = static_cast<char*>(scratch(ctx, int64_t(own_at + f32cl_own_bytes(sh)), what));
+  void* ws = bytes > 0 ? base : nullptr;
+  float* krsc = reinterpret_cast<float*>(base + own_at);
+  switch (dir) {
+    case ConvDir::forward:
+      permute_filter(ctx, sh, f.w, Layout::nchw, krsc, Layout::nhwc);
+      CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, f.x, c.d.w, krsc, c.d.conv,
+                                          cudnnConvolutionFwdAlgo_t(c.algo), ws, bytes, &zero, c.d.y, f.y));
+      if (f.b) CUDNN_CHECK(cudnnAddTensor(c.h, &one, c.d.bias, f.b, &one, c.d.y, f.y));
+      break;
+    case ConvDir::backward_data:
+      permute_filter(ctx, sh, f.w, Layout::nchw, krsc, Layout::nhwc);
+      CUDNN_CHECK(cudnnConvolutionBackwardData(c.h, &one, c.d.w, krsc, c.d.y, f.dy, c.d.conv,
+                                               cudnnConvolutionBwdDataAlgo_t(c.algo), ws, bytes, &zero, c.d.x, f.dx));
+      break;
+    case ConvDir::backward_filter:
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(c.h, &one, c.d.x, f.x, c.d.y, f.dy, c.d.conv,
+                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, bytes, &zero, c.d.w,
+                                                 krsc));
+      permute_filter(ctx, sh, krsc, Layout::nhwc, f.dw, Layout::nchw);
+      if (f.db) CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y, f.dy, &zero, c.d.bias, f.db));
+      break;
+  }
+}
+
 // ---- bf16 and f16 rows (see the top): one ctx.workspace allocation, cuDNN's scratch first ----
 
 
@@ -466,7 +526,7 @@ void run_16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo
 bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, DType dtype, ConvDir dir, int algo) {
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
-    if (dtype != DType::f32 && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+    if (is_16(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
     if (!accurate_enough(dir, algo, sh, dtype)) return false;
     const char* what = "conv2d cudnn can_implement";
     cudnnHandle_t h = cudnn::handle(ctx, what);
@@ -476,16 +536,16 @@ bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math,
   }
 }
 
-// The default rows: f32 answers from the shape (cuDNN runs every FP32 shape it can describe); bf16
-// and f16 ask cuDNN, given a CUDA context, whether any listed algorithm takes the shape (its BF16 support
-// is narrower), and answers from the shape for a shape question without one.
-bool default_can_implement(const ExecContext& ctx, const Conv2dShape& sh, DType dtype, ConvDir dir) {
+// The default rows: f32 answers from the shape (cuDNN runs every FP32 shape it can describe); f32cl,
+// bf16 and f16 ask cuDNN, given a CUDA context, whether any listed algorithm takes the shape (its
+// channels-last support is narrower), and answer from the shape for a shape question without one.
+bool default_can_implement(const ExecContext& ctx, const Conv2dShape& sh, DType dtype, ConvDir dir, MathMode math) {
   if (!conv2d_cudnn_supports(sh)) return false;
   if (dtype == DType::f32) return true;
-  if (!conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+  if (is_16(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
   if (ctx.device != Device::cuda || !ctx.cudnn_handle) return true;
   for (int algo = 0; algo < kMaxAlgos; ++algo)
-    if (find_algo(dir, algo) && can_implement(ctx, sh, MathMode::fp32, dtype, dir, algo)) return true;
+    if (find_algo(dir, algo) && can_implement(ctx, sh, math, dtype, dir, algo)) return true;
   return false;
 }
 
@@ -497,35 +557,38 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
   a.dtype = dtype;
   a.dir = dir;
   a.deterministic = deterministic;
-  a.follows_math = dtype == DType::f32;  // bf16, f16: tensor cores on 16-bit data whatever the call allows
+  a.follows_math = !is_16(dtype);  // bf16, f16: tensor cores on 16-bit data whatever the call allows
   a.can_implement_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     // bf16 forward with a bias: cuDNN blends onto a bf16 y, rounding the sum twice (measured: one
     // bf16 ulp off on 1 in 7 outputs), which the bf16 contract forbids; our rows take those. f16:
     // the same blend onto an f16 y rounds twice as well (the reason holds whatever the width).
-    if (dtype != DType::f32 && dir == ConvDir::forward && sh.has_bias) return false;
-    return id < 0 ? default_can_implement(ctx, sh, dtype, dir) : can_implement(ctx, sh, math, dtype, dir, id);
+    if (is_16(dtype) && dir == ConvDir::forward && sh.has_bias) return false;
+    return id < 0 ? default_can_implement(ctx, sh, dtype, dir, math) : can_implement(ctx, sh, math, dtype, dir, id);
   };
   a.workspace_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     const Call c = prepare(ctx, sh, math, dtype, dir, id, "conv2d cudnn workspace_bytes");
     const size_t bytes = static_cast<size_t>(c.bytes);
-    if (dtype != DType::f32) return pad256(bytes) + bf16_own_bytes(sh, dir);
+    if (is_16(dtype)) return pad256(bytes) + bf16_own_bytes(sh, dir);
+    if (dtype == DType::f32cl) return pad256(bytes) + f32cl_own_bytes(sh);
     // FP32/TF32 filter gradient with a bias: our column sum's partials after cuDNN's scratch.
     const size_t db_bytes = dir == ConvDir::backward_filter && sh.has_bias ? own_bias_gradient_bytes(sh) : 0;
     return db_bytes ? pad256(bytes) + db_bytes : bytes;
   };
-  if (dtype != DType::f32 && dir != ConvDir::backward_filter)
+  if (is_16(dtype) && dir != ConvDir::backward_filter)
     a.packed_layout_fn = [](const Conv2dShape&) { return std::optional<Bf16WeightLayout>(Bf16WeightLayout::krsc); };
   a.run = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
-    static const char* const kWhat[3][3] = {
+    static const char* const kWhat[4][3] = {
         {"conv2d cudnn forward", "conv2d cudnn backward_data", "conv2d cudnn backward_filter"},
         {"conv2d cudnn forward bf16", "conv2d cudnn backward_data bf16", "conv2d cudnn backward_filter bf16"},
-        {"conv2d cudnn forward f16", "conv2d cudnn backward_data f16", "conv2d cudnn backward_filter f16"}};
-    const bool is_16 = dtype != DType::f32;
-    const char* what = kWhat[dtype == DType::f16 ? 2 : is_16 ? 1 : 0][size_t(dir)];
+        {"conv2d cudnn forward f16", "conv2d cudnn backward_data f16", "conv2d cudnn backward_filter f16"},
+        {"conv2d cudnn forward f32cl", "conv2d cudnn backward_data f32cl", "conv2d cudnn backward_filter f32cl"}};
+    const bool nhwc = dtype != DType::f32;
+    const char* what = kWhat[dtype == DType::f32cl ? 3 : dtype == DType::f16 ? 2 : nhwc ? 1 : 0][size_t(dir)];
     CNN_CHECK(dir != ConvDir::backward_data || !op.dx.null(), "{}: dx is null", what);
-    // bf16 and f16 also take db alone (a column sum); the f32 rows always compute dw
-    CNN_CHECK(dir != ConvDir::backward_filter || !op.dw.null() || (is_16 && !op.db.null()), "{}: dw is null", what);
-    (dtype == DType::f16 ? run_16<f16> : is_16 ? run_16<bf16> : run_f32)(ctx, sh, dir, id, op, what);
+    // the channels-last rows also take db alone (a column sum); the f32 rows always compute dw
+    CNN_CHECK(dir != ConvDir::backward_filter || !op.dw.null() || (nhwc && !op.db.null()), "{}: dw is null", what);
+    (dtype == DType::f32cl ? run_f32cl : dtype == DType::f16 ? run_16<f16> : nhwc ? run_16<bf16> : run_f32)(
+        ctx, sh, dir, id, op, what);
   };
   return a;
 }
@@ -562,10 +625,11 @@ bool conv2d_cudnn_algo_accurate(ConvDir dir, const std::string& name, const Conv
   return accurate_enough(dir, a->id, sh, dtype);
 }
 
-// The f32 rows of every direction, then the bf16 and f16 ones (a lookup by name alone finds the f32 row).
+// The f32 rows of every direction, then the bf16, f16 and f32cl ones (a lookup by name alone finds the
+// f32 row).
 std::vector<ConvAlgo> conv2d_cudnn_algos() {
   std::vector<ConvAlgo> algos;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f32cl}) {
     add_algos(algos, ConvDir::forward, kForward, dtype);
     add_algos(algos, ConvDir::backward_data, kBackwardData, dtype);
     add_algos(algos, ConvDir::backward_filter, kBackwardFilter, dtype);

@@ -18,11 +18,13 @@ ActDims act_dims(const Shape& batched) {
   return d;
 }
 
-Layout activation_layout(DType t) { return t == DType::bf16 || t == DType::f16 ? Layout::nhwc : Layout::nchw; }
+Layout activation_layout(DType t) {
+  return t == DType::bf16 || t == DType::f16 || t == DType::f32cl ? Layout::nhwc : Layout::nchw;
+}
 
 void check_convert(const ConvertForward& a) {
   for (DType t : {a.x.dtype(), a.y.dtype()})
-    CNN_CHECK(convertible(t), "convert: dtype {} is none of f32, bf16, f16", to_string(t));
+    CNN_CHECK(convertible(t), "convert: dtype {} is none of f32, f32cl, bf16, f16", to_string(t));
   CNN_CHECK(a.d.N >= 0 && a.d.C >= 0 && a.d.H >= 0 && a.d.W >= 0, "convert: negative dims");
   CNN_CHECK(a.x_layout == a.y_layout || a.x.data() != a.y.data() || a.d.numel() == 0,
             "convert: a permute ({} -> {}) cannot run in place", to_string(a.x_layout), to_string(a.y_layout));
@@ -47,14 +49,16 @@ void convert_forward_cpu(const ConvertForward& a) {
 // Single-threaded: the emulation rows may call them from their own parallel regions.
 std::vector<float> widen(ConstView x, const ActDims& d, Layout from) {
   if (x.null()) return {};
-  CNN_CHECK(x.dtype() == DType::bf16 || x.dtype() == DType::f16, "widen: a {} operand", to_string(x.dtype()));
+  CNN_CHECK(x.dtype() == DType::bf16 || x.dtype() == DType::f16 || x.dtype() == DType::f32cl, "widen: a {} operand",
+            to_string(x.dtype()));
   std::vector<float> out(size_t(d.numel()));
   convert_elements(d, x.data(), x.dtype(), from, out.data(), DType::f32, Layout::nchw, 1);
   return out;
 }
 
 void narrow(const float* x, const ActDims& d, View y, Layout to) {
-  CNN_CHECK(y.dtype() == DType::bf16 || y.dtype() == DType::f16, "narrow: into a {} operand", to_string(y.dtype()));
+  CNN_CHECK(y.dtype() == DType::bf16 || y.dtype() == DType::f16 || y.dtype() == DType::f32cl,
+            "narrow: into a {} operand", to_string(y.dtype()));
   convert_elements(d, x, DType::f32, Layout::nchw, y.data(), y.dtype(), to, 1);
 }
 

@@ -30,6 +30,12 @@
 // (registered for both dtypes: widen and narrow read the views' dtype); conv2d's are
 // conv2d_forward_emulated_cpu<T>. The cuda f16 rows are the cuda bf16 rows' kernels instantiated
 // for f16 (templates on the element type over ops/half16.cuh's traits), each next to its bf16 row.
+// F32CL rows (a tf32 layer whose activations are stored channels-last, train.tf32_layout): the
+// activation operands are f32 values in the bf16 rows' layout, everything else as in the f32 rows,
+// nothing rounded. A layout-free op (activation, add, dropout, dense) lists its f32 functions again
+// as its f32cl rows (View::f32() reads both); a layout-bound one (conv2d, batchnorm, pooling,
+// concat) lists the channels-last kernels instantiated for float (ops/half16.cuh's float section)
+// on cuda, and the cpu bf16 rows (widen and narrow read f32cl too) or its own on the cpu.
 // Adding one (no layer is touched): write the kernel, add its row next to the f32 sibling in
 // registry.cpp, e.g.
 //   {Backend::cuda, DType::bf16, "cuda", activation_cuda_bf16_supports, activation_forward_cuda_bf16},

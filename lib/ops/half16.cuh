@@ -106,18 +106,111 @@ __device__ __forceinline__ void half16_store8(T* p, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(p) = half16_pack8<T>(v);
 }
 
+// ---- float (f32cl: tf32's channels-last FP32 activations) under the same names ----
+// A channels-last kernel templated on T serves T = float too through these: an element is loaded
+// and stored as itself (no rounding), and 8 lanes are 32 bytes (two 16-byte words) where 16-bit
+// types pack them into one. Code that holds 8 lanes as loaded before unpacking them uses Raw8<T>
+// (one uint4 for bf16 and f16, two for float) with load_raw8 / unpack_raw8 / pack_raw8.
+template <>
+__device__ __forceinline__ float half16_load<float>(const float* p, int64_t i) {
+  return p[i];
+}
+template <>
+__device__ __forceinline__ void half16_store<float>(float* p, int64_t i, float v) {
+  p[i] = v;
+}
+template <>
+__device__ __forceinline__ void half16_load8<float>(const float* p, float (&v)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+template <>
+__device__ __forceinline__ void half16_store8<float>(float* p, const float (&v)[8]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+// 8 consecutive T as loaded (16-byte aligned), unpacked later.
+template <typename T>
+struct Raw8 {
+  uint4 u;
+};
+template <>
+struct Raw8<float> {
+  uint4 a, b;
+};
+template <typename T>
+__device__ __forceinline__ void load_raw8(const T* p, Raw8<T>& r) {
+  r.u = *reinterpret_cast<const uint4*>(p);
+}
+template <>
+__device__ __forceinline__ void load_raw8<float>(const float* p, Raw8<float>& r) {
+  r.a = reinterpret_cast<const uint4*>(p)[0];
+  r.b = reinterpret_cast<const uint4*>(p)[1];
+}
+template <typename T>
+__device__ __forceinline__ void unpack_raw8(const Raw8<T>& r, float (&v)[8]) {
+  half16_unpack8<T>(r.u, v);
+}
+template <>
+__device__ __forceinline__ void unpack_raw8<float>(const Raw8<float>& r, float (&v)[8]) {
+  const uint32_t w[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = __uint_as_float(w[k]);
+}
+template <typename T>
+__device__ __forceinline__ Raw8<T> pack_raw8(const float (&v)[8]) {
+  return Raw8<T>{half16_pack8<T>(v)};
+}
+template <>
+__device__ __forceinline__ Raw8<float> pack_raw8<float>(const float (&v)[8]) {
+  return Raw8<float>{make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
+                                __float_as_uint(v[3])),
+                     make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]),
+                                __float_as_uint(v[7]))};
+}
+// One element as loaded (its bits), unpacked later: the scalar (1-lane) paths.
+template <typename T>
+struct Raw1 {
+  uint16_t u;
+};
+template <>
+struct Raw1<float> {
+  float u;
+};
+template <typename T>
+__device__ __forceinline__ void load_raw1(const T* p, int64_t i, Raw1<T>& r) {
+  r.u = reinterpret_cast<const uint16_t*>(p)[i];
+}
+template <>
+__device__ __forceinline__ void load_raw1<float>(const float* p, int64_t i, Raw1<float>& r) {
+  r.u = p[i];
+}
+template <typename T>
+__device__ __forceinline__ float unpack_raw1(const Raw1<T>& r) {
+  return Half16<T>::to_float(r.u);
+}
+template <>
+__device__ __forceinline__ float unpack_raw1<float>(const Raw1<float>& r) {
+  return r.u;
+}
+
 // A view's data as T (checked like View::bf16_data / f16_data: another dtype throws), for host code
 // templated on the element type.
 template <typename T>
 const T* half16_data(const ConstView& v) {
-  if constexpr (std::is_same_v<T, f16>)
+  if constexpr (std::is_same_v<T, float>)
+    return v.f32();  // f32cl (or f32)
+  else if constexpr (std::is_same_v<T, f16>)
     return v.f16_data();
   else
     return v.bf16_data();
 }
 template <typename T>
 T* half16_data(const View& v) {
-  if constexpr (std::is_same_v<T, f16>)
+  if constexpr (std::is_same_v<T, float>)
+    return v.f32();
+  else if constexpr (std::is_same_v<T, f16>)
     return v.f16_data();
   else
     return v.bf16_data();

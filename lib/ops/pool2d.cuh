@@ -1,5 +1,5 @@
-// Device code shared by the pooling kernels (pool2d_cuda.cu: f32 NCHW; pool2d_nhwc_bf16_cuda.cu: bf16
-// channels-last): the int32 dims, the NaN-aware max and argmax tests, window clipping, the outputs
+// Device code shared by the pooling kernels (pool2d_cuda.cu: f32 NCHW; pool2d_nhwc_bf16_cuda.cu: bf16,
+// f16 and f32cl channels-last): the int32 dims, the NaN-aware max and argmax tests, window clipping, the outputs
 // covering an input, and the host checks. For .cu files only.
 // Trap: every backend must route max's dy to the same element: the first position in row-major
 // window order whose value equals y (max_takes / is_argmax, exactly as pool2d_cpu.cpp).

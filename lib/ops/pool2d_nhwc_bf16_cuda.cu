@@ -1,8 +1,9 @@
-// Max and average pooling of bf16 or f16 channels-last activations (BF16/FP16 training; T, the
-// element type, is a template parameter of every kernel, half16.cuh) on the GPU. Threads run
-// along channels: V = 8 channels a thread in 16-byte accesses where C % 8 == 0 and the pointers are
-// 16-byte aligned, V = 1 otherwise; float arithmetic on the widened values, each output rounded
-// once. Forward: one thread per (n, p, q, channel group); global pooling (R = H, S = W) instead one
+// Max and average pooling of channels-last activations on the GPU: bf16, f16 (BF16/FP16 training)
+// and f32cl (float, tf32 training); T, the element type, is a template parameter of every kernel
+// (half16.cuh). Threads run along channels: V = 8 channels a thread where C % 8 == 0 and the
+// pointers are 16-byte aligned (one 16-byte access for bf16 and f16, two for float), V = 1
+// otherwise; float arithmetic on the widened values, each output rounded once (float: stored as
+// computed). Forward: one thread per (n, p, q, channel group); global pooling (R = H, S = W) instead one
 // block per (n, channel tile) that reduces over H*W in a fixed tree (deterministic).
 // Max backward, tiled (the default): one block per (n, tile of outputs, slice of channel groups).
 // It first finds, for every window reaching the inputs the tile owns, each lane's argmax as a byte
@@ -295,20 +296,57 @@ __device__ __forceinline__ int argmax_lane(const ArgmaxBytes<V>& b, int l) {
     return b;
 }
 
-// V elements' bits (dy kept in shared memory as stored) and their widened values.
-template <int V>
-using RawChannels = std::conditional_t<V == 8, uint4, uint16_t>;
+// V elements' bits (dy kept in shared memory as stored: 16-bit T a uint4 or a uint16_t, float
+// Raw8<float> or Raw1<float>), loaded from p and widened.
 template <int V, typename T>
-__device__ __forceinline__ void widen_channels(float (&v)[V], const RawChannels<V>& raw) {
-  if constexpr (V == 8)
-    half16_unpack8<T>(raw, v);
-  else
-    v[0] = Half16<T>::to_float(raw);
+using RawChannels = std::conditional_t<std::is_same_v<T, float>, std::conditional_t<V == 8, Raw8<T>, Raw1<T>>,
+                                       std::conditional_t<V == 8, uint4, uint16_t>>;
+template <int V, typename T>
+__device__ __forceinline__ RawChannels<V, T> load_raw_channels(const T* __restrict__ p) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return *reinterpret_cast<const RawChannels<V, T>*>(p);
+  } else {
+    RawChannels<V, T> r;
+    if constexpr (V == 8)
+      load_raw8(p, r);
+    else
+      load_raw1(p, 0, r);
+    return r;
+  }
 }
+template <int V, typename T>
+__device__ __forceinline__ void widen_channels(float (&v)[V], const RawChannels<V, T>& raw) {
+  if constexpr (std::is_same_v<T, float>) {
+    if constexpr (V == 8)
+      unpack_raw8<T>(raw, v);
+    else
+      v[0] = unpack_raw1<T>(raw);
+  } else if constexpr (V == 8) {
+    half16_unpack8<T>(raw, v);
+  } else {
+    v[0] = Half16<T>::to_float(raw);
+  }
+}
+
+// 8 channels stored at p (16-byte aligned) with __stwb: one 16-byte store for bf16 and f16, two for
+// float.
+template <typename T>
+__device__ __forceinline__ void stwb_channels8(T* __restrict__ p, const float (&v)[8]) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Raw8<float> r = pack_raw8<float>(v);
+    __stwb(reinterpret_cast<uint4*>(p), r.a);
+    __stwb(reinterpret_cast<uint4*>(p) + 1, r.b);
+  } else {
+    __stwb(reinterpret_cast<uint4*>(p), half16_pack8<T>(v));
+  }
+}
+
+// Shared memory bytes of a tiled-backward window slot: its dy as stored, then its argmax bytes.
+static constexpr size_t tiled_slot_bytes(int V, size_t element_bytes) { return V * element_bytes + V; }
 
 // Max backward, tiled (see the top of the file). grid: (tiles_p * tiles_q * slices, slice fastest;
 // samples, striding when N exceeds gridDim.y); dynamic shared memory: the
-// window slots' dy (RawChannels) then their argmax bytes. KR, KS: the window when known at
+// window slots' dy (RawChannels, tiled_slot_bytes) then their argmax bytes. KR, KS: the window when known at
 // compile time (its loops unroll, so a window's loads issue together), 0 for d.R, d.S.
 template <int KR, int KS, int V, typename T>
 static __global__ void __launch_bounds__(kThreads)
@@ -322,8 +360,9 @@ static __global__ void __launch_bounds__(kThreads)
   const int64_t C = d.C, G = C / V;
   const int nq = t.TQ + t.halo_q;                   // slot columns
   const int slots = (t.TP + t.halo_p) * nq * t.GS;  // slot (i, j, gl): window (pa + i, qa + j), group g0 + gl
-  RawChannels<V>* slot_dy = reinterpret_cast<RawChannels<V>*>(tiled_shared);
-  ArgmaxBytes<V>* slot_at = reinterpret_cast<ArgmaxBytes<V>*>(tiled_shared + slots * sizeof(RawChannels<V>));
+  static_assert(sizeof(RawChannels<V, T>) == V * sizeof(T), "plan_tiles sizes a slot's dy as V elements");
+  RawChannels<V, T>* slot_dy = reinterpret_cast<RawChannels<V, T>*>(tiled_shared);
+  ArgmaxBytes<V>* slot_at = reinterpret_cast<ArgmaxBytes<V>*>(tiled_shared + slots * sizeof(RawChannels<V, T>));
   const int slice = static_cast<int>(blockIdx.x % t.slices);
   const int tile = static_cast<int>(blockIdx.x / t.slices);
   const int P0 = tile / t.tiles_q * t.TP, Q0 = tile % t.tiles_q * t.TQ;
@@ -350,7 +389,7 @@ static __global__ void __launch_bounds__(kThreads)
       const int p = pa + ij / nq, q = qa + ij % nq;
       if (gl >= gs || p < 0 || q < 0 || p >= p_end || q >= q_end) continue;
       const int64_t o = (static_cast<int64_t>(p) * d.Q + q) * C + gl * V;
-      const RawChannels<V> grad = *reinterpret_cast<const RawChannels<V>*>(dyn + o);
+      const RawChannels<V, T> grad = load_raw_channels<V>(dyn + o);
       float m[V];
       load_channels(m, yn + o);
       int at[V];
@@ -404,7 +443,7 @@ static __global__ void __launch_bounds__(kThreads)
       }
       T* at_dx = dxn + (static_cast<int64_t>(h) * d.W + w) * C + gl * V;
       if constexpr (V == 8)
-        __stwb(reinterpret_cast<uint4*>(at_dx), half16_pack8<T>(acc));  // store_channels came out as 4 x 32 bits here
+        stwb_channels8(at_dx, acc);  // store_channels came out as 4 x 32 bits here
       else
         store_channels(at_dx, acc);
     }
@@ -558,13 +597,14 @@ static void launch_backward(cudaStream_t stream, const PoolDims& d, const T* x, 
 // Outputs a tile spans along an axis at most; 8 x 8 windows of a 3x3 stride-2 pool own 16 x 16 inputs.
 static constexpr int kTileMost = 8;
 
-// The tiled max backward's geometry for V-channel groups and its shared memory bytes; false when
-// that path does not fit (a window of more than 255 positions, or too many slots: a long window
-// at a short stride makes a wide halo), and the gather kernel runs instead.
-static bool plan_tiles(const PoolDims& d, int V, PoolTiles& t, size_t& shared) {
+// The tiled max backward's geometry for V-channel groups of element_bytes-byte elements and its
+// shared memory bytes; false when that path does not fit (a window of more than 255 positions, or
+// too many slots: a long window at a short stride makes a wide halo), and the gather kernel runs
+// instead.
+static bool plan_tiles(const PoolDims& d, int V, size_t element_bytes, PoolTiles& t, size_t& shared) {
   if (int64_t{d.R} * d.S > kNoArgmax) return false;
   const int64_t G = d.C / V;
-  t.GS = static_cast<int>(std::min<int64_t>(G, V == 8 ? 4 : 32));  // 64 bytes of channels a pixel
+  t.GS = static_cast<int>(std::min<int64_t>(G, V == 8 ? 4 : 32));  // 32 channels a pixel (64 bytes in 16 bits)
   if (!cuda::fits_int32(int64_t{d.H} * d.W * t.GS) || !cuda::fits_int32(int64_t{d.P} * d.stride_h + d.H) ||
       !cuda::fits_int32(int64_t{d.Q} * d.stride_w + d.W))
     return false;
@@ -580,7 +620,7 @@ static bool plan_tiles(const PoolDims& d, int V, PoolTiles& t, size_t& shared) {
   t.halo_p = std::min((d.R + d.stride_h - 1) / d.stride_h - 1, d.P);
   t.halo_q = std::min((d.S + d.stride_w - 1) / d.stride_w - 1, d.Q);
   const int64_t slots = int64_t{t.TP + t.halo_p} * (t.TQ + t.halo_q) * t.GS;
-  shared = static_cast<size_t>(slots) * (V * sizeof(uint16_t) + V);  // dy bits, argmax bytes
+  shared = static_cast<size_t>(slots) * tiled_slot_bytes(V, element_bytes);  // dy bits, argmax bytes
   if (shared > kTiledSharedMax) return false;
   if (int64_t{t.tiles_p} * t.tiles_q * t.slices > int64_t{0x7fffffff}) return false;  // gridDim.x
   t.stride_h = cuda::FastDiv32(d.stride_h);
@@ -615,7 +655,7 @@ static void launch_max_backward(cudaStream_t stream, const PoolDims& d, const T*
   }
   PoolTiles t;
   size_t shared = 0;
-  if (mode == MaxBackward::gather || !plan_tiles(d, V, t, shared)) {
+  if (mode == MaxBackward::gather || !plan_tiles(d, V, sizeof(T), t, shared)) {
     launch_backward<true, V>(stream, d, x, y, dy, dx);
     return;
   }
@@ -674,5 +714,7 @@ void pool2d_forward_cuda_bf16(const Pool2dForward& a) { forward_nhwc<bf16>(a); }
 void pool2d_forward_cuda_f16(const Pool2dForward& a) { forward_nhwc<f16>(a); }
 void pool2d_backward_cuda_bf16(const Pool2dBackward& a) { backward_nhwc<bf16>(a); }
 void pool2d_backward_cuda_f16(const Pool2dBackward& a) { backward_nhwc<f16>(a); }
+void pool2d_forward_cuda_f32cl(const Pool2dForward& a) { forward_nhwc<float>(a); }
+void pool2d_backward_cuda_f32cl(const Pool2dBackward& a) { backward_nhwc<float>(a); }
 
 }  // namespace cnn

@@ -93,45 +93,62 @@ void batchnorm_backward_stats_cpu_bf16(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cpu_bf16(const BatchnormBackwardApply& a);
 void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a);
 void batchnorm_forward_train_cuda_f16(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f32cl(const BatchnormForwardTrain& a);
 void batchnorm_backward_cuda_bf16(const BatchnormBackward& a);
 void batchnorm_backward_cuda_f16(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f32cl(const BatchnormBackward& a);
 void batchnorm_forward_stats_cuda_bf16(const BatchnormForwardStats& a);
 void batchnorm_forward_stats_cuda_f16(const BatchnormForwardStats& a);
+void batchnorm_forward_stats_cuda_f32cl(const BatchnormForwardStats& a);
 void batchnorm_forward_apply_cuda_bf16(const BatchnormForwardApply& a);
 void batchnorm_forward_apply_cuda_f16(const BatchnormForwardApply& a);
+void batchnorm_forward_apply_cuda_f32cl(const BatchnormForwardApply& a);
 void batchnorm_forward_infer_act_cuda_bf16(const BatchnormForwardInferAct& a);
 void batchnorm_forward_infer_act_cuda_f16(const BatchnormForwardInferAct& a);
+void batchnorm_forward_infer_act_cuda_f32cl(const BatchnormForwardInferAct& a);
 void batchnorm_backward_stats_cuda_bf16(const BatchnormBackwardStats& a);
 void batchnorm_backward_stats_cuda_f16(const BatchnormBackwardStats& a);
+void batchnorm_backward_stats_cuda_f32cl(const BatchnormBackwardStats& a);
 void batchnorm_backward_apply_cuda_bf16(const BatchnormBackwardApply& a);
 void batchnorm_backward_apply_cuda_f16(const BatchnormBackwardApply& a);
+void batchnorm_backward_apply_cuda_f32cl(const BatchnormBackwardApply& a);
 void batchnorm_forward_train_act_cpu(const BatchnormForwardTrainAct& a);
 void batchnorm_backward_act_cpu(const BatchnormBackwardAct& a);
 void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a);
 void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a);
 void batchnorm_forward_train_act_cuda_bf16(const BatchnormForwardTrainAct& a);
 void batchnorm_forward_train_act_cuda_f16(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f32cl(const BatchnormForwardTrainAct& a);
 void batchnorm_backward_act_cuda_bf16(const BatchnormBackwardAct& a);
 void batchnorm_backward_act_cuda_f16(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f32cl(const BatchnormBackwardAct& a);
 // The bf16/f16 training rows forced onto one path (batchnorm_nhwc_bf16.cuh): one kernel a
 // direction (shapes that fit one co-resident grid: batchnorm_one_kernel_fits) or two.
 bool batchnorm_one_kernel_fits(const BatchnormShape& sh);
 void batchnorm_forward_train_cuda_bf16_one(const BatchnormForwardTrain& a);
 void batchnorm_forward_train_cuda_f16_one(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f32cl_one(const BatchnormForwardTrain& a);
 void batchnorm_forward_train_cuda_bf16_two(const BatchnormForwardTrain& a);
 void batchnorm_forward_train_cuda_f16_two(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f32cl_two(const BatchnormForwardTrain& a);
 void batchnorm_backward_cuda_bf16_one(const BatchnormBackward& a);
 void batchnorm_backward_cuda_f16_one(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f32cl_one(const BatchnormBackward& a);
 void batchnorm_backward_cuda_bf16_two(const BatchnormBackward& a);
 void batchnorm_backward_cuda_f16_two(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f32cl_two(const BatchnormBackward& a);
 void batchnorm_forward_train_act_cuda_bf16_one(const BatchnormForwardTrainAct& a);
 void batchnorm_forward_train_act_cuda_f16_one(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f32cl_one(const BatchnormForwardTrainAct& a);
 void batchnorm_forward_train_act_cuda_bf16_two(const BatchnormForwardTrainAct& a);
 void batchnorm_forward_train_act_cuda_f16_two(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f32cl_two(const BatchnormForwardTrainAct& a);
 void batchnorm_backward_act_cuda_bf16_one(const BatchnormBackwardAct& a);
 void batchnorm_backward_act_cuda_f16_one(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f32cl_one(const BatchnormBackwardAct& a);
 void batchnorm_backward_act_cuda_bf16_two(const BatchnormBackwardAct& a);
 void batchnorm_backward_act_cuda_f16_two(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f32cl_two(const BatchnormBackwardAct& a);
 void convert_forward_cpu(const ConvertForward& a);
 void convert_forward_cuda(const ConvertForward& a);
 void concat_forward_cpu(const ConcatForward& a);
@@ -142,8 +159,10 @@ void concat_forward_cuda(const ConcatForward& a);
 void concat_backward_cuda(const ConcatBackward& a);
 void concat_forward_cuda_bf16(const ConcatForward& a);
 void concat_forward_cuda_f16(const ConcatForward& a);
+void concat_forward_cuda_f32cl(const ConcatForward& a);
 void concat_backward_cuda_bf16(const ConcatBackward& a);
 void concat_backward_cuda_f16(const ConcatBackward& a);
+void concat_backward_cuda_f32cl(const ConcatBackward& a);
 void dense_forward_cpu(const DenseForward& a);
 void dense_backward_cpu(const DenseBackward& a);
 void dense_forward_cpu_bf16(const DenseForward& a);
@@ -172,8 +191,10 @@ void pool2d_forward_cuda(const Pool2dForward& a);
 void pool2d_backward_cuda(const Pool2dBackward& a);
 void pool2d_forward_cuda_bf16(const Pool2dForward& a);
 void pool2d_forward_cuda_f16(const Pool2dForward& a);
+void pool2d_forward_cuda_f32cl(const Pool2dForward& a);
 void pool2d_backward_cuda_bf16(const Pool2dBackward& a);
 void pool2d_backward_cuda_f16(const Pool2dBackward& a);
+void pool2d_backward_cuda_f32cl(const Pool2dBackward& a);
 void pool2d_forward_cudnn(const Pool2dForward& a);
 void pool2d_backward_cudnn(const Pool2dBackward& a);
 void softmax_cross_entropy_forward_cpu(const SoftmaxCrossEntropyForward& a);
@@ -224,13 +245,15 @@ constexpr auto batchnorm_forward_on_cudnn = [](const auto& a) {
   return a.mean_offset == nullptr && batchnorm_cudnn_supports(a.sh);
 };
 constexpr auto batchnorm_one_kernel = [](const auto& a) { return batchnorm_one_kernel_fits(a.sh); };
-// The bf16 and f16 rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one,
+// The bf16, f16 and f32cl rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one,
 // _two): "cuda:one_kernel" on the shapes it takes, "cuda:two_kernels" on every shape.
-#define CNN_BATCHNORM_PATH_ROWS(stem)                                                              \
-  named_row(kCuda, "cuda:one_kernel", stem##_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),   \
-      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f16_one, batchnorm_one_kernel, DType::f16), \
-      named_row(kCuda, "cuda:two_kernels", stem##_cuda_bf16_two, nullptr, DType::bf16),           \
-      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f16_two, nullptr, DType::f16)
+#define CNN_BATCHNORM_PATH_ROWS(stem)                                                                 \
+  named_row(kCuda, "cuda:one_kernel", stem##_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),       \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f16_one, batchnorm_one_kernel, DType::f16),     \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_bf16_two, nullptr, DType::bf16),               \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f16_two, nullptr, DType::f16),                 \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f32cl_one, batchnorm_one_kernel, DType::f32cl), \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f32cl_two, nullptr, DType::f32cl)
 constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entropy_cudnn_supports(a.sh); };
 
 }  // namespace
@@ -238,157 +261,203 @@ constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entro
 CNN_OP_TABLE(ActivationForward, "activation forward", row(kCpu, activation_forward_cpu),
              row(kCpu, activation_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, activation_forward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, activation_forward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, activation_forward_cuda),
                            row(kCuda, activation_forward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, activation_forward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, activation_forward_cuda, nullptr, DType::f32cl),
                            row(kCudnn, activation_forward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackward, "activation backward", row(kCpu, activation_backward_cpu),
              row(kCpu, activation_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, activation_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, activation_backward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_cuda),
                            row(kCuda, activation_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, activation_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, activation_backward_cuda, nullptr, DType::f32cl),
                            row(kCudnn, activation_backward_cudnn, activation_on_cudnn)))
 CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
              row(kCpu, activation_backward_from_output_cpu),
              row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, activation_backward_from_output_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, activation_backward_from_output_cuda),
                            row(kCuda, activation_backward_from_output_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, activation_backward_from_output_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, activation_backward_from_output_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, activation_backward_from_output_cuda, nullptr, DType::f32cl)))
 
 CNN_OP_TABLE(DenseForward, "dense forward", row(kCpu, dense_forward_cpu),
              row(kCpu, dense_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dense_forward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, dense_forward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, dense_forward_cuda), row(kCuda, dense_forward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, dense_forward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, dense_forward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, dense_forward_cuda, nullptr, DType::f32cl)))
 CNN_OP_TABLE(DenseBackward, "dense backward", row(kCpu, dense_backward_cpu),
              row(kCpu, dense_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dense_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, dense_backward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, dense_backward_cuda), row(kCuda, dense_backward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, dense_backward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, dense_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, dense_backward_cuda, nullptr, DType::f32cl)))
 
 CNN_OP_TABLE(Pool2dForward, "pool2d forward", row(kCpu, pool2d_forward_cpu),
              row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, pool2d_forward_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, pool2d_forward_cuda), row(kCuda, pool2d_forward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, pool2d_forward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, pool2d_forward_cuda_f32cl, nullptr, DType::f32cl),
                            row(kCudnn, pool2d_forward_cudnn, pool2d_on_cudnn)))
 CNN_OP_TABLE(Pool2dBackward, "pool2d backward", row(kCpu, pool2d_backward_cpu),
              row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, pool2d_backward_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, pool2d_backward_cuda),
                            row(kCuda, pool2d_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, pool2d_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, pool2d_backward_cuda_f32cl, nullptr, DType::f32cl),
                            row(kCudnn, pool2d_backward_cudnn, pool2d_on_cudnn)))
 
 CNN_OP_TABLE(AddForward, "add forward", row(kCpu, add_forward_cpu),
              row(kCpu, add_forward_cpu_bf16, nullptr, DType::bf16),
-             row(kCpu, add_forward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, add_forward_cpu_bf16, nullptr, DType::f16), row(kCpu, add_forward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, add_forward_cuda), row(kCuda, add_forward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, add_forward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, add_forward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, add_forward_cuda, nullptr, DType::f32cl)))
 CNN_OP_TABLE(AddBackward, "add backward", row(kCpu, add_backward_cpu),
              row(kCpu, add_backward_cpu_bf16, nullptr, DType::bf16),
-             row(kCpu, add_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, add_backward_cpu_bf16, nullptr, DType::f16), row(kCpu, add_backward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, add_backward_cuda), row(kCuda, add_backward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, add_backward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, add_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, add_backward_cuda, nullptr, DType::f32cl)))
 CNN_OP_TABLE(ConvertForward, "convert", row(kCpu, convert_forward_cpu),
              row(kCpu, convert_forward_cpu, nullptr, DType::bf16), row(kCpu, convert_forward_cpu, nullptr, DType::f16),
+             row(kCpu, convert_forward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, convert_forward_cuda), row(kCuda, convert_forward_cuda, nullptr, DType::bf16),
-                           row(kCuda, convert_forward_cuda, nullptr, DType::f16)))
+                           row(kCuda, convert_forward_cuda, nullptr, DType::f16),
+                           row(kCuda, convert_forward_cuda, nullptr, DType::f32cl)))
 CNN_OP_TABLE(ConcatForward, "concat forward", row(kCpu, concat_forward_cpu),
              row(kCpu, concat_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, concat_forward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, concat_forward_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, concat_forward_cuda), row(kCuda, concat_forward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, concat_forward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, concat_forward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, concat_forward_cuda_f32cl, nullptr, DType::f32cl)))
 CNN_OP_TABLE(ConcatBackward, "concat backward", row(kCpu, concat_backward_cpu),
              row(kCpu, concat_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, concat_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, concat_backward_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, concat_backward_cuda),
                            row(kCuda, concat_backward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, concat_backward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, concat_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, concat_backward_cuda_f32cl, nullptr, DType::f32cl)))
 CNN_OP_TABLE(DropoutForward, "dropout forward", row(kCpu, dropout_forward_cpu),
              row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dropout_forward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, dropout_forward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, dropout_forward_cuda),
                            row(kCuda, dropout_forward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, dropout_forward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, dropout_forward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, dropout_forward_cuda, nullptr, DType::f32cl)))
 CNN_OP_TABLE(DropoutBackward, "dropout backward", row(kCpu, dropout_backward_cpu),
              row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, dropout_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, dropout_backward_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, dropout_backward_cuda),
                            row(kCuda, dropout_backward_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, dropout_backward_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, dropout_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, dropout_backward_cuda, nullptr, DType::f32cl)))
 
 // batchnorm: no cuDNN bf16 or f16 rows (such a layer runs cuda); batchnorm_forward_infer_cuda serves every
 // dtype (it runs the forward_infer_act row of its operands' dtype).
 CNN_OP_TABLE(BatchnormForwardTrain, "batchnorm forward_train", row(kCpu, batchnorm_forward_train_cpu),
              row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_forward_train_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_cuda),
                            row(kCuda, batchnorm_forward_train_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_train_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_forward_train_cuda_f32cl, nullptr, DType::f32cl),
                            CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train),
                            row(kCudnn, batchnorm_forward_train_cudnn, batchnorm_forward_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardInfer, "batchnorm forward_infer", row(kCpu, batchnorm_forward_infer_cpu),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_forward_infer_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_cuda),
                            row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::f16),
+                           row(kCuda, batchnorm_forward_infer_cuda, nullptr, DType::f32cl),
                            row(kCudnn, batchnorm_forward_infer_cudnn, batchnorm_forward_on_cudnn)))
 CNN_OP_TABLE(BatchnormBackward, "batchnorm backward", row(kCpu, batchnorm_backward_cpu),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_backward_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_cuda),
                            row(kCuda, batchnorm_backward_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_backward_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_backward_cuda_f32cl, nullptr, DType::f32cl),
                            CNN_BATCHNORM_PATH_ROWS(batchnorm_backward),
                            row(kCudnn, batchnorm_backward_cudnn, batchnorm_on_cudnn)))
 CNN_OP_TABLE(BatchnormForwardStats, "batchnorm forward_stats", row(kCpu, batchnorm_forward_stats_cpu),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_forward_stats_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_stats_cuda),
                            row(kCuda, batchnorm_forward_stats_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, batchnorm_forward_stats_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, batchnorm_forward_stats_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_forward_stats_cuda_f32cl, nullptr, DType::f32cl)))
 CNN_OP_TABLE(BatchnormForwardApply, "batchnorm forward_apply", row(kCpu, batchnorm_forward_apply_cpu),
              row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_forward_apply_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_apply_cuda),
                            row(kCuda, batchnorm_forward_apply_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, batchnorm_forward_apply_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, batchnorm_forward_apply_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_forward_apply_cuda_f32cl, nullptr, DType::f32cl)))
 CNN_OP_TABLE(BatchnormForwardInferAct, "batchnorm forward_infer_act", row(kCpu, batchnorm_forward_infer_act_cpu),
              row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_forward_infer_act_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_infer_act_cuda),
                            row(kCuda, batchnorm_forward_infer_act_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, batchnorm_forward_infer_act_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, batchnorm_forward_infer_act_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_forward_infer_act_cuda_f32cl, nullptr, DType::f32cl)))
 CNN_OP_TABLE(BatchnormBackwardStats, "batchnorm backward_stats", row(kCpu, batchnorm_backward_stats_cpu),
              row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_backward_stats_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_stats_cuda),
                            row(kCuda, batchnorm_backward_stats_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, batchnorm_backward_stats_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, batchnorm_backward_stats_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_backward_stats_cuda_f32cl, nullptr, DType::f32cl)))
 CNN_OP_TABLE(BatchnormBackwardApply, "batchnorm backward_apply", row(kCpu, batchnorm_backward_apply_cpu),
              row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::f16),
+             row(kCpu, batchnorm_backward_apply_cpu_bf16, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_apply_cuda),
                            row(kCuda, batchnorm_backward_apply_cuda_bf16, nullptr, DType::bf16),
-                           row(kCuda, batchnorm_backward_apply_cuda_f16, nullptr, DType::f16)))
+                           row(kCuda, batchnorm_backward_apply_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_backward_apply_cuda_f32cl, nullptr, DType::f32cl)))
 // The one-rank phased pairs: one cpu function serves every dtype (it runs the phases' rows).
 CNN_OP_TABLE(BatchnormForwardTrainAct, "batchnorm forward_train_act", row(kCpu, batchnorm_forward_train_act_cpu),
              row(kCpu, batchnorm_forward_train_act_cpu, nullptr, DType::bf16),
              row(kCpu, batchnorm_forward_train_act_cpu, nullptr, DType::f16),
+             row(kCpu, batchnorm_forward_train_act_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_forward_train_act_cuda),
                            row(kCuda, batchnorm_forward_train_act_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_forward_train_act_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_forward_train_act_cuda_f32cl, nullptr, DType::f32cl),
                            CNN_BATCHNORM_PATH_ROWS(batchnorm_forward_train_act)))
 CNN_OP_TABLE(BatchnormBackwardAct, "batchnorm backward_act", row(kCpu, batchnorm_backward_act_cpu),
              row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::bf16),
              row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::f16),
+             row(kCpu, batchnorm_backward_act_cpu, nullptr, DType::f32cl),
              CNN_CUDA_ROWS(row(kCuda, batchnorm_backward_act_cuda),
                            row(kCuda, batchnorm_backward_act_cuda_bf16, nullptr, DType::bf16),
                            row(kCuda, batchnorm_backward_act_cuda_f16, nullptr, DType::f16),
+                           row(kCuda, batchnorm_backward_act_cuda_f32cl, nullptr, DType::f32cl),
                            CNN_BATCHNORM_PATH_ROWS(batchnorm_backward_act)))
 
 CNN_OP_TABLE(SoftmaxCrossEntropyForward, "softmax_cross_entropy forward", row(kCpu, softmax_cross_entropy_forward_cpu),

@@ -16,9 +16,14 @@ namespace {
 
 ActDims dims_of(const Shape& s) { return ActDims{s[0], s[1], s[2], s[3]}; }
 
-// A host copy of an activation, NCHW floats (a bf16 or f16 one widened from channels-last).
+// A host copy of an activation, NCHW floats (an f32cl, bf16 or f16 one widened from channels-last).
 std::vector<float> download_nchw(const Tensor& t) {
   if (t.dtype() == DType::f32) return probe_download(t);
+  if (t.dtype() == DType::f32cl) {
+    std::vector<float> h(size_t(t.numel()));
+    device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
+    return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
+  }
   std::vector<uint16_t> h(size_t(t.numel()));
   device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
   return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
@@ -28,14 +33,14 @@ std::vector<float> download_nchw(const Tensor& t) {
 
 ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t seed, DType dtype)
     : m_ctx(ctx), m_sh(sh), m_dtype(dtype) {
-  CNN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::f32cl || dtype == DType::bf16 || dtype == DType::f16,
             "conv accuracy: no probe for activations of dtype {}", to_string(dtype));
   const Device dev = ctx.device;
   const int threads = ctx.threads();
   const int64_t fan_in = sh.C / sh.groups * sh.R * sh.S;
   // Activations exact in the candidates' dtype, so the reference reads what they read.
   auto exact = [dtype, threads](std::vector<float> v) {
-    if (dtype == DType::f32) return v;
+    if (!is_16bit(dtype)) return v;
     float* p = v.data();
     const int64_t n = int64_t(v.size());
 #pragma omp parallel for schedule(static) num_threads(threads) if (n >= (int64_t{1} << 15))
@@ -71,6 +76,13 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
   if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
+  if (t == DType::f32cl) {
+    std::vector<float> h(v.size());
+    narrow(v.data(), dims_of(shape), View(h.data(), t));
+    Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
+    device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
+    return out;
+  }
   std::vector<uint16_t> h(v.size());
   narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are t's already
   Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);

@@ -106,7 +106,7 @@ std::string autotune_conv_key(const std::string& env, const Conv2dShape& sh, Con
   if (math == MathMode::tf32) key += fmt::format(" tol {:g}", tf32_tolerance);
   // "dtype": the activations' (the candidates are that dtype's rows), with a 16-bit dtype's tolerance.
   key += fmt::format("|dtype {}", to_string(dtype));
-  if (dtype != DType::f32) key += fmt::format(" tol {:g}", bf16_tolerance);
+  if (is_16bit(dtype)) key += fmt::format(" tol {:g}", bf16_tolerance);
   return key;
 }
 

@@ -5,13 +5,14 @@
 // Each case also runs with every optional output left null (it must stay unwritten), with every
 // declared alias (the output in the input's memory), and, on our CUDA rows, with every operand one
 // float off 16-byte alignment (the scalar paths). Outputs are poisoned with NaN before each run.
-// Rows of another dtype (bf16, f16): the operands a case marks as activations (Case::act, with their
+// Rows of another dtype (bf16, f16, f32cl): the operands a case marks as activations (Case::act, with their
 // logical NCHW dims) are bound in the row's dtype and layout (channels-last, core/tensor.h):
 // uploaded rounded and permuted, read back widened and permuted back; every other operand stays
 // f32 (parameters, their gradients, statistics). Such a case's float inputs must already be exact
 // in the row's dtype (bf16_exact below makes them exact in both), so the oracle saw the same inputs
-// as the row and only the row's own output rounding is tolerated (row_tolerance). A bf16 or f16 row
-// meeting a case without marks fails.
+// as the row and only the row's own output rounding is tolerated (row_tolerance). A bf16, f16 or
+// f32cl row meeting a case without marks fails. f32cl (FP32 channels-last) rounds nothing: its rows
+// take the f32 rows' tolerances.
 #pragma once
 
 #include <algorithm>
@@ -212,10 +213,10 @@ inline bool all_nan(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float f) { return std::isnan(f); });
 }
 
-// The harness binds f32, bf16 and f16 rows; another dtype needs its conversion (Bound) and
+// The harness binds f32, f32cl, bf16 and f16 rows; another dtype needs its conversion (Bound) and
 // tolerance (row_tolerance) first.
 inline void require_bindable(DType t, const std::string& row) {
-  if (t != DType::f32 && t != DType::bf16 && t != DType::f16)
+  if (t != DType::f32 && t != DType::f32cl && t != DType::bf16 && t != DType::f16)
     FAIL(row << ": the harness has no " << to_string(t) << " conversion yet");
 }
 
@@ -388,9 +389,9 @@ inline Bound::Bound(const std::vector<Operand>& operands, const std::vector<int3
     if (o.kind == Operand::Kind::in) src = o.is_double ? static_cast<const void*>(o.doubles.data()) : o.values.data();
     else if (o.kind == Operand::Kind::inout) src = o.initial.data();
     else src = o.is_double ? static_cast<const void*>(nan_d.data()) : nan_f.data();
-    if (s.count && s.dtype != DType::f32) {  // bf16 or f16: 16-bit storage, channels-last
+    if (s.count && s.dtype != DType::f32) {  // bf16, f16 or f32cl: channels-last
       const float* f = static_cast<const float*>(src);
-      std::vector<uint16_t> h(s.count);
+      std::vector<char> h(s.count * elem);
       for (size_t i = 0; i < s.count; ++i) {
         if (o.kind != Operand::Kind::out && o.kind != Operand::Kind::optional_out && !std::isnan(f[i]) &&
             round_to(s.dtype, f[i]) != f[i])
@@ -428,9 +429,9 @@ inline Bound::Slot& Bound::slot(const std::string& name) {
 inline std::vector<float> Bound::floats(const std::string& name) {
   Slot& s = slot(name);
   std::vector<float> v(s.count);
-  if (s.count && s.dtype != DType::f32) {  // bf16 or f16
-    std::vector<uint16_t> h(s.count);
-    device_memcpy(h.data(), Device::cpu, s.data, s.device, s.count * sizeof(uint16_t));
+  if (s.count && s.dtype != DType::f32) {  // bf16, f16 or f32cl
+    std::vector<char> h(s.count * dtype_size(s.dtype));
+    device_memcpy(h.data(), Device::cpu, s.data, s.device, h.size());
     for (size_t i = 0; i < s.count; ++i) v[i] = load_as_float(h.data(), s.dtype, int64_t(detail::storage_index(s.act, i)));
   } else if (s.count) {
     device_memcpy(v.data(), Device::cpu, s.data, s.device, s.count * sizeof(float));

@@ -1,0 +1,157 @@
+// tf32 with channels-last FP32 activations (train.tf32_layout nhwc, DType::f32cl) against the same
+// model with NCHW ones: on the CPU the f32cl rows permute around the f32 rows, so the two runs agree
+// bit for bit (losses, gradients, parameters, running statistics, evaluation outputs); on the GPU
+// (auto: channels-last) every layer of the model runs f32cl and the runs agree within TF32's noise.
+// The model has every layer type vgg_fer and mini_xception train in tf32 but dropout, whose keep
+// mask is indexed by the storage index (so the two layouts drop different elements).
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "data/dataset.h"
+#include "model/model_stack.h"
+#include "support/catch.h"
+#include "support/random_batch.h"
+#include "support/test_util.h"
+
+using namespace cnn;
+
+namespace {
+
+// conv -> batchnorm -> relu twice, a residual add, max and average pooling, flatten, dense.
+const char* kModel =
+    "name: layout\n"
+    "input: {channels: 2, height: 8, width: 8}\n"
+    "classes: [a, b, c]\n"
+    "layers:\n"
+    "  - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+    "  - {name: bn1, type: batchnorm}\n"
+    "  - {name: relu1, type: relu}\n"
+    "  - {name: conv2, type: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+    "  - {name: bn2, type: batchnorm}\n"
+    "  - {name: relu2, type: relu}\n"
+    "  - {name: sum, type: add, inputs: [relu1, relu2]}\n"
+    "  - {name: pool, type: maxpool, kernel: 2}\n"
+    "  - {name: avg, type: avgpool, kernel: 2}\n"
+    "  - {name: flat, type: flatten}\n"
+    "  - {name: fc, type: dense, units: 3}\n"
+    "train:\n"
+    "  deterministic: true\n"
+    "  batch_size: 8\n"
+    "  precision: tf32\n"
+    "  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n";
+
+constexpr int64_t kBatch = 8;
+constexpr int kSteps = 5;
+
+struct LayoutRun {
+  LayoutRun(const std::string& device, const std::string& layout)
+      : spec(parse_model_text(kModel, "layout.yaml", {"train.tf32_layout=" + layout})), stack(spec) {
+    stack.place(device, true);
+    stack.build_executor(kBatch).init_params(5);
+    stack.build_optimizer(spec.train.optimizer);
+    stack.build_loss(spec.loss, none);
+    stack.build_step(0.0, loss_scale_for(spec.train));
+    stack.step().set_cuda_graph(false, "test");
+  }
+
+  double run(uint64_t s) {
+    const std::vector<int32_t> labels = test::random_batch(stack.executor(), 7 + s, kBatch, 3);
+    return stack.step().run(labels.data(), kBatch, 0.05, s, 1).loss;
+  }
+  std::vector<float> params() { return sync(stack.executor().params()); }
+  std::vector<float> grads() { return sync(stack.executor().grads()); }
+  std::vector<float> buffers() { return sync(stack.executor().buffers()); }
+  std::vector<float> eval(uint64_t s) {
+    test::random_batch(stack.executor(), 100 + s, kBatch, 3);
+    stack.executor().forward(kBatch, false, 0, 0);
+    return sync(stack.executor().output());
+  }
+  std::vector<float> sync(const Tensor& t) {
+    stack.device().synchronize();
+    return t.to_vector();
+  }
+  // Every layer's activation dtype, in order.
+  std::vector<DType> dtypes() const {
+    std::vector<DType> out;
+    for (int i = 0; i < stack.graph().size(); ++i) out.push_back(stack.graph().node(i).layer->dtype());
+    return out;
+  }
+
+  Dataset none;
+  ModelSpec spec;
+  ModelStack stack;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(b[i]) * b[i];
+  return std::sqrt(d / std::max(n, 1e-30));
+}
+
+bool has_note(const LayoutRun& r, const std::string& text) {
+  for (const std::string& n : r.stack.graph().precision_notes())
+    if (n.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("tf32 channels-last on the cpu trains bit for bit like NCHW, and auto stays NCHW there", "[cpu]") {
+  LayoutRun cl("cpu", "nhwc"), nchw("cpu", "nchw"), autol("cpu", "auto");
+  for (DType t : cl.dtypes()) CHECK(t == DType::f32cl);
+  for (DType t : nchw.dtypes()) CHECK(t == DType::f32);
+  for (DType t : autol.dtypes()) CHECK(t == DType::f32);
+  // The model input (f32 NCHW) reaches conv1 through a planned cast; the loss reads f32.
+  CHECK(has_note(cl, "cast input -> conv1: f32 NCHW -> f32cl NHWC"));
+  CHECK(has_note(cl, "cast fc -> loss: f32cl -> f32"));
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    INFO("step " << s);
+    const double a = cl.run(s), b = nchw.run(s);
+    REQUIRE(std::isfinite(a));
+    CHECK(a == b);
+    CHECK(same_bits(cl.grads(), nchw.grads()));
+    CHECK(same_bits(cl.params(), nchw.params()));
+    CHECK(same_bits(cl.buffers(), nchw.buffers()));
+  }
+  CHECK(same_bits(cl.eval(0), nchw.eval(0)));
+}
+
+TEST_CASE("a bad train.tf32_layout names the key and the allowed values", "[cpu]") {
+  try {
+    parse_model_text(kModel, "layout.yaml", {"train.tf32_layout=nwhc"});
+    FAIL("accepted tf32_layout nwhc");
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    CHECK(what.find("tf32_layout") != std::string::npos);
+    CHECK(what.find("nhwc") != std::string::npos);
+  }
+}
+
+// TF32 multiplies with 10-bit mantissas: the two layouts' convolutions (different cuDNN kernels) and
+// batchnorm sums (different orders) differ by TF32 rounding, amplified through five SGD steps with
+// momentum and the relu and max-pool choices; measured on the H200 below these bounds.
+TEST_CASE("tf32 on cuda under tf32_layout auto stores every layer channels-last and trains like NCHW within TF32 noise",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  LayoutRun cl("cuda", "auto"), nchw("cuda", "nchw");
+  for (DType t : cl.dtypes()) CHECK(t == DType::f32cl);
+  CHECK_FALSE(has_note(cl, "stays f32"));
+  for (uint64_t s = 0; s < kSteps; ++s) {
+    INFO("step " << s);
+    const double a = cl.run(s), b = nchw.run(s);
+    REQUIRE(std::isfinite(a));
+    CHECK(std::abs(a - b) <= 1e-2 * std::abs(b));
+    CHECK(rel_l2(cl.grads(), nchw.grads()) <= 5e-2);
+    CHECK(rel_l2(cl.params(), nchw.params()) <= 1e-2);
+    CHECK(rel_l2(cl.buffers(), nchw.buffers()) <= 1e-2);
+  }
+  CHECK(rel_l2(cl.eval(0), nchw.eval(0)) <= 1e-2);
+}
