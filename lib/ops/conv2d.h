@@ -75,13 +75,15 @@ void conv2d_forward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, co
 void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                 const float* dy, float* dx, float* dw, float* db);
 // Winograd F(2x2, 3x3) on the CPU (conv2d_winograd_cpu.cpp), the "cpu:winograd" rows: 3x3, stride 1,
-// dilation 1, groups 1, padding <= 2 (backward_data runs it with padding 2 - pad). Forward and dx by
-// Winograd, dw and db by the im2col path above. Workspace: conv2d_cpu_winograd_workspace_bytes (of
-// the data convolution when `data`), plus the im2col path's for dw. The "cpu" default rows take it
-// where conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1, P and Q >= 8).
+// dilation 1, groups 1, padding <= 2 (backward_data runs it with padding 2 - pad). Forward, dx and
+// dw by Winograd (dw by its transpose, F(3x3, 2x2)), db by the im2col path's column sums.
+// Workspace: conv2d_cpu_winograd_workspace_bytes (of the data convolution when `data`), and
+// conv2d_cpu_winograd_filter_workspace_bytes for dw. The "cpu" default rows take it where
+// conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1, P and Q >= 8).
 bool conv2d_cpu_winograd_can_implement(const Conv2dShape& sh);
 bool conv2d_cpu_winograd_is_default(const Conv2dShape& sh);
 size_t conv2d_cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, bool data);
+size_t conv2d_cpu_winograd_filter_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh);
 void conv2d_forward_cpu_winograd(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                  const float* b, float* y);
 void conv2d_backward_cpu_winograd(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,

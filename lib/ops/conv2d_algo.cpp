@@ -116,7 +116,7 @@ static bool cpu_winograd_can_implement(const ExecContext& ctx, const Conv2dShape
 }
 // dw goes through the im2col path; forward and dx through Winograd's own scratch.
 static size_t cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir) {
-  if (dir == ConvDir::backward_filter) return cpu_workspace_bytes(ctx, sh, dir);
+  if (dir == ConvDir::backward_filter) return conv2d_cpu_winograd_filter_workspace_bytes(ctx, sh);
   return conv2d_cpu_winograd_workspace_bytes(ctx, sh, dir == ConvDir::backward_data);
 }
 static size_t no_workspace(const ExecContext&, const Conv2dShape&, ConvDir) { return 0; }

@@ -3,10 +3,14 @@
 // channel (V = B^T d B), the filters 16 per channel pair (U = G g G^T), and the 16 products
 // M[f] (K, T) = U[f] (K, C) * V[f] (C, T) are single-threaded SGEMMs over a block of T tiles taken
 // from one or several images; y's 2x2 output tiles are A^T M A. backward_data is the same algorithm
-// on dy with the filters rotated and channels swapped, padding 2 - pad; backward_filter is im2col.
+// on dy with the filters rotated and channels swapped, padding 2 - pad. backward_filter is its
+// transpose, F(3x3, 2x2): dw (3x3) = G^T [sum over tiles of (A e A^T) (.) (B^T d B)] G, e a 2x2 tile
+// of dy and d the 4x4 tile of x the forward reads for it, so the 16 products are
+// M[f] (K, C) += E[f] (K, T) * V[f] (C, T)^T, each thread summing its blocks' tiles into its own M.
 // Trap: a block of tile rows may span images (small layers) or cut one (large ones); every output
-// tile is written by exactly one block, so no sums cross threads, but the block size follows the
-// thread count.
+// tile is written by exactly one block, so no forward or data sums cross threads, but the block
+// size follows the thread count; the filter gradient adds the threads' M in thread order, so its
+// bits depend on the thread count (as the im2col filter gradient's do).
 #include <omp.h>
 
 #include <algorithm>
@@ -36,8 +40,9 @@ struct WinoGeom {
 // least 64 and at most 1024 tiles (one tile row at least), the blocks cut evenly, a multiple of the
 // thread count of them.
 constexpr int64_t kBlockFloats = int64_t{1} << 19, kMinTiles = 64, kMaxTiles = 1024;
-int64_t rows_per_block(const WinoGeom& g, int threads) {
-  const int64_t want_tiles = std::clamp<int64_t>(kBlockFloats / (16 * (g.C + g.K)), kMinTiles, kMaxTiles);
+int64_t rows_per_block(const WinoGeom& g, int threads, int64_t block_floats = kBlockFloats,
+                       int64_t max_tiles = kMaxTiles) {
+  const int64_t want_tiles = std::clamp<int64_t>(block_floats / (16 * (g.C + g.K)), kMinTiles, max_tiles);
   const int64_t total = g.N * g.tiles_h(), want = std::max<int64_t>(1, want_tiles / g.tiles_w());
   int64_t blocks = (total + want - 1) / want;
   blocks = std::min(total, (blocks + threads - 1) / threads * threads);
@@ -195,6 +200,123 @@ void winograd(const ExecContext& ctx, const WinoGeom& g, const float* x, Filter 
   errors.rethrow();
 }
 
+// E[f] (K, ld) for the tiles of tile rows [r0, r0 + nr): A e A^T of each 2x2 tile e of dy (zeros
+// past P and Q), A = [1 0; 1 1; 1 -1; 0 -1] (the transpose of the forward's A^T). rows: 2 (2 TW)
+// floats.
+CNN_SIMD_CLONES void transform_dy(const WinoGeom& g, const float* dy, int64_t r0, int64_t nr, int64_t ld, float* e,
+                                  float* rows) {
+  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld;
+  float* e0 = rows;
+  float* e1 = rows + 2 * tw;
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t j = 0; j < nr; ++j) {
+      const int64_t n = (r0 + j) / th, p = 2 * ((r0 + j) % th);
+      const float* dk = dy + (n * g.K + k) * PQ + p * g.Q;
+      std::copy(dk, dk + g.Q, e0);
+      std::fill(e0 + g.Q, e0 + 2 * tw, 0.0f);
+      if (p + 1 < g.P) std::copy(dk + g.Q, dk + 2 * g.Q, e1);
+      else std::fill(e1, e1 + g.Q, 0.0f);
+      std::fill(e1 + g.Q, e1 + 2 * tw, 0.0f);
+      float* out = e + k * ld + j * tw;
+      for (int64_t q = 0; q < tw; ++q) {
+        const float a0 = e0[2 * q], a1 = e0[2 * q + 1], b0 = e1[2 * q], b1 = e1[2 * q + 1];
+        const float t[4][2] = {{a0, a1}, {a0 + b0, a1 + b1}, {a0 - b0, a1 - b1}, {-b0, -b1}};  // A e
+        for (int i = 0; i < 4; ++i) {  // (A e) A^T
+          float* o = out + (i * 4) * fs + q;
+          o[0] = t[i][0];
+          o[fs] = t[i][0] + t[i][1];
+          o[2 * fs] = t[i][0] - t[i][1];
+          o[3 * fs] = -t[i][1];
+        }
+      }
+    }
+}
+
+// dw (K, C, 3, 3) = G^T M G of each (k, c)'s 16 sums m (M[f] (K, C)), G^T = [1 .5 .5 0; 0 .5 -.5 0;
+// 0 .5 .5 1].
+CNN_SIMD_CLONES void transform_dw(int64_t K, int64_t C, const float* m, float* dw) {
+  const int64_t fs = K * C;
+  for (int64_t kc = 0; kc < K * C; ++kc) {
+    float t[3][4];  // G^T M
+    for (int j = 0; j < 4; ++j) {
+      const float m0 = m[j * fs + kc], m1 = m[(4 + j) * fs + kc], m2 = m[(8 + j) * fs + kc], m3 = m[(12 + j) * fs + kc];
+      t[0][j] = m0 + 0.5f * (m1 + m2);
+      t[1][j] = 0.5f * (m1 - m2);
+      t[2][j] = 0.5f * (m1 + m2) + m3;
+    }
+    float* o = dw + kc * 9;
+    for (int i = 0; i < 3; ++i) {  // (G^T M) G
+      o[i * 3 + 0] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+      o[i * 3 + 1] = 0.5f * (t[i][1] - t[i][2]);
+      o[i * 3 + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+    }
+  }
+}
+
+// Per thread for the filter gradient: the forward's block buffers (V, then E where the forward has
+// M) and the thread's M (16 K C).
+// The filter gradient's blocks are four times larger: its 16 GEMMs per block have small (K, C)
+// outputs and a reduction over the block's tiles, so longer blocks call SGEMM with more work each.
+// On fer_cnn's five 3x3 layers (batch 64, 2 threads, 5 repeats, twice): 2 MB blocks took 0.8-1.2x
+// im2col's time, 8 MB blocks (at most 4096 tiles) 0.6-0.85x (conv3a 1.05x), 4 and 32 MB mixed.
+constexpr int64_t kFilterBlockFloats = kBlockFloats * 4, kFilterMaxTiles = 4096;
+int64_t filter_rows_per_block(const WinoGeom& g, int threads) {
+  return rows_per_block(g, threads, kFilterBlockFloats, kFilterMaxTiles);
+}
+int64_t filter_thread_floats(const WinoGeom& g, int threads) {
+  const int64_t tiles = filter_rows_per_block(g, threads) * g.tiles_w();
+  return (Checked(16) * (g.C + g.K) * tiles + Checked(4) * (2 * g.tiles_w() + 2) + Checked(16) * g.K * g.C)
+      .value("conv2d winograd: the scratch");
+}
+
+// dw (K, C, 3, 3) from x (forward geometry g) and dy: every thread sums its blocks (round-robin)
+// into its own M, the threads' M are added in thread order, then G^T M G.
+void winograd_filter(const ExecContext& ctx, const WinoGeom& g, const float* x, const float* dy, float* dw) {
+  const int threads = std::max(1, ctx.threads());
+  const int64_t rb = filter_rows_per_block(g, threads), total = g.N * g.tiles_h(), blocks = (total + rb - 1) / rb;
+  const int64_t ld = rb * g.tiles_w();
+  const int64_t per_thread = filter_thread_floats(g, threads), mc = 16 * g.K * g.C;
+  std::vector<float> local;
+  const size_t count = size_t((Checked(per_thread) * threads).value("conv2d winograd: the scratch"));
+  if (!ctx.workspace) local.resize(count);
+  float* scratch = ctx.workspace ? ctx.workspace->get(count) : local.data();
+  auto thread_m = [&](int t) { return scratch + per_thread * t + 16 * (g.C + g.K) * ld; };
+  const int used = int(std::min<int64_t>(threads, blocks));  // threads that get a block
+  BlasSerialScope blas;
+  ParallelErrors errors;
+#pragma omp parallel num_threads(threads)
+  {
+    errors.run([&] {
+      const int t = omp_get_thread_num();
+      float* v = scratch + per_thread * t;
+      float* e = v + 16 * g.C * ld;
+      float* m = thread_m(t);
+      float* rows = m + mc;
+      for (int64_t blk = t; blk < blocks; blk += omp_get_num_threads()) {
+        const int64_t r0 = blk * rb, nr = std::min(rb, total - r0), nt = nr * g.tiles_w();
+        transform_input(g, x, r0, nr, ld, v, rows);
+        transform_dy(g, dy, r0, nr, ld, e, rows);
+        const float beta = blk == t ? 0.0f : 1.0f;  // the thread's first block overwrites its M
+        for (int f = 0; f < 16; ++f)  // M[f] (K, C) += E[f] (K, nt) * V[f] (C, nt)^T
+          sgemm_serial(false, true, g.K, g.C, nt, 1.0f, e + f * g.K * ld, ld, v + f * g.C * ld, ld, beta,
+                       m + f * g.K * g.C, g.C);
+      }
+    });
+#pragma omp barrier
+    if (!errors.failed()) {
+      float* m0 = thread_m(0);
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < mc; ++i) {
+        float acc = m0[i];
+        for (int t = 1; t < used; ++t) acc += thread_m(t)[i];
+        m0[i] = acc;
+      }
+    }
+  }
+  errors.rethrow();
+  transform_dw(g.K, g.C, thread_m(0), dw);
+}
+
 WinoGeom forward_geom(const Conv2dShape& sh) {
   return {sh.N, sh.C, sh.H, sh.W, sh.K, sh.P, sh.Q, sh.pad_h, sh.pad_w};
 }
@@ -235,6 +357,12 @@ size_t conv2d_cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dS
                        "conv2d winograd workspace");
 }
 
+size_t conv2d_cpu_winograd_filter_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh) {
+  const int threads = std::max(1, ctx.threads());
+  return checked_bytes(Checked(filter_thread_floats(forward_geom(sh), threads)) * threads, sizeof(float),
+                       "conv2d winograd workspace");
+}
+
 void conv2d_forward_cpu_winograd(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
                                  const float* b, float* y) {
   check_winograd(sh);
@@ -252,7 +380,8 @@ void conv2d_backward_cpu_winograd(const ExecContext& ctx, const Conv2dShape& sh,
     winograd(ctx, data_geom(sh), dy, [w, C](int64_t c, int64_t k) { return w + (k * C + c) * 9; }, true, nullptr,
              dx);
   }
-  if (dw || db) conv2d_backward_cpu(ctx, sh, x, w, dy, nullptr, dw, db);
+  if (dw) winograd_filter(ctx, forward_geom(sh), x, dy, dw);
+  if (db) conv2d_backward_cpu(ctx, sh, x, w, dy, nullptr, nullptr, db);
 }
 
 }  // namespace cnn
