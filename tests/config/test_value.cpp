@@ -64,7 +64,7 @@ TEST_CASE("map keys keep the order of the file", "[cpu]") {
   CHECK(keys(parse_yaml("zeta: 1\nalpha: 2\nmid: 3\n", "t.yaml")) == std::vector<std::string>{"zeta", "alpha", "mid"});
 }
 
-TEST_CASE("plain scalars take their YAML 1.2 core-schema kind; quoted ones are strings", "[cpu]") {
+TEST_CASE("plain scalars take their YAML 1.2 core-schema kind, quoted ones are strings", "[cpu]") {
   Value root = parse_yaml("a: \"3\"\nb: 3\nc: 'true'\nd: 1e-4\ne: .inf\nf: True\ng: yes\nh: +7\ni: !!str 5\n", "t.yaml");
   CHECK(root["a"].kind() == Value::Kind::string);
   CHECK(root["a"].quoted());

@@ -67,7 +67,7 @@ TEST_CASE("a gzip stream whose CRC-32 or length check fails is an error naming t
   }
 }
 
-TEST_CASE("concatenated gzip members read as one file; other bytes after a member are an error", "[cpu]") {
+TEST_CASE("concatenated gzip members read as one file, other bytes after a member are an error", "[cpu]") {
   cnn::test::TempDir dir;
   const std::string path = (dir / "two.gz").string();
   cnn::test::write_text_file(path, cnn::test::gzip_stored({"ab"}) + cnn::test::gzip_stored({"cd", "e"}));

@@ -111,7 +111,7 @@ TEST_CASE("weight packs follow the chosen algorithms: cuDNN's krsc merges with t
   CHECK(b[0].copy == b[1].copy);
 }
 
-TEST_CASE("weight packs in fp16 are f16 copies; a cudnn-placed layer reads krsc both ways", "[cpu]") {
+TEST_CASE("weight packs in fp16 are f16 copies, a cudnn-placed layer reads krsc both ways", "[cpu]") {
   if (!has_cuda_rows()) return;
   std::unique_ptr<Graph> g = gpu_graph({"train.precision=fp16"}, Backend::cudnn);
   if (!find_impl(conv2d_table(ConvDir::forward), Backend::cudnn, DType::f16)) return;

@@ -93,7 +93,7 @@ TEST_CASE("convert: the emulation helpers widen and narrow through channels-last
   CHECK_THROWS_AS(widen(f32.data(), d), Error);  // an f32 operand is not widened
 }
 
-TEST_CASE("convert: a permute in place is refused; bf16 tensors refuse f32 access", "[cpu]") {
+TEST_CASE("convert: a permute in place is refused, bf16 tensors refuse f32 access", "[cpu]") {
   const ExecContext ctx = ExecContext::cpu(1);
   const ActDims d{1, 2, 2, 2};
   Tensor t = Tensor::zeros(Shape{1, 2, 2, 2}, Device::cpu, "t", DType::bf16);

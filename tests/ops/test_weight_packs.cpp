@@ -106,7 +106,7 @@ TEST_CASE("batched weight pack: the table refuses what it cannot pack", "[cpu]")
   CHECK(table.empty());
 }
 
-TEST_CASE("a prepacked copy is taken only in the dtype and layout the row reads; none means the row packs", "[cpu]") {
+TEST_CASE("a prepacked copy is taken only in the dtype and layout the row reads, none means the row packs", "[cpu]") {
   int dummy = 0;
   const PackedWeights16 none;
   CHECK(packed_weights_for(none, DType::bf16, Bf16WeightLayout::krsc, "test") == nullptr);
@@ -117,7 +117,7 @@ TEST_CASE("a prepacked copy is taken only in the dtype and layout the row reads;
   CHECK_THROWS(packed_weights_for(krsc, DType::f16, Bf16WeightLayout::krsc, "test"));
 }
 
-TEST_CASE("each 16-bit conv row names the weight layout it reads per direction; f32 and cpu rows none", "[cpu]") {
+TEST_CASE("each 16-bit conv row names the weight layout it reads per direction, f32 and cpu rows none", "[cpu]") {
   const Conv2dShape dense = Conv2dShape::make(4, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1);
   const Conv2dShape depthwise = Conv2dShape::make(4, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16);
   auto layout = [](ConvDir d, const char* name, DType t, const Conv2dShape& sh) {

@@ -118,7 +118,7 @@ TEST_CASE("loss scaler: the GPU takes the same decisions and gives the same grad
   for (size_t i = 0; i < x.size(); ++i) CHECK(got[i] == x[i] * 1024.0f);
 }
 
-TEST_CASE("loss scaler: scale_gradient multiplies by the scale; the scale stays within 2^-24 and 2^24", "[cpu]") {
+TEST_CASE("loss scaler: scale_gradient multiplies by the scale, the scale stays within 2^-24 and 2^24", "[cpu]") {
   const ExecContext ctx = ExecContext::cpu(1);
   LossScaler s(spec(65536.0, 2000), ctx);
   std::vector<float> x{1.0f, -0.5f, 3.0f};

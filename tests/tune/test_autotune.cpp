@@ -549,12 +549,13 @@ TEST_CASE("a per-candidate tolerance admits a TF32 candidate that the FP32 limit
   }
 }
 
-TEST_CASE("only cuDNN's f32 convolution rows follow the math mode; ours, the CPU's and bf16 rows do not", "[cpu]") {
+TEST_CASE("only cuDNN's f32 and f32cl convolution rows follow the math mode, ours, the CPU's and 16-bit rows do not",
+          "[cpu]") {
   int cudnn_rows = 0;
   for (ConvDir d : kConvDirs)
     for (const ConvAlgo& a : conv2d_table(d).rows) {
       INFO(a.name << " " << to_string(a.dtype));
-      if (a.dtype != DType::f32) {  // bf16 products whatever the call allows
+      if (is_16bit(a.dtype)) {  // bf16 or f16 products whatever the call allows
         CHECK(!a.follows_math);
         continue;
       }
