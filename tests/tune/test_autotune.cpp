@@ -696,6 +696,29 @@ TEST_CASE("a bf16 conv probe runs bf16 rows on bf16 operands against the FP32 re
   CHECK(probe.run_and_compare(sloppy) > kBf16AccuracyTolerance);
 }
 
+// f32cl (tf32's channels-last activations): the probe uploads x and dy channels-last and reads y
+// and dx back through the same permute, so an f32cl row (here the CPU's, an f32 convolution between
+// permutes) is as accurate as an f32 one; an NCHW f32 row fed the channels-last operands (View::f32()
+// reads both) computes garbage, which the probe's error shows.
+TEST_CASE("an f32cl conv probe runs f32cl rows on channels-last operands against the FP32 reference", "[cpu]") {
+  const ExecContext ctx = ExecContext::cpu(1);
+  const Conv2dShape sh = Conv2dShape::make(2, 8, 7, 6, 8, 3, 3, 1, 1, 1, 1);
+  ConvProbe probe(ctx, sh, 1, DType::f32cl);
+  CHECK(probe.dtype() == DType::f32cl);
+  const ConvOperands fwd = probe.operands(ConvDir::forward);
+  CHECK(fwd.x.dtype() == DType::f32cl);
+  CHECK(fwd.y.dtype() == DType::f32cl);
+  CHECK(fwd.w.dtype() == DType::f32);
+  for (ConvDir d : kConvDirs)
+    for (int set : {0, 1}) {
+      INFO(to_string(d) << ", input set " << set);
+      probe.use_input_set(set);
+      CHECK(probe.run_and_compare(conv2d_algo(d, "cpu:im2col_gemm", DType::f32cl)) < kConvAccuracyTolerance);
+    }
+  probe.use_input_set(0);
+  CHECK(probe.run_and_compare(conv2d_algo(ConvDir::forward, "cpu:im2col_gemm")) > 0.1);
+}
+
 TEST_CASE("an f16 conv probe runs f16 rows within two f16 roundings, its set-1 gradients in f16's normal range",
           "[cpu]") {
   const ExecContext ctx = ExecContext::cpu(1);
