@@ -202,7 +202,12 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype,
     cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
     cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
   }
-  cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
+  // f32cl's bias and db (cudnnAddTensor onto y, cudnnConvolutionBackwardBias of dy) are described
+  // in y's format; the 16-bit rows do not use this descriptor.
+  if (dtype == DType::f32cl)
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.bias, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, static_cast<int>(sh.K), 1, 1));
+  else
+    cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, nhwc ? cudnn_type_nhwc(dtype) : CUDNN_DATA_FLOAT,
                                          nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
                                          static_cast<int>(sh.C / sh.groups), static_cast<int>(sh.R),
