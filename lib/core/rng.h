@@ -15,22 +15,29 @@ struct Philox4 {
   uint32_t v[4];
 };
 
+// One Philox round on the counter (c0, c1, c2, c3) under the round's key (k0, k1); the key then
+// advances by the Weyl constants (philox_next_key). Shared with the CPU dropout's vectorised copy.
+CNN_HD void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
+  const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+  const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+  const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+  c0 = n0;
+  c1 = static_cast<uint32_t>(p1);
+  c2 = n2;
+  c3 = static_cast<uint32_t>(p0);
+}
+CNN_HD void philox_next_key(uint32_t& k0, uint32_t& k1) {
+  k0 += 0x9E3779B9u;
+  k1 += 0xBB67AE85u;
+}
+
 CNN_HD Philox4 philox4x32(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
   uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
   uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    philox_round(c0, c1, c2, c3, k0, k1);
+    philox_next_key(k0, k1);
   }
   return Philox4{{c0, c1, c2, c3}};
 }

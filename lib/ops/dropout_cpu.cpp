@@ -87,15 +87,8 @@ CNN_SIMD_CLONES static void mask_group(
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
 #pragma omp simd
-    for (int64_t l = 0; l < kGroup; ++l) {
-      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[l];
-      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[l];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
-      c0[l] = n0, c1[l] = static_cast<uint32_t>(p1), c2[l] = n2, c3[l] = static_cast<uint32_t>(p0);
-    }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    for (int64_t l = 0; l < kGroup; ++l) philox_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
+    philox_next_key(k0, k1);
   }
   uint32_t bits[4 * kGroup];  // in counter order
   for (int64_t l = 0; l < kGroup; ++l)
