@@ -26,6 +26,26 @@ static PoolDivs<Div> divs_of(const PoolDims& d) {
   return PoolDivs<Div>{Div(d.H), Div(d.W), Div(d.P), Div(d.Q), Div(d.stride_h), Div(d.stride_w)};
 }
 
+// A flat index of a (planes, rows, cols) tensor split into its plane (N * C index, type I) and its
+// int32 row and column: (plane, p, q) of y or (plane, h, w) of x.
+template <typename I>
+struct PlaneIndex {
+  I plane;
+  int row, col;
+};
+// by_rows, by_cols divide by rows, cols; I is Div::Index (int32_t for FastDiv32, int64_t for PlainDiv64).
+template <typename Div>
+static __device__ __forceinline__ PlaneIndex<typename Div::Index> split_plane_index(typename Div::Index i,
+                                                                                    const Div& by_rows, int rows,
+                                                                                    const Div& by_cols, int cols) {
+  using I = typename Div::Index;
+  const I t = by_cols.div(i);
+  const int col = static_cast<int>(i - t * cols);
+  const I plane = by_rows.div(t);
+  const int row = static_cast<int>(t - plane * rows);
+  return PlaneIndex<I>{plane, row, col};
+}
+
 template <typename Div, bool kMax>
 static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv,
                                                     const float* __restrict__ x,  // (N, C, H, W)
@@ -34,10 +54,7 @@ static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv
   const I total = static_cast<I>(d.planes) * d.P * d.Q;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
-    const I t = dv.Q.div(o);
-    const int q = static_cast<int>(o - t * d.Q);
-    const I plane = dv.P.div(t);
-    const int p = static_cast<int>(t - plane * d.P);
+    const auto [plane, p, q] = split_plane_index(o, dv.P, d.P, dv.Q, d.Q);
     const float* xp = x + plane * d.H * d.W;
     const Window win = clipped_window(d, p, q);
     float acc = kMax ? xp[win.h0 * d.W + win.w0] : 0.0f;
@@ -97,10 +114,7 @@ static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> d
   const I total = static_cast<I>(d.planes) * d.H * d.W;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I e = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    const I t = dv.W.div(e);
-    const int w = static_cast<int>(e - t * d.W);
-    const I plane = dv.H.div(t);
-    const int h = static_cast<int>(t - plane * d.H);
+    const auto [plane, h, w] = split_plane_index(e, dv.H, d.H, dv.W, d.W);
     const float* xp = x + plane * d.H * d.W;
     const I out0 = plane * d.P * d.Q;
     const float v = kMax ? xp[h * d.W + w] : 0.0f;  // avg never reads x
@@ -148,10 +162,7 @@ static __global__ void pool2d_backward_disjoint_kernel(PoolDims d, PoolDivs<Div>
   const I total = static_cast<I>(d.planes) * d.P * d.Q;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
-    const I t = dv.Q.div(o);
-    const int q = static_cast<int>(o - t * d.Q);
-    const I plane = dv.P.div(t);
-    const int p = static_cast<int>(t - plane * d.P);
+    const auto [plane, p, q] = split_plane_index(o, dv.P, d.P, dv.Q, d.Q);
     const float* xp = x + plane * d.H * d.W;
     float* dxp = dx + plane * d.H * d.W;
     const float m = __ldg(y + o), g = __ldg(dy + o);
