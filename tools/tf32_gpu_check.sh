@@ -9,7 +9,8 @@
 # (default ./tf32-out).
 # Usage: tools/tf32_gpu_check.sh [BUILD_DIR] [--no-pytorch]   (from the repository root)
 set -uo pipefail
-out="${OUT:-tf32-out}"; mkdir -p "$out"; b="${1:-build-gpu}"; sum="$out/summary.txt"
+out="${OUT:-tf32-out}"; mkdir -p "$out"; b="${1:-build-gpu}"; pytorch="${2:-}"; sum="$out/summary.txt"
+# (the loops below reuse the positional parameters: the arguments are read here, once)
 step() { echo "== $1 ($(date +%T))" | tee -a "$sum"; }
 rows=("mini_xception 32" "mini_xception 256" "vgg_fer 64" "vgg_fer 640")
 
@@ -48,7 +49,7 @@ for r in "${rows[@]}"; do
   done
 done
 
-if [ "${2:-}" != "--no-pytorch" ]; then
+if [ "$pytorch" != "--no-pytorch" ]; then
   step "PyTorch's TF32 beside ours"
   for m in "mini_xception --batch 32 --batch 256" "vgg_fer --batch 64 --batch 640"; do
     set -- $m

@@ -22,6 +22,10 @@
 // permute), dw through a KRSC FP32 copy permuted back, the bias by cudnnAddTensor and db by
 // cudnnConvolutionBackwardBias on the NHWC descriptors; the math follows the call like the f32 rows
 // (tf32: CUDNN_DEFAULT_MATH). No 16-bit rounding anywhere, so none of the 16-bit refusals apply.
+// The bias add and db see y and dy as (N P Q, K, 1, 1) NCHW, the same bytes. Grouped and depthwise
+// shapes are refused in f32cl: cuDNN is the only f32cl convolution on a GPU, and whether its NHWC
+// FP32 engines take them (deterministically too) has not been measured, so such a layer stays f32
+// NCHW (Graph::choose_backends) rather than failing at autotune.
 // F16 rows (dtype f16, the same names): the same with CUDNN_DATA_HALF (run_16<f16>) and the same
 // refusals, whose reasons hold for f16 (accurate_enough, make_row). Their dw passes through an f16
 // copy, so a loss-scaled filter gradient past 65504 becomes inf there (our own cuda rows keep dw
@@ -151,6 +155,7 @@ bool accurate_enough(ConvDir dir, int id, const Conv2dShape&, DType dtype) {
 struct ConvDescs {
   DType dtype = DType::f32;            // f32: NCHW float; f32cl, bf16, f16: NHWC, filter KRSC
   cudnn::TensorDescriptor x, y, bias;  // x (N, C, H, W), y/dy (N, K, P, Q), bias/db (1, K, 1, 1) f32
+  cudnn::TensorDescriptor y_rows;      // f32cl: y/dy as (N P Q, K, 1, 1) NCHW
   cudnn::FilterDescriptor w;           // (K, C/groups, R, S)
   cudnn::ConvolutionDescriptor conv;
   std::array<std::array<int64_t, kMaxAlgos>, kDirs> workspace;
@@ -202,12 +207,10 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype,
     cudnn::set_nchw(d.x, sh.N, sh.C, sh.H, sh.W, what);
     cudnn::set_nchw(d.y, sh.N, sh.K, sh.P, sh.Q, what);
   }
-  // f32cl's bias and db (cudnnAddTensor onto y, cudnnConvolutionBackwardBias of dy) are described
-  // in y's format; the 16-bit rows do not use this descriptor.
-  if (dtype == DType::f32cl)
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.bias, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, static_cast<int>(sh.K), 1, 1));
-  else
-    cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
+  cudnn::set_nchw(d.bias, 1, sh.K, 1, 1, what);
+  // f32cl's bias add and bias gradient see y and dy as the NCHW tensor (N P Q, K, 1, 1) they are
+  // byte for byte: cuDNN's NCHW broadcast and reduction, not its NHWC ones.
+  if (dtype == DType::f32cl) cudnn::set_nchw(d.y_rows, sh.N * sh.P * sh.Q, sh.K, 1, 1, what);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, nhwc ? cudnn_type_nhwc(dtype) : CUDNN_DATA_FLOAT,
                                          nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(sh.K),
                                          static_cast<int>(sh.C / sh.groups), static_cast<int>(sh.R),
@@ -422,7 +425,7 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
   if (dir == ConvDir::backward_filter && !f.dw) {  // db alone: no convolution
     cudnnHandle_t h = cudnn::handle(ctx, what);
     const ConvDescs& d = descs(ctx, sh, op.math, DType::f32cl, what);
-    CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y, f.dy, &zero, d.bias, f.db));
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y_rows, f.dy, &zero, d.bias, f.db));
     return;
   }
   const Call c = prepare(ctx, sh, op.math, DType::f32cl, dir, algo, what);
@@ -435,7 +438,7 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
       permute_filter(ctx, sh, f.w, Layout::nchw, krsc, Layout::nhwc);
       CUDNN_CHECK(cudnnConvolutionForward(c.h, &one, c.d.x, f.x, c.d.w, krsc, c.d.conv,
                                           cudnnConvolutionFwdAlgo_t(c.algo), ws, bytes, &zero, c.d.y, f.y));
-      if (f.b) CUDNN_CHECK(cudnnAddTensor(c.h, &one, c.d.bias, f.b, &one, c.d.y, f.y));
+      if (f.b) CUDNN_CHECK(cudnnAddTensor(c.h, &one, c.d.bias, f.b, &one, c.d.y_rows, f.y));
       break;
     case ConvDir::backward_data:
       permute_filter(ctx, sh, f.w, Layout::nchw, krsc, Layout::nhwc);
@@ -447,7 +450,7 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
                                                  cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, bytes, &zero, c.d.w,
                                                  krsc));
       permute_filter(ctx, sh, krsc, Layout::nhwc, f.dw, Layout::nchw);
-      if (f.db) CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y, f.dy, &zero, c.d.bias, f.db));
+      if (f.db) CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y_rows, f.dy, &zero, c.d.bias, f.db));
       break;
   }
 }
@@ -532,6 +535,7 @@ bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math,
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
     if (is_16(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+    if (dtype == DType::f32cl && sh.groups != 1) return false;  // see the f32cl note at the top
     if (!accurate_enough(dir, algo, sh, dtype)) return false;
     const char* what = "conv2d cudnn can_implement";
     cudnnHandle_t h = cudnn::handle(ctx, what);
@@ -548,6 +552,7 @@ bool default_can_implement(const ExecContext& ctx, const Conv2dShape& sh, DType 
   if (!conv2d_cudnn_supports(sh)) return false;
   if (dtype == DType::f32) return true;
   if (is_16(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+  if (dtype == DType::f32cl && sh.groups != 1) return false;  // see the f32cl note at the top
   if (ctx.device != Device::cuda || !ctx.cudnn_handle) return true;
   for (int algo = 0; algo < kMaxAlgos; ++algo)
     if (find_algo(dir, algo) && can_implement(ctx, sh, math, dtype, dir, algo)) return true;

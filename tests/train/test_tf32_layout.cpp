@@ -1,9 +1,11 @@
 // tf32 with channels-last FP32 activations (train.tf32_layout nhwc, DType::f32cl) against the same
-// model with NCHW ones: on the CPU the f32cl rows permute around the f32 rows, so the two runs agree
-// bit for bit (losses, gradients, parameters, running statistics, evaluation outputs); on the GPU
+// model with NCHW ones: on the CPU the f32cl rows permute around the f32 rows (the convolution
+// through im2col, which the f32 rows also take on this model's 8-channel layers), so the two runs
+// agree bit for bit (losses, gradients, parameters, running statistics, evaluation outputs); on the GPU
 // (auto: channels-last) every layer of the model runs f32cl and the runs agree within TF32's noise.
 // The model has every layer type vgg_fer and mini_xception train in tf32 but dropout, whose keep
 // mask is indexed by the storage index (so the two layouts drop different elements).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "config/model_spec.h"
 #include "data/dataset.h"
+#include "graph/graph.h"
 #include "model/model_stack.h"
 #include "support/catch.h"
 #include "support/random_batch.h"
@@ -133,6 +136,39 @@ TEST_CASE("a bad train.tf32_layout names the key and the allowed values", "[cpu]
     CHECK(what.find("tf32_layout") != std::string::npos);
     CHECK(what.find("nhwc") != std::string::npos);
   }
+}
+
+// Grouped and depthwise convolutions have no f32cl row on a GPU (cuDNN's NHWC FP32 support for them
+// is unmeasured): such a layer stays f32 NCHW, reported, with casts planned around it; its
+// neighbours stay channels-last. Choosing GPU backends needs a CUDA build, not a GPU.
+TEST_CASE("under tf32_layout nhwc on cuda a depthwise conv stays f32 with casts, its neighbours f32cl", "[cpu]") {
+  if (!backend_built(Backend::cudnn)) return;
+  const ModelSpec spec = parse_model_text(
+      "name: dw\n"
+      "input: {channels: 8, height: 8, width: 8}\n"
+      "classes: [a, b]\n"
+      "layers:\n"
+      "  - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+      "  - {name: dw1, type: conv2d, filters: 8, kernel: 3, padding: 1, groups: 8}\n"
+      "  - {name: bn1, type: batchnorm}\n"
+      "  - {name: gap, type: global_avgpool}\n"
+      "  - {name: fc, type: dense, units: 2}\n"
+      "train: {precision: tf32, tf32_layout: nhwc}\n",
+      "dw.yaml");
+  std::unique_ptr<Graph> g = Graph::build(spec);
+  g->choose_backends(Device::cuda);
+  const std::vector<DType> want{DType::f32cl, DType::f32, DType::f32cl, DType::f32cl, DType::f32cl};
+  for (int i = 0; i < g->size(); ++i) {
+    INFO(g->node(i).layer->name());
+    CHECK(g->node(i).layer->dtype() == want[size_t(i)]);
+  }
+  const std::vector<std::string>& notes = g->precision_notes();
+  auto has = [&](const std::string& text) {
+    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  CHECK(has("layer 'dw1' (conv2d) stays f32: no f32cl implementation of it on the cuda"));
+  CHECK(has("cast conv1 -> dw1: f32cl NHWC -> f32 NCHW"));
+  CHECK(has("cast dw1 -> bn1: f32 NCHW -> f32cl NHWC"));
 }
 
 // TF32 multiplies with 10-bit mantissas: the two layouts' convolutions (different cuDNN kernels) and
