@@ -19,13 +19,16 @@
 #include "model/model_stack.h"
 #include "ops/conv2d_algo.h"
 #include "support/catch.h"
-#include "support/random_batch.h"
+#include "support/step_run.h"
 #include "support/test_util.h"
 #include "tune/autotune.h"
 
 using namespace cnn;
 
 namespace {
+
+using test::rel_l2;
+using test::same_bits;
 
 // vgg_fer's pattern, small: conv (with bias) -> batchnorm -> relu, twice, then pool and dense.
 const char* kModel =
@@ -50,19 +53,19 @@ const char* kModel =
 constexpr int64_t kBatch = 8;
 constexpr int kSteps = 6;
 
-struct FoldRun {
+struct FoldRun : test::StepRun {
   // force_fp32: fold through the graph's test switch (fp32 layers are never folded otherwise).
   // tune: the autotuner chooses the conv algorithms (no disk cache), as a training run's would.
   FoldRun(const std::string& device, const std::string& precision, bool fold, bool force_fp32 = false,
           bool tune = false)
-      : spec(parse_model_text(kModel, "folded.yaml",
-                              {"train.precision=" + precision,
-                               std::string("train.fold_conv_bias=") + (fold ? "true" : "false")})),
-        stack(spec) {
+      : StepRun(parse_model_text(kModel, "folded.yaml",
+                                 {"train.precision=" + precision,
+                                  std::string("train.fold_conv_bias=") + (fold ? "true" : "false")}),
+                kBatch, 3) {
     if (force_fp32) stack.graph().fold_conv_biases(fold, true);
     stack.place(device, true);
     if (tune) stack.autotune(kBatch, AutotuneOptions{});
-    stack.build_executor(kBatch).init_params(5);
+    build_executor(5);
     // Conv biases far from zero (they start at zero), so folding them moves real numbers.
     std::vector<float> p = stack.executor().params().to_vector();
     Rng rng(17, static_cast<uint64_t>(RngStream::test));
@@ -70,34 +73,9 @@ struct FoldRun {
       if (e.name == "conv1.bias" || e.name == "conv2.bias")
         for (int64_t i = 0; i < e.shape.numel(); ++i) p[size_t(e.offset + i)] = 1.5f * rng.normal();
     stack.executor().params().copy_from(Tensor::from_vector(stack.executor().params().shape(), p));
-    stack.build_optimizer(spec.train.optimizer);
-    stack.build_loss(spec.loss, none);
-    stack.build_step(0.0, loss_scale_for(spec.train));
-    stack.step().set_cuda_graph(false, "test");
-  }
-
-  double run(uint64_t s) {
-    const std::vector<int32_t> labels = test::random_batch(stack.executor(), 7 + s, kBatch, 3);
-    return stack.step().run(labels.data(), kBatch, 0.05, s, 1).loss;
-  }
-  std::vector<float> params() { return sync(stack.executor().params()); }
-  std::vector<float> grads() { return sync(stack.executor().grads()); }
-  std::vector<float> buffers() { return sync(stack.executor().buffers()); }
-  // Evaluation mode (running statistics) on the batch of seed s.
-  std::vector<float> eval(uint64_t s) {
-    test::random_batch(stack.executor(), 100 + s, kBatch, 3);
-    stack.executor().forward(kBatch, false, 0, 0);
-    return sync(stack.executor().output());
-  }
-  std::vector<float> sync(const Tensor& t) {
-    stack.device().synchronize();
-    return t.to_vector();
+    build_step();
   }
   std::string folded() const { return stack.graph().folded_bias_pairs(); }
-
-  Dataset none;
-  ModelSpec spec;
-  ModelStack stack;
 };
 
 // The entries of v that belong to parameter `name` of the graph's flat layout.
@@ -117,17 +95,6 @@ double l2_distance(const std::vector<float>& a, const std::vector<float>& b) {
     d += e * e;
   }
   return std::sqrt(d);
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(b[i]) * b[i];
-  return std::sqrt(d / std::max(n, 1e-30));
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Relative L2 distances allowed between the fold-on and fold-off runs: of the gradients, and of

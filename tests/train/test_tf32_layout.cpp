@@ -16,12 +16,15 @@
 #include "graph/graph.h"
 #include "model/model_stack.h"
 #include "support/catch.h"
-#include "support/random_batch.h"
+#include "support/step_run.h"
 #include "support/test_util.h"
 
 using namespace cnn;
 
 namespace {
+
+using test::rel_l2;
+using test::same_bits;
 
 // conv -> batchnorm -> relu twice, a residual add, max and average pooling, flatten, dense.
 const char* kModel =
@@ -49,32 +52,12 @@ const char* kModel =
 constexpr int64_t kBatch = 8;
 constexpr int kSteps = 5;
 
-struct LayoutRun {
+struct LayoutRun : test::StepRun {
   LayoutRun(const std::string& device, const std::string& layout)
-      : spec(parse_model_text(kModel, "layout.yaml", {"train.tf32_layout=" + layout})), stack(spec) {
+      : StepRun(parse_model_text(kModel, "layout.yaml", {"train.tf32_layout=" + layout}), kBatch, 3) {
     stack.place(device, true);
-    stack.build_executor(kBatch).init_params(5);
-    stack.build_optimizer(spec.train.optimizer);
-    stack.build_loss(spec.loss, none);
-    stack.build_step(0.0, loss_scale_for(spec.train));
-    stack.step().set_cuda_graph(false, "test");
-  }
-
-  double run(uint64_t s) {
-    const std::vector<int32_t> labels = test::random_batch(stack.executor(), 7 + s, kBatch, 3);
-    return stack.step().run(labels.data(), kBatch, 0.05, s, 1).loss;
-  }
-  std::vector<float> params() { return sync(stack.executor().params()); }
-  std::vector<float> grads() { return sync(stack.executor().grads()); }
-  std::vector<float> buffers() { return sync(stack.executor().buffers()); }
-  std::vector<float> eval(uint64_t s) {
-    test::random_batch(stack.executor(), 100 + s, kBatch, 3);
-    stack.executor().forward(kBatch, false, 0, 0);
-    return sync(stack.executor().output());
-  }
-  std::vector<float> sync(const Tensor& t) {
-    stack.device().synchronize();
-    return t.to_vector();
+    build_executor(5);
+    build_step();
   }
   // Every layer's activation dtype, in order.
   std::vector<DType> dtypes() const {
@@ -82,22 +65,7 @@ struct LayoutRun {
     for (int i = 0; i < stack.graph().size(); ++i) out.push_back(stack.graph().node(i).layer->dtype());
     return out;
   }
-
-  Dataset none;
-  ModelSpec spec;
-  ModelStack stack;
 };
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(b[i]) * b[i];
-  return std::sqrt(d / std::max(n, 1e-30));
-}
 
 bool has_note(const LayoutRun& r, const std::string& text) {
   for (const std::string& n : r.stack.graph().precision_notes())
