@@ -139,6 +139,30 @@ TEST_CASE("under tf32_layout nhwc on cuda a depthwise conv stays f32 with casts,
   CHECK(has("cast dw1 -> bn1: f32 NCHW -> f32cl NHWC"));
 }
 
+// A layer's `algo:` wins over the layout: an algorithm with no f32cl row (cpu:winograd) keeps its
+// layer f32, reported; the layer without one is f32cl.
+TEST_CASE("under tf32_layout nhwc a conv whose algo has no f32cl row stays f32 and runs it", "[cpu]") {
+  const ModelSpec spec = parse_model_text(
+      "name: algo\n"
+      "input: {channels: 16, height: 8, width: 8}\n"
+      "classes: [a, b]\n"
+      "layers:\n"
+      "  - {name: conv1, type: conv2d, filters: 16, kernel: 3, padding: 1, algo: {forward: cpu:winograd}}\n"
+      "  - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+      "  - {name: gap, type: global_avgpool}\n"
+      "  - {name: fc, type: dense, units: 2}\n"
+      "train: {precision: tf32, tf32_layout: nhwc}\n",
+      "algo.yaml");
+  std::unique_ptr<Graph> g = Graph::build(spec);
+  g->choose_backends(Device::cpu);
+  CHECK(g->node(0).layer->dtype() == DType::f32);
+  CHECK(g->node(1).layer->dtype() == DType::f32cl);
+  const std::vector<std::string>& notes = g->precision_notes();
+  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("layer 'conv1' (conv2d) stays f32: no f32cl implementation of it on the cpu") != std::string::npos;
+  }));
+}
+
 // TF32 multiplies with 10-bit mantissas: the two layouts' convolutions (different cuDNN kernels) and
 // batchnorm sums (different orders) differ by TF32 rounding, amplified through five SGD steps with
 // momentum and the relu and max-pool choices; measured on the H200 below these bounds.
