@@ -113,12 +113,13 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     // f32cl is a storage choice of tf32 (train.tf32_layout), not the user's precision: a layer whose
     // `algo:` names an algorithm with no f32cl row stays f32 (Graph::choose_backends) and runs it.
     if (dtype() == DType::f32cl)
-      for (ConvDir d : {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter}) {
+      for (ConvDir d : kConvDirs) {
         const std::string& name = m_plan.request(d);
-        if (name == "auto") continue;
-        bool found = false;
-        for (const ConvAlgo& a : conv2d_algos(d)) found = found || (a.name == name && a.dtype == DType::f32cl);
-        if (!found) return false;
+        const ConvAlgoList rows = conv2d_algos(d);
+        if (name != "auto" && std::none_of(rows.begin(), rows.end(), [&](const ConvAlgo& a) {
+              return a.name == name && a.dtype == DType::f32cl;
+            }))
+          return false;
       }
     return op_supports(b, dtype(), Conv2dForward{nullptr, m_shape, nullptr, nullptr, nullptr, nullptr, math()}) &&
            op_supports(b, dtype(), Conv2dBackwardData{nullptr, m_shape, nullptr, nullptr, nullptr, math()}) &&

@@ -99,13 +99,8 @@ void conv2d_forward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, 
 template <typename T>
 void conv2d_backward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
                                   const T* dy, T* dx, float* dw, float* db);
-// The f32cl rows on the CPU (the oracle's layout check of the cuda f32cl rows): x, y, dy, dx FP32
-// channels-last, permuted into NCHW copies for the f32 cpu convolution above and its outputs
-// permuted back; no rounding, so the values are the f32 row's bit for bit.
-void conv2d_forward_f32cl_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                              const float* b, float* y);
-void conv2d_backward_f32cl_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                               const float* dy, float* dx, float* dw, float* db);
+// T = float is the f32cl rows (the oracle's layout check of the cuda f32cl rows): x, y, dy, dx FP32
+// channels-last, the masters unrounded, so the values are the f32 row's bit for bit.
 
 // Entry points (run_op; rows: conv2d_algo.h). A named algorithm is run with
 // run_op(algo.backend, args, algo.name).

@@ -114,7 +114,7 @@ static bool cpu_direct_can_implement(const ExecContext&, const Conv2dShape& sh) 
 static bool cpu_winograd_can_implement(const ExecContext& ctx, const Conv2dShape& sh) {
   return cpu_can_implement(ctx, sh) && conv2d_cpu_winograd_can_implement(sh);
 }
-// dw goes through the im2col path; forward and dx through Winograd's own scratch.
+// Each direction takes Winograd's own scratch (the filter gradient's its per-thread sums too).
 static size_t cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir) {
   if (dir == ConvDir::backward_filter) return conv2d_cpu_winograd_filter_workspace_bytes(ctx, sh);
   return conv2d_cpu_winograd_workspace_bytes(ctx, sh, dir == ConvDir::backward_data);
@@ -167,7 +167,7 @@ std::vector<ConvAlgo> conv2d_cpu_algos() {
     add_conv_rows(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
                   conv2d_forward_emulated_cpu<f16>, conv2d_backward_emulated_cpu<f16>);
     add_conv_rows_f32cl(algos, name, Backend::cpu, true, cpu_can_implement, cpu_workspace_bytes,
-                        conv2d_forward_f32cl_cpu, conv2d_backward_f32cl_cpu);
+                        conv2d_forward_emulated_cpu<float>, conv2d_backward_emulated_cpu<float>);
   }
   return algos;
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/checked.h"
@@ -347,47 +348,42 @@ static std::vector<float> weights_as(DType t, const Conv2dShape& sh, const float
   return out;
 }
 
+// The weights an emulated row multiplies: the FP32 masters rounded to t's values, as the GPU rows'
+// packed 16-bit copies hold them (into `copy`), or the masters themselves (f32cl: nothing rounded).
+static const float* emulated_weights(DType t, const Conv2dShape& sh, const float* w, std::vector<float>& copy) {
+  if (!w || !is_16bit(t)) return w;
+  copy = weights_as(t, sh, w);
+  return copy.data();
+}
+
+// The activations' dtype of the emulated rows of element type T (float: the f32cl rows).
+template <typename T>
+constexpr DType emulated_dtype() {
+  return std::is_same_v<T, float> ? DType::f32cl : DTypeOf<T>::value;
+}
+
 template <typename T>
 void conv2d_forward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
                                  const float* b, T* y) {
+  constexpr DType t = emulated_dtype<T>();
   const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-  const std::vector<float> xf = widen(x, in), wf = weights_as(DTypeOf<T>::value, sh, w);
-  std::vector<float> yf(size_t(out.numel()));
-  conv2d_forward_cpu(ctx, sh, xf.data(), wf.data(), b, yf.data());
-  narrow(yf.data(), out, y);
+  const std::vector<float> xf = widen(ConstView(x, t), in);
+  std::vector<float> wcopy, yf(size_t(out.numel()));
+  conv2d_forward_cpu(ctx, sh, xf.data(), emulated_weights(t, sh, w, wcopy), b, yf.data());
+  narrow(yf.data(), out, View(y, t));
 }
 
 template <typename T>
 void conv2d_backward_emulated_cpu(const ExecContext& ctx, const Conv2dShape& sh, const T* x, const float* w,
                                   const T* dy, T* dx, float* dw, float* db) {
+  constexpr DType t = emulated_dtype<T>();
   const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-  const std::vector<float> dyf = widen(dy, out);
-  const std::vector<float> xf = x && (dw || db) ? widen(x, in) : std::vector<float>();
-  const std::vector<float> wf = w && dx ? weights_as(DTypeOf<T>::value, sh, w) : std::vector<float>();
-  std::vector<float> dxf(dx ? size_t(in.numel()) : 0);
-  conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), wf.empty() ? nullptr : wf.data(), dyf.data(),
-                      dx ? dxf.data() : nullptr, dw, db);
-  if (dx) narrow(dxf.data(), in, dx);
-}
-
-void conv2d_forward_f32cl_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                              const float* b, float* y) {
-  const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-  const std::vector<float> xf = widen(ConstView(x, DType::f32cl), in);
-  std::vector<float> yf(size_t(out.numel()));
-  conv2d_forward_cpu(ctx, sh, xf.data(), w, b, yf.data());
-  narrow(yf.data(), out, View(y, DType::f32cl));
-}
-
-void conv2d_backward_f32cl_cpu(const ExecContext& ctx, const Conv2dShape& sh, const float* x, const float* w,
-                               const float* dy, float* dx, float* dw, float* db) {
-  const ActDims in{sh.N, sh.C, sh.H, sh.W}, out{sh.N, sh.K, sh.P, sh.Q};
-  const std::vector<float> dyf = widen(ConstView(dy, DType::f32cl), out);
-  const std::vector<float> xf = x && (dw || db) ? widen(ConstView(x, DType::f32cl), in) : std::vector<float>();
-  std::vector<float> dxf(dx ? size_t(in.numel()) : 0);
-  conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), dx ? w : nullptr, dyf.data(),
-                      dx ? dxf.data() : nullptr, dw, db);
-  if (dx) narrow(dxf.data(), in, View(dx, DType::f32cl));
+  const std::vector<float> dyf = widen(ConstView(dy, t), out);
+  const std::vector<float> xf = x && (dw || db) ? widen(ConstView(x, t), in) : std::vector<float>();
+  std::vector<float> wcopy, dxf(dx ? size_t(in.numel()) : 0);
+  conv2d_backward_cpu(ctx, sh, xf.empty() ? nullptr : xf.data(), dx ? emulated_weights(t, sh, w, wcopy) : nullptr,
+                      dyf.data(), dx ? dxf.data() : nullptr, dw, db);
+  if (dx) narrow(dxf.data(), in, View(dx, t));
 }
 
 template void conv2d_forward_emulated_cpu(const ExecContext&, const Conv2dShape&, const bf16*, const float*,
@@ -398,5 +394,9 @@ template void conv2d_backward_emulated_cpu(const ExecContext&, const Conv2dShape
                                            const bf16*, bf16*, float*, float*);
 template void conv2d_backward_emulated_cpu(const ExecContext&, const Conv2dShape&, const f16*, const float*,
                                            const f16*, f16*, float*, float*);
+template void conv2d_forward_emulated_cpu(const ExecContext&, const Conv2dShape&, const float*, const float*,
+                                          const float*, float*);
+template void conv2d_backward_emulated_cpu(const ExecContext&, const Conv2dShape&, const float*, const float*,
+                                           const float*, float*, float*, float*);
 
 }  // namespace cnn

@@ -20,9 +20,9 @@
 // F32CL rows (dtype f32cl, tf32's channels-last FP32 activations, the same names): NHWC float
 // descriptors, the filter a KRSC FP32 copy of the master permuted into the workspace (convert.h's
 // permute), dw through a KRSC FP32 copy permuted back, the bias by cudnnAddTensor and db by
-// cudnnConvolutionBackwardBias on the NHWC descriptors; the math follows the call like the f32 rows
-// (tf32: CUDNN_DEFAULT_MATH). No 16-bit rounding anywhere, so none of the 16-bit refusals apply.
-// The bias add and db see y and dy as (N P Q, K, 1, 1) NCHW, the same bytes. Grouped and depthwise
+// cudnnConvolutionBackwardBias on y and dy seen as the NCHW tensor (N P Q, K, 1, 1) they are byte
+// for byte; the math follows the call like the f32 rows (tf32: CUDNN_DEFAULT_MATH). No 16-bit
+// rounding anywhere, so none of the 16-bit refusals apply. Grouped and depthwise
 // shapes are refused in f32cl: cuDNN is the only f32cl convolution on a GPU, and whether its NHWC
 // FP32 engines take them (deterministically too) has not been measured, so such a layer stays f32
 // NCHW (Graph::choose_backends) rather than failing at autotune.
@@ -143,10 +143,8 @@ bool is_winograd_nonfused(ConvDir dir, int id) {
 // 64-channel 3x3 layer: its sums are not FP32 sums, so it is refused like winograd_nonfused.
 // f16: refused too, not measured apart: the same algorithm with the same FP32 compute type, and f16
 // keeps only 3 more mantissa bits than bf16, far from hiding errors of 1e-2.
-bool is_16(DType t) { return t == DType::bf16 || t == DType::f16; }
-
 bool accurate_enough(ConvDir dir, int id, const Conv2dShape&, DType dtype) {
-  if (is_16(dtype) && dir == ConvDir::backward_filter && id == 0) return false;
+  if (is_16bit(dtype) && dir == ConvDir::backward_filter && id == 0) return false;
   return !is_winograd_nonfused(dir, id);
 }
 
@@ -173,7 +171,7 @@ struct ConvCache {
 };
 
 // The math a row's descriptors are made for: bf16 and f16 rows ignore the call's (always tensor cores).
-MathMode descs_math(MathMode math, DType dtype) { return is_16(dtype) ? MathMode::fp32 : math; }
+MathMode descs_math(MathMode math, DType dtype) { return is_16bit(dtype) ? MathMode::fp32 : math; }
 
 cudnn::ShapeKey key_of(const Conv2dShape& sh, MathMode math, DType dtype) {
   return {{sh.N, sh.C, sh.H, sh.W, sh.K, sh.R, sh.S, sh.stride_h, sh.stride_w, sh.pad_h, sh.pad_w, sh.dilation_h,
@@ -196,8 +194,8 @@ void set_nhwc_16(cudnnTensorDescriptor_t d, DType dtype, int64_t n, int64_t c, i
 
 void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype, const char* what) {
   CNN_CHECK(conv2d_cudnn_supports(sh), "{}: cuDNN cannot take this shape ({})", what, sh.to_string());
-  CNN_CHECK(dtype == DType::f32 || dtype == DType::f32cl || is_16(dtype), "{}: no cuDNN convolution rows for dtype {}",
-            what, to_string(dtype));
+  CNN_CHECK(dtype == DType::f32 || dtype == DType::f32cl || is_16bit(dtype),
+            "{}: no cuDNN convolution rows for dtype {}", what, to_string(dtype));
   d.dtype = dtype;
   const bool nhwc = dtype != DType::f32;
   if (nhwc) {
@@ -221,7 +219,7 @@ void make_descs(ConvDescs& d, const Conv2dShape& sh, MathMode math, DType dtype,
   // fp32: FMA only. tf32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for FP32 data on sm_80+
   // (f32 and f32cl alike). bf16, f16: tensor cores on the 16-bit data (no down-conversion to allow).
   CUDNN_CHECK(cudnnSetConvolutionMathType(
-      d.conv, is_16(dtype) ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      d.conv, is_16bit(dtype) ? CUDNN_TENSOR_OP_MATH : math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &n, &k, &p, &q));
   CNN_CHECK(n == sh.N && k == sh.K && p == sh.P && q == sh.Q, "{}: cuDNN computes output ({}, {}, {}, {}) for {}", what,
@@ -534,7 +532,7 @@ void run_16(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int algo
 bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math, DType dtype, ConvDir dir, int algo) {
   try {
     if (ctx.device != Device::cuda || !ctx.cudnn_handle || !conv2d_cudnn_supports(sh)) return false;
-    if (is_16(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+    if (is_16bit(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
     if (dtype == DType::f32cl && sh.groups != 1) return false;  // see the f32cl note at the top
     if (!accurate_enough(dir, algo, sh, dtype)) return false;
     const char* what = "conv2d cudnn can_implement";
@@ -551,7 +549,7 @@ bool can_implement(const ExecContext& ctx, const Conv2dShape& sh, MathMode math,
 bool default_can_implement(const ExecContext& ctx, const Conv2dShape& sh, DType dtype, ConvDir dir, MathMode math) {
   if (!conv2d_cudnn_supports(sh)) return false;
   if (dtype == DType::f32) return true;
-  if (is_16(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
+  if (is_16bit(dtype) && !conv2d_weights_bf16_supports(sh, Bf16WeightLayout::krsc)) return false;
   if (dtype == DType::f32cl && sh.groups != 1) return false;  // see the f32cl note at the top
   if (ctx.device != Device::cuda || !ctx.cudnn_handle) return true;
   for (int algo = 0; algo < kMaxAlgos; ++algo)
@@ -567,24 +565,24 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
   a.dtype = dtype;
   a.dir = dir;
   a.deterministic = deterministic;
-  a.follows_math = !is_16(dtype);  // bf16, f16: tensor cores on 16-bit data whatever the call allows
+  a.follows_math = !is_16bit(dtype);  // bf16, f16: tensor cores on 16-bit data whatever the call allows
   a.can_implement_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     // bf16 forward with a bias: cuDNN blends onto a bf16 y, rounding the sum twice (measured: one
     // bf16 ulp off on 1 in 7 outputs), which the bf16 contract forbids; our rows take those. f16:
     // the same blend onto an f16 y rounds twice as well (the reason holds whatever the width).
-    if (is_16(dtype) && dir == ConvDir::forward && sh.has_bias) return false;
+    if (is_16bit(dtype) && dir == ConvDir::forward && sh.has_bias) return false;
     return id < 0 ? default_can_implement(ctx, sh, dtype, dir, math) : can_implement(ctx, sh, math, dtype, dir, id);
   };
   a.workspace_fn = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, MathMode math) {
     const Call c = prepare(ctx, sh, math, dtype, dir, id, "conv2d cudnn workspace_bytes");
     const size_t bytes = static_cast<size_t>(c.bytes);
-    if (is_16(dtype)) return pad256(bytes) + bf16_own_bytes(sh, dir);
+    if (is_16bit(dtype)) return pad256(bytes) + bf16_own_bytes(sh, dir);
     if (dtype == DType::f32cl) return pad256(bytes) + f32cl_own_bytes(sh);
     // FP32/TF32 filter gradient with a bias: our column sum's partials after cuDNN's scratch.
     const size_t db_bytes = dir == ConvDir::backward_filter && sh.has_bias ? own_bias_gradient_bytes(sh) : 0;
     return db_bytes ? pad256(bytes) + db_bytes : bytes;
   };
-  if (is_16(dtype) && dir != ConvDir::backward_filter)
+  if (is_16bit(dtype) && dir != ConvDir::backward_filter)
     a.packed_layout_fn = [](const Conv2dShape&) { return std::optional<Bf16WeightLayout>(Bf16WeightLayout::krsc); };
   a.run = [dir, id, dtype](const ExecContext& ctx, const Conv2dShape& sh, const ConvOperands& op) {
     static const char* const kWhat[4][3] = {

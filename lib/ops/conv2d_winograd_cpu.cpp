@@ -149,10 +149,14 @@ CNN_SIMD_CLONES void transform_output(const WinoGeom& g, const float* m, int64_t
   }
 }
 
-// Per thread: V and M of one block, and the transforms' row buffers.
+// One block of `rows` tile rows: its V and M (the filter gradient's V and E), and the transforms'
+// row buffers.
+Checked block_floats(const WinoGeom& g, int64_t rows) {
+  return Checked(16) * (g.C + g.K) * (rows * g.tiles_w()) + Checked(4) * (2 * g.tiles_w() + 2);
+}
+// Per thread: one block's buffers.
 int64_t thread_floats(const WinoGeom& g, int threads) {
-  const int64_t tiles = rows_per_block(g, threads) * g.tiles_w();
-  return (Checked(16) * (g.C + g.K) * tiles + Checked(4) * (2 * g.tiles_w() + 2)).value("conv2d winograd: the scratch");
+  return block_floats(g, rows_per_block(g, threads)).value("conv2d winograd: the scratch");
 }
 size_t scratch_floats(const WinoGeom& g, int threads) {
   const Checked u = Checked(16) * g.K * g.C;
@@ -253,8 +257,6 @@ CNN_SIMD_CLONES void transform_dw(int64_t K, int64_t C, const float* m, float* d
   }
 }
 
-// Per thread for the filter gradient: the forward's block buffers (V, then E where the forward has
-// M) and the thread's M (16 K C).
 // The filter gradient's blocks are four times larger: its 16 GEMMs per block have small (K, C)
 // outputs and a reduction over the block's tiles, so longer blocks call SGEMM with more work each.
 // On fer_cnn's five 3x3 layers (batch 64, 2 threads, 5 repeats, twice): 2 MB blocks took 0.8-1.2x
@@ -263,9 +265,10 @@ constexpr int64_t kFilterBlockFloats = kBlockFloats * 4, kFilterMaxTiles = 4096;
 int64_t filter_rows_per_block(const WinoGeom& g, int threads) {
   return rows_per_block(g, threads, kFilterBlockFloats, kFilterMaxTiles);
 }
+// Per thread for the filter gradient: one block's buffers (V, then E where the forward has M) and
+// the thread's M (16 K C).
 int64_t filter_thread_floats(const WinoGeom& g, int threads) {
-  const int64_t tiles = filter_rows_per_block(g, threads) * g.tiles_w();
-  return (Checked(16) * (g.C + g.K) * tiles + Checked(4) * (2 * g.tiles_w() + 2) + Checked(16) * g.K * g.C)
+  return (block_floats(g, filter_rows_per_block(g, threads)) + Checked(16) * g.K * g.C)
       .value("conv2d winograd: the scratch");
 }
 

@@ -19,12 +19,7 @@ ActDims dims_of(const Shape& s) { return ActDims{s[0], s[1], s[2], s[3]}; }
 // A host copy of an activation, NCHW floats (an f32cl, bf16 or f16 one widened from channels-last).
 std::vector<float> download_nchw(const Tensor& t) {
   if (t.dtype() == DType::f32) return probe_download(t);
-  if (t.dtype() == DType::f32cl) {
-    std::vector<float> h(size_t(t.numel()));
-    device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
-    return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
-  }
-  std::vector<uint16_t> h(size_t(t.numel()));
+  std::vector<char> h(t.bytes());  // the stored elements, whatever their width
   device_memcpy(h.data(), Device::cpu, t.raw(), t.device(), t.bytes());
   return widen(ConstView(h.data(), t.dtype()), dims_of(t.shape()));
 }
@@ -76,16 +71,9 @@ ConvProbe::ConvProbe(const ExecContext& ctx, const Conv2dShape& sh, uint64_t see
 
 Tensor ConvProbe::upload(const std::vector<float>& v, const Shape& shape, DType t) const {
   if (t == DType::f32) return probe_upload(v, shape, m_ctx.device);
-  if (t == DType::f32cl) {
-    std::vector<float> h(v.size());
-    narrow(v.data(), dims_of(shape), View(h.data(), t));
-    Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
-    device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
-    return out;
-  }
-  std::vector<uint16_t> h(v.size());
-  narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are t's already
   Tensor out = Tensor::empty(shape, m_ctx.device, "accuracy probe operand", t);
+  std::vector<char> h(out.bytes());
+  narrow(v.data(), dims_of(shape), View(h.data(), t));  // exact: the values are t's already
   device_memcpy(out.raw(), m_ctx.device, h.data(), Device::cpu, out.bytes());
   return out;
 }

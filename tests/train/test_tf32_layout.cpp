@@ -67,10 +67,10 @@ struct LayoutRun : test::StepRun {
   }
 };
 
-bool has_note(const LayoutRun& r, const std::string& text) {
-  for (const std::string& n : r.stack.graph().precision_notes())
-    if (n.find(text) != std::string::npos) return true;
-  return false;
+// Whether one of the graph's precision notes contains text.
+bool has_note(const Graph& g, const std::string& text) {
+  const std::vector<std::string>& notes = g.precision_notes();
+  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
 }  // namespace
@@ -81,8 +81,8 @@ TEST_CASE("tf32 channels-last on the cpu trains bit for bit like NCHW, and auto 
   for (DType t : nchw.dtypes()) CHECK(t == DType::f32);
   for (DType t : autol.dtypes()) CHECK(t == DType::f32);
   // The model input (f32 NCHW) reaches conv1 through a planned cast; the loss reads f32.
-  CHECK(has_note(cl, "cast input -> conv1: f32 NCHW -> f32cl NHWC"));
-  CHECK(has_note(cl, "cast fc -> loss: f32cl -> f32"));
+  CHECK(has_note(cl.stack.graph(), "cast input -> conv1: f32 NCHW -> f32cl NHWC"));
+  CHECK(has_note(cl.stack.graph(), "cast fc -> loss: f32cl -> f32"));
   for (uint64_t s = 0; s < kSteps; ++s) {
     INFO("step " << s);
     const double a = cl.run(s), b = nchw.run(s);
@@ -130,13 +130,9 @@ TEST_CASE("under tf32_layout nhwc on cuda a depthwise conv stays f32 with casts,
     INFO(g->node(i).layer->name());
     CHECK(g->node(i).layer->dtype() == want[size_t(i)]);
   }
-  const std::vector<std::string>& notes = g->precision_notes();
-  auto has = [&](const std::string& text) {
-    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
-  };
-  CHECK(has("layer 'dw1' (conv2d) stays f32: no f32cl implementation of it on the cuda"));
-  CHECK(has("cast conv1 -> dw1: f32cl NHWC -> f32 NCHW"));
-  CHECK(has("cast dw1 -> bn1: f32 NCHW -> f32cl NHWC"));
+  CHECK(has_note(*g, "layer 'dw1' (conv2d) stays f32: no f32cl implementation of it on the cuda"));
+  CHECK(has_note(*g, "cast conv1 -> dw1: f32cl NHWC -> f32 NCHW"));
+  CHECK(has_note(*g, "cast dw1 -> bn1: f32 NCHW -> f32cl NHWC"));
 }
 
 // A layer's `algo:` wins over the layout: an algorithm with no f32cl row (cpu:winograd) keeps its
@@ -157,10 +153,7 @@ TEST_CASE("under tf32_layout nhwc a conv whose algo has no f32cl row stays f32 a
   g->choose_backends(Device::cpu);
   CHECK(g->node(0).layer->dtype() == DType::f32);
   CHECK(g->node(1).layer->dtype() == DType::f32cl);
-  const std::vector<std::string>& notes = g->precision_notes();
-  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-    return n.find("layer 'conv1' (conv2d) stays f32: no f32cl implementation of it on the cpu") != std::string::npos;
-  }));
+  CHECK(has_note(*g, "layer 'conv1' (conv2d) stays f32: no f32cl implementation of it on the cpu"));
 }
 
 // TF32 multiplies with 10-bit mantissas: the two layouts' convolutions (different cuDNN kernels) and
@@ -171,7 +164,7 @@ TEST_CASE("tf32 on cuda under tf32_layout auto stores every layer channels-last 
   CNN_REQUIRE_GPU();
   LayoutRun cl("cuda", "auto"), nchw("cuda", "nchw");
   for (DType t : cl.dtypes()) CHECK(t == DType::f32cl);
-  CHECK_FALSE(has_note(cl, "stays f32"));
+  CHECK_FALSE(has_note(cl.stack.graph(), "stays f32"));
   for (uint64_t s = 0; s < kSteps; ++s) {
     INFO("step " << s);
     const double a = cl.run(s), b = nchw.run(s);
