@@ -157,26 +157,42 @@ __device__ __forceinline__ void copy_units(const PixelParts<Lane>& parts, int pa
   }
 }
 
-// grid (unit blocks, 1, parts): part blockIdx.z, its units grid-stride. 8 float lanes are a Raw8
-// (two 16-byte words, 16-byte aligned).
+// The word one access copies: Bytes bytes (32: 8 floats, a Raw8, two 16-byte words).
+template <size_t Bytes>
+struct CopyWord;
+template <>
+struct CopyWord<2> {
+  using type = uint16_t;
+};
+template <>
+struct CopyWord<4> {
+  using type = uint32_t;
+};
+template <>
+struct CopyWord<8> {
+  using type = uint2;
+};
+template <>
+struct CopyWord<16> {
+  using type = uint4;
+};
+template <>
+struct CopyWord<32> {
+  using type = Raw8<float>;
+};
+template <typename Lane, int W>
+using LaneWord = typename CopyWord<sizeof(Lane) * W>::type;
+
+// grid (unit blocks, 1, parts): part blockIdx.z, its units grid-stride.
 template <typename Lane>
 static __global__ void concat_copy_pixels_kernel(const __grid_constant__ PixelParts<Lane> parts) {
+  static_assert(std::is_same_v<Lane, uint16_t> || std::is_same_v<Lane, float>, "16-bit lanes (bf16, f16) or float");
   const int part = blockIdx.z;
-  if constexpr (std::is_same_v<Lane, float>) {
-    switch (parts.width[part]) {
-      case 8: return copy_units<Raw8<float>>(parts, part);
-      case 4: return copy_units<uint4>(parts, part);
-      case 2: return copy_units<uint2>(parts, part);
-      default: return copy_units<uint32_t>(parts, part);
-    }
-  } else {
-    static_assert(std::is_same_v<Lane, uint16_t>, "16-bit lanes (bf16, f16) or float");
-    switch (parts.width[part]) {
-      case 8: return copy_units<uint4>(parts, part);
-      case 4: return copy_units<uint2>(parts, part);
-      case 2: return copy_units<uint32_t>(parts, part);
-      default: return copy_units<uint16_t>(parts, part);
-    }
+  switch (parts.width[part]) {
+    case 8: return copy_units<LaneWord<Lane, 8>>(parts, part);
+    case 4: return copy_units<LaneWord<Lane, 4>>(parts, part);
+    case 2: return copy_units<LaneWord<Lane, 2>>(parts, part);
+    default: return copy_units<LaneWord<Lane, 1>>(parts, part);
   }
 }
 
