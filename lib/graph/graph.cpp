@@ -262,7 +262,10 @@ std::vector<std::string> Graph::choose_backends(Device device) {
     Layer& l = *n.layer;
     const DType want = l.precision() == Precision::tf32 && tf32_nhwc ? DType::f32cl : storage_dtype(l.precision());
     l.set_dtype(want);
-    if (want != DType::f32 && !l.can_run_on(device)) {
+    if (const std::string why = l.dtype_refusal(want); want != DType::f32 && !why.empty()) {
+      l.set_dtype(DType::f32);
+      m_precision_notes.push_back(fmt::format("layer '{}' ({}) stays f32: {}", l.name(), l.type(), why));
+    } else if (want != DType::f32 && !l.can_run_on(device)) {
       l.set_dtype(DType::f32);
       m_precision_notes.push_back(fmt::format("layer '{}' ({}) stays f32: no {} implementation of it{} on the {}",
                                               l.name(), l.type(), to_string(want),

@@ -3,6 +3,7 @@
 // act'(y) dy (dy is this layer's own gradient buffer, dead after its backward).
 #include "layers/registry.h"
 #include "ops/activation.h"
+#include "ops/convert.h"
 #include "ops/dense.h"
 
 namespace cnn {
@@ -18,6 +19,7 @@ class DenseLayer : public Layer {
 
   Shape infer_shape(const std::vector<Shape>& in) override {
     m_shape = DenseShape{1, in[0].numel(), m_units, m_bias};
+    m_spatial = in[0].rank() == 3 ? in[0][1] * in[0][2] : 1;
     return Shape{m_units};
   }
 
@@ -29,6 +31,14 @@ class DenseLayer : public Layer {
     return p;
   }
 
+  // The weights' columns are the features in (C, H, W) order. A channels-last (C, H, W) input
+  // holds them in (H, W, C) order: read flat, it would train weights that mean something else in
+  // f32, in a checkpoint and in an ONNX export. A flatten layer permutes; a dense layer does not.
+  std::string dtype_refusal(DType t) const override {
+    if (activation_layout(t) != Layout::nhwc || m_spatial == 1) return "";
+    return fmt::format("its input is a {}-position feature map, which {} stores channels-last (add a flatten "
+                       "layer before it to run it in {})", m_spatial, to_string(t), to_string(t));
+  }
   double forward_flops() const override { return m_shape.flops_forward(); }
   bool supports(Backend b) const override {
     return op_supports(b, dtype(), DenseForward{nullptr, m_shape}) &&
@@ -93,6 +103,7 @@ class DenseLayer : public Layer {
   bool m_bias = true;
   InitKind m_init = InitKind::he_normal;
   DenseShape m_shape;
+  int64_t m_spatial = 1;  // H * W of a (C, H, W) input, else 1
   bool m_fused = false;
   ActivationParams m_act;
   PackedWeights16 m_w16;  // the bound (K, C) copy (bind_weight_packs), or none

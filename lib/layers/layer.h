@@ -106,6 +106,9 @@ public:
   // Non-throwing: whether a backend the layer may use on `device` supports it at its dtype (its
   // own `backend:` when it names one, else any backend of the device).
   bool can_run_on(Device device) const;
+  // Why the layer must not store its activations in dtype `t` whatever its backends support
+  // (empty: no reason). The graph then keeps it f32 and reports the reason.
+  virtual std::string dtype_refusal(DType t) const { return ""; }
   // How the layer's convolutions and GEMMs may multiply (train.precision): passed on in the op
   // arguments; implementations that have no TF32 path compute FP32 under tf32 too.
   MathMode math() const { return m_math; }

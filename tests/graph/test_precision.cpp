@@ -124,6 +124,34 @@ TEST_CASE("precision: a bf16 last layer's output reaches the loss as f32, its gr
   for (size_t i = 0; i < fp32.grads.size(); ++i) CHECK(rel_l2(fp32.grads[i], mixed.grads[i]) < 8e-3);
 }
 
+// A dense layer reading a (C, H, W) map directly (no flatten) takes its features in (C, H, W) order
+// in every precision: under a channels-last dtype it stays f32 behind a permuting cast, reported,
+// so its weights mean what they mean in fp32 (a checkpoint, an ONNX export). Read flat from the
+// channels-last map, its output would miss the fp32 one by far more than bf16 rounding.
+TEST_CASE("precision: a dense layer on a channels-last feature map stays f32, reported, and matches fp32", "[cpu]") {
+  const char* yaml =
+      "name: direct\n"
+      "input: {channels: 3, height: 4, width: 5}\n"
+      "layers:\n"
+      "  - {name: a, type: conv2d, filters: 6, kernel: 3, padding: 1}\n"
+      "  - {name: fc, type: dense, units: 7}\n";
+  const Run fp32 = run(yaml, {});
+  const Run bf16 = run(yaml, {"train.precision=bf16"});
+  CHECK(has_note(bf16, "layer 'fc' (dense) stays f32: its input is a 20-position feature map, which bf16 stores "
+                       "channels-last (add a flatten layer before it to run it in bf16)"));
+  CHECK(has_note(bf16, "cast a -> fc: bf16 NHWC -> f32 NCHW"));
+  const double out_err = rel_l2(fp32.output, bf16.output);
+  CHECK(out_err > 0.0);
+  CHECK(out_err < 4e-3);
+  for (size_t i = 0; i < fp32.grads.size(); ++i) CHECK(rel_l2(fp32.grads[i], bf16.grads[i]) < 8e-3);
+  // The same under tf32's channels-last layout; on a 1x1 map (global_avgpool's (C) too) the orders agree.
+  const Run cl = run(yaml, {"train.precision=tf32", "train.tf32_layout=nhwc"});
+  CHECK(has_note(cl, "layer 'fc' (dense) stays f32: its input is a 20-position feature map, which f32cl stores"));
+  const Run one = run(yaml, {"train.precision=bf16", "input.height=1", "input.width=1", "layers.a.padding=0",
+                             "layers.a.kernel=1"});
+  CHECK_FALSE(has_note(one, "stays f32"));
+}
+
 namespace {
 // A layer type with an f32 implementation only (a copy), to stand for any layer whose op has no
 // bf16 row on the device.
