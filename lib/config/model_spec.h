@@ -145,7 +145,7 @@ struct TrainSpec {
   int64_t max_steps = 0;        // 0 = no limit
   std::string backend = "auto";  // auto | cuda | cudnn: on a GPU, layers left auto use this one where they can
   std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (core/math_mode.h: Precision)
-  std::string tf32_layout = "nchw";  // nchw | nhwc | auto: tf32 activations channels-last (DType::f32cl) or not
+  std::string tf32_layout = "auto";  // auto | nchw | nhwc: tf32 activations channels-last (DType::f32cl) or not
   LossScaleSpec loss_scale;
   AutotuneSpec autotune;
   bool cuda_graph = true;       // capture the GPU training step in a CUDA graph (--no-cuda-graph: false)

@@ -257,7 +257,24 @@ void Graph::set_tf32_layout(const std::string& layout) {
 std::vector<std::string> Graph::choose_backends(Device device) {
   std::vector<std::string> notes;
   m_precision_notes.clear();
-  const bool tf32_nhwc = m_tf32_layout == "nhwc" || (m_tf32_layout == "auto" && device == Device::cuda);
+  bool tf32_nhwc = m_tf32_layout == "nhwc" || (m_tf32_layout == "auto" && device == Device::cuda);
+  if (m_tf32_layout == "auto" && tf32_nhwc) {
+    // auto: channels-last only where every tf32 layer can take it; one that stayed f32 would put
+    // a pair of permuting casts around itself (measured on mini_xception's depthwise convolutions:
+    // 79 cast kernels a step, no faster than NCHW).
+    for (auto& n : m_nodes) {
+      Layer& l = *n.layer;
+      if (l.precision() != Precision::tf32) continue;
+      l.set_dtype(DType::f32cl);
+      const std::string why = l.dtype_refusal(DType::f32cl);
+      if (why.empty() && l.can_run_on(device)) continue;
+      tf32_nhwc = false;
+      m_precision_notes.push_back(fmt::format(
+          "tf32_layout auto: NCHW, since layer '{}' ({}) would stay f32 channels-last ({}); nhwc forces channels-last",
+          l.name(), l.type(), why.empty() ? std::string("no f32cl implementation of it on the ") + to_string(device) : why));
+      break;
+    }
+  }
   for (auto& n : m_nodes) {
     Layer& l = *n.layer;
     const DType want = l.precision() == Precision::tf32 && tf32_nhwc ? DType::f32cl : storage_dtype(l.precision());

@@ -111,7 +111,8 @@ public:
   // "conv1 -> bn1, conv2 -> bn2": the folded pairs (empty: none).
   std::string folded_bias_pairs() const;
   // tf32 layers' activation layout (train.tf32_layout: "auto", "nchw" or "nhwc"; set by build, read by
-  // choose_backends): nhwc stores them as f32cl (channels-last FP32), auto does so on a GPU only.
+  // choose_backends): nhwc stores them as f32cl (channels-last FP32); auto (the default) does so on a
+  // GPU where every tf32 layer has an f32cl implementation, else stays NCHW (noted).
   void set_tf32_layout(const std::string& layout);
   const std::string& tf32_layout() const { return m_tf32_layout; }
   // Whether a training executor packs the 16-bit weight copies of every layer once a step
@@ -130,7 +131,7 @@ private:
   int64_t m_buffers_size = 0;
   bool m_fuse = true;
   bool m_prepack = true;
-  std::string m_tf32_layout = "nchw";
+  std::string m_tf32_layout = "auto";
   std::vector<std::string> m_precision_notes;
 };
 

@@ -2,9 +2,12 @@
 // Events of per-layer timing are pooled and resolved in collect(), so timing adds no syncs.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "graph/timer.h"
+#include "core/context_cache.h"
 #include "core/cuda_check.h"
 
 namespace cnn {
@@ -115,6 +118,33 @@ void PerLayerTimer::collect() {
     m_impl->pool.push_back(m.b);
   }
   m_impl->marks.clear();
+}
+
+namespace {
+// The eviction buffer of one context: twice the L2 of its device, freed with the context.
+struct EvictionBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  ~EvictionBuffer() {
+    if (data) cudaFree(data);
+  }
+};
+}  // namespace
+
+void evict_device_cache(const ExecContext& ctx) {
+  if (ctx.device != Device::cuda || !ctx.cache) return;
+  std::shared_ptr<void>& slot = ctx.cache->slot(ContextCache::Slot::cache_eviction);
+  if (!slot) {
+    auto b = std::make_shared<EvictionBuffer>();
+    int dev = 0, l2 = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    b->bytes = 2 * size_t(std::max(l2, 1 << 20));
+    CUDA_CHECK(cudaMalloc(&b->data, b->bytes));
+    slot = b;
+  }
+  const auto* b = static_cast<const EvictionBuffer*>(slot.get());
+  CUDA_CHECK(cudaMemsetAsync(b->data, 0, b->bytes, static_cast<cudaStream_t>(ctx.cuda_stream)));
 }
 
 }  // namespace cnn

@@ -40,5 +40,8 @@ inline size_t column_sum_bf16_scratch_bytes(int64_t rows, int64_t cols) {
 // is 0). Queued on ctx.cuda_stream; 16-byte loads where cols % 8 == 0 and x is 16-byte aligned.
 void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const bf16* x, float* sum, float* scratch);
 void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const f16* x, float* sum, float* scratch);
+// The same on an FP32 matrix (the f32cl convolutions' bias gradient, dy (N, P, Q, K)): the same
+// chunks and scratch; 16-byte loads of 4 columns where cols % 4 == 0 and x is 16-byte aligned.
+void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const float* x, float* sum, float* scratch);
 
 }  // namespace cnn

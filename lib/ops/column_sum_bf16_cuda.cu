@@ -1,12 +1,13 @@
-// Deterministic FP32 column sums of a BF16 or F16 matrix on the GPU (column_sum_bf16.h; E, the
+// Deterministic FP32 column sums of a BF16, F16 or FP32 matrix on the GPU (column_sum_bf16.h; E, the
 // element type, is the chunk kernel's template parameter, half16.cuh): the first kernel
-// sums each chunk of rows per column (16-byte loads of 8 columns where the matrix allows), the
+// sums each chunk of rows per column (16-byte loads of 8 16-bit or 4 FP32 columns where the matrix allows), the
 // second adds the chunks' partials in chunk order.
 // Trap: the 16-byte and the scalar kernel cut a chunk into different slices (32 and 8), so their
 // bits differ; each is deterministic, and a given buffer always takes the same one.
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <type_traits>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -18,14 +19,18 @@ namespace cnn {
 
 static constexpr int kThreads = 256;
 
+// What a matrix element is read as: its 16 bits (bf16, f16), or the float.
+template <class E>
+using Bits = std::conditional_t<std::is_same_v<E, float>, float, uint16_t>;
+
 // Block (column tile, chunk): kSlices row slices x (kThreads / kSlices) groups of kVec adjacent
 // columns. Slice s sums rows begin + s, begin + s + kSlices, ... (below the chunk's end) in order;
 // then thread t < kCols adds the slices of the tile's column t in slice order.
 template <class E, int kVec, int kSlices>
 static __global__ void __launch_bounds__(kThreads)
     column_sum_chunk_kernel(int64_t rows, int cols, int64_t chunk_rows,
-                            const uint16_t* __restrict__ x,  // (rows, cols) E bits
-                            float* __restrict__ out) {       // (chunks, cols): partials, or the sums
+                            const Bits<E>* __restrict__ x,  // (rows, cols) E bits
+                            float* __restrict__ out) {      // (chunks, cols): partials, or the sums
   constexpr int kGroups = kThreads / kSlices, kCols = kGroups * kVec;
   __shared__ float part[kSlices][kCols + 1];
   const int g = int(threadIdx.x) % kGroups, s = int(threadIdx.x) / kGroups;
@@ -35,11 +40,18 @@ static __global__ void __launch_bounds__(kThreads)
   float acc[kVec];
 #pragma unroll
   for (int j = 0; j < kVec; ++j) acc[j] = 0.0f;
-  if (col0 < cols) {  // kVec == 8 needs cols % 8 == 0, so the whole group is inside
+  if (col0 < cols) {  // kVec > 1 needs cols % kVec == 0, so the whole group is inside
 #pragma unroll 4
     for (int64_t r = begin + s; r < end; r += kSlices) {
-      const uint16_t* p = x + r * cols + col0;
-      if constexpr (kVec == 8) {
+      const Bits<E>* p = x + r * cols + col0;
+      if constexpr (std::is_same_v<E, float>) {
+        if constexpr (kVec == 4) {
+          const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+          acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+        } else {
+          acc[0] += __ldg(p);
+        }
+      } else if constexpr (kVec == 8) {
         const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -85,9 +97,17 @@ static void column_sum(const ExecContext& ctx, int64_t rows, int64_t cols, const
   const int64_t chunk_rows = column_sum_bf16_chunk_rows(rows), chunks = column_sum_bf16_chunks(rows);
   CNN_CHECK(chunks == 1 || scratch, "{}: {} rows make {} chunks, whose partials need scratch", what, rows, chunks);
   float* out = chunks == 1 ? sum : scratch;
-  const auto* bits = reinterpret_cast<const uint16_t*>(x);
+  const auto* bits = reinterpret_cast<const Bits<E>*>(x);
   const int c = int(cols);
-  if (cols % 8 == 0 && cuda::aligned16(x)) {
+  if constexpr (std::is_same_v<E, float>) {
+    if (cols % 4 == 0 && cuda::aligned16(x)) {
+      const dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));
+      column_sum_chunk_kernel<E, 4, 32><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
+    } else {
+      const dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));
+      column_sum_chunk_kernel<E, 1, 8><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
+    }
+  } else if (cols % 8 == 0 && cuda::aligned16(x)) {
     const dim3 grid(unsigned((cols + 63) / 64), unsigned(chunks));
     column_sum_chunk_kernel<E, 8, 32><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
   } else {
@@ -106,6 +126,9 @@ void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const b
 }
 void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const f16* x, float* sum, float* scratch) {
   column_sum(ctx, rows, cols, x, sum, scratch, "column sum f16");
+}
+void column_sum_cuda(const ExecContext& ctx, int64_t rows, int64_t cols, const float* x, float* sum, float* scratch) {
+  column_sum(ctx, rows, cols, x, sum, scratch, "column sum f32");
 }
 
 }  // namespace cnn

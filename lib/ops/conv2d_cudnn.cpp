@@ -19,9 +19,9 @@
 // (forward, backward_data) or the bf16 dw and the column sum's partials, each 256-byte aligned.
 // F32CL rows (dtype f32cl, tf32's channels-last FP32 activations, the same names): NHWC float
 // descriptors, the filter a KRSC FP32 copy of the master permuted into the workspace (convert.h's
-// permute), dw through a KRSC FP32 copy permuted back, the bias by cudnnAddTensor and db by
-// cudnnConvolutionBackwardBias on y and dy seen as the NCHW tensor (N P Q, K, 1, 1) they are byte
-// for byte; the math follows the call like the f32 rows (tf32: CUDNN_DEFAULT_MATH). No 16-bit
+// permute), dw through a KRSC FP32 copy permuted back, the bias by cudnnAddTensor on y seen as the
+// NCHW tensor (N P Q, K, 1, 1) it is byte for byte, db by our FP32 column sum of dy's (N P Q, K)
+// rows; the math follows the call like the f32 rows (tf32: CUDNN_DEFAULT_MATH). No 16-bit
 // rounding anywhere, so none of the 16-bit refusals apply. Grouped and depthwise
 // shapes are refused in f32cl: cuDNN is the only f32cl convolution on a GPU, and whether its NHWC
 // FP32 engines take them (deterministically too) has not been measured, so such a layer stays f32
@@ -406,7 +406,12 @@ void run_f32(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int alg
 
 // ---- f32cl rows (see the top): cuDNN's scratch, then the KRSC FP32 filter (or dw) ----
 
-size_t f32cl_own_bytes(const Conv2dShape& sh) { return pad256(size_t(sh.weight_numel()) * sizeof(float)); }
+// After cuDNN's: the KRSC filter (or dw), then (backward_filter with a bias) the column sum's partials.
+size_t f32cl_filter_bytes(const Conv2dShape& sh) { return pad256(size_t(sh.weight_numel()) * sizeof(float)); }
+size_t f32cl_db_bytes(const Conv2dShape& sh, ConvDir dir) {
+  return dir == ConvDir::backward_filter && sh.has_bias ? column_sum_bf16_scratch_bytes(sh.N * sh.P * sh.Q, sh.K) : 0;
+}
+size_t f32cl_own_bytes(const Conv2dShape& sh, ConvDir dir) { return f32cl_filter_bytes(sh) + f32cl_db_bytes(sh, dir); }
 
 // The (K, C/groups, R, S) filter from one layout into the other: KCRS is NCHW of (K, C/groups, R, S),
 // KRSC its NHWC.
@@ -420,17 +425,21 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
                const char* what) {
   const ConvOperandsF32 f = f32_operands(op);
   const float one = 1.0f, zero = 0.0f;
+  // db: our column sum over dy's N P Q rows (cudnnConvolutionBackwardBias on this layout ran at a
+  // few percent of the memory bandwidth: 0.75 ms for mini_xception's 7-channel output at b256).
+  const int64_t pixels = sh.N * sh.P * sh.Q;
   if (dir == ConvDir::backward_filter && !f.dw) {  // db alone: no convolution
-    cudnnHandle_t h = cudnn::handle(ctx, what);
-    const ConvDescs& d = descs(ctx, sh, op.math, DType::f32cl, what);
-    CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y_rows, f.dy, &zero, d.bias, f.db));
+    float* partials = f32cl_db_bytes(sh, dir) ? static_cast<float*>(scratch(ctx, int64_t(f32cl_db_bytes(sh, dir)), what))
+                                              : nullptr;
+    column_sum_cuda(ctx, pixels, sh.K, f.dy, f.db, partials);
     return;
   }
   const Call c = prepare(ctx, sh, op.math, DType::f32cl, dir, algo, what);
   const size_t bytes = static_cast<size_t>(c.bytes), own_at = pad256(bytes);
-  char* base = static_cast<char*>(scratch(ctx, int64_t(own_at + f32cl_own_bytes(sh)), what));
+  char* base = static_cast<char*>(scratch(ctx, int64_t(own_at + f32cl_own_bytes(sh, dir)), what));
   void* ws = bytes > 0 ? base : nullptr;
   float* krsc = reinterpret_cast<float*>(base + own_at);
+  float* partials = f32cl_db_bytes(sh, dir) ? reinterpret_cast<float*>(base + own_at + f32cl_filter_bytes(sh)) : nullptr;
   switch (dir) {
     case ConvDir::forward:
       permute_filter(ctx, sh, f.w, Layout::nchw, krsc, Layout::nhwc);
@@ -448,7 +457,7 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
                                                  cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, bytes, &zero, c.d.w,
                                                  krsc));
       permute_filter(ctx, sh, krsc, Layout::nhwc, f.dw, Layout::nchw);
-      if (f.db) CUDNN_CHECK(cudnnConvolutionBackwardBias(c.h, &one, c.d.y_rows, f.dy, &zero, c.d.bias, f.db));
+      if (f.db) column_sum_cuda(ctx, pixels, sh.K, f.dy, f.db, partials);
       break;
   }
 }
@@ -577,7 +586,7 @@ ConvAlgo make_row(ConvDir dir, int id, std::string name, bool deterministic, DTy
     const Call c = prepare(ctx, sh, math, dtype, dir, id, "conv2d cudnn workspace_bytes");
     const size_t bytes = static_cast<size_t>(c.bytes);
     if (is_16bit(dtype)) return pad256(bytes) + bf16_own_bytes(sh, dir);
-    if (dtype == DType::f32cl) return pad256(bytes) + f32cl_own_bytes(sh);
+    if (dtype == DType::f32cl) return pad256(bytes) + f32cl_own_bytes(sh, dir);
     // FP32/TF32 filter gradient with a bias: our column sum's partials after cuDNN's scratch.
     const size_t db_bytes = dir == ConvDir::backward_filter && sh.has_bias ? own_bias_gradient_bytes(sh) : 0;
     return db_bytes ? pad256(bytes) + db_bytes : bytes;

@@ -1,7 +1,8 @@
-// The BF16 and F16 column sums (column_sum_bf16.h) against a double sum of the same values: one chunk
-// and many (the partials pass), column counts with and without 16-byte runs, an operand one
-// element off 16-byte alignment (the scalar kernel), and the same bits on a second run.
+// The BF16, F16 and FP32 column sums (column_sum_bf16.h) against a double sum of the same values:
+// one chunk and many (the partials pass), column counts with and without 16-byte runs, an operand
+// one element off 16-byte alignment (the scalar kernel), and the same bits on a second run.
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,6 +37,24 @@ TEST_CASE("column sum bf16 chunks by the row count alone", "[cpu]") {
 
 namespace {
 
+// The operand on the device: 16-bit elements, or floats.
+template <typename T>
+struct DeviceMatrix {
+  test::Device16<T> m;
+  DeviceMatrix(const std::vector<T>& x, int64_t offset) : m(x, offset) {}
+  const T* data() { return m.data(); }
+};
+template <>
+struct DeviceMatrix<float> {
+  test::DeviceFloats m;
+  DeviceMatrix(const std::vector<float>& x, int64_t offset) : m(x, offset) {}
+  const float* data() { return m.data(); }
+};
+
+float value_of(float v) { return v; }
+template <typename T>
+float value_of(T v) { return to_float(v); }
+
 template <typename T>
 void check_column_sums() {
   CudaContext cuda;
@@ -48,12 +67,16 @@ void check_column_sums() {
     for (int64_t offset : {0, 1}) {
       INFO(fmt::format("rows {} cols {} offset {}", z.rows, z.cols, offset));
       // Mean 0.5, so no column sum cancels to near zero and the relative tolerance means something.
-      const std::vector<T> x =
-          test::rounded_vector<T>(test::random_floats(size_t(z.rows * z.cols), ++seed, -0.5f, 1.5f));
+      const std::vector<float> values = test::random_floats(size_t(z.rows * z.cols), ++seed, -0.5f, 1.5f);
+      std::vector<T> x;
+      if constexpr (std::is_same_v<T, float>)
+        x = values;
+      else
+        x = test::rounded_vector<T>(values);
       std::vector<double> want(size_t(z.cols), 0.0);
       for (int64_t r = 0; r < z.rows; ++r)
-        for (int64_t c = 0; c < z.cols; ++c) want[size_t(c)] += to_float(x[size_t(r * z.cols + c)]);
-      test::Device16<T> dx(x, offset);
+        for (int64_t c = 0; c < z.cols; ++c) want[size_t(c)] += value_of(x[size_t(r * z.cols + c)]);
+      DeviceMatrix<T> dx(x, offset);
       test::DeviceFloats sum = test::DeviceFloats::poisoned(z.cols);
       const size_t scratch_floats = column_sum_bf16_scratch_bytes(z.rows, z.cols) / sizeof(float);
       test::DeviceFloats scratch = test::DeviceFloats::poisoned(int64_t(std::max<size_t>(scratch_floats, 1)));
@@ -78,4 +101,9 @@ TEST_CASE("column sum bf16 matches a double sum and repeats its bits", "[gpu]") 
 TEST_CASE("column sum f16 matches a double sum and repeats its bits", "[gpu]") {
   CNN_REQUIRE_GPU();
   check_column_sums<f16>();
+}
+
+TEST_CASE("column sum f32 matches a double sum and repeats its bits", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_column_sums<float>();
 }

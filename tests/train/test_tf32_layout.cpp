@@ -133,6 +133,23 @@ TEST_CASE("under tf32_layout nhwc on cuda a depthwise conv stays f32 with casts,
   CHECK(has_note(*g, "layer 'dw1' (conv2d) stays f32: no f32cl implementation of it on the cuda"));
   CHECK(has_note(*g, "cast conv1 -> dw1: f32cl NHWC -> f32 NCHW"));
   CHECK(has_note(*g, "cast dw1 -> bn1: f32 NCHW -> f32cl NHWC"));
+
+  // Under auto (the default) the same model stays NCHW throughout, no casts, and says why.
+  ModelSpec by_default = spec;
+  by_default.train.tf32_layout = ModelSpec().train.tf32_layout;
+  REQUIRE(by_default.train.tf32_layout == "auto");
+  std::unique_ptr<Graph> a = Graph::build(by_default);
+  a->choose_backends(Device::cuda);
+  for (int i = 0; i < a->size(); ++i) CHECK(a->node(i).layer->dtype() == DType::f32);
+  CHECK(has_note(*a, "tf32_layout auto: NCHW, since layer 'dw1' (conv2d) would stay f32 channels-last (no f32cl "
+                     "implementation of it on the cuda)"));
+  CHECK_FALSE(has_note(*a, "cast "));
+  // Without the depthwise layer, auto is channels-last on a GPU.
+  ModelSpec plain = by_default;
+  plain.layers.erase(plain.layers.begin() + 1);
+  std::unique_ptr<Graph> p = Graph::build(plain);
+  p->choose_backends(Device::cuda);
+  for (int i = 0; i < p->size(); ++i) CHECK(p->node(i).layer->dtype() == DType::f32cl);
 }
 
 // A layer's `algo:` wins over the layout: an algorithm with no f32cl row (cpu:winograd) keeps its
