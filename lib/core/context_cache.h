@@ -15,7 +15,7 @@ namespace cnn {
 
 class ContextCache {
 public:
-  enum class Slot { conv2d_fft, arrival_counters, cache_eviction, count };
+  enum class Slot { conv2d_fft, arrival_counters, count };
   std::shared_ptr<void>& slot(Slot s) { return m_slots[static_cast<size_t>(s)]; }
 
 private:

@@ -47,12 +47,14 @@ class PerLayerTimer : public LayerTimer {
 
 double median(std::vector<double> v);
 // `warmup` untimed calls of run(), then the median of `repeats` timed ones (RegionTimer), in ms.
-// cold: evict_device_cache before each timed call (outside the timed region), so operands the
-// calls share are read from memory as in a training step, not from the L2 the last call filled.
-double median_ms(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run, bool cold = false);
-// On a GPU context: overwrites a buffer twice the device's L2 size on the context's stream (kept in
-// ctx.cache, made at the first call), so what earlier work left in L2 is gone. A no-op on the CPU
-// and on a context without a cache.
-void evict_device_cache(const ExecContext& ctx);
+double median_ms(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run);
+// The same with run() captured once into a CUDA graph on a GPU context, as the training step runs
+// it: `warmup` (at least 1) untimed calls first, uncaptured (so workspaces grow outside the
+// capture), then the median of `repeats` timed launches of the graph. Some libraries choose other
+// kernels under capture (cuDNN's batchnorm: one block per channel, 10x slower on an 8-channel
+// layer, measured). Where the capture fails it times run() uncaptured instead and sets
+// *captured = false (else true). The CPU: median_ms.
+double median_ms_captured(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run,
+                          bool* captured = nullptr);
 
 }  // namespace cnn

@@ -12,12 +12,11 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-double median_ms(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run, bool cold) {
+double median_ms(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run) {
   for (int i = 0; i < warmup; ++i) run();
   RegionTimer timer(ctx);
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
-    if (cold) evict_device_cache(ctx);
     timer.start();
     run();
     ms.push_back(timer.stop_ms());

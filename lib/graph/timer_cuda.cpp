@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "graph/timer.h"
-#include "core/context_cache.h"
 #include "core/cuda_check.h"
 
 namespace cnn {
@@ -120,31 +119,40 @@ void PerLayerTimer::collect() {
   m_impl->marks.clear();
 }
 
-namespace {
-// The eviction buffer of one context: twice the L2 of its device, freed with the context.
-struct EvictionBuffer {
-  void* data = nullptr;
-  size_t bytes = 0;
-  ~EvictionBuffer() {
-    if (data) cudaFree(data);
+double median_ms_captured(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run,
+                          bool* captured) {
+  if (captured) *captured = false;
+  if (ctx.device != Device::cuda) return median_ms(ctx, warmup, repeats, run);
+  for (int i = 0; i < std::max(1, warmup); ++i) run();
+  const auto stream = static_cast<cudaStream_t>(ctx.cuda_stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    run();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
   }
-};
-}  // namespace
-
-void evict_device_cache(const ExecContext& ctx) {
-  if (ctx.device != Device::cuda || !ctx.cache) return;
-  std::shared_ptr<void>& slot = ctx.cache->slot(ContextCache::Slot::cache_eviction);
-  if (!slot) {
-    auto b = std::make_shared<EvictionBuffer>();
-    int dev = 0, l2 = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    b->bytes = 2 * size_t(std::max(l2, 1 << 20));
-    CUDA_CHECK(cudaMalloc(&b->data, b->bytes));
-    slot = b;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    return median_ms(ctx, 0, repeats, run);
   }
-  const auto* b = static_cast<const EvictionBuffer*>(slot.get());
-  CUDA_CHECK(cudaMemsetAsync(b->data, 0, b->bytes, static_cast<cudaStream_t>(ctx.cuda_stream)));
+  struct Release {
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    ~Release() {
+      cudaGraphExecDestroy(e);
+      cudaGraphDestroy(g);
+    }
+  } release{graph, exec};
+  const double ms = median_ms(ctx, 1, repeats, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
+  if (captured) *captured = true;
+  return ms;
 }
 
 }  // namespace cnn

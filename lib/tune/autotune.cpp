@@ -43,8 +43,8 @@ Tensor scratch(const ExecContext& ctx, const Shape& shape, uint64_t seed, DType 
   return probe_tensor(ctx, shape, f, dtype);
 }
 
-double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run, bool cold = false) {
-  return median_ms(ctx, opt.warmup, std::max(1, opt.repeats), run, cold);
+double time_ms(const ExecContext& ctx, const AutotuneOptions& opt, const std::function<void()>& run) {
+  return median_ms(ctx, opt.warmup, std::max(1, opt.repeats), run);
 }
 
 std::vector<Backend> allowed_backends(const Layer& layer, Device device) {
@@ -380,7 +380,7 @@ struct Tuner {
     for (int in : node.inputs)
       in_shapes.push_back(
           (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch).to_string());
-    return fmt::format("{} {} in {}|det {}|tol {:g}|guard 1|cold 1|dtype {}", l.type(), l.summary(), fmt::join(in_shapes, " "),
+    return fmt::format("{} {} in {}|det {}|tol {:g}|guard 1|captured 1|dtype {}", l.type(), l.summary(), fmt::join(in_shapes, " "),
                        int(ctx.deterministic), tol, to_string(l.dtype()));
   }
 
@@ -435,17 +435,13 @@ struct Tuner {
       l.bind(o.params, o.grads);  // every time: the accuracy probe binds its own operands
       l.prepare(batch, ctx.device);
       l.set_backend(parse_backend(name), "measuring");
-      // With L2 evicted before each timed call: the probe's operands (tens of MB at FER batches)
-      // otherwise stay in the H200's L2 between calls, which hid a 10x in-step cost of cuDNN's
-      // one-block-per-channel batchnorm kernels on 8-channel layers (measured 0.09 ms here, 1.1 ms
-      // in the step).
-      return time_ms(
-          ctx, opt,
-          [&] {
-            l.forward(rc, o.xp, o.y);
-            l.backward(rc, o.xp, o.y, o.dy, o.dxp);
-          },
-          /*cold=*/true);
+      // Captured in a CUDA graph, as the step runs it: cuDNN's batchnorm took its one-block-per-
+      // channel kernels only under capture (bn1 of mini_xception at b256: 0.09 ms timed plainly,
+      // 1.1 ms in the captured step).
+      return median_ms_captured(ctx, opt.warmup, std::max(1, opt.repeats), [&] {
+        l.forward(rc, o.xp, o.y);
+        l.backward(rc, o.xp, o.y, o.dy, o.dxp);
+      });
     };
     // Accuracy guard: cuda is the reference; cudnn is compared with it on probe operands.
     const double tol = layer_tolerance(l);
@@ -458,7 +454,7 @@ struct Tuner {
     };
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
     // "guard 1" in the key: decisions cached before cuDNN's non-conv ops were checked are not reused;
-    // "cold 1": nor those timed with the operands left in L2.
+    // "captured 1": nor those timed uncaptured.
     const std::string key = fmt::format("{}|{}", env, layer_key(index, tol));
     const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
     count(r, 2);
