@@ -48,13 +48,5 @@ class PerLayerTimer : public LayerTimer {
 double median(std::vector<double> v);
 // `warmup` untimed calls of run(), then the median of `repeats` timed ones (RegionTimer), in ms.
 double median_ms(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run);
-// The same with run() captured once into a CUDA graph on a GPU context, as the training step runs
-// it: `warmup` (at least 1) untimed calls first, uncaptured (so workspaces grow outside the
-// capture), then the median of `repeats` timed launches of the graph. Some libraries choose other
-// kernels under capture (cuDNN's batchnorm: one block per channel, 10x slower on an 8-channel
-// layer, measured). Where the capture fails it times run() uncaptured instead and sets
-// *captured = false (else true). The CPU: median_ms.
-double median_ms_captured(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run,
-                          bool* captured = nullptr);
 
 }  // namespace cnn

@@ -2,9 +2,7 @@
 // Events of per-layer timing are pooled and resolved in collect(), so timing adds no syncs.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
-#include <memory>
 
 #include "graph/timer.h"
 #include "core/cuda_check.h"
@@ -117,42 +115,6 @@ void PerLayerTimer::collect() {
     m_impl->pool.push_back(m.b);
   }
   m_impl->marks.clear();
-}
-
-double median_ms_captured(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run,
-                          bool* captured) {
-  if (captured) *captured = false;
-  if (ctx.device != Device::cuda) return median_ms(ctx, warmup, repeats, run);
-  for (int i = 0; i < std::max(1, warmup); ++i) run();
-  const auto stream = static_cast<cudaStream_t>(ctx.cuda_stream);
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  cudaGraph_t graph = nullptr;
-  try {
-    run();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();
-    throw;
-  }
-  cudaGraphExec_t exec = nullptr;
-  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-    cudaGetLastError();
-    if (graph) cudaGraphDestroy(graph);
-    return median_ms(ctx, 0, repeats, run);
-  }
-  struct Release {
-    cudaGraph_t g;
-    cudaGraphExec_t e;
-    ~Release() {
-      cudaGraphExecDestroy(e);
-      cudaGraphDestroy(g);
-    }
-  } release{graph, exec};
-  const double ms = median_ms(ctx, 1, repeats, [&] { CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
-  if (captured) *captured = true;
-  return ms;
 }
 
 }  // namespace cnn

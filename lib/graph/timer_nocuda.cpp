@@ -33,10 +33,4 @@ void PerLayerTimer::end(int node, bool backward) {
 }
 void PerLayerTimer::collect() {}
 
-double median_ms_captured(const ExecContext& ctx, int warmup, int repeats, const std::function<void()>& run,
-                          bool* captured) {
-  if (captured) *captured = false;
-  return median_ms(ctx, warmup, repeats, run);
-}
-
 }  // namespace cnn

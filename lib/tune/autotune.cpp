@@ -380,8 +380,10 @@ struct Tuner {
     for (int in : node.inputs)
       in_shapes.push_back(
           (in == Graph::kModelInput ? graph.input_shape() : graph.node(in).out_shape).with_batch(batch).to_string());
-    return fmt::format("{} {} in {}|det {}|tol {:g}|guard 1|captured 1|dtype {}", l.type(), l.summary(), fmt::join(in_shapes, " "),
-                       int(ctx.deterministic), tol, to_string(l.dtype()));
+    const int act = node.fused_act;
+    return fmt::format("{} {} in {}|det {}|tol {:g}|guard 1|dtype {}|then {}", l.type(), l.summary(),
+                       fmt::join(in_shapes, " "), int(ctx.deterministic), tol, to_string(l.dtype()),
+                       act >= 0 ? graph.node(act).layer->type() : std::string("-"));
   }
 
   static std::vector<std::string> backend_names(const std::vector<Backend>& bs) {
@@ -430,16 +432,30 @@ struct Tuner {
     };
     RunContext rc;
     rc.exec = &ctx;
+    // The activation fused into the layer (Graph::fuse_activations fused it while the layer was on
+    // our kernels). Each candidate is timed as the step would run it: on cuda with the activation
+    // fused, on cudnn (which fuses nothing) with the activation as its own kernels after it. Timed
+    // with the fusion left in place, the "cudnn" candidate ran our fused kernels: ties, a random
+    // pick, and the pick cached for an unfused layer of the same shape that then ran cuDNN's
+    // batchnorm at a tenth of the speed (mini_xception b256: 3.6 -> 4.5 ms a step).
+    const ActivationParams* act = node.fused_act >= 0 ? graph.node(node.fused_act).layer->activation() : nullptr;
     auto measure = [&](const std::string& name) {
       Operands& o = operands();
       l.bind(o.params, o.grads);  // every time: the accuracy probe binds its own operands
       l.prepare(batch, ctx.device);
-      l.set_backend(parse_backend(name), "measuring");
-      // Captured in a CUDA graph, as the step runs it: cuDNN's batchnorm took its one-block-per-
-      // channel kernels only under capture (bn1 of mini_xception at b256: 0.09 ms timed plainly,
-      // 1.1 ms in the captured step).
-      return median_ms_captured(ctx, opt.warmup, std::max(1, opt.repeats), [&] {
+      const Backend b = parse_backend(name);
+      l.fuse_activation(nullptr);
+      l.set_backend(b, "measuring");
+      const bool fused = act && l.fuse_activation(act);
+      const bool apart = act && !fused;
+      const int64_t n = o.y.numel();
+      const Backend act_backend = Backend::cuda;
+      return time_ms(ctx, opt, [&] {
         l.forward(rc, o.xp, o.y);
+        if (apart) {
+          run_op(act_backend, ActivationForward{&ctx, *act, n, o.y.view(), o.y.view()});
+          run_op(act_backend, ActivationBackwardFromOutput{&ctx, *act, n, o.y.view(), o.dy.view(), o.dy.view()});
+        }
         l.backward(rc, o.xp, o.y, o.dy, o.dxp);
       });
     };
@@ -453,16 +469,18 @@ struct Tuner {
       return acc ? acc->rel_err : 0.0;
     };
     const std::string what = fmt::format("layer '{}' ({})", l.name(), l.type());
-    // "guard 1" in the key: decisions cached before cuDNN's non-conv ops were checked are not reused;
-    // "captured 1": nor those timed uncaptured.
+    // "guard 1" in the key: decisions cached before cuDNN's non-conv ops were checked are not reused.
     const std::string key = fmt::format("{}|{}", env, layer_key(index, tol));
     const TuneOutcome r = tune_choice(what, {"cuda", "cudnn"}, measure, cache, key, rel_error, tol);
     count(r, 2);
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
     if (!r.record.runner_up.empty())
       how += fmt::format(": {:.2f}x over {}", r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
+    l.fuse_activation(nullptr);
     l.set_backend(parse_backend(r.record.winner), how);
-    log(fmt::format("{} forward+backward: {}", what, r.describe()));
+    if (act) l.fuse_activation(act);  // (re)fused on cuda; cudnn refuses it (autotune_graph refuses the rest)
+    log(fmt::format("{} forward+backward{}: {}", what,
+                    act ? fmt::format(" (+ {})", graph.node(node.fused_act).layer->name()) : std::string(), r.describe()));
   }
 };
 
@@ -495,6 +513,9 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
       t.log(opt.tune ? "this rank chose differently; rank 0's decisions apply" : "rank 0's decisions apply");
     }
   }
+  // Fusions follow the chosen backends: an activation stays fused only into our kernels (a layer
+  // that went to cudnn gets its activation back as a layer of its own).
+  graph.fuse_activations(graph.fusion_enabled());
   return t.lines;
 }
 

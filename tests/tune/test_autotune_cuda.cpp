@@ -198,3 +198,43 @@ TEST_CASE("the f16 accuracy probe on the gpu holds our f16 conv rows within the 
   CNN_REQUIRE_GPU();
   check_probe_on_gpu(DType::f16);
 }
+
+// A batchnorm with a fused activation is timed per candidate as the step would run it, and after
+// autotune the fusions follow the backends: on cudnn the relu is a layer of its own again (cuDNN
+// fuses nothing), on cuda it stays fused. Before, a batchnorm moved to cudnn kept running our fused
+// kernels, so its "cudnn" timing was ours and its decision, cached by shape, went to an unfused twin.
+TEST_CASE("autotune on the gpu leaves an activation fused only into a batchnorm that runs our kernels", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  for (const char* bn1 : {"cuda", "cudnn"}) {
+    INFO("bn1 on " << bn1);
+    ModelSpec spec = parse_model_text(kModel, "t.yaml");
+    auto g = Graph::build(spec);
+    DeviceSetup dev("cuda", *g, false);
+    REQUIRE(g->node(1).fused_act == 2);  // bn1+r1, fused while bn1 was on our kernels
+    AutotuneOptions opt;
+    // Rank 0's decisions (the data-parallel path) put bn1 on the backend of this section.
+    opt.share = [&](const std::string& mine) {
+      std::string job = mine;
+      for (const char* from : {"backend bn1 cuda\n", "backend bn1 cudnn\n"})
+        if (const size_t at = job.find(from); at != std::string::npos)
+          job.replace(at, std::string(from).size(), fmt::format("backend bn1 {}\n", bn1));
+      return job;
+    };
+    const std::vector<std::string> lines = autotune_graph(*g, dev.ctx(), 4, opt);
+    const bool tuned = std::any_of(lines.begin(), lines.end(), [](const std::string& s) {
+      return s.find("layer 'bn1' (batchnorm) forward+backward (+ r1)") != std::string::npos;
+    });
+    CHECK(tuned);
+    CHECK(to_string(g->node(1).layer->backend()) == std::string(bn1));
+    const bool on_cuda = std::string(bn1) == "cuda";
+    CHECK((g->node(1).fused_act == 2) == on_cuda);
+    CHECK((g->node(2).fused_into == 1) == on_cuda);
+    CHECK(g->node(1).layer->backward_needs_output() == on_cuda);  // the layer's own fused state
+    Executor ex(*g, 4, dev.ctx());
+    ex.init_params(1);
+    ex.forward(4, true, 0, 1);
+    ex.output_grad().copy_from(ex.output());
+    ex.backward();
+    dev.synchronize();
+  }
+}
