@@ -495,8 +495,12 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
   if (opt.tune) {
     for (int i = 0; i < graph.size(); ++i) {
       Layer& l = *graph.node(i).layer;
+      const int into = graph.node(i).fused_into;
       if (ConvPlanned* planned = l.conv_planned())
         t.tune_conv(l, *planned);
+      else if (l.backend_to_measure() && into >= 0 && graph.node(into).layer->backend() == Backend::cuda)
+        // Fused into a producer that stays on our kernels: its cost was timed inside the producer's.
+        l.set_backend(Backend::cuda, fmt::format("fused into '{}'", graph.node(into).layer->name()));
       else if (l.backend_to_measure())
         t.tune_backend(i);
       else if (l.backend() == Backend::cudnn)
