@@ -1,11 +1,13 @@
-// Winograd F(2x2, 3x3) convolution on the CPU (Lavin & Gray 2016), the "cpu:winograd" rows: 3x3,
-// stride 1, dilation 1, groups 1, padding at most 2. Each 4x4 input tile becomes 16 values per
-// channel (V = B^T d B), the filters 16 per channel pair (U = G g G^T), and the 16 products
-// M[f] (K, T) = U[f] (K, C) * V[f] (C, T) are single-threaded SGEMMs over a block of T tiles taken
-// from one or several images; y's 2x2 output tiles are A^T M A. backward_data is the same algorithm
-// on dy with the filters rotated and channels swapped, padding 2 - pad. backward_filter is its
-// transpose, F(3x3, 2x2): dw (3x3) = G^T [sum over tiles of (A e A^T) (.) (B^T d B)] G, e a 2x2 tile
-// of dy and d the 4x4 tile of x the forward reads for it, so the 16 products are
+// Winograd convolution on the CPU (Lavin & Gray 2016), the "cpu:winograd" rows: 3x3, stride 1,
+// dilation 1, groups 1, padding at most 2. F(M x M, 3 x 3) with M = 4 (6x6 input tiles, 36
+// products a tile for 16 outputs) where the output is at least 8x8, else M = 2 (4x4 tiles, 16
+// products for 4 outputs). Each T x T input tile (T = M + 2) becomes T^2 values per channel
+// (V = B^T d B), the filters T^2 per channel pair (U = G g G^T), and the T^2 products
+// M[f] (K, T) = U[f] (K, C) * V[f] (C, T) are single-threaded SGEMMs over a block of tiles taken
+// from one or several images; y's M x M output tiles are A^T M A. backward_data is the same
+// algorithm on dy with the filters rotated and channels swapped, padding 2 - pad. backward_filter is
+// its transpose, F(3x3, M x M): dw (3x3) = G^T [sum over tiles of (A e A^T) (.) (B^T d B)] G, e an
+// M x M tile of dy and d the T x T tile of x the forward reads for it, so the T^2 products are
 // M[f] (K, C) += E[f] (K, T) * V[f] (C, T)^T, each thread summing its blocks' tiles into its own M.
 // Trap: a block of tile rows may span images (small layers) or cut one (large ones); every output
 // tile is written by exactly one block, so no forward or data sums cross threads, but the block
@@ -28,61 +30,132 @@ namespace cnn {
 namespace {
 
 // One convolution in the form the algorithm runs: x (N, C, H, W) * filters -> y (N, K, P, Q) with
-// P = H + 2 pad_h - 2, Q = W + 2 pad_w - 2.
+// P = H + 2 pad_h - 2, Q = W + 2 pad_w - 2, in output tiles of m x m (m: wino_m).
 struct WinoGeom {
   int64_t N, C, H, W, K, P, Q, pad_h, pad_w;
-  int64_t tiles_h() const { return (P + 1) / 2; }
-  int64_t tiles_w() const { return (Q + 1) / 2; }
+  int m;
+  int64_t t() const { return m + 2; }  // input tile side
+  int64_t f() const { return t() * t(); }  // products a tile
+  int64_t tiles_h() const { return (P + m - 1) / m; }
+  int64_t tiles_w() const { return (Q + m - 1) / m; }
   int64_t tiles() const { return N * tiles_h() * tiles_w(); }
 };
 
-// Tile rows per SGEMM block: the block's V and M (16 (C + K) floats a tile) within about 2 MB, at
+// F(4x4, 3x3) where the output is at least 8x8 (two tiles a side or more), else F(2x2, 3x3).
+int wino_m(int64_t P, int64_t Q) { return P >= 8 && Q >= 8 ? 4 : 2; }
+
+// The transforms of F(M x M, 3 x 3), each a small matrix applied to a vector: bt (B^T, T from T),
+// at (A^T, M from T), g (G, T from 3), a (A, T from M), gt (G^T, 3 from T).
+template <int M>
+struct Wino;
+
+// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+// A^T = [1 1 1 0; 0 1 -1 -1].
+template <>
+struct Wino<2> {
+  static constexpr int T = 4;
+  static inline void bt(const float* d, float* r) {
+    r[0] = d[0] - d[2], r[1] = d[1] + d[2], r[2] = d[2] - d[1], r[3] = d[1] - d[3];
+  }
+  static inline void at(const float* m, float* y) { y[0] = m[0] + m[1] + m[2], y[1] = m[1] - m[2] - m[3]; }
+  static inline void g(const float* g, float* u) {
+    u[0] = g[0], u[1] = 0.5f * (g[0] + g[1] + g[2]), u[2] = 0.5f * (g[0] - g[1] + g[2]), u[3] = g[2];
+  }
+  static inline void a(const float* e, float* t) { t[0] = e[0], t[1] = e[0] + e[1], t[2] = e[0] - e[1], t[3] = -e[1]; }
+  static inline void gt(const float* m, float* o) {
+    o[0] = m[0] + 0.5f * (m[1] + m[2]), o[1] = 0.5f * (m[1] - m[2]), o[2] = 0.5f * (m[1] + m[2]) + m[3];
+  }
+};
+
+// The points 0, 1, -1, 2, -2 and infinity:
+// B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+// G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1],
+// A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1].
+template <>
+struct Wino<4> {
+  static constexpr int T = 6;
+  static inline void bt(const float* d, float* r) {
+    const float s13 = d[3] - 4.0f * d[1], s24 = d[4] - 4.0f * d[2];  // r1, r2 = s24 +- s13
+    const float t13 = 2.0f * (d[3] - d[1]), t24 = d[4] - d[2];       // r3, r4 = t24 +- t13
+    r[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    r[1] = s24 + s13, r[2] = s24 - s13;
+    r[3] = t24 + t13, r[4] = t24 - t13;
+    r[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  }
+  static inline void at(const float* m, float* y) {
+    const float a12 = m[1] + m[2], s12 = m[1] - m[2], a34 = m[3] + m[4], s34 = m[3] - m[4];
+    y[0] = m[0] + a12 + a34;
+    y[1] = s12 + 2.0f * s34;
+    y[2] = a12 + 4.0f * a34;
+    y[3] = s12 + 8.0f * s34 + m[5];
+  }
+  static inline void g(const float* g, float* u) {
+    const float e = g[0] + g[2];
+    u[0] = 0.25f * g[0];
+    u[1] = (-1.0f / 6.0f) * (e + g[1]);
+    u[2] = (-1.0f / 6.0f) * (e - g[1]);
+    const float p = (1.0f / 24.0f) * g[0] + (1.0f / 6.0f) * g[2], q = (1.0f / 12.0f) * g[1];
+    u[3] = p + q, u[4] = p - q;
+    u[5] = g[2];
+  }
+  static inline void a(const float* e, float* t) {
+    const float a02 = e[0] + e[2], a13 = e[1] + e[3];
+    const float b02 = e[0] + 4.0f * e[2], b13 = 2.0f * e[1] + 8.0f * e[3];
+    t[0] = e[0], t[1] = a02 + a13, t[2] = a02 - a13, t[3] = b02 + b13, t[4] = b02 - b13, t[5] = e[3];
+  }
+  static inline void gt(const float* m, float* o) {
+    const float a12 = m[1] + m[2], s12 = m[1] - m[2], a34 = m[3] + m[4], s34 = m[3] - m[4];
+    o[0] = 0.25f * m[0] - (1.0f / 6.0f) * a12 + (1.0f / 24.0f) * a34;
+    o[1] = (-1.0f / 6.0f) * s12 + (1.0f / 12.0f) * s34;
+    o[2] = (-1.0f / 6.0f) * a12 + (1.0f / 6.0f) * a34 + m[5];
+  }
+};
+
+// Tile rows per SGEMM block: the block's V and M (F (C + K) floats a tile) within about 2 MB, at
 // least 64 and at most 1024 tiles (one tile row at least), the blocks cut evenly, a multiple of the
 // thread count of them.
 constexpr int64_t kBlockFloats = int64_t{1} << 19, kMinTiles = 64, kMaxTiles = 1024;
 int64_t rows_per_block(const WinoGeom& g, int threads, int64_t block_floats = kBlockFloats,
                        int64_t max_tiles = kMaxTiles) {
-  const int64_t want_tiles = std::clamp<int64_t>(block_floats / (16 * (g.C + g.K)), kMinTiles, max_tiles);
+  const int64_t want_tiles = std::clamp<int64_t>(block_floats / (g.f() * (g.C + g.K)), kMinTiles, max_tiles);
   const int64_t total = g.N * g.tiles_h(), want = std::max<int64_t>(1, want_tiles / g.tiles_w());
   int64_t blocks = (total + want - 1) / want;
   blocks = std::min(total, (blocks + threads - 1) / threads * threads);
   return (total + blocks - 1) / blocks;
 }
 
-// U (16, K, C) = G g G^T of each 3x3 filter g, read through filt(k, c) (a pointer to 9 taps, row
-// major, and a flag to read them rotated by 180 degrees).
-// G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
-CNN_SIMD_CLONES void transform_filter(const float* g9, bool rotate, float* u16) {
+// U (F, K, C) = G g G^T of the 3x3 filter g9 (row major), read rotated by 180 degrees when `rotate`.
+template <int M>
+inline __attribute__((always_inline)) void transform_filter_t(const float* g9, bool rotate, float* u) {
+  constexpr int T = Wino<M>::T;
   float g[9];
   for (int i = 0; i < 9; ++i) g[i] = g9[rotate ? 8 - i : i];
-  float t[4][3];  // G g
+  float t[3][T];  // G g, column by column, stored transposed: t[j] = G (column j of g)
   for (int j = 0; j < 3; ++j) {
-    t[0][j] = g[j];
-    t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-    t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-    t[3][j] = g[6 + j];
+    const float col[3] = {g[j], g[3 + j], g[6 + j]};
+    Wino<M>::g(col, t[j]);
   }
-  for (int i = 0; i < 4; ++i) {  // (G g) G^T
-    u16[i * 4 + 0] = t[i][0];
-    u16[i * 4 + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-    u16[i * 4 + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-    u16[i * 4 + 3] = t[i][2];
+  for (int i = 0; i < T; ++i) {  // row i of (G g) G^T
+    const float row[3] = {t[0][i], t[1][i], t[2][i]};
+    Wino<M>::g(row, u + i * T);
   }
 }
 
-// V[f] (C, ld) for the tiles of tile rows [r0, r0 + nr) (tile row: image n, output rows 2 tp, 2 tp + 1;
-// TW tiles each, row j's tiles at columns j TW ...): B^T d B of each 4x4 input tile d (zeros outside
-// x), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. B^T on whole padded rows first, then B along
-// them, so both steps are loops over contiguous (or stride-2) floats. rows: 4 (2 TW + 2) floats.
-CNN_SIMD_CLONES void transform_input(const WinoGeom& g, const float* x, int64_t r0, int64_t nr, int64_t ld,
-                                     float* v, float* rows) {
-  const int64_t th = g.tiles_h(), tw = g.tiles_w(), wp = 2 * tw + 2, HW = g.H * g.W, fs = g.C * ld;
-  float* d = rows;  // 4 padded input rows, then B^T of them in place
+// V[f] (C, ld) for the tiles of tile rows [r0, r0 + nr) (tile row: image n, output rows m tp ..
+// m tp + m - 1; TW tiles each, row j's tiles at columns j TW ...): B^T d B of each T x T input tile d
+// (zeros outside x). B^T on whole padded rows first, then B along them, so both steps are loops over
+// contiguous (or stride-M) floats. rows: T (M TW + 2) floats.
+template <int M>
+inline __attribute__((always_inline)) void transform_input_t(const WinoGeom& g, const float* x, int64_t r0,
+                                                             int64_t nr, int64_t ld, float* v, float* rows) {
+  constexpr int T = Wino<M>::T;
+  const int64_t th = g.tiles_h(), tw = g.tiles_w(), wp = M * tw + 2, HW = g.H * g.W, fs = g.C * ld;
+  float* d = rows;  // T padded input rows, then B^T of them in place
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t j = 0; j < nr; ++j) {
-      const int64_t n = (r0 + j) / th, h0 = 2 * ((r0 + j) % th) - g.pad_h;
+      const int64_t n = (r0 + j) / th, h0 = M * ((r0 + j) % th) - g.pad_h;
       const float* xc = x + (n * g.C + c) * HW;
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < T; ++i) {
         float* row = d + i * wp;
         const int64_t h = h0 + i;
         if (h < 0 || h >= g.H) {
@@ -94,72 +167,171 @@ CNN_SIMD_CLONES void transform_input(const WinoGeom& g, const float* x, int64_t 
         std::copy(xc + h * g.W, xc + h * g.W + (hi - lo), row + lo);
         std::fill(row + hi, row + wp, 0.0f);
       }
-      float* d0 = d;
-      float* d1 = d + wp;
-      float* d2 = d + 2 * wp;
-      float* d3 = d + 3 * wp;
       for (int64_t s = 0; s < wp; ++s) {
-        const float a0 = d0[s], a1 = d1[s], a2 = d2[s], a3 = d3[s];
-        d0[s] = a0 - a2, d1[s] = a1 + a2, d2[s] = a2 - a1, d3[s] = a1 - a3;
+        float a[T], r[T];
+        for (int i = 0; i < T; ++i) a[i] = d[i * wp + s];
+        Wino<M>::bt(a, r);
+        for (int i = 0; i < T; ++i) d[i * wp + s] = r[i];
       }
       float* out = v + c * ld + j * tw;
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < T; ++i) {
         const float* t = d + i * wp;
-        float* o0 = out + (i * 4) * fs;
-        float* o1 = o0 + fs;
-        float* o2 = o1 + fs;
-        float* o3 = o2 + fs;
+        float* o = out + (i * T) * fs;
         for (int64_t q = 0; q < tw; ++q) {
-          const float e0 = t[2 * q], e1 = t[2 * q + 1], e2 = t[2 * q + 2], e3 = t[2 * q + 3];
-          o0[q] = e0 - e2, o1[q] = e1 + e2, o2[q] = e2 - e1, o3[q] = e1 - e3;
+          float r[T];
+          Wino<M>::bt(t + M * q, r);
+          for (int k = 0; k < T; ++k) o[k * fs + q] = r[k];
         }
       }
     }
 }
 
-// y's 2x2 tiles of tile rows [r0, r0 + nr) = A^T M A (+ b[k]), A^T = [1 1 1 0; 0 1 -1 -1];
-// m: M[f] (K, ld). rows: 2 (2 TW) floats.
-CNN_SIMD_CLONES void transform_output(const WinoGeom& g, const float* m, int64_t r0, int64_t nr, int64_t ld,
-                                      const float* b, float* y, float* rows) {
+// y's M x M tiles of tile rows [r0, r0 + nr) = A^T M A (+ b[k]); m: M[f] (K, ld). rows: M M TW
+// floats: the tiles' outputs, (p, c) plane by plane over the tiles (so the transform runs along
+// contiguous tiles), then placed into y's rows.
+template <int M>
+inline __attribute__((always_inline)) void transform_output_t(const WinoGeom& g, const float* m, int64_t r0,
+                                                              int64_t nr, int64_t ld, const float* b, float* y,
+                                                              float* rows) {
+  constexpr int T = Wino<M>::T;
   const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld;
-  float* y0 = rows;
-  float* y1 = rows + 2 * tw;
   for (int64_t k = 0; k < g.K; ++k) {
     const float bias = b ? b[k] : 0.0f;
     for (int64_t j = 0; j < nr; ++j) {
-      const int64_t n = (r0 + j) / th, p = 2 * ((r0 + j) % th);
-      const float* mk = m + k * ld + j * tw;
+      const int64_t n = (r0 + j) / th, p = M * ((r0 + j) % th);
+      const float* __restrict mk = m + k * ld + j * tw;
+      float* __restrict planes = rows;
       for (int64_t q = 0; q < tw; ++q) {
-        float a0[4], a1[4];  // M A, row by row
-        for (int r = 0; r < 4; ++r) {
-          const float m0 = mk[(r * 4) * fs + q], m1 = mk[(r * 4 + 1) * fs + q], m2 = mk[(r * 4 + 2) * fs + q],
-                      m3 = mk[(r * 4 + 3) * fs + q];
-          a0[r] = m0 + m1 + m2;
-          a1[r] = m1 - m2 - m3;
+        float ma[M][T];  // (M A)^T: ma[c][r] = row r of M times A, entry c
+        #pragma GCC unroll 8
+        for (int r = 0; r < T; ++r) {
+          float mr[T], yr[M];
+          #pragma GCC unroll 8
+          for (int c = 0; c < T; ++c) mr[c] = mk[(r * T + c) * fs + q];
+          Wino<M>::at(mr, yr);
+          #pragma GCC unroll 8
+          for (int c = 0; c < M; ++c) ma[c][r] = yr[c];
         }
-        y0[2 * q] = a0[0] + a0[1] + a0[2] + bias;
-        y0[2 * q + 1] = a1[0] + a1[1] + a1[2] + bias;
-        y1[2 * q] = a0[1] - a0[2] - a0[3] + bias;
-        y1[2 * q + 1] = a1[1] - a1[2] - a1[3] + bias;
+        #pragma GCC unroll 8
+        for (int c = 0; c < M; ++c) {  // column c of A^T (M A)
+          float yc[M];
+          Wino<M>::at(ma[c], yc);
+          #pragma GCC unroll 8
+          for (int r = 0; r < M; ++r) planes[(r * M + c) * tw + q] = yc[r] + bias;
+        }
       }
       float* yk = y + (n * g.K + k) * PQ + p * g.Q;
-      std::copy(y0, y0 + g.Q, yk);
-      if (p + 1 < g.P) std::copy(y1, y1 + g.Q, yk + g.Q);
+      for (int r = 0; r < M && p + r < g.P; ++r)
+        #pragma GCC unroll 8
+        for (int c = 0; c < M; ++c) {
+          const float* src = rows + (r * M + c) * tw;
+          float* dst = yk + r * g.Q + c;
+          const int64_t nq = (g.Q - c + M - 1) / M;  // tiles whose column c is inside y
+          for (int64_t q = 0; q < nq; ++q) dst[M * q] = src[q];
+        }
     }
   }
 }
 
+// E[f] (K, ld) for the tiles of tile rows [r0, r0 + nr): A e A^T of each M x M tile e of dy (zeros
+// past P and Q). rows: M M TW floats: the tiles' dy values, (r, c) plane by plane over the tiles,
+// so the transform runs along contiguous tiles.
+template <int M>
+inline __attribute__((always_inline)) void transform_dy_t(const WinoGeom& g, const float* dy, int64_t r0,
+                                                          int64_t nr, int64_t ld, float* e, float* rows) {
+  constexpr int T = Wino<M>::T;
+  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld;
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t j = 0; j < nr; ++j) {
+      const int64_t n = (r0 + j) / th, p = M * ((r0 + j) % th);
+      const float* dk = dy + (n * g.K + k) * PQ + p * g.Q;
+      #pragma GCC unroll 8
+      for (int r = 0; r < M; ++r)
+        #pragma GCC unroll 8
+        for (int c = 0; c < M; ++c) {
+          float* dst = rows + (r * M + c) * tw;
+          const int64_t nq = p + r < g.P ? (g.Q - c + M - 1) / M : 0;  // tiles whose (r, c) is inside dy
+          const float* src = dk + r * g.Q + c;
+          for (int64_t q = 0; q < nq; ++q) dst[q] = src[M * q];
+          std::fill(dst + nq, dst + tw, 0.0f);
+        }
+      float* __restrict out = e + k * ld + j * tw;
+      const float* __restrict planes = rows;
+      for (int64_t q = 0; q < tw; ++q) {
+        float ae[M][T];  // (A e)^T: ae[c][i] = entry i of A times column c of e
+        #pragma GCC unroll 8
+        for (int c = 0; c < M; ++c) {
+          float col[M];
+          #pragma GCC unroll 8
+          for (int r = 0; r < M; ++r) col[r] = planes[(r * M + c) * tw + q];
+          Wino<M>::a(col, ae[c]);
+        }
+        #pragma GCC unroll 8
+        for (int i = 0; i < T; ++i) {  // row i of (A e) A^T
+          float row[M], t[T];
+          #pragma GCC unroll 8
+          for (int c = 0; c < M; ++c) row[c] = ae[c][i];
+          Wino<M>::a(row, t);
+          #pragma GCC unroll 8
+          for (int c = 0; c < T; ++c) out[(i * T + c) * fs + q] = t[c];
+        }
+      }
+    }
+}
+
+// dw (K, C, 3, 3) = G^T M G of each (k, c)'s F sums m (M[f] (K, C)).
+template <int M>
+inline __attribute__((always_inline)) void transform_dw_t(int64_t K, int64_t C, const float* m, float* dw) {
+  constexpr int T = Wino<M>::T;
+  const int64_t fs = K * C;
+  for (int64_t kc = 0; kc < K * C; ++kc) {
+    float gm[T][3];  // (G^T M)^T: gm[c][r] = entry r of G^T times column c of M
+    for (int c = 0; c < T; ++c) {
+      float col[T];
+      for (int r = 0; r < T; ++r) col[r] = m[(r * T + c) * fs + kc];
+      Wino<M>::gt(col, gm[c]);
+    }
+    float* o = dw + kc * 9;
+    for (int r = 0; r < 3; ++r) {  // row r of (G^T M) G
+      float row[T];
+      for (int c = 0; c < T; ++c) row[c] = gm[c][r];
+      Wino<M>::gt(row, o + r * 3);
+    }
+  }
+}
+
+// The SIMD-cloned entry points, one per tile size.
+CNN_SIMD_CLONES void transform_filter(int m, const float* g9, bool rotate, float* u) {
+  m == 4 ? transform_filter_t<4>(g9, rotate, u) : transform_filter_t<2>(g9, rotate, u);
+}
+CNN_SIMD_CLONES void transform_input(const WinoGeom& g, const float* x, int64_t r0, int64_t nr, int64_t ld, float* v,
+                                     float* rows) {
+  g.m == 4 ? transform_input_t<4>(g, x, r0, nr, ld, v, rows) : transform_input_t<2>(g, x, r0, nr, ld, v, rows);
+}
+CNN_SIMD_CLONES void transform_output(const WinoGeom& g, const float* m, int64_t r0, int64_t nr, int64_t ld,
+                                      const float* b, float* y, float* rows) {
+  g.m == 4 ? transform_output_t<4>(g, m, r0, nr, ld, b, y, rows) : transform_output_t<2>(g, m, r0, nr, ld, b, y, rows);
+}
+CNN_SIMD_CLONES void transform_dy(const WinoGeom& g, const float* dy, int64_t r0, int64_t nr, int64_t ld, float* e,
+                                  float* rows) {
+  g.m == 4 ? transform_dy_t<4>(g, dy, r0, nr, ld, e, rows) : transform_dy_t<2>(g, dy, r0, nr, ld, e, rows);
+}
+CNN_SIMD_CLONES void transform_dw(int m, int64_t K, int64_t C, const float* mm, float* dw) {
+  m == 4 ? transform_dw_t<4>(K, C, mm, dw) : transform_dw_t<2>(K, C, mm, dw);
+}
+
 // One block of `rows` tile rows: its V and M (the filter gradient's V and E), and the transforms'
-// row buffers.
+// row buffers (the input's T (m TW + 2), the output's and dy's m (m TW)).
 Checked block_floats(const WinoGeom& g, int64_t rows) {
-  return Checked(16) * (g.C + g.K) * (rows * g.tiles_w()) + Checked(4) * (2 * g.tiles_w() + 2);
+  const int64_t row_floats = std::max(g.t() * (g.m * g.tiles_w() + 2), g.m * g.m * g.tiles_w());
+  return Checked(g.f()) * (g.C + g.K) * (rows * g.tiles_w()) + Checked(row_floats);
 }
 // Per thread: one block's buffers.
 int64_t thread_floats(const WinoGeom& g, int threads) {
   return block_floats(g, rows_per_block(g, threads)).value("conv2d winograd: the scratch");
 }
 size_t scratch_floats(const WinoGeom& g, int threads) {
-  const Checked u = Checked(16) * g.K * g.C;
+  const Checked u = Checked(g.f()) * g.K * g.C;
   return size_t((u + Checked(thread_floats(g, threads)) * threads).value("conv2d winograd: the scratch"));
 }
 
@@ -170,7 +342,7 @@ void winograd(const ExecContext& ctx, const WinoGeom& g, const float* x, Filter 
               float* y) {
   const int threads = std::max(1, ctx.threads());
   const int64_t rb = rows_per_block(g, threads), total = g.N * g.tiles_h(), blocks = (total + rb - 1) / rb;
-  const int64_t ld = rb * g.tiles_w();  // tiles a block holds
+  const int64_t ld = rb * g.tiles_w(), F = g.f();  // tiles a block holds, products a tile
   std::vector<float> local;
   const size_t count = scratch_floats(g, threads);
   if (!ctx.workspace) local.resize(count);
@@ -183,18 +355,18 @@ void winograd(const ExecContext& ctx, const WinoGeom& g, const float* x, Filter 
   {
 #pragma omp for schedule(static)
     for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
-      float u16[16];
-      transform_filter(filt(kc / g.C, kc % g.C), rotate, u16);
-      for (int f = 0; f < 16; ++f) u[f * g.K * g.C + kc] = u16[f];
+      float uf[36];
+      transform_filter(g.m, filt(kc / g.C, kc % g.C), rotate, uf);
+      for (int64_t f = 0; f < F; ++f) u[f * g.K * g.C + kc] = uf[f];
     }
     errors.run([&] {  // blocks dealt round-robin: no worksharing construct an exception could leave
-      float* v = scratch + 16 * g.K * g.C + per_thread * omp_get_thread_num();
-      float* m = v + 16 * g.C * ld;
-      float* rows = m + 16 * g.K * ld;
+      float* v = scratch + F * g.K * g.C + per_thread * omp_get_thread_num();
+      float* m = v + F * g.C * ld;
+      float* rows = m + F * g.K * ld;
       for (int64_t blk = omp_get_thread_num(); blk < blocks; blk += omp_get_num_threads()) {
         const int64_t r0 = blk * rb, nr = std::min(rb, total - r0), nt = nr * g.tiles_w();
         transform_input(g, x, r0, nr, ld, v, rows);
-        for (int f = 0; f < 16; ++f)  // M[f] (K, nt) = U[f] (K, C) * V[f] (C, nt)
+        for (int64_t f = 0; f < F; ++f)  // M[f] (K, nt) = U[f] (K, C) * V[f] (C, nt)
           sgemm_serial(false, false, g.K, nt, g.C, 1.0f, u + f * g.K * g.C, g.C, v + f * g.C * ld, ld, 0.0f,
                        m + f * g.K * ld, ld);
         transform_output(g, m, r0, nr, ld, b, y, rows);
@@ -204,71 +376,18 @@ void winograd(const ExecContext& ctx, const WinoGeom& g, const float* x, Filter 
   errors.rethrow();
 }
 
-// E[f] (K, ld) for the tiles of tile rows [r0, r0 + nr): A e A^T of each 2x2 tile e of dy (zeros
-// past P and Q), A = [1 0; 1 1; 1 -1; 0 -1] (the transpose of the forward's A^T). rows: 2 (2 TW)
-// floats.
-CNN_SIMD_CLONES void transform_dy(const WinoGeom& g, const float* dy, int64_t r0, int64_t nr, int64_t ld, float* e,
-                                  float* rows) {
-  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld;
-  float* e0 = rows;
-  float* e1 = rows + 2 * tw;
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t j = 0; j < nr; ++j) {
-      const int64_t n = (r0 + j) / th, p = 2 * ((r0 + j) % th);
-      const float* dk = dy + (n * g.K + k) * PQ + p * g.Q;
-      std::copy(dk, dk + g.Q, e0);
-      std::fill(e0 + g.Q, e0 + 2 * tw, 0.0f);
-      if (p + 1 < g.P) std::copy(dk + g.Q, dk + 2 * g.Q, e1);
-      else std::fill(e1, e1 + g.Q, 0.0f);
-      std::fill(e1 + g.Q, e1 + 2 * tw, 0.0f);
-      float* out = e + k * ld + j * tw;
-      for (int64_t q = 0; q < tw; ++q) {
-        const float a0 = e0[2 * q], a1 = e0[2 * q + 1], b0 = e1[2 * q], b1 = e1[2 * q + 1];
-        const float t[4][2] = {{a0, a1}, {a0 + b0, a1 + b1}, {a0 - b0, a1 - b1}, {-b0, -b1}};  // A e
-        for (int i = 0; i < 4; ++i) {  // (A e) A^T
-          float* o = out + (i * 4) * fs + q;
-          o[0] = t[i][0];
-          o[fs] = t[i][0] + t[i][1];
-          o[2 * fs] = t[i][0] - t[i][1];
-          o[3 * fs] = -t[i][1];
-        }
-      }
-    }
-}
-
-// dw (K, C, 3, 3) = G^T M G of each (k, c)'s 16 sums m (M[f] (K, C)), G^T = [1 .5 .5 0; 0 .5 -.5 0;
-// 0 .5 .5 1].
-CNN_SIMD_CLONES void transform_dw(int64_t K, int64_t C, const float* m, float* dw) {
-  const int64_t fs = K * C;
-  for (int64_t kc = 0; kc < K * C; ++kc) {
-    float t[3][4];  // G^T M
-    for (int j = 0; j < 4; ++j) {
-      const float m0 = m[j * fs + kc], m1 = m[(4 + j) * fs + kc], m2 = m[(8 + j) * fs + kc], m3 = m[(12 + j) * fs + kc];
-      t[0][j] = m0 + 0.5f * (m1 + m2);
-      t[1][j] = 0.5f * (m1 - m2);
-      t[2][j] = 0.5f * (m1 + m2) + m3;
-    }
-    float* o = dw + kc * 9;
-    for (int i = 0; i < 3; ++i) {  // (G^T M) G
-      o[i * 3 + 0] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
-      o[i * 3 + 1] = 0.5f * (t[i][1] - t[i][2]);
-      o[i * 3 + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
-    }
-  }
-}
-
-// The filter gradient's blocks are four times larger: its 16 GEMMs per block have small (K, C)
+// The filter gradient's blocks are four times larger: its GEMMs per block have small (K, C)
 // outputs and a reduction over the block's tiles, so longer blocks call SGEMM with more work each.
-// On fer_cnn's five 3x3 layers (batch 64, 2 threads, 5 repeats, twice): 2 MB blocks took 0.8-1.2x
-// im2col's time, 8 MB blocks (at most 4096 tiles) 0.6-0.85x (conv3a 1.05x), 4 and 32 MB mixed.
+// On fer_cnn's five 3x3 layers (batch 64, 2 threads, 5 repeats, twice, F(2x2, 3x3)): 2 MB blocks took
+// 0.8-1.2x im2col's time, 8 MB blocks (at most 4096 tiles) 0.6-0.85x (conv3a 1.05x), 4 and 32 MB mixed.
 constexpr int64_t kFilterBlockFloats = kBlockFloats * 4, kFilterMaxTiles = 4096;
 int64_t filter_rows_per_block(const WinoGeom& g, int threads) {
   return rows_per_block(g, threads, kFilterBlockFloats, kFilterMaxTiles);
 }
 // Per thread for the filter gradient: one block's buffers (V, then E where the forward has M) and
-// the thread's M (16 K C).
+// the thread's M (F K C).
 int64_t filter_thread_floats(const WinoGeom& g, int threads) {
-  return (block_floats(g, filter_rows_per_block(g, threads)) + Checked(16) * g.K * g.C)
+  return (block_floats(g, filter_rows_per_block(g, threads)) + Checked(g.f()) * g.K * g.C)
       .value("conv2d winograd: the scratch");
 }
 
@@ -277,13 +396,13 @@ int64_t filter_thread_floats(const WinoGeom& g, int threads) {
 void winograd_filter(const ExecContext& ctx, const WinoGeom& g, const float* x, const float* dy, float* dw) {
   const int threads = std::max(1, ctx.threads());
   const int64_t rb = filter_rows_per_block(g, threads), total = g.N * g.tiles_h(), blocks = (total + rb - 1) / rb;
-  const int64_t ld = rb * g.tiles_w();
-  const int64_t per_thread = filter_thread_floats(g, threads), mc = 16 * g.K * g.C;
+  const int64_t ld = rb * g.tiles_w(), F = g.f();
+  const int64_t per_thread = filter_thread_floats(g, threads), mc = F * g.K * g.C;
   std::vector<float> local;
   const size_t count = size_t((Checked(per_thread) * threads).value("conv2d winograd: the scratch"));
   if (!ctx.workspace) local.resize(count);
   float* scratch = ctx.workspace ? ctx.workspace->get(count) : local.data();
-  auto thread_m = [&](int t) { return scratch + per_thread * t + 16 * (g.C + g.K) * ld; };
+  auto thread_m = [&](int t) { return scratch + per_thread * t + F * (g.C + g.K) * ld; };
   const int used = int(std::min<int64_t>(threads, blocks));  // threads that get a block
   BlasSerialScope blas;
   ParallelErrors errors;
@@ -292,7 +411,7 @@ void winograd_filter(const ExecContext& ctx, const WinoGeom& g, const float* x, 
     errors.run([&] {
       const int t = omp_get_thread_num();
       float* v = scratch + per_thread * t;
-      float* e = v + 16 * g.C * ld;
+      float* e = v + F * g.C * ld;
       float* m = thread_m(t);
       float* rows = m + mc;
       for (int64_t blk = t; blk < blocks; blk += omp_get_num_threads()) {
@@ -300,7 +419,7 @@ void winograd_filter(const ExecContext& ctx, const WinoGeom& g, const float* x, 
         transform_input(g, x, r0, nr, ld, v, rows);
         transform_dy(g, dy, r0, nr, ld, e, rows);
         const float beta = blk == t ? 0.0f : 1.0f;  // the thread's first block overwrites its M
-        for (int f = 0; f < 16; ++f)  // M[f] (K, C) += E[f] (K, nt) * V[f] (C, nt)^T
+        for (int64_t f = 0; f < F; ++f)  // M[f] (K, C) += E[f] (K, nt) * V[f] (C, nt)^T
           sgemm_serial(false, true, g.K, g.C, nt, 1.0f, e + f * g.K * ld, ld, v + f * g.C * ld, ld, beta,
                        m + f * g.K * g.C, g.C);
       }
@@ -317,15 +436,15 @@ void winograd_filter(const ExecContext& ctx, const WinoGeom& g, const float* x, 
     }
   }
   errors.rethrow();
-  transform_dw(g.K, g.C, thread_m(0), dw);
+  transform_dw(g.m, g.K, g.C, thread_m(0), dw);
 }
 
 WinoGeom forward_geom(const Conv2dShape& sh) {
-  return {sh.N, sh.C, sh.H, sh.W, sh.K, sh.P, sh.Q, sh.pad_h, sh.pad_w};
+  return {sh.N, sh.C, sh.H, sh.W, sh.K, sh.P, sh.Q, sh.pad_h, sh.pad_w, wino_m(sh.P, sh.Q)};
 }
 // dx = dy (N, K, P, Q) convolved with the rotated filters (C outputs, K inputs), padding 2 - pad.
 WinoGeom data_geom(const Conv2dShape& sh) {
-  return {sh.N, sh.K, sh.P, sh.Q, sh.C, sh.H, sh.W, 2 - sh.pad_h, 2 - sh.pad_w};
+  return {sh.N, sh.K, sh.P, sh.Q, sh.C, sh.H, sh.W, 2 - sh.pad_h, 2 - sh.pad_w, wino_m(sh.H, sh.W)};
 }
 
 void check_winograd(const Conv2dShape& sh) {

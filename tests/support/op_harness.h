@@ -179,13 +179,16 @@ private:
 inline bool on_gpu(Backend b) { return b != Backend::cpu; }
 
 // How closely a row must agree with the oracle (tolerance.h says why each size): the fast CPU
-// path's, any GPU kernel's, and the transforms' (FFT, Winograd; "cudnn", cuDNN's heuristic, may pick
-// one of them). A row of another dtype gets its precision's tolerance here when its conversion is
+// path's (cpu:winograd's and the CPU rule row's, which may pick it, their own), any GPU kernel's,
+// and the transforms' (FFT, Winograd; "cudnn", cuDNN's heuristic, may pick one of them). A row of another dtype gets its precision's tolerance here when its conversion is
 // written (require_bindable).
 inline Tolerance row_tolerance(Backend b, DType t, std::string_view name) {
   if (t == DType::bf16) return kBf16OutputVsCpu;
   if (t == DType::f16) return kF16OutputVsCpu;
-  if (b == Backend::cpu) return kFastCpuVsReference;
+  // "cpu", the CPU's rule row, takes cpu:winograd on eligible shapes.
+  if (b == Backend::cpu) return name == "cpu" || name.find("winograd") != std::string_view::npos
+                                    ? kCpuTransformVsReference
+                                    : kFastCpuVsReference;
   if (name.find("fft") != std::string_view::npos || name.find("winograd") != std::string_view::npos ||
       name == "cudnn")
     return kGpuTransformVsCpu;
