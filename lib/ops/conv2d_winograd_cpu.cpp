@@ -141,17 +141,124 @@ inline __attribute__((always_inline)) void transform_filter_t(const float* g9, b
   }
 }
 
+// The output and dy transforms run as stages over a block's tiles: each stage applies one small
+// matrix to planes of n contiguous floats (one value of every tile), a loop the compiler vectorizes.
+// A^T of F(4x4, 3x3) on six planes into four (+ bias), and on F(2x2, 3x3)'s four planes into two.
+inline __attribute__((always_inline)) void at_stage(const float* __restrict m0, const float* __restrict m1,
+                                                    const float* __restrict m2, const float* __restrict m3,
+                                                    const float* __restrict m4, const float* __restrict m5,
+                                                    int64_t n, float bias, float* __restrict y0,
+                                                    float* __restrict y1, float* __restrict y2,
+                                                    float* __restrict y3) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float a12 = m1[t] + m2[t], s12 = m1[t] - m2[t], a34 = m3[t] + m4[t], s34 = m3[t] - m4[t];
+    y0[t] = m0[t] + a12 + a34 + bias;
+    y1[t] = s12 + 2.0f * s34 + bias;
+    y2[t] = a12 + 4.0f * a34 + bias;
+    y3[t] = s12 + 8.0f * s34 + m5[t] + bias;
+  }
+}
+inline __attribute__((always_inline)) void at_stage(const float* __restrict m0, const float* __restrict m1,
+                                                    const float* __restrict m2, const float* __restrict m3,
+                                                    int64_t n, float bias, float* __restrict y0,
+                                                    float* __restrict y1) {
+  for (int64_t t = 0; t < n; ++t) {
+    y0[t] = m0[t] + m1[t] + m2[t] + bias;
+    y1[t] = m1[t] - m2[t] - m3[t] + bias;
+  }
+}
+// A (T from M) of F(4x4, 3x3) on four planes into six, and of F(2x2, 3x3) on two into four.
+inline __attribute__((always_inline)) void a_stage(const float* __restrict e0, const float* __restrict e1,
+                                                   const float* __restrict e2, const float* __restrict e3,
+                                                   int64_t n, float* __restrict t0, float* __restrict t1,
+                                                   float* __restrict t2, float* __restrict t3,
+                                                   float* __restrict t4, float* __restrict t5) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float a02 = e0[t] + e2[t], a13 = e1[t] + e3[t];
+    const float b02 = e0[t] + 4.0f * e2[t], b13 = 2.0f * e1[t] + 8.0f * e3[t];
+    t0[t] = e0[t], t1[t] = a02 + a13, t2[t] = a02 - a13, t3[t] = b02 + b13, t4[t] = b02 - b13, t5[t] = e3[t];
+  }
+}
+inline __attribute__((always_inline)) void a_stage(const float* __restrict e0, const float* __restrict e1,
+                                                   int64_t n, float* __restrict t0, float* __restrict t1,
+                                                   float* __restrict t2, float* __restrict t3) {
+  for (int64_t t = 0; t < n; ++t) t0[t] = e0[t], t1[t] = e0[t] + e1[t], t2[t] = e0[t] - e1[t], t3[t] = -e1[t];
+}
+
+// Planes of n floats: in[i * stride] for i < count (a stage's operands).
+template <int M>
+inline void at_planes(const float* in, int64_t stride, int64_t n, float bias, float* out, int64_t out_stride) {
+  if constexpr (M == 4)
+    at_stage(in, in + stride, in + 2 * stride, in + 3 * stride, in + 4 * stride, in + 5 * stride, n, bias, out,
+             out + out_stride, out + 2 * out_stride, out + 3 * out_stride);
+  else
+    at_stage(in, in + stride, in + 2 * stride, in + 3 * stride, n, bias, out, out + out_stride);
+}
+template <int M>
+inline void a_planes(const float* in, int64_t stride, int64_t n, float* out, int64_t out_stride) {
+  if constexpr (M == 4)
+    a_stage(in, in + stride, in + 2 * stride, in + 3 * stride, n, out, out + out_stride, out + 2 * out_stride,
+            out + 3 * out_stride, out + 4 * out_stride, out + 5 * out_stride);
+  else
+    a_stage(in, in + stride, n, out, out + out_stride, out + 2 * out_stride, out + 3 * out_stride);
+}
+
+// B^T of F(4x4, 3x3) on six planes into six, and of F(2x2, 3x3) on four into four.
+inline __attribute__((always_inline)) void bt_stage(const float* __restrict d0, const float* __restrict d1,
+                                                    const float* __restrict d2, const float* __restrict d3,
+                                                    const float* __restrict d4, const float* __restrict d5,
+                                                    int64_t n, float* __restrict r0, float* __restrict r1,
+                                                    float* __restrict r2, float* __restrict r3,
+                                                    float* __restrict r4, float* __restrict r5) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float s13 = d3[t] - 4.0f * d1[t], s24 = d4[t] - 4.0f * d2[t];
+    const float t13 = 2.0f * (d3[t] - d1[t]), t24 = d4[t] - d2[t];
+    r0[t] = 4.0f * d0[t] - 5.0f * d2[t] + d4[t];
+    r1[t] = s24 + s13, r2[t] = s24 - s13, r3[t] = t24 + t13, r4[t] = t24 - t13;
+    r5[t] = 4.0f * d1[t] - 5.0f * d3[t] + d5[t];
+  }
+}
+inline __attribute__((always_inline)) void bt_stage(const float* __restrict d0, const float* __restrict d1,
+                                                    const float* __restrict d2, const float* __restrict d3,
+                                                    int64_t n, float* __restrict r0, float* __restrict r1,
+                                                    float* __restrict r2, float* __restrict r3) {
+  for (int64_t t = 0; t < n; ++t)
+    r0[t] = d0[t] - d2[t], r1[t] = d1[t] + d2[t], r2[t] = d2[t] - d1[t], r3[t] = d1[t] - d3[t];
+}
+template <int M>
+inline void bt_planes(const float* in, int64_t stride, int64_t n, float* out, int64_t out_stride) {
+  if constexpr (M == 4)
+    bt_stage(in, in + stride, in + 2 * stride, in + 3 * stride, in + 4 * stride, in + 5 * stride, n, out,
+             out + out_stride, out + 2 * out_stride, out + 3 * out_stride, out + 4 * out_stride,
+             out + 5 * out_stride);
+  else
+    bt_stage(in, in + stride, in + 2 * stride, in + 3 * stride, n, out, out + out_stride, out + 2 * out_stride,
+             out + 3 * out_stride);
+}
+
+// Floats of the output and dy transforms' planes: (T M + M M) of a block's tiles.
+int64_t stage_floats(const WinoGeom& g, int64_t tiles) { return (g.t() * g.m + g.m * g.m) * tiles; }
+
+// Floats of the input transform's scratch: T padded rows of (M TW + 2) and B^T of them, then T x T
+// planes of a block's tiles.
+int64_t input_floats(const WinoGeom& g, int64_t tiles) {
+  return 2 * g.t() * (g.m * g.tiles_w() + 2) + g.f() * tiles;
+}
+
 // V[f] (C, ld) for the tiles of tile rows [r0, r0 + nr) (tile row: image n, output rows m tp ..
 // m tp + m - 1; TW tiles each, row j's tiles at columns j TW ...): B^T d B of each T x T input tile d
-// (zeros outside x). B^T on whole padded rows first, then B along them, so both steps are loops over
-// contiguous (or stride-M) floats. rows: T (M TW + 2) floats.
+// (zeros outside x). Per channel: B^T on each tile row's T padded input rows (a loop along the
+// rows), those values dealt into T x T planes of the block's tiles (plane i T + k: row i, column
+// k of each tile), then B along the planes, which writes V's planes (loops over the block's tiles).
 template <int M>
 inline __attribute__((always_inline)) void transform_input_t(const WinoGeom& g, const float* x, int64_t r0,
-                                                             int64_t nr, int64_t ld, float* v, float* rows) {
+                                                             int64_t nr, int64_t ld, float* v, float* scratch) {
   constexpr int T = Wino<M>::T;
-  const int64_t th = g.tiles_h(), tw = g.tiles_w(), wp = M * tw + 2, HW = g.H * g.W, fs = g.C * ld;
-  float* d = rows;  // T padded input rows, then B^T of them in place
-  for (int64_t c = 0; c < g.C; ++c)
+  const int64_t th = g.tiles_h(), tw = g.tiles_w(), wp = M * tw + 2, HW = g.H * g.W, fs = g.C * ld, nt = nr * tw;
+  float* d = scratch;            // T padded input rows
+  float* dt = scratch + T * wp;  // B^T of them
+  float* planes = dt + T * wp;
+  for (int64_t c = 0; c < g.C; ++c) {
     for (int64_t j = 0; j < nr; ++j) {
       const int64_t n = (r0 + j) / th, h0 = M * ((r0 + j) % th) - g.pad_h;
       const float* xc = x + (n * g.C + c) * HW;
@@ -167,64 +274,44 @@ inline __attribute__((always_inline)) void transform_input_t(const WinoGeom& g, 
         std::copy(xc + h * g.W, xc + h * g.W + (hi - lo), row + lo);
         std::fill(row + hi, row + wp, 0.0f);
       }
-      for (int64_t s = 0; s < wp; ++s) {
-        float a[T], r[T];
-        for (int i = 0; i < T; ++i) a[i] = d[i * wp + s];
-        Wino<M>::bt(a, r);
-        for (int i = 0; i < T; ++i) d[i * wp + s] = r[i];
-      }
-      float* out = v + c * ld + j * tw;
-      for (int i = 0; i < T; ++i) {
-        const float* t = d + i * wp;
-        float* o = out + (i * T) * fs;
-        for (int64_t q = 0; q < tw; ++q) {
-          float r[T];
-          Wino<M>::bt(t + M * q, r);
-          for (int k = 0; k < T; ++k) o[k * fs + q] = r[k];
+      bt_planes<M>(d, wp, wp, dt, wp);
+      for (int i = 0; i < T; ++i)
+        for (int k = 0; k < T; ++k) {
+          const float* src = dt + i * wp + k;
+          float* dst = planes + (i * T + k) * nt + j * tw;
+          for (int64_t q = 0; q < tw; ++q) dst[q] = src[M * q];
         }
-      }
     }
+    float* vc = v + c * ld;
+    for (int i = 0; i < T; ++i)  // V[i][.] = (B^T d)[i][.] B: plane f = i T + k of V
+      bt_planes<M>(planes + (i * T) * nt, nt, nt, vc + (i * T) * fs, fs);
+  }
 }
 
-// y's M x M tiles of tile rows [r0, r0 + nr) = A^T M A (+ b[k]); m: M[f] (K, ld). rows: M M TW
-// floats: the tiles' outputs, (p, c) plane by plane over the tiles (so the transform runs along
-// contiguous tiles), then placed into y's rows.
+// y's M x M tiles of tile rows [r0, r0 + nr) = A^T M A (+ b[k]); m: M[f] (K, ld). planes:
+// stage_floats floats: Z (T x M planes: M A, row r's entry c at plane r M + c), then Y (M x M
+// planes), each nt long, before Y's values are placed into y's rows.
 template <int M>
 inline __attribute__((always_inline)) void transform_output_t(const WinoGeom& g, const float* m, int64_t r0,
                                                               int64_t nr, int64_t ld, const float* b, float* y,
-                                                              float* rows) {
+                                                              float* planes) {
   constexpr int T = Wino<M>::T;
-  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld;
+  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld, nt = nr * tw;
+  float* z = planes;
+  float* yp = planes + T * M * nt;
   for (int64_t k = 0; k < g.K; ++k) {
     const float bias = b ? b[k] : 0.0f;
+    const float* mk = m + k * ld;
+    for (int r = 0; r < T; ++r)  // Z[r][.] = M[r][.] A: plane f = r T + c of M
+      at_planes<M>(mk + (r * T) * fs, fs, nt, 0.0f, z + (r * M) * nt, nt);
+    for (int c = 0; c < M; ++c)  // Y[.][c] = A^T Z[.][c]
+      at_planes<M>(z + c * nt, M * nt, nt, bias, yp + c * nt, M * nt);
     for (int64_t j = 0; j < nr; ++j) {
       const int64_t n = (r0 + j) / th, p = M * ((r0 + j) % th);
-      const float* __restrict mk = m + k * ld + j * tw;
-      float* __restrict planes = rows;
-      for (int64_t q = 0; q < tw; ++q) {
-        float ma[M][T];  // (M A)^T: ma[c][r] = row r of M times A, entry c
-        #pragma GCC unroll 8
-        for (int r = 0; r < T; ++r) {
-          float mr[T], yr[M];
-          #pragma GCC unroll 8
-          for (int c = 0; c < T; ++c) mr[c] = mk[(r * T + c) * fs + q];
-          Wino<M>::at(mr, yr);
-          #pragma GCC unroll 8
-          for (int c = 0; c < M; ++c) ma[c][r] = yr[c];
-        }
-        #pragma GCC unroll 8
-        for (int c = 0; c < M; ++c) {  // column c of A^T (M A)
-          float yc[M];
-          Wino<M>::at(ma[c], yc);
-          #pragma GCC unroll 8
-          for (int r = 0; r < M; ++r) planes[(r * M + c) * tw + q] = yc[r] + bias;
-        }
-      }
       float* yk = y + (n * g.K + k) * PQ + p * g.Q;
       for (int r = 0; r < M && p + r < g.P; ++r)
-        #pragma GCC unroll 8
         for (int c = 0; c < M; ++c) {
-          const float* src = rows + (r * M + c) * tw;
+          const float* src = yp + (r * M + c) * nt + j * tw;
           float* dst = yk + r * g.Q + c;
           const int64_t nq = (g.Q - c + M - 1) / M;  // tiles whose column c is inside y
           for (int64_t q = 0; q < nq; ++q) dst[M * q] = src[q];
@@ -234,49 +321,34 @@ inline __attribute__((always_inline)) void transform_output_t(const WinoGeom& g,
 }
 
 // E[f] (K, ld) for the tiles of tile rows [r0, r0 + nr): A e A^T of each M x M tile e of dy (zeros
-// past P and Q). rows: M M TW floats: the tiles' dy values, (r, c) plane by plane over the tiles,
-// so the transform runs along contiguous tiles.
+// past P and Q). planes: stage_floats floats: e's values (M x M planes, nt long), then A e (T x M
+// planes: row i's entry c at plane i M + c).
 template <int M>
 inline __attribute__((always_inline)) void transform_dy_t(const WinoGeom& g, const float* dy, int64_t r0,
-                                                          int64_t nr, int64_t ld, float* e, float* rows) {
+                                                          int64_t nr, int64_t ld, float* e, float* planes) {
   constexpr int T = Wino<M>::T;
-  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld;
-  for (int64_t k = 0; k < g.K; ++k)
+  const int64_t th = g.tiles_h(), tw = g.tiles_w(), PQ = g.P * g.Q, fs = g.K * ld, nt = nr * tw;
+  float* ev = planes;
+  float* ae = planes + M * M * nt;
+  for (int64_t k = 0; k < g.K; ++k) {
     for (int64_t j = 0; j < nr; ++j) {
       const int64_t n = (r0 + j) / th, p = M * ((r0 + j) % th);
       const float* dk = dy + (n * g.K + k) * PQ + p * g.Q;
-      #pragma GCC unroll 8
       for (int r = 0; r < M; ++r)
-        #pragma GCC unroll 8
         for (int c = 0; c < M; ++c) {
-          float* dst = rows + (r * M + c) * tw;
+          float* dst = ev + (r * M + c) * nt + j * tw;
           const int64_t nq = p + r < g.P ? (g.Q - c + M - 1) / M : 0;  // tiles whose (r, c) is inside dy
           const float* src = dk + r * g.Q + c;
           for (int64_t q = 0; q < nq; ++q) dst[q] = src[M * q];
           std::fill(dst + nq, dst + tw, 0.0f);
         }
-      float* __restrict out = e + k * ld + j * tw;
-      const float* __restrict planes = rows;
-      for (int64_t q = 0; q < tw; ++q) {
-        float ae[M][T];  // (A e)^T: ae[c][i] = entry i of A times column c of e
-        #pragma GCC unroll 8
-        for (int c = 0; c < M; ++c) {
-          float col[M];
-          #pragma GCC unroll 8
-          for (int r = 0; r < M; ++r) col[r] = planes[(r * M + c) * tw + q];
-          Wino<M>::a(col, ae[c]);
-        }
-        #pragma GCC unroll 8
-        for (int i = 0; i < T; ++i) {  // row i of (A e) A^T
-          float row[M], t[T];
-          #pragma GCC unroll 8
-          for (int c = 0; c < M; ++c) row[c] = ae[c][i];
-          Wino<M>::a(row, t);
-          #pragma GCC unroll 8
-          for (int c = 0; c < T; ++c) out[(i * T + c) * fs + q] = t[c];
-        }
-      }
     }
+    for (int c = 0; c < M; ++c)  // (A e)[.][c] = A e[.][c]
+      a_planes<M>(ev + c * nt, M * nt, nt, ae + c * nt, M * nt);
+    float* ek = e + k * ld;
+    for (int i = 0; i < T; ++i)  // E[i][.] = (A e)[i][.] A^T: plane f = i T + c of E
+      a_planes<M>(ae + (i * M) * nt, nt, nt, ek + (i * T) * fs, fs);
+  }
 }
 
 // dw (K, C, 3, 3) = G^T M G of each (k, c)'s F sums m (M[f] (K, C)).
@@ -321,9 +393,9 @@ CNN_SIMD_CLONES void transform_dw(int m, int64_t K, int64_t C, const float* mm, 
 }
 
 // One block of `rows` tile rows: its V and M (the filter gradient's V and E), and the transforms'
-// row buffers (the input's T (m TW + 2), the output's and dy's m (m TW)).
+// scratch (input_floats, stage_floats).
 Checked block_floats(const WinoGeom& g, int64_t rows) {
-  const int64_t row_floats = std::max(g.t() * (g.m * g.tiles_w() + 2), g.m * g.m * g.tiles_w());
+  const int64_t row_floats = std::max(input_floats(g, rows * g.tiles_w()), stage_floats(g, rows * g.tiles_w()));
   return Checked(g.f()) * (g.C + g.K) * (rows * g.tiles_w()) + Checked(row_floats);
 }
 // Per thread: one block's buffers.
