@@ -37,6 +37,16 @@ static const char* kModel =
     "  - {name: p1, type: maxpool, kernel: 2}\n"
     "  - {name: fc, type: dense, units: 5}\n";
 
+// One forward and backward of a tuned graph at batch 4 (the output as its own gradient).
+static void run_training_step(Graph& g, DeviceSetup& dev) {
+  Executor ex(g, 4, dev.ctx());
+  ex.init_params(1);
+  ex.forward(4, true, 0, 1);
+  ex.output_grad().copy_from(ex.output());
+  ex.backward();
+  dev.synchronize();
+}
+
 TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the next run", "[gpu]") {
   CNN_REQUIRE_GPU();
   test::TempDir dir;
@@ -59,13 +69,7 @@ TEST_CASE("autotune on the gpu measures, writes the cache, and reuses it on the 
     CHECK(g->node(3).layer->conv_planned()->conv_plan().algo(ConvDir::backward_data)->name ==
           "cuda:implicit_gemm");
     for (int i = 0; i < g->size(); ++i) CHECK_FALSE(g->node(i).layer->backend_to_measure());
-    // The tuned graph runs a training step.
-    Executor ex(*g, 4, dev.ctx());
-    ex.init_params(1);
-    ex.forward(4, true, 0, 1);
-    ex.output_grad().copy_from(ex.output());
-    ex.backward();
-    dev.synchronize();
+    run_training_step(*g, dev);  // the tuned graph runs
   }
   REQUIRE(std::filesystem::exists(opt.cache_path));
   REQUIRE(first.size() == second.size());
@@ -230,11 +234,6 @@ TEST_CASE("autotune on the gpu leaves an activation fused only into a batchnorm 
     CHECK((g->node(1).fused_act == 2) == on_cuda);
     CHECK((g->node(2).fused_into == 1) == on_cuda);
     CHECK(g->node(1).layer->backward_needs_output() == on_cuda);  // the layer's own fused state
-    Executor ex(*g, 4, dev.ctx());
-    ex.init_params(1);
-    ex.forward(4, true, 0, 1);
-    ex.output_grad().copy_from(ex.output());
-    ex.backward();
-    dev.synchronize();
+    run_training_step(*g, dev);
   }
 }
