@@ -226,7 +226,8 @@ SchemaPtr train_schema() {
       .defaults_to(d.precision);
   s->key("tf32_layout", Type::choice({"auto", "nchw", "nhwc"}),
          "tf32 only: how FP32 activations are stored; nhwc: channels-last (f32cl), which cuDNN's TF32 convolutions "
-         "read without transposing; auto: nhwc on a GPU where every tf32 layer has a channels-last implementation, else nchw (README \"Precision\")")
+         "read without transposing; auto: nhwc on a GPU where every tf32 layer has a channels-last implementation, "
+         "else nchw (README \"Precision\")")
       .defaults_to(d.tf32_layout);
   s->key("loss_scale", Type::map(loss_scale_schema()),
          "fp16 only: the dynamic loss scale (README \"Precision\"); ignored in other precisions");

@@ -254,6 +254,15 @@ void Graph::set_tf32_layout(const std::string& layout) {
   m_tf32_layout = layout;
 }
 
+// Why `l`, its dtype set to `t`, must stay f32 on `device` (empty: it may store t): the layer's own
+// reason (Layer::dtype_refusal), else no implementation of it for t.
+static std::string stays_f32_because(const Layer& l, DType t, Device device) {
+  if (std::string why = l.dtype_refusal(t); !why.empty()) return why;
+  if (l.can_run_on(device)) return "";
+  return fmt::format("no {} implementation of it{} on the {}", to_string(t),
+                     l.requested_backend() == "auto" ? "" : " on backend " + l.requested_backend(), to_string(device));
+}
+
 std::vector<std::string> Graph::choose_backends(Device device) {
   std::vector<std::string> notes;
   m_precision_notes.clear();
@@ -266,12 +275,12 @@ std::vector<std::string> Graph::choose_backends(Device device) {
       Layer& l = *n.layer;
       if (l.precision() != Precision::tf32) continue;
       l.set_dtype(DType::f32cl);
-      const std::string why = l.dtype_refusal(DType::f32cl);
-      if (why.empty() && l.can_run_on(device)) continue;
+      const std::string why = stays_f32_because(l, DType::f32cl, device);
+      if (why.empty()) continue;
       tf32_nhwc = false;
       m_precision_notes.push_back(fmt::format(
           "tf32_layout auto: NCHW, since layer '{}' ({}) would stay f32 channels-last ({}); nhwc forces channels-last",
-          l.name(), l.type(), why.empty() ? std::string("no f32cl implementation of it on the ") + to_string(device) : why));
+          l.name(), l.type(), why));
       break;
     }
   }
@@ -279,15 +288,11 @@ std::vector<std::string> Graph::choose_backends(Device device) {
     Layer& l = *n.layer;
     const DType want = l.precision() == Precision::tf32 && tf32_nhwc ? DType::f32cl : storage_dtype(l.precision());
     l.set_dtype(want);
-    if (const std::string why = l.dtype_refusal(want); want != DType::f32 && !why.empty()) {
-      l.set_dtype(DType::f32);
-      m_precision_notes.push_back(fmt::format("layer '{}' ({}) stays f32: {}", l.name(), l.type(), why));
-    } else if (want != DType::f32 && !l.can_run_on(device)) {
-      l.set_dtype(DType::f32);
-      m_precision_notes.push_back(fmt::format("layer '{}' ({}) stays f32: no {} implementation of it{} on the {}",
-                                              l.name(), l.type(), to_string(want),
-                                              l.requested_backend() == "auto" ? "" : " on backend " + l.requested_backend(),
-                                              to_string(device)));
+    if (want != DType::f32) {
+      if (const std::string why = stays_f32_because(l, want, device); !why.empty()) {
+        l.set_dtype(DType::f32);
+        m_precision_notes.push_back(fmt::format("layer '{}' ({}) stays f32: {}", l.name(), l.type(), why));
+      }
     }
     n.layer->choose_backend(device);
     const std::string& req = n.layer->requested_backend();

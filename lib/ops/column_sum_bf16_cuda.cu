@@ -1,7 +1,7 @@
 // Deterministic FP32 column sums of a BF16, F16 or FP32 matrix on the GPU (column_sum_bf16.h; E, the
 // element type, is the chunk kernel's template parameter, half16.cuh): the first kernel
-// sums each chunk of rows per column (16-byte loads of 8 16-bit or 4 FP32 columns where the matrix allows), the
-// second adds the chunks' partials in chunk order.
+// sums each chunk of rows per column (16-byte loads of 8 16-bit or 4 FP32 columns where the matrix
+// allows), the second adds the chunks' partials in chunk order.
 // Trap: the 16-byte and the scalar kernel cut a chunk into different slices (32 and 8), so their
 // bits differ; each is deterministic, and a given buffer always takes the same one.
 #include <cuda_runtime.h>
@@ -100,13 +100,11 @@ static void column_sum(const ExecContext& ctx, int64_t rows, int64_t cols, const
   const auto* bits = reinterpret_cast<const Bits<E>*>(x);
   const int c = int(cols);
   if constexpr (std::is_same_v<E, float>) {
-    if (cols % 4 == 0 && cuda::aligned16(x)) {
-      const dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));
+    const dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));  // 32 columns a block either way
+    if (cols % 4 == 0 && cuda::aligned16(x))
       column_sum_chunk_kernel<E, 4, 32><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
-    } else {
-      const dim3 grid(unsigned((cols + 31) / 32), unsigned(chunks));
+    else
       column_sum_chunk_kernel<E, 1, 8><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);
-    }
   } else if (cols % 8 == 0 && cuda::aligned16(x)) {
     const dim3 grid(unsigned((cols + 63) / 64), unsigned(chunks));
     column_sum_chunk_kernel<E, 8, 32><<<grid, kThreads, 0, stream>>>(rows, c, chunk_rows, bits, out);

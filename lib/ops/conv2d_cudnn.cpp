@@ -411,7 +411,9 @@ size_t f32cl_filter_bytes(const Conv2dShape& sh) { return pad256(size_t(sh.weigh
 size_t f32cl_db_bytes(const Conv2dShape& sh, ConvDir dir) {
   return dir == ConvDir::backward_filter && sh.has_bias ? column_sum_bf16_scratch_bytes(sh.N * sh.P * sh.Q, sh.K) : 0;
 }
-size_t f32cl_own_bytes(const Conv2dShape& sh, ConvDir dir) { return f32cl_filter_bytes(sh) + f32cl_db_bytes(sh, dir); }
+size_t f32cl_own_bytes(const Conv2dShape& sh, ConvDir dir) {
+  return f32cl_filter_bytes(sh) + f32cl_db_bytes(sh, dir);
+}
 
 // The (K, C/groups, R, S) filter from one layout into the other: KCRS is NCHW of (K, C/groups, R, S),
 // KRSC its NHWC.
@@ -428,9 +430,9 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
   // db: our column sum over dy's N P Q rows (cudnnConvolutionBackwardBias on this layout ran at a
   // few percent of the memory bandwidth: 0.75 ms for mini_xception's 7-channel output at b256).
   const int64_t pixels = sh.N * sh.P * sh.Q;
+  const size_t db_bytes = f32cl_db_bytes(sh, dir);
   if (dir == ConvDir::backward_filter && !f.dw) {  // db alone: no convolution
-    float* partials = f32cl_db_bytes(sh, dir) ? static_cast<float*>(scratch(ctx, int64_t(f32cl_db_bytes(sh, dir)), what))
-                                              : nullptr;
+    float* partials = db_bytes ? static_cast<float*>(scratch(ctx, int64_t(db_bytes), what)) : nullptr;
     column_sum_cuda(ctx, pixels, sh.K, f.dy, f.db, partials);
     return;
   }
@@ -439,7 +441,7 @@ void run_f32cl(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, int a
   char* base = static_cast<char*>(scratch(ctx, int64_t(own_at + f32cl_own_bytes(sh, dir)), what));
   void* ws = bytes > 0 ? base : nullptr;
   float* krsc = reinterpret_cast<float*>(base + own_at);
-  float* partials = f32cl_db_bytes(sh, dir) ? reinterpret_cast<float*>(base + own_at + f32cl_filter_bytes(sh)) : nullptr;
+  float* partials = db_bytes ? reinterpret_cast<float*>(base + own_at + f32cl_filter_bytes(sh)) : nullptr;
   switch (dir) {
     case ConvDir::forward:
       permute_filter(ctx, sh, f.w, Layout::nchw, krsc, Layout::nhwc);

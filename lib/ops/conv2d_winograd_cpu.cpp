@@ -141,9 +141,11 @@ inline __attribute__((always_inline)) void transform_filter_t(const float* g9, b
   }
 }
 
-// The output and dy transforms run as stages over a block's tiles: each stage applies one small
-// matrix to planes of n contiguous floats (one value of every tile), a loop the compiler vectorizes.
-// A^T of F(4x4, 3x3) on six planes into four (+ bias), and on F(2x2, 3x3)'s four planes into two.
+// The transforms run as stages over a block's tiles: each stage applies one of Wino's small
+// matrices to planes of n contiguous floats (one value of every tile), a loop the compiler
+// vectorizes (it does so with each plane its own restrict pointer, not with planes at strides of
+// one pointer or in an array of pointers: GCC 12 reports "no vectype" there).
+// A^T of F(4x4, 3x3) on six planes into four (+ bias), and of F(2x2, 3x3) on four into two.
 inline __attribute__((always_inline)) void at_stage(const float* __restrict m0, const float* __restrict m1,
                                                     const float* __restrict m2, const float* __restrict m3,
                                                     const float* __restrict m4, const float* __restrict m5,
@@ -151,11 +153,10 @@ inline __attribute__((always_inline)) void at_stage(const float* __restrict m0, 
                                                     float* __restrict y1, float* __restrict y2,
                                                     float* __restrict y3) {
   for (int64_t t = 0; t < n; ++t) {
-    const float a12 = m1[t] + m2[t], s12 = m1[t] - m2[t], a34 = m3[t] + m4[t], s34 = m3[t] - m4[t];
-    y0[t] = m0[t] + a12 + a34 + bias;
-    y1[t] = s12 + 2.0f * s34 + bias;
-    y2[t] = a12 + 4.0f * a34 + bias;
-    y3[t] = s12 + 8.0f * s34 + m5[t] + bias;
+    const float m[6] = {m0[t], m1[t], m2[t], m3[t], m4[t], m5[t]};
+    float y[4];
+    Wino<4>::at(m, y);
+    y0[t] = y[0] + bias, y1[t] = y[1] + bias, y2[t] = y[2] + bias, y3[t] = y[3] + bias;
   }
 }
 inline __attribute__((always_inline)) void at_stage(const float* __restrict m0, const float* __restrict m1,
@@ -163,8 +164,10 @@ inline __attribute__((always_inline)) void at_stage(const float* __restrict m0, 
                                                     int64_t n, float bias, float* __restrict y0,
                                                     float* __restrict y1) {
   for (int64_t t = 0; t < n; ++t) {
-    y0[t] = m0[t] + m1[t] + m2[t] + bias;
-    y1[t] = m1[t] - m2[t] - m3[t] + bias;
+    const float m[4] = {m0[t], m1[t], m2[t], m3[t]};
+    float y[2];
+    Wino<2>::at(m, y);
+    y0[t] = y[0] + bias, y1[t] = y[1] + bias;
   }
 }
 // A (T from M) of F(4x4, 3x3) on four planes into six, and of F(2x2, 3x3) on two into four.
@@ -174,15 +177,21 @@ inline __attribute__((always_inline)) void a_stage(const float* __restrict e0, c
                                                    float* __restrict t2, float* __restrict t3,
                                                    float* __restrict t4, float* __restrict t5) {
   for (int64_t t = 0; t < n; ++t) {
-    const float a02 = e0[t] + e2[t], a13 = e1[t] + e3[t];
-    const float b02 = e0[t] + 4.0f * e2[t], b13 = 2.0f * e1[t] + 8.0f * e3[t];
-    t0[t] = e0[t], t1[t] = a02 + a13, t2[t] = a02 - a13, t3[t] = b02 + b13, t4[t] = b02 - b13, t5[t] = e3[t];
+    const float e[4] = {e0[t], e1[t], e2[t], e3[t]};
+    float r[6];
+    Wino<4>::a(e, r);
+    t0[t] = r[0], t1[t] = r[1], t2[t] = r[2], t3[t] = r[3], t4[t] = r[4], t5[t] = r[5];
   }
 }
 inline __attribute__((always_inline)) void a_stage(const float* __restrict e0, const float* __restrict e1,
                                                    int64_t n, float* __restrict t0, float* __restrict t1,
                                                    float* __restrict t2, float* __restrict t3) {
-  for (int64_t t = 0; t < n; ++t) t0[t] = e0[t], t1[t] = e0[t] + e1[t], t2[t] = e0[t] - e1[t], t3[t] = -e1[t];
+  for (int64_t t = 0; t < n; ++t) {
+    const float e[2] = {e0[t], e1[t]};
+    float r[4];
+    Wino<2>::a(e, r);
+    t0[t] = r[0], t1[t] = r[1], t2[t] = r[2], t3[t] = r[3];
+  }
 }
 
 // Planes of n floats: in[i * stride] for i < count (a stage's operands).
@@ -211,19 +220,22 @@ inline __attribute__((always_inline)) void bt_stage(const float* __restrict d0, 
                                                     float* __restrict r2, float* __restrict r3,
                                                     float* __restrict r4, float* __restrict r5) {
   for (int64_t t = 0; t < n; ++t) {
-    const float s13 = d3[t] - 4.0f * d1[t], s24 = d4[t] - 4.0f * d2[t];
-    const float t13 = 2.0f * (d3[t] - d1[t]), t24 = d4[t] - d2[t];
-    r0[t] = 4.0f * d0[t] - 5.0f * d2[t] + d4[t];
-    r1[t] = s24 + s13, r2[t] = s24 - s13, r3[t] = t24 + t13, r4[t] = t24 - t13;
-    r5[t] = 4.0f * d1[t] - 5.0f * d3[t] + d5[t];
+    const float d[6] = {d0[t], d1[t], d2[t], d3[t], d4[t], d5[t]};
+    float r[6];
+    Wino<4>::bt(d, r);
+    r0[t] = r[0], r1[t] = r[1], r2[t] = r[2], r3[t] = r[3], r4[t] = r[4], r5[t] = r[5];
   }
 }
 inline __attribute__((always_inline)) void bt_stage(const float* __restrict d0, const float* __restrict d1,
                                                     const float* __restrict d2, const float* __restrict d3,
                                                     int64_t n, float* __restrict r0, float* __restrict r1,
                                                     float* __restrict r2, float* __restrict r3) {
-  for (int64_t t = 0; t < n; ++t)
-    r0[t] = d0[t] - d2[t], r1[t] = d1[t] + d2[t], r2[t] = d2[t] - d1[t], r3[t] = d1[t] - d3[t];
+  for (int64_t t = 0; t < n; ++t) {
+    const float d[4] = {d0[t], d1[t], d2[t], d3[t]};
+    float r[4];
+    Wino<2>::bt(d, r);
+    r0[t] = r[0], r1[t] = r[1], r2[t] = r[2], r3[t] = r[3];
+  }
 }
 template <int M>
 inline void bt_planes(const float* in, int64_t stride, int64_t n, float* out, int64_t out_stride) {

@@ -476,11 +476,9 @@ struct Tuner {
     std::string how = fmt::format("measured{}", r.from_cache ? " (cache)" : "");
     if (!r.record.runner_up.empty())
       how += fmt::format(": {:.2f}x over {}", r.record.runner_up_ms / std::max(r.record.ms, 1e-12), r.record.runner_up);
-    l.fuse_activation(nullptr);
-    l.set_backend(parse_backend(r.record.winner), how);
-    if (act) l.fuse_activation(act);  // (re)fused on cuda; cudnn refuses it (autotune_graph refuses the rest)
-    log(fmt::format("{} forward+backward{}: {}", what,
-                    act ? fmt::format(" (+ {})", graph.node(node.fused_act).layer->name()) : std::string(), r.describe()));
+    l.set_backend(parse_backend(r.record.winner), how);  // its fusion: autotune_graph redoes them all at the end
+    const std::string with = act ? fmt::format(" (+ {})", graph.node(node.fused_act).layer->name()) : std::string();
+    log(fmt::format("{} forward+backward{}: {}", what, with, r.describe()));
   }
 };
 

@@ -180,8 +180,9 @@ inline bool on_gpu(Backend b) { return b != Backend::cpu; }
 
 // How closely a row must agree with the oracle (tolerance.h says why each size): the fast CPU
 // path's (cpu:winograd's and the CPU rule row's, which may pick it, their own), any GPU kernel's,
-// and the transforms' (FFT, Winograd; "cudnn", cuDNN's heuristic, may pick one of them). A row of another dtype gets its precision's tolerance here when its conversion is
-// written (require_bindable).
+// and the transforms' (FFT, Winograd; "cudnn", cuDNN's heuristic, may pick one of them). A row of
+// another dtype gets its precision's tolerance here when its conversion is written
+// (require_bindable).
 inline Tolerance row_tolerance(Backend b, DType t, std::string_view name) {
   if (t == DType::bf16) return kBf16OutputVsCpu;
   if (t == DType::f16) return kF16OutputVsCpu;
