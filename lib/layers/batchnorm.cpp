@@ -3,7 +3,8 @@
 // Trap: backward is only valid after a training-mode forward of the same batch. With a fused
 // activation or synchronised statistics it runs the phased ops on our cpu/cuda kernels (a cudnn
 // choice runs them on cuda; without synchronisation both phases in one call, BatchnormForwardTrainAct
-// and BatchnormBackwardAct), and a fused layer's backward reads its own output. With a folded conv
+// and BatchnormBackwardAct), and a fused layer's backward reads its own output (relu and leaky_relu
+// outside fp32: their derivative from x, see ops/batchnorm.h). With a folded conv
 // bias (take_mean_offset) every forward op gets that bias as its mean_offset, which cuDNN's rows
 // refuse, so such a layer runs our kernels.
 #include "core/device.h"
@@ -160,15 +161,19 @@ class BatchnormLayer : public Layer {
                        View dx) {
     double* s = sums(true);
     const ActivationParams* act = m_fused ? &m_act : nullptr;
+    // A sign-only activation's derivative from x, not y (ops/batchnorm.h), in every precision but
+    // fp32, whose forward forms the activation's input its own way.
+    const float* beta = dtype() == DType::f32 ? nullptr : m_params[1].data();
+    const float* gamma = m_params[0].data();
     if (!m_sync)
-      return run_op(kernels(), BatchnormBackwardAct{rc.exec, sh, x, y, act, m_params[0].data(), m_save_mean.data(),
+      return run_op(kernels(), BatchnormBackwardAct{rc.exec, sh, x, y, act, gamma, m_save_mean.data(),
                                                     m_save_inv_std.data(), dy, s, dx, m_grads[0].data(),
-                                                    m_grads[1].data()});
+                                                    m_grads[1].data(), beta});
     run_op(kernels(), BatchnormBackwardStats{rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
-                                             m_grads[0].data(), m_grads[1].data()});
+                                             m_grads[0].data(), m_grads[1].data(), gamma, beta});
     m_sync->sum(s, 2 * m_C + 1, rc.exec->device);
-    run_op(kernels(), BatchnormBackwardApply{rc.exec, sh, s, x, y, act, m_params[0].data(), m_save_mean.data(),
-                                             m_save_inv_std.data(), dy, dx});
+    run_op(kernels(), BatchnormBackwardApply{rc.exec, sh, s, x, y, act, gamma, m_save_mean.data(),
+                                             m_save_inv_std.data(), dy, dx, beta});
   }
 
   bool m_fused = false;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "core/bf16.h"
 #include "core/cuda_check.h"
@@ -200,6 +201,16 @@ struct FusedActivation {
   }
 };
 
+// A sign-only activation's epilogue in a backward that takes act' from the recomputed z instead of
+// y (batchnorm.h: "A sign-only activation's derivative"): grad(z, dy) is Epi's grad(y, dy), which for
+// relu and leaky_relu reads only the sign. The channels-last kernels test kGradFromZ<Epi>.
+template <typename Epi>
+struct GradFromZ : Epi {};
+template <typename Epi>
+inline constexpr bool kGradFromZ = false;
+template <typename Epi>
+inline constexpr bool kGradFromZ<GradFromZ<Epi>> = true;
+
 // Calls f(epilogue) with the epilogue object of `act` (null: none).
 template <typename F>
 static void with_epilogue(const ActivationParams* act, F&& f) {
@@ -212,6 +223,17 @@ static void with_epilogue(const ActivationParams* act, F&& f) {
     case ActivationKind::tanh: return f(FusedActivation<ActivationKind::tanh>{act->alpha});
   }
   CNN_THROW("batchnorm: unknown fused activation kind {}", static_cast<int>(act->kind));
+}
+
+// with_epilogue for a backward: GradFromZ's epilogue when `from_z` (act sign-only, beta given), else
+// act's own.
+template <typename F>
+static void with_grad_epilogue(const ActivationParams* act, bool from_z, F&& f) {
+  if (from_z && act && act->kind == ActivationKind::relu)
+    return f(GradFromZ<FusedActivation<ActivationKind::relu>>{{act->alpha}});
+  if (from_z && act && act->kind == ActivationKind::leaky_relu)
+    return f(GradFromZ<FusedActivation<ActivationKind::leaky_relu>>{{act->alpha}});
+  with_epilogue(act, std::forward<F>(f));
 }
 
 

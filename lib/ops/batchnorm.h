@@ -3,6 +3,7 @@
 // batch variance, normalisation uses the biased one. For dense inputs use H = W = 1.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/exec_context.h"
@@ -54,6 +55,27 @@ CNN_HD float batchnorm_shift_of(const float* running_mean, const float* mean_off
 // What a batch of mean `mean` (of x) adds to the running mean.
 CNN_HD double batchnorm_running_input(double mean, const float* mean_offset, int64_t c) {
   return mean_offset ? mean + static_cast<double>(mean_offset[c]) : mean;
+}
+
+// A sign-only activation's derivative from x (the backward entry points' `beta`, null: not used).
+// relu' and leaky_relu' depend only on the sign of the activation's input z, the batchnorm's output
+// before the activation. A backward given beta (and, for BatchnormBackwardStats, gamma) takes that
+// sign from z recomputed from x as batchnorm_pre_activation(x, save_mean, batchnorm_saved_scale(gamma,
+// save_inv_std), beta) and does not read y: one tensor fewer to read in both backward passes. The
+// channels-last cuda rows (bf16, f16, f32cl) form their forward's z the same way, so the backward's z
+// is the forward's bit for bit; the cpu rows honour beta with the same arithmetic (the f32 NCHW cuda
+// rows ignore it and read y). Other activations (elu, sigmoid, tanh) always read y. A layer passes
+// beta in every precision but fp32 (whose forward forms z otherwise: fp32 stays as it was).
+inline bool batchnorm_sign_only(const ActivationParams* act) {
+  return act && (act->kind == ActivationKind::relu || act->kind == ActivationKind::leaky_relu);
+}
+// The channels-last forward's per-channel scale, from the FP32 values it saves for the backward.
+CNN_HD float batchnorm_saved_scale(float gamma, float save_inv_std) {
+  return static_cast<float>(static_cast<double>(gamma) * static_cast<double>(save_inv_std));
+}
+// z = (x - mean) scale + beta: one rounding of x - mean, then one fused multiply-add.
+CNN_HD float batchnorm_pre_activation(float x, float mean, float scale, float beta) {
+  return fmaf(x - mean, scale, beta);
 }
 
 // Entry points (run_op in ops/dispatch.h; rows in registry.cpp). x, y, dy, dx follow the
@@ -181,6 +203,8 @@ struct BatchnormBackwardStats {
   double* sums = nullptr;               // (2C + 1)
   float* dgamma = nullptr;              // (C) or null
   float* dbeta = nullptr;               // (C) or null
+  const float* gamma = nullptr;         // (C) or null: with beta, see "A sign-only activation's derivative"
+  const float* beta = nullptr;          // (C) or null: the same
   DType dtype() const { return dy.dtype(); }
   static const OpTable<BatchnormBackwardStats>& table();
 };
@@ -197,6 +221,7 @@ struct BatchnormBackwardApply {
   const float* save_inv_std = nullptr;  // (C)
   ConstView dy = nullptr;               // (N, C, H, W)
   View dx = nullptr;                    // (N, C, H, W)
+  const float* beta = nullptr;          // (C) or null: see "A sign-only activation's derivative"
   DType dtype() const { return dy.dtype(); }
   static const OpTable<BatchnormBackwardApply>& table();
 };
@@ -238,6 +263,7 @@ struct BatchnormBackwardAct {
   View dx = nullptr;                    // (N, C, H, W) or null
   float* dgamma = nullptr;              // (C) or null
   float* dbeta = nullptr;               // (C) or null
+  const float* beta = nullptr;          // (C) or null: see "A sign-only activation's derivative"
   DType dtype() const { return dy.dtype(); }
   static const OpTable<BatchnormBackwardAct>& table();
 };

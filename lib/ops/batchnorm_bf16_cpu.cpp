@@ -85,15 +85,16 @@ void batchnorm_forward_apply_cpu_bf16(const Apply& a) {
 void batchnorm_forward_infer_act_cpu_bf16(const InferAct& a) {
   run_widened(a, "batchnorm inference", {&InferAct::x}, {&InferAct::y});
 }
-// y is read only through the activation's derivative, so it is widened only with one.
+// y is read only through the activation's derivative, so it is widened only with one that reads it
+// (a sign-only activation given beta takes its derivative from x: batchnorm.h).
 void batchnorm_backward_stats_cpu_bf16(const BackwardStats& a) {
   BackwardStats b = a;
-  if (!a.act) b.y = nullptr;
+  if (!a.act || (batchnorm_sign_only(a.act) && a.gamma && a.beta)) b.y = nullptr;
   run_widened(b, "batchnorm backward statistics", {&BackwardStats::x, &BackwardStats::y, &BackwardStats::dy}, {});
 }
 void batchnorm_backward_apply_cpu_bf16(const BackwardApply& a) {
   BackwardApply b = a;
-  if (!a.act) b.y = nullptr;
+  if (!a.act || (batchnorm_sign_only(a.act) && a.beta)) b.y = nullptr;
   run_widened(b, "batchnorm backward", {&BackwardApply::x, &BackwardApply::y, &BackwardApply::dy},
               {&BackwardApply::dx});
 }

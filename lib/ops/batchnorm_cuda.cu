@@ -86,6 +86,7 @@ template <typename T>
 struct ForwardTrainStat {
   ForwardFinalize<T> fin;
   const float* __restrict__ beta;  // (C)
+  static constexpr int kCoefs = 4;
   __device__ float before(int c) const { return static_cast<float>(fin.shift(c)); }
   __device__ void operator()(int c, double s, double ss, float x0, bool owner, float (&cf)[4]) const {
     fin.channel(c, s, ss, x0, owner, cf[0], cf[1]);
@@ -96,6 +97,7 @@ struct ForwardTrainStat {
 struct BackwardStat {
   BackwardFinalize fin;
   const float* __restrict__ save_mean;  // (C)
+  static constexpr int kCoefs = 4;
   __device__ float before(int) const { return 0.0f; }
   __device__ void operator()(int c, double s, double sx, float, bool owner, float (&cf)[4]) const {
     fin.channel(c, s, sx, owner, cf[0], cf[1], cf[2]);
@@ -225,7 +227,7 @@ static void backward_nhwc(const BatchnormBackward& a, NhwcPath path) {
   CUDA_CHECK_LAUNCH("batchnorm backward nhwc (sums)");
   if (!dx) return;
   launch_dx_nhwc(stream, sh, nullptr, CoefFromArray{C, s.per_channel}, a.save_mean, x, static_cast<const T*>(nullptr),
-                 dy, dx);
+                 dy, dx, PreActivation{});
   CUDA_CHECK_LAUNCH("batchnorm backward nhwc (dx)");
 }
 

@@ -322,8 +322,30 @@ struct ShiftedTerms {
   }
 };
 
-// Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null), in
-// FP32 (fma for the product).
+// The per-channel operands of z in a GradFromZ backward (batchnorm.h: "A sign-only activation's
+// derivative"): the forward's scale, formed again from gamma and save_inv_std, and beta.
+struct PreActivation {
+  const float* __restrict__ gamma;         // (C)
+  const float* __restrict__ save_inv_std;  // (C)
+  const float* __restrict__ beta;          // (C)
+  __device__ __forceinline__ void at(int c, float& scale, float& b) const {
+    scale = batchnorm_saved_scale(gamma[c], save_inv_std[c]);
+    b = beta[c];
+  }
+};
+
+// The input of epi's grad for one element: z = batchnorm_pre_activation(x, ...) for GradFromZ
+// (y not read), else y.
+template <typename Epi>
+__device__ __forceinline__ float grad_input(float x, float y, float mean, float scale, float beta) {
+  if constexpr (kGradFromZ<Epi>)
+    return batchnorm_pre_activation(x, mean, scale, beta);
+  else
+    return y;
+}
+
+// Terms of the backward sums: (g, g (x - mean)), g = epi'(y) dy (y read only when non-null; for
+// GradFromZ, epi'(z) dy with z from x and `pre`), in FP32 (fma for the product).
 template <int V, typename Epi, typename T>
 struct GradTerms {
   Epi epi;
@@ -331,13 +353,17 @@ struct GradTerms {
   const T* __restrict__ y;             // (N, H, W, C) or null
   const T* __restrict__ dy;            // (N, H, W, C)
   const float* __restrict__ save_mean; // (C)
+  PreActivation pre{};                 // read for GradFromZ only
   struct Lanes {
-    float mean[V];
+    float mean[V], scale[V], beta[V];  // scale, beta: GradFromZ only
   };
   __device__ __forceinline__ Lanes begin(int c0) const {
     Lanes l;
 #pragma unroll
-    for (int v = 0; v < V; ++v) l.mean[v] = save_mean[c0 + v];
+    for (int v = 0; v < V; ++v) {
+      l.mean[v] = save_mean[c0 + v];
+      if constexpr (kGradFromZ<Epi>) pre.at(c0 + v, l.scale[v], l.beta[v]);
+    }
     return l;
   }
   // Rows a thread loads before adding (sum_rows_batched): for float half the rows, the same bytes in
@@ -351,7 +377,7 @@ struct GradTerms {
     r.unpack(y != nullptr, xv, dyv, yv);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const float g = epi.grad(yv[v], dyv[v]);
+      const float g = epi.grad(grad_input<Epi>(xv[v], yv[v], l.mean[v], l.scale[v], l.beta[v]), dyv[v]);
       s[v] = __fadd_rn(s[v], g);
       t[v] = __fmaf_rn(g, __fsub_rn(xv[v], l.mean[v]), t[v]);
     }
@@ -488,7 +514,7 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
           float e[V];
           unpack_raw<T>(raw, e);
 #pragma unroll
-          for (int v = 0; v < V; ++v) e[v] = epi.forward((e[v] - m[v]) * k[v] + b[v]);
+          for (int v = 0; v < V; ++v) e[v] = epi.forward(batchnorm_pre_activation(e[v], m[v], k[v], b[v]));
           store_lanes(y, i, e);
         });
   }
@@ -500,16 +526,17 @@ static __global__ void batchnorm_normalize_nhwc_kernel(NhwcTiling t, Epi epi, Pr
 }
 
 // grid (slices, tiles): dx = a (g - b - (x - save_mean[c]) k), g = epi'(y) dy (y read only when
-// non-null), each channel's (a, b, k) from coef(c, abk) (one channel a thread, NhwcChannelOwner,
-// into shared memory).
+// non-null; for GradFromZ epi'(z) dy, z from x and pre), each channel's (a, b, k) from coef(c, abk)
+// (one channel a thread, NhwcChannelOwner, into shared memory).
 template <int V, typename Epi, typename Coef, typename T>
 static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef,
                                                 const float* __restrict__ save_mean,  // (C)
                                                 const T* __restrict__ x,              // (N, H, W, C)
                                                 const T* __restrict__ y,              // (N, H, W, C) or null
                                                 const T* __restrict__ dy,             // (N, H, W, C)
-                                                T* __restrict__ dx) {                 // (N, H, W, C)
-  __shared__ float abkm[4][kThreads];
+                                                T* __restrict__ dx,                   // (N, H, W, C)
+                                                PreActivation pre) {                  // GradFromZ only
+  __shared__ float abkm[kGradFromZ<Epi> ? 6 : 4][kThreads];
   const NhwcThread<V> th(t);
   const int at = th.g * V;
   const NhwcChannelOwner<V> own(t);
@@ -520,16 +547,21 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
     abkm[1][own.slot] = abk[1];
     abkm[2][own.slot] = abk[2];
     abkm[3][own.slot] = save_mean[own.c];
+    if constexpr (kGradFromZ<Epi>) pre.at(own.c, abkm[4][own.slot], abkm[5][own.slot]);
   }
   __syncthreads();
   if (!th.active) return;
-  float a[V], b[V], k[V], m[V];
+  float a[V], b[V], k[V], m[V], zs[V], zb[V];  // zs, zb: z's scale and beta (GradFromZ)
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     a[v] = abkm[0][at + v];
     b[v] = abkm[1][at + v];
     k[v] = abkm[2][at + v];
     m[v] = abkm[3][at + v];
+    if constexpr (kGradFromZ<Epi>) {
+      zs[v] = abkm[4][at + v];
+      zb[v] = abkm[5][at + v];
+    }
   }
   for_rows_batched<4, GradRaw<V, T>>(
       t, th, [&](GradRaw<V, T>& r, int64_t i) { r.load(x, dy, y, i); },
@@ -537,7 +569,8 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
         float xv[V], yv[V], e[V];
         r.unpack(y != nullptr, xv, e, yv);
 #pragma unroll
-        for (int v = 0; v < V; ++v) e[v] = a[v] * (epi.grad(yv[v], e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
+        for (int v = 0; v < V; ++v)
+          e[v] = a[v] * (epi.grad(grad_input<Epi>(xv[v], yv[v], m[v], zs[v], zb[v]), e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
         store_lanes(dx, i, e);
       });
 }
@@ -599,16 +632,18 @@ static void launch_normalize_nhwc(cudaStream_t stream, const BatchnormShape& sh,
 }
 
 // The dx pass on `stream` (batchnorm_dx_nhwc_kernel) with act's derivative (null: none; y is
-// then not read).
+// then not read), from z (GradFromZ: y not read) where `pre` has beta and act is sign-only.
 template <typename Coef, typename T>
 static void launch_dx_nhwc(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
-                           const Coef& coef, const float* save_mean, const T* x, const T* y, const T* dy, T* dx) {
-  const T* y_read = act ? y : nullptr;
-  with_epilogue(act, [&](auto epi) {
+                           const Coef& coef, const float* save_mean, const T* x, const T* y, const T* dy, T* dx,
+                           const PreActivation& pre) {
+  const bool from_z = batchnorm_sign_only(act) && pre.beta;
+  const T* y_read = act && !from_z ? y : nullptr;
+  with_grad_epilogue(act, from_z, [&](auto epi) {
     per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy, dx}),
                   [&](const NhwcTiling& t, dim3 grid, dim3 block, auto width) {
                     batchnorm_dx_nhwc_kernel<decltype(width)::value>
-                        <<<grid, block, 0, stream>>>(t, epi, coef, save_mean, x, y_read, dy, dx);
+                        <<<grid, block, 0, stream>>>(t, epi, coef, save_mean, x, y_read, dy, dx, pre);
                   });
   });
 }
@@ -712,15 +747,16 @@ inline int64_t cooperative_capacity(const void* kernel) {
 // grid (slices, tiles), cooperative: the whole of one direction (see above). terms: ShiftedTerms
 // or GradTerms (load, add). stat.before(c), read before the barrier by the thread owning channel c
 // (NhwcChannelOwner): the forward's shift; stat(c, sum, sum, before, owner, cf) after it: the
-// channel's four output coefficients cf, and with `owner` (the block of slice 0) its per-channel
-// outputs. out(raw, offset, cf): writes one held row's outputs. partial: (slices, 2, C) doubles.
+// channel's Stat::kCoefs output coefficients cf, and with `owner` (the block of slice 0) its
+// per-channel outputs. out(raw, offset, cf): writes one held row's outputs. partial: (slices, 2, C)
+// doubles.
 template <int V, typename Terms, typename Stat, typename Out>
 static __global__ void __launch_bounds__(kThreads, 1)
     batchnorm_one_kernel_nhwc_kernel(NhwcTiling t, Terms terms, Stat stat, Out out, double* __restrict__ partial) {
-  constexpr int K = kHeldRows<V>;
+  constexpr int K = kHeldRows<V>, NC = Stat::kCoefs;
   __shared__ double red[kSumsShared<V>];
   __shared__ double total[2][kTileChannels];
-  __shared__ float coef[4][kTileChannels];
+  __shared__ float coef[NC][kTileChannels];
   const NhwcThread<V> th(t);
   const NhwcChannelOwner<V> own(t);
   const float before = own.owns ? stat.before(own.c) : 0.0f;
@@ -757,16 +793,16 @@ static __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   if (own.owns) {
-    float cf[4];
+    float cf[NC];
     stat(own.c, total[0][own.slot], total[1][own.slot], before, blockIdx.x == 0, cf);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) coef[j][own.slot] = cf[j];
+    for (int j = 0; j < NC; ++j) coef[j][own.slot] = cf[j];
   }
   __syncthreads();
   if (!th.active) return;
-  float cf[4][V];
+  float cf[NC][V];
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
+  for (int j = 0; j < NC; ++j)
 #pragma unroll
     for (int v = 0; v < V; ++v) cf[j][v] = coef[j][th.g * V + v];
 #pragma unroll
@@ -787,25 +823,30 @@ struct NormalizeOut {
     float e[V];
     unpack_raw<T>(r.x, e);
 #pragma unroll
-    for (int v = 0; v < V; ++v) e[v] = epi.forward((e[v] - cf[0][v]) * cf[1][v] + cf[2][v]);
+    for (int v = 0; v < V; ++v) e[v] = epi.forward(batchnorm_pre_activation(e[v], cf[0][v], cf[1][v], cf[2][v]));
     store_lanes(y, at, e);
   }
 };
 
 // The one-kernel backward's output: dx = a (g - b - (x - mean) k), g = epi'(y) dy (y held only
-// when read_y), cf = (a, b, k, mean), as batchnorm_dx_nhwc_kernel forms it; nothing when dx is null.
+// when read_y; GradFromZ: epi'(z) dy), cf = (a, b, k, mean[, z's scale, beta]), as
+// batchnorm_dx_nhwc_kernel forms it; nothing when dx is null.
 template <int V, typename Epi, typename T>
 struct DxOut {
   Epi epi;
   bool read_y;
   T* __restrict__ dx;  // (N, H, W, C) or null
-  template <typename Raw>
-  __device__ __forceinline__ void operator()(const Raw& r, int64_t at, const float (&cf)[4][V]) const {
+  template <typename Raw, int NC>
+  __device__ __forceinline__ void operator()(const Raw& r, int64_t at, const float (&cf)[NC][V]) const {
+    static_assert(NC >= (kGradFromZ<Epi> ? 6 : 4), "DxOut: too few coefficients");
     if (!dx) return;
     float xv[V], yv[V], e[V];
     r.unpack(read_y, xv, e, yv);
 #pragma unroll
-    for (int v = 0; v < V; ++v) e[v] = cf[0][v] * (epi.grad(yv[v], e[v]) - cf[1][v] - (xv[v] - cf[3][v]) * cf[2][v]);
+    for (int v = 0; v < V; ++v) {
+      const float in = grad_input<Epi>(xv[v], yv[v], cf[3][v], cf[NC - 2][v], cf[NC - 1][v]);
+      e[v] = cf[0][v] * (epi.grad(in, e[v]) - cf[1][v] - (xv[v] - cf[3][v]) * cf[2][v]);
+    }
     store_lanes(dx, at, e);
   }
 };

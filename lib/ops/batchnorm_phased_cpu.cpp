@@ -1,6 +1,7 @@
 // Phased batchnorm on the CPU (see batchnorm.h): per-channel sums of this rank, the normalisation
 // from sums a caller may have added over the ranks (sync batchnorm), and a fused activation
-// epilogue whose backward reads only the saved output y.
+// epilogue whose backward reads the saved output y, or, for a sign-only activation given beta,
+// recomputes the activation's input from x (batchnorm.h).
 // Trap: every phase accepts N = 0 (a rank without samples joins the reductions with zeros), and
 // dgamma/dbeta are this rank's share: the gradient reducer sums them over the ranks later.
 #include <omp.h>
@@ -59,6 +60,26 @@ CNN_SIMD_CLONES static const float* fused_grad_plane(const ActivationParams* act
     CNN_BN_GRAD_CASE(sigmoid)
     CNN_BN_GRAD_CASE(tanh)
 #undef CNN_BN_GRAD_CASE
+  }
+  return buf;
+}
+
+// g (n) = act'(z) dy over one plane of a sign-only activation (batchnorm.h: "A sign-only
+// activation's derivative"), z = batchnorm_pre_activation(x, mean, scale, beta): y is not read.
+CNN_SIMD_CLONES static const float* sign_grad_plane(const ActivationParams& act, const float* x, float mean,
+                                                    float scale, float beta, const float* dy, float* buf,
+                                                    int64_t n) {
+  const float alpha = act.alpha;
+  switch (act.kind) {
+#define CNN_BN_SIGN_CASE(K)                                                                                    \
+  case ActivationKind::K:                                                                                      \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) buf[i] = activation_backward_from_output(              \
+        ActivationKind::K, alpha, batchnorm_pre_activation(x[i], mean, scale, beta), dy[i]);                 \
+    break;
+    CNN_BN_SIGN_CASE(relu)
+    CNN_BN_SIGN_CASE(leaky_relu)
+#undef CNN_BN_SIGN_CASE
+    default: CNN_THROW("batchnorm backward: activation kind {} is not sign-only", static_cast<int>(act.kind));
   }
   return buf;
 }
@@ -131,6 +152,7 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
   const ActivationParams* act = a.act;
   double* sums = a.sums;
   float *dgamma = a.dgamma, *dbeta = a.dbeta;
+  const bool from_z = batchnorm_sign_only(act) && a.gamma && a.beta;  // y is not read
   check_phase_shape("backward statistics", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const int threads = ctx.threads();
@@ -142,10 +164,12 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
 #pragma omp for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
     const float mean = save_mean[c];
+    const float scale = from_z ? batchnorm_saved_scale(a.gamma[c], save_inv_std[c]) : 0.0f;
     double sum_g = 0.0, sum_g_xc = 0.0;
     for (int64_t n = 0; n < N; ++n) {
       const int64_t base = (n * C + c) * HW;
-      const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
+      const float* g = from_z ? sign_grad_plane(*act, x + base, mean, scale, a.beta[c], dy + base, buf, HW)
+                              : fused_grad_plane(act, y + base, dy + base, buf, HW);
       batchnorm_grad_sums_plane_cpu(g, x + base, mean, HW, sum_g, sum_g_xc);
     }
     sums[c] = sum_g;
@@ -165,6 +189,8 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
       *save_inv_std = a.save_inv_std, *dy = a.dy.f32();
   const ActivationParams* act = a.act;
   float* dx = a.dx.f32();
+  const float* beta = a.beta;
+  const bool from_z = batchnorm_sign_only(act) && beta;  // y is not read
   check_phase_shape("backward", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const double M = sums[2 * C];
@@ -183,10 +209,12 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
     const float a = static_cast<float>(gamma[c] * inv_std);
     const float b = static_cast<float>(sums[c] / M);
     const float k = static_cast<float>(inv_std * sum_g_xhat / M);
+    const float scale = from_z ? batchnorm_saved_scale(gamma[c], save_inv_std[c]) : 0.0f;
     for (int64_t n = 0; n < N; ++n) {
       const int64_t base = (n * C + c) * HW;
       // g may be dy itself, which dx may alias: each element is read before it is written.
-      const float* g = fused_grad_plane(act, y + base, dy + base, buf, HW);
+      const float* g = from_z ? sign_grad_plane(*act, x + base, mean, scale, beta[c], dy + base, buf, HW)
+                              : fused_grad_plane(act, y + base, dy + base, buf, HW);
       batchnorm_grad_apply_plane_cpu(g, x + base, dx + base, mean, a, b, k, HW);
     }
   }
@@ -203,9 +231,9 @@ void batchnorm_forward_train_act_cpu(const BatchnormForwardTrainAct& a) {
 
 void batchnorm_backward_act_cpu(const BatchnormBackwardAct& a) {
   run_op(Backend::cpu, BatchnormBackwardStats{a.ctx, a.sh, a.x, a.y, a.act, a.save_mean, a.save_inv_std, a.dy, a.sums,
-                                              a.dgamma, a.dbeta});
+                                              a.dgamma, a.dbeta, a.gamma, a.beta});
   run_op(Backend::cpu, BatchnormBackwardApply{a.ctx, a.sh, a.sums, a.x, a.y, a.act, a.gamma, a.save_mean,
-                                              a.save_inv_std, a.dy, a.dx});
+                                              a.save_inv_std, a.dy, a.dx, a.beta});
 }
 
 }  // namespace cnn

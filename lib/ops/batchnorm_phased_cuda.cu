@@ -53,12 +53,17 @@ struct NormFromSums {
   float* __restrict__ save_mean;       // (C)
   float* __restrict__ save_inv_std;    // (C)
   const float* __restrict__ mean_offset;  // (C) or null (batchnorm.h)
+  // The channels-last rows' scale, batchnorm_saved_scale of the saved FP32 inverse standard deviation,
+  // which a backward forms again (batchnorm.h: "A sign-only activation's derivative"); else (the f32
+  // NCHW rows, bit for bit as before) from the double one.
+  bool saved_scale = false;
   PhasedMoments mo;                    // begin -> finish, in one thread
   __device__ void begin(int c, float& norm_mean, float& norm_scale) {
     mo.set(stats[2 * C], stats[c], stats[C + c], static_cast<double>(batchnorm_shift_of(running_mean, mean_offset, c)),
            eps);
     norm_mean = static_cast<float>(mo.mean);
-    norm_scale = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
+    norm_scale = saved_scale ? batchnorm_saved_scale(gamma[c], static_cast<float>(mo.inv_std))
+                             : static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
   }
   __device__ void finish(int c) const {
     mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std, mean_offset);
@@ -101,10 +106,10 @@ struct CoefFromSums {
 };
 
 // The one-kernel path's per-channel steps of the one-rank pairs (batchnorm_one_kernel_nhwc_kernel's
-// stat): NormFromSums's and CoefFromSums's arithmetic on this rank's sums, which the owner also
-// writes (CollectTail) as the stats phases do. Forward: the shift running_mean[c] is read before
-// the barrier (the owner block updates it after), cf = (mean, scale, beta); backward: cf = (a, b,
-// k, save_mean).
+// stat): NormFromSums's (saved_scale) and CoefFromSums's arithmetic on this rank's sums, which the
+// owner also writes (CollectTail) as the stats phases do. Forward: the shift running_mean[c] is read
+// before the barrier (the owner block updates it after), cf = (mean, scale, beta); backward: cf =
+// (a, b, k, save_mean, z's scale, beta), the last two for GradFromZ only (pre.beta set).
 struct NormFromOwnSums {
   double count, eps, momentum;
   const float* __restrict__ gamma;     // (C)
@@ -115,12 +120,13 @@ struct NormFromOwnSums {
   float* __restrict__ save_inv_std;    // (C)
   CollectTail collect;                 // the stats
   const float* __restrict__ mean_offset;  // (C) or null (batchnorm.h)
+  static constexpr int kCoefs = 4;
   __device__ float before(int c) const { return batchnorm_shift_of(running_mean, mean_offset, c); }
   __device__ void operator()(int c, double s, double ss, float shift, bool owner, float (&cf)[4]) const {
     PhasedMoments mo;
     mo.set(count, s, ss, static_cast<double>(shift), eps);
     cf[0] = static_cast<float>(mo.mean);
-    cf[1] = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
+    cf[1] = batchnorm_saved_scale(gamma[c], static_cast<float>(mo.inv_std));
     cf[2] = beta[c];
     cf[3] = 0.0f;
     if (!owner) return;
@@ -134,10 +140,14 @@ struct CoefFromOwnSums {
   const float* __restrict__ save_mean;     // (C)
   const float* __restrict__ save_inv_std;  // (C)
   CollectTail collect;                     // the sums, dgamma, dbeta
+  PreActivation pre{};                     // GradFromZ only (beta set)
+  static constexpr int kCoefs = 6;
   __device__ float before(int) const { return 0.0f; }
-  __device__ void operator()(int c, double s, double sx, float, bool owner, float (&cf)[4]) const {
+  __device__ void operator()(int c, double s, double sx, float, bool owner, float (&cf)[6]) const {
     coef_from_sums(count, s, sx, gamma[c], save_inv_std[c], cf);
     cf[3] = save_mean[c];
+    cf[4] = cf[5] = 0.0f;
+    if (pre.beta) pre.at(c, cf[4], cf[5]);
     if (owner) collect(c, s, sx);
   }
 };
@@ -245,7 +255,8 @@ static void forward_apply_nhwc(const BatchnormForwardApply& a) {
   const char* what = "batchnorm forward";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const NormFromSums pro{static_cast<int>(a.sh.C), a.sh.eps,      a.sh.momentum, a.stats,       a.gamma,
-                         a.running_mean,           a.running_var, a.save_mean,   a.save_inv_std, a.mean_offset};
+                         a.running_mean,           a.running_var, a.save_mean,   a.save_inv_std, a.mean_offset,
+                         /*saved_scale=*/true};
   // With N = 0 the kernel still runs (one slice a tile) to update the running statistics.
   launch_normalize_nhwc(stream, a.sh, a.act, pro, half16_data<T>(a.x), a.beta, half16_data<T>(a.y),
                         channel_counters(*a.ctx, a.sh, what));
@@ -266,14 +277,16 @@ static void backward_stats_nhwc(const BatchnormBackwardStats& a) {
   const char* what = "batchnorm backward statistics";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
-  const T* y_read = a.act ? half16_data<T>(a.y) : nullptr;
+  const bool from_z = batchnorm_sign_only(a.act) && a.gamma && a.beta;
+  const T* y_read = a.act && !from_z ? half16_data<T>(a.y) : nullptr;
+  const PreActivation pre{a.gamma, a.save_inv_std, a.beta};
   const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.sums,
                          a.save_inv_std,           a.dgamma,                                     a.dbeta};
-  with_epilogue(a.act, [&](auto epi) {
+  with_grad_epilogue(a.act, from_z, [&](auto epi) {
     launch_sums_nhwc(
         *a.ctx, stream, a.sh, nhwc_vectorized(a.sh, {x, y_read, dy}), 0, what,
         [&](auto width) {
-          return GradTerms<decltype(width)::value, decltype(epi), T>{epi, x, y_read, dy, a.save_mean};
+          return GradTerms<decltype(width)::value, decltype(epi), T>{epi, x, y_read, dy, a.save_mean, pre};
         },
         [&](const Scratch&) { return tail; });
   });
@@ -287,7 +300,8 @@ static void backward_apply_nhwc(const BatchnormBackwardApply& a) {
   if (a.sh.N == 0 || !dx) return;
   const CoefFromSums coef{static_cast<int>(a.sh.C), a.sums, a.gamma, a.save_inv_std};
   launch_dx_nhwc(stream, a.sh, a.act, coef, a.save_mean, half16_data<T>(a.x),
-                 a.act ? half16_data<T>(a.y) : static_cast<const T*>(nullptr), half16_data<T>(a.dy), dx);
+                 a.act ? half16_data<T>(a.y) : static_cast<const T*>(nullptr), half16_data<T>(a.dy), dx,
+                 PreActivation{a.gamma, a.save_inv_std, a.beta});
   CUDA_CHECK_LAUNCH("batchnorm backward nhwc (dx)");
 }
 
@@ -316,9 +330,9 @@ void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a) {
 
 void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a) {
   run_op(Backend::cuda, BatchnormBackwardStats{a.ctx, a.sh, a.x, a.y, a.act, a.save_mean, a.save_inv_std, a.dy,
-                                               a.sums, a.dgamma, a.dbeta});
+                                               a.sums, a.dgamma, a.dbeta, a.gamma, a.beta});
   run_op(Backend::cuda, BatchnormBackwardApply{a.ctx, a.sh, a.sums, a.x, a.y, a.act, a.gamma, a.save_mean,
-                                               a.save_inv_std, a.dy, a.dx});
+                                               a.save_inv_std, a.dy, a.dx, a.beta});
 }
 
 // BF16, F16 and F32CL: one kernel a direction where `path` and the shape allow, else the two phases.
@@ -355,18 +369,20 @@ static void backward_act_nhwc(const BatchnormBackwardAct& a, NhwcPath path) {
   const BatchnormShape& sh = a.sh;
   cudaStream_t stream = phase_stream(*a.ctx, sh, what);
   const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
-  const T* y_read = a.act ? half16_data<T>(a.y) : nullptr;
+  const bool from_z = batchnorm_sign_only(a.act) && a.beta;
+  const T* y_read = a.act && !from_z ? half16_data<T>(a.y) : nullptr;
   T* dx = half16_data<T>(a.dx);
   const double count = static_cast<double>(sh.N * sh.H * sh.W);
+  const PreActivation pre{a.gamma, a.save_inv_std, from_z ? a.beta : nullptr};
   const CoefFromOwnSums stat{
       count, a.gamma, a.save_mean, a.save_inv_std,
-      CollectTail{static_cast<int>(sh.C), count, a.sums, a.save_inv_std, a.dgamma, a.dbeta}};
+      CollectTail{static_cast<int>(sh.C), count, a.sums, a.save_inv_std, a.dgamma, a.dbeta}, pre};
   bool ran = false;
-  with_epilogue(a.act, [&](auto epi) {
+  with_grad_epilogue(a.act, from_z, [&](auto epi) {
     ran = launch_one_kernel_nhwc(
         *a.ctx, stream, sh, nhwc_vectorized(sh, {x, y_read, dy, dx}), path, what,
         [&](auto width) {
-          return GradTerms<decltype(width)::value, decltype(epi), T>{epi, x, y_read, dy, a.save_mean};
+          return GradTerms<decltype(width)::value, decltype(epi), T>{epi, x, y_read, dy, a.save_mean, pre};
         },
         stat, [&](auto width) { return DxOut<decltype(width)::value, decltype(epi), T>{epi, y_read != nullptr, dx}; });
   });

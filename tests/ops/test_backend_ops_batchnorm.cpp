@@ -7,6 +7,7 @@
 // The bf16/f16 training rows forced onto one path ("cuda:one_kernel", "cuda:two_kernels") run the
 // same cases (one_kernel those its tiling takes), as do the one-rank pairs (forward_train_act,
 // backward_act: both phases in one call) against the cpu f32 row.
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -176,26 +177,40 @@ PhasedCases cases_batchnorm_phased() {
       // The saved output as a bf16 layer keeps it (rounded), so the bf16 rows read the oracle's y.
       const std::vector<float> y = bf16_exact(ap.operand("y").values), mean = ap.operand("save_mean").values,
                                inv_std = ap.operand("save_inv_std").values;
+      // The backward cases give beta: relu and leaky_relu rows that honour it take act' from z
+      // recomputed from x (ops/batchnorm.h), the f32 NCHW cuda rows from y. The two agree but where
+      // z is within rounding of 0 (y from the cpu forward's own z, and flushed below 2^-14 by
+      // bf16_exact), so dy is 0 where |z| < 2^-12: g is 0 there either way.
+      std::vector<float> dy = in.dy;
+      if (batchnorm_sign_only(act_of(act)))
+        for (size_t i = 0; i < n; ++i) {
+          const size_t c = i / size_t(z.H * z.W) % C;
+          const float pre = batchnorm_pre_activation(in.x[i], mean[c], batchnorm_saved_scale(in.gamma[c], inv_std[c]),
+                                                     in.beta[c]);
+          if (std::fabs(pre) < 0x1p-12f) dy[i] = 0.0f;
+        }
       Case<BatchnormBackwardStats> bs{label};
       bs.in("x", in.x).act(dims).in("y", y).act(dims).in("save_mean", mean).in("save_inv_std", inv_std);
-      bs.in("dy", in.dy).act(dims);
+      bs.in("dy", dy).act(dims).in("gamma", in.gamma).in("beta", in.beta);
       bs.doubles("sums", Operand::Kind::out, std::vector<double>(S));
       bs.optional_out("dgamma", zeros(C)).optional_out("dbeta", zeros(C));
       bs.bind = [sh, act, act_of](Bound& b) {
         return BatchnormBackwardStats{b.ctx(),           sh,         b.in("x"),         b.in("y"),
                                       act_of(act),       b.f32("save_mean"), b.f32("save_inv_std"), b.in("dy"),
-                                      b.f64("sums"),     b.f32_out("dgamma"), b.f32_out("dbeta")};
+                                      b.f64("sums"),     b.f32_out("dgamma"), b.f32_out("dbeta"), b.f32("gamma"),
+                                      b.f32("beta")};
       };
       expect_cpu_row(bs);
       out.backward_stats.push_back(bs);
       Case<BatchnormBackwardApply> ba{label};
       ba.doubles("sums", Operand::Kind::in, bs.operand("sums").doubles);
       ba.in("x", in.x).act(dims).in("y", y).act(dims).in("gamma", in.gamma).in("save_mean", mean);
-      ba.in("save_inv_std", inv_std).in("dy", in.dy).act(dims).optional_out("dx", zeros(n)).act(dims);
+      ba.in("save_inv_std", inv_std).in("dy", dy).act(dims).optional_out("dx", zeros(n)).act(dims);
+      ba.in("beta", in.beta);
       ba.bind = [sh, act, act_of](Bound& b) {
         return BatchnormBackwardApply{b.ctx(),      sh,         b.f64("sums"),    b.in("x"),
                                       b.in("y"),    act_of(act), b.f32("gamma"), b.f32("save_mean"),
-                                      b.f32("save_inv_std"), b.in("dy"), b.out("dx")};
+                                      b.f32("save_inv_std"), b.in("dy"), b.out("dx"), b.f32("beta")};
       };
       expect_cpu_row(ba);
       out.backward_apply.push_back(ba);
@@ -215,14 +230,14 @@ PhasedCases cases_batchnorm_phased() {
       out.train_act.push_back(ta);
       Case<BatchnormBackwardAct> bb{label};
       bb.in("x", in.x).act(dims).in("y", y).act(dims).in("gamma", in.gamma).in("save_mean", mean);
-      bb.in("save_inv_std", inv_std).in("dy", in.dy).act(dims);
+      bb.in("save_inv_std", inv_std).in("dy", dy).act(dims).in("beta", in.beta);
       bb.doubles("sums", Operand::Kind::out, std::vector<double>(S));
       bb.optional_out("dx", zeros(n)).act(dims).optional_out("dgamma", zeros(C)).optional_out("dbeta", zeros(C));
       bb.bind = [sh, act, act_of](Bound& b) {
         return BatchnormBackwardAct{b.ctx(),      sh,           b.in("x"),         b.in("y"),
                                     act_of(act),  b.f32("gamma"), b.f32("save_mean"), b.f32("save_inv_std"),
                                     b.in("dy"),   b.f64("sums"), b.out("dx"),      b.f32_out("dgamma"),
-                                    b.f32_out("dbeta")};
+                                    b.f32_out("dbeta"), b.f32("beta")};
       };
       expect_cpu_row(bb);
       out.backward_act.push_back(bb);

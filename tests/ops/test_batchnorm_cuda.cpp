@@ -106,12 +106,19 @@ Outputs run_gpu_bf16(CudaContext& cuda, const BatchnormShape& sh, const Inputs& 
                  yi.to_vector()};
 }
 
+// How run_training_row's fused backward gets act': from the forward's y (beta not given), or with
+// beta given (a sign-only activation's derivative from x, ops/batchnorm.h), and then optionally
+// with y replaced by -1 everywhere, which the backward must not read.
+enum class BackwardY { read, beta, beta_poisoned_y, poisoned_y };
+
 // One training step's batchnorm on the bf16 (f16) training rows named `row` ("" the default,
 // "cuda:one_kernel", "cuda:two_kernels"): the plain pair, or with `act` the one-rank pair with
-// that activation fused (its backward reads the forward's y). `stats` gets the forward's stats
-// then the backward's sums (the one-rank pair only). Outputs in storage order; y_infer unused.
+// that activation fused (its backward reads the forward's y, or not: by). `stats` gets the
+// forward's stats then the backward's sums (the one-rank pair only). Outputs in storage order;
+// y_infer unused.
 Outputs run_training_row(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, const char* row, DType dtype,
-                         const ActivationParams* act, std::vector<double>* stats = nullptr) {
+                         const ActivationParams* act, std::vector<double>* stats = nullptr,
+                         BackwardY by = BackwardY::read) {
   const int64_t C = sh.C;
   Tensor x = bf16_activation(cuda, sh, in.x, dtype), dy = bf16_activation(cuda, sh, in.dy, dtype);
   Tensor y = bf16_activation(cuda, sh, dtype), dx = bf16_activation(cuda, sh, dtype);
@@ -126,9 +133,12 @@ Outputs run_training_row(CudaContext& cuda, const BatchnormShape& sh, const Inpu
            BatchnormForwardTrainAct{ctx, sh, x.view(), gamma.data(), beta.data(), act, y.view(), rm.data(), rv.data(),
                                     sm.data(), sis.data(), fwd_stats},
            row);
+    const bool poisoned = by == BackwardY::beta_poisoned_y || by == BackwardY::poisoned_y;
+    Tensor bad = poisoned ? bf16_activation(cuda, sh, std::vector<float>(in.x.size(), -1.0f), dtype) : Tensor();
+    const float* beta_bwd = by == BackwardY::beta || by == BackwardY::beta_poisoned_y ? beta.data() : nullptr;
     run_op(Backend::cuda,
-           BatchnormBackwardAct{ctx, sh, x.view(), y.view(), act, gamma.data(), sm.data(), sis.data(), dy.view(),
-                                bwd_sums, dx.view(), dg.data(), db.data()},
+           BatchnormBackwardAct{ctx, sh, x.view(), poisoned ? bad.view() : y.view(), act, gamma.data(), sm.data(),
+                                sis.data(), dy.view(), bwd_sums, dx.view(), dg.data(), db.data(), beta_bwd},
            row);
   } else {
     run_op(Backend::cuda,
@@ -273,6 +283,40 @@ TEST_CASE("batchnorm cuda f16 one-kernel path repeats bit for bit and agrees wit
       const Outputs dflt = run_training_row(cuda, sh, in, "", DType::f16, act);
       CHECK(test::compare(one.y, dflt.y, kTwoF16Roundings) == "");
     }
+  }
+}
+
+// A fused relu or leaky_relu backward given beta takes act' from z recomputed from x, formed as the
+// channels-last forward formed it (ops/batchnorm.h): with y replaced by -1 (which a y-reading
+// backward would take as "negative everywhere") its results are the y-reading backward's bit for bit
+// on every path and 16-bit dtype. (The two differ only where z is positive but rounds to 0 in the
+// storage type: below 2^-133 in bf16, 2^-25 in f16, which these inputs never meet.)
+TEST_CASE("batchnorm cuda channels-last relu and leaky_relu backward given beta reads no y", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ActivationParams relu{ActivationKind::relu, 0.0f}, leaky{ActivationKind::leaky_relu, 0.1f};
+  const Case cases[] = {{32, 16, 22, 22, 0}, {9, 7, 17, 17, 1.0f}, {64, 64, 24, 24, 0.5f}, {16, 128, 6, 6, 0}};
+  for (const Case& c : cases) {
+    const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
+    const Inputs in = make_inputs(c);
+    for (const DType dtype : {DType::bf16, DType::f16, DType::f32cl})
+      for (const char* row : {"", "cuda:one_kernel", "cuda:two_kernels"}) {
+        if (std::strcmp(row, "cuda:one_kernel") == 0 &&
+            !op_supports(Backend::cuda, dtype, BatchnormForwardTrain{nullptr, sh}, row))
+          continue;
+        for (const ActivationParams* act : {&relu, &leaky}) {
+          INFO("N=" << c.N << " C=" << c.C << " " << c.H << "x" << c.W << " " << to_string(dtype) << " row '" << row
+                    << "' " << to_string(act->kind));
+          std::vector<double> s_read, s_z;
+          const Outputs read = run_training_row(cuda, sh, in, row, dtype, act, &s_read, BackwardY::read);
+          const Outputs z = run_training_row(cuda, sh, in, row, dtype, act, &s_z, BackwardY::beta_poisoned_y);
+          check_bitwise_equal(read, z);
+          CHECK(std::memcmp(s_read.data(), s_z.data(), s_read.size() * sizeof(double)) == 0);
+          // The poison matters: a backward that reads it is wrong.
+          const Outputs wrong = run_training_row(cuda, sh, in, row, dtype, act, nullptr, BackwardY::poisoned_y);
+          CHECK_FALSE(bitwise_equal(read.dx, wrong.dx));
+        }
+      }
   }
 }
 

@@ -1,7 +1,8 @@
 // Phased batchnorm (sync batchnorm's per-rank sums, fused activation epilogue) on the CPU: sums of
 // uneven parts (one of them empty) added together give the whole batch's forward, running
 // statistics and backward (the double reference); the fused activation equals batchnorm followed
-// by the activation op, forward, backward and inference.
+// by the activation op, forward, backward and inference, and relu's and leaky_relu's backward given
+// beta reads no y.
 #include <vector>
 
 #include "ops/activation.h"
@@ -141,6 +142,18 @@ TEST_CASE("phased batchnorm with a fused activation equals batchnorm followed by
     CHECK(compare(fdg, dg, kPhased) == "");
     CHECK(compare(fdb, db, kPhased) == "");
     CHECK(compare(fyi, yi, kPhased) == "");
+    if (batchnorm_sign_only(&act)) {
+      // Given gamma and beta, relu' and leaky_relu' come from x (ops/batchnorm.h): y is null here.
+      std::vector<float> zdx(n), zdg(C), zdb(C);
+      std::vector<double> zsums(2 * C + 1);
+      run_op(Backend::cpu, BatchnormBackwardStats{&ctx, sh, x.data(), nullptr, &act, fsm.data(), fsis.data(), dy.data(),
+                                                  zsums.data(), zdg.data(), zdb.data(), gamma.data(), beta.data()});
+      run_op(Backend::cpu, BatchnormBackwardApply{&ctx, sh, zsums.data(), x.data(), nullptr, &act, gamma.data(),
+                                                  fsm.data(), fsis.data(), dy.data(), zdx.data(), beta.data()});
+      CHECK(compare(zdx, dx, kPhased) == "");
+      CHECK(compare(zdg, dg, kPhased) == "");
+      CHECK(compare(zdb, db, kPhased) == "");
+    }
     // The activation's own backward from its output agrees with the one from its input.
     std::vector<float> gy(n);
     run_op(Backend::cpu, ActivationBackwardFromOutput{&ctx, act, int64_t(n), y.data(), dy.data(), gy.data()});
