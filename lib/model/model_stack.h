@@ -54,6 +54,7 @@ class ModelStack {
   Optimizer& optimizer() const { return need(m_optim, "an optimizer (build_optimizer)"); }
   LossFunction& loss() const { return need(m_loss, "a loss (build_loss)"); }
   TrainStep& step() const { return need(m_step, "a step (build_step)"); }
+  bool has_step() const { return m_step != nullptr; }
   LossScaler* loss_scaler() const { return m_scaler.get(); }  // null unless built with a loss scale
 
  private:

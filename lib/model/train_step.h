@@ -81,6 +81,10 @@ class TrainStep {
   void set_cuda_graph(bool on, const std::string& reason = "");
   // "on (step captured, N nodes)", "on (not captured yet)" or "off (reason)".
   std::string cuda_graph_status() const;
+  // Destroys the captured graphs (a later step captures again). Trap: a graph that captured NCCL
+  // collectives holds resources of the communicator (with NCCL's network transport, its proxy's
+  // persistent operations), and ncclCommDestroy waits for them: destroy the graphs first.
+  void release_graphs() noexcept { m_graphs.clear(); }
   bool cuda_graph_on() const { return m_graph_on; }
   int64_t graph_replays() const { return m_replays; }  // steps run by replaying a graph
   // The first capture's cost (the start-up breakdown): seconds from the start of the capture to

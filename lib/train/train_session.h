@@ -32,6 +32,13 @@ namespace cnn {
 class TrainSession {
  public:
   TrainSession(ModelSpec spec, const TrainOptions& opt) : m_spec(std::move(spec)), m_opt(opt) {}
+  // The step's captured graphs go before the members: they may hold captured NCCL collectives,
+  // whose communicator (m_dist's) is destroyed before the model stack (TrainStep::release_graphs).
+  ~TrainSession() {
+    if (m_model && m_model->has_step()) m_model->step().release_graphs();
+  }
+  TrainSession(const TrainSession&) = delete;
+  TrainSession& operator=(const TrainSession&) = delete;
   TrainResult run();
 
  private:

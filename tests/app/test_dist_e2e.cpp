@@ -482,3 +482,40 @@ TEST_CASE("one gpu rank under mpirun captures the data-parallel step and ends wi
   CheckpointMeta a = read_checkpoint(fx.last("on")).meta;
   CHECK(a.step == 26);
 }
+
+// Two GPU ranks joined by NCCL's network transport, the path ranks on different nodes take: P2P
+// and shared memory off, and on a one-GPU machine each rank a host of its own (NCCL_HOSTID; NCCL
+// refuses two ranks of one host on one GPU), so NCCL joins two one-GPU "nodes" over sockets on the
+// loopback interface. The captured data-parallel step holds NCCL's persistent network operations:
+// the run must end (its graphs destroyed before the communicator: TrainSession), within a timeout
+// that turns a hang into a failure.
+TEST_CASE("two gpu ranks over NCCL's network transport capture the step and train to the end", "[gpu][mpi][app]") {
+  CNN_REQUIRE_GPU();
+  REQUIRE_MPIRUN();
+  if (!build_has_nccl()) CNN_SKIP("this build has no NCCL");
+  if (access("/usr/bin/timeout", X_OK) != 0) CNN_SKIP("no /usr/bin/timeout to bound the run");
+  Fixture fx;
+  const std::string model = (fx.dir / "graph.yaml").string();
+  write_text_file(model, kGpuGraphNet);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  const std::vector<std::string> env{"-x", "NCCL_P2P_DISABLE=1", "-x", "NCCL_SHM_DISABLE=1", "-x",
+                                     "NCCL_SOCKET_IFNAME=lo", "-x", "NCCL_DEBUG=INFO", "-x",
+                                     "NCCL_DEBUG_SUBSYS=INIT,NET"};
+  std::vector<std::string> a{"-k", "10", "120", find_mpirun(), "--oversubscribe", "--allow-run-as-root"};
+  for (const char* host : {"cnn-node-a", "cnn-node-b"}) {  // one app context a rank, joined by ':'
+    if (std::string(host) != "cnn-node-a") a.push_back(":");
+    a.insert(a.end(), env.begin(), env.end());
+    a.insert(a.end(), {"-np", "1", "-x", std::string("NCCL_HOSTID=") + host, program_path("cnn-train"), model,
+                       "--device", "cuda", "--out", fx.run_dir("net"), "--quiet"});
+  }
+  ProgramResult r = run_program("/usr/bin/timeout", a);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err + r.out, Contains("via NET/"));
+  const std::string log = read_text_file(fx.run_dir("net") + "/train.log");
+  CHECK_THAT(log, Contains("data-parallel: 2 ranks"));
+  CHECK_THAT(log, Contains("CUDA graph: on (data-parallel step captured: "));
+  CHECK_THAT(log, Contains("epoch 2/2: train loss"));
+  CHECK(fs::exists(fx.last("net")));
+}
