@@ -248,6 +248,42 @@ inline void bt_planes(const float* in, int64_t stride, int64_t n, float* out, in
              out + 3 * out_stride);
 }
 
+// A transformed input row s dealt into its tile columns' planes: plane k gets s[k + M q] for the
+// row's tiles q < n. Planes 0 .. M-1 are one interleaved read of s (GCC vectorises a group of M
+// loads with shuffles; dealt a plane at a time it was a strided gather, the largest part of the
+// input transform); plane k >= M is plane k - M one tile on, s[k + M q] = s[(k - M) + M (q + 1)].
+inline __attribute__((always_inline)) void deal_stage(const float* __restrict s, int64_t n, float* __restrict p0,
+                                                      float* __restrict p1, float* __restrict p2,
+                                                      float* __restrict p3) {
+  for (int64_t q = 0; q < n; ++q) {
+    p0[q] = s[4 * q];
+    p1[q] = s[4 * q + 1];
+    p2[q] = s[4 * q + 2];
+    p3[q] = s[4 * q + 3];
+  }
+}
+inline __attribute__((always_inline)) void deal_stage(const float* __restrict s, int64_t n, float* __restrict p0,
+                                                      float* __restrict p1) {
+  for (int64_t q = 0; q < n; ++q) {
+    p0[q] = s[2 * q];
+    p1[q] = s[2 * q + 1];
+  }
+}
+// The T planes of row s (n >= 1 tiles) at out + k out_stride; s holds M n + 2 values.
+template <int M>
+inline void deal_planes(const float* s, int64_t n, float* out, int64_t out_stride) {
+  if constexpr (M == 4)
+    deal_stage(s, n, out, out + out_stride, out + 2 * out_stride, out + 3 * out_stride);
+  else
+    deal_stage(s, n, out, out + out_stride);
+  for (int k = M; k < Wino<M>::T; ++k) {
+    const float* from = out + (k - M) * out_stride;
+    float* to = out + k * out_stride;
+    std::copy(from + 1, from + n, to);
+    to[n - 1] = s[k + M * (n - 1)];
+  }
+}
+
 // Floats of the output and dy transforms' planes: (T M + M M) of a block's tiles.
 int64_t stage_floats(const WinoGeom& g, int64_t tiles) { return (g.t() * g.m + g.m * g.m) * tiles; }
 
@@ -261,7 +297,7 @@ int64_t input_floats(const WinoGeom& g, int64_t tiles) {
 // m tp + m - 1; TW tiles each, row j's tiles at columns j TW ...): B^T d B of each T x T input tile d
 // (zeros outside x). Per channel: B^T on each tile row's T padded input rows (a loop along the
 // rows), those values dealt into T x T planes of the block's tiles (plane i T + k: row i, column
-// k of each tile), then B along the planes, which writes V's planes (loops over the block's tiles).
+// k of each tile; deal_planes), then B along the planes, which writes V's planes (loops over the block's tiles).
 template <int M>
 inline __attribute__((always_inline)) void transform_input_t(const WinoGeom& g, const float* x, int64_t r0,
                                                              int64_t nr, int64_t ld, float* v, float* scratch) {
@@ -287,12 +323,7 @@ inline __attribute__((always_inline)) void transform_input_t(const WinoGeom& g, 
         std::fill(row + hi, row + wp, 0.0f);
       }
       bt_planes<M>(d, wp, wp, dt, wp);
-      for (int i = 0; i < T; ++i)
-        for (int k = 0; k < T; ++k) {
-          const float* src = dt + i * wp + k;
-          float* dst = planes + (i * T + k) * nt + j * tw;
-          for (int64_t q = 0; q < tw; ++q) dst[q] = src[M * q];
-        }
+      for (int i = 0; i < T; ++i) deal_planes<M>(dt + i * wp, tw, planes + (i * T) * nt + j * tw, nt);
     }
     float* vc = v + c * ld;
     for (int i = 0; i < T; ++i)  // V[i][.] = (B^T d)[i][.] B: plane f = i T + k of V
