@@ -69,6 +69,11 @@ CNN_HD double batchnorm_running_input(double mean, const float* mean_offset, int
 inline bool batchnorm_sign_only(const ActivationParams* act) {
   return act && (act->kind == ActivationKind::relu || act->kind == ActivationKind::leaky_relu);
 }
+// Whether a backward row given act, gamma and beta takes act' from x (and reads no y): the one rule
+// every row that honours beta applies.
+inline bool batchnorm_grad_from_z(const ActivationParams* act, const float* gamma, const float* beta) {
+  return batchnorm_sign_only(act) && gamma && beta;
+}
 // The channels-last forward's per-channel scale, from the FP32 values it saves for the backward.
 CNN_HD float batchnorm_saved_scale(float gamma, float save_inv_std) {
   return static_cast<float>(static_cast<double>(gamma) * static_cast<double>(save_inv_std));

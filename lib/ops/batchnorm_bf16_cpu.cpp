@@ -89,12 +89,12 @@ void batchnorm_forward_infer_act_cpu_bf16(const InferAct& a) {
 // (a sign-only activation given beta takes its derivative from x: batchnorm.h).
 void batchnorm_backward_stats_cpu_bf16(const BackwardStats& a) {
   BackwardStats b = a;
-  if (!a.act || (batchnorm_sign_only(a.act) && a.gamma && a.beta)) b.y = nullptr;
+  if (!a.act || batchnorm_grad_from_z(a.act, a.gamma, a.beta)) b.y = nullptr;
   run_widened(b, "batchnorm backward statistics", {&BackwardStats::x, &BackwardStats::y, &BackwardStats::dy}, {});
 }
 void batchnorm_backward_apply_cpu_bf16(const BackwardApply& a) {
   BackwardApply b = a;
-  if (!a.act || (batchnorm_sign_only(a.act) && a.beta)) b.y = nullptr;
+  if (!a.act || batchnorm_grad_from_z(a.act, a.gamma, a.beta)) b.y = nullptr;
   run_widened(b, "batchnorm backward", {&BackwardApply::x, &BackwardApply::y, &BackwardApply::dy},
               {&BackwardApply::dx});
 }

@@ -570,7 +570,8 @@ static __global__ void batchnorm_dx_nhwc_kernel(NhwcTiling t, Epi epi, Coef coef
         r.unpack(y != nullptr, xv, e, yv);
 #pragma unroll
         for (int v = 0; v < V; ++v)
-          e[v] = a[v] * (epi.grad(grad_input<Epi>(xv[v], yv[v], m[v], zs[v], zb[v]), e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
+          e[v] = a[v] *
+                 (epi.grad(grad_input<Epi>(xv[v], yv[v], m[v], zs[v], zb[v]), e[v]) - b[v] - (xv[v] - m[v]) * k[v]);
         store_lanes(dx, i, e);
       });
 }
@@ -637,7 +638,7 @@ template <typename Coef, typename T>
 static void launch_dx_nhwc(cudaStream_t stream, const BatchnormShape& sh, const ActivationParams* act,
                            const Coef& coef, const float* save_mean, const T* x, const T* y, const T* dy, T* dx,
                            const PreActivation& pre) {
-  const bool from_z = batchnorm_sign_only(act) && pre.beta;
+  const bool from_z = batchnorm_grad_from_z(act, pre.gamma, pre.beta);
   const T* y_read = act && !from_z ? y : nullptr;
   with_grad_epilogue(act, from_z, [&](auto epi) {
     per_nhwc_tile(sh, nhwc_vectorized(sh, {x, y_read, dy, dx}),

@@ -152,7 +152,7 @@ void batchnorm_backward_stats_cpu(const BatchnormBackwardStats& a) {
   const ActivationParams* act = a.act;
   double* sums = a.sums;
   float *dgamma = a.dgamma, *dbeta = a.dbeta;
-  const bool from_z = batchnorm_sign_only(act) && a.gamma && a.beta;  // y is not read
+  const bool from_z = batchnorm_grad_from_z(act, a.gamma, a.beta);  // y is not read
   check_phase_shape("backward statistics", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const int threads = ctx.threads();
@@ -190,7 +190,7 @@ void batchnorm_backward_apply_cpu(const BatchnormBackwardApply& a) {
   const ActivationParams* act = a.act;
   float* dx = a.dx.f32();
   const float* beta = a.beta;
-  const bool from_z = batchnorm_sign_only(act) && beta;  // y is not read
+  const bool from_z = batchnorm_grad_from_z(act, gamma, beta);  // y is not read
   check_phase_shape("backward", sh);
   const int64_t N = sh.N, C = sh.C, HW = sh.H * sh.W;
   const double M = sums[2 * C];

@@ -277,7 +277,7 @@ static void backward_stats_nhwc(const BatchnormBackwardStats& a) {
   const char* what = "batchnorm backward statistics";
   cudaStream_t stream = phase_stream(*a.ctx, a.sh, what);
   const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
-  const bool from_z = batchnorm_sign_only(a.act) && a.gamma && a.beta;
+  const bool from_z = batchnorm_grad_from_z(a.act, a.gamma, a.beta);
   const T* y_read = a.act && !from_z ? half16_data<T>(a.y) : nullptr;
   const PreActivation pre{a.gamma, a.save_inv_std, a.beta};
   const CollectTail tail{static_cast<int>(a.sh.C), static_cast<double>(a.sh.N * a.sh.H * a.sh.W), a.sums,
@@ -369,7 +369,7 @@ static void backward_act_nhwc(const BatchnormBackwardAct& a, NhwcPath path) {
   const BatchnormShape& sh = a.sh;
   cudaStream_t stream = phase_stream(*a.ctx, sh, what);
   const T *x = half16_data<T>(a.x), *dy = half16_data<T>(a.dy);
-  const bool from_z = batchnorm_sign_only(a.act) && a.beta;
+  const bool from_z = batchnorm_grad_from_z(a.act, a.gamma, a.beta);
   const T* y_read = a.act && !from_z ? half16_data<T>(a.y) : nullptr;
   T* dx = half16_data<T>(a.dx);
   const double count = static_cast<double>(sh.N * sh.H * sh.W);

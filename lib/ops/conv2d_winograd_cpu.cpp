@@ -297,7 +297,8 @@ int64_t input_floats(const WinoGeom& g, int64_t tiles) {
 // m tp + m - 1; TW tiles each, row j's tiles at columns j TW ...): B^T d B of each T x T input tile d
 // (zeros outside x). Per channel: B^T on each tile row's T padded input rows (a loop along the
 // rows), those values dealt into T x T planes of the block's tiles (plane i T + k: row i, column
-// k of each tile; deal_planes), then B along the planes, which writes V's planes (loops over the block's tiles).
+// k of each tile; deal_planes), then B along the planes, which writes V's planes (loops over the
+// block's tiles).
 template <int M>
 inline __attribute__((always_inline)) void transform_input_t(const WinoGeom& g, const float* x, int64_t r0,
                                                              int64_t nr, int64_t ld, float* v, float* scratch) {

@@ -70,10 +70,8 @@ static inline bool max_takes(T v, T m) {
 }
 template <typename T>
 static inline bool is_argmax(T v, T y) {
-  return v == y || (v != v && y != y);
+  return (v == y) | ((v != v) & (y != y));  // & and |, not && and ||: no branches, so loops vectorise
 }
-// is_argmax without short-circuits (for loops that must vectorise): the same value.
-static inline bool argmax_bits(float v, float y) { return (v == y) | ((v != v) & (y != y)); }
 
 static void check_made(const Pool2dShape& sh) {
   if (sh.N <= 0 || sh.C <= 0 || sh.P <= 0 || sh.Q <= 0)
@@ -236,13 +234,13 @@ CNN_SIMD_CLONES static void max_pool_backward_2x2(const float* xp, const float* 
     float* d1 = d0 + W;
     const float* yr = yp + p * Q;
     const float* gr = dyp + p * Q;
-    // Branch-free (& and | on the comparisons, not && and ||), so the loop vectorises: with
-    // short-circuits it had control flow and ran scalar, at a quarter of the forward's bandwidth.
+    // Branch-free (is_argmax, and & and | below), so the loop vectorises: with short-circuits it had
+    // control flow and ran scalar, at a quarter of the forward's bandwidth.
 #pragma omp simd
     for (int64_t q = 0; q < Q; ++q) {
       const float m = yr[q], g = 0.0f + gr[q];
-      const bool ea = argmax_bits(r0[2 * q], m), eb = argmax_bits(r0[2 * q + 1], m);
-      const bool ec = argmax_bits(r1[2 * q], m), ed = argmax_bits(r1[2 * q + 1], m);
+      const bool ea = is_argmax(r0[2 * q], m), eb = is_argmax(r0[2 * q + 1], m);
+      const bool ec = is_argmax(r1[2 * q], m), ed = is_argmax(r1[2 * q + 1], m);
       const bool a = ea;
       const bool b = eb & !a;
       const bool c = ec & !(a | b);

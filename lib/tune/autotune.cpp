@@ -449,12 +449,11 @@ struct Tuner {
       const bool fused = act && l.fuse_activation(act);
       const bool apart = act && !fused;
       const int64_t n = o.y.numel();
-      const Backend act_backend = Backend::cuda;
       return time_ms(ctx, opt, [&] {
         l.forward(rc, o.xp, o.y);
-        if (apart) {
-          run_op(act_backend, ActivationForward{&ctx, *act, n, o.y.view(), o.y.view()});
-          run_op(act_backend, ActivationBackwardFromOutput{&ctx, *act, n, o.y.view(), o.dy.view(), o.dy.view()});
+        if (apart) {  // the activation layer's own kernels, as the step runs them after a cudnn layer
+          run_op(Backend::cuda, ActivationForward{&ctx, *act, n, o.y.view(), o.y.view()});
+          run_op(Backend::cuda, ActivationBackwardFromOutput{&ctx, *act, n, o.y.view(), o.dy.view(), o.dy.view()});
         }
         l.backward(rc, o.xp, o.y, o.dy, o.dxp);
       });
