@@ -105,11 +105,9 @@ inline unsigned* channel_counters(const ExecContext& ctx, const BatchnormShape& 
 }
 
 // Block-sums (s, t) over the block and has thread 0 store them as the (channel c, slice blockIdx.x)
-// pair of partial (C, slices, 2); the channel's last block then adds every slice's pair in slice
-// order and calls tail(c, s, t) in its thread 0. Every thread of the block must call it.
-template <typename Tail>
-__device__ __forceinline__ void finish_slice_sums(double* __restrict__ partial, unsigned* __restrict__ counters,
-                                                  int c, double s, double t, double* shared, const Tail& tail) {
+// pair of partial (C, slices, 2). Every thread of the block must call it.
+__device__ __forceinline__ void store_slice_sums(double* __restrict__ partial, int c, double s, double t,
+                                                 double* shared) {
   s = cuda::block_sum<kThreads>(s, shared);
   t = cuda::block_sum<kThreads>(t, shared);
   if (threadIdx.x == 0) {
@@ -117,6 +115,14 @@ __device__ __forceinline__ void finish_slice_sums(double* __restrict__ partial, 
     out[0] = s;
     out[1] = t;
   }
+}
+
+// store_slice_sums, then the channel's last block adds every slice's pair in slice order and calls
+// tail(c, s, t) in its thread 0. Every thread of the block must call it.
+template <typename Tail>
+__device__ __forceinline__ void finish_slice_sums(double* __restrict__ partial, unsigned* __restrict__ counters,
+                                                  int c, double s, double t, double* shared, const Tail& tail) {
+  store_slice_sums(partial, c, s, t, shared);
   if (last_of_channel(counters, c) && threadIdx.x == 0) {
     sum_slices(partial, c, static_cast<int>(gridDim.x), s, t);
     tail(c, s, t);
@@ -144,6 +150,24 @@ inline Scratch scratch(const ExecContext& ctx, const BatchnormShape& sh, int sli
   return Scratch{reinterpret_cast<double*>(base), reinterpret_cast<float*>(base + partial_bytes)};
 }
 
+// This thread's sums over this block's slice of channel c: (sum d, sum d^2), d = x - shift(c).
+template <typename Shift>
+__device__ __forceinline__ void forward_slice_sums(const ChannelLayout& L, const float* __restrict__ x,
+                                                   const Shift& shift, int c, double& s, double& ss) {
+  int begin, end;
+  slice_of(L.M, begin, end);
+  s = 0.0;
+  ss = 0.0;
+  if (begin < end) {
+    const double k = shift(c);
+    for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
+      const double d = static_cast<double>(x[L.at(c, j)]) - k;
+      s += d;
+      ss += d * d;
+    }
+  }
+}
+
 // grid (slices, C): partial sums of d = x - shift(c) and d^2 for each (channel, slice). The
 // channel's last block calls tail(c, sum d, sum d^2) in thread 0 with the slices added in order.
 template <typename Tail>
@@ -155,17 +179,8 @@ static __global__ void batchnorm_forward_stats_kernel(ChannelLayout L,
                                                       Tail tail) {
   __shared__ double shared[kThreads / cuda::kWarpSize];
   const int c = blockIdx.y;
-  int begin, end;
-  slice_of(L.M, begin, end);
-  double s = 0.0, ss = 0.0;
-  if (begin < end) {
-    const double k = shift(c);
-    for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
-      const double d = static_cast<double>(x[L.at(c, j)]) - k;
-      s += d;
-      ss += d * d;
-    }
-  }
+  double s, ss;
+  forward_slice_sums(L, x, shift, c, s, ss);
   finish_slice_sums(partial, counters, c, s, ss, shared, tail);
 }
 
@@ -237,6 +252,28 @@ static void with_grad_epilogue(const ActivationParams* act, bool from_z, F&& f) 
 }
 
 
+// This thread's sums over this block's slice of channel c: (sum g, sum g (x - mean)), g = act'(y) dy
+// (y read only when non-null).
+template <typename Epi>
+__device__ __forceinline__ void backward_slice_sums(const ChannelLayout& L, const Epi& epi,
+                                                    const float* __restrict__ x, const float* __restrict__ y,
+                                                    const float* __restrict__ save_mean,
+                                                    const float* __restrict__ dy, int c, double& s, double& sx) {
+  int begin, end;
+  slice_of(L.M, begin, end);
+  s = 0.0;
+  sx = 0.0;
+  if (begin < end) {
+    const float mean = save_mean[c];
+    for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
+      const int64_t a = L.at(c, j);
+      const double g = epi.grad(y ? y[a] : 0.0f, dy[a]);
+      s += g;
+      sx += g * static_cast<double>(x[a] - mean);
+    }
+  }
+}
+
 // grid (slices, C): partial sums of g and g (x - mean), g = act'(y) dy; the channel's last block
 // calls tail(c, sum g, sum g (x - mean)) in thread 0 with the slices added in order.
 template <typename Epi, typename Tail>
@@ -250,18 +287,8 @@ static __global__ void batchnorm_backward_stats_act_kernel(ChannelLayout L, Epi 
                                                            Tail tail) {
   __shared__ double shared[kThreads / cuda::kWarpSize];
   const int c = blockIdx.y;
-  int begin, end;
-  slice_of(L.M, begin, end);
-  double s = 0.0, sx = 0.0;
-  if (begin < end) {
-    const float mean = save_mean[c];
-    for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) {
-      const int64_t a = L.at(c, j);
-      const double g = epi.grad(y ? y[a] : 0.0f, dy[a]);
-      s += g;
-      sx += g * static_cast<double>(x[a] - mean);
-    }
-  }
+  double s, sx;
+  backward_slice_sums(L, epi, x, y, save_mean, dy, c, s, sx);
   finish_slice_sums(partial, counters, c, s, sx, shared, tail);
 }
 
@@ -272,6 +299,19 @@ __device__ __forceinline__ void for_slice(const ChannelLayout& L, int c, F&& f) 
   int begin, end;
   slice_of(L.M, begin, end);
   for (int j = begin + static_cast<int>(threadIdx.x); j < end; j += kThreads) f(L.at(c, j));
+}
+
+// y = epi((x - m) k + b) over this block's slice of channel c.
+template <bool kVec, typename Epi>
+__device__ __forceinline__ void normalize_slice(const ChannelLayout& L, const Epi& epi, int c, float m, float k,
+                                                float b, const float* __restrict__ x, float* __restrict__ y) {
+  for_slice(L, c, [&](int64_t i) {
+    if (kVec) {
+      cuda::store4(y, i, cuda::map4([&](float v) { return epi.forward((v - m) * k + b); }, cuda::load4(x, i)));
+    } else {
+      y[i] = epi.forward((x[i] - m) * k + b);
+    }
+  });
 }
 
 // grid (slices, C): y = epi((x - m) k + beta[c]) over channel c's slice. Thread 0 of each block gets
@@ -288,16 +328,7 @@ static __global__ void batchnorm_normalize_kernel(ChannelLayout L, Epi epi, Pro 
   const int c = blockIdx.y;
   if (threadIdx.x == 0) pro.begin(c, norm[0], norm[1]);
   __syncthreads();
-  if (L.M > 0) {
-    const float m = norm[0], k = norm[1], b = beta[c];
-    for_slice(L, c, [&](int64_t i) {
-      if (kVec) {
-        cuda::store4(y, i, cuda::map4([&](float v) { return epi.forward((v - m) * k + b); }, cuda::load4(x, i)));
-      } else {
-        y[i] = epi.forward((x[i] - m) * k + b);
-      }
-    });
-  }
+  if (L.M > 0) normalize_slice<kVec>(L, epi, c, norm[0], norm[1], beta[c], x, y);
   if (counters && last_of_channel(counters, c) && threadIdx.x == 0) pro.finish(c);
 }
 
@@ -311,6 +342,24 @@ struct NormFromArrays {
   }
   __device__ void finish(int) const {}
 };
+
+// dx = a (g - b - (x - m) k), g = epi'(y) dy (y read only when non-null), over this block's slice of
+// channel c.
+template <bool kVec, typename Epi>
+__device__ __forceinline__ void dx_slice(const ChannelLayout& L, const Epi& epi, int c, float a, float b, float k,
+                                         float m, const float* __restrict__ x, const float* __restrict__ y,
+                                         const float* __restrict__ dy, float* __restrict__ dx) {
+  for_slice(L, c, [&](int64_t i) {
+    if (kVec) {
+      const float4 xv = cuda::load4(x, i);
+      const float4 yv = y ? cuda::load4(y, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4 g = cuda::map4([&](float ye, float ge) { return epi.grad(ye, ge); }, yv, cuda::load4(dy, i));
+      cuda::store4(dx, i, cuda::map4([&](float xe, float ge) { return a * (ge - b - (xe - m) * k); }, xv, g));
+    } else {
+      dx[i] = a * (epi.grad(y ? y[i] : 0.0f, dy[i]) - b - (x[i] - m) * k);
+    }
+  });
+}
 
 // grid (slices, C): dx = a (g - b - (x - save_mean[c]) k), g = epi'(y) dy (y read only when
 // non-null), over channel c's slice; thread 0 of each block gets (a, b, k) from coef(c, abk).
@@ -328,17 +377,7 @@ static __global__ void batchnorm_dx_kernel(ChannelLayout L, Epi epi, Coef coef,
     abkm[3] = save_mean[c];
   }
   __syncthreads();
-  const float a = abkm[0], b = abkm[1], k = abkm[2], m = abkm[3];
-  for_slice(L, c, [&](int64_t i) {
-    if (kVec) {
-      const float4 xv = cuda::load4(x, i);
-      const float4 yv = y ? cuda::load4(y, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const float4 g = cuda::map4([&](float ye, float ge) { return epi.grad(ye, ge); }, yv, cuda::load4(dy, i));
-      cuda::store4(dx, i, cuda::map4([&](float xe, float ge) { return a * (ge - b - (xe - m) * k); }, xv, g));
-    } else {
-      dx[i] = a * (epi.grad(y ? y[i] : 0.0f, dy[i]) - b - (x[i] - m) * k);
-    }
-  });
+  dx_slice<kVec>(L, epi, c, abkm[0], abkm[1], abkm[2], abkm[3], x, y, dy, dx);
 }
 
 // (a, b, k) of the dx pass from a (3, C) array.

@@ -11,6 +11,7 @@
 #include "core/cuda_check.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm.cuh"
+#include "ops/batchnorm_nchw_one.cuh"
 #include "ops/batchnorm_nhwc_bf16.cuh"
 #include "ops/reduce.cuh"
 
@@ -79,7 +80,8 @@ struct BackwardFinalize {
   }
 };
 
-// The one-kernel path's per-channel steps (batchnorm_one_kernel_nhwc_kernel's stat): forward,
+// The one-kernel paths' per-channel steps (the stat of batchnorm_one_kernel_nhwc_kernel and of
+// batchnorm_nchw_one.cuh's kernels): forward,
 // ForwardFinalize's arithmetic about x0 = x[c] read before the barrier, cf = (mean, scale, beta);
 // backward, BackwardFinalize's, cf = (a, b, k, save_mean).
 template <typename T>
@@ -110,7 +112,9 @@ static void check_shape(const char* what, const BatchnormShape& sh) {
   check_cuda_limits(what, sh);
 }
 
-void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) {
+// The f32 NCHW rows: one kernel where `path` and the shape allow (batchnorm_nchw_one.cuh), else the
+// sums pass and the normalise pass.
+static void forward_train_f32(const BatchnormForwardTrain& a, NhwcPath path) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
   const float *x = a.x.f32(), *gamma = a.gamma, *beta = a.beta;
@@ -122,12 +126,20 @@ void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) {
   batchnorm_check_training_count(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   const ChannelLayout L = layout_of(sh);
+  const ChannelShift<float> shift{x, L.HW};  // the channel's first value
+  auto finalize = [&](float* norm_mean, float* norm_scale) {
+    return ForwardFinalize<float>{L.M,         sh.eps,    sh.momentum,  shift,     gamma,      running_mean,
+                                  running_var, save_mean, save_inv_std, norm_mean, norm_scale, a.mean_offset};
+  };
+  if (forward_one_kernel_nchw(ctx, stream, sh, path, what, NoActivation{}, shift,
+                              ForwardTrainStat<float>{finalize(nullptr, nullptr), beta}, x, y)) {
+    CUDA_CHECK_LAUNCH("batchnorm forward (one kernel)");
+    return;
+  }
   const Scratch s = scratch(ctx, sh, slices, 2 * sh.C, what);
   float* norm_mean = s.per_channel;
   float* norm_scale = s.per_channel + C;
-  const ChannelShift<float> shift{x, L.HW};  // the channel's first value
-  const ForwardFinalize<float> tail{L.M,         sh.eps,    sh.momentum,  shift,     gamma,     running_mean,
-                                    running_var, save_mean, save_inv_std, norm_mean, norm_scale, a.mean_offset};
+  const ForwardFinalize<float> tail = finalize(norm_mean, norm_scale);
   batchnorm_forward_stats_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
       L, x, shift, s.partial, channel_counters(ctx, sh, what), tail);
   CUDA_CHECK_LAUNCH("batchnorm forward (statistics)");
@@ -143,7 +155,7 @@ void batchnorm_forward_infer_cuda(const BatchnormForwardInfer& a) {
                                                  nullptr, a.y, a.mean_offset});
 }
 
-void batchnorm_backward_cuda(const BatchnormBackward& a) {
+static void backward_f32(const BatchnormBackward& a, NhwcPath path) {
   const ExecContext& ctx = *a.ctx;
   const BatchnormShape& sh = a.sh;
   const float *x = a.x.f32(), *gamma = a.gamma, *save_mean = a.save_mean, *save_inv_std = a.save_inv_std,
@@ -154,6 +166,13 @@ void batchnorm_backward_cuda(const BatchnormBackward& a) {
   check_shape(what, sh);
   const int slices = slices_for(sh), C = static_cast<int>(sh.C);
   const ChannelLayout L = layout_of(sh);
+  if (backward_one_kernel_nchw(ctx, stream, sh, path, what, NoActivation{},
+                               BackwardStat{BackwardFinalize{C, L.M, gamma, save_inv_std, dgamma, dbeta, nullptr},
+                                            save_mean},
+                               x, nullptr, save_mean, dy, dx)) {
+    CUDA_CHECK_LAUNCH("batchnorm backward (one kernel)");
+    return;
+  }
   const Scratch s = scratch(ctx, sh, slices, 3 * sh.C, what);
   const BackwardFinalize tail{C, L.M, gamma, save_inv_std, dgamma, dbeta, s.per_channel};
   batchnorm_backward_stats_act_kernel<<<dim3(slices, C), kThreads, 0, stream>>>(
@@ -231,7 +250,15 @@ static void backward_nhwc(const BatchnormBackward& a, NhwcPath path) {
   CUDA_CHECK_LAUNCH("batchnorm backward nhwc (dx)");
 }
 
+void batchnorm_forward_train_cuda(const BatchnormForwardTrain& a) { forward_train_f32(a, default_nhwc_path()); }
+void batchnorm_forward_train_cuda_f32_one(const BatchnormForwardTrain& a) { forward_train_f32(a, NhwcPath::one); }
+void batchnorm_forward_train_cuda_f32_two(const BatchnormForwardTrain& a) { forward_train_f32(a, NhwcPath::two); }
+void batchnorm_backward_cuda(const BatchnormBackward& a) { backward_f32(a, default_nhwc_path()); }
+void batchnorm_backward_cuda_f32_one(const BatchnormBackward& a) { backward_f32(a, NhwcPath::one); }
+void batchnorm_backward_cuda_f32_two(const BatchnormBackward& a) { backward_f32(a, NhwcPath::two); }
+
 bool batchnorm_one_kernel_fits(const BatchnormShape& sh) { return nhwc_one_kernel_fits(sh); }
+bool batchnorm_one_kernel_nchw_fits(const BatchnormShape& sh) { return nchw_one_kernel_fits(sh); }
 
 void batchnorm_forward_train_cuda_bf16(const BatchnormForwardTrain& a) { forward_train_nhwc<bf16>(a, default_nhwc_path()); }
 void batchnorm_forward_train_cuda_f16(const BatchnormForwardTrain& a) { forward_train_nhwc<f16>(a, default_nhwc_path()); }

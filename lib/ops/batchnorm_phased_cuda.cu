@@ -12,6 +12,7 @@
 #include "core/cuda_check.h"
 #include "ops/batchnorm.h"
 #include "ops/batchnorm.cuh"
+#include "ops/batchnorm_nchw_one.cuh"
 #include "ops/batchnorm_nhwc_bf16.cuh"
 #include "ops/reduce.cuh"
 
@@ -149,6 +150,34 @@ struct CoefFromOwnSums {
     cf[4] = cf[5] = 0.0f;
     if (pre.beta) pre.at(c, cf[4], cf[5]);
     if (owner) collect(c, s, sx);
+  }
+};
+
+// The f32 NCHW one-kernel forward's per-channel step (batchnorm_nchw_one.cuh): NormFromSums's
+// arithmetic with the scale from the double inverse standard deviation (its f32 rows), on this
+// rank's sums, which the owner also writes (CollectTail) as the stats phase does; cf = (mean, scale,
+// beta). The shift running_mean[c] is read before the barrier (the owner updates it after).
+struct NchwNormFromOwnSums {
+  double count, eps, momentum;
+  const float* __restrict__ gamma;     // (C)
+  const float* __restrict__ beta;      // (C)
+  float* __restrict__ running_mean;    // (C)
+  float* __restrict__ running_var;     // (C)
+  float* __restrict__ save_mean;       // (C)
+  float* __restrict__ save_inv_std;    // (C)
+  CollectTail collect;                 // the stats
+  const float* __restrict__ mean_offset;  // (C) or null (batchnorm.h)
+  static constexpr int kCoefs = 3;
+  __device__ float before(int c) const { return batchnorm_shift_of(running_mean, mean_offset, c); }
+  __device__ void operator()(int c, double s, double ss, float shift, bool owner, float (&cf)[3]) const {
+    PhasedMoments mo;
+    mo.set(count, s, ss, static_cast<double>(shift), eps);
+    cf[0] = static_cast<float>(mo.mean);
+    cf[1] = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
+    cf[2] = beta[c];
+    if (!owner) return;
+    mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std, mean_offset);
+    collect(c, s, ss);
   }
 };
 
@@ -321,19 +350,75 @@ void batchnorm_forward_infer_act_cuda_f32cl(const BatchnormForwardInferAct& a) {
 void batchnorm_backward_stats_cuda_f32cl(const BatchnormBackwardStats& a) { backward_stats_nhwc<float>(a); }
 void batchnorm_backward_apply_cuda_f32cl(const BatchnormBackwardApply& a) { backward_apply_nhwc<float>(a); }
 
-// The one-rank pairs: f32 (and the bf16/f16/f32cl two-kernel path) runs the two phases' rows.
-void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a) {
+// The one-rank pairs as the two phases' rows (of the operands' dtype): the two-kernel path.
+static void forward_train_act_phases(const BatchnormForwardTrainAct& a) {
   run_op(Backend::cuda, BatchnormForwardStats{a.ctx, a.sh, a.x, a.running_mean, a.stats, a.mean_offset});
   run_op(Backend::cuda, BatchnormForwardApply{a.ctx, a.sh, a.stats, a.x, a.gamma, a.beta, a.act, a.y, a.running_mean,
                                               a.running_var, a.save_mean, a.save_inv_std, a.mean_offset});
 }
 
-void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a) {
+static void backward_act_phases(const BatchnormBackwardAct& a) {
   run_op(Backend::cuda, BatchnormBackwardStats{a.ctx, a.sh, a.x, a.y, a.act, a.save_mean, a.save_inv_std, a.dy,
                                                a.sums, a.dgamma, a.dbeta, a.gamma, a.beta});
   run_op(Backend::cuda, BatchnormBackwardApply{a.ctx, a.sh, a.sums, a.x, a.y, a.act, a.gamma, a.save_mean,
                                                a.save_inv_std, a.dy, a.dx, a.beta});
 }
+
+// F32 NCHW: one kernel a direction where `path` and the shape allow (batchnorm_nchw_one.cuh), with the
+// phases' arithmetic bit for bit; else the two phases.
+static void forward_train_act_f32(const BatchnormForwardTrainAct& a, NhwcPath path) {
+  const char* what = "batchnorm forward";
+  const BatchnormShape& sh = a.sh;
+  cudaStream_t stream = phase_stream(*a.ctx, sh, what);
+  const double count = static_cast<double>(sh.N * sh.H * sh.W);
+  const NchwNormFromOwnSums stat{count,          sh.eps,         sh.momentum,   a.gamma,
+                                 a.beta,         a.running_mean, a.running_var, a.save_mean,
+                                 a.save_inv_std, CollectTail{static_cast<int>(sh.C), count, a.stats, nullptr, nullptr, nullptr},
+                                 a.mean_offset};
+  bool ran = false;
+  with_epilogue(a.act, [&](auto epi) {
+    ran = forward_one_kernel_nchw(*a.ctx, stream, sh, path, what, epi,
+                                  ChannelShift<float>{a.running_mean, 1, a.mean_offset}, stat, a.x.f32(), a.y.f32());
+  });
+  if (ran) {
+    CUDA_CHECK_LAUNCH("batchnorm forward (one kernel)");
+    return;
+  }
+  forward_train_act_phases(a);
+}
+
+// The f32 backward reads y for act' (the layer gives no beta in fp32: its forward forms z its own way).
+static void backward_act_f32(const BatchnormBackwardAct& a, NhwcPath path) {
+  const char* what = "batchnorm backward";
+  const BatchnormShape& sh = a.sh;
+  cudaStream_t stream = phase_stream(*a.ctx, sh, what);
+  const double count = static_cast<double>(sh.N * sh.H * sh.W);
+  const CoefFromOwnSums stat{count, a.gamma, a.save_mean, a.save_inv_std,
+                             CollectTail{static_cast<int>(sh.C), count, a.sums, a.save_inv_std, a.dgamma, a.dbeta}};
+  bool ran = false;
+  with_epilogue(a.act, [&](auto epi) {
+    ran = backward_one_kernel_nchw(*a.ctx, stream, sh, path, what, epi, stat, a.x.f32(),
+                                   a.act ? a.y.f32() : nullptr, a.save_mean, a.dy.f32(), a.dx.f32());
+  });
+  if (ran) {
+    CUDA_CHECK_LAUNCH("batchnorm backward (one kernel)");
+    return;
+  }
+  backward_act_phases(a);
+}
+
+void batchnorm_forward_train_act_cuda(const BatchnormForwardTrainAct& a) {
+  forward_train_act_f32(a, default_nhwc_path());
+}
+void batchnorm_forward_train_act_cuda_f32_one(const BatchnormForwardTrainAct& a) {
+  forward_train_act_f32(a, NhwcPath::one);
+}
+void batchnorm_forward_train_act_cuda_f32_two(const BatchnormForwardTrainAct& a) {
+  forward_train_act_f32(a, NhwcPath::two);
+}
+void batchnorm_backward_act_cuda(const BatchnormBackwardAct& a) { backward_act_f32(a, default_nhwc_path()); }
+void batchnorm_backward_act_cuda_f32_one(const BatchnormBackwardAct& a) { backward_act_f32(a, NhwcPath::one); }
+void batchnorm_backward_act_cuda_f32_two(const BatchnormBackwardAct& a) { backward_act_f32(a, NhwcPath::two); }
 
 // BF16, F16 and F32CL: one kernel a direction where `path` and the shape allow, else the two phases.
 template <typename T>
@@ -360,7 +445,7 @@ static void forward_train_act_nhwc(const BatchnormForwardTrainAct& a, NhwcPath p
     CUDA_CHECK_LAUNCH("batchnorm forward nhwc (one kernel)");
     return;
   }
-  batchnorm_forward_train_act_cuda(a);
+  forward_train_act_phases(a);
 }
 
 template <typename T>
@@ -390,7 +475,7 @@ static void backward_act_nhwc(const BatchnormBackwardAct& a, NhwcPath path) {
     CUDA_CHECK_LAUNCH("batchnorm backward nhwc (one kernel)");
     return;
   }
-  batchnorm_backward_act_cuda(a);
+  backward_act_phases(a);
 }
 
 void batchnorm_forward_train_act_cuda_bf16(const BatchnormForwardTrainAct& a) {

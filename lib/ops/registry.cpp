@@ -125,6 +125,16 @@ void batchnorm_backward_act_cuda_f32cl(const BatchnormBackwardAct& a);
 // The bf16/f16 training rows forced onto one path (batchnorm_nhwc_bf16.cuh): one kernel a
 // direction (shapes that fit one co-resident grid: batchnorm_one_kernel_fits) or two.
 bool batchnorm_one_kernel_fits(const BatchnormShape& sh);
+// The f32 NCHW rows forced onto one path (batchnorm_nchw_one.cuh): shapes with a batch.
+bool batchnorm_one_kernel_nchw_fits(const BatchnormShape& sh);
+void batchnorm_forward_train_cuda_f32_one(const BatchnormForwardTrain& a);
+void batchnorm_forward_train_cuda_f32_two(const BatchnormForwardTrain& a);
+void batchnorm_backward_cuda_f32_one(const BatchnormBackward& a);
+void batchnorm_backward_cuda_f32_two(const BatchnormBackward& a);
+void batchnorm_forward_train_act_cuda_f32_one(const BatchnormForwardTrainAct& a);
+void batchnorm_forward_train_act_cuda_f32_two(const BatchnormForwardTrainAct& a);
+void batchnorm_backward_act_cuda_f32_one(const BatchnormBackwardAct& a);
+void batchnorm_backward_act_cuda_f32_two(const BatchnormBackwardAct& a);
 void batchnorm_forward_train_cuda_bf16_one(const BatchnormForwardTrain& a);
 void batchnorm_forward_train_cuda_f16_one(const BatchnormForwardTrain& a);
 void batchnorm_forward_train_cuda_f32cl_one(const BatchnormForwardTrain& a);
@@ -245,15 +255,18 @@ constexpr auto batchnorm_forward_on_cudnn = [](const auto& a) {
   return a.mean_offset == nullptr && batchnorm_cudnn_supports(a.sh);
 };
 constexpr auto batchnorm_one_kernel = [](const auto& a) { return batchnorm_one_kernel_fits(a.sh); };
-// The bf16, f16 and f32cl rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one,
-// _two): "cuda:one_kernel" on the shapes it takes, "cuda:two_kernels" on every shape.
-#define CNN_BATCHNORM_PATH_ROWS(stem)                                                                 \
-  named_row(kCuda, "cuda:one_kernel", stem##_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),       \
-      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f16_one, batchnorm_one_kernel, DType::f16),     \
-      named_row(kCuda, "cuda:two_kernels", stem##_cuda_bf16_two, nullptr, DType::bf16),               \
-      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f16_two, nullptr, DType::f16),                 \
-      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f32cl_one, batchnorm_one_kernel, DType::f32cl), \
-      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f32cl_two, nullptr, DType::f32cl)
+constexpr auto batchnorm_one_kernel_nchw = [](const auto& a) { return batchnorm_one_kernel_nchw_fits(a.sh); };
+// The rows of a batchnorm training entry point forced onto one path (stem_cuda_<dtype>_one, _two),
+// every dtype: "cuda:one_kernel" on the shapes it takes, "cuda:two_kernels" on every shape.
+#define CNN_BATCHNORM_PATH_ROWS(stem)                                                                    \
+  named_row(kCuda, "cuda:one_kernel", stem##_cuda_bf16_one, batchnorm_one_kernel, DType::bf16),          \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f16_one, batchnorm_one_kernel, DType::f16),        \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_bf16_two, nullptr, DType::bf16),                  \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f16_two, nullptr, DType::f16),                    \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f32cl_one, batchnorm_one_kernel, DType::f32cl),    \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f32cl_two, nullptr, DType::f32cl),                \
+      named_row(kCuda, "cuda:one_kernel", stem##_cuda_f32_one, batchnorm_one_kernel_nchw, DType::f32),   \
+      named_row(kCuda, "cuda:two_kernels", stem##_cuda_f32_two, nullptr, DType::f32)
 constexpr auto softmax_on_cudnn = [](const auto& a) { return softmax_cross_entropy_cudnn_supports(a.sh); };
 
 }  // namespace

@@ -4,8 +4,8 @@
 // test_batchnorm_phased.cpp), with every fused activation. x, y, dy, dx are marked activations with
 // bf16-exact values, so the bf16 rows (channels-last) run on the same cases; the channels-last
 // shapes (C = 8, 16, 64: the 16-byte path; C = 7: the scalar one) span several blocks of rows.
-// The bf16/f16 training rows forced onto one path ("cuda:one_kernel", "cuda:two_kernels") run the
-// same cases (one_kernel those its tiling takes), as do the one-rank pairs (forward_train_act,
+// The training rows of every dtype forced onto one path ("cuda:one_kernel", "cuda:two_kernels") run
+// the same cases (one_kernel those it takes), as do the one-rank pairs (forward_train_act,
 // backward_act: both phases in one call) against the cpu f32 row.
 #include <cmath>
 #include <optional>

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "core/cuda_check.h"
@@ -158,6 +159,45 @@ Outputs run_training_row(CudaContext& cuda, const BatchnormShape& sh, const Inpu
   return Outputs{y.to_vector(), rm.get(), rv.get(), sm.get(), sis.get(), dx.to_vector(), dg.get(), db.get(), {}};
 }
 
+// run_training_row on the f32 NCHW rows; offset: floats the activations' device pointers are moved
+// by (1: misaligned, the scalar path).
+Outputs run_training_row_f32(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, const char* row,
+                             const ActivationParams* act, std::vector<double>* stats = nullptr, int64_t offset = 0) {
+  const int64_t n = static_cast<int64_t>(in.x.size()), C = sh.C;
+  DeviceFloats x(in.x, offset), dy(in.dy, offset), y = DeviceFloats::poisoned(n, offset),
+      dx = DeviceFloats::poisoned(n, offset);
+  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
+  DeviceFloats sm = DeviceFloats::poisoned(C), sis = DeviceFloats::poisoned(C), dg = DeviceFloats::poisoned(C),
+               db = DeviceFloats::poisoned(C), sums = DeviceFloats::poisoned(4 * (2 * C + 1));
+  double* fwd_stats = reinterpret_cast<double*>(sums.data());
+  const ExecContext* ctx = &cuda.ctx();
+  if (act) {
+    run_op(Backend::cuda,
+           BatchnormForwardTrainAct{ctx, sh, x.data(), gamma.data(), beta.data(), act, y.data(), rm.data(), rv.data(),
+                                    sm.data(), sis.data(), fwd_stats},
+           row);
+    run_op(Backend::cuda,
+           BatchnormBackwardAct{ctx, sh, x.data(), y.data(), act, gamma.data(), sm.data(), sis.data(), dy.data(),
+                                fwd_stats + 2 * C + 1, dx.data(), dg.data(), db.data()},
+           row);
+  } else {
+    run_op(Backend::cuda,
+           BatchnormForwardTrain{ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
+                                 sm.data(), sis.data()},
+           row);
+    run_op(Backend::cuda,
+           BatchnormBackward{ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
+                             db.data()},
+           row);
+  }
+  cuda.synchronize();
+  if (stats && act) {
+    const std::vector<float> raw = sums.get();
+    stats->assign(reinterpret_cast<const double*>(raw.data()), reinterpret_cast<const double*>(raw.data()) + 4 * C + 2);
+  }
+  return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), {}};
+}
+
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -286,6 +326,41 @@ TEST_CASE("batchnorm cuda f16 one-kernel path repeats bit for bit and agrees wit
   }
 }
 
+// The f32 NCHW one-kernel path (batchnorm_nchw_one.cuh) keeps the two-kernel path's slices and adds
+// them in the same order: every output, the phased sums included, is the two-kernel path's bit for
+// bit, on the float4 path and the scalar one (odd H*W, or pointers moved off 16-byte alignment),
+// with no activation and with three fused ones; the default row (one kernel at these sizes) too.
+// (The op harness, test_backend_ops_batchnorm.cpp, holds both named rows to the reference.)
+TEST_CASE("batchnorm cuda f32 one-kernel path gives the two-kernel path's bits", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ActivationParams relu{ActivationKind::relu, 0.0f}, elu{ActivationKind::elu, 0.5f},
+      sigmoid{ActivationKind::sigmoid, 0.0f};
+  for (const Case& c : kOneKernelCases) {
+    const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
+    REQUIRE(op_supports(Backend::cuda, DType::f32, BatchnormForwardTrain{nullptr, sh}, "cuda:one_kernel"));
+    const Inputs in = make_inputs(c);
+    for (const int64_t offset : {0, 1})
+      for (const ActivationParams* act : {static_cast<const ActivationParams*>(nullptr), &relu, &elu, &sigmoid}) {
+        INFO("N=" << c.N << " C=" << c.C << " " << c.H << "x" << c.W << " offset " << offset << " "
+                  << (act ? to_string(act->kind) : std::string("no activation")));
+        std::vector<double> s_one, s_two, s_default;
+        const Outputs one = run_training_row_f32(cuda, sh, in, "cuda:one_kernel", act, &s_one, offset);
+        const Outputs two = run_training_row_f32(cuda, sh, in, "cuda:two_kernels", act, &s_two, offset);
+        const Outputs dflt = run_training_row_f32(cuda, sh, in, "", act, &s_default, offset);
+        for (const Outputs* o : {&two, &dflt}) {
+          check_bitwise_equal(one, *o);
+          CHECK(bitwise_equal(one.running_mean, o->running_mean));
+          CHECK(bitwise_equal(one.save_mean, o->save_mean));
+        }
+        if (act) {
+          CHECK(std::memcmp(s_one.data(), s_two.data(), s_one.size() * sizeof(double)) == 0);
+          CHECK(std::memcmp(s_one.data(), s_default.data(), s_one.size() * sizeof(double)) == 0);
+        }
+      }
+  }
+}
+
 // A fused relu or leaky_relu backward given beta takes act' from z recomputed from x, formed as the
 // channels-last forward formed it (ops/batchnorm.h): with y replaced by -1 (which a y-reading
 // backward would take as "negative everywhere") its results are the y-reading backward's bit for bit
@@ -362,6 +437,103 @@ TEST_CASE("batchnorm cuda bf16 one-kernel path replays from a CUDA graph bit for
   rm.set(rm0);
   rv.set(rv0);
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  step();
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const Outputs replayed = state();
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  check_bitwise_equal(eager, replayed);
+  CHECK(bitwise_equal(eager.running_mean, replayed.running_mean));
+}
+
+// The f32 one-kernel path captured into a CUDA graph, as a training step is: one kernel node a
+// direction (the two-kernel rows capture more), and replays give the uncaptured calls' bits.
+TEST_CASE("batchnorm cuda f32 one-kernel path is one graph node a direction and replays bit for bit", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ActivationParams relu{ActivationKind::relu, 0.0f};
+  const Case c{32, 16, 22, 22, 1.0f};
+  const BatchnormShape sh = make_batchnorm_shape(c.N, c.C, c.H, c.W);
+  const Inputs in = make_inputs(c);
+  const int64_t n = static_cast<int64_t>(in.x.size());
+  DeviceFloats x(in.x), dy(in.dy), y = DeviceFloats::poisoned(n), dx = DeviceFloats::poisoned(n);
+  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
+  DeviceFloats sm = DeviceFloats::poisoned(c.C), sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C),
+               db = DeviceFloats::poisoned(c.C), sums = DeviceFloats::poisoned(4 * (2 * c.C + 1));
+  double* stats = reinterpret_cast<double*>(sums.data());
+  const ExecContext* ctx = &cuda.ctx();
+  auto forward_act = [&](const char* row) {
+    run_op(Backend::cuda, BatchnormForwardTrainAct{ctx, sh, x.data(), gamma.data(), beta.data(), &relu, y.data(),
+                                                   rm.data(), rv.data(), sm.data(), sis.data(), stats},
+           row);
+  };
+  auto backward_act = [&](const char* row) {
+    run_op(Backend::cuda, BatchnormBackwardAct{ctx, sh, x.data(), y.data(), &relu, gamma.data(), sm.data(), sis.data(),
+                                               dy.data(), stats + 2 * c.C + 1, dx.data(), dg.data(), db.data()},
+           row);
+  };
+  auto forward = [&](const char* row) {
+    run_op(Backend::cuda, BatchnormForwardTrain{ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(),
+                                                rv.data(), sm.data(), sis.data()},
+           row);
+  };
+  auto backward = [&](const char* row) {
+    run_op(Backend::cuda, BatchnormBackward{ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(),
+                                            dx.data(), dg.data(), db.data()},
+           row);
+  };
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);
+  // The kernel nodes of one captured call (the two-kernel path also captures its counters' memsets).
+  auto kernel_nodes = [&](const std::function<void()>& call) {
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    call();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    size_t count = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+    int kernels = 0;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      kernels += type == cudaGraphNodeTypeKernel;
+    }
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    return kernels;
+  };
+  for (const char* row : {"cuda:one_kernel", ""}) {
+    INFO("row '" << row << "'");
+    CHECK(kernel_nodes([&] { forward_act(row); }) == 1);
+    CHECK(kernel_nodes([&] { backward_act(row); }) == 1);
+    CHECK(kernel_nodes([&] { forward(row); }) == 1);
+    CHECK(kernel_nodes([&] { backward(row); }) == 1);
+  }
+  CHECK(kernel_nodes([&] { forward_act("cuda:two_kernels"); }) == 2);
+  CHECK(kernel_nodes([&] { backward_act("cuda:two_kernels"); }) == 2);
+  auto step = [&] {
+    forward_act("cuda:one_kernel");
+    backward_act("cuda:one_kernel");
+    forward("cuda:one_kernel");
+    backward("cuda:one_kernel");
+  };
+  auto state = [&] {
+    cuda.synchronize();
+    return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), {}};
+  };
+  rm.set(in.rm0);
+  rv.set(in.rv0);
+  step();
+  step();
+  const Outputs eager = state();
+  rm.set(in.rm0);
+  rv.set(in.rv0);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
