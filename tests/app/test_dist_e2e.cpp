@@ -17,6 +17,7 @@
 #include "checkpoint/safetensors.h"
 #include "dist/communicator.h"
 #include "support/catch.h"
+#include "support/quick.h"
 #include "support/test_util.h"
 #include "checkpoint/checkpoint_state.h"
 
@@ -440,7 +441,8 @@ TEST_CASE("cnn-train doctor without a launcher reports the single process", "[ap
 // graph from the second step of each batch size (97 images, batch 8: 12 full batches and one of
 // 1, each a graph of its own) and replayed; the replays give the bits of the uncaptured steps.
 // Batchnorm with sync_batchnorm (NCCL float64 sums inside the graph) and dropout (seed and step
-// read from device memory by the replays).
+// read from device memory by the replays). Under CNN_TEST_QUICK (instrumented runs) both GPU cases
+// train on 41 images (5 full batches and one of 1 an epoch on one rank), not 97.
 const char* kGpuGraphNet = R"(name: dist_graph_net
 input: {channels: 1, height: 12, width: 12}
 classes: [a, b, c, d]
@@ -462,6 +464,8 @@ train:
 dist: {sync_batchnorm: true, bucket_mb: 0.001}
 )";
 
+static int64_t gpu_graph_images() { return quick() ? 41 : 97; }
+
 TEST_CASE("one gpu rank under mpirun captures the data-parallel step and ends with the weights of uncaptured steps",
           "[gpu][mpi][app]") {
   CNN_REQUIRE_GPU();
@@ -470,17 +474,19 @@ TEST_CASE("one gpu rank under mpirun captures the data-parallel step and ends wi
   Fixture fx;
   const std::string model = (fx.dir / "graph.yaml").string();
   write_text_file(model, kGpuGraphNet);
-  ProgramResult on = mpirun(1, {model, "--device", "cuda", "--out", fx.run_dir("on")});
+  const std::string images = "data.synthetic_size=" + std::to_string(gpu_graph_images());
+  ProgramResult on = mpirun(1, {model, "--device", "cuda", "--set", images, "--out", fx.run_dir("on")});
   INFO(on.describe());
   REQUIRE(on.exit_code == 0);
   CHECK_THAT(on.err + on.out, Contains("CUDA graph: on (data-parallel step captured: "));
-  ProgramResult off = mpirun(1, {model, "--device", "cuda", "--no-cuda-graph", "--out", fx.run_dir("off")});
+  ProgramResult off =
+      mpirun(1, {model, "--device", "cuda", "--set", images, "--no-cuda-graph", "--out", fx.run_dir("off")});
   INFO(off.describe());
   REQUIRE(off.exit_code == 0);
   CHECK_THAT(off.err + off.out, Contains("CUDA graph: off (train.cuda_graph is false"));
   CHECK(compare_checkpoints(fx.last("on"), fx.last("off"), 0) == "");
   CheckpointMeta a = read_checkpoint(fx.last("on")).meta;
-  CHECK(a.step == 26);
+  CHECK(a.step == 2 * ((gpu_graph_images() + 7) / 8));  // 2 epochs of batch 8, the last batch short
 }
 
 // Two GPU ranks joined by NCCL's network transport, the path ranks on different nodes take: P2P
@@ -488,7 +494,7 @@ TEST_CASE("one gpu rank under mpirun captures the data-parallel step and ends wi
 // refuses two ranks of one host on one GPU), so NCCL joins two one-GPU "nodes" over sockets on the
 // loopback interface. The captured data-parallel step holds NCCL's persistent network operations:
 // the run must end (its graphs destroyed before the communicator: TrainSession), within a timeout
-// that turns a hang into a failure.
+// that turns a hang into a failure (120 s; 600 s under CNN_TEST_QUICK, for instrumented ranks).
 TEST_CASE("two gpu ranks over NCCL's network transport capture the step and train to the end", "[gpu][mpi][app]") {
   CNN_REQUIRE_GPU();
   REQUIRE_MPIRUN();
@@ -502,12 +508,14 @@ TEST_CASE("two gpu ranks over NCCL's network transport capture the step and trai
   const std::vector<std::string> env{"-x", "NCCL_P2P_DISABLE=1", "-x", "NCCL_SHM_DISABLE=1", "-x",
                                      "NCCL_SOCKET_IFNAME=lo", "-x", "NCCL_DEBUG=INFO", "-x",
                                      "NCCL_DEBUG_SUBSYS=INIT,NET"};
-  std::vector<std::string> a{"-k", "10", "120", find_mpirun(), "--oversubscribe", "--allow-run-as-root"};
+  std::vector<std::string> a{"-k", "10", quick() ? "600" : "120", find_mpirun(), "--oversubscribe",
+                             "--allow-run-as-root"};
   for (const char* host : {"cnn-node-a", "cnn-node-b"}) {  // one app context a rank, joined by ':'
     if (std::string(host) != "cnn-node-a") a.push_back(":");
     a.insert(a.end(), env.begin(), env.end());
     a.insert(a.end(), {"-np", "1", "-x", std::string("NCCL_HOSTID=") + host, program_path("cnn-train"), model,
-                       "--device", "cuda", "--out", fx.run_dir("net"), "--quiet"});
+                       "--device", "cuda", "--set", "data.synthetic_size=" + std::to_string(gpu_graph_images()),
+                       "--out", fx.run_dir("net"), "--quiet"});
   }
   ProgramResult r = run_program("/usr/bin/timeout", a);
   INFO(r.describe());

@@ -4,7 +4,7 @@
 // implicit GEMM kernels also on shapes large enough for their tiles and split reductions.
 // Every input is exact in bf16 (weights too: the bf16 rows round the FP32 masters) and x, y, dy, dx
 // are marked as activations, so the bf16 rows run the same cases (the cpu emulation here, the
-// cuda:igemm_nhwc, cuda:direct_nhwc and cuda rows in the [gpu] test): the depthwise and C == 1
+// cuda:igemm_nhwc, cuda:direct_nhwc and cuda rows in the [gpu] tests): the depthwise and C == 1
 // shapes take the direct kernels, C and K multiples of 8 the GEMM's 16-byte path, the others its
 // scalar one; grouped shapes with 1 < C/groups have no cuda bf16 row and are skipped there.
 #include <algorithm>
@@ -92,6 +92,11 @@ std::vector<Conv2dShape> conv_large_shapes() {
   };
 }
 
+// The rows the large shapes are for, in two families (each a test case of its own per direction):
+// our implicit GEMM kernels with the cuda default, and our direct kernels.
+bool large_gemm_row(std::string_view r) { return r == "cuda" || r == "cuda:implicit_gemm" || r == "cuda:igemm_nhwc"; }
+bool large_direct_row(std::string_view r) { return r == "cuda:direct" || r == "cuda:direct_nhwc"; }
+
 struct ConvCases {
   std::vector<Case<Conv2dForward>> forward;
   std::vector<Case<Conv2dBackwardData>> data;
@@ -118,11 +123,7 @@ ConvCases cases_conv2d(bool large, const std::function<bool(const Conv2dShape&)>
     conv2d_backward_reference<double>(oracle_ctx(), sh, xd.data(), wd.data(), dyd.data(), dx.data(), dw.data(),
                                       db.data());
     std::function<bool(std::string_view)> rows;
-    if (large)
-      rows = [](std::string_view r) {
-        return r == "cuda" || r == "cuda:implicit_gemm" || r == "cuda:direct" || r == "cuda:igemm_nhwc" ||
-               r == "cuda:direct_nhwc";
-      };
+    if (large) rows = [](std::string_view r) { return large_gemm_row(r) || large_direct_row(r); };
     Case<Conv2dForward> f{sh.to_string()};
     f.in("x", x).act(in_dims).in("w", w).in("b", b).out("y", to_float(y)).act(out_dims);
     f.rows = rows;
@@ -145,6 +146,35 @@ ConvCases cases_conv2d(bool large, const std::function<bool(const Conv2dShape&)>
     out.filter.push_back(h);
   }
   return out;
+}
+
+// The GPU tests' cases, made once per process (the large shapes' double references take seconds).
+const ConvCases& gpu_cases(bool large) {
+  static const ConvCases small = cases_conv2d(false);
+  if (!large) return small;
+  static const ConvCases big = cases_conv2d(true);
+  return big;
+}
+
+template <typename Args>
+std::map<std::string, int> check_on_gpu(const std::vector<Case<Args>>& cases) {
+  CudaContext cuda;
+  return check_rows(cases, true, cuda.ctx(), [&] { cuda.synchronize(); });
+}
+
+// Every gpu row of one direction on the small shapes, and at least 4 cuDNN algorithms among them.
+template <typename Args>
+void check_small_on_gpu(const std::vector<Case<Args>>& cases) {
+  int cudnn = 0;
+  for (const auto& [what, runs] : check_on_gpu(cases)) cudnn += what.rfind("cudnn:", 0) == 0 && runs > 0;
+  CHECK(cudnn >= 4);
+}
+
+// One family's rows of one direction on the large shapes.
+template <typename Args>
+void check_large_on_gpu(std::vector<Case<Args>> cases, bool (*family)(std::string_view)) {
+  for (Case<Args>& c : cases) c.rows = family;
+  check_on_gpu(cases);
 }
 
 }  // namespace
@@ -170,20 +200,57 @@ TEST_CASE("backend ops: the cpu direct and default rows of conv2d match the refe
 // cuDNN decides per shape and version which of its algorithms it accepts (9.14 with FMA math never
 // took cudnn:direct forward, cudnn:winograd forward/backward_data or cudnn:fft_tiling
 // backward_filter on these): the harness warns about those, and at least 4 cuDNN algorithms per
-// direction must have run, so the cuDNN part cannot pass vacuously.
-TEST_CASE("backend ops: every gpu row of conv2d matches the reference in every direction", "[gpu]") {
+// direction must have run, so the cuDNN part cannot pass vacuously. One test case a direction, and
+// one per direction and row family on the large shapes: under compute-sanitizer's racecheck the
+// whole set outlasted any time box as one case (tools/gpu_sanitize.sh runs each case on its own).
+TEST_CASE("backend ops: every gpu row of conv2d matches the reference forward", "[gpu]") {
   CNN_REQUIRE_GPU();
-  const ConvCases c = cases_conv2d(false);
-  CudaContext cuda;
-  const auto sync = [&] { cuda.synchronize(); };
-  const std::map<std::string, int> ran[] = {check_rows(c.forward, true, cuda.ctx(), sync),
-                                            check_rows(c.data, true, cuda.ctx(), sync),
-                                            check_rows(c.filter, true, cuda.ctx(), sync)};
-  for (const std::map<std::string, int>& dir : ran) {
-    int cudnn = 0;
-    for (const auto& [what, runs] : dir) cudnn += what.rfind("cudnn:", 0) == 0 && runs > 0;
-    CHECK(cudnn >= 4);
-  }
-  const ConvCases large = cases_conv2d(true);
-  check_family(true, large.forward, large.data, large.filter);
+  check_small_on_gpu(gpu_cases(false).forward);
+}
+
+TEST_CASE("backend ops: every gpu row of conv2d matches the reference in the data gradient", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_small_on_gpu(gpu_cases(false).data);
+}
+
+TEST_CASE("backend ops: every gpu row of conv2d matches the reference in the filter gradient", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_small_on_gpu(gpu_cases(false).filter);
+}
+
+TEST_CASE("backend ops: the gpu implicit gemm and default rows of conv2d match the reference forward on large shapes",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_large_on_gpu(gpu_cases(true).forward, large_gemm_row);
+}
+
+TEST_CASE("backend ops: the gpu implicit gemm and default rows of conv2d match the reference in the data gradient "
+          "on large shapes",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_large_on_gpu(gpu_cases(true).data, large_gemm_row);
+}
+
+TEST_CASE("backend ops: the gpu implicit gemm and default rows of conv2d match the reference in the filter gradient "
+          "on large shapes",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_large_on_gpu(gpu_cases(true).filter, large_gemm_row);
+}
+
+TEST_CASE("backend ops: the gpu direct rows of conv2d match the reference forward on large shapes", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_large_on_gpu(gpu_cases(true).forward, large_direct_row);
+}
+
+TEST_CASE("backend ops: the gpu direct rows of conv2d match the reference in the data gradient on large shapes",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_large_on_gpu(gpu_cases(true).data, large_direct_row);
+}
+
+TEST_CASE("backend ops: the gpu direct rows of conv2d match the reference in the filter gradient on large shapes",
+          "[gpu]") {
+  CNN_REQUIRE_GPU();
+  check_large_on_gpu(gpu_cases(true).filter, large_direct_row);
 }
