@@ -27,7 +27,7 @@ struct EvalArgs {
   std::vector<std::string> predict;
   int64_t batch = 0, max_frames = 0;
   double face_margin = 0.1;
-  bool ten_crop = false, detect_faces = false, quiet = false, face_margin_given = false;
+  bool ten_crop = false, no_ten_crop = false, detect_faces = false, quiet = false, face_margin_given = false;
 };
 
 static void write_json(const std::string& path, const std::string& text) {
@@ -98,6 +98,7 @@ static int run_eval(const EvalArgs& a) {
   std::vector<std::string> sets;
   if (a.batch > 0) sets.push_back(fmt::format("eval.batch_size={}", a.batch));
   if (a.ten_crop) sets.push_back("eval.ten_crop=true");
+  if (a.no_ten_crop) sets.push_back("eval.ten_crop=false");
   for (const std::string& s : app::precision_override(a.precision)) sets.push_back(s);
   sets.insert(sets.end(), a.autotune_sets.begin(), a.autotune_sets.end());
   TrainedModel m = load_trained_model(a.target, a.device, sets);
@@ -147,8 +148,12 @@ int main(int argc, char** argv) {
   cli.add_option("--batch", a.batch, "rows per forward pass (overrides eval.batch_size)")->check(CLI::PositiveNumber);
   cli.add_option("--device", a.device, "auto | cpu | cuda (auto: the GPU when one is usable)");
   app::add_precision_option(cli, a.precision, "the checkpoint's");
-  cli.add_flag("--ten-crop", a.ten_crop,
-               "average the predictions over ten crops (as eval.ten_crop: true); needs a crop smaller than the input");
+  CLI::Option* ten = cli.add_flag("--ten-crop", a.ten_crop,
+                                  "average the predictions over ten crops (as eval.ten_crop: true); needs a crop "
+                                  "smaller than the input");
+  cli.add_flag("--no-ten-crop", a.no_ten_crop,
+               "the centre crop alone though the run has eval.ten_crop: true (what cnn-ckpt export's model computes)")
+      ->excludes(ten);
   cli.add_option("--predict", a.predict,
                  "classify these image files, or one video file or camera:N, instead of evaluating a split");
   cli.add_flag("--detect-faces", a.detect_faces, "with --predict: classify every face found (Haar cascade)");
