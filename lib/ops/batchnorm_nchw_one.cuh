@@ -11,8 +11,8 @@
 // Same slices, same sums in the same order, same per-channel arithmetic: the results are the
 // two-kernel path's bit for bit (tests/ops/test_batchnorm_cuda.cpp holds it to that).
 // Which path runs: NhwcPath (batchnorm_nhwc_bf16.cuh) serves both layouts. The default rows take
-// one kernel where the tensor has at most kOneKernelNchwValues values and the device holds the
-// grid at once (cooperative_capacity), else two; CNN_BATCHNORM_KERNELS=two and the named rows
+// one kernel where the grid has at most kOneKernelNchwBlocks blocks, the tensor at most
+// kOneKernelNchwValues values and the device holds the grid at once (cooperative_capacity), else two; CNN_BATCHNORM_KERNELS=two and the named rows
 // ("cuda:one_kernel", "cuda:two_kernels") force a path.
 // Trap: the shift a forward subtracts (running_mean on the phased rows) is read before the barrier
 // (stat.before): the owner block updates running_mean after it.
@@ -31,10 +31,16 @@ namespace cnn {
 // not launches, and keep the two-kernel path that was measured on them.
 constexpr int64_t kOneKernelNchwValues = int64_t{1} << 21;
 
-// Whether the one-kernel path takes the shape at all (a forced row; the device's capacity is
-// checked at launch).
+// Most blocks of a one-kernel grid: 4 of kThreads a multiprocessor on a GPU of 128, which any
+// GPU of that size holds at once (the kernel needs no more registers or shared memory than that
+// allows); the H200 holds 792 of the forward.
+constexpr int64_t kOneKernelNchwBlocks = 512;
+
+// Whether the one-kernel path takes the shape (the rows' supports; a function of the shape only,
+// the device's capacity is checked again at launch).
 inline bool nchw_one_kernel_fits(const BatchnormShape& sh) {
-  return sh.N > 0 && sh.C > 0 && sh.C <= 65535 && sh.H > 0 && sh.W > 0 && cuda::fits_int32(sh.N * sh.H * sh.W);
+  return sh.N > 0 && sh.C > 0 && sh.C <= 65535 && sh.H > 0 && sh.W > 0 && cuda::fits_int32(sh.N * sh.H * sh.W) &&
+         int64_t{slices_for(sh)} * sh.C <= kOneKernelNchwBlocks;
 }
 
 // The coefficients a stat hands to the elementwise pass, through shared memory.
