@@ -150,6 +150,9 @@ TEST_CASE("conv2d cuda benchmark on the vgg_fer layers", "[.][gpu][bench]") {
   // Median of 20 timed runs after 3 warm-ups, in ms; under CNN_TEST_QUICK (instrumented runs) one
   // timed run after one warm-up: every kernel still runs, no figure is a measurement.
   const int warmups = test::quick() ? 1 : 3, timed = test::quick() ? 1 : 20;
+  // Batch 64; 2 under CNN_TEST_QUICK (each strategy takes the same kernels on fewer tiles: at 64,
+  // one layer's strategies outlasted 100 s under racecheck).
+  const int64_t batch = test::quick() ? 2 : 64;
   auto median_ms = [&](const std::function<void()>& f) {
     for (int i = 0; i < warmups; ++i) f();
     std::vector<float> ms(static_cast<size_t>(timed));
@@ -164,7 +167,7 @@ TEST_CASE("conv2d cuda benchmark on the vgg_fer layers", "[.][gpu][bench]") {
     return 0.5 * (ms[(ms.size() - 1) / 2] + ms[ms.size() / 2]);
   };
   for (const Layer& l : layers) {
-    const Conv2dShape sh = Conv2dShape::make(64, l.C, l.HW, l.HW, l.K, 3, 3, 1, 1, 1, 1);
+    const Conv2dShape sh = Conv2dShape::make(batch, l.C, l.HW, l.HW, l.K, 3, 3, 1, 1, 1, 1);
     const bool needs_dx = l.C > 1;  // the first layer never needs dx
     DeviceFloats x(test::random_floats(sh.N * sh.C * sh.H * sh.W, 1)), w(test::random_floats(sh.weight_numel(), 2));
     DeviceFloats b(test::random_floats(sh.K, 3)), dy(test::random_floats(sh.N * sh.K * sh.P * sh.Q, 4));
@@ -184,9 +187,9 @@ TEST_CASE("conv2d cuda benchmark on the vgg_fer layers", "[.][gpu][bench]") {
       const double t_db = median_ms(
           [&] { s.backward(cuda.ctx(), sh, x.data(), w.data(), dy.data(), nullptr, nullptr, db.data()); });
       const double f = sh.flops_forward(), fb = f * (needs_dx ? 2 : 1);
-      WARN(fmt::format("conv {}->{} {}x{} N=64 [{}]: forward {:.3f} ms ({:.2f} TFLOP/s), backward{} {:.3f} ms "
+      WARN(fmt::format("conv {}->{} {}x{} N={} [{}]: forward {:.3f} ms ({:.2f} TFLOP/s), backward{} {:.3f} ms "
                        "({:.2f} TFLOP/s); alone: dx {:.3f} ms ({:.2f}), dw {:.3f} ms ({:.2f}), db {:.3f} ms",
-                       l.C, l.K, l.HW, l.HW, s.name, fwd, f / fwd * 1e-9, needs_dx ? "" : " (no dx)", bwd,
+                       l.C, l.K, l.HW, l.HW, batch, s.name, fwd, f / fwd * 1e-9, needs_dx ? "" : " (no dx)", bwd,
                        fb / bwd * 1e-9, t_dx, f / t_dx * 1e-9, t_dw, f / t_dw * 1e-9, t_db));
     }
   }

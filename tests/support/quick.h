@@ -3,7 +3,7 @@
 // time box). Each case that reads it says so; every one keeps every assertion and runs the same
 // code paths on less work:
 //   - test_ops "conv2d cuda benchmark on the vgg_fer layers" (hidden, [gpu]): 1 warm-up and 1 timed
-//     run per timing, not 3 and 20 (every layer and strategy kept);
+//     run per timing, not 3 and 20, at batch 2, not 64 (every layer and strategy kept);
 //   - test_tune's "autotune on the gpu excludes only inaccurate algorithms ...": 0 warm-ups and 1 timed
 //     run per candidate (not 2 and 5; AutotuneOptions' least), batch 8 (not 32: the candidates are
 //     those batch 8 admits, each run, probed and judged as before);
