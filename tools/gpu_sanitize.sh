@@ -46,12 +46,22 @@ kernel_filter=--kernel-name
 [[ $(compute-sanitizer --help 2>&1) == *"--kernel-name "* ]] || kernel_filter=--kernel-regex
 export CNN_TEST_CASES_PER_ROW=0
 export CNN_TEST_QUICK=${CNN_TEST_QUICK:-1}
-if [[ ! -x $b/tests/test_core ]]; then
-  say "building $b (Release, sm_90, -lineinfo so reports name source lines)"
+# Configured once (Release, sm_90, -lineinfo so reports name source lines); then only what this run
+# needs is brought up to date: the suites named in CNN_GPU_SANITIZE_SUITES (else every target) and
+# the apps test_app and the NCCL runs start. (Trap: a build dir built for some targets only is
+# completed here, not rebuilt whole.)
+if [[ ! -f $b/CMakeCache.txt ]]; then
+  say "configuring $b (Release, sm_90, -lineinfo)"
   cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo \
-    >"$out/logs/configure.log" 2>&1 && cmake --build "$b" -j"$(nproc)" >"$out/logs/build.log" 2>&1 ||
-    { say "build failed: see $out/logs/build.log"; tail -30 "$out/logs/build.log" >>"$sum"; exit 1; }
+    >"$out/logs/configure.log" 2>&1 || { say "configure failed: see $out/logs/configure.log"; exit 1; }
 fi
+targets=()
+if [[ -n ${CNN_GPU_SANITIZE_SUITES:-} ]]; then
+  for s in $CNN_GPU_SANITIZE_SUITES; do [[ $s == none ]] || targets+=("$s"); done
+  targets+=(cnn-train cnn-bench)
+fi
+cmake --build "$b" -j"$(nproc)" ${targets[@]:+--target "${targets[@]}"} >"$out/logs/build.log" 2>&1 ||
+  { say "build failed: see $out/logs/build.log"; tail -30 "$out/logs/build.log" >>"$sum"; exit 1; }
 
 # The compute-sanitizer command of TOOL, into the array san. API errors are not reported by the tool:
 # every CUDA call of ours is checked (CUDA_CHECK) and fails its test, and the out-of-memory tests
