@@ -100,9 +100,9 @@ std::string model_reference_markdown(const LayerSchemas& layers) {
          "- `CNN_POOL_BACKWARD`: `auto` (default), `tiled` or `gather`, the kernel of the bf16/fp16 max-pool backward\n"
          "  on a GPU (`auto`: the streaming kernel where windows do not overlap, else the tiled one; `tiled` and\n"
          "  `gather` force those, to time them); another value is an error.\n"
-         "- `CNN_BATCHNORM_KERNELS`: `one` (default) or `two`: a bf16/fp16 training batchnorm on a GPU runs one\n"
-         "  kernel a direction where its tensor fits one co-resident grid, else two; `two` always runs the\n"
-         "  two-kernel path (to time it); another value is an error.\n";
+         "- `CNN_BATCHNORM_KERNELS`: `one` (default) or `two`: a training batchnorm on a GPU (bf16, fp16, fp32,\n"
+         "  tf32) runs one kernel a direction where its tensor fits one co-resident grid, else two; `two` always\n"
+         "  runs the two-kernel path (to time it); another value is an error.\n";
   return out;
 }
 
