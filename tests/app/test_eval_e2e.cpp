@@ -301,6 +301,36 @@ TEST_CASE("cnn-eval refuses --ten-crop where every crop is the whole image, and 
   CHECK(nlohmann::json::parse(read_text_file(dir / "centre.json"))["ten_crop"] == false);
 }
 
+// --no-ten-crop: the centre crop alone though the run's config says eval.ten_crop: true (what the
+// exported ONNX model computes, which tools/onnx_check.py compares with); not with --ten-crop.
+TEST_CASE("cnn-eval --no-ten-crop evaluates the centre crop of a ten-crop run and excludes --ten-crop", "[cpu]") {
+  TempDir dir;
+  ProgramResult t = run_program(program_path("cnn-train"),
+                                {std::string(CNN_SOURCE_DIR) + "/models/tiny.yaml", "--out", "crop", "--device", "cpu",
+                                 "--epochs", "1", "--set", "data.synthetic_size=64", "--set",
+                                 "data.augment.random_crop.size=10", "--set", "eval.ten_crop=true", "--quiet"},
+                                dir.path());
+  INFO(t.describe());
+  REQUIRE(t.exit_code == 0);
+  ProgramResult ten = eval(dir, {"crop", "--json", "ten.json", "--quiet"});
+  INFO(ten.describe());
+  REQUIRE(ten.exit_code == 0);
+  CHECK_THAT(ten.out, Catch::Matchers::Contains("ten-crop: the mean over 10 crops"));
+  const nlohmann::json tj = nlohmann::json::parse(read_text_file(dir / "ten.json"));
+  CHECK(tj["ten_crop"] == true);
+  ProgramResult centre = eval(dir, {"crop", "--no-ten-crop", "--json", "centre.json", "--quiet"});
+  INFO(centre.describe());
+  REQUIRE(centre.exit_code == 0);
+  CHECK_THAT(centre.out, Catch::Matchers::Contains("evaluation: centre crop 10x10 of 12x12"));
+  const nlohmann::json cj = nlohmann::json::parse(read_text_file(dir / "centre.json"));
+  CHECK(cj["ten_crop"] == false);
+  CHECK(cj["loss"].get<double>() != tj["loss"].get<double>());
+  ProgramResult both = eval(dir, {"crop", "--ten-crop", "--no-ten-crop"});
+  INFO(both.describe());
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.err, Catch::Matchers::Contains("excludes"));
+}
+
 TEST_CASE("cnn-eval --face-margin without --detect-faces is a usage error", "[cpu]") {
   TempDir dir;
   train_fer_run(dir);
