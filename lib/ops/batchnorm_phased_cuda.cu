@@ -106,12 +106,16 @@ struct CoefFromSums {
   }
 };
 
-// The one-kernel path's per-channel steps of the one-rank pairs (batchnorm_one_kernel_nhwc_kernel's
-// stat): NormFromSums's (saved_scale) and CoefFromSums's arithmetic on this rank's sums, which the
-// owner also writes (CollectTail) as the stats phases do. Forward: the shift running_mean[c] is read
-// before the barrier (the owner block updates it after), cf = (mean, scale, beta); backward: cf =
-// (a, b, k, save_mean, z's scale, beta), the last two for GradFromZ only (pre.beta set).
-struct NormFromOwnSums {
+// The one-kernel paths' per-channel steps of the one-rank pairs (the stat of
+// batchnorm_one_kernel_nhwc_kernel and of batchnorm_nchw_one.cuh's kernels): NormFromSums's and
+// CoefFromSums's arithmetic on this rank's sums, which the owner also writes (CollectTail) as the
+// stats phases do. Forward: the shift running_mean[c] is read before the barrier (the owner block
+// updates it after), cf = (mean, scale, beta, 0), the scale as NormFromSums forms it with
+// saved_scale = kSavedScale (the channels-last rows; the f32 NCHW rows from the double inverse
+// standard deviation); backward: cf = (a, b, k, save_mean, z's scale, beta), the last two for
+// GradFromZ only (pre.beta set).
+template <bool kSavedScale>
+struct NormFromOwnSumsOf {
   double count, eps, momentum;
   const float* __restrict__ gamma;     // (C)
   const float* __restrict__ beta;      // (C)
@@ -127,7 +131,8 @@ struct NormFromOwnSums {
     PhasedMoments mo;
     mo.set(count, s, ss, static_cast<double>(shift), eps);
     cf[0] = static_cast<float>(mo.mean);
-    cf[1] = batchnorm_saved_scale(gamma[c], static_cast<float>(mo.inv_std));
+    cf[1] = kSavedScale ? batchnorm_saved_scale(gamma[c], static_cast<float>(mo.inv_std))
+                        : static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
     cf[2] = beta[c];
     cf[3] = 0.0f;
     if (!owner) return;
@@ -135,6 +140,8 @@ struct NormFromOwnSums {
     collect(c, s, ss);
   }
 };
+using NormFromOwnSums = NormFromOwnSumsOf<true>;
+using NchwNormFromOwnSums = NormFromOwnSumsOf<false>;
 struct CoefFromOwnSums {
   double count;
   const float* __restrict__ gamma;         // (C)
@@ -150,34 +157,6 @@ struct CoefFromOwnSums {
     cf[4] = cf[5] = 0.0f;
     if (pre.beta) pre.at(c, cf[4], cf[5]);
     if (owner) collect(c, s, sx);
-  }
-};
-
-// The f32 NCHW one-kernel forward's per-channel step (batchnorm_nchw_one.cuh): NormFromSums's
-// arithmetic with the scale from the double inverse standard deviation (its f32 rows), on this
-// rank's sums, which the owner also writes (CollectTail) as the stats phase does; cf = (mean, scale,
-// beta). The shift running_mean[c] is read before the barrier (the owner updates it after).
-struct NchwNormFromOwnSums {
-  double count, eps, momentum;
-  const float* __restrict__ gamma;     // (C)
-  const float* __restrict__ beta;      // (C)
-  float* __restrict__ running_mean;    // (C)
-  float* __restrict__ running_var;     // (C)
-  float* __restrict__ save_mean;       // (C)
-  float* __restrict__ save_inv_std;    // (C)
-  CollectTail collect;                 // the stats
-  const float* __restrict__ mean_offset;  // (C) or null (batchnorm.h)
-  static constexpr int kCoefs = 3;
-  __device__ float before(int c) const { return batchnorm_shift_of(running_mean, mean_offset, c); }
-  __device__ void operator()(int c, double s, double ss, float shift, bool owner, float (&cf)[3]) const {
-    PhasedMoments mo;
-    mo.set(count, s, ss, static_cast<double>(shift), eps);
-    cf[0] = static_cast<float>(mo.mean);
-    cf[1] = static_cast<float>(static_cast<double>(gamma[c]) * mo.inv_std);
-    cf[2] = beta[c];
-    if (!owner) return;
-    mo.update(c, momentum, running_mean, running_var, save_mean, save_inv_std, mean_offset);
-    collect(c, s, ss);
   }
 };
 

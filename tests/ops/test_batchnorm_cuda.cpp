@@ -117,85 +117,84 @@ enum class BackwardY { read, beta, beta_poisoned_y, poisoned_y };
 // that activation fused (its backward reads the forward's y, or not: by). `stats` gets the
 // forward's stats then the backward's sums (the one-rank pair only). Outputs in storage order;
 // y_infer unused.
+// The per-channel operands of one training step, and its calls on activation views (y_bwd: the y
+// the backward reads; beta_bwd: the beta it is given).
+struct StepOperands {
+  DeviceFloats gamma, beta, rm, rv, sm, sis, dg, db, sums;
+  StepOperands(const Inputs& in, int64_t C)
+      : gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0), sm(DeviceFloats::poisoned(C)),
+        sis(DeviceFloats::poisoned(C)), dg(DeviceFloats::poisoned(C)), db(DeviceFloats::poisoned(C)),
+        sums(DeviceFloats::poisoned(4 * (2 * C + 1))) {}
+  double* stats() { return reinterpret_cast<double*>(sums.data()); }
+  // The forward's stats then the backward's sums, as doubles.
+  std::vector<double> all_sums(int64_t C) {
+    const std::vector<float> raw = sums.get();
+    return {reinterpret_cast<const double*>(raw.data()), reinterpret_cast<const double*>(raw.data()) + 4 * C + 2};
+  }
+};
+
+// Which calls of a step run_calls makes.
+enum Part { kForward = 1, kBackward = 2, kBoth = 3 };
+
+// The step's forward and/or backward calls (no synchronisation: a CUDA graph may capture them).
+void run_calls(CudaContext& cuda, const BatchnormShape& sh, const char* row, const ActivationParams* act,
+               StepOperands& o, ConstView x, View y, ConstView y_bwd, ConstView dy, View dx, const float* beta_bwd,
+               int parts = kBoth) {
+  const ExecContext* ctx = &cuda.ctx();
+  if (act && (parts & kForward))
+    run_op(Backend::cuda,
+           BatchnormForwardTrainAct{ctx, sh, x, o.gamma.data(), o.beta.data(), act, y, o.rm.data(), o.rv.data(),
+                                    o.sm.data(), o.sis.data(), o.stats()},
+           row);
+  if (act && (parts & kBackward))
+    run_op(Backend::cuda,
+           BatchnormBackwardAct{ctx, sh, x, y_bwd, act, o.gamma.data(), o.sm.data(), o.sis.data(), dy,
+                                o.stats() + 2 * sh.C + 1, dx, o.dg.data(), o.db.data(), beta_bwd},
+           row);
+  if (!act && (parts & kForward))
+    run_op(Backend::cuda,
+           BatchnormForwardTrain{ctx, sh, x, o.gamma.data(), o.beta.data(), y, o.rm.data(), o.rv.data(), o.sm.data(),
+                                 o.sis.data()},
+           row);
+  if (!act && (parts & kBackward))
+    run_op(Backend::cuda,
+           BatchnormBackward{ctx, sh, x, o.gamma.data(), o.sm.data(), o.sis.data(), dy, dx, o.dg.data(), o.db.data()},
+           row);
+}
+
+void run_step(CudaContext& cuda, const BatchnormShape& sh, const char* row, const ActivationParams* act,
+              StepOperands& o, ConstView x, View y, ConstView y_bwd, ConstView dy, View dx, const float* beta_bwd) {
+  run_calls(cuda, sh, row, act, o, x, y, y_bwd, dy, dx, beta_bwd);
+  cuda.synchronize();
+}
+
 Outputs run_training_row(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, const char* row, DType dtype,
                          const ActivationParams* act, std::vector<double>* stats = nullptr,
                          BackwardY by = BackwardY::read) {
-  const int64_t C = sh.C;
   Tensor x = bf16_activation(cuda, sh, in.x, dtype), dy = bf16_activation(cuda, sh, in.dy, dtype);
   Tensor y = bf16_activation(cuda, sh, dtype), dx = bf16_activation(cuda, sh, dtype);
-  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
-  DeviceFloats sm = DeviceFloats::poisoned(C), sis = DeviceFloats::poisoned(C), dg = DeviceFloats::poisoned(C),
-               db = DeviceFloats::poisoned(C), sums = DeviceFloats::poisoned(4 * (2 * C + 1));
-  double* fwd_stats = reinterpret_cast<double*>(sums.data());
-  double* bwd_sums = fwd_stats + 2 * C + 1;
-  const ExecContext* ctx = &cuda.ctx();
-  if (act) {
-    run_op(Backend::cuda,
-           BatchnormForwardTrainAct{ctx, sh, x.view(), gamma.data(), beta.data(), act, y.view(), rm.data(), rv.data(),
-                                    sm.data(), sis.data(), fwd_stats},
-           row);
-    const bool poisoned = by == BackwardY::beta_poisoned_y || by == BackwardY::poisoned_y;
-    Tensor bad = poisoned ? bf16_activation(cuda, sh, std::vector<float>(in.x.size(), -1.0f), dtype) : Tensor();
-    const float* beta_bwd = by == BackwardY::beta || by == BackwardY::beta_poisoned_y ? beta.data() : nullptr;
-    run_op(Backend::cuda,
-           BatchnormBackwardAct{ctx, sh, x.view(), poisoned ? bad.view() : y.view(), act, gamma.data(), sm.data(),
-                                sis.data(), dy.view(), bwd_sums, dx.view(), dg.data(), db.data(), beta_bwd},
-           row);
-  } else {
-    run_op(Backend::cuda,
-           BatchnormForwardTrain{ctx, sh, x.view(), gamma.data(), beta.data(), y.view(), rm.data(), rv.data(),
-                                 sm.data(), sis.data()},
-           row);
-    run_op(Backend::cuda,
-           BatchnormBackward{ctx, sh, x.view(), gamma.data(), sm.data(), sis.data(), dy.view(), dx.view(), dg.data(),
-                             db.data()},
-           row);
-  }
-  cuda.synchronize();
-  if (stats && act) {
-    const std::vector<float> raw = sums.get();
-    stats->assign(reinterpret_cast<const double*>(raw.data()), reinterpret_cast<const double*>(raw.data()) + 4 * C + 2);
-  }
-  return Outputs{y.to_vector(), rm.get(), rv.get(), sm.get(), sis.get(), dx.to_vector(), dg.get(), db.get(), {}};
+  StepOperands o(in, sh.C);
+  const bool poisoned = by == BackwardY::beta_poisoned_y || by == BackwardY::poisoned_y;
+  Tensor bad = poisoned ? bf16_activation(cuda, sh, std::vector<float>(in.x.size(), -1.0f), dtype) : Tensor();
+  const float* beta_bwd = by == BackwardY::beta || by == BackwardY::beta_poisoned_y ? o.beta.data() : nullptr;
+  run_step(cuda, sh, row, act, o, x.view(), y.view(), poisoned ? bad.view() : y.view(), dy.view(), dx.view(),
+           beta_bwd);
+  if (stats && act) *stats = o.all_sums(sh.C);
+  return Outputs{y.to_vector(), o.rm.get(), o.rv.get(), o.sm.get(), o.sis.get(), dx.to_vector(), o.dg.get(),
+                 o.db.get(), {}};
 }
 
 // run_training_row on the f32 NCHW rows; offset: floats the activations' device pointers are moved
 // by (1: misaligned, the scalar path).
 Outputs run_training_row_f32(CudaContext& cuda, const BatchnormShape& sh, const Inputs& in, const char* row,
                              const ActivationParams* act, std::vector<double>* stats = nullptr, int64_t offset = 0) {
-  const int64_t n = static_cast<int64_t>(in.x.size()), C = sh.C;
+  const int64_t n = static_cast<int64_t>(in.x.size());
   DeviceFloats x(in.x, offset), dy(in.dy, offset), y = DeviceFloats::poisoned(n, offset),
       dx = DeviceFloats::poisoned(n, offset);
-  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
-  DeviceFloats sm = DeviceFloats::poisoned(C), sis = DeviceFloats::poisoned(C), dg = DeviceFloats::poisoned(C),
-               db = DeviceFloats::poisoned(C), sums = DeviceFloats::poisoned(4 * (2 * C + 1));
-  double* fwd_stats = reinterpret_cast<double*>(sums.data());
-  const ExecContext* ctx = &cuda.ctx();
-  if (act) {
-    run_op(Backend::cuda,
-           BatchnormForwardTrainAct{ctx, sh, x.data(), gamma.data(), beta.data(), act, y.data(), rm.data(), rv.data(),
-                                    sm.data(), sis.data(), fwd_stats},
-           row);
-    run_op(Backend::cuda,
-           BatchnormBackwardAct{ctx, sh, x.data(), y.data(), act, gamma.data(), sm.data(), sis.data(), dy.data(),
-                                fwd_stats + 2 * C + 1, dx.data(), dg.data(), db.data()},
-           row);
-  } else {
-    run_op(Backend::cuda,
-           BatchnormForwardTrain{ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(), rv.data(),
-                                 sm.data(), sis.data()},
-           row);
-    run_op(Backend::cuda,
-           BatchnormBackward{ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(), dx.data(), dg.data(),
-                             db.data()},
-           row);
-  }
-  cuda.synchronize();
-  if (stats && act) {
-    const std::vector<float> raw = sums.get();
-    stats->assign(reinterpret_cast<const double*>(raw.data()), reinterpret_cast<const double*>(raw.data()) + 4 * C + 2);
-  }
-  return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), {}};
+  StepOperands o(in, sh.C);
+  run_step(cuda, sh, row, act, o, x.data(), y.data(), y.data(), dy.data(), dx.data(), nullptr);
+  if (stats && act) *stats = o.all_sums(sh.C);
+  return Outputs{y.get(), o.rm.get(), o.rv.get(), o.sm.get(), o.sis.get(), dx.get(), o.dg.get(), o.db.get(), {}};
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -210,6 +209,32 @@ void check_bitwise_equal(const Outputs& a, const Outputs& b) {
   CHECK(bitwise_equal(a.dgamma, b.dgamma));
   CHECK(bitwise_equal(a.dbeta, b.dbeta));
   CHECK(bitwise_equal(a.y_infer, b.y_infer));
+}
+
+// Two uncaptured steps from the inputs' running statistics (they move), then the same from the same
+// start captured on `stream` into a CUDA graph and replayed twice: the same bits.
+void check_replay(const std::function<void()>& step, const std::function<Outputs()>& state, StepOperands& o,
+                  const Inputs& in, cudaStream_t stream) {
+  o.rm.set(in.rm0);
+  o.rv.set(in.rv0);
+  step();
+  step();
+  const Outputs eager = state();
+  o.rm.set(in.rm0);
+  o.rv.set(in.rv0);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  step();
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const Outputs replayed = state();
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  check_bitwise_equal(eager, replayed);
+  CHECK(bitwise_equal(eager.running_mean, replayed.running_mean));
 }
 
 }  // namespace
@@ -406,50 +431,17 @@ TEST_CASE("batchnorm cuda bf16 one-kernel path replays from a CUDA graph bit for
   const Inputs in = make_inputs(c);
   Tensor x = bf16_activation(cuda, sh, in.x), dy = bf16_activation(cuda, sh, in.dy);
   Tensor y = bf16_activation(cuda, sh), dx = bf16_activation(cuda, sh);
-  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
-  DeviceFloats sm = DeviceFloats::poisoned(c.C), sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C),
-               db = DeviceFloats::poisoned(c.C), sums = DeviceFloats::poisoned(4 * (2 * c.C + 1));
-  double* stats = reinterpret_cast<double*>(sums.data());
-  const ExecContext* ctx = &cuda.ctx();
+  StepOperands o(in, c.C);
   auto step = [&] {
-    run_op(Backend::cuda, BatchnormForwardTrainAct{ctx, sh, x.view(), gamma.data(), beta.data(), &relu, y.view(),
-                                                   rm.data(), rv.data(), sm.data(), sis.data(), stats},
-           "cuda:one_kernel");
-    run_op(Backend::cuda, BatchnormBackwardAct{ctx, sh, x.view(), y.view(), &relu, gamma.data(), sm.data(), sis.data(),
-                                               dy.view(), stats + 2 * c.C + 1, dx.view(), dg.data(), db.data()},
-           "cuda:one_kernel");
-    run_op(Backend::cuda, BatchnormForwardTrain{ctx, sh, x.view(), gamma.data(), beta.data(), y.view(), rm.data(),
-                                                rv.data(), sm.data(), sis.data()},
-           "cuda:one_kernel");
-    run_op(Backend::cuda, BatchnormBackward{ctx, sh, x.view(), gamma.data(), sm.data(), sis.data(), dy.view(),
-                                            dx.view(), dg.data(), db.data()},
-           "cuda:one_kernel");
+    for (const ActivationParams* act : {&relu, static_cast<const ActivationParams*>(nullptr)})
+      run_calls(cuda, sh, "cuda:one_kernel", act, o, x.view(), y.view(), y.view(), dy.view(), dx.view(), nullptr);
   };
   auto state = [&] {
     cuda.synchronize();
-    return Outputs{y.to_vector(), rm.get(), rv.get(), sm.get(), sis.get(), dx.to_vector(), dg.get(), db.get(), {}};
+    return Outputs{y.to_vector(), o.rm.get(), o.rv.get(), o.sm.get(), o.sis.get(), dx.to_vector(), o.dg.get(),
+                   o.db.get(), {}};
   };
-  // Two uncaptured steps (the running statistics move), then the same from the same start, replayed.
-  const std::vector<float> rm0 = rm.get(), rv0 = rv.get();
-  step();
-  step();
-  const Outputs eager = state();
-  rm.set(rm0);
-  rv.set(rv0);
-  cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  step();
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  const Outputs replayed = state();
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  check_bitwise_equal(eager, replayed);
-  CHECK(bitwise_equal(eager.running_mean, replayed.running_mean));
+  check_replay(step, state, o, in, static_cast<cudaStream_t>(cuda.ctx().cuda_stream));
 }
 
 // The f32 one-kernel path captured into a CUDA graph, as a training step is: one kernel node a
@@ -463,37 +455,16 @@ TEST_CASE("batchnorm cuda f32 one-kernel path is one graph node a direction and 
   const Inputs in = make_inputs(c);
   const int64_t n = static_cast<int64_t>(in.x.size());
   DeviceFloats x(in.x), dy(in.dy), y = DeviceFloats::poisoned(n), dx = DeviceFloats::poisoned(n);
-  DeviceFloats gamma(in.gamma), beta(in.beta), rm(in.rm0), rv(in.rv0);
-  DeviceFloats sm = DeviceFloats::poisoned(c.C), sis = DeviceFloats::poisoned(c.C), dg = DeviceFloats::poisoned(c.C),
-               db = DeviceFloats::poisoned(c.C), sums = DeviceFloats::poisoned(4 * (2 * c.C + 1));
-  double* stats = reinterpret_cast<double*>(sums.data());
-  const ExecContext* ctx = &cuda.ctx();
-  auto forward_act = [&](const char* row) {
-    run_op(Backend::cuda, BatchnormForwardTrainAct{ctx, sh, x.data(), gamma.data(), beta.data(), &relu, y.data(),
-                                                   rm.data(), rv.data(), sm.data(), sis.data(), stats},
-           row);
+  StepOperands o(in, c.C);
+  auto call = [&](const char* row, const ActivationParams* act, int parts) {
+    run_calls(cuda, sh, row, act, o, x.data(), y.data(), y.data(), dy.data(), dx.data(), nullptr, parts);
   };
-  auto backward_act = [&](const char* row) {
-    run_op(Backend::cuda, BatchnormBackwardAct{ctx, sh, x.data(), y.data(), &relu, gamma.data(), sm.data(), sis.data(),
-                                               dy.data(), stats + 2 * c.C + 1, dx.data(), dg.data(), db.data()},
-           row);
-  };
-  auto forward = [&](const char* row) {
-    run_op(Backend::cuda, BatchnormForwardTrain{ctx, sh, x.data(), gamma.data(), beta.data(), y.data(), rm.data(),
-                                                rv.data(), sm.data(), sis.data()},
-           row);
-  };
-  auto backward = [&](const char* row) {
-    run_op(Backend::cuda, BatchnormBackward{ctx, sh, x.data(), gamma.data(), sm.data(), sis.data(), dy.data(),
-                                            dx.data(), dg.data(), db.data()},
-           row);
-  };
-  cudaStream_t stream = static_cast<cudaStream_t>(ctx->cuda_stream);
+  cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
   // The kernel nodes of one captured call (the two-kernel path also captures its counters' memsets).
-  auto kernel_nodes = [&](const std::function<void()>& call) {
+  auto kernel_nodes = [&](const char* row, const ActivationParams* act, int part) {
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    call();
+    call(row, act, part);
     CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     size_t count = 0;
     CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
@@ -508,45 +479,23 @@ TEST_CASE("batchnorm cuda f32 one-kernel path is one graph node a direction and 
     CUDA_CHECK(cudaGraphDestroy(graph));
     return kernels;
   };
-  for (const char* row : {"cuda:one_kernel", ""}) {
-    INFO("row '" << row << "'");
-    CHECK(kernel_nodes([&] { forward_act(row); }) == 1);
-    CHECK(kernel_nodes([&] { backward_act(row); }) == 1);
-    CHECK(kernel_nodes([&] { forward(row); }) == 1);
-    CHECK(kernel_nodes([&] { backward(row); }) == 1);
-  }
-  CHECK(kernel_nodes([&] { forward_act("cuda:two_kernels"); }) == 2);
-  CHECK(kernel_nodes([&] { backward_act("cuda:two_kernels"); }) == 2);
+  for (const char* row : {"cuda:one_kernel", ""})
+    for (const ActivationParams* act : {&relu, static_cast<const ActivationParams*>(nullptr)})
+      for (const int part : {kForward, kBackward}) {
+        INFO("row '" << row << "' " << (act ? "relu" : "no activation") << " part " << part);
+        CHECK(kernel_nodes(row, act, part) == 1);
+      }
+  CHECK(kernel_nodes("cuda:two_kernels", &relu, kForward) == 2);
+  CHECK(kernel_nodes("cuda:two_kernels", &relu, kBackward) == 2);
   auto step = [&] {
-    forward_act("cuda:one_kernel");
-    backward_act("cuda:one_kernel");
-    forward("cuda:one_kernel");
-    backward("cuda:one_kernel");
+    call("cuda:one_kernel", &relu, kBoth);
+    call("cuda:one_kernel", nullptr, kBoth);
   };
   auto state = [&] {
     cuda.synchronize();
-    return Outputs{y.get(), rm.get(), rv.get(), sm.get(), sis.get(), dx.get(), dg.get(), db.get(), {}};
+    return Outputs{y.get(), o.rm.get(), o.rv.get(), o.sm.get(), o.sis.get(), dx.get(), o.dg.get(), o.db.get(), {}};
   };
-  rm.set(in.rm0);
-  rv.set(in.rv0);
-  step();
-  step();
-  const Outputs eager = state();
-  rm.set(in.rm0);
-  rv.set(in.rv0);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  step();
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  const Outputs replayed = state();
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  check_bitwise_equal(eager, replayed);
-  CHECK(bitwise_equal(eager.running_mean, replayed.running_mean));
+  check_replay(step, state, o, in, stream);
 }
 
 TEST_CASE("batchnorm cuda rejects shapes without batch statistics", "[gpu]") {
