@@ -1,5 +1,6 @@
 // Conv2d on the CPU: shape validation, the naive reference (the oracle for every backend) and the
-// fast path (per-image im2col + single-threaded SGEMM per group, OpenMP over images).
+// fast path (per-image im2col + single-threaded SGEMM per group, OpenMP over images; with fewer
+// images than threads the forward's SGEMMs are split over the threads instead).
 // Trap: dw is summed over images in per-thread slices that are then added in slice order, so the
 // result depends on ctx.threads() (deterministic for a given count, not across counts). db is
 // written whenever it is non-null, even without a bias (it is the gradient a bias would get).
@@ -203,6 +204,38 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
   const size_t col_size = direct ? 0 : size_t((Checked(rows) * bp * sh.Q).value("conv2d: the column buffer"));
   std::vector<float> local;
   float* cols = scratch(ctx, size_t((Checked(int64_t(col_size)) * slices).value("conv2d: the column buffers")), local);
+  // One image's column block and product (into yg, the group's output rows p0 onwards), the
+  // product on `threads` threads (1: the calling thread's, inside the parallel region below).
+  auto image_group = [&](int64_t n, int g, float* col, int threads) {
+    const float* xg = x + (n * sh.C + g * Cg) * HW;  // (Cg, H, W)
+    float* yg = y + (n * sh.K + g * Kg) * PQ;        // (Kg, P, Q)
+    float beta = 0.0f;
+    if (sh.has_bias) {
+      for (int64_t k = 0; k < Kg; ++k) std::fill(yg + k * PQ, yg + (k + 1) * PQ, b[g * Kg + k]);
+      beta = 1.0f;
+    }
+    auto gemm = [&](int64_t L, const float* B, int64_t ldb, float* C) {
+      if (threads > 1)
+        sgemm_parallel(threads, false, false, Kg, L, rows, 1.0f, w + g * Kg * rows, rows, B, ldb, beta, C, PQ);
+      else
+        sgemm_serial(false, false, Kg, L, rows, 1.0f, w + g * Kg * rows, rows, B, ldb, beta, C, PQ);
+    };
+    if (direct) return gemm(PQ, xg, PQ, yg);  // y_g (Kg, PQ) = w_g (Kg, rows) * x_g (rows, PQ)
+    for (int64_t p0 = 0; p0 < sh.P; p0 += bp) {
+      const int64_t p1 = std::min(sh.P, p0 + bp), L = (p1 - p0) * sh.Q;
+      im2col_cpu(sh, xg, Cg, p0, p1, col);
+      gemm(L, col, L, yg + p0 * sh.Q);  // y_g[:, block] (Kg, L; rows of PQ) = w_g (Kg, rows) * col (rows, L)
+    }
+  };
+  // Fewer images than threads (a frame's faces, batch 1 inference): the images one after another,
+  // each product split over the threads by its rows or columns (sgemm_parallel; the sums over rows
+  // are not split, so every output is the same sum as on one thread). OpenMP over images alone
+  // left all but N threads idle.
+  if (sh.N < ctx.threads() && ctx.threads() > 1) {
+    for (int64_t n = 0; n < sh.N; ++n)
+      for (int g = 0; g < sh.groups; ++g) image_group(n, g, cols, ctx.threads());
+    return;
+  }
   BlasSerialScope blas;
   ParallelErrors errors;  // sgemm_serial checks its sizes
 #pragma omp parallel num_threads(slices)
@@ -211,27 +244,8 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
     float* col = direct ? nullptr : cols + col_size * i;
     int64_t begin, end;
     slice_range(sh.N, slices, i, begin, end);
-    for (int64_t n = begin; n < end; ++n) {
-      for (int g = 0; g < sh.groups; ++g) {
-        const float* xg = x + (n * sh.C + g * Cg) * HW;  // (Cg, H, W)
-        float* yg = y + (n * sh.K + g * Kg) * PQ;        // (Kg, P, Q)
-        float beta = 0.0f;
-        if (sh.has_bias) {
-          for (int64_t k = 0; k < Kg; ++k) std::fill(yg + k * PQ, yg + (k + 1) * PQ, b[g * Kg + k]);
-          beta = 1.0f;
-        }
-        if (direct) {  // y_g (Kg, PQ) = w_g (Kg, rows) * x_g (rows, PQ)
-          sgemm_serial(false, false, Kg, PQ, rows, 1.0f, w + g * Kg * rows, rows, xg, PQ, beta, yg, PQ);
-          continue;
-        }
-        for (int64_t p0 = 0; p0 < sh.P; p0 += bp) {
-          const int64_t p1 = std::min(sh.P, p0 + bp), L = (p1 - p0) * sh.Q;
-          im2col_cpu(sh, xg, Cg, p0, p1, col);
-          // y_g[:, block] (Kg, L; rows of PQ) = w_g (Kg, rows) * col (rows, L)
-          sgemm_serial(false, false, Kg, L, rows, 1.0f, w + g * Kg * rows, rows, col, L, beta, yg + p0 * sh.Q, PQ);
-        }
-      }
-    }
+    for (int64_t n = begin; n < end; ++n)
+      for (int g = 0; g < sh.groups; ++g) image_group(n, g, col, 1);
   }
   });
   errors.rethrow();
