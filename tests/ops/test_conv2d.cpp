@@ -204,6 +204,33 @@ TEST_CASE("conv2d fast cpu matches the reference over generated shapes", "[cpu]"
   }
 }
 
+// Fewer images than threads: the forward splits each SGEMM over the threads (products of over
+// 1 MFLOP; the sweep's shapes are below that and take one thread): column blocks, pointwise,
+// grouped, with and without bias, against the reference and the one-thread result.
+TEST_CASE("conv2d fast cpu forward with fewer images than threads splits its products and matches", "[cpu]") {
+  const Conv2dShape shapes[] = {
+      Conv2dShape::make(1, 64, 12, 12, 96, 3, 3, 1, 1, 1, 1),                   // 16 MFLOP, split by rows
+      Conv2dShape::make(2, 32, 40, 40, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false),  // split by columns, no bias
+      Conv2dShape::make(1, 64, 10, 10, 128, 1, 1),                              // pointwise (x read directly)
+      Conv2dShape::make(3, 48, 11, 9, 64, 5, 5, 2, 1, 2, 2, 1, 1, 2),           // grouped, strided
+  };
+  ExecContext one = ExecContext::cpu(1);
+  for (int threads : {2, 4}) {
+    ExecContext ctx = ExecContext::cpu(threads);
+    for (const Conv2dShape& sh : shapes) {
+      if (sh.N >= threads) continue;
+      INFO(fmt::format("{} threads, {}", threads, sh.to_string()));
+      ConvData d(sh, 5), serial(sh, 5);
+      std::vector<float> ref(d.y.size());
+      conv2d_forward_reference<float>(ctx, sh, d.x.data(), d.w.data(), d.b.data(), ref.data());
+      conv2d_forward_cpu(ctx, sh, d.x.data(), d.w.data(), d.b.data(), d.y.data());
+      conv2d_forward_cpu(one, sh, serial.x.data(), serial.w.data(), serial.b.data(), serial.y.data());
+      CHECK(compare(d.y, ref, test::kFastCpuVsReference) == "");
+      CHECK(compare(d.y, serial.y, test::kFastCpuVsReference) == "");
+    }
+  }
+}
+
 TEST_CASE("conv2d fast cpu backward computes any single gradient alone", "[cpu]") {
   ExecContext ctx = ExecContext::cpu(2);
   for (const Conv2dShape& sh : sweep_shapes()) {
