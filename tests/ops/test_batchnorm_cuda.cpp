@@ -459,6 +459,11 @@ TEST_CASE("batchnorm cuda f32 one-kernel path is one graph node a direction and 
   auto call = [&](const char* row, const ActivationParams* act, int parts) {
     run_calls(cuda, sh, row, act, o, x.data(), y.data(), y.data(), dy.data(), dx.data(), nullptr, parts);
   };
+  // Each row once uncaptured first, as a training step's first step: workspace and arrival counters
+  // are allocated then, not inside a capture.
+  for (const char* row : {"cuda:one_kernel", "", "cuda:two_kernels"})
+    for (const ActivationParams* act : {&relu, static_cast<const ActivationParams*>(nullptr)}) call(row, act, kBoth);
+  cuda.synchronize();
   cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
   // The kernel nodes of one captured call (the two-kernel path also captures its counters' memsets).
   auto kernel_nodes = [&](const char* row, const ActivationParams* act, int part) {
