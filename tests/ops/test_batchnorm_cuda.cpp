@@ -465,7 +465,7 @@ TEST_CASE("batchnorm cuda f32 one-kernel path is one graph node a direction and 
     for (const ActivationParams* act : {&relu, static_cast<const ActivationParams*>(nullptr)}) call(row, act, kBoth);
   cuda.synchronize();
   cudaStream_t stream = static_cast<cudaStream_t>(cuda.ctx().cuda_stream);
-  // The kernel nodes of one captured call (the two-kernel path also captures its counters' memsets).
+  // The kernel nodes of one captured call.
   auto kernel_nodes = [&](const char* row, const ActivationParams* act, int part) {
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
