@@ -79,7 +79,8 @@ void conv2d_backward_cpu_direct(const ExecContext& ctx, const Conv2dShape& sh, c
 // dw by Winograd (dw by its transpose, F(3x3, 2x2)), db by the im2col path's column sums.
 // Workspace: conv2d_cpu_winograd_workspace_bytes (of the data convolution when `data`), and
 // conv2d_cpu_winograd_filter_workspace_bytes for dw. The "cpu" default rows take it where
-// conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1, P and Q >= 8).
+// conv2d_cpu_winograd_is_default (C and K >= 16, padding <= 1, P and Q >= 8, and enough 4x4 tiles
+// a call: 100, or 512 where the tiles overhang the output by more than 15%).
 bool conv2d_cpu_winograd_can_implement(const Conv2dShape& sh);
 bool conv2d_cpu_winograd_is_default(const Conv2dShape& sh);
 size_t conv2d_cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, bool data);

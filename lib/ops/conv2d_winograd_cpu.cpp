@@ -584,9 +584,21 @@ bool conv2d_cpu_winograd_can_implement(const Conv2dShape& sh) {
 // outputs at least 8x8: on fer_cnn's 48x48, 24x24 and 12x12 layers (C, K 64 to 256, batch 64, 2
 // threads, interleaved with im2col) forward took 0.65-0.9x im2col's time and dx 0.65-1.05x; smaller
 // outputs (fewer, more ragged tiles) are unmeasured and stay on im2col.
+// And enough 4x4 output tiles a call: the filters are transformed once a call and each of the 36
+// GEMMs is (K, C) by (C, tiles), so a call of few tiles (inference on one face) pays the transform
+// for little work and runs narrow GEMMs. vgg_fer's layers at batch 1 to 64 (2 threads, every
+// direction, bench/RESULTS.md, session 15): where the tiles cover the output exactly (20x20,
+// 40x40) Winograd wins from about 100 tiles (batch 1 at 20x20, 25 tiles: im2col 2.3x faster
+// forward; batch 4, 100 tiles: a tie to 1.3x for Winograd); where they overhang it (10x10 in 3x3
+// tiles of 4: 69% of the tiles' outputs used) im2col wins up to 288 tiles (batch 32) and
+// Winograd from 576 (batch 64).
 bool conv2d_cpu_winograd_is_default(const Conv2dShape& sh) {
-  return conv2d_cpu_winograd_can_implement(sh) && sh.C >= 16 && sh.K >= 16 && sh.pad_h <= 1 && sh.pad_w <= 1 &&
-         sh.P >= 8 && sh.Q >= 8;
+  if (!(conv2d_cpu_winograd_can_implement(sh) && sh.C >= 16 && sh.K >= 16 && sh.pad_h <= 1 && sh.pad_w <= 1 &&
+        sh.P >= 8 && sh.Q >= 8))
+    return false;
+  const int64_t tiles_p = (sh.P + 3) / 4, tiles_q = (sh.Q + 3) / 4, tiles = sh.N * tiles_p * tiles_q;
+  const bool exact = sh.P * sh.Q * 100 >= tiles_p * tiles_q * 16 * 85;  // at least 85% of the tiles' outputs used
+  return tiles >= (exact ? 100 : 512);
 }
 
 size_t conv2d_cpu_winograd_workspace_bytes(const ExecContext& ctx, const Conv2dShape& sh, bool data) {

@@ -119,6 +119,19 @@ TEST_CASE("conv2d cpu winograd takes 3x3 stride-1 ungrouped layers and is the de
     CHECK(std::string(conv2d_cpu_rule_algo(sh, DType::f32)) == "cpu:winograd");
     CHECK(std::string(conv2d_cpu_rule_algo(sh, DType::bf16)) == "cpu:im2col_gemm");
   }
+  // Few 4x4 tiles a call (the filter transform, once a call, outweighs the work): exact tiles
+  // from 100 a call, overhanging ones (10x10 in 3x3 tiles) from 512.
+  auto rule = [](int64_t N, int64_t HW) {
+    return std::string(conv2d_cpu_rule_algo(Conv2dShape::make(N, 128, HW, HW, 128, 3, 3, 1, 1, 1, 1), DType::f32));
+  };
+  CHECK(rule(1, 40) == "cpu:winograd");     // 100 tiles
+  CHECK(rule(1, 20) == "cpu:im2col_gemm");  // 25
+  CHECK(rule(3, 20) == "cpu:im2col_gemm");  // 75
+  CHECK(rule(4, 20) == "cpu:winograd");     // 100
+  CHECK(rule(1, 12) == "cpu:im2col_gemm");  // 9, exact
+  CHECK(rule(12, 12) == "cpu:winograd");    // 108, exact
+  CHECK(rule(32, 10) == "cpu:im2col_gemm");  // 288, 69% of the tiles' outputs used
+  CHECK(rule(57, 10) == "cpu:winograd");     // 513
   // 6x6 outputs, a first layer (C == 1) and padding 2: the rule keeps im2col.
   for (const Conv2dShape& sh : {Conv2dShape::make(64, 128, 6, 6, 256, 3, 3, 1, 1, 1, 1),
                                 Conv2dShape::make(64, 1, 48, 48, 64, 3, 3, 1, 1, 1, 1),
