@@ -45,6 +45,19 @@ static int to_blas_int(int64_t v) {
 void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (M == 1 && K > 0) {
+    // One row times op(B) is a GEMV, which streams B once; SGEMM packs all of B first, which at
+    // batch 1 was most of a dense layer's time. beta 0 never reads C (it may hold anything).
+    if (beta == 0.0f) std::fill(C, C + N, 0.0f);
+    const int inc_a = trans_a ? to_blas_int(lda) : 1;
+    if (trans_b)  // B (N, ldb): C = B a
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, to_blas_int(N), to_blas_int(K), alpha, B, to_blas_int(ldb), A, inc_a,
+                  beta, C, 1);
+    else  // B (K, ldb): C = B^T a
+      cblas_sgemv(CblasRowMajor, CblasTrans, to_blas_int(K), to_blas_int(N), alpha, B, to_blas_int(ldb), A, inc_a,
+                  beta, C, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, to_blas_int(M),
               to_blas_int(N), to_blas_int(K), alpha, A, to_blas_int(lda), B, to_blas_int(ldb), beta, C,
               to_blas_int(ldc));

@@ -29,7 +29,7 @@ std::string blas_core_name();
 // better family applies. OpenBLAS reads the variable once, when it is loaded (before main).
 std::string blas_better_core();
 
-// C = alpha * op(A) * op(B) + beta * C, row-major, on the calling thread.
+// C = alpha * op(A) * op(B) + beta * C, row-major, on the calling thread (one row, M = 1: a GEMV).
 // op(A) (M, K) with A (M, lda) or, transposed, A (K, lda); op(B) (K, N) likewise; C (M, ldc).
 void sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc);

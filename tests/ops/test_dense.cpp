@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "ops/blas_cpu.h"
 #include "ops/dense.h"
 #include "support/catch.h"
 #include "support/test_util.h"
@@ -94,6 +95,38 @@ TEST_CASE("dense reference backward matches finite differences in double", "[cpu
     CHECK(compare(dw, test::numeric_gradient(w, loss), test::kFiniteDifference) == "");
     if (sh.has_bias) CHECK(compare(db, test::numeric_gradient(b, loss), test::kFiniteDifference) == "");
   }
+}
+
+// One row (M = 1) goes through a GEMV: every transpose of A and B, leading dimensions wider than
+// the rows (a row block of a wider matrix), beta 0 over NaN (never read) and beta 1 (accumulated),
+// against the plain sums in double.
+TEST_CASE("sgemm_serial of one row matches the plain product for every transpose and leading dimension", "[cpu]") {
+  const int64_t N = 37, K = 53, lda_extra = 3, ldb_extra = 5;
+  for (bool trans_a : {false, true})
+    for (bool trans_b : {false, true})
+      for (float beta : {0.0f, 1.0f}) {
+        INFO("trans_a " << trans_a << " trans_b " << trans_b << " beta " << beta);
+        // op(A) (1, K): A (1, lda) or, transposed, A (K, lda) read down its first column.
+        const int64_t lda = trans_a ? 1 + lda_extra : K + lda_extra;
+        const std::vector<float> A = test::random_floats(size_t(trans_a ? K * lda : lda), 7);
+        // op(B) (K, N): B (K, ldb) or, transposed, B (N, ldb).
+        const int64_t ldb = trans_b ? K + ldb_extra : N + ldb_extra;
+        const std::vector<float> B = test::random_floats(size_t((trans_b ? N : K) * ldb), 8);
+        const std::vector<float> C0 = test::random_floats(size_t(N), 9);
+        std::vector<float> C = beta == 0.0f ? std::vector<float>(size_t(N), kNaN) : C0;
+        sgemm_serial(trans_a, trans_b, 1, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, C.data(), N);
+        std::vector<float> want(static_cast<size_t>(N));
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double a = trans_a ? A[size_t(k * lda)] : A[size_t(k)];
+            const double b = trans_b ? B[size_t(n * ldb + k)] : B[size_t(k * ldb + n)];
+            acc += a * b;
+          }
+          want[size_t(n)] = static_cast<float>(0.5 * acc + (beta == 0.0f ? 0.0 : double(C0[size_t(n)])));
+        }
+        CHECK(compare(C, want, test::kFastCpuVsReference) == "");
+      }
 }
 
 TEST_CASE("dense fast cpu matches the reference over generated shapes", "[cpu]") {
