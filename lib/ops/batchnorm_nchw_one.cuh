@@ -12,8 +12,9 @@
 // two-kernel path's bit for bit (tests/ops/test_batchnorm_cuda.cpp holds it to that).
 // Which path runs: NhwcPath (batchnorm_nhwc_bf16.cuh) serves both layouts. The default rows take
 // one kernel where the grid has at most kOneKernelNchwBlocks blocks, the tensor at most
-// kOneKernelNchwValues values and the device holds the grid at once (cooperative_capacity), else two; CNN_BATCHNORM_KERNELS=two and the named rows
-// ("cuda:one_kernel", "cuda:two_kernels") force a path.
+// kOneKernelNchwValues values and the device holds the grid at once (cooperative_grid_fits), else
+// two; CNN_BATCHNORM_KERNELS=two and the named rows ("cuda:one_kernel", "cuda:two_kernels") force a
+// path.
 // Trap: the shift a forward subtracts (running_mean on the phased rows) is read before the barrier
 // (stat.before): the owner block updates running_mean after it.
 #pragma once
@@ -115,26 +116,10 @@ template <typename... KArgs, typename... Args>
 static bool launch_cooperative_nchw(void (*kernel)(KArgs...), const ExecContext& ctx, cudaStream_t stream,
                                     const BatchnormShape& sh, NhwcPath path, const char* what, Args... args) {
   const int slices = slices_for(sh);
-  const int64_t blocks = int64_t{slices} * sh.C;
-  const int64_t capacity = cooperative_capacity(reinterpret_cast<const void*>(kernel));
-  if (blocks > capacity) {
-    if (path == NhwcPath::one)
-      CNN_THROW("{}: the one-kernel path's {} blocks do not fit this GPU at once (it holds {})", what, blocks,
-                capacity);
-    return false;
-  }
+  if (!cooperative_grid_fits(reinterpret_cast<const void*>(kernel), int64_t{slices} * sh.C, path, what)) return false;
   double* partial = scratch(ctx, sh, slices, 0, what).partial;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(slices), static_cast<unsigned>(sh.C));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args..., partial));
+  launch_cooperative(kernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(sh.C)), dim3(kThreads), stream,
+                     args..., partial);
   return true;
 }
 

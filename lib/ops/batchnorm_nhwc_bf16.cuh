@@ -745,6 +745,32 @@ inline int64_t cooperative_capacity(const void* kernel) {
   return known[{kernel, device}] = cooperative ? int64_t{sms} * per_sm : 0;
 }
 
+// Whether the device holds `blocks` blocks of `kernel` at once (cooperative_capacity); where it
+// does not, a forced path (NhwcPath::one) throws and the others return false (two kernels).
+inline bool cooperative_grid_fits(const void* kernel, int64_t blocks, NhwcPath path, const char* what) {
+  const int64_t capacity = cooperative_capacity(kernel);
+  if (blocks <= capacity) return true;
+  if (path == NhwcPath::one)
+    CNN_THROW("{}: the one-kernel path's {} blocks do not fit this GPU at once (it holds {})", what, blocks, capacity);
+  return false;
+}
+
+// Launches kernel(args...) on grid x block threads of `stream` as one cooperative grid.
+template <typename... KArgs, typename... Args>
+static void launch_cooperative(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
 // grid (slices, tiles), cooperative: the whole of one direction (see above). terms: ShiftedTerms
 // or GradTerms (load, add). stat.before(c), read before the barrier by the thread owning channel c
 // (NhwcChannelOwner): the forward's shift; stat(c, sum, sum, before, owner, cf) after it: the
@@ -874,26 +900,10 @@ static bool launch_one_kernel_nhwc(const ExecContext& ctx, cudaStream_t stream, 
     const auto terms = make_terms(width);
     const auto out = make_out(width);
     auto* kernel = batchnorm_one_kernel_nhwc_kernel<V, std::decay_t<decltype(terms)>, Stat, std::decay_t<decltype(out)>>;
-    const int64_t blocks = int64_t{t.slices} * t.tiles;
-    const int64_t capacity = cooperative_capacity(reinterpret_cast<const void*>(kernel));
-    if (blocks > capacity) {
-      if (path == NhwcPath::one)
-        CNN_THROW("{}: the one-kernel path's {} blocks do not fit this GPU at once (it holds {})", what, blocks,
-                  capacity);
-      return;
-    }
+    if (!cooperative_grid_fits(reinterpret_cast<const void*>(kernel), int64_t{t.slices} * t.tiles, path, what)) return;
     double* partial = scratch(ctx, sh, t.slices, 0, what).partial;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(t.slices), static_cast<unsigned>(t.tiles));
-    config.blockDim = dim3(static_cast<unsigned>(t.TG * t.TR));
-    config.dynamicSmemBytes = 0;
-    config.stream = stream;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, t, terms, stat, out, partial));
+    launch_cooperative(kernel, dim3(static_cast<unsigned>(t.slices), static_cast<unsigned>(t.tiles)),
+                       dim3(static_cast<unsigned>(t.TG * t.TR)), stream, t, terms, stat, out, partial);
     ran = true;
   };
   if (vec)

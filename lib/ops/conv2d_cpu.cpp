@@ -231,7 +231,7 @@ void conv2d_forward_cpu(const ExecContext& ctx, const Conv2dShape& sh, const flo
   // each product split over the threads by its rows or columns (sgemm_parallel; the sums over rows
   // are not split, so every output is the same sum as on one thread). OpenMP over images alone
   // left all but N threads idle.
-  if (sh.N < ctx.threads() && ctx.threads() > 1) {
+  if (sh.N < ctx.threads()) {
     for (int64_t n = 0; n < sh.N; ++n)
       for (int g = 0; g < sh.groups; ++g) image_group(n, g, cols, ctx.threads());
     return;
