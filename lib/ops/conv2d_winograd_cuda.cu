@@ -3,8 +3,13 @@
 // independent GEMMs M(e) = U(e) V(e) through cuBLAS (pedantic FP32), then Y = A^T m A per 2x2 tile.
 // backward_data is the same forward on the 180-degree-rotated, channel-transposed filter with
 // padding 2 - pad; backward_filter uses dU(e) = sum_t (A dY A^T)(e) V(e)^T and dW = G^T dU G.
+// backward_filter splits each chunk's T-long reduction into S pieces: its 16 products are only K x C
+// (a block or a few each) but T = 10^4-10^5 tiles long, so 16 problems left most SMs idle (VGG's
+// conv2_1 took over twice conv3_1's time for the same FLOPs); 16 S problems write S partial dU,
+// summed in a fixed order (deterministic) by the final filter transform.
 // Trap: the three transforms index tiles by (image, tile row, tile col) of the CHUNK; tiles past the
-// output edge are computed and dropped (forward) or fed a zero dY (backward_filter).
+// output edge are computed and dropped (forward) or fed a zero dY (backward_filter); split slots
+// past T hold zeros in both V and Yt, so nothing stale reaches a product.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -22,10 +27,21 @@ namespace cnn {
 using namespace conv2d_strategy_detail;
 
 // One forward pass over a chunk: nb images (Cin, Hin, Win) -> (Kout, Pout, Qout), 3x3, stride 1.
+// V and Yt hold the chunk's tiles in S splits of Tc slots, (16, S, Cin or Kout, Tc): tile t in split
+// t / Tc, slot t % Tc. The forward pass and backward_data use S = 1, Tc = T: (16, Cin, T).
 struct WinogradDims {
   int nb, Cin, Hin, Win, Kout, Pout, Qout, pad_h, pad_w;
   int TP, TQ, T;  // tiles per column, per row, in the chunk (nb * TP * TQ)
+  int S, Tc;      // splits and slots a split (S * Tc >= T)
 };
+
+// Row (channel) and chunk tile t of flat index i over (S, rows, Tc), rows = Cin or Kout.
+__device__ __forceinline__ void slot_of(const WinogradDims& d, int i, int rows, int& row, int& t) {
+  const int q = i / d.Tc, j = i - q * d.Tc;
+  const int s = d.S == 1 ? 0 : q / rows;
+  row = q - s * rows;
+  t = s * d.Tc + j;
+}
 
 // Tile t of the chunk: image n, tile row tp, tile column tq.
 __device__ __forceinline__ void tile_of(const WinogradDims& d, int t, int& n, int& tp, int& tq) {
@@ -67,25 +83,29 @@ static __global__ void conv2d_forward_winograd_filter_kernel(const float* __rest
   }
 }
 
-// V (16, Cin, T) = B^T d B, d the 4x4 input patch of tile t at (2 tp - pad_h, 2 tq - pad_w).
+// V (16, S, Cin, Tc) = B^T d B, d the 4x4 input patch of tile t at (2 tp - pad_h, 2 tq - pad_w);
+// zero for the slots past T.
 static __global__ void conv2d_forward_winograd_input_kernel(const WinogradDims d,
                                                             const float* __restrict__ x,  // (nb, Cin, Hin, Win)
-                                                            float* __restrict__ V) {      // (16, Cin, T)
-  const int total = d.Cin * d.T;
+                                                            float* __restrict__ V) {      // (16, S, Cin, Tc)
+  const int total = d.S * d.Cin * d.Tc;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    const int c = i / d.T, t = i - c * d.T;
-    int n, tp, tq;
-    tile_of(d, t, n, tp, tq);
-    const int h0 = 2 * tp - d.pad_h, w0 = 2 * tq - d.pad_w;
-    const float* plane = x + (int64_t(n) * d.Cin + c) * d.Hin * d.Win;
-    float v[4][4];
+    int c, t;
+    slot_of(d, i, d.Cin, c, t);
+    float v[4][4] = {};
+    if (t < d.T) {
+      int n, tp, tq;
+      tile_of(d, t, n, tp, tq);
+      const int h0 = 2 * tp - d.pad_h, w0 = 2 * tq - d.pad_w;
+      const float* plane = x + (int64_t(n) * d.Cin + c) * d.Hin * d.Win;
 #pragma unroll
-    for (int a = 0; a < 4; ++a)
+      for (int a = 0; a < 4; ++a)
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const int h = h0 + a, ww = w0 + b;
-        v[a][b] = (h >= 0 && h < d.Hin && ww >= 0 && ww < d.Win) ? plane[h * d.Win + ww] : 0.0f;
-      }
+        for (int b = 0; b < 4; ++b) {
+          const int h = h0 + a, ww = w0 + b;
+          v[a][b] = (h >= 0 && h < d.Hin && ww >= 0 && ww < d.Win) ? plane[h * d.Win + ww] : 0.0f;
+        }
+    }
     float s[4][4];  // B^T d
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
@@ -141,24 +161,28 @@ static __global__ void conv2d_forward_winograd_output_kernel(const WinogradDims 
   }
 }
 
-// Ydt (16, Kout, T) = A dY A^T, dY the 2x2 tile of dy (zero past the output edge).
+// Yt (16, S, Kout, Tc) = A dY A^T, dY the 2x2 tile of dy (zero past the output edge and for the
+// slots past T).
 static __global__ void conv2d_backward_filter_winograd_grad_kernel(const WinogradDims d,
                                                                    const float* __restrict__ dy,  // (nb, Kout, P, Q)
-                                                                   float* __restrict__ Yt) {      // (16, Kout, T)
-  const int total = d.Kout * d.T;
+                                                                   float* __restrict__ Yt) {      // (16, S, Kout, Tc)
+  const int total = d.S * d.Kout * d.Tc;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    const int k = i / d.T, t = i - k * d.T;
-    int n, tp, tq;
-    tile_of(d, t, n, tp, tq);
-    const float* plane = dy + (int64_t(n) * d.Kout + k) * d.Pout * d.Qout;
-    float g[2][2];
+    int k, t;
+    slot_of(d, i, d.Kout, k, t);
+    float g[2][2] = {};
+    if (t < d.T) {
+      int n, tp, tq;
+      tile_of(d, t, n, tp, tq);
+      const float* plane = dy + (int64_t(n) * d.Kout + k) * d.Pout * d.Qout;
 #pragma unroll
-    for (int a = 0; a < 2; ++a)
+      for (int a = 0; a < 2; ++a)
 #pragma unroll
-      for (int c2 = 0; c2 < 2; ++c2) {
-        const int p = 2 * tp + a, q = 2 * tq + c2;
-        g[a][c2] = (p < d.Pout && q < d.Qout) ? plane[p * d.Qout + q] : 0.0f;
-      }
+        for (int c2 = 0; c2 < 2; ++c2) {
+          const int p = 2 * tp + a, q = 2 * tq + c2;
+          g[a][c2] = (p < d.Pout && q < d.Qout) ? plane[p * d.Qout + q] : 0.0f;
+        }
+    }
     // A = [[1,0],[1,1],[1,-1],[0,-1]]; rows of A dY, then columns of (A dY) A^T.
     const float r[4][2] = {{g[0][0], g[0][1]},
                            {g[0][0] + g[1][0], g[0][1] + g[1][1]},
@@ -175,13 +199,20 @@ static __global__ void conv2d_backward_filter_winograd_grad_kernel(const Winogra
   }
 }
 
-// dw (K, C, 3, 3) = G^T dU G, dU (16, K, C).
-static __global__ void conv2d_backward_filter_winograd_filter_kernel(const float* __restrict__ dU,  // (16, K, C)
-                                                                     float* __restrict__ dw, int total) {
+// dw (K, C, 3, 3) = G^T dU G, dU(e) the sum of the S partials in the order s = 0..S-1 (the same
+// bits every run).
+static __global__ void conv2d_backward_filter_winograd_filter_kernel(const float* __restrict__ dU,  // (16, S, K, C)
+                                                                     float* __restrict__ dw,        // (K, C, 3, 3)
+                                                                     int total, int S) {            // total = K * C
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     float u[4][4];
 #pragma unroll
-    for (int e = 0; e < 16; ++e) u[e / 4][e % 4] = dU[int64_t(e) * total + i];
+    for (int e = 0; e < 16; ++e) {
+      const float* part = dU + int64_t(e) * S * total + i;
+      float sum = part[0];
+      for (int s = 1; s < S; ++s) sum += part[int64_t(s) * total];
+      u[e / 4][e % 4] = sum;
+    }
     float t[3][4];  // G^T dU, G^T = [[1,.5,.5,0],[0,.5,-.5,0],[0,.5,.5,1]]
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
@@ -199,53 +230,100 @@ static __global__ void conv2d_backward_filter_winograd_filter_kernel(const float
   }
 }
 
-static WinogradDims chunk_dims(int nb, int Cin, int Hin, int Win, int Kout, int Pout, int Qout, int pad_h, int pad_w) {
-  WinogradDims d{nb, Cin, Hin, Win, Kout, Pout, Qout, pad_h, pad_w, (Pout + 1) / 2, (Qout + 1) / 2, 0};
-  d.T = nb * d.TP * d.TQ;
-  return d;
-}
-
 constexpr int kThreads = 256;
 
-// The problem one call solves as a forward pass: (N, Cin, Hin, Win) -> (N, Kout, Pout, Qout).
+// Blocks to aim the filter gradient's batched product at: two on each of an H200's 132 SMs. A
+// constant, not the device's count (as in conv2d_cuda.cu), so the split, and so the summation order
+// and the workspace size, depend on the shape alone.
+constexpr int64_t kTargetBlocks = 264;
+// Shortest split: each product keeps a reduction of at least 1024 tiles, long against the extra
+// write and read of its K x C partial (a floor chosen, not tuned).
+constexpr int64_t kMinSplitTiles = 1024;
+
+// Splits S of a chunk's T-tile reduction in the filter gradient. Each of its 16 products is only
+// K x C, ceil(K/128) ceil(C/128) of cuBLAS's big tiles, so 16 problems can fill a few SMs while
+// the rest idle (VGG's conv2_1: 16 blocks for 132 SMs). Enough splits for about kTargetBlocks
+// blocks, none shorter than kMinSplitTiles; S = 1 (one reduction) when T is short. Measured on an
+// H200, N = 32: conv2_1 3.52 -> 1.37 ms (S = 17), conv3_1 1.44 -> 0.93 ms (S = 9); conv3_2 (S = 5)
+// and conv4_2 (S = 2) unchanged within 2%.
+static int filter_splits(int64_t T, int Kout, int Cin) {
+  const int64_t blocks = 16 * ((int64_t(Kout) + 127) / 128) * ((int64_t(Cin) + 127) / 128);
+  const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
+  return int(std::max<int64_t>(1, std::min(want, T / kMinSplitTiles)));
+}
+
+// Slots a split, Tc: ceil(T / S) rounded up to 4 so every product's operands start 16-byte aligned;
+// T itself when S = 1 (the forward layout).
+static int split_slots(int64_t T, int S) {
+  if (S == 1) return int(T);
+  return int(((T + S - 1) / S + 3) / 4 * 4);
+}
+
+// The problem one call solves as a forward pass: (N, Cin, Hin, Win) -> (N, Kout, Pout, Qout); S
+// splits each chunk's tile reduction (backward_filter; 1 in the other directions).
 struct WinogradProblem {
   int64_t N;
   int Cin, Hin, Win, Kout, Pout, Qout, pad_h, pad_w;
+  int S;
   int64_t tiles_per_image() const { return int64_t((Pout + 1) / 2) * ((Qout + 1) / 2); }
   int64_t per_image_floats() const { return 16 * (int64_t(Cin) + Kout) * tiles_per_image(); }
+  int64_t images_per_chunk() const { return chunk_images(N, size_t(per_image_floats())); }
+  // Slots of a full chunk's split; a smaller last chunk needs no more.
+  int64_t slots() const { return split_slots(images_per_chunk() * tiles_per_image(), S); }
 };
 
 static WinogradProblem problem_of(const Conv2dShape& sh, ConvDir dir) {
   if (dir == ConvDir::backward_data)
-    return {sh.N, int(sh.K), int(sh.P), int(sh.Q), int(sh.C), int(sh.H), int(sh.W), 2 - sh.pad_h, 2 - sh.pad_w};
-  return {sh.N, int(sh.C), int(sh.H), int(sh.W), int(sh.K), int(sh.P), int(sh.Q), sh.pad_h, sh.pad_w};
+    return {sh.N, int(sh.K), int(sh.P), int(sh.Q), int(sh.C), int(sh.H), int(sh.W), 2 - sh.pad_h, 2 - sh.pad_w, 1};
+  WinogradProblem pr{sh.N, int(sh.C), int(sh.H), int(sh.W), int(sh.K), int(sh.P), int(sh.Q), sh.pad_h, sh.pad_w, 1};
+  if (dir == ConvDir::backward_filter)
+    pr.S = filter_splits(pr.images_per_chunk() * pr.tiles_per_image(), pr.Kout, pr.Cin);
+  return pr;
 }
 
-// Floats of workspace: the transformed filters once, then V and M (or dY's transform) per chunk.
+static WinogradDims chunk_dims(const WinogradProblem& pr, int nb) {
+  WinogradDims d{};
+  d.nb = nb, d.Cin = pr.Cin, d.Hin = pr.Hin, d.Win = pr.Win, d.Kout = pr.Kout, d.Pout = pr.Pout, d.Qout = pr.Qout;
+  d.pad_h = pr.pad_h, d.pad_w = pr.pad_w;
+  d.TP = (pr.Pout + 1) / 2, d.TQ = (pr.Qout + 1) / 2, d.T = nb * d.TP * d.TQ;
+  d.S = pr.S, d.Tc = split_slots(d.T, d.S);
+  return d;
+}
+
+// Floats of workspace in three parts: the transformed filters (S partial filter gradients), V, and
+// M or dY's transform (S splits of Tc slots, the full chunk's).
+static size_t filter_part_floats(const WinogradProblem& pr) {
+  return round_floats(size_t(16) * pr.S * pr.Kout * pr.Cin);
+}
+static size_t input_part_floats(const WinogradProblem& pr) {
+  return round_floats(size_t(16) * pr.S * pr.Cin * size_t(pr.slots()));
+}
 static size_t workspace_floats_of(const WinogradProblem& pr) {
-  const int64_t nb = chunk_images(pr.N, size_t(pr.per_image_floats()));
-  return round_floats(size_t(16) * pr.Kout * pr.Cin) + round_floats(size_t(16) * pr.Cin * nb * pr.tiles_per_image()) +
-         round_floats(size_t(16) * pr.Kout * nb * pr.tiles_per_image());
+  return filter_part_floats(pr) + input_part_floats(pr) +
+         round_floats(size_t(16) * pr.S * pr.Kout * size_t(pr.slots()));
+}
+
+static void launch_input_transform(const WinogradDims& d, const float* x, float* V, cudaStream_t stream) {
+  conv2d_forward_winograd_input_kernel<<<cuda::grid_blocks(int64_t(d.S) * d.Cin * d.Tc, kThreads), kThreads, 0,
+                                         stream>>>(d, x, V);
+  CUDA_CHECK_LAUNCH("conv2d_forward_winograd_input_kernel");
 }
 
 static void winograd_forward(const ExecContext& ctx, const WinogradProblem& pr, const float* x, const float* w,
                              bool flip, const float* b, float* y) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const cublasHandle_t blas = blas_on_stream(ctx);
-  const int64_t nb = chunk_images(pr.N, size_t(pr.per_image_floats()));
+  const int64_t nb = pr.images_per_chunk();
   float* U = workspace_floats(ctx, workspace_floats_of(pr), "winograd");
-  float* V = U + round_floats(size_t(16) * pr.Kout * pr.Cin);
-  float* M = V + round_floats(size_t(16) * pr.Cin * nb * pr.tiles_per_image());
+  float* V = U + filter_part_floats(pr);
+  float* M = V + input_part_floats(pr);
   const int KC = pr.Kout * pr.Cin;
   conv2d_forward_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(w, U, pr.Kout, pr.Cin,
                                                                                                   flip);
   CUDA_CHECK_LAUNCH("conv2d_forward_winograd_filter_kernel");
   for (int64_t n0 = 0; n0 < pr.N; n0 += nb) {
-    const int cnt = int(std::min<int64_t>(nb, pr.N - n0));
-    const WinogradDims d = chunk_dims(cnt, pr.Cin, pr.Hin, pr.Win, pr.Kout, pr.Pout, pr.Qout, pr.pad_h, pr.pad_w);
-    conv2d_forward_winograd_input_kernel<<<cuda::grid_blocks(int64_t(d.Cin) * d.T, kThreads), kThreads, 0, stream>>>(
-        d, x + n0 * pr.Cin * pr.Hin * pr.Win, V);
-    CUDA_CHECK_LAUNCH("conv2d_forward_winograd_input_kernel");
+    const WinogradDims d = chunk_dims(pr, int(std::min<int64_t>(nb, pr.N - n0)));
+    launch_input_transform(d, x + n0 * pr.Cin * pr.Hin * pr.Win, V, stream);
     // Row-major M(e) (Kout, T) = U(e) (Kout, Cin) V(e) (Cin, T); column-major: M^T = V^T U^T.
     const float one = 1.0f, zero = 0.0f;
     check_cublas(
@@ -263,28 +341,27 @@ static void winograd_backward_filter(const ExecContext& ctx, const Conv2dShape& 
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const cublasHandle_t blas = blas_on_stream(ctx);
   const WinogradProblem pr = problem_of(sh, ConvDir::backward_filter);
-  const int64_t nb = chunk_images(pr.N, size_t(pr.per_image_floats()));
-  float* dU = workspace_floats(ctx, workspace_floats_of(pr), "winograd");
-  float* V = dU + round_floats(size_t(16) * pr.Kout * pr.Cin);
-  float* Yt = V + round_floats(size_t(16) * pr.Cin * nb * pr.tiles_per_image());
+  const int64_t nb = pr.images_per_chunk();
+  float* dU = workspace_floats(ctx, workspace_floats_of(pr), "winograd");  // (16, S, Kout, Cin) partials
+  float* V = dU + filter_part_floats(pr);
+  float* Yt = V + input_part_floats(pr);
   const int KC = pr.Kout * pr.Cin;
   for (int64_t n0 = 0; n0 < pr.N; n0 += nb) {
-    const int cnt = int(std::min<int64_t>(nb, pr.N - n0));
-    const WinogradDims d = chunk_dims(cnt, pr.Cin, pr.Hin, pr.Win, pr.Kout, pr.Pout, pr.Qout, pr.pad_h, pr.pad_w);
-    conv2d_forward_winograd_input_kernel<<<cuda::grid_blocks(int64_t(d.Cin) * d.T, kThreads), kThreads, 0, stream>>>(
-        d, x + n0 * pr.Cin * pr.Hin * pr.Win, V);
-    CUDA_CHECK_LAUNCH("conv2d_forward_winograd_input_kernel");
-    conv2d_backward_filter_winograd_grad_kernel<<<cuda::grid_blocks(int64_t(d.Kout) * d.T, kThreads), kThreads, 0,
-                                                  stream>>>(d, dy + n0 * pr.Kout * pr.Pout * pr.Qout, Yt);
+    const WinogradDims d = chunk_dims(pr, int(std::min<int64_t>(nb, pr.N - n0)));
+    launch_input_transform(d, x + n0 * pr.Cin * pr.Hin * pr.Win, V, stream);
+    conv2d_backward_filter_winograd_grad_kernel<<<cuda::grid_blocks(int64_t(d.S) * d.Kout * d.Tc, kThreads), kThreads,
+                                                  0, stream>>>(d, dy + n0 * pr.Kout * pr.Pout * pr.Qout, Yt);
     CUDA_CHECK_LAUNCH("conv2d_backward_filter_winograd_grad_kernel");
-    // Row-major dU(e) (K, C) += Yt(e) (K, T) V(e)^T; column-major: dU^T (C, K) = V^T(cm) Yt(cm).
+    // Problem (e, s), e * S + s of the batch: row-major dU(e, s) (K, C) += Yt(e, s) (K, Tc) V(e, s)^T;
+    // column-major: dU^T (C, K) = V^T(cm) Yt(cm). The zero slots past T add nothing.
     const float one = 1.0f, beta = n0 == 0 ? 0.0f : 1.0f;
-    check_cublas(
-        cublasSgemmStridedBatched(blas, CUBLAS_OP_T, CUBLAS_OP_N, pr.Cin, pr.Kout, d.T, &one, V, d.T,
-                                  int64_t(pr.Cin) * d.T, Yt, d.T, int64_t(pr.Kout) * d.T, &beta, dU, pr.Cin, KC, 16),
-        "cublasSgemmStridedBatched (winograd filter gradient)");
+    check_cublas(cublasSgemmStridedBatched(blas, CUBLAS_OP_T, CUBLAS_OP_N, pr.Cin, pr.Kout, d.Tc, &one, V, d.Tc,
+                                           int64_t(pr.Cin) * d.Tc, Yt, d.Tc, int64_t(pr.Kout) * d.Tc, &beta, dU, pr.Cin,
+                                           KC, 16 * d.S),
+                 "cublasSgemmStridedBatched (winograd filter gradient)");
   }
-  conv2d_backward_filter_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(dU, dw, KC);
+  conv2d_backward_filter_winograd_filter_kernel<<<cuda::grid_blocks(KC, kThreads), kThreads, 0, stream>>>(dU, dw, KC,
+                                                                                                          pr.S);
   CUDA_CHECK_LAUNCH("conv2d_backward_filter_winograd_filter_kernel");
   if (db) bias_grad(dy, db, sh.N, sh.K, sh.P * sh.Q, stream);
 }

@@ -235,6 +235,75 @@ TEST_CASE("conv2d cuda winograd forward and filter gradient take padding 3", "[g
   check_all(kWinograd, {sh}, {ConvDir::forward, ConvDir::backward_filter});
 }
 
+// Shapes whose filter gradient splits each chunk's tile reduction (conv2d_winograd_cuda.cu's rule:
+// 17 splits for K and C <= 128, 9 for C = 130, but none shorter than 1024 tiles), T odd so that it
+// is no multiple of S and the last split ends in zero slots: T = 7803, S = 7; T = 2187, S = 2;
+// T = 3773, S = 3 (padding 2, 0).
+std::vector<Conv2dShape> winograd_split_shapes() {
+  return {Conv2dShape::make(3, 5, 101, 101, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, true),
+          Conv2dShape::make(3, 130, 53, 53, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, false),
+          Conv2dShape::make(1, 17, 151, 99, 33, 3, 3, 1, 1, 2, 0, 1, 1, 1, true)};
+}
+
+// The split adds S partial filter gradients to the workspace, so backward_filter asks for more
+// than the forward pass (the same V and M sizes at S = 1) exactly when it splits.
+bool winograd_filter_gradient_splits(const Conv2dShape& sh) {
+  return conv2d_cuda_winograd_workspace_bytes(sh, ConvDir::backward_filter) >
+         conv2d_cuda_winograd_workspace_bytes(sh, ConvDir::forward);
+}
+
+TEST_CASE("conv2d cuda winograd filter gradient split into pieces matches the cpu reference", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  int i = 0;
+  for (const Conv2dShape& sh : winograd_split_shapes()) {
+    INFO(sh.to_string());
+    CHECK(winograd_filter_gradient_splits(sh));
+    CHECK_FALSE(winograd_filter_gradient_splits(Conv2dShape::make(sh.N, sh.C, 9, 9, sh.K, 3, 3, 1, 1, 1, 1)));
+    const Reference r(sh, 211 + i);
+    DeviceConv d(r);
+    // Sums of 10^4 products: the transform tolerance (rounding scales with sum |x||dy|).
+    for (ConvDir dir : kDirs) {
+      INFO(to_string(dir));
+      run_and_check(cuda, kWinograd, dir, r, d, i % 2 == 0, test::kGpuTransformVsCpu);
+    }
+    ++i;
+  }
+}
+
+// 16*16*301*300 floats of tiles an image: chunks of 2 + 1 images (T = 180600, then 90300, neither
+// a multiple of S = 17), the partials accumulating across chunks with slots of different lengths.
+TEST_CASE("conv2d cuda winograd filter gradient splits pieces across several chunks", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const Conv2dShape sh = Conv2dShape::make(3, 5, 601, 599, 11, 3, 3, 1, 1, 1, 1);
+  Conv2dShape twice = sh;
+  twice.N *= 2;
+  CHECK(winograd_filter_gradient_splits(sh));
+  CHECK(conv2d_cuda_winograd_workspace_bytes(twice, ConvDir::backward_filter) ==
+        conv2d_cuda_winograd_workspace_bytes(sh, ConvDir::backward_filter));
+  const Reference r(sh, 17, true);
+  DeviceConv d(r);
+  run_and_check(cuda, kWinograd, ConvDir::backward_filter, r, d, true, kLongSums);
+}
+
+TEST_CASE("conv2d cuda winograd split filter gradient gives the same bits on every run", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const std::vector<Conv2dShape> shapes{winograd_split_shapes()[0],
+                                        Conv2dShape::make(3, 5, 601, 599, 11, 3, 3, 1, 1, 1, 1)};
+  for (const Conv2dShape& sh : shapes) {
+    INFO(sh.to_string());
+    REQUIRE(winograd_filter_gradient_splits(sh));
+    const Reference r(sh, 43, true);
+    DeviceConv d(r);
+    run_and_check(cuda, kWinograd, ConvDir::backward_filter, r, d, true, kLongSums);
+    const std::vector<float> first = d.dw.get();
+    run_and_check(cuda, kWinograd, ConvDir::backward_filter, r, d, true, kLongSums);
+    CHECK(compare(d.dw.get(), first, test::kExact) == "");
+  }
+}
+
 TEST_CASE("conv2d cuda im2col gemm matches the cpu reference in every direction", "[gpu]") {
   CNN_REQUIRE_GPU();
   check_all(kIm2col, im2col_shapes(), {ConvDir::forward, ConvDir::backward_data, ConvDir::backward_filter});
