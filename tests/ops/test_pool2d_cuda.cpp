@@ -1,8 +1,10 @@
 // Pooling CUDA beyond what the harness compares with the reference (test_backend_ops.cpp): NaN
-// propagation and the argmax rule of max pooling, and a hidden benchmark (f32 NCHW, bf16 channels-last).
+// propagation and the argmax rule of max pooling, the tiled max backward's bits, and a hidden
+// benchmark (f32 NCHW, bf16 channels-last).
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/cuda_check.h"
@@ -51,6 +53,45 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
   }
 }
 
+// Overlapping max windows run the tiled backward (argmax slots in shared memory): exactly the cpu's
+// bits on shapes spanning several tiles with ragged edges, packed small planes, gaps between windows,
+// non-square windows and strides, and on the plain gather's shapes (windows over 254 values); values
+// on a coarse grid so windows tie, and NaNs. 5M one-value planes take the grid-stride loop over planes.
+TEST_CASE("pool2d cuda max backward over overlapping windows gives the cpu's bits", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ExecContext cpu = ExecContext::cpu(1);
+  struct Case {
+    int64_t N, C, H, W, R, S, sh, sw, ph, pw;
+  };
+  for (const Case& c : {Case{2, 3, 37, 45, 3, 3, 1, 1, 1, 1}, Case{2, 3, 37, 45, 3, 3, 2, 2, 1, 1},
+                        Case{4, 5, 7, 7, 3, 3, 1, 1, 1, 1}, Case{3, 2, 14, 14, 3, 3, 2, 2, 0, 0},
+                        Case{2, 2, 20, 20, 5, 5, 1, 1, 2, 2}, Case{2, 2, 19, 23, 2, 2, 3, 3, 0, 0},
+                        Case{1, 2, 33, 70, 3, 2, 2, 1, 1, 0}, Case{1, 1, 40, 40, 16, 15, 1, 1, 0, 0},
+                        Case{1, 1, 40, 40, 16, 16, 1, 1, 0, 0}, Case{1, 5000000, 1, 1, 1, 1, 2, 2, 0, 0}}) {
+    const auto sh = Pool2dShape::make(PoolKind::max, c.N, c.C, c.H, c.W, c.R, c.S, c.sh, c.sw, c.ph, c.pw);
+    INFO(sh.to_string());
+    std::vector<float> x = test::random_floats(static_cast<size_t>(c.N * c.C * c.H * c.W), 77);
+    for (float& v : x) v = std::round(v * 3.0f) / 3.0f;  // 7 values: many windows tie
+    if (x.size() > 100) x[17] = x[99] = std::nanf("");
+    const int64_t ny = sh.N * sh.C * sh.P * sh.Q;
+    const std::vector<float> dy = test::random_floats(static_cast<size_t>(ny), 78);
+    std::vector<float> y_ref(static_cast<size_t>(ny)), dx_ref(x.size());
+    run_op(Backend::cpu, Pool2dForward{&cpu, sh, x.data(), y_ref.data()});
+    run_op(Backend::cpu, Pool2dBackward{&cpu, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
+    DeviceFloats dx_in(x), dy_d(dy), y_d(y_ref), dx = DeviceFloats::poisoned(x.size());
+    run_op(Backend::cuda, Pool2dBackward{&cuda.ctx(), sh, dx_in.data(), y_d.data(), dy_d.data(), dx.data()});
+    cuda.synchronize();
+    const std::vector<float> dx_gpu = dx.get();
+    REQUIRE(dx_gpu.size() == dx_ref.size());
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < dx_gpu.size(); ++i)
+      if (std::memcmp(&dx_gpu[i], &dx_ref[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+    INFO("first differing input " << first << ": gpu " << dx_gpu[first] << ", cpu " << dx_ref[first]);
+    CHECK(differ == 0);
+  }
+}
+
 // A tensor of the logical shape s on the GPU, values in [-1, 1] in storage order (bf16: channels-last).
 static Tensor random_tensor(const Shape& s, DType t, uint64_t seed) {
   const std::vector<float> v = test::random_floats(static_cast<size_t>(s.numel()), seed);
@@ -74,7 +115,9 @@ TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]
     for (const Bench& b :
          {Bench{PoolKind::max, 64, 64, 48, 48, 2, 2, 0}, Bench{PoolKind::max, 256, 128, 24, 24, 3, 2, 1},
           Bench{PoolKind::avg, 64, 64, 48, 48, 3, 1, 1}, Bench{PoolKind::avg, 64, 64, 48, 48, 48, 48, 0},
-          Bench{PoolKind::avg, 256, 512, 6, 6, 6, 6, 0}, Bench{PoolKind::avg, 256, 7, 3, 3, 3, 3, 0}}) {
+          Bench{PoolKind::avg, 256, 512, 6, 6, 6, 6, 0}, Bench{PoolKind::avg, 256, 7, 3, 3, 3, 3, 0},
+          // GoogLeNet b64: the stem's 3x3/2 pool and an inception block's 3x3/1 pool (overlapping windows).
+          Bench{PoolKind::max, 64, 64, 112, 112, 3, 2, 1}, Bench{PoolKind::max, 64, 192, 28, 28, 3, 1, 1}}) {
       const auto sh = Pool2dShape::make(b.kind, b.N, b.C, b.H, b.W, b.R, b.R, static_cast<int>(b.stride),
                                         static_cast<int>(b.stride), static_cast<int>(b.pad), static_cast<int>(b.pad));
       const Shape in{b.N, b.C, b.H, b.W}, out{b.N, b.C, sh.P, sh.Q};
