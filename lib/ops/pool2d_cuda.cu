@@ -3,10 +3,10 @@
 // no atomics, deterministic, the CPU's additions in the CPU's order. Max pools whose windows do not
 // overlap (stride = window, no padding) instead run one thread per window, which writes its inputs'
 // dx (the same values; the gather took twice the bytes' time on vgg_fer's 2x2 pools). Max pools
-// whose windows overlap (GoogLeNet's 3x3 stride 1 and 2) run the tiled kernel: a block first finds
-// the argmax of every window touching its tile of inputs, once, into shared memory, then gathers
-// as the plain kernel does. The plain gather found it again for every input equal to a window's
-// max, rescanning the window's earlier positions: 315 us a pool on GoogLeNet b64, 6x its forward.
+// whose windows overlap (GoogLeNet's 3x3 stride 1 and 2) run the tiled kernel: a block stages the
+// x its windows read in shared memory, finds each window's argmax once, then gathers as the plain
+// kernel does. The plain gather found the argmax again for every input equal to a window's max,
+// its global loads one after another: 315 us a pool on GoogLeNet b64, 6x its forward.
 // Trap: max routes dy to the window's first row-major position equal to y (NaN matches NaN), so a
 // thread whose value equals y must scan the window's earlier positions before claiming dy.
 #include <algorithm>
@@ -153,19 +153,28 @@ static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> d
 
 // ---- max backward, overlapping windows: tiles with the windows' argmax in shared memory ----
 // A block owns a tile of th x tw inputs in each of `planes` planes (small planes are packed, so a
-// 7x7 plane does not leave most of a block idle). Phase 1: each window touching the tile records the
-// offset of its argmax inside the unclipped window ((h - hs) * S + (w - ws), or kNoArgmax) and its
-// dy. Phase 2: each input sums, in (p, q) order, the dy of the windows whose argmax it is: the plain
+// 7x7 plane does not leave most of a block idle). Phase 0: the x values the windows touching the
+// tile read are staged in shared memory, every load independent (a window scan that stops at the
+// first match serialises its global loads: the plain gather and a first version of this kernel ran
+// at 0.5-0.6 TB/s on latency alone). Phase 1: each window touching the tile records the offset of
+// its argmax inside the unclipped window ((h - hs) * S + (w - ws), or kNoArgmax) and its dy.
+// Phase 2: each input sums, in (p, q) order, the dy of the windows whose argmax it is: the plain
 // gather's sum in the plain gather's order, so the same bits.
-constexpr int kTileValues = 512;         // inputs of one plane's tile: 2 a thread
-constexpr size_t kMaxTileSmem = 32768;   // beyond it (huge windows or strides) the plain gather runs
-constexpr uint8_t kNoArgmax = 255;       // so windows are at most 254 values
+constexpr int kTileValues = 512;        // inputs of one plane's tile: 2 a thread
+constexpr size_t kMaxTileSmem = 32768;  // beyond it (huge windows or strides) the plain gather runs
+constexpr uint8_t kNoArgmax = 255;      // so windows are at most 254 values
 
 struct MaxTilePlan {
   int th = 0, tw = 0, tw_shift = 0, planes = 0;  // tile rows, columns (a power of 2), planes per block
   int op_max = 0, oq_max = 0;                    // windows touching a tile, at most, per axis
+  int xr_max = 0, xc_max = 0;                    // x rows and columns those windows read, at most
   int64_t groups = 0;                            // blocks along z before the grid-stride loop
   size_t smem = 0;
+};
+
+// Divisors of the flat loops over a block's planes: staged x, window slots, tile inputs.
+struct MaxTileDivs {
+  cuda::FastDiv32 stride_h, stride_w, x_plane, x_cols, slot_plane, slot_cols, tile_plane;
 };
 
 static MaxTilePlan max_tile_plan(const PoolDims& d) {
@@ -177,66 +186,80 @@ static MaxTilePlan max_tile_plan(const PoolDims& d) {
   // Windows touching rows [h0, h0 + th): p from ceil((h0 + pad - R + 1) / s) to floor((h0 + th - 1 + pad) / s).
   t.op_max = (t.th + d.R - 2) / d.stride_h + 1;
   t.oq_max = (t.tw + d.S - 2) / d.stride_w + 1;
+  t.xr_max = (t.op_max - 1) * d.stride_h + d.R;
+  t.xc_max = (t.oq_max - 1) * d.stride_w + d.S;
   t.groups = (d.planes + t.planes - 1) / t.planes;
-  t.smem = static_cast<size_t>(t.planes) * t.op_max * t.oq_max * (sizeof(float) + 1);
+  const size_t slots = static_cast<size_t>(t.op_max) * t.oq_max, xs = static_cast<size_t>(t.xr_max) * t.xc_max;
+  t.smem = static_cast<size_t>(t.planes) * ((xs + slots) * sizeof(float) + slots);
   return t;
 }
 
 static bool max_tiles_fit(const PoolDims& d, const MaxTilePlan& t) {
-  return int64_t{d.R} * d.S < kNoArgmax && t.smem <= kMaxTileSmem && (d.H + t.th - 1) / t.th <= 65535 &&
-         cuda::fits_int32(int64_t{t.planes} * t.op_max * t.oq_max) && cuda::fits_int32(int64_t{t.planes} * t.th * t.tw);
+  return int64_t{d.R} * d.S < kNoArgmax && t.smem <= kMaxTileSmem && (d.H + t.th - 1) / t.th <= 65535;
 }
 
 static __global__ void __launch_bounds__(kThreads)
-    pool2d_backward_max_tiled_kernel(PoolDims d, MaxTilePlan t, cuda::FastDiv32 stride_h, cuda::FastDiv32 stride_w,
-                                     cuda::FastDiv32 by_window_slots, cuda::FastDiv32 by_oq, cuda::FastDiv32 by_tile,
+    pool2d_backward_max_tiled_kernel(PoolDims d, MaxTilePlan t, MaxTileDivs dv,
                                      const float* __restrict__ x,   // (N, C, H, W)
                                      const float* __restrict__ y,   // (N, C, P, Q)
                                      const float* __restrict__ dy,  // (N, C, P, Q)
                                      float* __restrict__ dx) {      // (N, C, H, W)
   extern __shared__ __align__(16) unsigned char tile_smem[];
-  const int slots = t.op_max * t.oq_max;  // window slots of one plane
-  float* g = reinterpret_cast<float*>(tile_smem);
-  uint8_t* at = tile_smem + sizeof(float) * static_cast<size_t>(t.planes) * slots;
+  const int slots = t.op_max * t.oq_max, xvals = t.xr_max * t.xc_max;  // per plane
+  float* xs = reinterpret_cast<float*>(tile_smem);
+  float* g = xs + static_cast<size_t>(t.planes) * xvals;
+  uint8_t* at = reinterpret_cast<uint8_t*>(g + static_cast<size_t>(t.planes) * slots);
   const int h0 = static_cast<int>(blockIdx.y) * t.th, w0 = static_cast<int>(blockIdx.x) * t.tw;
   const int th = min(t.th, d.H - h0), tw = min(t.tw, d.W - w0);
   int p_lo, p_hi, q_lo, q_hi, unused;
-  covering_outputs(h0, d.pad_h, d.R, stride_h, d.P, p_lo, unused);
-  covering_outputs(h0 + th - 1, d.pad_h, d.R, stride_h, d.P, unused, p_hi);
-  covering_outputs(w0, d.pad_w, d.S, stride_w, d.Q, q_lo, unused);
-  covering_outputs(w0 + tw - 1, d.pad_w, d.S, stride_w, d.Q, unused, q_hi);
+  covering_outputs(h0, d.pad_h, d.R, dv.stride_h, d.P, p_lo, unused);
+  covering_outputs(h0 + th - 1, d.pad_h, d.R, dv.stride_h, d.P, unused, p_hi);
+  covering_outputs(w0, d.pad_w, d.S, dv.stride_w, d.Q, q_lo, unused);
+  covering_outputs(w0 + tw - 1, d.pad_w, d.S, dv.stride_w, d.Q, unused, q_hi);
+  const int xr0 = p_lo * d.stride_h - d.pad_h, xc0 = q_lo * d.stride_w - d.pad_w;  // staged x's corner
   const int64_t HW = int64_t{d.H} * d.W, PQ = int64_t{d.P} * d.Q;
   for (int64_t first = int64_t{blockIdx.z} * t.planes; first < d.planes; first += int64_t{gridDim.z} * t.planes) {
     const int planes = static_cast<int>(min(int64_t{t.planes}, d.planes - first));
-    __syncthreads();  // the previous planes' slots are no longer read
+    __syncthreads();  // the previous planes' staged values and slots are no longer read
+    for (int i = static_cast<int>(threadIdx.x); i < planes * xvals; i += kThreads) {
+      const int pl = dv.x_plane.div(i), r = i - pl * xvals;
+      const int rr = dv.x_cols.div(r), h = xr0 + rr, w = xc0 + (r - rr * t.xc_max);
+      if (unsigned(h) < unsigned(d.H) && unsigned(w) < unsigned(d.W)) xs[i] = __ldg(x + (first + pl) * HW + h * d.W + w);
+    }
     for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
-      const int pl = by_window_slots.div(i), r = i - pl * slots;
-      const int rp = by_oq.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
+      const int pl = dv.slot_plane.div(i), r = i - pl * slots;
+      const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
       if (p > p_hi || q > q_hi) continue;
-      const float* xp = x + (first + pl) * HW;
       const int64_t o = (first + pl) * PQ + p * d.Q + q;
-      const float m = __ldg(y + o);
+      g[i] = __ldg(dy + o);
+    }
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
+      const int pl = dv.slot_plane.div(i), r = i - pl * slots;
+      const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
+      if (p > p_hi || q > q_hi) continue;
+      const float m = __ldg(y + (first + pl) * PQ + p * d.Q + q);
+      const float* xp = xs + pl * xvals - xr0 * t.xc_max - xc0;  // xp[h * xc_max + w] is x(h, w)
       const Window win = clipped_window(d, p, q);
       const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
       int off = kNoArgmax;
       for (int h = win.h0; h < win.h1 && off == kNoArgmax; ++h)
         for (int w = win.w0; w < win.w1; ++w)
-          if (is_argmax(__ldg(xp + h * d.W + w), m)) {
+          if (is_argmax(xp[h * t.xc_max + w], m)) {
             off = (h - hs) * d.S + (w - ws);
             break;
           }
-      g[i] = __ldg(dy + o);
       at[i] = static_cast<uint8_t>(off);
     }
     __syncthreads();
     for (int i = static_cast<int>(threadIdx.x); i < planes * t.th * t.tw; i += kThreads) {
-      const int pl = by_tile.div(i), r = i - pl * t.th * t.tw;
+      const int pl = dv.tile_plane.div(i), r = i - pl * t.th * t.tw;
       const int rh = r >> t.tw_shift, rw = r & (t.tw - 1);
       if (rh >= th || rw >= tw) continue;
       const int h = h0 + rh, w = w0 + rw;
       int plo, phi, qlo, qhi;
-      covering_outputs(h, d.pad_h, d.R, stride_h, d.P, plo, phi);
-      covering_outputs(w, d.pad_w, d.S, stride_w, d.Q, qlo, qhi);
+      covering_outputs(h, d.pad_h, d.R, dv.stride_h, d.P, plo, phi);
+      covering_outputs(w, d.pad_w, d.S, dv.stride_w, d.Q, qlo, qhi);
       float acc = 0.0f;
       for (int p = plo; p <= phi; ++p) {
         const int row = pl * slots + (p - p_lo) * t.oq_max - q_lo;  // slot of (p, q) is row + q
@@ -253,9 +276,14 @@ static void launch_max_tiled_backward(cudaStream_t stream, const PoolDims& d, co
                                       const float* y, const float* dy, float* dx) {
   const dim3 grid(static_cast<unsigned>((d.W + t.tw - 1) / t.tw), static_cast<unsigned>((d.H + t.th - 1) / t.th),
                   static_cast<unsigned>(std::min<int64_t>(t.groups, 65535)));
-  pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(
-      d, t, cuda::FastDiv32(d.stride_h), cuda::FastDiv32(d.stride_w), cuda::FastDiv32(int64_t{t.op_max} * t.oq_max),
-      cuda::FastDiv32(t.oq_max), cuda::FastDiv32(int64_t{t.th} * t.tw), x, y, dy, dx);
+  const MaxTileDivs dv{cuda::FastDiv32(d.stride_h),
+                       cuda::FastDiv32(d.stride_w),
+                       cuda::FastDiv32(int64_t{t.xr_max} * t.xc_max),
+                       cuda::FastDiv32(t.xc_max),
+                       cuda::FastDiv32(int64_t{t.op_max} * t.oq_max),
+                       cuda::FastDiv32(t.oq_max),
+                       cuda::FastDiv32(int64_t{t.th} * t.tw)};
+  pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(d, t, dv, x, y, dy, dx);
 }
 
 // Max backward where windows do not overlap and start at the corner (stride == window, no padding:
