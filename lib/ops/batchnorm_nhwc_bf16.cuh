@@ -75,7 +75,7 @@ inline NhwcTiling nhwc_tiling(const BatchnormShape& sh, NhwcPass pass = NhwcPass
   t.TR = kThreads / t.TG;
   const int64_t rows_per_slice = 4 * static_cast<int64_t>(t.TR);
   const int64_t by_size = (t.M + rows_per_slice - 1) / rows_per_slice;
-  const int64_t fill = sums ? 264 : 1024;
+  const int64_t fill = sums ? cuda::kFillBlocks : 1024;
   const int64_t by_fill = (fill + t.tiles - 1) / t.tiles;
   t.slices = static_cast<int>(std::max<int64_t>(1, std::min(by_size, by_fill)));
   return t;

@@ -351,9 +351,6 @@ static __global__ void __launch_bounds__(256)
 
 // ---- launch helpers ----
 
-// Two 256-thread blocks on each of an H200's 132 SMs. A constant, not the device's count, so tile
-// and split choices (and so summation orders) depend on the shape alone.
-constexpr int64_t kTargetBlocks = 264;
 // Tensors stay below 2^30 elements so that int32 index sums with padding offsets cannot overflow.
 constexpr int64_t kMaxElements = int64_t(1) << 30;
 // Taps of one filter (input channels per group x R x S) the direct kernels hold in registers.
@@ -516,7 +513,7 @@ struct SplitPlan {
 // Splits of a reduction of length `len` over `blocks` blocks: enough to reach `target` blocks, each
 // at least min_len long, within grid and index limits; chunk is a multiple of `align`.
 static SplitPlan plan_splits(int64_t len, int64_t blocks, int64_t min_len, int64_t max_splits, int64_t align,
-                             int64_t target = kTargetBlocks) {
+                             int64_t target = cuda::kFillBlocks) {
   int64_t s = blocks < target ? ceil_div(target, blocks) : 1;
   s = std::max<int64_t>(1, std::min({s, len / min_len, max_splits}));
   const int64_t c = ceil_div(ceil_div(len, s), align) * align;
@@ -683,7 +680,7 @@ static void data_direct(const Conv2dShape& sh, const float* w, const float* dy, 
 // Its blocks are latency-bound loops over single pixels: 4x the usual block count fills the SMs.
 static SplitPlan plan_filter_direct(const Conv2dShape& sh) {
   return plan_splits(sh.N * sh.P * sh.Q, sh.K, 2048, std::min<int64_t>(65535, kMaxElements / sh.weight_numel()), 256,
-                     4 * kTargetBlocks);
+                     4 * cuda::kFillBlocks);
 }
 
 // parts: plan.splits * weight_numel floats when there is more than one split.

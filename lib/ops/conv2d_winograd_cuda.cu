@@ -232,23 +232,19 @@ static __global__ void conv2d_backward_filter_winograd_filter_kernel(const float
 
 constexpr int kThreads = 256;
 
-// Blocks to aim the filter gradient's batched product at: two on each of an H200's 132 SMs. A
-// constant, not the device's count (as in conv2d_cuda.cu), so the split, and so the summation order
-// and the workspace size, depend on the shape alone.
-constexpr int64_t kTargetBlocks = 264;
 // Shortest split: each product keeps a reduction of at least 1024 tiles, long against the extra
 // write and read of its K x C partial (a floor chosen, not tuned).
 constexpr int64_t kMinSplitTiles = 1024;
 
 // Splits S of a chunk's T-tile reduction in the filter gradient. Each of its 16 products is only
 // K x C, ceil(K/128) ceil(C/128) of cuBLAS's big tiles, so 16 problems can fill a few SMs while
-// the rest idle (VGG's conv2_1: 16 blocks for 132 SMs). Enough splits for about kTargetBlocks
+// the rest idle (VGG's conv2_1: 16 blocks for 132 SMs). Enough splits for about cuda::kFillBlocks
 // blocks, none shorter than kMinSplitTiles; S = 1 (one reduction) when T is short. Measured on an
 // H200, N = 32: conv2_1 3.52 -> 1.37 ms (S = 17), conv3_1 1.44 -> 0.93 ms (S = 9); conv3_2 (S = 5)
 // and conv4_2 (S = 2) unchanged within 2%.
 static int filter_splits(int64_t T, int Kout, int Cin) {
   const int64_t blocks = 16 * ((int64_t(Kout) + 127) / 128) * ((int64_t(Cin) + 127) / 128);
-  const int64_t want = (kTargetBlocks + blocks - 1) / blocks;
+  const int64_t want = (cuda::kFillBlocks + blocks - 1) / blocks;
   return int(std::max<int64_t>(1, std::min(want, T / kMinSplitTiles)));
 }
 

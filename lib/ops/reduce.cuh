@@ -39,6 +39,11 @@ __device__ __forceinline__ T block_sum(T v, T* shared) {
   return total;
 }
 
+// Blocks that fill the GPU twice over, the target of shape-derived tile and split choices: two
+// 256-thread blocks on each of an H200's 132 SMs. A constant, not the device's count, so those
+// choices (and so summation orders) depend on the shape alone.
+inline constexpr int64_t kFillBlocks = 264;
+
 // Blocks for a grid-stride loop over `work` items at `per_block` items per block and sweep. The
 // cap keeps a few waves on a large GPU; results never depend on it (those loops are elementwise).
 inline unsigned grid_blocks(int64_t work, int64_t per_block, int64_t cap = 8192) {
