@@ -6,7 +6,8 @@
 // whose windows overlap with stride 1 (GoogLeNet's inception pools) run the tiled kernel: a block
 // stages the x its windows read in shared memory, finds each window's argmax once, then gathers as
 // the plain kernel does. The plain gather found the argmax again for every input equal to a
-// window's max, up to 9 windows an input: 17-20% off those pools' forward + backward on GoogLeNet.
+// window's max, up to 9 windows an input: 17-20% off those pools' forward + backward on GoogLeNet
+// (the autotuner's timings in two runs, not side by side).
 // Trap: max routes dy to the window's first row-major position equal to y (NaN matches NaN), so a
 // thread whose value equals y must scan the window's earlier positions before claiming dy.
 #include <algorithm>
