@@ -97,9 +97,9 @@ std::string model_reference_markdown(const LayerSchemas& layers) {
          "  SSE3 kernels on a CPU it does not know, the programs restart once with `SkylakeX` or `Haswell`.\n"
          "- `CNN_AUTOTUNE_CACHE`: the autotune cache file, or `none` for no cache (`--autotune-cache` wins;\n"
          "  default `$XDG_CACHE_HOME/cnn-train/autotune.json`, else `~/.cache/cnn-train/autotune.json`).\n"
-         "- `CNN_POOL_BACKWARD`: `auto` (default), `tiled` or `gather`, the kernel of the bf16/fp16 max-pool backward\n"
-         "  on a GPU (`auto`: the streaming kernel where windows do not overlap, else the tiled one; `tiled` and\n"
-         "  `gather` force those, to time them); another value is an error.\n"
+         "- `CNN_POOL_BACKWARD`: `auto` (default), `tiled` or `gather`, the kernel of the max-pool backward on a\n"
+         "  GPU, every precision (`auto`: the streaming kernel where windows do not overlap, else the tiled one;\n"
+         "  `tiled` and `gather` force those, to time them); another value is an error.\n"
          "- `CNN_BATCHNORM_KERNELS`: `one` (default) or `two`: a training batchnorm on a GPU (bf16, fp16, fp32,\n"
          "  tf32) runs one kernel a direction where its tensor fits one co-resident grid, else two; `two` always\n"
          "  runs the two-kernel path (to time it); another value is an error.\n";

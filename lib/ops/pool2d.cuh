@@ -6,6 +6,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 #include "ops/pool2d.h"
@@ -72,6 +74,19 @@ inline bool index_fits_int32(const PoolDims& d, int64_t grid_threads) {
 // One window covering the whole plane: global pooling.
 inline bool is_global(const Pool2dShape& sh) {
   return sh.R == sh.H && sh.S == sh.W && sh.pad_h == 0 && sh.pad_w == 0 && sh.P == 1 && sh.Q == 1;
+}
+
+// CNN_POOL_BACKWARD in the environment, read once a process (pool2d.h, MaxPoolBackwardKernel):
+// unset or `auto`, `tiled`, `gather`; another value is an error.
+inline MaxPoolBackwardKernel max_backward_mode() {
+  static const MaxPoolBackwardKernel mode = [] {
+    const char* v = std::getenv("CNN_POOL_BACKWARD");
+    if (!v || !*v || std::strcmp(v, "auto") == 0) return MaxPoolBackwardKernel::automatic;
+    if (std::strcmp(v, "tiled") == 0) return MaxPoolBackwardKernel::tiled;
+    if (std::strcmp(v, "gather") == 0) return MaxPoolBackwardKernel::gather;
+    CNN_THROW("pool2d backward: CNN_POOL_BACKWARD must be auto, tiled or gather, got '{}'", v);
+  }();
+  return mode;
 }
 
 }  // namespace cnn

@@ -64,4 +64,13 @@ struct Pool2dBackward {
 // Pool2dShape::make accepts whose sizes fit cuDNN's int API.
 bool pool2d_cudnn_supports(const Pool2dShape& sh);
 
+// The max backward kernels of the cuda rows (pool2d_cuda.cu, pool2d_nhwc_bf16_cuda.cu): `automatic`
+// runs the streaming kernel where windows do not overlap (stride = window, no padding), else the
+// tiled one where its shared memory fits, else the gather; `tiled` never runs the streaming kernel;
+// `gather` always runs the gather. CNN_POOL_BACKWARD (auto, tiled, gather) picks one for a process.
+enum class MaxPoolBackwardKernel { automatic, tiled, gather };
+// The f32 NCHW cuda row with the max backward kernel given (tests and benchmarks time and check each);
+// pool2d_backward_cuda is this with CNN_POOL_BACKWARD's kernel. Average pooling ignores `kernel`.
+void pool2d_backward_cuda_f32_with(const Pool2dBackward& a, MaxPoolBackwardKernel kernel);
+
 }  // namespace cnn

@@ -3,11 +3,11 @@
 // no atomics, deterministic, the CPU's additions in the CPU's order. Max pools whose windows do not
 // overlap (stride = window, no padding) instead run one thread per window, which writes its inputs'
 // dx (the same values; the gather took twice the bytes' time on vgg_fer's 2x2 pools). Max pools
-// whose windows overlap with stride 1 (GoogLeNet's inception pools) run the tiled kernel: a block
-// stages the x its windows read in shared memory, finds each window's argmax once, then gathers as
-// the plain kernel does. The plain gather found the argmax again for every input equal to a
-// window's max, up to 9 windows an input: 17-20% off those pools' forward + backward on GoogLeNet
-// (the autotuner's timings in two runs, not side by side).
+// whose windows overlap (GoogLeNet's and mini_xception's 3x3 pools) run the tiled kernel: a block
+// copies the x, y and dy its windows need to shared memory at once, finds each window's argmax
+// once, then gathers as the plain kernel does. The plain gather finds the argmax again for every
+// input equal to a window's max, in chains of dependent global loads. CNN_POOL_BACKWARD (pool2d.h)
+// forces the tiled or the gather kernel, to time them.
 // Trap: max routes dy to the window's first row-major position equal to y (NaN matches NaN), so a
 // thread whose value equals y must scan the window's earlier positions before claiming dy.
 #include <algorithm>
@@ -152,18 +152,19 @@ static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> d
   }
 }
 
-// ---- max backward, overlapping windows: tiles with the windows' argmax in shared memory ----
+// ---- max backward, overlapping windows: tiles staged in shared memory ----
 // A block owns a tile of th x tw inputs in each of `planes` planes (small planes are packed, so a
 // 7x7 plane does not leave most of a block idle). Phase 0: the x values the windows touching the
-// tile read are staged in shared memory, every load independent (a window scan that stops at the
-// first match serialises its global loads: the plain gather and a first version of this kernel ran
-// at 0.5-0.6 TB/s on latency alone). Phase 1: each window touching the tile records the offset of
-// its argmax inside the unclipped window ((h - hs) * S + (w - ws), or kNoArgmax) and its dy.
-// Phase 2: each input sums, in (p, q) order, the dy of the windows whose argmax it is: the plain
-// gather's sum in the plain gather's order, so the same bits.
-constexpr int kTileValues = 512;        // inputs of one plane's tile: 2 a thread
-constexpr size_t kMaxTileSmem = 32768;  // beyond it (huge windows or strides) the plain gather runs
-constexpr uint8_t kNoArgmax = 255;      // so windows are at most 254 values
+// tile read, and those windows' y and dy, are copied to shared memory by cp.async, every copy
+// independent of the others, so a block waits on memory once (a window scan that stops at the
+// first match serialises its global loads: the plain gather, and a first tiled kernel that still
+// loaded y after staging x, ran at 0.4-0.6 TB/s on latency alone). Phase 1: each window touching
+// the tile records the offset of its argmax inside the unclipped window ((h - hs) * S + (w - ws), or
+// kNoArgmax). Phase 2: each input sums, in (p, q) order, the dy of the windows whose argmax it is:
+// the plain gather's sum in the plain gather's order, so the same bits.
+constexpr int kTileValues = 2048;           // inputs of a block's tile, over its planes: 8 a thread
+constexpr size_t kMaxTileSmem = 48 * 1024;  // the default limit; beyond it the plain gather runs
+constexpr uint8_t kNoArgmax = 255;          // so windows are at most 254 values
 
 struct MaxTilePlan {
   int th = 0, tw = 0, tw_shift = 0, planes = 0;  // tile rows, columns (a power of 2), planes per block
@@ -175,75 +176,97 @@ struct MaxTilePlan {
 
 // Divisors of the flat loops over a block's planes: staged x, window slots, tile inputs.
 struct MaxTileDivs {
-  cuda::FastDiv32 stride_h, stride_w, x_plane, x_cols, slot_plane, slot_cols, tile_plane;
+  cuda::FastDiv32 x_plane, x_cols, slot_plane, slot_cols, tile_plane;
+};
+// A stride known at compile time (GoogLeNet's and mini_xception's 1 and 2): divisions of the
+// non-negative coordinates become shifts. Otherwise cuda::FastDiv32.
+template <int K>
+struct ConstStride {
+  __device__ __forceinline__ int div(int n) const { return n / K; }
 };
 
 static MaxTilePlan max_tile_plan(const PoolDims& d) {
   MaxTilePlan t;
   t.tw = d.W > 16 ? 32 : d.W > 8 ? 16 : 8;
   t.tw_shift = t.tw == 32 ? 5 : t.tw == 16 ? 4 : 3;
-  t.th = std::min(d.H, kTileValues / t.tw);
+  const int rows = kTileValues / t.tw, tiles_h = (d.H + rows - 1) / rows;
+  t.th = (d.H + tiles_h - 1) / tiles_h;  // the rows split evenly between the tiles of a column
   t.planes = static_cast<int>(std::clamp<int64_t>(kTileValues / (int64_t{t.th} * t.tw), 1, d.planes));
   // Windows touching rows [h0, h0 + th): p from ceil((h0 + pad - R + 1) / s) to floor((h0 + th - 1 + pad) / s).
-  t.op_max = (t.th + d.R - 2) / d.stride_h + 1;
-  t.oq_max = (t.tw + d.S - 2) / d.stride_w + 1;
+  t.op_max = std::min((t.th + d.R - 2) / d.stride_h + 1, d.P);
+  t.oq_max = std::min((t.tw + d.S - 2) / d.stride_w + 1, d.Q);
   t.xr_max = (t.op_max - 1) * d.stride_h + d.R;
   t.xc_max = (t.oq_max - 1) * d.stride_w + d.S;
   t.groups = (d.planes + t.planes - 1) / t.planes;
   const size_t slots = static_cast<size_t>(t.op_max) * t.oq_max, xs = static_cast<size_t>(t.xr_max) * t.xc_max;
-  t.smem = static_cast<size_t>(t.planes) * ((xs + slots) * sizeof(float) + slots);
+  t.smem = static_cast<size_t>(t.planes) * ((xs + 2 * slots) * sizeof(float) + slots);
   return t;
 }
 
-// Stride 1 only: on GoogLeNet b64 (H200) the tiled kernel took its 3x3 stride-1 pools' forward +
-// backward from 0.30-0.63 to 0.25-0.52 ms, but its 3x3 stride-2 pools from 0.72-0.94 to 0.79-0.98 ms
-// (a stride-2 input has at most 4 windows, and the plain gather's rescans are rare there).
+// Whether the tiled kernel can run the shape: a window's argmax offset fits a byte, the staged
+// tile fits the shared memory, the grid fits.
 static bool max_tiles_fit(const PoolDims& d, const MaxTilePlan& t) {
-  return d.stride_h == 1 && d.stride_w == 1 && int64_t{d.R} * d.S < kNoArgmax && t.smem <= kMaxTileSmem &&
-         (d.H + t.th - 1) / t.th <= 65535;
+  return int64_t{d.R} * d.S < kNoArgmax && t.smem <= kMaxTileSmem && (d.H + t.th - 1) / t.th <= 65535 &&
+         (d.W + t.tw - 1) / t.tw <= 0x7fffffff;
 }
 
+// 4 bytes global -> shared, through L1 (the windows' halos overlap between neighbouring tiles).
+static __device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src)
+               : "memory");
+}
+static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+template <typename Stride>
 static __global__ void __launch_bounds__(kThreads)
-    pool2d_backward_max_tiled_kernel(PoolDims d, MaxTilePlan t, MaxTileDivs dv,
+    pool2d_backward_max_tiled_kernel(PoolDims d, MaxTilePlan t, MaxTileDivs dv, Stride stride_h, Stride stride_w,
                                      const float* __restrict__ x,   // (N, C, H, W)
                                      const float* __restrict__ y,   // (N, C, P, Q)
                                      const float* __restrict__ dy,  // (N, C, P, Q)
                                      float* __restrict__ dx) {      // (N, C, H, W)
   extern __shared__ __align__(16) unsigned char tile_smem[];
   const int slots = t.op_max * t.oq_max, xvals = t.xr_max * t.xc_max;  // per plane
-  float* xs = reinterpret_cast<float*>(tile_smem);
-  float* g = xs + static_cast<size_t>(t.planes) * xvals;
-  uint8_t* at = reinterpret_cast<uint8_t*>(g + static_cast<size_t>(t.planes) * slots);
+  float* xs = reinterpret_cast<float*>(tile_smem);                     // [planes][xr_max][xc_max]
+  float* ys = xs + static_cast<size_t>(t.planes) * xvals;              // [planes][op_max][oq_max]
+  float* gs = ys + static_cast<size_t>(t.planes) * slots;              // dy, as ys
+  uint8_t* at = reinterpret_cast<uint8_t*>(gs + static_cast<size_t>(t.planes) * slots);
   const int h0 = static_cast<int>(blockIdx.y) * t.th, w0 = static_cast<int>(blockIdx.x) * t.tw;
   const int th = min(t.th, d.H - h0), tw = min(t.tw, d.W - w0);
   int p_lo, p_hi, q_lo, q_hi, unused;
-  covering_outputs(h0, d.pad_h, d.R, dv.stride_h, d.P, p_lo, unused);
-  covering_outputs(h0 + th - 1, d.pad_h, d.R, dv.stride_h, d.P, unused, p_hi);
-  covering_outputs(w0, d.pad_w, d.S, dv.stride_w, d.Q, q_lo, unused);
-  covering_outputs(w0 + tw - 1, d.pad_w, d.S, dv.stride_w, d.Q, unused, q_hi);
+  covering_outputs(h0, d.pad_h, d.R, stride_h, d.P, p_lo, unused);
+  covering_outputs(h0 + th - 1, d.pad_h, d.R, stride_h, d.P, unused, p_hi);
+  covering_outputs(w0, d.pad_w, d.S, stride_w, d.Q, q_lo, unused);
+  covering_outputs(w0 + tw - 1, d.pad_w, d.S, stride_w, d.Q, unused, q_hi);
   const int xr0 = p_lo * d.stride_h - d.pad_h, xc0 = q_lo * d.stride_w - d.pad_w;  // staged x's corner
   const int64_t HW = int64_t{d.H} * d.W, PQ = int64_t{d.P} * d.Q;
   for (int64_t first = int64_t{blockIdx.z} * t.planes; first < d.planes; first += int64_t{gridDim.z} * t.planes) {
     const int planes = static_cast<int>(min(int64_t{t.planes}, d.planes - first));
+    const int nx = planes * xvals, ns = planes * slots;
     __syncthreads();  // the previous planes' staged values and slots are no longer read
-    for (int i = static_cast<int>(threadIdx.x); i < planes * xvals; i += kThreads) {
-      const int pl = dv.x_plane.div(i), r = i - pl * xvals;
-      const int rr = dv.x_cols.div(r), h = xr0 + rr, w = xc0 + (r - rr * t.xc_max);
-      if (unsigned(h) < unsigned(d.H) && unsigned(w) < unsigned(d.W)) xs[i] = __ldg(x + (first + pl) * HW + h * d.W + w);
+    for (int i = static_cast<int>(threadIdx.x); i < nx + 2 * ns; i += kThreads) {
+      if (i < nx) {
+        const int pl = dv.x_plane.div(i), r = i - pl * xvals;
+        const int rr = dv.x_cols.div(r), h = xr0 + rr, w = xc0 + (r - rr * t.xc_max);
+        if (unsigned(h) < unsigned(d.H) && unsigned(w) < unsigned(d.W))
+          cp_async_4(xs + i, x + (first + pl) * HW + h * d.W + w);
+      } else {
+        const bool is_dy = i >= nx + ns;
+        const int j = i - nx - (is_dy ? ns : 0);
+        const int pl = dv.slot_plane.div(j), r = j - pl * slots;
+        const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
+        if (p > p_hi || q > q_hi) continue;
+        const int64_t o = (first + pl) * PQ + p * d.Q + q;
+        cp_async_4((is_dy ? gs : ys) + j, (is_dy ? dy : y) + o);
+      }
     }
-    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
-      const int pl = dv.slot_plane.div(i), r = i - pl * slots;
-      const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
-      if (p > p_hi || q > q_hi) continue;
-      const int64_t o = (first + pl) * PQ + p * d.Q + q;
-      g[i] = __ldg(dy + o);
-    }
+    cp_async_wait_all();
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
+    for (int i = static_cast<int>(threadIdx.x); i < ns; i += kThreads) {
       const int pl = dv.slot_plane.div(i), r = i - pl * slots;
       const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
       if (p > p_hi || q > q_hi) continue;
-      const float m = __ldg(y + (first + pl) * PQ + p * d.Q + q);
+      const float m = ys[i];
       const float* xp = xs + pl * xvals - xr0 * t.xc_max - xc0;  // xp[h * xc_max + w] is x(h, w)
       const Window win = clipped_window(d, p, q);
       const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
@@ -263,14 +286,14 @@ static __global__ void __launch_bounds__(kThreads)
       if (rh >= th || rw >= tw) continue;
       const int h = h0 + rh, w = w0 + rw;
       int plo, phi, qlo, qhi;
-      covering_outputs(h, d.pad_h, d.R, dv.stride_h, d.P, plo, phi);
-      covering_outputs(w, d.pad_w, d.S, dv.stride_w, d.Q, qlo, qhi);
+      covering_outputs(h, d.pad_h, d.R, stride_h, d.P, plo, phi);
+      covering_outputs(w, d.pad_w, d.S, stride_w, d.Q, qlo, qhi);
       float acc = 0.0f;
       for (int p = plo; p <= phi; ++p) {
         const int row = pl * slots + (p - p_lo) * t.oq_max - q_lo;  // slot of (p, q) is row + q
         const int dh = (h - (p * d.stride_h - d.pad_h)) * d.S + w + d.pad_w;
         for (int q = qlo; q <= qhi; ++q)
-          if (at[row + q] == dh - q * d.stride_w) acc += g[row + q];
+          if (at[row + q] == dh - q * d.stride_w) acc += gs[row + q];
       }
       dx[(first + pl) * HW + h * d.W + w] = acc;
     }
@@ -281,14 +304,18 @@ static void launch_max_tiled_backward(cudaStream_t stream, const PoolDims& d, co
                                       const float* y, const float* dy, float* dx) {
   const dim3 grid(static_cast<unsigned>((d.W + t.tw - 1) / t.tw), static_cast<unsigned>((d.H + t.th - 1) / t.th),
                   static_cast<unsigned>(std::min<int64_t>(t.groups, 65535)));
-  const MaxTileDivs dv{cuda::FastDiv32(d.stride_h),
-                       cuda::FastDiv32(d.stride_w),
-                       cuda::FastDiv32(int64_t{t.xr_max} * t.xc_max),
-                       cuda::FastDiv32(t.xc_max),
-                       cuda::FastDiv32(int64_t{t.op_max} * t.oq_max),
-                       cuda::FastDiv32(t.oq_max),
+  const MaxTileDivs dv{cuda::FastDiv32(int64_t{t.xr_max} * t.xc_max), cuda::FastDiv32(t.xc_max),
+                       cuda::FastDiv32(int64_t{t.op_max} * t.oq_max), cuda::FastDiv32(t.oq_max),
                        cuda::FastDiv32(int64_t{t.th} * t.tw)};
-  pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(d, t, dv, x, y, dy, dx);
+  if (d.stride_h == 1 && d.stride_w == 1)
+    pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(d, t, dv, ConstStride<1>{}, ConstStride<1>{},
+                                                                         x, y, dy, dx);
+  else if (d.stride_h == 2 && d.stride_w == 2)
+    pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(d, t, dv, ConstStride<2>{}, ConstStride<2>{},
+                                                                         x, y, dy, dx);
+  else
+    pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(
+        d, t, dv, cuda::FastDiv32(d.stride_h), cuda::FastDiv32(d.stride_w), x, y, dy, dx);
 }
 
 // Max backward where windows do not overlap and start at the corner (stride == window, no padding:
@@ -409,22 +436,26 @@ void pool2d_forward_cuda(const Pool2dForward& a) {
   CUDA_CHECK_LAUNCH("pool2d forward");
 }
 
-void pool2d_backward_cuda(const Pool2dBackward& a) {
+void pool2d_backward_cuda_f32_with(const Pool2dBackward& a, MaxPoolBackwardKernel kernel) {
   const Pool2dShape& sh = a.sh;
   const float *x = a.x.f32(), *y = a.y.f32(), *dy = a.dy.f32();
   float* dx = a.dx.f32();
   cudaStream_t stream = cuda::stream_of(*a.ctx, "pool2d backward");
   const PoolDims d = dims_of(sh, "pool2d backward");
-  const MaxTilePlan tiles = sh.kind == PoolKind::max ? max_tile_plan(d) : MaxTilePlan{};
-  if (sh.kind == PoolKind::max && disjoint_windows(d))
-    launch_disjoint_backward(stream, d, x, y, dy, dx);
-  else if (sh.kind == PoolKind::max && max_tiles_fit(d, tiles))
-    launch_max_tiled_backward(stream, d, tiles, x, y, dy, dx);
-  else if (sh.kind == PoolKind::max)
-    launch_backward<true>(stream, d, x, y, dy, dx);
-  else
+  if (sh.kind == PoolKind::max) {
+    const MaxTilePlan tiles = max_tile_plan(d);
+    if (kernel == MaxPoolBackwardKernel::automatic && disjoint_windows(d))
+      launch_disjoint_backward(stream, d, x, y, dy, dx);
+    else if (kernel != MaxPoolBackwardKernel::gather && max_tiles_fit(d, tiles))
+      launch_max_tiled_backward(stream, d, tiles, x, y, dy, dx);
+    else
+      launch_backward<true>(stream, d, x, y, dy, dx);
+  } else {
     launch_backward<false>(stream, d, x, y, dy, dx);
+  }
   CUDA_CHECK_LAUNCH("pool2d backward");
 }
+
+void pool2d_backward_cuda(const Pool2dBackward& a) { pool2d_backward_cuda_f32_with(a, max_backward_mode()); }
 
 }  // namespace cnn

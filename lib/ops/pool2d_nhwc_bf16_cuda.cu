@@ -25,8 +25,6 @@
 // y is the T max of T inputs, so it is exactly one of them and equality finds it.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -628,34 +626,18 @@ static bool plan_tiles(const PoolDims& d, int V, size_t element_bytes, PoolTiles
   return true;
 }
 
-// CNN_POOL_BACKWARD in the environment (read once a process) picks the max backward kernel, to time
-// them against each other in one benchmark run: unset or `auto` (the default): disjoint where the
-// windows allow, else tiled where it fits, else gather; `tiled`: never the disjoint kernel; `gather`:
-// always the gather kernel.
-enum class MaxBackward { automatic, tiled, gather };
-static MaxBackward max_backward_mode() {
-  static const MaxBackward mode = [] {
-    const char* v = std::getenv("CNN_POOL_BACKWARD");
-    if (!v || !*v || std::strcmp(v, "auto") == 0) return MaxBackward::automatic;
-    if (std::strcmp(v, "tiled") == 0) return MaxBackward::tiled;
-    if (std::strcmp(v, "gather") == 0) return MaxBackward::gather;
-    CNN_THROW("pool2d backward: CNN_POOL_BACKWARD must be auto, tiled or gather, got '{}'", v);
-  }();
-  return mode;
-}
-
 // Max backward: the disjoint kernel where windows do not overlap, else the tiled kernel where
 // plan_tiles fits, else the gather kernel.
 template <int V, typename T>
 static void launch_max_backward(cudaStream_t stream, const PoolDims& d, const T* x, const T* y, const T* dy, T* dx) {
-  const MaxBackward mode = max_backward_mode();
-  if (mode == MaxBackward::automatic && disjoint_windows(d)) {
+  const MaxPoolBackwardKernel mode = max_backward_mode();
+  if (mode == MaxPoolBackwardKernel::automatic && disjoint_windows(d)) {
     launch_disjoint_backward<V>(stream, d, x, y, dy, dx);
     return;
   }
   PoolTiles t;
   size_t shared = 0;
-  if (mode == MaxBackward::gather || !plan_tiles(d, V, sizeof(T), t, shared)) {
+  if (mode == MaxPoolBackwardKernel::gather || !plan_tiles(d, V, sizeof(T), t, shared)) {
     launch_backward<true, V>(stream, d, x, y, dy, dx);
     return;
   }

@@ -53,11 +53,12 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
   }
 }
 
-// Overlapping max windows: stride 1 runs the tiled backward (argmax slots in shared memory), other
-// strides and windows over 254 values the plain gather. Exactly the cpu's bits on shapes spanning
-// several tiles with ragged edges, packed small planes, gaps between windows, non-square windows and
-// strides; values on a coarse grid so windows tie, and NaNs. 5M two-value planes take the tiled
-// kernel's grid-stride loop over planes.
+// Overlapping max windows: every f32 max backward kernel (the automatic choice, the tiled kernel with
+// its argmax slots in shared memory, the plain gather; windows over 254 values always gather) gives
+// exactly the cpu's bits on shapes spanning several tiles with ragged edges, packed small planes (a
+// last block with fewer), gaps between windows, non-square windows and strides; values on a coarse
+// grid so windows tie, and NaNs. 17M two-value planes (256 a block) are more than 65535 blocks'
+// worth: the tiled kernel's grid-stride loop over planes.
 TEST_CASE("pool2d cuda max backward over overlapping windows gives the cpu's bits", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
@@ -66,12 +67,12 @@ TEST_CASE("pool2d cuda max backward over overlapping windows gives the cpu's bit
     int64_t N, C, H, W, R, S, sh, sw, ph, pw;
   };
   for (const Case& c : {Case{2, 3, 37, 45, 3, 3, 1, 1, 1, 1}, Case{2, 3, 37, 45, 3, 3, 2, 2, 1, 1},
-                        Case{4, 5, 7, 7, 3, 3, 1, 1, 1, 1}, Case{3, 2, 14, 14, 3, 3, 2, 2, 0, 0},
-                        Case{2, 2, 20, 20, 5, 5, 1, 1, 2, 2}, Case{2, 2, 19, 23, 2, 2, 3, 3, 0, 0},
-                        Case{1, 2, 33, 70, 3, 2, 2, 1, 1, 0}, Case{1, 1, 40, 40, 16, 15, 1, 1, 0, 0},
-                        Case{1, 1, 40, 40, 16, 16, 1, 1, 0, 0}, Case{1, 5000000, 1, 2, 1, 2, 1, 1, 0, 0}}) {
+                        Case{4, 5, 7, 7, 3, 3, 1, 1, 1, 1}, Case{3, 29, 7, 7, 3, 3, 1, 1, 1, 1},
+                        Case{3, 2, 14, 14, 3, 3, 2, 2, 0, 0}, Case{2, 2, 20, 20, 5, 5, 1, 1, 2, 2},
+                        Case{2, 2, 19, 23, 2, 2, 3, 3, 0, 0}, Case{1, 2, 33, 70, 3, 2, 2, 1, 1, 0},
+                        Case{1, 2, 150, 9, 3, 3, 2, 2, 1, 1}, Case{1, 1, 40, 40, 16, 15, 1, 1, 0, 0},
+                        Case{1, 1, 40, 40, 16, 16, 1, 1, 0, 0}, Case{1, 17000000, 1, 2, 1, 2, 1, 1, 0, 0}}) {
     const auto sh = Pool2dShape::make(PoolKind::max, c.N, c.C, c.H, c.W, c.R, c.S, c.sh, c.sw, c.ph, c.pw);
-    INFO(sh.to_string());
     std::vector<float> x = test::random_floats(static_cast<size_t>(c.N * c.C * c.H * c.W), 77);
     for (float& v : x) v = std::round(v * 3.0f) / 3.0f;  // 7 values: many windows tie
     if (x.size() > 100) x[17] = x[99] = std::nanf("");
@@ -80,16 +81,22 @@ TEST_CASE("pool2d cuda max backward over overlapping windows gives the cpu's bit
     std::vector<float> y_ref(static_cast<size_t>(ny)), dx_ref(x.size());
     run_op(Backend::cpu, Pool2dForward{&cpu, sh, x.data(), y_ref.data()});
     run_op(Backend::cpu, Pool2dBackward{&cpu, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
-    DeviceFloats dx_in(x), dy_d(dy), y_d(y_ref), dx = DeviceFloats::poisoned(x.size());
-    run_op(Backend::cuda, Pool2dBackward{&cuda.ctx(), sh, dx_in.data(), y_d.data(), dy_d.data(), dx.data()});
-    cuda.synchronize();
-    const std::vector<float> dx_gpu = dx.get();
-    REQUIRE(dx_gpu.size() == dx_ref.size());
-    size_t differ = 0, first = 0;
-    for (size_t i = 0; i < dx_gpu.size(); ++i)
-      if (std::memcmp(&dx_gpu[i], &dx_ref[i], sizeof(float)) != 0 && differ++ == 0) first = i;
-    INFO("first differing input " << first << ": gpu " << dx_gpu[first] << ", cpu " << dx_ref[first]);
-    CHECK(differ == 0);
+    DeviceFloats dx_in(x), dy_d(dy), y_d(y_ref);
+    for (MaxPoolBackwardKernel kernel :
+         {MaxPoolBackwardKernel::automatic, MaxPoolBackwardKernel::tiled, MaxPoolBackwardKernel::gather}) {
+      INFO(sh.to_string() << ", kernel " << static_cast<int>(kernel) << " (0 automatic, 1 tiled, 2 gather)");
+      DeviceFloats dx = DeviceFloats::poisoned(x.size());
+      pool2d_backward_cuda_f32_with(Pool2dBackward{&cuda.ctx(), sh, dx_in.data(), y_d.data(), dy_d.data(), dx.data()},
+                                    kernel);
+      cuda.synchronize();
+      const std::vector<float> dx_gpu = dx.get();
+      REQUIRE(dx_gpu.size() == dx_ref.size());
+      size_t differ = 0, first = 0;
+      for (size_t i = 0; i < dx_gpu.size(); ++i)
+        if (std::memcmp(&dx_gpu[i], &dx_ref[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+      INFO("first differing input " << first << ": gpu " << dx_gpu[first] << ", cpu " << dx_ref[first]);
+      CHECK(differ == 0);
+    }
   }
 }
 
@@ -117,8 +124,12 @@ TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]
          {Bench{PoolKind::max, 64, 64, 48, 48, 2, 2, 0}, Bench{PoolKind::max, 256, 128, 24, 24, 3, 2, 1},
           Bench{PoolKind::avg, 64, 64, 48, 48, 3, 1, 1}, Bench{PoolKind::avg, 64, 64, 48, 48, 48, 48, 0},
           Bench{PoolKind::avg, 256, 512, 6, 6, 6, 6, 0}, Bench{PoolKind::avg, 256, 7, 3, 3, 3, 3, 0},
-          // GoogLeNet b64: the stem's 3x3/2 pool and an inception block's 3x3/1 pool (overlapping windows).
-          Bench{PoolKind::max, 64, 64, 112, 112, 3, 2, 1}, Bench{PoolKind::max, 64, 192, 28, 28, 3, 1, 1}}) {
+          // GoogLeNet b64's max pools (overlapping windows): the 3x3/2 ones between stages, and the
+          // inception blocks' 3x3/1 ones at each size.
+          Bench{PoolKind::max, 64, 64, 112, 112, 3, 2, 1}, Bench{PoolKind::max, 64, 192, 56, 56, 3, 2, 1},
+          Bench{PoolKind::max, 64, 480, 28, 28, 3, 2, 1}, Bench{PoolKind::max, 64, 832, 14, 14, 3, 2, 1},
+          Bench{PoolKind::max, 64, 192, 28, 28, 3, 1, 1}, Bench{PoolKind::max, 64, 480, 14, 14, 3, 1, 1},
+          Bench{PoolKind::max, 64, 832, 7, 7, 3, 1, 1}}) {
       const auto sh = Pool2dShape::make(b.kind, b.N, b.C, b.H, b.W, b.R, b.R, static_cast<int>(b.stride),
                                         static_cast<int>(b.stride), static_cast<int>(b.pad), static_cast<int>(b.pad));
       const Shape in{b.N, b.C, b.H, b.W}, out{b.N, b.C, sh.P, sh.Q};
@@ -133,6 +144,15 @@ TEST_CASE("pool2d and relu cuda benchmark on fer-sized activations", "[.][bench]
       const double bwd_mb = b.kind == PoolKind::max ? 2 * mx + 2 * my : mx + my;  // avg reads neither x nor y
       WARN(to_string(t) << " " << sh.to_string() << ": forward " << fwd << " ms (" << (mx + my) / fwd
                         << " GB/s), backward " << bwd << " ms (" << bwd_mb / bwd << " GB/s)");
+      if (t == DType::f32 && b.kind == PoolKind::max)  // each f32 max backward kernel, same operands
+        for (MaxPoolBackwardKernel kernel : {MaxPoolBackwardKernel::tiled, MaxPoolBackwardKernel::gather}) {
+          const double ms = time_ms([&] {
+            pool2d_backward_cuda_f32_with(
+                Pool2dBackward{&cuda.ctx(), sh, x.view(), y.view(), dy.view(), dx.view()}, kernel);
+          });
+          WARN("  f32 backward, " << (kernel == MaxPoolBackwardKernel::tiled ? "tiled" : "gather") << " kernel: "
+                                  << ms << " ms (" << bwd_mb / ms << " GB/s)");
+        }
     }
     const Shape act{64, 64, 48, 48};
     Tensor x = random_tensor(act, t, 3), dy = random_tensor(act, t, 4), y = Tensor::empty(act, Device::cuda, "y", t);
