@@ -155,16 +155,20 @@ static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> d
 // ---- max backward, overlapping windows: tiles staged in shared memory ----
 // A block owns a tile of th x tw inputs in each of `planes` planes (small planes are packed, so a
 // 7x7 plane does not leave most of a block idle). Phase 0: the x values the windows touching the
-// tile read, and those windows' y and dy, are copied to shared memory by cp.async, every copy
-// independent of the others, so a block waits on memory once (a window scan that stops at the
-// first match serialises its global loads: the plain gather, and a first tiled kernel that still
-// loaded y after staging x, ran at 0.4-0.6 TB/s on latency alone). Phase 1: each window touching
-// the tile records the offset of its argmax inside the unclipped window ((h - hs) * S + (w - ws), or
-// kNoArgmax). Phase 2: each input sums, in (p, q) order, the dy of the windows whose argmax it is:
-// the plain gather's sum in the plain gather's order, so the same bits.
+// tile read, and those windows' y and dy, are copied to shared memory by cp.async, a warp a row,
+// every copy independent of the others, so a block waits on memory once (a window scan that stops
+// at the first match serialises its global loads: the plain gather, and a first tiled kernel that
+// still loaded y after staging x, ran at 0.4-0.6 TB/s on latency alone). Phase 1: each window
+// touching the tile finds its argmax, the first row-major position k = (h - hs) * S + (w - ws) whose
+// x equals y, and when that input is the tile's sets bit k of the input's mask (atomicOr in shared
+// memory: the order of the ORs does not matter). Phase 2: each input sums the dy of the windows of
+// its mask's bits from the highest bit down. For one input, a later window in (p, q) order starts
+// further down or right, so the input sits at a smaller k in it: highest k first is (p, q) order,
+// the plain gather's sum in its order, so the same bits. An input that is no window's argmax (most
+// of them) reads one word and writes its 0.
 constexpr int kTileValues = 2048;           // inputs of a block's tile, over its planes: 8 a thread
 constexpr size_t kMaxTileSmem = 48 * 1024;  // the default limit; beyond it the plain gather runs
-constexpr uint8_t kNoArgmax = 255;          // so windows are at most 254 values
+constexpr int kMaskBits = 32;               // windows of at most 32 values (a 32-bit mask an input)
 
 struct MaxTilePlan {
   int th = 0, tw = 0, tw_shift = 0, planes = 0;  // tile rows, columns (a power of 2), planes per block
@@ -174,9 +178,9 @@ struct MaxTilePlan {
   size_t smem = 0;
 };
 
-// Divisors of the flat loops over a block's planes: staged x, window slots, tile inputs.
+// Divisors of the loops over a block's planes: staged x rows, window rows, window slots, tile inputs.
 struct MaxTileDivs {
-  cuda::FastDiv32 x_plane, x_cols, slot_plane, slot_cols, tile_plane;
+  cuda::FastDiv32 x_rows, slot_rows, slot_plane, slot_cols, tile_plane;
 };
 // A stride known at compile time (GoogLeNet's and mini_xception's 1 and 2): divisions of the
 // non-negative coordinates become shifts. Otherwise cuda::FastDiv32.
@@ -199,14 +203,14 @@ static MaxTilePlan max_tile_plan(const PoolDims& d) {
   t.xc_max = (t.oq_max - 1) * d.stride_w + d.S;
   t.groups = (d.planes + t.planes - 1) / t.planes;
   const size_t slots = static_cast<size_t>(t.op_max) * t.oq_max, xs = static_cast<size_t>(t.xr_max) * t.xc_max;
-  t.smem = static_cast<size_t>(t.planes) * ((xs + 2 * slots) * sizeof(float) + slots);
+  t.smem = static_cast<size_t>(t.planes) * (xs + 2 * slots + static_cast<size_t>(t.th) * t.tw) * sizeof(float);
   return t;
 }
 
-// Whether the tiled kernel can run the shape: a window's argmax offset fits a byte, the staged
+// Whether the tiled kernel can run the shape: a window's positions fit the 32-bit mask, the staged
 // tile fits the shared memory, the grid fits.
 static bool max_tiles_fit(const PoolDims& d, const MaxTilePlan& t) {
-  return int64_t{d.R} * d.S < kNoArgmax && t.smem <= kMaxTileSmem && (d.H + t.th - 1) / t.th <= 65535 &&
+  return int64_t{d.R} * d.S <= kMaskBits && t.smem <= kMaxTileSmem && (d.H + t.th - 1) / t.th <= 65535 &&
          (d.W + t.tw - 1) / t.tw <= 0x7fffffff;
 }
 
@@ -218,104 +222,126 @@ static __device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
 }
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-template <typename Stride>
+// kR, kS: the window at compile time (3 x 3), or 0 for d.R x d.S.
+template <typename Stride, int kR, int kS>
 static __global__ void __launch_bounds__(kThreads)
     pool2d_backward_max_tiled_kernel(PoolDims d, MaxTilePlan t, MaxTileDivs dv, Stride stride_h, Stride stride_w,
                                      const float* __restrict__ x,   // (N, C, H, W)
                                      const float* __restrict__ y,   // (N, C, P, Q)
                                      const float* __restrict__ dy,  // (N, C, P, Q)
                                      float* __restrict__ dx) {      // (N, C, H, W)
+  constexpr int kWarps = kThreads / cuda::kWarpSize;
   extern __shared__ __align__(16) unsigned char tile_smem[];
-  const int slots = t.op_max * t.oq_max, xvals = t.xr_max * t.xc_max;  // per plane
-  float* xs = reinterpret_cast<float*>(tile_smem);                     // [planes][xr_max][xc_max]
-  float* ys = xs + static_cast<size_t>(t.planes) * xvals;              // [planes][op_max][oq_max]
-  float* gs = ys + static_cast<size_t>(t.planes) * slots;              // dy, as ys
-  uint8_t* at = reinterpret_cast<uint8_t*>(gs + static_cast<size_t>(t.planes) * slots);
+  const int R = kR ? kR : d.R, S = kS ? kS : d.S;
+  const int slots = t.op_max * t.oq_max, xvals = t.xr_max * t.xc_max, tile = t.th * t.tw;  // per plane
+  float* xs = reinterpret_cast<float*>(tile_smem);         // [planes][xr_max][xc_max]
+  float* ys = xs + static_cast<size_t>(t.planes) * xvals;  // [planes][op_max][oq_max]
+  float* gs = ys + static_cast<size_t>(t.planes) * slots;  // dy, as ys
+  uint32_t* mask = reinterpret_cast<uint32_t*>(gs + static_cast<size_t>(t.planes) * slots);  // [planes][th][tw]
+  const int lane = static_cast<int>(threadIdx.x) % cuda::kWarpSize, warp = static_cast<int>(threadIdx.x) / cuda::kWarpSize;
   const int h0 = static_cast<int>(blockIdx.y) * t.th, w0 = static_cast<int>(blockIdx.x) * t.tw;
   const int th = min(t.th, d.H - h0), tw = min(t.tw, d.W - w0);
   int p_lo, p_hi, q_lo, q_hi, unused;
-  covering_outputs(h0, d.pad_h, d.R, stride_h, d.P, p_lo, unused);
-  covering_outputs(h0 + th - 1, d.pad_h, d.R, stride_h, d.P, unused, p_hi);
-  covering_outputs(w0, d.pad_w, d.S, stride_w, d.Q, q_lo, unused);
-  covering_outputs(w0 + tw - 1, d.pad_w, d.S, stride_w, d.Q, unused, q_hi);
+  covering_outputs(h0, d.pad_h, R, stride_h, d.P, p_lo, unused);
+  covering_outputs(h0 + th - 1, d.pad_h, R, stride_h, d.P, unused, p_hi);
+  covering_outputs(w0, d.pad_w, S, stride_w, d.Q, q_lo, unused);
+  covering_outputs(w0 + tw - 1, d.pad_w, S, stride_w, d.Q, unused, q_hi);
   const int xr0 = p_lo * d.stride_h - d.pad_h, xc0 = q_lo * d.stride_w - d.pad_w;  // staged x's corner
+  const int w_begin = max(xc0, 0), w_end = min(xc0 + t.xc_max, d.W);                // staged x's columns
   const int64_t HW = int64_t{d.H} * d.W, PQ = int64_t{d.P} * d.Q;
   for (int64_t first = int64_t{blockIdx.z} * t.planes; first < d.planes; first += int64_t{gridDim.z} * t.planes) {
     const int planes = static_cast<int>(min(int64_t{t.planes}, d.planes - first));
-    const int nx = planes * xvals, ns = planes * slots;
-    __syncthreads();  // the previous planes' staged values and slots are no longer read
-    for (int i = static_cast<int>(threadIdx.x); i < nx + 2 * ns; i += kThreads) {
-      if (i < nx) {
-        const int pl = dv.x_plane.div(i), r = i - pl * xvals;
-        const int rr = dv.x_cols.div(r), h = xr0 + rr, w = xc0 + (r - rr * t.xc_max);
-        if (unsigned(h) < unsigned(d.H) && unsigned(w) < unsigned(d.W))
-          cp_async_4(xs + i, x + (first + pl) * HW + h * d.W + w);
-      } else {
-        const bool is_dy = i >= nx + ns;
-        const int j = i - nx - (is_dy ? ns : 0);
-        const int pl = dv.slot_plane.div(j), r = j - pl * slots;
-        const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
-        if (p > p_hi || q > q_hi) continue;
-        const int64_t o = (first + pl) * PQ + p * d.Q + q;
-        cp_async_4((is_dy ? gs : ys) + j, (is_dy ? dy : y) + o);
+    __syncthreads();  // the previous planes' staged values and masks are no longer read
+    for (int i = static_cast<int>(threadIdx.x); i < planes * tile; i += kThreads) mask[i] = 0;
+    for (int row = warp; row < planes * t.xr_max; row += kWarps) {
+      const int pl = dv.x_rows.div(row), h = xr0 + (row - pl * t.xr_max);
+      if (unsigned(h) >= unsigned(d.H)) continue;
+      const float* src = x + (first + pl) * HW + int64_t{h} * d.W;
+      float* dst = xs + row * t.xc_max - xc0;  // dst[w]: x(h, w)
+      for (int w = w_begin + lane; w < w_end; w += cuda::kWarpSize) cp_async_4(dst + w, src + w);
+    }
+    for (int row = warp; row < planes * t.op_max; row += kWarps) {
+      const int pl = dv.slot_rows.div(row), p = p_lo + (row - pl * t.op_max);
+      if (p > p_hi) continue;
+      const int64_t o = (first + pl) * PQ + int64_t{p} * d.Q;
+      const int at = row * t.oq_max - q_lo;  // slot of (p, q) is at + q
+      for (int q = q_lo + lane; q <= q_hi; q += cuda::kWarpSize) {
+        cp_async_4(ys + at + q, y + o + q);
+        cp_async_4(gs + at + q, dy + o + q);
       }
     }
     cp_async_wait_all();
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < ns; i += kThreads) {
+    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
       const int pl = dv.slot_plane.div(i), r = i - pl * slots;
       const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
       if (p > p_hi || q > q_hi) continue;
       const float m = ys[i];
-      const float* xp = xs + pl * xvals - xr0 * t.xc_max - xc0;  // xp[h * xc_max + w] is x(h, w)
-      const Window win = clipped_window(d, p, q);
       const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
-      int off = kNoArgmax;
-      for (int h = win.h0; h < win.h1 && off == kNoArgmax; ++h)
-        for (int w = win.w0; w < win.w1; ++w)
-          if (is_argmax(xp[h * t.xc_max + w], m)) {
-            off = (h - hs) * d.S + (w - ws);
-            break;
-          }
-      at[i] = static_cast<uint8_t>(off);
+      const float* xp = xs + pl * xvals + (hs - xr0) * t.xc_max + (ws - xc0);  // xp[kh * xc_max + kw]: x(hs + kh, ws + kw)
+      int k = -1;
+      if constexpr (kR > 0) {
+#pragma unroll
+        for (int kk = kR * kS - 1; kk >= 0; --kk) {  // the lowest match wins
+          const int kh = kk / kS, kw = kk % kS;
+          const bool in = unsigned(hs + kh) < unsigned(d.H) && unsigned(ws + kw) < unsigned(d.W);
+          if (in && is_argmax(xp[kh * t.xc_max + kw], m)) k = kk;
+        }
+      } else {
+        for (int kh = 0; kh < R && k < 0; ++kh) {
+          if (unsigned(hs + kh) >= unsigned(d.H)) continue;
+          for (int kw = 0; kw < S; ++kw)
+            if (unsigned(ws + kw) < unsigned(d.W) && is_argmax(xp[kh * t.xc_max + kw], m)) {
+              k = kh * S + kw;
+              break;
+            }
+        }
+      }
+      if (k < 0) continue;
+      const int kh = k / S, h = hs + kh - h0, w = ws + (k - kh * S) - w0;  // the argmax in tile coordinates
+      if (unsigned(h) < unsigned(th) && unsigned(w) < unsigned(tw)) atomicOr(mask + pl * tile + h * t.tw + w, 1u << k);
     }
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < planes * t.th * t.tw; i += kThreads) {
-      const int pl = dv.tile_plane.div(i), r = i - pl * t.th * t.tw;
+    for (int i = static_cast<int>(threadIdx.x); i < planes * tile; i += kThreads) {
+      const int pl = dv.tile_plane.div(i), r = i - pl * tile;
       const int rh = r >> t.tw_shift, rw = r & (t.tw - 1);
       if (rh >= th || rw >= tw) continue;
       const int h = h0 + rh, w = w0 + rw;
-      int plo, phi, qlo, qhi;
-      covering_outputs(h, d.pad_h, d.R, stride_h, d.P, plo, phi);
-      covering_outputs(w, d.pad_w, d.S, stride_w, d.Q, qlo, qhi);
       float acc = 0.0f;
-      for (int p = plo; p <= phi; ++p) {
-        const int row = pl * slots + (p - p_lo) * t.oq_max - q_lo;  // slot of (p, q) is row + q
-        const int dh = (h - (p * d.stride_h - d.pad_h)) * d.S + w + d.pad_w;
-        for (int q = qlo; q <= qhi; ++q)
-          if (at[row + q] == dh - q * d.stride_w) acc += gs[row + q];
+      for (uint32_t bits = mask[i]; bits != 0;) {
+        const int k = 31 - __clz(bits);
+        bits ^= 1u << k;
+        const int kh = k / S;
+        const int p = stride_h.div(h + d.pad_h - kh), q = stride_w.div(w + d.pad_w - (k - kh * S));  // exact
+        acc += gs[pl * slots + (p - p_lo) * t.oq_max + (q - q_lo)];
       }
-      dx[(first + pl) * HW + h * d.W + w] = acc;
+      dx[(first + pl) * HW + int64_t{h} * d.W + w] = acc;
     }
   }
 }
 
-static void launch_max_tiled_backward(cudaStream_t stream, const PoolDims& d, const MaxTilePlan& t, const float* x,
-                                      const float* y, const float* dy, float* dx) {
+template <typename Stride>
+static void launch_max_tiled(cudaStream_t stream, const PoolDims& d, const MaxTilePlan& t, const MaxTileDivs& dv,
+                             Stride sh, Stride sw, const float* x, const float* y, const float* dy, float* dx) {
   const dim3 grid(static_cast<unsigned>((d.W + t.tw - 1) / t.tw), static_cast<unsigned>((d.H + t.th - 1) / t.th),
                   static_cast<unsigned>(std::min<int64_t>(t.groups, 65535)));
-  const MaxTileDivs dv{cuda::FastDiv32(int64_t{t.xr_max} * t.xc_max), cuda::FastDiv32(t.xc_max),
+  if (d.R == 3 && d.S == 3)
+    pool2d_backward_max_tiled_kernel<Stride, 3, 3><<<grid, kThreads, t.smem, stream>>>(d, t, dv, sh, sw, x, y, dy, dx);
+  else
+    pool2d_backward_max_tiled_kernel<Stride, 0, 0><<<grid, kThreads, t.smem, stream>>>(d, t, dv, sh, sw, x, y, dy, dx);
+}
+
+static void launch_max_tiled_backward(cudaStream_t stream, const PoolDims& d, const MaxTilePlan& t, const float* x,
+                                      const float* y, const float* dy, float* dx) {
+  const MaxTileDivs dv{cuda::FastDiv32(t.xr_max), cuda::FastDiv32(t.op_max),
                        cuda::FastDiv32(int64_t{t.op_max} * t.oq_max), cuda::FastDiv32(t.oq_max),
                        cuda::FastDiv32(int64_t{t.th} * t.tw)};
   if (d.stride_h == 1 && d.stride_w == 1)
-    pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(d, t, dv, ConstStride<1>{}, ConstStride<1>{},
-                                                                         x, y, dy, dx);
+    launch_max_tiled(stream, d, t, dv, ConstStride<1>{}, ConstStride<1>{}, x, y, dy, dx);
   else if (d.stride_h == 2 && d.stride_w == 2)
-    pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(d, t, dv, ConstStride<2>{}, ConstStride<2>{},
-                                                                         x, y, dy, dx);
+    launch_max_tiled(stream, d, t, dv, ConstStride<2>{}, ConstStride<2>{}, x, y, dy, dx);
   else
-    pool2d_backward_max_tiled_kernel<<<grid, kThreads, t.smem, stream>>>(
-        d, t, dv, cuda::FastDiv32(d.stride_h), cuda::FastDiv32(d.stride_w), x, y, dy, dx);
+    launch_max_tiled(stream, d, t, dv, cuda::FastDiv32(d.stride_h), cuda::FastDiv32(d.stride_w), x, y, dy, dx);
 }
 
 // Max backward where windows do not overlap and start at the corner (stride == window, no padding:
