@@ -54,7 +54,7 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
 }
 
 // Overlapping max windows: every f32 max backward kernel (the automatic choice, the tiled kernel with
-// its argmax slots in shared memory, the plain gather; windows over 254 values always gather) gives
+// its argmax masks in shared memory, the plain gather; windows over 32 values always gather) gives
 // exactly the cpu's bits on shapes spanning several tiles with ragged edges, packed small planes (a
 // last block with fewer), gaps between windows, non-square windows and strides; values on a coarse
 // grid so windows tie, and NaNs. 17M two-value planes (256 a block) are more than 65535 blocks'
