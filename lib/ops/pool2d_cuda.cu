@@ -174,13 +174,14 @@ struct MaxTilePlan {
   int th = 0, tw = 0, tw_shift = 0, planes = 0;  // tile rows, columns (a power of 2), planes per block
   int op_max = 0, oq_max = 0;                    // windows touching a tile, at most, per axis
   int xr_max = 0, xc_max = 0;                    // x rows and columns those windows read, at most
+  int x_shift = 0, slot_shift = 0;               // lanes a row (2^shift) staging x, and over windows
   int64_t groups = 0;                            // blocks along z before the grid-stride loop
   size_t smem = 0;
 };
 
-// Divisors of the loops over a block's planes: staged x rows, window rows, window slots, tile inputs.
+// Divisors of the loops over a block's planes: staged x rows, window rows, tile inputs.
 struct MaxTileDivs {
-  cuda::FastDiv32 x_rows, slot_rows, slot_plane, slot_cols, tile_plane;
+  cuda::FastDiv32 x_rows, slot_rows, tile_plane;
 };
 // A stride known at compile time (GoogLeNet's and mini_xception's 1 and 2): divisions of the
 // non-negative coordinates become shifts. Otherwise cuda::FastDiv32.
@@ -188,6 +189,21 @@ template <int K>
 struct ConstStride {
   __device__ __forceinline__ int div(int n) const { return n / K; }
 };
+
+// The lanes of a warp split into groups of 2^shift, a group a row of `width` values (shift: the
+// smallest with 2^shift >= width, at most 5), so 7-wide rows do not leave 25 lanes of 32 idle.
+struct RowLanes {
+  int group, col, rows_per_warp;  // this lane's group within the warp, its column, groups a warp
+};
+static __device__ __forceinline__ RowLanes row_lanes(int shift) {
+  const int lane = static_cast<int>(threadIdx.x) % cuda::kWarpSize;
+  return RowLanes{lane >> shift, lane & ((1 << shift) - 1), cuda::kWarpSize >> shift};
+}
+static int lane_shift(int width) {
+  int shift = 0;
+  while (shift < 5 && (1 << shift) < width) ++shift;
+  return shift;
+}
 
 static MaxTilePlan max_tile_plan(const PoolDims& d) {
   MaxTilePlan t;
@@ -201,6 +217,8 @@ static MaxTilePlan max_tile_plan(const PoolDims& d) {
   t.oq_max = std::min((t.tw + d.S - 2) / d.stride_w + 1, d.Q);
   t.xr_max = (t.op_max - 1) * d.stride_h + d.R;
   t.xc_max = (t.oq_max - 1) * d.stride_w + d.S;
+  t.x_shift = lane_shift(t.xc_max);
+  t.slot_shift = lane_shift(t.oq_max);
   t.groups = (d.planes + t.planes - 1) / t.planes;
   const size_t slots = static_cast<size_t>(t.op_max) * t.oq_max, xs = static_cast<size_t>(t.xr_max) * t.xc_max;
   t.smem = static_cast<size_t>(t.planes) * (xs + 2 * slots + static_cast<size_t>(t.th) * t.tw) * sizeof(float);
@@ -238,7 +256,7 @@ static __global__ void __launch_bounds__(kThreads)
   float* ys = xs + static_cast<size_t>(t.planes) * xvals;  // [planes][op_max][oq_max]
   float* gs = ys + static_cast<size_t>(t.planes) * slots;  // dy, as ys
   uint32_t* mask = reinterpret_cast<uint32_t*>(gs + static_cast<size_t>(t.planes) * slots);  // [planes][th][tw]
-  const int lane = static_cast<int>(threadIdx.x) % cuda::kWarpSize, warp = static_cast<int>(threadIdx.x) / cuda::kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / cuda::kWarpSize;
   const int h0 = static_cast<int>(blockIdx.y) * t.th, w0 = static_cast<int>(blockIdx.x) * t.tw;
   const int th = min(t.th, d.H - h0), tw = min(t.tw, d.W - w0);
   int p_lo, p_hi, q_lo, q_hi, unused;
@@ -247,61 +265,74 @@ static __global__ void __launch_bounds__(kThreads)
   covering_outputs(w0, d.pad_w, S, stride_w, d.Q, q_lo, unused);
   covering_outputs(w0 + tw - 1, d.pad_w, S, stride_w, d.Q, unused, q_hi);
   const int xr0 = p_lo * d.stride_h - d.pad_h, xc0 = q_lo * d.stride_w - d.pad_w;  // staged x's corner
-  const int w_begin = max(xc0, 0), w_end = min(xc0 + t.xc_max, d.W);                // staged x's columns
   const int64_t HW = int64_t{d.H} * d.W, PQ = int64_t{d.P} * d.Q;
+  const RowLanes xl = row_lanes(t.x_shift), sl = row_lanes(t.slot_shift);
   for (int64_t first = int64_t{blockIdx.z} * t.planes; first < d.planes; first += int64_t{gridDim.z} * t.planes) {
     const int planes = static_cast<int>(min(int64_t{t.planes}, d.planes - first));
     __syncthreads();  // the previous planes' staged values and masks are no longer read
     for (int i = static_cast<int>(threadIdx.x); i < planes * tile; i += kThreads) mask[i] = 0;
-    for (int row = warp; row < planes * t.xr_max; row += kWarps) {
+    // x, a lane group a row; positions outside the input (padding) hold -inf, which no window's
+    // argmax scan takes unless its y is -inf (phase 1 checks the bounds then).
+    for (int row = warp * xl.rows_per_warp + xl.group; row < planes * t.xr_max; row += kWarps * xl.rows_per_warp) {
       const int pl = dv.x_rows.div(row), h = xr0 + (row - pl * t.xr_max);
-      if (unsigned(h) >= unsigned(d.H)) continue;
-      const float* src = x + (first + pl) * HW + int64_t{h} * d.W;
-      float* dst = xs + row * t.xc_max - xc0;  // dst[w]: x(h, w)
-      for (int w = w_begin + lane; w < w_end; w += cuda::kWarpSize) cp_async_4(dst + w, src + w);
+      const bool h_in = unsigned(h) < unsigned(d.H);
+      const float* src = x + (first + pl) * HW + int64_t{h} * d.W + xc0;
+      float* dst = xs + row * t.xc_max;
+      for (int c = xl.col; c < t.xc_max; c += 1 << t.x_shift) {
+        if (h_in && unsigned(xc0 + c) < unsigned(d.W))
+          cp_async_4(dst + c, src + c);
+        else
+          dst[c] = -INFINITY;
+      }
     }
-    for (int row = warp; row < planes * t.op_max; row += kWarps) {
+    // y and dy of the windows touching the tile, a lane group a row.
+    for (int row = warp * sl.rows_per_warp + sl.group; row < planes * t.op_max; row += kWarps * sl.rows_per_warp) {
       const int pl = dv.slot_rows.div(row), p = p_lo + (row - pl * t.op_max);
       if (p > p_hi) continue;
-      const int64_t o = (first + pl) * PQ + int64_t{p} * d.Q;
-      const int at = row * t.oq_max - q_lo;  // slot of (p, q) is at + q
-      for (int q = q_lo + lane; q <= q_hi; q += cuda::kWarpSize) {
-        cp_async_4(ys + at + q, y + o + q);
-        cp_async_4(gs + at + q, dy + o + q);
+      const int64_t o = (first + pl) * PQ + int64_t{p} * d.Q + q_lo;
+      for (int c = sl.col; c <= q_hi - q_lo; c += 1 << t.slot_shift) {
+        cp_async_4(ys + row * t.oq_max + c, y + o + c);
+        cp_async_4(gs + row * t.oq_max + c, dy + o + c);
       }
     }
     cp_async_wait_all();
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
-      const int pl = dv.slot_plane.div(i), r = i - pl * slots;
-      const int rp = dv.slot_cols.div(r), p = p_lo + rp, q = q_lo + (r - rp * t.oq_max);
-      if (p > p_hi || q > q_hi) continue;
-      const float m = ys[i];
-      const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
-      const float* xp = xs + pl * xvals + (hs - xr0) * t.xc_max + (ws - xc0);  // xp[kh * xc_max + kw]: x(hs + kh, ws + kw)
-      int k = -1;
-      if constexpr (kR > 0) {
+    // Each window's argmax, a lane group a row of windows.
+    for (int row = warp * sl.rows_per_warp + sl.group; row < planes * t.op_max; row += kWarps * sl.rows_per_warp) {
+      const int pl = dv.slot_rows.div(row), rp = row - pl * t.op_max;
+      if (p_lo + rp > p_hi) continue;
+      const int hs = (p_lo + rp) * d.stride_h - d.pad_h;  // the windows' first row
+      for (int c = sl.col; c <= q_hi - q_lo; c += 1 << t.slot_shift) {
+        const float m = ys[row * t.oq_max + c];
+        const int ws = (q_lo + c) * d.stride_w - d.pad_w;
+        // xp[kh * xc_max + kw]: x(hs + kh, ws + kw)
+        const float* xp = xs + pl * xvals + rp * d.stride_h * t.xc_max + c * d.stride_w;
+        int k = -1;
+        if (m == m && m != -INFINITY) {  // equality alone: padding's -inf never matches
+          if constexpr (kR > 0) {
 #pragma unroll
-        for (int kk = kR * kS - 1; kk >= 0; --kk) {  // the lowest match wins
-          const int kh = kk / kS, kw = kk % kS;
-          const bool in = unsigned(hs + kh) < unsigned(d.H) && unsigned(ws + kw) < unsigned(d.W);
-          if (in && is_argmax(xp[kh * t.xc_max + kw], m)) k = kk;
+            for (int kk = kR * kS - 1; kk >= 0; --kk)  // the lowest match wins
+              if (xp[(kk / kS) * t.xc_max + kk % kS] == m) k = kk;
+          } else {
+            for (int kk = 0; kk < R * S && k < 0; ++kk)
+              if (xp[(kk / S) * t.xc_max + kk % S] == m) k = kk;
+          }
+        } else {  // y NaN or -inf: is_argmax, inside the input only
+          for (int kk = 0; kk < R * S && k < 0; ++kk) {
+            const int kh = kk / S, kw = kk - kh * S;
+            if (unsigned(hs + kh) < unsigned(d.H) && unsigned(ws + kw) < unsigned(d.W) &&
+                is_argmax(xp[kh * t.xc_max + kw], m))
+              k = kk;
+          }
         }
-      } else {
-        for (int kh = 0; kh < R && k < 0; ++kh) {
-          if (unsigned(hs + kh) >= unsigned(d.H)) continue;
-          for (int kw = 0; kw < S; ++kw)
-            if (unsigned(ws + kw) < unsigned(d.W) && is_argmax(xp[kh * t.xc_max + kw], m)) {
-              k = kh * S + kw;
-              break;
-            }
-        }
+        if (k < 0) continue;
+        const int kh = k / S, h = hs + kh - h0, w = ws + (k - kh * S) - w0;  // the argmax in tile coordinates
+        if (unsigned(h) < unsigned(th) && unsigned(w) < unsigned(tw))
+          atomicOr(mask + pl * tile + h * t.tw + w, 1u << k);
       }
-      if (k < 0) continue;
-      const int kh = k / S, h = hs + kh - h0, w = ws + (k - kh * S) - w0;  // the argmax in tile coordinates
-      if (unsigned(h) < unsigned(th) && unsigned(w) < unsigned(tw)) atomicOr(mask + pl * tile + h * t.tw + w, 1u << k);
     }
     __syncthreads();
+    // Each input: the dy of its mask's windows, highest bit first.
     for (int i = static_cast<int>(threadIdx.x); i < planes * tile; i += kThreads) {
       const int pl = dv.tile_plane.div(i), r = i - pl * tile;
       const int rh = r >> t.tw_shift, rw = r & (t.tw - 1);
@@ -333,9 +364,7 @@ static void launch_max_tiled(cudaStream_t stream, const PoolDims& d, const MaxTi
 
 static void launch_max_tiled_backward(cudaStream_t stream, const PoolDims& d, const MaxTilePlan& t, const float* x,
                                       const float* y, const float* dy, float* dx) {
-  const MaxTileDivs dv{cuda::FastDiv32(t.xr_max), cuda::FastDiv32(t.op_max),
-                       cuda::FastDiv32(int64_t{t.op_max} * t.oq_max), cuda::FastDiv32(t.oq_max),
-                       cuda::FastDiv32(int64_t{t.th} * t.tw)};
+  const MaxTileDivs dv{cuda::FastDiv32(t.xr_max), cuda::FastDiv32(t.op_max), cuda::FastDiv32(int64_t{t.th} * t.tw)};
   if (d.stride_h == 1 && d.stride_w == 1)
     launch_max_tiled(stream, d, t, dv, ConstStride<1>{}, ConstStride<1>{}, x, y, dy, dx);
   else if (d.stride_h == 2 && d.stride_w == 2)
