@@ -226,10 +226,11 @@ static MaxTilePlan max_tile_plan(const PoolDims& d) {
 }
 
 // Whether the tiled kernel can run the shape: a window's positions fit the 32-bit mask, the staged
-// tile fits the shared memory, the grid fits.
+// tile fits the shared memory, the grid fits, offsets within a block's planes fit int32.
 static bool max_tiles_fit(const PoolDims& d, const MaxTilePlan& t) {
   return int64_t{d.R} * d.S <= kMaskBits && t.smem <= kMaxTileSmem && (d.H + t.th - 1) / t.th <= 65535 &&
-         (d.W + t.tw - 1) / t.tw <= 0x7fffffff;
+         (d.W + t.tw - 1) / t.tw <= 0x7fffffff && cuda::fits_int32(int64_t{t.planes} * d.H * d.W) &&
+         cuda::fits_int32(int64_t{t.planes} * d.P * d.Q);
 }
 
 // 4 bytes global -> shared, through L1 (the windows' halos overlap between neighbouring tiles).
@@ -265,10 +266,12 @@ static __global__ void __launch_bounds__(kThreads)
   covering_outputs(w0, d.pad_w, S, stride_w, d.Q, q_lo, unused);
   covering_outputs(w0 + tw - 1, d.pad_w, S, stride_w, d.Q, unused, q_hi);
   const int xr0 = p_lo * d.stride_h - d.pad_h, xc0 = q_lo * d.stride_w - d.pad_w;  // staged x's corner
-  const int64_t HW = int64_t{d.H} * d.W, PQ = int64_t{d.P} * d.Q;
+  const int HW = d.H * d.W, PQ = d.P * d.Q;  // a block's planes' offsets fit int32 (max_tiles_fit)
   const RowLanes xl = row_lanes(t.x_shift), sl = row_lanes(t.slot_shift);
   for (int64_t first = int64_t{blockIdx.z} * t.planes; first < d.planes; first += int64_t{gridDim.z} * t.planes) {
     const int planes = static_cast<int>(min(int64_t{t.planes}, d.planes - first));
+    const float *xb = x + first * HW, *yb = y + first * PQ, *dyb = dy + first * PQ;
+    float* dxb = dx + first * HW;
     __syncthreads();  // the previous planes' staged values and masks are no longer read
     for (int i = static_cast<int>(threadIdx.x); i < planes * tile; i += kThreads) mask[i] = 0;
     // x, a lane group a row; positions outside the input (padding) hold -inf, which no window's
@@ -276,7 +279,7 @@ static __global__ void __launch_bounds__(kThreads)
     for (int row = warp * xl.rows_per_warp + xl.group; row < planes * t.xr_max; row += kWarps * xl.rows_per_warp) {
       const int pl = dv.x_rows.div(row), h = xr0 + (row - pl * t.xr_max);
       const bool h_in = unsigned(h) < unsigned(d.H);
-      const float* src = x + (first + pl) * HW + int64_t{h} * d.W + xc0;
+      const float* src = xb + (pl * HW + h * d.W + xc0);
       float* dst = xs + row * t.xc_max;
       for (int c = xl.col; c < t.xc_max; c += 1 << t.x_shift) {
         if (h_in && unsigned(xc0 + c) < unsigned(d.W))
@@ -289,10 +292,10 @@ static __global__ void __launch_bounds__(kThreads)
     for (int row = warp * sl.rows_per_warp + sl.group; row < planes * t.op_max; row += kWarps * sl.rows_per_warp) {
       const int pl = dv.slot_rows.div(row), p = p_lo + (row - pl * t.op_max);
       if (p > p_hi) continue;
-      const int64_t o = (first + pl) * PQ + int64_t{p} * d.Q + q_lo;
+      const int o = pl * PQ + p * d.Q + q_lo;
       for (int c = sl.col; c <= q_hi - q_lo; c += 1 << t.slot_shift) {
-        cp_async_4(ys + row * t.oq_max + c, y + o + c);
-        cp_async_4(gs + row * t.oq_max + c, dy + o + c);
+        cp_async_4(ys + row * t.oq_max + c, yb + (o + c));
+        cp_async_4(gs + row * t.oq_max + c, dyb + (o + c));
       }
     }
     cp_async_wait_all();
@@ -339,14 +342,24 @@ static __global__ void __launch_bounds__(kThreads)
       if (rh >= th || rw >= tw) continue;
       const int h = h0 + rh, w = w0 + rw;
       float acc = 0.0f;
-      for (uint32_t bits = mask[i]; bits != 0;) {
-        const int k = 31 - __clz(bits);
-        bits ^= 1u << k;
-        const int kh = k / S;
-        const int p = stride_h.div(h + d.pad_h - kh), q = stride_w.div(w + d.pad_w - (k - kh * S));  // exact
-        acc += gs[pl * slots + (p - p_lo) * t.oq_max + (q - q_lo)];
+      const uint32_t bits = mask[i];
+      const float* g = gs + pl * slots - p_lo * t.oq_max - q_lo;  // g[p * oq_max + q]: dy of window (p, q)
+      if constexpr (kR > 0) {
+        if (bits != 0) {
+#pragma unroll
+          for (int k = kR * kS - 1; k >= 0; --k)  // every bit tested: no loop that runs as long as a warp's fullest mask
+            if (bits & (1u << k))
+              acc += g[stride_h.div(h + d.pad_h - k / kS) * t.oq_max + stride_w.div(w + d.pad_w - k % kS)];  // exact
+        }
+      } else {
+        for (uint32_t rest = bits; rest != 0;) {
+          const int k = 31 - __clz(rest);
+          rest ^= 1u << k;
+          const int kh = k / S;
+          acc += g[stride_h.div(h + d.pad_h - kh) * t.oq_max + stride_w.div(w + d.pad_w - (k - kh * S))];  // exact
+        }
       }
-      dx[(first + pl) * HW + int64_t{h} * d.W + w] = acc;
+      dxb[pl * HW + h * d.W + w] = acc;
     }
   }
 }
