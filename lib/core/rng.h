@@ -52,15 +52,25 @@ CNN_HD float philox_uniform(uint64_t seed, uint64_t stream, uint64_t i) {
 }
 
 // Host-side sequential generator over the same stream; its whole state is (seed, stream, counter).
+// One Philox block gives four draws: the block of the current counter is kept (derived from the
+// state, never saved), so a run of draws computes a block every fourth draw, not every draw.
 class Rng {
 public:
   Rng(uint64_t seed = 0, uint64_t stream = 0, uint64_t counter = 0)
       : m_seed(seed), m_stream(stream), m_counter(counter) {}
   uint32_t next_u32() {
-    Philox4 r = philox4x32(m_seed, m_stream, m_counter >> 2);
-    return r.v[m_counter++ & 3];
+    const uint64_t block = m_counter >> 2;
+    if (!m_have_block || block != m_block_index) {
+      m_block = philox4x32(m_seed, m_stream, block);
+      m_block_index = block;
+      m_have_block = true;
+    }
+    return m_block.v[m_counter++ & 3];
   }
-  uint64_t next_u64() { return (static_cast<uint64_t>(next_u32()) << 32) | next_u32(); }
+  uint64_t next_u64() {  // the high word is drawn first (two statements: the order is defined)
+    const uint64_t hi = next_u32();
+    return (hi << 32) | next_u32();
+  }
   float uniform() { return uint_to_unit_float(next_u32()); }
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   // Standard normal by Box-Muller (uses two uniforms; u1 kept away from 0).
@@ -84,6 +94,9 @@ public:
 
 private:
   uint64_t m_seed, m_stream, m_counter;
+  Philox4 m_block{};  // philox4x32(m_seed, m_stream, m_block_index) when m_have_block
+  uint64_t m_block_index = 0;
+  bool m_have_block = false;
 };
 
 // Stream ids, one per consumer of randomness.

@@ -1,6 +1,7 @@
 // Parameter initialisers (see init.h). Names hash into Philox streams (FNV-1a 64).
 #include "layers/init.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -38,6 +39,9 @@ InitKind parse_init(const std::string& s) {
   }
   CNN_THROW("unknown initialiser '{}'", s);
 }
+
+// Values a thread fills at a time (a chunk starts its own generator at its first value's counter).
+constexpr int64_t kInitChunk = 16384;
 
 static uint64_t fnv1a64(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -79,11 +83,20 @@ void init_tensor(Tensor& t, const InitSpec& spec, uint64_t seed, const std::stri
   }
   // Variance 1/fan in both families: He uses fan_in/2, Xavier (fan_in+fan_out)/2.
   double std_dev = std::sqrt(1.0 / std::max(fan, 1e-12));
-  if (normal) {
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal());
-  } else {
-    float bound = static_cast<float>(std::sqrt(3.0) * std_dev);
-    for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(-bound, bound);
+  // Value i takes draws [i * per, (i + 1) * per) of the stream (per: 2 for Box-Muller's normal, 1
+  // for uniform), so chunks fill on threads of their own, each from its first value's counter,
+  // with the values one sequential generator gives.
+  const uint64_t per = normal ? 2 : 1;
+  const float bound = static_cast<float>(std::sqrt(3.0) * std_dev);
+  const int64_t chunks = (n + kInitChunk - 1) / kInitChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kInitChunk, end = std::min(n, begin + kInitChunk);
+    Rng r(rng.seed(), rng.stream(), static_cast<uint64_t>(begin) * per);
+    if (normal)
+      for (int64_t i = begin; i < end; ++i) p[i] = static_cast<float>(std_dev * r.normal());
+    else
+      for (int64_t i = begin; i < end; ++i) p[i] = r.uniform(-bound, bound);
   }
 }
 

@@ -23,6 +23,23 @@ TEST_CASE("philox draws are a pure function of seed, stream and counter", "[cpu]
   CHECK(philox_uniform(42, 1, 7) == uint_to_unit_float(va[7]));
 }
 
+// Rng keeps the Philox block of its counter: every draw must still be the block of its own counter,
+// from any starting counter, across block boundaries and after the 64-bit draws.
+TEST_CASE("rng draws are philox4x32 of their counter from any start", "[cpu]") {
+  for (uint64_t start : {0, 1, 2, 3, 4, 5, 7, 1001}) {
+    Rng r(99, 6, start);
+    for (uint64_t k = start; k < start + 13; ++k) {
+      INFO("start " << start << ", counter " << k);
+      CHECK(r.next_u32() == philox4x32(99, 6, k >> 2).v[k & 3]);
+    }
+    const uint64_t k = start + 13;
+    const uint64_t both = r.next_u64();
+    CHECK(static_cast<uint32_t>(both >> 32) == philox4x32(99, 6, k >> 2).v[k & 3]);
+    CHECK(static_cast<uint32_t>(both) == philox4x32(99, 6, (k + 1) >> 2).v[(k + 1) & 3]);
+    CHECK(r.counter() == start + 15);
+  }
+}
+
 TEST_CASE("rng uniform and below stay in range and cover it", "[cpu]") {
   Rng r(7, 3);
   std::set<uint64_t> seen;
