@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/data_cache.h"
 #include "data/data_limits.h"
 #include "data/parallel_errors.h"
 #include "data/sources.h"
@@ -238,6 +241,42 @@ static int64_t max_label_plus_one(const DataSplits& s) {
   return m;
 }
 
+// A file-based source through the decoded-data cache (data_cache.h): the key is `what` (the format
+// and the settings its decoding depends on) with each source file's absolute path, size and hash of
+// its bytes. No files (one is missing: `load` says so), one that cannot be read whole, or the cache
+// off: `load` alone. A hit, a write or a failed write adds a note.
+static DataSplits load_through_cache(const std::string& what, const std::vector<std::string>& files,
+                                     const std::function<DataSplits()>& load) {
+  const std::string dir = data_cache_dir();
+  if (dir.empty() || files.empty()) return load();
+  std::string key = "cnn-train decoded data v1\n" + what + "\n";
+  for (const std::string& f : files) {
+    uint64_t size = 0, hash = 0;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) return load();
+    // A file over the limit is the reader's error to give: not hashed first.
+    const uintmax_t bytes = std::filesystem::file_size(f, ec);
+    if (ec || bytes > static_cast<uintmax_t>(kMaxDataFileBytes) || !data_cache_hash_file(f, size, hash)) return load();
+    const std::filesystem::path abs = std::filesystem::absolute(f, ec);
+    if (ec) return load();
+    key += fmt::format("file {} bytes {} hash {:016x}\n", abs.string(), size, hash);
+  }
+  std::string why;
+  if (std::optional<DataSplits> hit = data_cache_read(dir, key, why)) {
+    hit->notes.push_back(fmt::format("decoded-data cache: read {} (the source files' bytes are unchanged)",
+                                     data_cache_file(dir, key)));
+    return std::move(*hit);
+  }
+  const std::string miss = why == "no entry" ? std::string() : why + "; ";
+  DataSplits s = load();
+  if (data_cache_write(dir, key, s, why))
+    s.notes.push_back(fmt::format("decoded-data cache: {}wrote {}", miss, data_cache_file(dir, key)));
+  else
+    s.notes.push_back(fmt::format("decoded-data cache: {}not written: {}", miss, why));
+  // The note just added is not in the entry: a later hit says it read the entry instead.
+  return s;
+}
+
 DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std::vector<std::string>& classes) {
   if (input.channels != 1 && input.channels != 3) {
     throw ConfigError({}, "input.channels", fmt::format("data loaders read 1 (gray) or 3 (RGB) channels, got {}",
@@ -261,10 +300,18 @@ DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std:
   DataSplits s;
   if (spec.format == "fer2013-csv") {
     const auto& names = classes.empty() ? fer2013_class_names() : classes;
-    s = load_fer2013_csv(spec.path, static_cast<int64_t>(names.size()), skip_bad);
+    const int64_t k = static_cast<int64_t>(names.size());
+    std::error_code ec;
+    const bool regular = std::filesystem::is_regular_file(spec.path, ec);
+    s = load_through_cache(fmt::format("format fer2013-csv classes {} on_bad_row {}", k, spec.on_bad_row),
+                           regular ? std::vector<std::string>{spec.path} : std::vector<std::string>{},
+                           [&] { return load_fer2013_csv(spec.path, k, skip_bad); });
     s.class_names = names;
   } else if (spec.format == "idx") {
-    s = load_idx(spec.path);
+    std::error_code ec;
+    const bool dir = std::filesystem::is_directory(spec.path, ec);
+    s = load_through_cache("format idx", dir ? idx_source_files(spec.path) : std::vector<std::string>{},
+                           [&] { return load_idx(spec.path); });
     int64_t k = max_label_plus_one(s);
     if (!classes.empty()) {
       if (k > static_cast<int64_t>(classes.size())) {

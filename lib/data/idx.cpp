@@ -178,6 +178,19 @@ Dataset read_pair(std::future<IdxRead> images_read, std::future<IdxRead> labels_
 
 }  // namespace
 
+std::vector<std::string> idx_source_files(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    try {
+      files.push_back(find_file(dir, name));
+    } catch (const Error&) {
+      return {};
+    }
+  }
+  return files;
+}
+
 DataSplits load_idx(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::exists(dir, ec)) {

@@ -27,6 +27,8 @@ std::string fer2013_csv_row(int64_t emotion, const uint8_t* pixels,  // (n)
 // The header is read and checked (overflow-checked sizes under the limits of data_limits.h) before
 // the rest of a file is read; errors name the file and the header field.
 DataSplits load_idx(const std::string& dir);
+// The four files load_idx would read (each name or name.gz), or none when one is missing.
+std::vector<std::string> idx_source_files(const std::string& dir);
 // One idx file's contents (already decompressed): images (magic 0x803, dims {n, h, w}) when
 // `images`, else labels (0x801, dims {n}). Returns the values after the header; `path` names the
 // file in messages.

@@ -6,4 +6,11 @@
 #include <catch2/catch.hpp>
 #endif
 
-int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
+#include <cstdlib>
+
+// CNN_DATA_CACHE=none unless the caller set it: no test (nor the cnn-train the end-to-end tests
+// start) reads or fills the user's decoded-data cache; tests/data/test_data_cache.cpp sets its own.
+int main(int argc, char* argv[]) {
+  setenv("CNN_DATA_CACHE", "none", 0);
+  return Catch::Session().run(argc, argv);
+}
