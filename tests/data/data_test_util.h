@@ -4,12 +4,16 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "data/dataset.h"
+#include "data/gzip.h"
+#include "data/sources.h"
 
 namespace cnn::test {
 
@@ -35,6 +39,28 @@ inline Dataset patterned_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int
     d.labels.push_back(static_cast<int32_t>(i % classes));
   }
   return d;
+}
+
+// Writes train (n_train) and t10k (n_test) idx files of h x w images in dir, gzipped when gz;
+// pixel j of image i is (i*31+j)%256, its label i%10.
+inline void write_idx_set(const std::filesystem::path& dir, int64_t n_train, int64_t n_test, int64_t h, int64_t w,
+                          bool gz) {
+  for (auto [prefix, n] : {std::pair<std::string, int64_t>{"train", n_train}, {"t10k", n_test}}) {
+    std::vector<uint8_t> images, labels;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < h * w; ++j) images.push_back(static_cast<uint8_t>((i * 31 + j) % 256));
+      labels.push_back(static_cast<uint8_t>(i % 10));
+    }
+    auto ib = idx_file_bytes(images, n, h, w), lb = idx_file_bytes(labels, n, 0, 0);
+    std::string ip = (dir / (prefix + "-images-idx3-ubyte")).string(), lp = (dir / (prefix + "-labels-idx1-ubyte")).string();
+    if (gz) {
+      write_gzip_file(ip + ".gz", ib.data(), ib.size());
+      write_gzip_file(lp + ".gz", lb.data(), lb.size());
+    } else {
+      write_file_bytes(ip, ib.data(), ib.size());
+      write_file_bytes(lp, lb.data(), lb.size());
+    }
+  }
 }
 
 // True in an AddressSanitizer build (tools/sanitize.sh), whose programs (this one, and cnn-train

@@ -13,6 +13,7 @@
 #include "data/gzip.h"
 #include "data/sources.h"
 #include "support/catch.h"
+#include "data_test_util.h"
 #include "support/test_util.h"
 
 using namespace cnn;
@@ -179,23 +180,7 @@ TEST_CASE("the decoded-data cache gives idx splits as a decode does, gzip or not
   for (bool gz : {false, true}) {
     const fs::path dir = tmp / (gz ? "gz" : "raw");
     fs::create_directories(dir);
-    for (auto [prefix, n] : {std::pair<std::string, int64_t>{"train", 40}, {"t10k", 12}}) {
-      std::vector<uint8_t> images, labels;
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < 8 * 6; ++j) images.push_back(static_cast<uint8_t>((i * 31 + j) % 256));
-        labels.push_back(static_cast<uint8_t>(i % 10));
-      }
-      const auto ib = idx_file_bytes(images, n, 8, 6), lb = idx_file_bytes(labels, n, 0, 0);
-      const std::string ip = (dir / (prefix + "-images-idx3-ubyte")).string();
-      const std::string lp = (dir / (prefix + "-labels-idx1-ubyte")).string();
-      if (gz) {
-        write_gzip_file(ip + ".gz", ib.data(), ib.size());
-        write_gzip_file(lp + ".gz", lb.data(), lb.size());
-      } else {
-        write_file_bytes(ip, ib.data(), ib.size());
-        write_file_bytes(lp, lb.data(), lb.size());
-      }
-    }
+    test::write_idx_set(dir, 40, 12, 8, 6, gz);
     DataSpec spec;
     spec.format = "idx";
     spec.path = dir.string();

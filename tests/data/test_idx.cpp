@@ -15,35 +15,13 @@
 using namespace cnn;
 using cnn::test::error_of;
 
-namespace {
-
-// Writes train (n_train) and t10k (n_test) files of h x w images; pixel j of image i is (i*31+j)%256.
-void write_idx_set(const cnn::test::TempDir& dir, int64_t n_train, int64_t n_test, int64_t h, int64_t w, bool gz) {
-  for (auto [prefix, n] : {std::pair<std::string, int64_t>{"train", n_train}, {"t10k", n_test}}) {
-    std::vector<uint8_t> images, labels;
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < h * w; ++j) images.push_back(static_cast<uint8_t>((i * 31 + j) % 256));
-      labels.push_back(static_cast<uint8_t>(i % 10));
-    }
-    auto ib = idx_file_bytes(images, n, h, w), lb = idx_file_bytes(labels, n, 0, 0);
-    std::string ip = (dir / (prefix + "-images-idx3-ubyte")).string(), lp = (dir / (prefix + "-labels-idx1-ubyte")).string();
-    if (gz) {
-      write_gzip_file(ip + ".gz", ib.data(), ib.size());
-      write_gzip_file(lp + ".gz", lb.data(), lb.size());
-    } else {
-      write_file_bytes(ip, ib.data(), ib.size());
-      write_file_bytes(lp, lb.data(), lb.size());
-    }
-  }
-}
-
-}  // namespace
+using cnn::test::write_idx_set;
 
 TEST_CASE("idx files are read plain and gzipped with exact pixels and labels", "[cpu]") {
   for (bool gz : {false, true}) {
     INFO("gz " << gz);
     cnn::test::TempDir dir;
-    write_idx_set(dir, 12, 5, 4, 3, gz);
+    write_idx_set(dir.path(), 12, 5, 4, 3, gz);
     DataSplits s = load_idx(dir.path().string());
     REQUIRE(s.train.size() == 12);
     REQUIRE(s.test.size() == 5);
@@ -70,7 +48,7 @@ TEST_CASE("gzip helper round-trips bytes and read_file_bytes passes plain files 
 
 TEST_CASE("idx errors name the file and what is wrong", "[cpu]") {
   cnn::test::TempDir dir;
-  write_idx_set(dir, 6, 3, 2, 2, false);
+  write_idx_set(dir.path(), 6, 3, 2, 2, false);
   const std::string labels = (dir / "t10k-labels-idx1-ubyte").string();
   SECTION("bad magic") {
     auto bytes = idx_file_bytes(std::vector<uint8_t>(3 * 4, 1), 3, 2, 2);  // images where labels belong
@@ -119,7 +97,7 @@ std::string idx_header(uint32_t magic, const std::vector<uint32_t>& dims, size_t
 
 TEST_CASE("idx headers with huge dimensions are errors naming the file and field, before any allocation", "[cpu]") {
   cnn::test::TempDir dir;
-  write_idx_set(dir, 6, 3, 2, 2, false);
+  write_idx_set(dir.path(), 6, 3, 2, 2, false);
   const std::string images = (dir / "train-images-idx3-ubyte").string();
   const std::string labels = (dir / "train-labels-idx1-ubyte").string();
   struct Case {
@@ -148,7 +126,7 @@ TEST_CASE("idx headers with huge dimensions are errors naming the file and field
   spec.path = dir.path().string();
   CHECK(error_of([&] { load_dataset(spec, InputSpec{1, 8, 8}, {}); }).find(images + ": header field") !=
         std::string::npos);
-  write_idx_set(dir, 6, 3, 2, 2, false);
+  write_idx_set(dir.path(), 6, 3, 2, 2, false);
   cnn::test::write_text_file(labels, idx_header(0x801, {4294967295u}));
   CHECK(error_of([&] { load_idx(dir.path().string()); }).find(labels + ": header field 'number of labels' (byte 4)") !=
         std::string::npos);
@@ -156,7 +134,7 @@ TEST_CASE("idx headers with huge dimensions are errors naming the file and field
 
 TEST_CASE("an idx .gz without its trailer or with more bytes than its header says is an error", "[cpu]") {
   cnn::test::TempDir dir;
-  write_idx_set(dir, 6, 3, 2, 2, true);
+  write_idx_set(dir.path(), 6, 3, 2, 2, true);
   const std::string labels = (dir / "t10k-labels-idx1-ubyte.gz").string();
   std::string gz = cnn::test::read_text_file(labels);
   cnn::test::write_text_file(labels, gz.substr(0, gz.size() - 8));
@@ -173,7 +151,7 @@ TEST_CASE("an idx .gz without its trailer or with more bytes than its header say
 
 TEST_CASE("a FIFO in place of an idx file is refused by name without blocking", "[cpu]") {
   cnn::test::TempDir dir;
-  write_idx_set(dir, 6, 3, 2, 2, false);
+  write_idx_set(dir.path(), 6, 3, 2, 2, false);
   const std::string images = (dir / "train-images-idx3-ubyte").string();
   std::filesystem::remove(images);
   REQUIRE(mkfifo(images.c_str(), 0600) == 0);
@@ -182,7 +160,7 @@ TEST_CASE("a FIFO in place of an idx file is refused by name without blocking", 
 
 TEST_CASE("load_dataset on idx carves val, names classes and upsamples to the input", "[cpu]") {
   cnn::test::TempDir dir;
-  write_idx_set(dir, 100, 20, 4, 4, true);
+  write_idx_set(dir.path(), 100, 20, 4, 4, true);
   DataSpec spec;
   spec.format = "idx";
   spec.path = dir.path().string();
@@ -217,7 +195,7 @@ TEST_CASE("the Debian Fashion-MNIST package loads as idx with the expected split
 
 TEST_CASE("idx files decoded on parallel threads equal a one-file-at-a-time read, errors in that order", "[cpu]") {
   cnn::test::TempDir dir;
-  write_idx_set(dir, 300, 70, 9, 7, true);
+  write_idx_set(dir.path(), 300, 70, 9, 7, true);
   const DataSplits s = load_idx(dir.path().string());
   // The reference: each file read and parsed on this thread.
   auto values = [&](const std::string& name, bool images) {
