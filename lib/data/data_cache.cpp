@@ -53,6 +53,7 @@ DataCacheHash::DataCacheHash(uint64_t seed)
     : a(seed ^ 0x9E3779B97F4A7C15ull), b(seed + 0x6A09E667F3BCC908ull), c(~seed), d(seed * 3 + 1) {}
 
 void DataCacheHash::update(const void* data, size_t n) {
+  if (n == 0) return;  // data may be null then (an empty vector's)
   const auto* p = static_cast<const uint8_t*>(data);
   total += n;
   if (held > 0) {
@@ -64,7 +65,7 @@ void DataCacheHash::update(const void* data, size_t n) {
     held = 0;
   }
   for (; n >= 32; p += 32, n -= 32) block(p);
-  std::memcpy(tail, p, n);
+  if (n > 0) std::memcpy(tail, p, n);
   held = n;
 }
 
