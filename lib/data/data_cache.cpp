@@ -8,7 +8,6 @@
 #include "data/data_cache.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -18,18 +17,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "core/cache_path.h"
+
 namespace cnn {
 
 static constexpr char kMagic[8] = {'C', 'N', 'N', 'D', 'A', 'T', 'A', '2'};
 static constexpr uint64_t kMaxHeader = uint64_t{1} << 30;
 
-std::string data_cache_dir() {
-  const char* v = std::getenv("CNN_DATA_CACHE");
-  if (v && *v) return std::string(v) == "none" ? std::string() : std::string(v);
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/cnn-train/data";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/cnn-train/data";
-  return std::string();
-}
+std::string data_cache_dir() { return resolve_cache_path("", "CNN_DATA_CACHE", "data"); }
 
 static uint64_t mix(uint64_t h) {  // splitmix64's finaliser
   h ^= h >> 30;

@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/cache_path.h"
 #include "core/device.h"
 #include "dist/gpu_info.h"
 
@@ -20,18 +20,7 @@ namespace cnn {
 namespace fs = std::filesystem;
 
 std::string resolve_autotune_cache_path(const std::string& flag) {
-  std::string p = flag;
-  if (p.empty()) {
-    const char* env = std::getenv("CNN_AUTOTUNE_CACHE");
-    if (env && *env) p = env;
-  }
-  if (p == "none") return "";
-  if (!p.empty()) return p;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return (fs::path(xdg) / "cnn-train" / "autotune.json").string();
-  const char* home = std::getenv("HOME");
-  if (home && *home) return (fs::path(home) / ".cache" / "cnn-train" / "autotune.json").string();
-  return "";
+  return resolve_cache_path(flag, "CNN_AUTOTUNE_CACHE", "autotune.json");
 }
 
 std::string autotune_environment_key() {
