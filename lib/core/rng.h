@@ -60,10 +60,9 @@ public:
       : m_seed(seed), m_stream(stream), m_counter(counter) {}
   uint32_t next_u32() {
     const uint64_t block = m_counter >> 2;
-    if (!m_have_block || block != m_block_index) {
+    if (block != m_block_index) {
       m_block = philox4x32(m_seed, m_stream, block);
       m_block_index = block;
-      m_have_block = true;
     }
     return m_block.v[m_counter++ & 3];
   }
@@ -94,9 +93,10 @@ public:
 
 private:
   uint64_t m_seed, m_stream, m_counter;
-  Philox4 m_block{};  // philox4x32(m_seed, m_stream, m_block_index) when m_have_block
-  uint64_t m_block_index = 0;
-  bool m_have_block = false;
+  // philox4x32(m_seed, m_stream, m_block_index); the index starts at one no counter reaches
+  // (counter >> 2 < 2^62), so the first draw computes its block.
+  Philox4 m_block{};
+  uint64_t m_block_index = ~uint64_t{0};
 };
 
 // Stream ids, one per consumer of randomness.

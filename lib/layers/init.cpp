@@ -56,7 +56,7 @@ void init_tensor(Tensor& t, const InitSpec& spec, uint64_t seed, const std::stri
   CNN_CHECK(t.device() == Device::cpu, "init_tensor needs a CPU tensor");
   float* p = t.data();
   int64_t n = t.numel();
-  Rng rng(seed, (static_cast<uint64_t>(RngStream::init) << 56) ^ (fnv1a64(param_name) >> 8));
+  const uint64_t stream = (static_cast<uint64_t>(RngStream::init) << 56) ^ (fnv1a64(param_name) >> 8);
   double fan = 1.0;
   bool normal = false;
   switch (spec.kind) {
@@ -92,7 +92,7 @@ void init_tensor(Tensor& t, const InitSpec& spec, uint64_t seed, const std::stri
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kInitChunk, end = std::min(n, begin + kInitChunk);
-    Rng r(rng.seed(), rng.stream(), static_cast<uint64_t>(begin) * per);
+    Rng r(seed, stream, static_cast<uint64_t>(begin) * per);
     if (normal)
       for (int64_t i = begin; i < end; ++i) p[i] = static_cast<float>(std_dev * r.normal());
     else
