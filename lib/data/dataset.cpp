@@ -243,8 +243,9 @@ static int64_t max_label_plus_one(const DataSplits& s) {
 
 // A file-based source through the decoded-data cache (data_cache.h): the key is `what` (the format
 // and the settings its decoding depends on) with each source file's absolute path, size and hash of
-// its bytes. No files (one is missing: `load` says so), one that cannot be read whole, or the cache
-// off: `load` alone. A hit, a write or a failed write adds a note.
+// its bytes. No files (one is missing: `load` says so), one that is not a regular file, over the
+// size limit or cannot be read whole, or the cache off: `load` alone, whose error is the reader's.
+// A hit, a write or a failed write adds a note.
 static DataSplits load_through_cache(const std::string& what, const std::vector<std::string>& files,
                                      const std::function<DataSplits()>& load) {
   const std::string dir = data_cache_dir();
@@ -301,17 +302,11 @@ DataSplits load_dataset(const DataSpec& spec, const InputSpec& input, const std:
   if (spec.format == "fer2013-csv") {
     const auto& names = classes.empty() ? fer2013_class_names() : classes;
     const int64_t k = static_cast<int64_t>(names.size());
-    std::error_code ec;
-    const bool regular = std::filesystem::is_regular_file(spec.path, ec);
-    s = load_through_cache(fmt::format("format fer2013-csv classes {} on_bad_row {}", k, spec.on_bad_row),
-                           regular ? std::vector<std::string>{spec.path} : std::vector<std::string>{},
+    s = load_through_cache(fmt::format("format fer2013-csv classes {} on_bad_row {}", k, spec.on_bad_row), {spec.path},
                            [&] { return load_fer2013_csv(spec.path, k, skip_bad); });
     s.class_names = names;
   } else if (spec.format == "idx") {
-    std::error_code ec;
-    const bool dir = std::filesystem::is_directory(spec.path, ec);
-    s = load_through_cache("format idx", dir ? idx_source_files(spec.path) : std::vector<std::string>{},
-                           [&] { return load_idx(spec.path); });
+    s = load_through_cache("format idx", idx_source_files(spec.path), [&] { return load_idx(spec.path); });
     int64_t k = max_label_plus_one(s);
     if (!classes.empty()) {
       if (k > static_cast<int64_t>(classes.size())) {
