@@ -153,16 +153,24 @@ bool read_exact(std::FILE* f, void* dst, size_t n) { return n == 0 || std::fread
 
 std::optional<DataSplits> data_cache_read(const std::string& dir, const std::string& key, std::string& why) {
   const std::string file = data_cache_file(dir, key);
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) {
+    why = "no entry";
+    return std::nullopt;
+  }
+  if (!std::filesystem::is_regular_file(file, ec)) {  // a FIFO there would block the open
+    why = fmt::format("{} is not a regular file: ignored", file);
+    return std::nullopt;
+  }
   File f(std::fopen(file.c_str(), "rb"));
   if (!f) {
-    why = "no entry";
+    why = fmt::format("{} cannot be opened: ignored", file);
     return std::nullopt;
   }
   auto bad = [&](const char* what) {
     why = fmt::format("{} {}: ignored", file, what);
     return std::nullopt;
   };
-  std::error_code ec;
   const uint64_t file_size = std::filesystem::file_size(file, ec);
   if (ec) return bad("cannot be sized");
   char magic[8];

@@ -1,6 +1,8 @@
 // The decoded-data cache (data/data_cache.h) through load_dataset: a hit gives the splits a decode
 // gives; a changed source file, a damaged entry and another key are decoded again; `none` writes
 // nothing. The test main sets CNN_DATA_CACHE=none for every other test; these set their own.
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +168,17 @@ TEST_CASE("a damaged decoded-data cache entry is decoded again and rewritten", "
     check_same(first, again);
     const DataSplits hit = load_dataset(fer_spec(csv), gray48(), {});
     CHECK(has_note(hit, "decoded-data cache: read"));
+  }
+  // A FIFO in the entry's place: not opened (it would block), decoded again.
+  {
+    const fs::path moved = tmp / "entry.bin";
+    fs::rename(entry, moved);
+    REQUIRE(mkfifo(entry.c_str(), 0600) == 0);
+    const DataSplits fifo = load_dataset(fer_spec(csv), gray48(), {});
+    CHECK(has_note(fifo, "is not a regular file"));
+    check_same(first, fifo);
+    fs::remove(entry);
+    fs::rename(moved, entry);
   }
   // Cut short: not a whole entry.
   fs::resize_file(entry, fs::file_size(entry) - 9);
