@@ -202,7 +202,7 @@ SchemaPtr train_schema() {
   s->key("seed", Type::uinteger(), "seed of initialisation, shuffling, augmentation and dropout").defaults_to(d.seed);
   s->key("deterministic", Type::boolean(), "the same numbers on every run (deterministic algorithms only)")
       .defaults_to(d.deterministic);
-  s->key("fuse_activations", Type::boolean(), "batchnorm and dense apply a following activation in their own kernels")
+  s->key("fuse_activations", Type::boolean(), "batchnorm, dense and FP32 conv2d apply a following activation in their own kernels")
       .defaults_to(d.fuse_activations);
   s->key("fold_conv_bias", Type::boolean(),
          "tf32/bf16/fp16: a conv2d whose only consumer is a batchnorm runs without its bias, which the batchnorm "

@@ -343,7 +343,10 @@ int Graph::fuse_activations(bool enabled) {
     GraphNode& prod = m_nodes[static_cast<size_t>(act.inputs[0])];
     // The producer's output must die into the activation alone (anything else would read act(y)).
     if (prod.consumers.size() != 1 || prod.fused_act >= 0 || prod.fused_into >= 0) continue;
-    if (!our_kernels(act.layer->backend()) || !(act.layer->backend() == prod.layer->backend())) continue;
+    if (!our_kernels(act.layer->backend())) continue;
+    const bool same_device = (act.layer->backend() == Backend::cpu) == (prod.layer->backend() == Backend::cpu);
+    if (!(act.layer->backend() == prod.layer->backend()) && !(prod.layer->fuses_on_any_backend() && same_device))
+      continue;
     if (act.layer->dtype() != prod.layer->dtype()) continue;  // a cast lies between them
     if (!prod.layer->fuse_activation(p)) continue;
     prod.fused_act = a;

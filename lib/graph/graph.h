@@ -96,9 +96,10 @@ public:
   // The dtype of a node's output (f32 for kModelInput).
   DType dtype_of(int node) const { return node == kModelInput ? DType::f32 : m_nodes[static_cast<size_t>(node)].layer->dtype(); }
 
-  // Fuses each activation (relu, leaky_relu/elu with alpha > 0, sigmoid, tanh) into the batchnorm
-  // or dense layer that feeds only it, where both run our cpu/cuda kernels (train.fuse_activations;
-  // build and choose_backends call it). false undoes every fusion. Returns the fused pairs' count.
+  // Fuses each activation (relu, leaky_relu/elu with alpha > 0, sigmoid, tanh) into the batchnorm,
+  // dense or FP32 conv2d layer that feeds only it, where both run our cpu/cuda kernels, or the
+  // activation does and the producer applies it with them on any backend of its device
+  // (Layer::fuses_on_any_backend; train.fuse_activations; build and choose_backends call it). false undoes every fusion. Returns the fused pairs' count.
   int fuse_activations(bool enabled);
   bool fusion_enabled() const { return m_fuse; }
   // Folds the bias of each conv2d whose output only a batchnorm reads into that batchnorm's mean

@@ -12,6 +12,7 @@
 #include "core/checked.h"
 #include "layers/conv_plan.h"
 #include "layers/registry.h"
+#include "ops/activation.h"
 #include "ops/conv2d.h"
 
 namespace cnn {
@@ -61,6 +62,7 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   Conv2dShape conv_shape(int64_t batch, ConvDir d) const override {
     Conv2dShape sh = conv_shape(batch);
     if (m_bias_folded) sh.has_bias = false;  // see backward()
+    if (m_fused && d == ConvDir::forward) sh.has_bias = false;  // added with the fused activation
     return sh;
   }
   bool fold_bias(bool on) override {
@@ -70,6 +72,18 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     m_bias_folded = on && m_bias;
     return m_bias;
   }
+  // A following activation (Graph::fuse_activations), FP32 only: the forward runs its row without
+  // the bias, then one pass adds the bias and applies the activation (BiasActivationForward) where
+  // a bias add and the activation layer took two; backward takes dy through act' in place (dy is
+  // this layer's own gradient buffer: the fused activation owns none) before the convolution's.
+  // The pass runs on our kernels of the layer's device whichever backend its rows run on.
+  bool fuse_activation(const ActivationParams* act) override {
+    m_fused = act && activation_fusable(*act) && dtype() == DType::f32;
+    if (m_fused) m_act = *act;
+    return m_fused;
+  }
+  bool fuses_on_any_backend() const override { return true; }
+  bool backward_needs_output() const override { return m_fused; }
   const float* folded_bias() const override {
     return m_bias_folded && m_params.size() > 1 ? m_params[1].data() : nullptr;  // null until bound
   }
@@ -152,6 +166,10 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     const ConstView b = sh.has_bias ? ConstView(m_params[1].view()) : nullptr;
     run_planned(ConvDir::forward, Conv2dForward{rc.exec, sh, x[0]->view(), m_params[0].view(), b, y.view(), math(),
                                                 prepacked(rc, ConvDir::forward, sh)});
+    if (m_fused) {
+      const ConstView fb = m_bias && !m_bias_folded ? ConstView(m_params[1].view()) : nullptr;
+      run_op(own_kernels(), BiasActivationForward{rc.exec, m_act, sh.N, sh.K, sh.P * sh.Q, fb, y.view()});
+    }
   }
 
   void backward(const RunContext& rc, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
@@ -162,6 +180,10 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     // runs bias-free and the bias's gradient stays the zeros it was bound with (nothing else
     // writes it), so the bias moves by weight decay alone.
     const Conv2dShape sh = conv_shape(x[0]->shape()[0], ConvDir::backward_filter);
+    if (m_fused) {
+      Tensor& g = const_cast<Tensor&>(dy);  // this layer's own gradient buffer (see fuse_activation)
+      run_op(own_kernels(), ActivationBackwardFromOutput{rc.exec, m_act, g.numel(), y.view(), g.view(), g.view()});
+    }
     if (dx[0])
       run_planned(ConvDir::backward_data, Conv2dBackwardData{rc.exec, sh, m_params[0].view(), dy.view(), dx[0]->view(),
                                                              math(), prepacked(rc, ConvDir::backward_data, sh)});
@@ -169,6 +191,9 @@ class Conv2dLayer : public Layer, public ConvPlanned {
     run_planned(ConvDir::backward_filter,
                 Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db, math()});
   }
+
+  // Our kernels on the layer's device, for the fused bias and activation.
+  Backend own_kernels() const { return backend() == Backend::cpu ? Backend::cpu : Backend::cuda; }
 
   // The plan's algorithm of direction d when the autotuner (or `algo:`) resolved one, else the
   // default row of the layer's backend.
@@ -219,6 +244,8 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   int64_t m_groups = 1;
   bool m_bias = true;
   bool m_bias_folded = false;  // fold_bias: the forward leaves the bias to the following batchnorm
+  bool m_fused = false;        // fuse_activation: m_act applied after the forward, with the bias
+  ActivationParams m_act;
   InitKind m_init = InitKind::he_normal;
   Conv2dShape m_shape;
   ConvPlan m_plan;

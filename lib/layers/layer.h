@@ -154,6 +154,9 @@ public:
   // read from its saved output (backward) answers whether it can; null undoes the fusion.
   virtual const ActivationParams* activation() const { return nullptr; }
   virtual bool fuse_activation(const ActivationParams* act) { return false; }
+  // Whether the fused activation runs on our kernels of the layer's device whatever backend the
+  // layer's own op runs on (conv2d: a pass after its row), so a cudnn producer may take one too.
+  virtual bool fuses_on_any_backend() const { return false; }
   // Conv bias folding (Graph::fold_conv_biases). A producer asked to leave its bias out of its
   // forward (backward keeps its gradient) answers whether it has one; false restores it.
   // folded_bias: that bias's FP32 storage (C) while folded, else null (read at run time: the

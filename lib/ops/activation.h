@@ -67,6 +67,20 @@ struct ActivationBackwardFromOutput {
   static const OpTable<ActivationBackwardFromOutput>& table();
 };
 
+// A producer's per-channel bias and the activation fused into it, in one pass over its output:
+// y = act(y + b[c]) in place over an (outer, channels, inner) tensor (NCHW: N, C, H * W), or y =
+// act(y) where b is null. FP32 rows (cpu, cuda); the sum is rounded once, then the activation, as
+// a bias add followed by the activation layer.
+struct BiasActivationForward {
+  const ExecContext* ctx = nullptr;
+  ActivationParams p;
+  int64_t outer = 0, channels = 0, inner = 0;
+  ConstView b = nullptr;  // (channels) or null
+  View y = nullptr;       // (outer, channels, inner)
+  DType dtype() const { return y.dtype(); }
+  static const OpTable<BiasActivationForward>& table();
+};
+
 // Rows (registry.cpp): cpu (activation_cpu.cpp), cuda (activation_cuda.cu: the same operands on device
 // memory, queued on ctx.cuda_stream), cudnn (activation_cudnn.cpp: relu, sigmoid, tanh, and elu
 // with alpha = 1 through cudnnActivation*, since cuDNN's elu derivative drops alpha; supports is

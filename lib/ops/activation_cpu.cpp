@@ -133,6 +133,47 @@ void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& arg
   for (int64_t i = 0; i < n; ++i) dx[i] = activation_backward_from_output(kind, alpha, y[i], dy[i]);
 }
 
+static void check_bias_activation(const BiasActivationForward& a) {
+  if (a.outer < 0 || a.channels < 0 || a.inner < 0)
+    CNN_THROW("bias and activation forward: dimensions must be non-negative, got {} x {} x {}", a.outer, a.channels,
+              a.inner);
+}
+
+// One plane (one channel of one image) at a time: its bias is read once; planes are threaded, the
+// kind is a template argument so each plane's loop vectorises without a switch per element.
+template <ActivationKind K>
+static void bias_activation_planes(const BiasActivationForward& args) {
+  const int64_t planes = args.outer * args.channels, inner = args.inner, channels = args.channels;
+  const float* b = args.b.f32();
+  float* y = args.y.f32();
+  const float alpha = args.p.alpha;
+  const int threads = args.ctx->threads();
+#pragma omp parallel for num_threads(threads) if (planes * inner >= kParallelMin) schedule(static)
+  for (int64_t p = 0; p < planes; ++p) {
+    float* row = y + p * inner;
+    if (b) {  // no add without a bias: -0 + 0 would turn tanh(-0) into +0
+      const float add = b[p % channels];
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) row[i] = activation_forward_value(K, alpha, row[i] + add);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) row[i] = activation_forward_value(K, alpha, row[i]);
+    }
+  }
+}
+
+void bias_activation_forward_cpu(const BiasActivationForward& args) {
+  check_bias_activation(args);
+  switch (args.p.kind) {
+    case ActivationKind::relu: return bias_activation_planes<ActivationKind::relu>(args);
+    case ActivationKind::leaky_relu: return bias_activation_planes<ActivationKind::leaky_relu>(args);
+    case ActivationKind::elu: return bias_activation_planes<ActivationKind::elu>(args);
+    case ActivationKind::sigmoid: return bias_activation_planes<ActivationKind::sigmoid>(args);
+    case ActivationKind::tanh: return bias_activation_planes<ActivationKind::tanh>(args);
+  }
+  CNN_THROW("bias and activation forward: unknown kind {}", static_cast<int>(args.p.kind));
+}
+
 // n 16-bit elements of v as floats, in storage order; empty for a null view (an operand the kind ignores).
 static std::vector<float> widened(ConstView v, int64_t n) { return widen(v, ActDims{n, 1}); }
 static const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }

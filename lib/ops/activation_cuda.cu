@@ -165,4 +165,65 @@ void activation_backward_from_output_cuda_f16(const ActivationBackwardFromOutput
   backward_from_output_16<f16>(a);
 }
 
+// A producer's bias and its fused activation (BiasActivationForward): y = act(y + b[c]) in place,
+// the channel of element e being (e / inner) % channels. The vector kernel needs inner % 4 == 0,
+// so a pack of four shares one channel; Div is FastDiv32 below 2^31 elements, else PlainDiv64.
+template <ActivationKind K, bool kVec, typename Div>
+static __global__ void bias_activation_forward_kernel(int64_t n, float alpha, const float* __restrict__ b, Div inner,
+                                                      Div channels, float* y) {
+  using I = typename Div::Index;
+  auto add_of = [&](int64_t e) {
+    const I plane = inner.div(static_cast<I>(e));
+    return __ldg(b + (plane - channels.div(plane) * static_cast<I>(channels.divisor)));
+  };
+  auto f = [alpha](float v) { return activation_forward_value(K, alpha, v); };
+  cuda::for_each_element<kVec>(
+      n,
+      [&](int64_t i) {
+        const float add = add_of(4 * i);
+        cuda::store4(y, i, cuda::map4([&](float v) { return f(v + add); }, cuda::load4(y, i)));
+      },
+      [&](int64_t i) { y[i] = f(y[i] + add_of(i)); });
+}
+
+template <ActivationKind K, typename Div>
+static void launch_bias_activation(cudaStream_t stream, const BiasActivationForward& a, int64_t n) {
+  const bool vec = a.inner % 4 == 0 && cuda::aligned16(a.y.f32());
+  const Div inner(a.inner), channels(a.channels);
+  cuda::launch_elementwise<kThreads>(vec, n, [&](unsigned blocks, auto v) {
+    bias_activation_forward_kernel<K, decltype(v)::value, Div>
+        <<<blocks, kThreads, 0, stream>>>(n, a.p.alpha, a.b.f32(), inner, channels, a.y.f32());
+  });
+}
+
+template <typename Div>
+static void launch_bias_activation_kind(cudaStream_t stream, const BiasActivationForward& a, int64_t n) {
+  switch (a.p.kind) {
+    case ActivationKind::relu: return launch_bias_activation<ActivationKind::relu, Div>(stream, a, n);
+    case ActivationKind::leaky_relu: return launch_bias_activation<ActivationKind::leaky_relu, Div>(stream, a, n);
+    case ActivationKind::elu: return launch_bias_activation<ActivationKind::elu, Div>(stream, a, n);
+    case ActivationKind::sigmoid: return launch_bias_activation<ActivationKind::sigmoid, Div>(stream, a, n);
+    case ActivationKind::tanh: return launch_bias_activation<ActivationKind::tanh, Div>(stream, a, n);
+  }
+  CNN_THROW("bias and activation forward: unknown kind {}", static_cast<int>(a.p.kind));
+}
+
+void bias_activation_forward_cuda(const BiasActivationForward& a) {
+  const char* what = "bias and activation forward";
+  if (a.outer < 0 || a.channels < 0 || a.inner < 0)
+    CNN_THROW("{}: dimensions must be non-negative, got {} x {} x {}", what, a.outer, a.channels, a.inner);
+  const int64_t n = a.outer * a.channels * a.inner;
+  if (a.b.null()) {  // the activation alone, in place
+    run<Direction::forward>(*a.ctx, what, a.p, n, ActOperands<float>{a.y.f32(), nullptr, nullptr, a.y.f32()});
+    return;
+  }
+  cudaStream_t stream = cuda::stream_of(*a.ctx, what);
+  if (n == 0) return;
+  if (cuda::fits_int32(n))
+    launch_bias_activation_kind<cuda::FastDiv32>(stream, a, n);
+  else
+    launch_bias_activation_kind<cuda::PlainDiv64>(stream, a, n);
+  CUDA_CHECK_LAUNCH(what);
+}
+
 }  // namespace cnn

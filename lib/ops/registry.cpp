@@ -53,6 +53,8 @@ void activation_backward_cuda_f16(const ActivationBackward& a);
 void activation_backward_from_output_cuda_bf16(const ActivationBackwardFromOutput& a);
 void activation_backward_from_output_cuda_f16(const ActivationBackwardFromOutput& a);
 void activation_forward_cudnn(const ActivationForward& a);
+void bias_activation_forward_cpu(const BiasActivationForward& a);
+void bias_activation_forward_cuda(const BiasActivationForward& a);
 void activation_backward_cudnn(const ActivationBackward& a);
 void add_forward_cpu(const AddForward& a);
 void add_backward_cpu(const AddBackward& a);
@@ -289,6 +291,8 @@ CNN_OP_TABLE(ActivationBackward, "activation backward", row(kCpu, activation_bac
                            row(kCuda, activation_backward_cuda_f16, nullptr, DType::f16),
                            row(kCuda, activation_backward_cuda, nullptr, DType::f32cl),
                            row(kCudnn, activation_backward_cudnn, activation_on_cudnn)))
+CNN_OP_TABLE(BiasActivationForward, "bias and activation forward", row(kCpu, bias_activation_forward_cpu),
+             CNN_CUDA_ROWS(row(kCuda, bias_activation_forward_cuda)))
 CNN_OP_TABLE(ActivationBackwardFromOutput, "activation backward_from_output",
              row(kCpu, activation_backward_from_output_cpu),
              row(kCpu, activation_backward_from_output_cpu_bf16, nullptr, DType::bf16),

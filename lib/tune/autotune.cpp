@@ -495,8 +495,10 @@ std::vector<std::string> autotune_graph(Graph& graph, const ExecContext& ctx, in
       const int into = graph.node(i).fused_into;
       if (ConvPlanned* planned = l.conv_planned())
         t.tune_conv(l, *planned);
-      else if (l.backend_to_measure() && into >= 0 && graph.node(into).layer->backend() == Backend::cuda)
-        // Fused into a producer that stays on our kernels: its cost was timed inside the producer's.
+      else if (l.backend_to_measure() && into >= 0 &&
+               (graph.node(into).layer->backend() == Backend::cuda || graph.node(into).layer->fuses_on_any_backend()))
+        // Fused into a producer that stays on our kernels (or applies it with them on any backend):
+        // its cost is the producer's.
         l.set_backend(Backend::cuda, fmt::format("fused into '{}'", graph.node(into).layer->name()));
       else if (l.backend_to_measure())
         t.tune_backend(i);

@@ -35,6 +35,25 @@ const char* kNet =
 constexpr int64_t kBatch = 4;
 constexpr cnn::test::Tolerance kFusedVsUnfused{1e-6, 1e-6};
 
+// conv2d producers: with a bias (one pass adds it and applies ACT) and without one.
+const char* kConvNet =
+    "name: fuseconv\n"
+    "input: {channels: 2, height: 6, width: 6}\n"
+    "layers:\n"
+    "  - {name: conv1, type: conv2d, filters: 5, kernel: 3, padding: 1BACKEND}\n"
+    "  - {name: act2, type: ACT2}\n"
+    "  - {name: conv2, type: conv2d, filters: 4, kernel: 3, stride: 2, bias: falseBACKEND}\n"
+    "  - {name: relu2, type: relu}\n"
+    "  - {name: fc, type: dense, units: 3}\n";
+
+std::string conv_net(const std::string& act2, bool fuse, const std::string& backend = "") {
+  std::string s = kConvNet;
+  s.replace(s.find("ACT2"), 4, act2);
+  for (size_t at; (at = s.find("BACKEND")) != std::string::npos;)
+    s.replace(at, 7, backend.empty() ? "" : ", backend: " + backend);
+  return s + "train: {fuse_activations: " + (fuse ? "true" : "false") + "}\n";
+}
+
 std::string net(const std::string& act2, bool fuse) {
   std::string s = kNet;
   s.replace(s.find("ACT2"), 4, act2);
@@ -99,6 +118,19 @@ TEST_CASE("fused and unfused graphs give the same outputs and gradients on the c
   }
 }
 
+TEST_CASE("conv2d with a fused activation gives the unfused graph's outputs and gradients on the cpu", "[cpu]") {
+  const ExecContext ctx = ExecContext::cpu(2);
+  for (const char* act : {"relu", "leaky_relu", "elu", "sigmoid", "tanh"}) {
+    INFO("conv1 followed by " << act);
+    const Run fused = run(conv_net(act, true), ctx, Device::cpu);
+    const Run plain = run(conv_net(act, false), ctx, Device::cpu);
+    check_same(fused, plain);
+    CHECK(fused.table.find("conv1+act2") != std::string::npos);
+    CHECK(fused.table.find("conv2+relu2") != std::string::npos);
+    CHECK(plain.table.find("+") == std::string::npos);
+  }
+}
+
 TEST_CASE("fusion needs a producer whose only reader is the activation and an alpha that keeps the sign", "[cpu]") {
   const char* yaml =
       "name: nofuse\n"
@@ -123,12 +155,12 @@ TEST_CASE("fusion needs a producer whose only reader is the activation and an al
   };
   CHECK(node("relu1").fused_into < 0);  // bn1 is also read by skip
   CHECK(node("lr2").fused_into < 0);    // a negative slope hides the sign of x
-  CHECK(node("relu3").fused_into < 0);  // conv2d has no fused epilogue
+  CHECK(node("relu3").fused_into >= 0);  // an FP32 conv2d adds its bias and applies it in one pass
   CHECK(node("relu4").fused_into >= 0);
   CHECK(g->display_name(node("relu4").fused_into) == "fc+relu4");
   CHECK(g->fuse_activations(false) == 0);
   CHECK(node("relu4").fused_into < 0);
-  CHECK(g->fuse_activations(true) == 1);
+  CHECK(g->fuse_activations(true) == 2);
 }
 
 TEST_CASE("fused and unfused graphs give the same outputs and gradients on cuda in a smaller plan", "[gpu]") {
@@ -141,4 +173,19 @@ TEST_CASE("fused and unfused graphs give the same outputs and gradients on cuda 
     check_same(fused, plain);
     CHECK(fused.table.find("bn1+relu1") != std::string::npos);
   }
+}
+
+TEST_CASE("conv2d with a fused activation gives the unfused graph's outputs and gradients on cuda and cudnn", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  for (const char* backend : {"cuda", "cudnn"})
+    for (const char* act : {"relu", "elu", "tanh"}) {
+      INFO("backend " << backend << ", conv1 followed by " << act);
+      const Run fused = run(conv_net(act, true, backend), cuda.ctx(), Device::cuda);
+      const Run plain = run(conv_net(act, false, backend), cuda.ctx(), Device::cuda);
+      check_same(fused, plain);
+      // A cudnn convolution takes the activation too: the pass after its row is ours.
+      CHECK(fused.table.find("conv1+act2") != std::string::npos);
+      CHECK(fused.table.find("conv2+relu2") != std::string::npos);
+    }
 }

@@ -115,3 +115,42 @@ TEST_CASE("activation rejects a negative element count", "[cpu]") {
   CHECK_THROWS_WITH(run_op(Backend::cpu, ActivationForward{&ctx, {}, -1, &v, &v}), Catch::Matchers::Contains("element count must be non-negative"));
   CHECK_THROWS_AS(activation_backward_reference(ctx, ActivationParams{}, int64_t{-3}, &v, &v, &v, &v), Error);
 }
+
+// The expected output of BiasActivationForward, built from the other ops: a bias add by hand, then
+// the activation's own cpu row.
+static std::vector<float> bias_then_activation(const ExecContext& ctx, const ActivationParams& prm, int64_t outer,
+                                               int64_t channels, int64_t inner, const std::vector<float>& y,
+                                               const std::vector<float>& b) {
+  std::vector<float> sum = y;
+  if (!b.empty())
+    for (int64_t i = 0; i < int64_t(sum.size()); ++i) sum[size_t(i)] += b[size_t(i / inner % channels)];
+  std::vector<float> out(sum.size());
+  run_op(Backend::cpu, ActivationForward{&ctx, prm, int64_t(sum.size()), sum.data(), out.data()});
+  return out;
+}
+
+TEST_CASE("bias and activation forward on the cpu is a bias add, then the activation, bit for bit", "[cpu]") {
+  auto ctx = ExecContext::cpu(2);
+  struct Dims {
+    int64_t outer, channels, inner;
+  };
+  for (const Dims d : {Dims{1, 1, 1}, Dims{2, 3, 5}, Dims{3, 4, 8}, Dims{4, 16, 1024}}) {
+    const int64_t n = d.outer * d.channels * d.inner;
+    const std::vector<float> y0 = cnn::test::random_floats(n, 31, -3.0f, 3.0f);
+    const std::vector<float> b = cnn::test::random_floats(d.channels, 32, -1.0f, 1.0f);
+    for (ActivationKind kind : kAllKinds)
+      for (bool with_bias : {true, false}) {
+        INFO(to_string(kind) << " " << d.outer << "x" << d.channels << "x" << d.inner << (with_bias ? " bias" : ""));
+        const ActivationParams prm{kind, 0.2f};
+        const std::vector<float> none;
+        const std::vector<float> want = bias_then_activation(ctx, prm, d.outer, d.channels, d.inner, y0, with_bias ? b : none);
+        std::vector<float> y = y0;
+        run_op(Backend::cpu, BiasActivationForward{&ctx, prm, d.outer, d.channels, d.inner,
+                                                   with_bias ? ConstView(b.data()) : ConstView(nullptr), y.data()});
+        CHECK(compare(y, want, cnn::test::Tolerance{0, 0}) == "");
+      }
+  }
+  float v = 0;
+  CHECK_THROWS_WITH(run_op(Backend::cpu, BiasActivationForward{&ctx, {}, 1, -2, 1, nullptr, &v}),
+                    Catch::Matchers::Contains("dimensions must be non-negative"));
+}

@@ -47,3 +47,35 @@ TEST_CASE("activation cuda backward reads only the operand its kind needs", "[gp
     CHECK(compare(out.get(), dx_ref, kGpuVsCpu) == "");
   }
 }
+
+TEST_CASE("bias and activation forward on cuda matches the cpu row, vector and scalar paths", "[gpu]") {
+  CNN_REQUIRE_GPU();
+  CudaContext cuda;
+  const ExecContext cpu = ExecContext::cpu(1);
+  struct Dims {
+    int64_t outer, channels, inner, offset;  // offset: floats into the allocation (1: unaligned)
+  };
+  // inner % 4 == 0 and aligned: the vector kernel; odd inner or offset 1: the scalar one.
+  for (const Dims d : {Dims{2, 3, 8, 0}, Dims{2, 3, 8, 1}, Dims{2, 5, 49, 0}, Dims{64, 192, 784, 0}, Dims{1, 1, 1, 0}}) {
+    const int64_t n = d.outer * d.channels * d.inner;
+    const std::vector<float> y0 = test::random_floats(n, 41, -3.0f, 3.0f);
+    const std::vector<float> b = test::random_floats(d.channels, 42, -1.0f, 1.0f);
+    DeviceFloats db(b);
+    for (ActivationKind kind : kAllKinds)
+      for (bool with_bias : {true, false}) {
+        INFO(to_string(kind) << " " << d.outer << "x" << d.channels << "x" << d.inner << " offset " << d.offset
+                             << (with_bias ? " bias" : ""));
+        const ActivationParams prm{kind, 0.2f};
+        std::vector<float> want = y0;
+        run_op(Backend::cpu, BiasActivationForward{&cpu, prm, d.outer, d.channels, d.inner,
+                                                   with_bias ? ConstView(b.data()) : ConstView(nullptr), want.data()});
+        DeviceFloats y(y0, d.offset);
+        run_op(Backend::cuda, BiasActivationForward{&cuda.ctx(), prm, d.outer, d.channels, d.inner,
+                                                    with_bias ? ConstView(db.data()) : ConstView(nullptr), y.data()});
+        cuda.synchronize();
+        // relu and leaky_relu are exact in both; the others go through expf/tanhf.
+        const bool exact = kind == ActivationKind::relu || kind == ActivationKind::leaky_relu;
+        CHECK(compare(y.get(), want, exact ? test::Tolerance{0, 0} : kGpuVsCpu) == "");
+      }
+  }
+}
