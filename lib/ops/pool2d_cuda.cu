@@ -156,7 +156,7 @@ static __global__ void pool2d_backward_gather_kernel(PoolDims d, PoolDivs<Div> d
 // ---- max backward, overlapping windows: tiles staged in shared memory ----
 // A block owns a tile of th x tw inputs in each of `planes` planes (small planes are packed, so a
 // 7x7 plane does not leave most of a block idle). Phase 0: the x values the windows touching the
-// tile read, and those windows' y and dy, are copied to shared memory by cp.async, a warp a row,
+// tile read, and those windows' y and dy, are copied to shared memory by cp.async, a value a lane,
 // every copy independent of the others, so a block waits on memory once (a window scan that stops
 // at the first match serialises its global loads: the plain gather, and a first tiled kernel that
 // still loaded y after staging x, ran at 0.4-0.6 TB/s on latency alone). Phase 1: each window
@@ -176,14 +176,17 @@ struct MaxTilePlan {
   int th = 0, tw = 0, tw_shift = 0, planes = 0;  // tile rows, columns (a power of 2), planes per block
   int op_max = 0, oq_max = 0;                    // windows touching a tile, at most, per axis
   int xr_max = 0, xc_max = 0;                    // x rows and columns those windows read, at most
-  int x_shift = 0, slot_shift = 0;               // lanes a row (2^shift) staging x, and over windows
   int64_t groups = 0;                            // blocks along z before the grid-stride loop
   size_t smem = 0;
 };
 
-// Divisors of the loops over a block's planes: staged x rows, window rows, tile inputs.
+// Divisors of the flat loops over a block's planes: a staged x value's row (xc_max) and that row's
+// plane (xr_max), a window's row (oq_max) and plane (op_max), a tile input's plane.
+// The loops run flat, a value a lane, rather than a lane group a row: a stride-2 tile's rows are 35
+// x values and 17 windows wide, which left about half of each warp's lanes idle in a kernel bound
+// by instruction issue.
 struct MaxTileDivs {
-  cuda::FastDiv32 x_rows, slot_rows, tile_plane;
+  cuda::FastDiv32 x_cols, x_rows, slot_cols, slot_rows, tile_plane;
 };
 // A stride known at compile time (GoogLeNet's and mini_xception's 1 and 2): divisions of the
 // non-negative coordinates become shifts. Otherwise cuda::FastDiv32.
@@ -191,21 +194,6 @@ template <int K>
 struct ConstStride {
   __device__ __forceinline__ int div(int n) const { return n / K; }
 };
-
-// The lanes of a warp split into groups of 2^shift, a group a row of `width` values (shift: the
-// smallest with 2^shift >= width, at most 5), so 7-wide rows do not leave 25 lanes of 32 idle.
-struct RowLanes {
-  int group, col, rows_per_warp;  // this lane's group within the warp, its column, groups a warp
-};
-static __device__ __forceinline__ RowLanes row_lanes(int shift) {
-  const int lane = static_cast<int>(threadIdx.x) % cuda::kWarpSize;
-  return RowLanes{lane >> shift, lane & ((1 << shift) - 1), cuda::kWarpSize >> shift};
-}
-static int lane_shift(int width) {
-  int shift = 0;
-  while (shift < 5 && (1 << shift) < width) ++shift;
-  return shift;
-}
 
 static MaxTilePlan max_tile_plan(const PoolDims& d) {
   MaxTilePlan t;
@@ -219,8 +207,6 @@ static MaxTilePlan max_tile_plan(const PoolDims& d) {
   t.oq_max = std::min((t.tw + d.S - 2) / d.stride_w + 1, d.Q);
   t.xr_max = (t.op_max - 1) * d.stride_h + d.R;
   t.xc_max = (t.oq_max - 1) * d.stride_w + d.S;
-  t.x_shift = lane_shift(t.xc_max);
-  t.slot_shift = lane_shift(t.oq_max);
   t.groups = (d.planes + t.planes - 1) / t.planes;
   const size_t slots = static_cast<size_t>(t.op_max) * t.oq_max, xs = static_cast<size_t>(t.xr_max) * t.xc_max;
   t.smem = static_cast<size_t>(t.planes) * (xs + 2 * slots + static_cast<size_t>(t.th) * t.tw) * sizeof(float);
@@ -251,7 +237,6 @@ static __global__ void __launch_bounds__(kThreads)
                                      const float* __restrict__ y,   // (N, C, P, Q)
                                      const float* __restrict__ dy,  // (N, C, P, Q)
                                      float* __restrict__ dx) {      // (N, C, H, W)
-  constexpr int kWarps = kThreads / cuda::kWarpSize;
   extern __shared__ __align__(16) unsigned char tile_smem[];
   const int R = kR ? kR : d.R, S = kS ? kS : d.S;
   const int slots = t.op_max * t.oq_max, xvals = t.xr_max * t.xc_max, tile = t.th * t.tw;  // per plane
@@ -259,7 +244,6 @@ static __global__ void __launch_bounds__(kThreads)
   float* ys = xs + static_cast<size_t>(t.planes) * xvals;  // [planes][op_max][oq_max]
   float* gs = ys + static_cast<size_t>(t.planes) * slots;  // dy, as ys
   uint32_t* mask = reinterpret_cast<uint32_t*>(gs + static_cast<size_t>(t.planes) * slots);  // [planes][th][tw]
-  const int warp = static_cast<int>(threadIdx.x) / cuda::kWarpSize;
   const int h0 = static_cast<int>(blockIdx.y) * t.th, w0 = static_cast<int>(blockIdx.x) * t.tw;
   const int th = min(t.th, d.H - h0), tw = min(t.tw, d.W - w0);
   int p_lo, p_hi, q_lo, q_hi, unused;
@@ -269,72 +253,66 @@ static __global__ void __launch_bounds__(kThreads)
   covering_outputs(w0 + tw - 1, d.pad_w, S, stride_w, d.Q, unused, q_hi);
   const int xr0 = p_lo * d.stride_h - d.pad_h, xc0 = q_lo * d.stride_w - d.pad_w;  // staged x's corner
   const int HW = d.H * d.W, PQ = d.P * d.Q;  // a block's planes' offsets fit int32 (max_tiles_fit)
-  const RowLanes xl = row_lanes(t.x_shift), sl = row_lanes(t.slot_shift);
   for (int64_t first = int64_t{blockIdx.z} * t.planes; first < d.planes; first += int64_t{gridDim.z} * t.planes) {
     const int planes = static_cast<int>(min(int64_t{t.planes}, d.planes - first));
     const float *xb = x + first * HW, *yb = y + first * PQ, *dyb = dy + first * PQ;
     float* dxb = dx + first * HW;
     __syncthreads();  // the previous planes' staged values and masks are no longer read
     for (int i = static_cast<int>(threadIdx.x); i < planes * tile; i += kThreads) mask[i] = 0;
-    // x, a lane group a row; positions outside the input (padding) hold -inf, which no window's
+    // x, a value a lane; positions outside the input (padding) hold -inf, which no window's
     // argmax scan takes unless its y is -inf (phase 1 checks the bounds then).
-    for (int row = warp * xl.rows_per_warp + xl.group; row < planes * t.xr_max; row += kWarps * xl.rows_per_warp) {
+    for (int i = static_cast<int>(threadIdx.x); i < planes * xvals; i += kThreads) {
+      const int row = dv.x_cols.div(i), c = i - row * t.xc_max;
       const int pl = dv.x_rows.div(row), h = xr0 + (row - pl * t.xr_max);
-      const bool h_in = unsigned(h) < unsigned(d.H);
-      const float* src = xb + (pl * HW + h * d.W + xc0);
-      float* dst = xs + row * t.xc_max;
-      for (int c = xl.col; c < t.xc_max; c += 1 << t.x_shift) {
-        if (h_in && unsigned(xc0 + c) < unsigned(d.W))
-          cp_async_4(dst + c, src + c);
-        else
-          dst[c] = -INFINITY;
-      }
+      if (unsigned(h) < unsigned(d.H) && unsigned(xc0 + c) < unsigned(d.W))
+        cp_async_4(xs + i, xb + (pl * HW + h * d.W + xc0 + c));
+      else
+        xs[i] = -INFINITY;
     }
-    // y and dy of the windows touching the tile, a lane group a row.
-    for (int row = warp * sl.rows_per_warp + sl.group; row < planes * t.op_max; row += kWarps * sl.rows_per_warp) {
+    // y and dy of the windows touching the tile, a window a lane.
+    const int q_count = q_hi - q_lo + 1;
+    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
+      const int row = dv.slot_cols.div(i), c = i - row * t.oq_max;
       const int pl = dv.slot_rows.div(row), p = p_lo + (row - pl * t.op_max);
-      if (p > p_hi) continue;
-      const int o = pl * PQ + p * d.Q + q_lo;
-      for (int c = sl.col; c <= q_hi - q_lo; c += 1 << t.slot_shift) {
-        cp_async_4(ys + row * t.oq_max + c, yb + (o + c));
-        cp_async_4(gs + row * t.oq_max + c, dyb + (o + c));
-      }
+      if (p > p_hi || c >= q_count) continue;
+      const int o = pl * PQ + p * d.Q + q_lo + c;
+      cp_async_4(ys + i, yb + o);
+      cp_async_4(gs + i, dyb + o);
     }
     cp_async_wait_all();
     __syncthreads();
-    // Each window's argmax, a lane group a row of windows.
-    for (int row = warp * sl.rows_per_warp + sl.group; row < planes * t.op_max; row += kWarps * sl.rows_per_warp) {
+    // Each window's argmax, a window a lane.
+    for (int i = static_cast<int>(threadIdx.x); i < planes * slots; i += kThreads) {
+      const int row = dv.slot_cols.div(i), c = i - row * t.oq_max;
       const int pl = dv.slot_rows.div(row), rp = row - pl * t.op_max;
-      if (p_lo + rp > p_hi) continue;
+      if (p_lo + rp > p_hi || c >= q_count) continue;
       const int hs = (p_lo + rp) * d.stride_h - d.pad_h;  // the windows' first row
-      for (int c = sl.col; c <= q_hi - q_lo; c += 1 << t.slot_shift) {
-        const float m = ys[row * t.oq_max + c];
-        const int ws = (q_lo + c) * d.stride_w - d.pad_w;
-        // xp[kh * xc_max + kw]: x(hs + kh, ws + kw)
-        const float* xp = xs + pl * xvals + rp * d.stride_h * t.xc_max + c * d.stride_w;
-        int k = -1;
-        if (m == m && m != -INFINITY) {  // equality alone: padding's -inf never matches
-          if constexpr (kR > 0) {
+      const float m = ys[i];
+      const int ws = (q_lo + c) * d.stride_w - d.pad_w;
+      // xp[kh * xc_max + kw]: x(hs + kh, ws + kw)
+      const float* xp = xs + pl * xvals + rp * d.stride_h * t.xc_max + c * d.stride_w;
+      int k = -1;
+      if (m == m && m != -INFINITY) {  // equality alone: padding's -inf never matches
+        if constexpr (kR > 0) {
 #pragma unroll
-            for (int kk = kR * kS - 1; kk >= 0; --kk)  // the lowest match wins
-              if (xp[(kk / kS) * t.xc_max + kk % kS] == m) k = kk;
-          } else {
-            for (int kk = 0; kk < R * S && k < 0; ++kk)
-              if (xp[(kk / S) * t.xc_max + kk % S] == m) k = kk;
-          }
-        } else {  // y NaN or -inf: is_argmax, inside the input only
-          for (int kk = 0; kk < R * S && k < 0; ++kk) {
-            const int kh = kk / S, kw = kk - kh * S;
-            if (unsigned(hs + kh) < unsigned(d.H) && unsigned(ws + kw) < unsigned(d.W) &&
-                is_argmax(xp[kh * t.xc_max + kw], m))
-              k = kk;
-          }
+          for (int kk = kR * kS - 1; kk >= 0; --kk)  // the lowest match wins
+            if (xp[(kk / kS) * t.xc_max + kk % kS] == m) k = kk;
+        } else {
+          for (int kk = 0; kk < R * S && k < 0; ++kk)
+            if (xp[(kk / S) * t.xc_max + kk % S] == m) k = kk;
         }
-        if (k < 0) continue;
-        const int kh = k / S, h = hs + kh - h0, w = ws + (k - kh * S) - w0;  // the argmax in tile coordinates
-        if (unsigned(h) < unsigned(th) && unsigned(w) < unsigned(tw))
-          atomicOr(mask + pl * tile + h * t.tw + w, 1u << k);
+      } else {  // y NaN or -inf: is_argmax, inside the input only
+        for (int kk = 0; kk < R * S && k < 0; ++kk) {
+          const int kh = kk / S, kw = kk - kh * S;
+          if (unsigned(hs + kh) < unsigned(d.H) && unsigned(ws + kw) < unsigned(d.W) &&
+              is_argmax(xp[kh * t.xc_max + kw], m))
+            k = kk;
+        }
       }
+      if (k < 0) continue;
+      const int kh = k / S, h = hs + kh - h0, w = ws + (k - kh * S) - w0;  // the argmax in tile coordinates
+      if (unsigned(h) < unsigned(th) && unsigned(w) < unsigned(tw))
+        atomicOr(mask + pl * tile + h * t.tw + w, 1u << k);
     }
     __syncthreads();
     // Each input: the dy of its mask's windows, highest bit first.
@@ -379,7 +357,8 @@ static void launch_max_tiled(cudaStream_t stream, const PoolDims& d, const MaxTi
 
 static void launch_max_tiled_backward(cudaStream_t stream, const PoolDims& d, const MaxTilePlan& t, const float* x,
                                       const float* y, const float* dy, float* dx) {
-  const MaxTileDivs dv{cuda::FastDiv32(t.xr_max), cuda::FastDiv32(t.op_max), cuda::FastDiv32(int64_t{t.th} * t.tw)};
+  const MaxTileDivs dv{cuda::FastDiv32(t.xc_max), cuda::FastDiv32(t.xr_max), cuda::FastDiv32(t.oq_max),
+                       cuda::FastDiv32(t.op_max), cuda::FastDiv32(int64_t{t.th} * t.tw)};
   if (d.stride_h == 1 && d.stride_w == 1)
     launch_max_tiled(stream, d, t, dv, ConstStride<1>{}, ConstStride<1>{}, x, y, dy, dx);
   else if (d.stride_h == 2 && d.stride_w == 2)
