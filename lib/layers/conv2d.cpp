@@ -78,7 +78,9 @@ class Conv2dLayer : public Layer, public ConvPlanned {
   // this layer's own gradient buffer: the fused activation owns none) before the convolution's.
   // The pass runs on our kernels of the layer's device whichever backend its rows run on.
   bool fuse_activation(const ActivationParams* act) override {
-    m_fused = act && activation_fusable(*act) && dtype() == DType::f32;
+    // dtype is f32 until choose_backends sets the precision's; the precision is known from the build.
+    const bool fp32 = precision() == Precision::fp32 || precision() == Precision::tf32;
+    m_fused = act && activation_fusable(*act) && fp32 && dtype() == DType::f32;
     if (m_fused) m_act = *act;
     return m_fused;
   }

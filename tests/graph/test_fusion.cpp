@@ -161,6 +161,12 @@ TEST_CASE("fusion needs a producer whose only reader is the activation and an al
   CHECK(g->fuse_activations(false) == 0);
   CHECK(node("relu4").fused_into < 0);
   CHECK(g->fuse_activations(true) == 2);
+  // A 16-bit conv2d keeps its activation as a layer of its own (its rows fuse nothing), from the build on.
+  std::unique_ptr<Graph> g16 = Graph::build(parse_model_text(yaml, "nofuse.yaml", {"train.precision=bf16"}));
+  CHECK(g16->node(6).layer->name() == "relu3");
+  CHECK(g16->node(6).fused_into < 0);
+  g16->choose_backends(Device::cpu);
+  CHECK(g16->node(6).fused_into < 0);
 }
 
 TEST_CASE("fused and unfused graphs give the same outputs and gradients on cuda in a smaller plan", "[gpu]") {
