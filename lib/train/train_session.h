@@ -24,6 +24,7 @@
 #include "train/dist_context.h"
 #include "train/early_stopping.h"
 #include "train/run_dir.h"
+#include "graph/timer.h"
 #include "train/startup_breakdown.h"
 #include "train/trainer.h"
 
@@ -73,7 +74,9 @@ class TrainSession {
   void startup_autotune_mark(const AutotuneStats& stats);
   void startup_loaders_mark();
   void startup_data_marks();  // the wait for the data thread, and its work beside the device set-up
-  void startup_after_step();  // each step until one runs at steady speed
+  void startup_before_step();  // each step until one runs at steady speed
+  void startup_after_step();   // the same
+  std::vector<StartupPart> first_step_layer_parts();  // the slowest layers of the timed first step
   std::optional<StartupPart> cudnn_handle_part();  // once, in the first mark after the handle was made
   nlohmann::json startup_report();  // logs the block (rank 0); the end line's "startup" object
   // train_session_resume.cpp: resume or initialise, and what a checkpoint of this run holds.
@@ -122,6 +125,8 @@ class TrainSession {
   double m_setup_s = 0;  // this process: seconds until data and device were ready (before autotuning)
   StartupBreakdown m_startup;
   bool m_cudnn_marked = false;
+  std::unique_ptr<PerLayerTimer> m_first_step_layers;  // the first step's layers on a GPU (startup_before_step)
+  std::string m_first_step_rest_note;
   double m_epoch_eval_s = 0, m_epoch_checkpoint_s = 0;  // end_of_epoch's, for the epoch's timing
   TrainResult m_result;
 };

@@ -4,6 +4,8 @@
 // (autotuning, the upload, each step's loss read-back), so no mark adds one.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/cuda_context.h"
 #include "core/process_clock.h"
 #include "train/train_session.h"
@@ -87,12 +89,59 @@ void TrainSession::startup_data_marks() {
                    m_data.load_end_s() - m_data.load_start_s(), "its own thread; the main line waited for it above");
 }
 
+// The first step on a GPU times each layer's forward and backward with the per-layer timer's CUDA
+// events (no synchronisation: the events are read after the step). With lazy module loading a
+// kernel's first launch blocks the host while its module loads, and the events around it take
+// that wait: the slowest layers are the first step's parts.
+void TrainSession::startup_before_step() {
+  if (m_step != m_start_step || m_device != Device::cuda) return;
+  m_first_step_layers = std::make_unique<PerLayerTimer>(ctx(), m_model->graph().size());
+  m_model->executor().set_layer_timer(m_first_step_layers.get());
+}
+
+// The first step's slowest layers (forward and backward together), at most kShown of them, as
+// parts of the phase; the note says what the other timed layers took.
+static constexpr size_t kFirstStepLayersShown = 4;
+
+std::vector<StartupPart> TrainSession::first_step_layer_parts() {
+  std::vector<StartupPart> parts;
+  if (!m_first_step_layers) return parts;
+  m_model->executor().set_layer_timer(nullptr);
+  m_first_step_layers->collect();
+  const Graph& g = m_model->graph();
+  std::vector<std::pair<double, int>> took;  // seconds, node
+  for (int i = 0; i < g.size(); ++i) {
+    double ms = 0;
+    for (double v : m_first_step_layers->forward_ms()[size_t(i)]) ms += v;
+    for (double v : m_first_step_layers->backward_ms()[size_t(i)]) ms += v;
+    if (ms > 0) took.push_back({ms / 1e3, i});
+  }
+  m_first_step_layers.reset();
+  std::sort(took.begin(), took.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  double rest = 0;
+  for (size_t k = 0; k < took.size(); ++k) {
+    if (k >= kFirstStepLayersShown) {
+      rest += took[k].first;
+      continue;
+    }
+    const Layer& l = *g.node(took[k].second).layer;
+    parts.push_back({fmt::format("first step: '{}' ({}), first launches", g.display_name(took[k].second), l.type()),
+                     took[k].first, ""});
+  }
+  m_first_step_rest_note =
+      took.size() > kFirstStepLayersShown
+          ? fmt::format("the other {} layers {:.3f} s; then loss, optimizer, batch", took.size() - kFirstStepLayersShown, rest)
+          : std::string("loss, optimizer, batch");
+  return parts;
+}
+
 void TrainSession::startup_after_step() {
   const int64_t k = m_step - m_start_step;
   const TrainStep& step = m_model->step();
   const double before = m_startup.total_s();
   if (k == 1) {
-    startup_mark("first step (uncaptured)");
+    std::vector<StartupPart> layers = first_step_layer_parts();
+    startup_mark("first step (uncaptured)", layers.empty() ? "" : m_first_step_rest_note, layers);
     m_startup.note_warmup_step(m_startup.total_s() - before);
     if (!step.cuda_graph_on()) {
       const std::string why = m_device == Device::cpu ? kCpuRun : "CUDA graph " + step.cuda_graph_status();

@@ -286,6 +286,7 @@ bool TrainSession::run_epochs() {
       // length (a resumed run may have another) from the base scaled for the world size.
       const double lr = m_schedule->lr_at(epoch, b.index);
       StepStats st;
+      if (!m_startup.steady()) startup_before_step();
       try {
         st = m_dist ? dist_step(b, lr, epoch) : plain_step(b, lr, epoch);
       } catch (...) {

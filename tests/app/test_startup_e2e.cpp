@@ -220,6 +220,16 @@ TEST_CASE("on a GPU the start-up breakdown times the CUDA phases and sees the au
     CHECK(phase(cold.startup, name)->at("seconds").is_number());
   }
   CHECK(cold.startup["steady_from_step"] == 3);
+  // The first step's slowest layers are its parts, each timed (their kernels' first launches).
+  int first_step_layers = 0;
+  for (const auto& p : cold.startup["phases"])
+    if (p["name"].get<std::string>().rfind("first step: '", 0) == 0) {
+      CHECK(p["seconds"].get<double>() >= 0);
+      ++first_step_layers;
+    }
+  CHECK(first_step_layers >= 1);
+  CHECK(first_step_layers <= 4);
+  CHECK_THAT(cold.log, Contains("first launches"));
   CHECK(cold.startup["facts"]["autotune"]["hits"] == 0);
   CHECK(cold.startup["facts"]["autotune"]["timed"].get<int>() > 0);
   Run warm = train(dir, "warm", {"--device", "cuda"}, env);
