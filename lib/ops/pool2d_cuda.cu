@@ -77,6 +77,36 @@ static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv
   }
 }
 
+// Max over a 3x3 window (GoogLeNet's, AlexNet's and mini_xception's pools), unrolled: each tap is two
+// bounds predicates and a load, where the generic kernel loops over the clipped window. The scan
+// order is the generic kernel's (row-major from the window's first value inside the input), so
+// the same element wins a tie (+0 against -0) and the first NaN wins: the same bits.
+template <typename Div>
+static __global__ void pool2d_forward_max3x3_kernel(PoolDims d, PoolDivs<Div> dv,
+                                                    const float* __restrict__ x,  // (N, C, H, W)
+                                                    float* __restrict__ y) {      // (N, C, P, Q)
+  using I = typename Div::Index;
+  const I total = static_cast<I>(d.planes) * d.P * d.Q;
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+    const auto [plane, p, q] = split_plane_index(o, dv.P, d.P, dv.Q, d.Q);
+    const float* xp = x + plane * d.H * d.W;
+    const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
+    float acc = __ldg(xp + max(hs, 0) * d.W + max(ws, 0));
+#pragma unroll
+    for (int kh = 0; kh < 3; ++kh) {
+      const bool h_in = unsigned(hs + kh) < unsigned(d.H);
+#pragma unroll
+      for (int kw = 0; kw < 3; ++kw)
+        if (h_in && unsigned(ws + kw) < unsigned(d.W)) {
+          const float v = __ldg(xp + (hs + kh) * d.W + ws + kw);
+          if (max_takes(v, acc)) acc = v;
+        }
+    }
+    y[o] = acc;
+  }
+}
+
 // One warp per plane of H*W values -> one output.
 template <bool kMax>
 static __global__ void pool2d_forward_global_kernel(int64_t planes, int HW,
@@ -451,6 +481,13 @@ static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const Poo
   }
   const int64_t total = d.planes * d.P * d.Q;
   const unsigned blocks = cuda::grid_blocks(total, kThreads);
+  if (kMax && d.R == 3 && d.S == 3) {
+    if (index_fits_int32(d, int64_t{blocks} * kThreads))
+      pool2d_forward_max3x3_kernel<cuda::FastDiv32><<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y);
+    else
+      pool2d_forward_max3x3_kernel<cuda::PlainDiv64><<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::PlainDiv64>(d), x, y);
+    return;
+  }
   if (index_fits_int32(d, int64_t{blocks} * kThreads))
     pool2d_forward_window_kernel<cuda::FastDiv32, kMax>
         <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y);

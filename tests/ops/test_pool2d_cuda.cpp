@@ -53,7 +53,7 @@ TEST_CASE("pool2d cuda max pooling propagates NaN and routes its gradient like t
   }
 }
 
-// Overlapping max windows: every f32 max backward kernel (the automatic choice, the tiled kernel with
+// Overlapping max windows: the forward and every f32 max backward kernel (the automatic choice, the tiled kernel with
 // its argmax masks in shared memory, the plain gather; windows over 32 values always gather) gives
 // exactly the cpu's bits on shapes spanning several tiles with ragged edges, packed small planes (a
 // last block with fewer), gaps between windows, non-square windows and strides; values on a coarse
@@ -82,6 +82,16 @@ TEST_CASE("pool2d cuda max backward over overlapping windows gives the cpu's bit
     run_op(Backend::cpu, Pool2dForward{&cpu, sh, x.data(), y_ref.data()});
     run_op(Backend::cpu, Pool2dBackward{&cpu, sh, x.data(), y_ref.data(), dy.data(), dx_ref.data()});
     DeviceFloats dx_in(x), dy_d(dy), y_d(y_ref);
+    {  // the forward too (3x3 windows: the unrolled kernel), bit for bit: ties of +0 and -0, NaNs
+      DeviceFloats y_gpu = DeviceFloats::poisoned(ny);
+      run_op(Backend::cuda, Pool2dForward{&cuda.ctx(), sh, dx_in.data(), y_gpu.data()});
+      cuda.synchronize();
+      const std::vector<float> got = y_gpu.get();
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &y_ref[i], sizeof(float)) != 0;
+      INFO(sh.to_string() << ", forward");
+      CHECK(differ == 0);
+    }
     for (MaxPoolBackwardKernel kernel :
          {MaxPoolBackwardKernel::automatic, MaxPoolBackwardKernel::tiled, MaxPoolBackwardKernel::gather}) {
       INFO(sh.to_string() << ", kernel " << static_cast<int>(kernel) << " (0 automatic, 1 tiled, 2 gather)");
