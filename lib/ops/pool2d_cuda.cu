@@ -52,16 +52,37 @@ static __device__ __forceinline__ PlaneIndex<typename Div::Index> split_plane_in
   return PlaneIndex<I>{plane, row, col};
 }
 
-template <typename Div, bool kMax>
+// One output a thread. k3x3 (max only; GoogLeNet's, AlexNet's and mini_xception's pools): the
+// window unrolled, each tap two bounds predicates and a load, where the generic loop walks the
+// clipped window. Both scan row-major from the window's first value inside the input, so the same
+// element wins a tie (+0 against -0) and the first NaN wins: the same bits.
+template <typename Div, bool kMax, bool k3x3 = false>
 static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv,
                                                     const float* __restrict__ x,  // (N, C, H, W)
                                                     float* __restrict__ y) {      // (N, C, P, Q)
+  static_assert(kMax || !k3x3, "the unrolled window is max pooling's");
   using I = typename Div::Index;
   const I total = static_cast<I>(d.planes) * d.P * d.Q;
   const I stride = static_cast<I>(gridDim.x) * blockDim.x;
   for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
     const auto [plane, p, q] = split_plane_index(o, dv.P, d.P, dv.Q, d.Q);
     const float* xp = x + plane * d.H * d.W;
+    if constexpr (k3x3) {
+      const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
+      float acc = __ldg(xp + max(hs, 0) * d.W + max(ws, 0));
+#pragma unroll
+      for (int kh = 0; kh < 3; ++kh) {
+        const bool h_in = unsigned(hs + kh) < unsigned(d.H);
+#pragma unroll
+        for (int kw = 0; kw < 3; ++kw)
+          if (h_in && unsigned(ws + kw) < unsigned(d.W)) {
+            const float v = __ldg(xp + (hs + kh) * d.W + ws + kw);
+            if (max_takes(v, acc)) acc = v;
+          }
+      }
+      y[o] = acc;
+      continue;
+    }
     const Window win = clipped_window(d, p, q);
     float acc = kMax ? xp[win.h0 * d.W + win.w0] : 0.0f;
     for (int h = win.h0; h < win.h1; ++h)
@@ -74,36 +95,6 @@ static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv
         }
       }
     y[o] = kMax ? acc : acc / static_cast<float>((win.h1 - win.h0) * (win.w1 - win.w0));
-  }
-}
-
-// Max over a 3x3 window (GoogLeNet's, AlexNet's and mini_xception's pools), unrolled: each tap is two
-// bounds predicates and a load, where the generic kernel loops over the clipped window. The scan
-// order is the generic kernel's (row-major from the window's first value inside the input), so
-// the same element wins a tie (+0 against -0) and the first NaN wins: the same bits.
-template <typename Div>
-static __global__ void pool2d_forward_max3x3_kernel(PoolDims d, PoolDivs<Div> dv,
-                                                    const float* __restrict__ x,  // (N, C, H, W)
-                                                    float* __restrict__ y) {      // (N, C, P, Q)
-  using I = typename Div::Index;
-  const I total = static_cast<I>(d.planes) * d.P * d.Q;
-  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
-  for (I o = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
-    const auto [plane, p, q] = split_plane_index(o, dv.P, d.P, dv.Q, d.Q);
-    const float* xp = x + plane * d.H * d.W;
-    const int hs = p * d.stride_h - d.pad_h, ws = q * d.stride_w - d.pad_w;
-    float acc = __ldg(xp + max(hs, 0) * d.W + max(ws, 0));
-#pragma unroll
-    for (int kh = 0; kh < 3; ++kh) {
-      const bool h_in = unsigned(hs + kh) < unsigned(d.H);
-#pragma unroll
-      for (int kw = 0; kw < 3; ++kw)
-        if (h_in && unsigned(ws + kw) < unsigned(d.W)) {
-          const float v = __ldg(xp + (hs + kh) * d.W + ws + kw);
-          if (max_takes(v, acc)) acc = v;
-        }
-    }
-    y[o] = acc;
   }
 }
 
@@ -481,19 +472,17 @@ static void launch_forward(cudaStream_t stream, const Pool2dShape& sh, const Poo
   }
   const int64_t total = d.planes * d.P * d.Q;
   const unsigned blocks = cuda::grid_blocks(total, kThreads);
-  if (kMax && d.R == 3 && d.S == 3) {
-    if (index_fits_int32(d, int64_t{blocks} * kThreads))
-      pool2d_forward_max3x3_kernel<cuda::FastDiv32><<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y);
-    else
-      pool2d_forward_max3x3_kernel<cuda::PlainDiv64><<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::PlainDiv64>(d), x, y);
-    return;
-  }
+  auto launch = [&](auto div) {
+    using Div = decltype(div);
+    if constexpr (kMax)
+      if (d.R == 3 && d.S == 3)
+        return pool2d_forward_window_kernel<Div, true, true><<<blocks, kThreads, 0, stream>>>(d, divs_of<Div>(d), x, y);
+    pool2d_forward_window_kernel<Div, kMax><<<blocks, kThreads, 0, stream>>>(d, divs_of<Div>(d), x, y);
+  };
   if (index_fits_int32(d, int64_t{blocks} * kThreads))
-    pool2d_forward_window_kernel<cuda::FastDiv32, kMax>
-        <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::FastDiv32>(d), x, y);
+    launch(cuda::FastDiv32{});
   else
-    pool2d_forward_window_kernel<cuda::PlainDiv64, kMax>
-        <<<blocks, kThreads, 0, stream>>>(d, divs_of<cuda::PlainDiv64>(d), x, y);
+    launch(cuda::PlainDiv64{});
 }
 
 template <bool kMax>
