@@ -54,8 +54,9 @@ static __device__ __forceinline__ PlaneIndex<typename Div::Index> split_plane_in
 
 // One output a thread. k3x3 (max only; GoogLeNet's, AlexNet's and mini_xception's pools): the
 // window unrolled, each tap two bounds predicates and a load, where the generic loop walks the
-// clipped window. Both scan row-major from the window's first value inside the input, so the same
-// element wins a tie (+0 against -0) and the first NaN wins: the same bits.
+// clipped window. Both scan row-major from the window's first value inside the input, as
+// pool2d_forward_reference, so the same element wins a tie (+0 against -0) and the first NaN wins:
+// the reference's bits (the cpu row's separable scan may keep the other zero of a tie).
 template <typename Div, bool kMax, bool k3x3 = false>
 static __global__ void pool2d_forward_window_kernel(PoolDims d, PoolDivs<Div> dv,
                                                     const float* __restrict__ x,  // (N, C, H, W)
