@@ -467,8 +467,10 @@ def time_ours(args, batch):
             return dict(error=err, command=command)
         with open(out) as f:
             j = json.load(f)
+    # The autotuner's picks (a line per layer): two runs' figures differ with them, so keep them.
     return dict(step_ms=j["step_ms"], img_per_s=j["img_per_s"], repeat_img_per_s=j.get("repeat_img_per_s"),
-                device=j.get("device"), precision=j.get("precision"), command=command)
+                device=j.get("device"), precision=j.get("precision"), decisions=j.get("decisions"),
+                command=command)
 
 
 def print_table(header, rows):

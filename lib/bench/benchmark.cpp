@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <sstream>
 
 #include "bench/kernel_trace.h"
 #include "graph/timer.h"
@@ -13,6 +14,7 @@
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "model/model_stack.h"
+#include "tune/autotune.h"
 
 namespace cnn {
 
@@ -120,6 +122,9 @@ ModelBenchResult bench_model(ModelSpec spec, const ModelBenchOptions& opt) {
   r.activation_dtypes = activation_dtype_counts(stack.graph());
   r.weight_packs = ex.weight_packs().describe();
   r.packed_weights_bytes = ex.packed_weights_bytes();
+  std::istringstream decisions(autotune_decisions(stack.graph()));
+  for (std::string line; std::getline(decisions, line);)
+    if (!line.empty()) r.decisions.push_back(line);
   r.batch = batch;
   r.threads = dev.device() == Device::cpu ? dev.ctx().threads() : 0;
   r.timing = BatchTiming::of(step_ms, batch);
@@ -348,6 +353,7 @@ nlohmann::json ModelBenchResult::to_json() const {
     j["activation_dtypes"] = activation_dtypes;
     j["weight_packs"] = weight_packs;
     j["packed_weights_bytes"] = packed_weights_bytes;
+    j["decisions"] = decisions;
   }
   if (has_breakdown) j["breakdown"] = breakdown.to_json();
   j["layers"] = nlohmann::json::array();

@@ -119,6 +119,9 @@ struct ModelBenchResult {
   std::string input;                     // inference: where the timed batch comes from
   BatchTiming end_to_end;                // inference: host batch in, logits out (InferenceTiming)
   std::vector<LayerTiming> layers;
+  // Training: the autotuner's resolved decisions (autotune_decisions: a line per layer, "conv NAME
+  // FWD BWD_DATA BWD_FILTER" or "backend NAME cuda|cudnn|cpu"), so two runs' picks can be diffed.
+  std::vector<std::string> decisions;
   bool has_breakdown = false;
   StepBreakdown breakdown;
   nlohmann::json to_json() const;

@@ -3,6 +3,8 @@
 // GPU in fp32 and bf16), and the options it refuses. Nothing here asserts a speed.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "bench/benchmark.h"
 #include "config/model_spec.h"
 #include "core/error.h"
@@ -114,6 +116,14 @@ TEST_CASE("the training bench json says its mode and keeps its keys", "[cpu]") {
   CHECK(j["training_gflop_per_image"].get<double>() > 0);
   CHECK_FALSE(j.contains("end_to_end"));
   check_timing_json(j, 3);
+  // The autotuner's picks, a line per layer: conv1's three directions, the others' backends.
+  REQUIRE(j["decisions"].is_array());
+  REQUIRE(j["decisions"].size() == 7);
+  const std::string conv = j["decisions"][0].get<std::string>();
+  CHECK(conv.rfind("conv conv1 cpu:", 0) == 0);
+  CHECK(std::count(conv.begin(), conv.end(), ' ') == 4);  // conv, the name, three algorithms
+  CHECK(j["decisions"][1] == "backend bn1 cpu");
+  CHECK(j["decisions"][6] == "backend fc cpu");
 }
 
 TEST_CASE("inference passes leave weights and batchnorm statistics unchanged and run in evaluation mode", "[cpu]") {
