@@ -93,7 +93,7 @@ class BatchnormLayer : public Layer {
     const float* off = mean_offset();
     if (!rc.training) {
       if (act)
-        run_op(kernels(),
+        run_op(own_kernels(),
                BatchnormForwardInferAct{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, act, y.view(), off});
       else
         run_op(backend(), BatchnormForwardInfer{rc.exec, sh, x[0]->view(), gamma, beta, rmean, rvar, y.view(), off});
@@ -124,7 +124,7 @@ class BatchnormLayer : public Layer {
     device_memset_zero(d, block, size_t(2 * m_C + 1) * sizeof(double));
     m_sync->sum(block, 2 * m_C + 1, d);
     if (!backward)
-      run_op(kernels(), BatchnormForwardApply{rc.exec, sh, block, nullptr, m_params[0].data(), m_params[1].data(),
+      run_op(own_kernels(), BatchnormForwardApply{rc.exec, sh, block, nullptr, m_params[0].data(), m_params[1].data(),
                                               nullptr, nullptr, m_params[2].data(), m_params[3].data(),
                                               m_save_mean.data(), m_save_inv_std.data(), mean_offset()});
   }
@@ -134,8 +134,6 @@ class BatchnormLayer : public Layer {
  private:
   // The folded conv bias (null: none), at its bound storage.
   const float* mean_offset() const { return m_offset_from ? m_offset_from->folded_bias() : nullptr; }
-  // Our kernels of the layer's device: the phased ops have no cuDNN version.
-  Backend kernels() const { return backend() == Backend::cpu ? Backend::cpu : Backend::cuda; }
   double* sums(bool backward) {
     return reinterpret_cast<double*>(m_sums.data()) + (backward ? 2 * m_C + 1 : 0);
   }
@@ -147,12 +145,12 @@ class BatchnormLayer : public Layer {
     float* rmean = m_params[2].data();
     const float* off = mean_offset();
     if (!m_sync)
-      return run_op(kernels(), BatchnormForwardTrainAct{rc.exec, sh, x, m_params[0].data(), m_params[1].data(),
+      return run_op(own_kernels(), BatchnormForwardTrainAct{rc.exec, sh, x, m_params[0].data(), m_params[1].data(),
                                                         m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
                                                         m_save_mean.data(), m_save_inv_std.data(), stats, off});
-    run_op(kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats, off});
+    run_op(own_kernels(), BatchnormForwardStats{rc.exec, sh, x, rmean, stats, off});
     m_sync->sum(stats, 2 * m_C + 1, rc.exec->device);
-    run_op(kernels(), BatchnormForwardApply{rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
+    run_op(own_kernels(), BatchnormForwardApply{rc.exec, sh, stats, x, m_params[0].data(), m_params[1].data(),
                                             m_fused ? &m_act : nullptr, y, rmean, m_params[3].data(),
                                             m_save_mean.data(), m_save_inv_std.data(), off});
   }
@@ -166,13 +164,13 @@ class BatchnormLayer : public Layer {
     const float* beta = dtype() == DType::f32 ? nullptr : m_params[1].data();
     const float* gamma = m_params[0].data();
     if (!m_sync)
-      return run_op(kernels(), BatchnormBackwardAct{rc.exec, sh, x, y, act, gamma, m_save_mean.data(),
+      return run_op(own_kernels(), BatchnormBackwardAct{rc.exec, sh, x, y, act, gamma, m_save_mean.data(),
                                                     m_save_inv_std.data(), dy, s, dx, m_grads[0].data(),
                                                     m_grads[1].data(), beta});
-    run_op(kernels(), BatchnormBackwardStats{rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
+    run_op(own_kernels(), BatchnormBackwardStats{rc.exec, sh, x, y, act, m_save_mean.data(), m_save_inv_std.data(), dy, s,
                                              m_grads[0].data(), m_grads[1].data(), gamma, beta});
     m_sync->sum(s, 2 * m_C + 1, rc.exec->device);
-    run_op(kernels(), BatchnormBackwardApply{rc.exec, sh, s, x, y, act, gamma, m_save_mean.data(),
+    run_op(own_kernels(), BatchnormBackwardApply{rc.exec, sh, s, x, y, act, gamma, m_save_mean.data(),
                                              m_save_inv_std.data(), dy, dx, beta});
   }
 

@@ -194,9 +194,6 @@ class Conv2dLayer : public Layer, public ConvPlanned {
                 Conv2dBackwardFilter{rc.exec, sh, x[0]->view(), dy.view(), m_grads[0].view(), db, math()});
   }
 
-  // Our kernels on the layer's device, for the fused bias and activation.
-  Backend own_kernels() const { return backend() == Backend::cpu ? Backend::cpu : Backend::cuda; }
-
   // The plan's algorithm of direction d when the autotuner (or `algo:`) resolved one, else the
   // default row of the layer's backend.
   template <typename Args>

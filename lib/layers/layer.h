@@ -116,6 +116,9 @@ public:
   // honoured. Returns a one-line note for the log when `auto` made a choice.
   std::string choose_backend(Device device);
   Backend backend() const { return m_backend; }
+  // Our kernels on the layer's device (cpu, or cuda under the cuda and cudnn backends): where a
+  // layer runs the parts cuDNN has no op for (a fused activation, phased batchnorm).
+  Backend own_kernels() const { return m_backend == Backend::cpu ? Backend::cpu : Backend::cuda; }
   const std::string& requested_backend() const { return m_requested_backend; }
   // Whether the request came from train.backend (the layer said auto), not the layer's own
   // `backend:` key: the accuracy guard refuses the former with a warning, the latter with an error.
