@@ -80,6 +80,8 @@ struct BiasActivationForward {
   DType dtype() const { return y.dtype(); }
   static const OpTable<BiasActivationForward>& table();
 };
+// Throws unless outer, channels and inner are non-negative (every row's first check).
+void check_bias_activation(const BiasActivationForward& a);
 
 // Rows (registry.cpp): cpu (activation_cpu.cpp), cuda (activation_cuda.cu: the same operands on device
 // memory, queued on ctx.cuda_stream), cudnn (activation_cudnn.cpp: relu, sigmoid, tanh, and elu

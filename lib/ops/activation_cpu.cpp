@@ -133,7 +133,7 @@ void activation_backward_from_output_cpu(const ActivationBackwardFromOutput& arg
   for (int64_t i = 0; i < n; ++i) dx[i] = activation_backward_from_output(kind, alpha, y[i], dy[i]);
 }
 
-static void check_bias_activation(const BiasActivationForward& a) {
+void check_bias_activation(const BiasActivationForward& a) {
   if (a.outer < 0 || a.channels < 0 || a.inner < 0)
     CNN_THROW("bias and activation forward: dimensions must be non-negative, got {} x {} x {}", a.outer, a.channels,
               a.inner);

@@ -210,8 +210,7 @@ static void launch_bias_activation_kind(cudaStream_t stream, const BiasActivatio
 
 void bias_activation_forward_cuda(const BiasActivationForward& a) {
   const char* what = "bias and activation forward";
-  if (a.outer < 0 || a.channels < 0 || a.inner < 0)
-    CNN_THROW("{}: dimensions must be non-negative, got {} x {} x {}", what, a.outer, a.channels, a.inner);
+  check_bias_activation(a);
   const int64_t n = a.outer * a.channels * a.inner;
   if (a.b.null()) {  // the activation alone, in place
     run<Direction::forward>(*a.ctx, what, a.p, n, ActOperands<float>{a.y.f32(), nullptr, nullptr, a.y.f32()});
