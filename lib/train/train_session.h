@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_state.h"
+#include "graph/timer.h"
 #include "model/model_stack.h"
 #include "optim/schedule.h"
 #include "train/checkpoint_policy.h"
@@ -24,7 +25,6 @@
 #include "train/dist_context.h"
 #include "train/early_stopping.h"
 #include "train/run_dir.h"
-#include "graph/timer.h"
 #include "train/startup_breakdown.h"
 #include "train/trainer.h"
 
@@ -76,7 +76,8 @@ class TrainSession {
   void startup_data_marks();  // the wait for the data thread, and its work beside the device set-up
   void startup_before_step();  // each step until one runs at steady speed
   void startup_after_step();   // the same
-  std::vector<StartupPart> first_step_layer_parts();  // the slowest layers of the timed first step
+  // The slowest layers of the timed first step; `rest` gets what the others and the step's rest were.
+  std::vector<StartupPart> first_step_layer_parts(std::string& rest);
   std::optional<StartupPart> cudnn_handle_part();  // once, in the first mark after the handle was made
   nlohmann::json startup_report();  // logs the block (rank 0); the end line's "startup" object
   // train_session_resume.cpp: resume or initialise, and what a checkpoint of this run holds.
@@ -126,7 +127,6 @@ class TrainSession {
   StartupBreakdown m_startup;
   bool m_cudnn_marked = false;
   std::unique_ptr<PerLayerTimer> m_first_step_layers;  // the first step's layers on a GPU (startup_before_step)
-  std::string m_first_step_rest_note;
   double m_epoch_eval_s = 0, m_epoch_checkpoint_s = 0;  // end_of_epoch's, for the epoch's timing
   TrainResult m_result;
 };

@@ -103,7 +103,7 @@ void TrainSession::startup_before_step() {
 // parts of the phase; the note says what the other timed layers took.
 static constexpr size_t kFirstStepLayersShown = 4;
 
-std::vector<StartupPart> TrainSession::first_step_layer_parts() {
+std::vector<StartupPart> TrainSession::first_step_layer_parts(std::string& rest_note) {
   std::vector<StartupPart> parts;
   if (!m_first_step_layers) return parts;
   m_model->executor().set_layer_timer(nullptr);
@@ -128,7 +128,7 @@ std::vector<StartupPart> TrainSession::first_step_layer_parts() {
     parts.push_back({fmt::format("first step: '{}' ({}), first launches", g.display_name(took[k].second), l.type()),
                      took[k].first, ""});
   }
-  m_first_step_rest_note =
+  rest_note =
       took.size() > kFirstStepLayersShown
           ? fmt::format("the other {} layers {:.3f} s; then loss, optimizer, batch", took.size() - kFirstStepLayersShown, rest)
           : std::string("loss, optimizer, batch");
@@ -140,8 +140,9 @@ void TrainSession::startup_after_step() {
   const TrainStep& step = m_model->step();
   const double before = m_startup.total_s();
   if (k == 1) {
-    std::vector<StartupPart> layers = first_step_layer_parts();
-    startup_mark("first step (uncaptured)", layers.empty() ? "" : m_first_step_rest_note, layers);
+    std::string rest;
+    const std::vector<StartupPart> layers = first_step_layer_parts(rest);
+    startup_mark("first step (uncaptured)", layers.empty() ? "" : rest, layers);
     m_startup.note_warmup_step(m_startup.total_s() - before);
     if (!step.cuda_graph_on()) {
       const std::string why = m_device == Device::cpu ? kCpuRun : "CUDA graph " + step.cuda_graph_status();
