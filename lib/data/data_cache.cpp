@@ -60,7 +60,7 @@ void DataCacheHash::update(const void* data, size_t n) {
     held = 0;
   }
   for (; n >= 32; p += 32, n -= 32) block(p);
-  if (n > 0) std::memcpy(tail, p, n);
+  std::memcpy(tail, p, n);
   held = n;
 }
 
@@ -154,11 +154,12 @@ bool read_exact(std::FILE* f, void* dst, size_t n) { return n == 0 || std::fread
 std::optional<DataSplits> data_cache_read(const std::string& dir, const std::string& key, std::string& why) {
   const std::string file = data_cache_file(dir, key);
   std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) {
+  const std::filesystem::file_status st = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(st)) {
     why = "no entry";
     return std::nullopt;
   }
-  if (!std::filesystem::is_regular_file(file, ec)) {  // a FIFO there would block the open
+  if (!std::filesystem::is_regular_file(st)) {  // a FIFO there would block the open
     why = fmt::format("{} is not a regular file: ignored", file);
     return std::nullopt;
   }
