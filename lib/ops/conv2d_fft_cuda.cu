@@ -9,7 +9,9 @@
 //    loses digits); the result is transposed back for the inverse FFT. Measured on an H200
 //    (L2: 64x64 planes, 2176 of them): cuFFT's own strided (frequency-major) layouts cost 3.5-4.8x
 //    its contiguous one (R2C 0.194 against 0.056 ms, C2R 0.272 against 0.057), a tiled transpose
-//    0.024 ms, so contiguous transforms plus transposes.
+//    0.024 ms, so contiguous transforms plus transposes. Where a power-of-two square of side 8-64
+//    serves (own_transform_side), our own transforms (conv2d_fft_transforms.h) replace the pad,
+//    R2C and transpose, and the transpose, C2R and crop, with one pass each.
 //  - fewer channels (a 3-channel first layer): our kernel over (planes, F) spectra, one frequency
 //    per thread and 4 x 4 outputs each; a GEMM whose inner or outer size is 3 runs at 1 TFLOP/s.
 //   forward          Y(n,k) = sum_c X(n,c) conj(W(k,c))   (cross-correlation)   crop at (0, 0)
@@ -36,6 +38,7 @@
 #include "core/cuda_check.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "ops/conv2d_fft_transforms.h"
 #include "ops/conv2d_strategies.cuh"
 #include "ops/conv2d_strategies.h"
 #include "ops/reduce.cuh"
@@ -268,6 +271,7 @@ constexpr size_t kWorkSlackFloats = size_t(1) << 18;  // 1 MiB
 
 struct FftPlanDims {
   int Lh, Lw, F;  // F = Lh * (Lw / 2 + 1) complex numbers per spectrum
+  int own_side;   // our transforms, Lh = Lw = own_side (conv2d_fft_transforms.h); 0: cuFFT's
   int64_t nb;     // images per chunk
   int64_t fc;     // filter planes (of K*C) per chunk of the filter-side transforms
   bool gemm;      // products through cuBLAS on frequency-major spectra (then t is the transpose buffer)
@@ -275,32 +279,54 @@ struct FftPlanDims {
   size_t total() const { return real_floats + wf_floats + a_floats + b_floats + t_floats + work_floats; }
 };
 
-// Workspace: one real staging buffer (pad before and crop after the FFTs), the filter-side spectra
-// (K*C), per chunk the spectra of the C-channel and K-channel operands, with cuBLAS products a
-// transpose buffer as large as the largest transform's spectra, and the cuFFT work area:
-// one spectrum per plane of the largest transform plus kWorkSlackFloats (our reserve; cuFFT only
-// says how much it wants once a plan exists, and workspace_bytes runs without a GPU). The filter
-// side is transformed fc planes at a time, fc sized like an image chunk (kChunkBytes of staging,
-// transpose and work area) but never below one, so only its spectra scale with K*C: 64x64
-// inputs at 128 -> 128 channels took 1.1 GiB with all K*C planes staged at once.
+// Our transforms' side for a shape whose products go through cuBLAS, or 0: the power-of-two
+// square that covers the padded input, when it has at most kOwnExtraFrequencies times the
+// frequencies of cuFFT's smallest 2-3-5-7 sizes (L5's 13x13 takes 16x16, 144 frequencies
+// against 14x14's 112; a 24x24 input stays with cuFFT's 24x24 rather than 32x32).
+constexpr double kOwnExtraFrequencies = 1.3;
+static int own_transform_side(const Conv2dShape& sh, int Lh, int Lw) {
+  int side = 8;
+  while (side < sh.H + 2 * sh.pad_h || side < sh.W + 2 * sh.pad_w) side *= 2;
+  if (!conv2d_fft_own_size(side)) return 0;
+  const double fewest = double(Lh) * (Lw / 2 + 1), own = double(side) * (side / 2 + 1);
+  return own <= kOwnExtraFrequencies * fewest ? side : 0;
+}
+
+// Workspace: the filter-side spectra (K*C) and, per chunk, the spectra of the C-channel and
+// K-channel operands; then, for cuFFT's transforms only, one real staging buffer (pad before and
+// crop after the FFTs), with cuBLAS products a transpose buffer as large as the largest
+// transform's spectra, and the cuFFT work area: one spectrum per plane of the largest transform
+// plus kWorkSlackFloats (our reserve; cuFFT only says how much it wants once a plan exists, and
+// workspace_bytes runs without a GPU). cuFFT's filter side is transformed fc planes at a time, fc
+// sized like an image chunk (kChunkBytes of staging, transpose and work area) but never below one,
+// so only its spectra scale with K*C: 64x64 inputs at 128 -> 128 channels took 1.1 GiB with all
+// K*C planes staged at once. Our transforms stage nothing, so they take all K*C planes at once.
 static FftPlanDims plan_dims(const Conv2dShape& sh) {
   FftPlanDims d{};
   d.Lh = good_fft_size(sh.H + 2 * sh.pad_h);
   d.Lw = good_fft_size(sh.W + 2 * sh.pad_w);
+  d.gemm = std::min(sh.C, sh.K) >= kGemmMinChannels;
+  d.own_side = d.gemm ? own_transform_side(sh, d.Lh, d.Lw) : 0;
+  if (d.own_side) d.Lh = d.Lw = d.own_side;
   d.F = d.Lh * (d.Lw / 2 + 1);
   const int64_t plane = int64_t(d.Lh) * d.Lw, spec = 2 * int64_t(d.F);
-  d.gemm = std::min(sh.C, sh.K) >= kGemmMinChannels;
-  d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * (plane + (d.gemm ? 2 : 1) * spec)));
-  const int64_t image_planes = d.nb * std::max(sh.C, sh.K);
-  const int64_t per_filter_plane = plane + (d.gemm ? 2 : 1) * spec;
-  d.fc = std::min(sh.K * sh.C, std::max(image_planes, int64_t(kChunkBytes / sizeof(float)) / per_filter_plane));
-  const int64_t staged = std::max(d.fc, image_planes);  // planes of the largest transform
-  d.real_floats = round_floats(size_t(staged * plane));
   d.wf_floats = round_floats(size_t(sh.K * sh.C * spec));
+  if (d.own_side) {
+    d.nb = chunk_images(sh.N, size_t((sh.C + sh.K) * spec));
+    d.fc = sh.K * sh.C;
+  } else {
+    d.nb = chunk_images(sh.N,
+                        size_t((sh.C + sh.K) * spec + std::max(sh.C, sh.K) * (plane + (d.gemm ? 2 : 1) * spec)));
+    const int64_t image_planes = d.nb * std::max(sh.C, sh.K);
+    const int64_t per_filter_plane = plane + (d.gemm ? 2 : 1) * spec;
+    d.fc = std::min(sh.K * sh.C, std::max(image_planes, int64_t(kChunkBytes / sizeof(float)) / per_filter_plane));
+    const int64_t staged = std::max(d.fc, image_planes);  // planes of the largest transform
+    d.real_floats = round_floats(size_t(staged * plane));
+    d.t_floats = d.gemm ? round_floats(size_t(staged * spec)) : 0;
+    d.work_floats = round_floats(size_t(staged * spec) + kWorkSlackFloats);
+  }
   d.a_floats = round_floats(size_t(d.nb * sh.C * spec));
   d.b_floats = round_floats(size_t(d.nb * sh.K * spec));
-  d.t_floats = d.gemm ? round_floats(size_t(staged * spec)) : 0;
-  d.work_floats = round_floats(size_t(staged * spec) + kWorkSlackFloats);
   return d;
 }
 
@@ -396,64 +422,66 @@ static void frequency_gemms(const ExecContext& ctx, const Gemm& g, int F, const 
 }
 
 // The cuBLAS path (d.gemm): as run_fft's kernel path, with every spectrum the products read or
-// write transposed to frequency-major through t. At each frequency, row-major matrices W (K, C),
-// X (cnt, C), Y (cnt, K); in cuBLAS's column-major terms their transposes, so forward is
-// Y^T (K x cnt) = conj(W) X^T.
+// write frequency-major. At each frequency, row-major matrices W (K, C), X (cnt, C), Y (cnt, K);
+// in cuBLAS's column-major terms their transposes, so forward is Y^T (K x cnt) = conj(W) X^T.
+// The transforms, two ways:
+//  - d.own_side: ours (conv2d_fft_transforms.h), which read the operands in place and write
+//    frequency-major spectra, and back to the cropped output;
+//  - else cuFFT's contiguous transforms through a padded copy (real) and transposes (t).
 static void run_fft_gemm(const ExecContext& ctx, const Conv2dShape& sh, ConvDir dir, const ConvOperandsF32& op,
                          const FftPlanDims& d, FftPlans& plans, float* real, float* wf, float* cspec, float* kspec,
                          float* t) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int C = int(sh.C), K = int(sh.K), H = int(sh.H), W = int(sh.W), P = int(sh.P), Q = int(sh.Q), F = d.F;
-  // real (planes) -> frequency-major spectra `to`, through t
-  auto transform = [&](const float* src, int planes, float* to) {
-    plans.forward(src, t, planes);
-    transpose(t, to, planes, F, stream);
+  const float scale = 1.0f / (float(d.Lh) * float(d.Lw));
+  // `planes` real Hs x Ws planes at src, each at (oh, ow) of a zero Lh x Lw plane -> spectra
+  // to[f * ld + plane]
+  auto to_spectra = [&](const float* src, int64_t planes, int Hs, int Ws, int oh, int ow, float* to, int64_t ld) {
+    if (d.own_side) return conv2d_fft_forward_transform(ctx.cuda_stream, src, planes, Hs, Ws, oh, ow, d.own_side, to, ld);
+    // No padded copy when src has the transform's size and cuFFT's alignment: an R2C input that is
+    // only 4-byte aligned (a channel slice of a concat, an odd offset) is refused by cuFFT with
+    // CUFFT_INVALID_VALUE, so such a src goes through the copy too.
+    const bool fits = Hs == d.Lh && Ws == d.Lw && oh == 0 && ow == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    if (!fits) pad(src, real, planes, Hs, Ws, d, oh, ow, stream);
+    plans.forward(fits ? src : real, t, int(planes));
+    transpose(t, to, planes, F, stream, 0, ld);
   };
-  // frequency-major spectra `from` (planes) -> real, through t (which C2R may overwrite)
-  auto inverse = [&](const float* from, int planes) {
-    transpose(from, t, F, planes, stream);
-    plans.inverse(t, real, planes);
+  // spectra from[f * ld + plane] -> dst, the Ho x Wo windows at (oh, ow) of the real planes,
+  // scaled (+ bias[plane % bias_k]); cuFFT's C2R may overwrite t
+  auto from_spectra = [&](const float* from, int64_t ld, int64_t planes, int Ho, int Wo, int oh, int ow,
+                          const float* bias, int bias_k, float* dst) {
+    if (d.own_side)
+      return conv2d_fft_inverse_transform(ctx.cuda_stream, from, ld, planes, d.own_side, Ho, Wo, oh, ow, scale, bias,
+                                          bias_k, dst);
+    transpose(from, t, F, planes, stream, ld, 0);
+    plans.inverse(t, real, int(planes));
+    crop(real, dst, planes, Ho, Wo, d, oh, ow, bias, bias_k, stream);
   };
   const int64_t KC = sh.K * sh.C, RS = sh.R * sh.S;
   if (dir != ConvDir::backward_filter)  // filter planes -> columns [p0, p0 + cnt) of wf (F, K*C)
     filter_chunks(sh, d, [&](int64_t p0, int cnt) {
-      pad(op.w + p0 * RS, real, cnt, int(sh.R), int(sh.S), d, 0, 0, stream);
-      plans.forward(real, t, cnt);
-      transpose(t, wf + 2 * p0, cnt, F, stream, 0, KC);
+      to_spectra(op.w + p0 * RS, cnt, int(sh.R), int(sh.S), 0, 0, wf + 2 * p0, KC);
     });
-  const bool x_shape_fits = H == d.Lh && W == d.Lw && sh.pad_h == 0 && sh.pad_w == 0;
   for (int64_t n0 = 0; n0 < sh.N; n0 += d.nb) {
     const int cnt = int(std::min<int64_t>(d.nb, sh.N - n0));
-    if (dir != ConvDir::backward_data) {
-      const float* x = op.x + n0 * C * H * W;
-      // No padded copy of x needed when it has the transform's size and cuFFT's alignment: an
-      // R2C input that is only 4-byte aligned (a channel slice of a concat, an odd offset) is
-      // refused by cuFFT with CUFFT_INVALID_VALUE, so such an x goes through the copy too.
-      const bool x_fits = x_shape_fits && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-      if (!x_fits) pad(x, real, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, stream);
-      transform(x_fits ? x : real, cnt * C, cspec);
-    }
-    if (dir != ConvDir::forward) {
-      pad(op.dy + n0 * K * P * Q, real, int64_t(cnt) * K, P, Q, d, 0, 0, stream);
-      transform(real, cnt * K, kspec);
-    }
+    if (dir != ConvDir::backward_data)
+      to_spectra(op.x + n0 * C * H * W, int64_t(cnt) * C, H, W, int(sh.pad_h), int(sh.pad_w), cspec, int64_t(cnt) * C);
+    if (dir != ConvDir::forward) to_spectra(op.dy + n0 * K * P * Q, int64_t(cnt) * K, P, Q, 0, 0, kspec, int64_t(cnt) * K);
     if (dir == ConvDir::forward) {  // Y(n,k) = sum_c X(n,c) conj(W(k,c))
       frequency_gemms(ctx, {CUBLAS_OP_C, CUBLAS_OP_N, K, cnt, C, C, C, K}, F, wf, cspec, kspec, false);
-      inverse(kspec, cnt * K);
-      crop(real, op.y + n0 * K * P * Q, int64_t(cnt) * K, P, Q, d, 0, 0, sh.has_bias ? op.b : nullptr, K, stream);
+      from_spectra(kspec, int64_t(cnt) * K, int64_t(cnt) * K, P, Q, 0, 0, sh.has_bias ? op.b : nullptr, K,
+                   op.y + n0 * K * P * Q);
     } else if (dir == ConvDir::backward_data) {  // DX(n,c) = sum_k DY(n,k) W(k,c)
       frequency_gemms(ctx, {CUBLAS_OP_N, CUBLAS_OP_N, C, cnt, K, C, K, C}, F, wf, kspec, cspec, false);
-      inverse(cspec, cnt * C);
-      crop(real, op.dx + n0 * C * H * W, int64_t(cnt) * C, H, W, d, sh.pad_h, sh.pad_w, nullptr, 1, stream);
+      from_spectra(cspec, int64_t(cnt) * C, int64_t(cnt) * C, H, W, int(sh.pad_h), int(sh.pad_w), nullptr, 1,
+                   op.dx + n0 * C * H * W);
     } else {  // DW(k,c) = sum_n conj(DY(n,k)) X(n,c), summed over the chunks
       frequency_gemms(ctx, {CUBLAS_OP_N, CUBLAS_OP_C, C, K, cnt, C, K, C}, F, cspec, kspec, wf, n0 > 0);
     }
   }
   if (dir == ConvDir::backward_filter) {
     filter_chunks(sh, d, [&](int64_t p0, int cnt) {
-      transpose(wf + 2 * p0, t, F, cnt, stream, KC, 0);
-      plans.inverse(t, real, cnt);
-      crop(real, op.dw + p0 * RS, cnt, int(sh.R), int(sh.S), d, 0, 0, nullptr, 1, stream);
+      from_spectra(wf + 2 * p0, KC, cnt, int(sh.R), int(sh.S), 0, 0, nullptr, 1, op.dw + p0 * RS);
     });
     if (op.db) bias_grad(op.dy, op.db, sh.N, sh.K, sh.P * sh.Q, stream);
   }

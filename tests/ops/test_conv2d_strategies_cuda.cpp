@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -195,7 +196,15 @@ std::vector<Conv2dShape> fft_shapes() {
       ++i;
     }
   shapes.push_back(Conv2dShape::make(2, 33, 27, 27, 17, 11, 11, 1, 1, 5, 5));  // AlexNet-like, channels past 32
-  shapes.push_back(Conv2dShape::make(3, 19, 16, 16, 21, 5, 5, 1, 1, 0, 0));  // unpadded 16x16: x needs no padded copy
+  shapes.push_back(Conv2dShape::make(3, 19, 24, 24, 21, 5, 5, 1, 1, 0, 0));  // unpadded 24x24: x needs no padded copy
+  // Our own transforms (conv2d_fft_transforms.h), each side, padded or not, with and without bias;
+  // the others above take cuFFT's.
+  shapes.push_back(Conv2dShape::make(2, 16, 6, 6, 17, 3, 3, 1, 1, 1, 1));             // 8x8
+  shapes.push_back(Conv2dShape::make(3, 20, 13, 11, 16, 5, 3, 1, 1, 1, 2, 1, 1, 1, false));  // 16x16 (15x15)
+  shapes.push_back(Conv2dShape::make(2, 16, 13, 13, 18, 3, 3, 1, 1, 0, 0));           // 16x16 (cuFFT's 14x14)
+  shapes.push_back(Conv2dShape::make(2, 24, 32, 32, 18, 9, 9, 1, 1, 0, 0));           // 32x32, L3-like
+  shapes.push_back(Conv2dShape::make(1, 17, 27, 27, 16, 7, 7, 1, 1, 2, 2, 1, 1, 1, false));  // 32x32 (31x31)
+  shapes.push_back(Conv2dShape::make(1, 16, 60, 64, 16, 9, 9, 1, 1, 0, 0));           // 64x64 (cuFFT's 60x64)
   return shapes;
 }
 
@@ -331,6 +340,7 @@ TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[
       {kFft, Conv2dShape::make(4, 16, 500, 500, 16, 3, 3, 1, 1, 1, 1)},     // cuBLAS products, ~20M floats: 3 + 1;
                                                                            // filter planes 87 at a time: 3 chunks
       {kFft, Conv2dShape::make(2, 4, 500, 500, 40, 3, 3, 1, 1, 1, 1)},      // our products; filter planes 131 + 29
+      {kFft, Conv2dShape::make(40, 256, 64, 64, 256, 1, 1, 1, 1, 0, 0)},    // our 64x64 transforms: 31 + 9 images
   };
   for (const Case& c : cases) {
     INFO(fmt::format("{}: {}", c.s.name, c.sh.to_string()));
@@ -351,12 +361,15 @@ TEST_CASE("conv2d cuda strategies split large batches into chunks correctly", "[
 TEST_CASE("conv2d cuda winograd im2col and fft give the same bits on every run", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  const Conv2dShape sh = Conv2dShape::make(3, 7, 13, 11, 9, 3, 3, 1, 1, 1, 1);
-  const Reference r(sh, 77);
-  DeviceConv d(r);
-  for (const Strategy* s : {&kWinograd, &kIm2col, &kFft})
+  const Conv2dShape small = Conv2dShape::make(3, 7, 13, 11, 9, 3, 3, 1, 1, 1, 1);
+  const Conv2dShape own = Conv2dShape::make(2, 16, 14, 14, 17, 3, 3, 1, 1, 1, 1);  // the FFT's own 16x16 transforms
+  const std::pair<const Strategy*, Conv2dShape> cases[] = {
+      {&kWinograd, small}, {&kIm2col, small}, {&kFft, small}, {&kFft, own}};
+  for (const auto& [s, sh] : cases) {
+    const Reference r(sh, 77);
+    DeviceConv d(r);
     for (ConvDir dir : kDirs) {
-      INFO(fmt::format("{} {}", s->name, to_string(dir)));
+      INFO(fmt::format("{} {} {}", s->name, sh.to_string(), to_string(dir)));
       run_and_check(cuda, *s, dir, r, d, true);
       auto output = [&] {
         return dir == ConvDir::forward ? d.y.get() : dir == ConvDir::backward_data ? d.dx.get() : d.dw.get();
@@ -367,19 +380,25 @@ TEST_CASE("conv2d cuda winograd im2col and fft give the same bits on every run",
       CHECK(compare(again, first, test::kExact) == "");
       if (dir == ConvDir::backward_filter) CHECK(compare(d.db.get(), first_db, test::kExact) == "");
     }
+  }
 }
 
 TEST_CASE("conv2d cuda winograd im2col and fft take operands off 16-byte alignment", "[gpu]") {
   CNN_REQUIRE_GPU();
   CudaContext cuda;
-  const Conv2dShape sh = Conv2dShape::make(2, 5, 9, 10, 7, 3, 3, 1, 1, 1, 1);
-  const Reference r(sh, 91);
-  DeviceConv d(r, 1);
-  for (const Strategy* s : {&kWinograd, &kIm2col, &kFft})
+  const Conv2dShape small = Conv2dShape::make(2, 5, 9, 10, 7, 3, 3, 1, 1, 1, 1);
+  const Conv2dShape gemm = Conv2dShape::make(2, 16, 20, 20, 16, 5, 5, 1, 1, 0, 0);  // cuFFT's 20x20, no padded copy
+  const Conv2dShape own = Conv2dShape::make(2, 16, 30, 31, 16, 5, 5, 1, 1, 1, 0);   // the FFT's own 32x32
+  const std::pair<const Strategy*, Conv2dShape> cases[] = {
+      {&kWinograd, small}, {&kIm2col, small}, {&kFft, small}, {&kFft, gemm}, {&kFft, own}};
+  for (const auto& [s, sh] : cases) {
+    const Reference r(sh, 91);
+    DeviceConv d(r, 1);
     for (ConvDir dir : kDirs) {
-      INFO(fmt::format("{} {}", s->name, to_string(dir)));
+      INFO(fmt::format("{} {} {}", s->name, sh.to_string(), to_string(dir)));
       run_and_check(cuda, *s, dir, r, d, true);
     }
+  }
 }
 
 TEST_CASE("conv2d cuda strategies refuse shapes outside their rules", "[gpu]") {
@@ -399,10 +418,14 @@ TEST_CASE("conv2d cuda strategies refuse shapes outside their rules", "[gpu]") {
 // than workspace_bytes (the workspace grows to 1.5 times the largest request).
 TEST_CASE("conv2d cuda fft winograd and im2col gemm replay from a cuda graph with the uncaptured results", "[gpu]") {
   CNN_REQUIRE_GPU();
-  const Conv2dShape sh = Conv2dShape::make(3, 7, 13, 11, 9, 3, 3, 1, 1, 1, 1);
-  const Reference r(sh, 123);
-  for (const Strategy* s : {&kFft, &kWinograd, &kIm2col}) {
-    INFO(s->name);
+  const Conv2dShape small = Conv2dShape::make(3, 7, 13, 11, 9, 3, 3, 1, 1, 1, 1);
+  // The FFT's own 64x64 transforms, whose kernels ask for more than 48 KiB of shared memory.
+  const Conv2dShape own = Conv2dShape::make(2, 16, 60, 60, 16, 5, 5, 1, 1, 2, 2);
+  const std::pair<const Strategy*, Conv2dShape> cases[] = {
+      {&kFft, small}, {&kFft, own}, {&kWinograd, small}, {&kIm2col, small}};
+  for (const auto& [s, sh] : cases) {
+    INFO(fmt::format("{}: {}", s->name, sh.to_string()));
+    const Reference r(sh, 123);
     CudaContext cuda;
     DeviceConv d(r);
     size_t most = 0;
