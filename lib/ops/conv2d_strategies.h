@@ -4,7 +4,8 @@
 //                padding, backward_data pad <= 2 (the rotated filter with padding 2 - pad),
 //                backward_filter any padding                        conv2d_winograd_cuda.cu
 //   im2col_gemm  Caffe's im2col + cuBLAS SGEMM per group, any shape   conv2d_im2col_cuda.cu
-//   fft          cuFFT: stride 1, dilation 1, groups 1, all directions  conv2d_fft_cuda.cu
+//   fft          stride 1, dilation 1, groups 1, all directions: our own transforms on power-of-two
+//                squares up to 64 (conv2d_fft_transforms.h), else cuFFT's  conv2d_fft_cuda.cu
 // Operands (f32) and contract as in conv2d_algo.h (outputs written, not accumulated; device memory;
 // work on ctx.cuda_stream; scratch from ctx.workspace, at most workspace_bytes(sh, dir) bytes).
 // After a shape's first call (which may make cuFFT plans, cached per context), a call neither
