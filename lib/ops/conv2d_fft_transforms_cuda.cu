@@ -106,6 +106,27 @@ __device__ __forceinline__ void load_twiddles(float2* tw) {
   }
 }
 
+// This block's view of the dynamic shared memory (the real planes and the spectra share one
+// area; the twiddles follow it), its first plane and how many of its G planes exist. Loads the
+// twiddles: sync before using them.
+template <int L>
+struct FftBlock {
+  float* real;
+  float2* spec;
+  float2* tw;
+  int64_t plane0;
+  int count;
+  __device__ explicit FftBlock(int64_t planes) {
+    extern __shared__ float4 shared_area[];
+    real = reinterpret_cast<float*>(shared_area);
+    spec = reinterpret_cast<float2*>(shared_area);
+    tw = reinterpret_cast<float2*>(real + FftTile<L>::kAreaFloats);
+    plane0 = int64_t(blockIdx.x) * FftTile<L>::G;
+    count = planes - plane0 < FftTile<L>::G ? int(planes - plane0) : FftTile<L>::G;
+    load_twiddles(tw);
+  }
+};
+
 }  // namespace
 
 template <int L>
@@ -113,14 +134,13 @@ static __global__ void __launch_bounds__(kThreads)
     conv2d_fft_forward_transform_kernel(const float* __restrict__ src, int64_t planes, int Hs, int Ws, int oh, int ow,
                                         float2* __restrict__ out, int64_t ld) {
   using T = FftTile<L>;
-  extern __shared__ float4 shared_area[];
-  float* real = reinterpret_cast<float*>(shared_area);
-  float2* spec = reinterpret_cast<float2*>(shared_area);
-  float2* tw = reinterpret_cast<float2*>(real + T::kAreaFloats);
+  const FftBlock<L> blk(planes);
+  float* real = blk.real;
+  float2* spec = blk.spec;
+  const float2* tw = blk.tw;
   const int tid = threadIdx.x;
-  const int64_t plane0 = int64_t(blockIdx.x) * T::G;
-  const int count = planes - plane0 < T::G ? int(planes - plane0) : T::G;
-  load_twiddles(tw);
+  const int64_t plane0 = blk.plane0;
+  const int count = blk.count;
   // The block's planes, consecutive in src, into zero L x L planes: consecutive threads read
   // consecutive floats of a source row.
   const float* block_src = src + plane0 * Hs * Ws;
@@ -163,14 +183,13 @@ static __global__ void __launch_bounds__(kThreads)
                                         int oh, int ow, float scale, const float* __restrict__ bias, int K,
                                         float* __restrict__ dst) {
   using T = FftTile<L>;
-  extern __shared__ float4 shared_area[];
-  float* real = reinterpret_cast<float*>(shared_area);
-  float2* spec = reinterpret_cast<float2*>(shared_area);
-  float2* tw = reinterpret_cast<float2*>(real + T::kAreaFloats);
+  const FftBlock<L> blk(planes);
+  float* real = blk.real;
+  float2* spec = blk.spec;
+  const float2* tw = blk.tw;
   const int tid = threadIdx.x;
-  const int64_t plane0 = int64_t(blockIdx.x) * T::G;
-  const int count = planes - plane0 < T::G ? int(planes - plane0) : T::G;
-  load_twiddles(tw);
+  const int64_t plane0 = blk.plane0;
+  const int count = blk.count;
   __syncthreads();
   if (tid < T::G * T::Fw) {  // column transforms: thread (plane, column), lanes over planes
     const int p = tid % T::G, c = tid / T::G;
