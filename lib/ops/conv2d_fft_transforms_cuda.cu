@@ -134,43 +134,38 @@ static __global__ void __launch_bounds__(kThreads)
     conv2d_fft_forward_transform_kernel(const float* __restrict__ src, int64_t planes, int Hs, int Ws, int oh, int ow,
                                         float2* __restrict__ out, int64_t ld) {
   using T = FftTile<L>;
-  const FftBlock<L> blk(planes);
-  float* real = blk.real;
-  float2* spec = blk.spec;
-  const float2* tw = blk.tw;
+  const FftBlock<L> b(planes);
   const int tid = threadIdx.x;
-  const int64_t plane0 = blk.plane0;
-  const int count = blk.count;
   // The block's planes, consecutive in src, into zero L x L planes: consecutive threads read
   // consecutive floats of a source row.
-  const float* block_src = src + plane0 * Hs * Ws;
+  const float* block_src = src + b.plane0 * Hs * Ws;
   for (int i = tid; i < T::G * L * L; i += kThreads) {
     const int p = i / (L * L), r = (i / L) % L, c = i % L;
     const int h = r - oh, w = c - ow;
     float v = 0.0f;
-    if (p < count && h >= 0 && h < Hs && w >= 0 && w < Ws) v = block_src[(int64_t(p) * Hs + h) * Ws + w];
-    real[(p * L + r) * T::Row + c] = v;
+    if (p < b.count && h >= 0 && h < Hs && w >= 0 && w < Ws) v = block_src[(int64_t(p) * Hs + h) * Ws + w];
+    b.real[(p * L + r) * T::Row + c] = v;
   }
   __syncthreads();
   {  // row transforms: thread (plane, row)
     const int p = tid / L, r = tid % L;
     float2 a[L];
 #pragma unroll
-    for (int c = 0; c < L; ++c) a[c] = make_float2(real[(p * L + r) * T::Row + c], 0.0f);
-    fft_in_registers<L, false>(a, tw);
+    for (int c = 0; c < L; ++c) a[c] = make_float2(b.real[(p * L + r) * T::Row + c], 0.0f);
+    fft_in_registers<L, false>(a, b.tw);
     __syncthreads();  // the spectra overwrite the real planes
 #pragma unroll
-    for (int c = 0; c < T::Fw; ++c) spec[p * T::Plane + r * T::Fw + c] = a[c];
+    for (int c = 0; c < T::Fw; ++c) b.spec[p * T::Plane + r * T::Fw + c] = a[c];
   }
   __syncthreads();
   if (tid < T::G * T::Fw) {  // column transforms: thread (plane, column), lanes over planes
     const int p = tid % T::G, c = tid / T::G;
     float2 a[L];
 #pragma unroll
-    for (int r = 0; r < L; ++r) a[r] = spec[p * T::Plane + r * T::Fw + c];
-    fft_in_registers<L, false>(a, tw);
-    if (p < count) {
-      float2* o = out + plane0 + p;
+    for (int r = 0; r < L; ++r) a[r] = b.spec[p * T::Plane + r * T::Fw + c];
+    fft_in_registers<L, false>(a, b.tw);
+    if (p < b.count) {
+      float2* o = out + b.plane0 + p;
 #pragma unroll
       for (int k = 0; k < L; ++k) o[int64_t(k * T::Fw + c) * ld] = a[k];
     }
@@ -183,23 +178,18 @@ static __global__ void __launch_bounds__(kThreads)
                                         int oh, int ow, float scale, const float* __restrict__ bias, int K,
                                         float* __restrict__ dst) {
   using T = FftTile<L>;
-  const FftBlock<L> blk(planes);
-  float* real = blk.real;
-  float2* spec = blk.spec;
-  const float2* tw = blk.tw;
+  const FftBlock<L> b(planes);
   const int tid = threadIdx.x;
-  const int64_t plane0 = blk.plane0;
-  const int count = blk.count;
   __syncthreads();
   if (tid < T::G * T::Fw) {  // column transforms: thread (plane, column), lanes over planes
     const int p = tid % T::G, c = tid / T::G;
     float2 a[L];
-    const float2* i = in + plane0 + p;
+    const float2* i = in + b.plane0 + p;
 #pragma unroll
-    for (int k = 0; k < L; ++k) a[k] = p < count ? i[int64_t(k * T::Fw + c) * ld] : make_float2(0.0f, 0.0f);
-    fft_in_registers<L, true>(a, tw);
+    for (int k = 0; k < L; ++k) a[k] = p < b.count ? i[int64_t(k * T::Fw + c) * ld] : make_float2(0.0f, 0.0f);
+    fft_in_registers<L, true>(a, b.tw);
 #pragma unroll
-    for (int r = 0; r < L; ++r) spec[p * T::Plane + r * T::Fw + c] = a[r];
+    for (int r = 0; r < L; ++r) b.spec[p * T::Plane + r * T::Fw + c] = a[r];
   }
   __syncthreads();
   {  // row transforms of the kept rows: the other half of each row by Hermitian symmetry
@@ -208,24 +198,24 @@ static __global__ void __launch_bounds__(kThreads)
     float2 a[L];
     if (kept) {
 #pragma unroll
-      for (int c = 0; c < T::Fw; ++c) a[c] = spec[p * T::Plane + r * T::Fw + c];
+      for (int c = 0; c < T::Fw; ++c) a[c] = b.spec[p * T::Plane + r * T::Fw + c];
 #pragma unroll
       for (int c = T::Fw; c < L; ++c) a[c] = make_float2(a[L - c].x, -a[L - c].y);
-      fft_in_registers<L, true>(a, tw);
+      fft_in_registers<L, true>(a, b.tw);
     }
     __syncthreads();  // the real planes overwrite the spectra
     if (kept) {
 #pragma unroll
-      for (int c = 0; c < L; ++c) real[(p * L + r) * T::Row + c] = a[c].x;
+      for (int c = 0; c < L; ++c) b.real[(p * L + r) * T::Row + c] = a[c].x;
     }
   }
   __syncthreads();
-  float* block_dst = dst + plane0 * Ho * Wo;
+  float* block_dst = dst + b.plane0 * Ho * Wo;
   const int HW = Ho * Wo;
-  for (int i = tid; i < count * HW; i += kThreads) {
+  for (int i = tid; i < b.count * HW; i += kThreads) {
     const int p = i / HW, hw = i - p * HW, h = hw / Wo, w = hw - h * Wo;
-    const float v = real[(p * L + h + oh) * T::Row + w + ow] * scale;
-    block_dst[i] = bias ? v + bias[(plane0 + p) % K] : v;
+    const float v = b.real[(p * L + h + oh) * T::Row + w + ow] * scale;
+    block_dst[i] = bias ? v + bias[(b.plane0 + p) % K] : v;
   }
 }
 
