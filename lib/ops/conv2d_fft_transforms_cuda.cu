@@ -6,14 +6,13 @@
 //   forward: global real -> shared (G, L, L + 1) -> row FFTs (thread per plane and row) ->
 //            shared spectra (G, L, L / 2 + 1) -> column FFTs (thread per plane and column) -> global,
 //            lanes over planes, so each frequency's G planes are one coalesced run
-//   inverse: the same backwards; rows are completed by Hermitian symmetry, and only the rows
-//            and columns of the cropped window are transformed and written.
+//   inverse: the same backwards; rows are completed by Hermitian symmetry, only the cropped
+//            window's rows get a row transform, and only the window is written.
 // Shared strides are padded so neither the row nor the column accesses conflict on banks (bar
 // L = 8's rows, 2-way). Twiddles exp(-2 pi i j / 64) are computed per block in double (sincospi)
 // and rounded once, so the transforms are as accurate as cuFFT's.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -219,29 +218,31 @@ static __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The blocks of a side-L kernel over `planes` planes, after opting the kernel in to its shared
+// memory where that is past the default.
+template <int L, typename Kernel>
+static unsigned prepare_launch(Kernel kernel, int64_t planes) {
+  using T = FftTile<L>;
+  if constexpr (T::kSharedBytes > kDefaultSharedBytes)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSharedBytes)));
+  return unsigned((planes + T::G - 1) / T::G);
+}
+
 template <int L>
 static void launch_forward(cudaStream_t stream, const float* src, int64_t planes, int Hs, int Ws, int oh, int ow,
                            float* out, int64_t ld) {
-  using T = FftTile<L>;
   const auto kernel = conv2d_fft_forward_transform_kernel<L>;
-  if constexpr (T::kSharedBytes > kDefaultSharedBytes)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSharedBytes)));
-  const int64_t blocks = (planes + T::G - 1) / T::G;
-  kernel<<<unsigned(blocks), kThreads, T::kSharedBytes, stream>>>(src, planes, Hs, Ws, oh, ow,
-                                                                  reinterpret_cast<float2*>(out), ld);
+  kernel<<<prepare_launch<L>(kernel, planes), kThreads, FftTile<L>::kSharedBytes, stream>>>(
+      src, planes, Hs, Ws, oh, ow, reinterpret_cast<float2*>(out), ld);
   CUDA_CHECK_LAUNCH("conv2d_fft_forward_transform_kernel");
 }
 
 template <int L>
 static void launch_inverse(cudaStream_t stream, const float* in, int64_t ld, int64_t planes, int Ho, int Wo, int oh,
                            int ow, float scale, const float* bias, int K, float* dst) {
-  using T = FftTile<L>;
   const auto kernel = conv2d_fft_inverse_transform_kernel<L>;
-  if constexpr (T::kSharedBytes > kDefaultSharedBytes)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSharedBytes)));
-  const int64_t blocks = (planes + T::G - 1) / T::G;
-  kernel<<<unsigned(blocks), kThreads, T::kSharedBytes, stream>>>(reinterpret_cast<const float2*>(in), ld, planes,
-                                                                  Ho, Wo, oh, ow, scale, bias, K, dst);
+  kernel<<<prepare_launch<L>(kernel, planes), kThreads, FftTile<L>::kSharedBytes, stream>>>(
+      reinterpret_cast<const float2*>(in), ld, planes, Ho, Wo, oh, ow, scale, bias, K, dst);
   CUDA_CHECK_LAUNCH("conv2d_fft_inverse_transform_kernel");
 }
 
